@@ -1,0 +1,50 @@
+"""envlock: snapshot, diff, lock and verify research computing environments.
+
+The public API is small and cheap to import (nothing heavy is loaded until used):
+
+* :func:`snapshot` — observe a target environment, return a :class:`~envlock.manifest.Manifest`;
+* :func:`load` — read a manifest file;
+* :class:`Manifest` — the model; ``Manifest.write(path)`` writes it atomically.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "snapshot", "load", "Manifest"]
+
+if TYPE_CHECKING:
+    from envlock.manifest import Manifest
+    from envlock.snapshot import snapshot
+
+
+def load(path: str) -> Manifest:
+    """Read a manifest file (TOML or JSON).
+
+    :param path: the file.
+    :raises ManifestError: the file is missing, not valid TOML/JSON, or not a manifest.
+    :raises ManifestVersionError: its schema major is newer than this envlock reads.
+    """
+    from envlock._toml import load_file  # noqa: PLC0415
+    from envlock.errors import ManifestError  # noqa: PLC0415
+    from envlock.manifest import Manifest  # noqa: PLC0415
+
+    data = load_file(path)
+    try:
+        return Manifest.from_dict(data)
+    except ManifestError as exc:
+        raise type(exc)(f"{path}: {exc}") from None
+
+
+def __getattr__(name: str) -> Any:
+    if name == "snapshot":
+        from envlock.snapshot import snapshot  # noqa: PLC0415
+
+        return snapshot
+    if name == "Manifest":
+        from envlock.manifest import Manifest  # noqa: PLC0415
+
+        return Manifest
+    raise AttributeError(f"module 'envlock' has no attribute {name!r}")

@@ -1,0 +1,158 @@
+"""Generic mapping between frozen dataclasses and TOML/JSON-ready dicts.
+
+Every table of the manifest is a ``@dataclass(frozen=True, kw_only=True, slots=True)``.
+This module turns such a tree into plain dicts and back, the same way for every table,
+so that a new area needs only its dataclass:
+
+* attribute ``snake_case`` names become ``kebab-case`` keys (``base_prefix`` → ``base-prefix``);
+* ``None`` values are dropped (TOML has no null), and so are empty tuples and dicts;
+* key order in the dict follows field order in the class, so output is deterministic;
+* reading checks every value's type and reports the key path of a bad value, e.g.
+  ``expected str, got int in 'pip.packages[3].version'`` (the style of packaging's ``pylock``).
+
+Supported field types: ``str``, ``int`` (``bool`` is rejected), ``float``, ``bool``,
+``X | None``, ``tuple[X, ...]``, ``dict[str, X]`` (kept as an immutable mapping) and nested
+dataclasses.  Keys that a class does not know are ignored on reading, so a file written by a
+newer envlock of the same schema major can still be read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import sys
+import types
+import typing
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, TypeVar
+
+from envlock.errors import ManifestError
+
+__all__ = ["from_dict", "to_dict", "freeze_mapping"]
+
+T = TypeVar("T")
+
+
+def _key(name: str) -> str:
+    return name.replace("_", "-")
+
+
+def freeze_mapping(data: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """Return a read-only copy of ``data`` (a :class:`types.MappingProxyType`), sorted by key.
+
+    :param data: any mapping, or ``None`` for an empty one.
+    :returns: an immutable mapping suitable for a frozen dataclass field.
+    """
+    return MappingProxyType(dict(sorted((data or {}).items())))
+
+
+def to_dict(obj: Any) -> dict[str, Any]:
+    """Convert a dataclass instance to a plain dict of TOML-compatible values.
+
+    :param obj: an instance of a dataclass made of the supported field types.
+    :returns: a new dict; ``None``, empty tuples and empty mappings are omitted.
+    """
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(obj):
+        value = _dump(getattr(obj, f.name))
+        if value is None or value == () or value == [] or value == {}:
+            continue
+        out[_key(f.name)] = value
+    return out
+
+
+def _dump(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_dict(value)
+    if isinstance(value, (tuple, list)):
+        return [_dump(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _dump(v) for k, v in value.items()}
+    return value
+
+
+@functools.lru_cache(maxsize=None)
+def _hints(cls: type) -> dict[str, Any]:
+    module = sys.modules.get(cls.__module__)
+    return typing.get_type_hints(cls, globalns=vars(module) if module else None)
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp))
+
+
+def from_dict(cls: type[T], data: Any, path: str = "") -> T:
+    """Build a dataclass ``cls`` from ``data``, checking types.
+
+    :param cls: the dataclass to build.
+    :param data: a mapping as produced by :func:`to_dict` or read from TOML/JSON.
+    :param path: the key path of ``data`` in the whole document, used in error messages.
+    :raises ManifestError: when ``data`` is not a table, a required key is missing, or a value
+        has the wrong type; the message ends with the key path, e.g. ``in 'python.version'``.
+    :returns: an instance of ``cls``.
+    """
+    if not isinstance(data, Mapping):
+        raise ManifestError(f"expected a table, got {type(data).__name__}" + _where(path))
+    hints = _hints(cls)
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        key = _key(f.name)
+        sub = f"{path}.{key}" if path else key
+        if key not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ManifestError(f"missing required key {key!r}" + _where(path))
+            continue
+        kwargs[f.name] = _load(hints[f.name], data[key], sub)
+    return cls(**kwargs)
+
+
+def _where(path: str) -> str:
+    return f" in {path!r}" if path else ""
+
+
+def _load(tp: Any, value: Any, path: str) -> Any:  # noqa: PLR0911, PLR0912
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        errors = []
+        for option in options:
+            try:
+                return _load(option, value, path)
+            except ManifestError as exc:
+                errors.append(exc)
+        raise errors[0]
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ManifestError(f"expected an array, got {type(value).__name__}" + _where(path))
+        item = args[0]
+        return tuple(_load(item, v, f"{path}[{i}]") for i, v in enumerate(value))
+    if origin in (dict, Mapping, typing.Mapping) or tp is dict:
+        if not isinstance(value, Mapping):
+            raise ManifestError(f"expected a table, got {type(value).__name__}" + _where(path))
+        item = args[1] if len(args) == 2 else Any  # noqa: PLR2004
+        return freeze_mapping({str(k): _load(item, v, f"{path}.{k}") for k, v in value.items()})
+    if dataclasses.is_dataclass(tp):
+        return from_dict(tp, value, path)
+    if tp is Any:
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ManifestError(f"expected bool, got {type(value).__name__}" + _where(path))
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ManifestError(f"expected int, got {type(value).__name__}" + _where(path))
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ManifestError(f"expected float, got {type(value).__name__}" + _where(path))
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ManifestError(f"expected str, got {type(value).__name__}" + _where(path))
+        return value
+    raise ManifestError(f"unsupported field type {_type_name(tp)}" + _where(path))

@@ -1,0 +1,80 @@
+"""envlock's command line: a thin, lazily loaded click group.
+
+Each subcommand lives in its own module under :mod:`envlock.commands` and is imported only
+when it runs (click's documented ``LazyGroup`` pattern), so ``envlock --help`` and
+``envlock verify`` start without importing rich, pyelftools or the probes they do not use.
+
+Exit status, for every command: 0 success, 1 a finding (differences, failed checks),
+2 envlock could not do its job (bad arguments, unreadable input) — then one line on stderr.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import click
+
+__all__ = ["cli", "main"]
+
+#: subcommand name → (module, attribute, one-line help shown by ``envlock --help``)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "snapshot": ("envlock.commands.snapshot", "snapshot", "Record the environment in a manifest."),
+    "show": ("envlock.commands.show", "show", "Summarize a manifest file."),
+    "libs": ("envlock.commands.libs", "libs", "Show which shared libraries will really load."),
+    "diff": ("envlock.commands.diff", "diff", "Explain how environments differ, ranked."),
+    "lock": ("envlock.commands.lock", "lock", "Write lockfiles from an environment or a spec."),
+    "restore": ("envlock.commands.lock", "restore", "Print the commands that recreate an env."),
+    "verify": ("envlock.commands.verify", "verify", "Check that this job will run as intended."),
+}
+
+
+class LazyGroup(click.Group):
+    """A click group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return [name for name, (mod, _, _) in COMMANDS.items() if _exists(mod)]
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        spec = COMMANDS.get(cmd_name)
+        if spec is None or not _exists(spec[0]):
+            return None
+        module = importlib.import_module(spec[0])
+        return getattr(module, spec[1])
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def _exists(module: str) -> bool:
+    import importlib.util  # noqa: PLC0415
+
+    return importlib.util.find_spec(module) is not None
+
+
+def _version() -> str:
+    from envlock import __version__  # noqa: PLC0415
+
+    return __version__
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(_version(), prog_name="envlock")
+def cli() -> None:
+    """Make research computing environments reproducible and debuggable.
+
+    \b
+    envlock snapshot        record this environment in manifest.toml
+    envlock diff A B        why does the same code give a different result?
+    envlock verify          will this job run as intended? (job prologue)
+    envlock libs torch      which shared libraries will really load, and why
+    envlock lock            lockfiles others can install
+    """
+
+
+def main(argv: list[str] | None = None) -> Any:
+    """Console-script entry point."""
+    return cli.main(args=argv, prog_name="envlock")

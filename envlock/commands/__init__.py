@@ -1,0 +1,1 @@
+"""One module per CLI subcommand; each is imported only when its command runs."""

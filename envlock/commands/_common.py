@@ -1,0 +1,56 @@
+"""Helpers shared by the CLI commands: error handling and target options."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+__all__ = ["handle_errors", "target_options", "fail"]
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print ``Error: message`` on stderr and exit with ``code`` (2: envlock could not run)."""
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(code)
+
+
+def handle_errors(func: F) -> F:
+    """Turn :class:`~envlock.errors.EnvlockError` and ``OSError`` into one line and exit 2."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from envlock.errors import EnvlockError  # noqa: PLC0415
+
+        try:
+            return func(*args, **kwargs)
+        except EnvlockError as exc:
+            fail(str(exc))
+        except OSError as exc:
+            where = f"{exc.filename}: " if exc.filename else ""
+            fail(f"{where}{exc.strerror or exc}")
+        return None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def target_options(func: F) -> F:
+    """Add ``--python PATH`` and ``--prefix DIR`` (mutually exclusive) to a command."""
+    func = click.option(
+        "--prefix",
+        "prefix",
+        type=click.Path(file_okay=False, path_type=str),
+        help="A conda prefix or venv directory to observe.",
+    )(func)
+    func = click.option(
+        "--python",
+        "python",
+        type=click.Path(dir_okay=False, path_type=str),
+        help="The interpreter of the environment to observe.",
+    )(func)
+    return func

@@ -1,0 +1,37 @@
+"""Exceptions raised by envlock's library.
+
+Every error that a user can cause (a bad file, a bad argument) is an :class:`EnvlockError`;
+the CLI turns it into one line on stderr and exit status 2.  Problems of the *observed*
+environment (a missing tool, an unreadable METADATA) are not exceptions: probes record them
+as data (``status``/``error`` fields) and the snapshot carries on.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EnvlockError",
+    "ManifestError",
+    "ManifestVersionError",
+    "TargetError",
+    "OutputExistsError",
+]
+
+
+class EnvlockError(Exception):
+    """Base class of envlock's errors; ``str(exc)`` is a complete one-line message."""
+
+
+class ManifestError(EnvlockError, ValueError):
+    """A manifest (or another input file) is malformed: bad TOML, wrong types, missing keys."""
+
+
+class ManifestVersionError(ManifestError):
+    """A manifest's ``[envlock] schema`` major version is newer than this envlock reads."""
+
+
+class TargetError(EnvlockError):
+    """The target environment (``--python`` / ``--prefix``) does not exist or is not usable."""
+
+
+class OutputExistsError(EnvlockError):
+    """The output file exists and ``--force`` was not given."""
