@@ -1,0 +1,82 @@
+"""Shared fixtures.
+
+The ``realenv`` group runs envlock against real virtual environments with PyTorch:
+
+* ``cpu_venv``: torch 2.13.0 (CPU build), numpy 1.24.4, scipy 1.10.1;
+* ``cuda_venv``: torch 2.14.1 (CUDA 13.0 build, ``nvidia-*`` wheels), numpy 2.4.1, scipy 1.17.0.
+
+They are created on first use under ``$ENVLOCK_TEST_VENVS`` (default
+``~/.cache/envlock-test-venvs``) with ``pip install`` and reused afterwards.  The group is
+skipped unless ``--realenv`` is given; the README's test command and CI give it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REAL_VENVS = {
+    "cpu": ["torch==2.13.0", "numpy==1.24.4", "scipy==1.10.1"],
+    "cuda": ["torch==2.14.1", "numpy==2.4.1", "scipy==1.17.0"],
+}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--realenv",
+        action="store_true",
+        default=False,
+        help="also run the checks on the real torch venvs (creating them on first use)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--realenv"):
+        return
+    skip = pytest.mark.skip(reason="real torch venv check; run with --realenv")
+    for item in items:
+        if "realenv" in item.keywords:
+            item.add_marker(skip)
+
+
+def venv_root() -> Path:
+    """Directory holding the real test venvs."""
+    return Path(
+        os.environ.get("ENVLOCK_TEST_VENVS", Path.home() / ".cache" / "envlock-test-venvs")
+    )
+
+
+def _ensure_venv(name: str) -> Path:
+    root = venv_root()
+    venv = root / name
+    marker = venv / ".envlock-ready"
+    if marker.exists():
+        return venv
+    if venv.exists():
+        shutil.rmtree(venv)
+    root.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *REAL_VENVS[name]],
+        check=True,
+        timeout=3000,
+    )
+    marker.write_text(" ".join(REAL_VENVS[name]) + "\n")
+    return venv
+
+
+@pytest.fixture(scope="session")
+def cpu_venv() -> Path:
+    """A venv with torch 2.13.0+cpu, numpy 1.24.4 and scipy 1.10.1 (created once)."""
+    return _ensure_venv("cpu")
+
+
+@pytest.fixture(scope="session")
+def cuda_venv() -> Path:
+    """A venv with torch 2.14.1 (CUDA 13.0), numpy 2.4.1 and scipy 1.17.0 (created once)."""
+    return _ensure_venv("cuda")
