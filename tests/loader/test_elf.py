@@ -1,0 +1,174 @@
+"""envlock.elf on real gcc-built files, checked against readelf, plus broken files."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from envlock.elf import (
+    DF_1_NODEFLIB,
+    ElfCache,
+    ElfInfo,
+    check_ident,
+    elf_hash,
+    read_elf,
+    read_symbols,
+)
+
+VERSIONED = """
+int old_api(void) { return 1; }
+int new_api(void) { return 2; }
+"""
+VERSION_SCRIPT = """
+LIBV_1.0 { global: old_api; local: *; };
+LIBV_2.0 { global: new_api; } LIBV_1.0;
+"""
+
+
+def readelf(*args: str) -> str:
+    return subprocess.run(["readelf", "-W", *args], capture_output=True, text=True,
+                          check=True, timeout=30).stdout
+
+
+@pytest.fixture(scope="session")
+def sample(session_build):  # noqa: ANN001, ANN201
+    b = session_build
+    b.lib("dep/libdep.so.1", soname="libdep.so.1")
+    b.lib("libv.so.2", VERSIONED, soname="libv.so.2", version_script=VERSION_SCRIPT)
+    user = b.lib(
+        "libuser.so",
+        "int new_api(void); int old_api(void); int g(void) { return new_api() + old_api(); }",
+        soname="libuser.so.7",
+        needed=["dep/libdep.so.1", "libv.so.2"],
+        rpath="$ORIGIN/dep:/opt/x",
+        extra=["-Wl,-z,nodefaultlib"],
+    )
+    run = b.lib("librun.so", soname="librun.so.1", runpath="$ORIGIN/../lib")
+    exe = b.exe("prog", needed=["dep/libdep.so.1"], runpath="$ORIGIN")
+    return {"user": user, "v": b.root / "libv.so.2", "run": run, "exe": exe, "root": b.root}
+
+
+def test_dynamic_facts_match_readelf(sample) -> None:  # noqa: ANN001
+    info = read_elf(sample["user"])
+    dyn = readelf("-d", str(sample["user"]))
+    assert info.ok and info.path == str(sample["user"])
+    assert info.elfclass == 64 and info.data == "lsb" and info.machine == 62
+    assert info.type == "ET_DYN"
+    assert info.soname == "libuser.so.7"
+    assert list(info.needed) == re.findall(r"\(NEEDED\)\s+Shared library: \[(.*?)\]", dyn)
+    assert info.needed[:2] == ("libdep.so.1", "libv.so.2")
+    assert info.rpath == "$ORIGIN/dep:/opt/x" and info.runpath is None
+    assert info.effective_rpath == "$ORIGIN/dep:/opt/x"
+    assert info.flags_1 & DF_1_NODEFLIB and info.nodeflib
+    assert any(c.startswith("GCC:") for c in info.comments)
+
+
+def test_runpath_and_interp(sample) -> None:  # noqa: ANN001
+    run = read_elf(sample["run"])
+    assert run.runpath == "$ORIGIN/../lib" and run.rpath is None and not run.nodeflib
+    exe = read_elf(sample["exe"])
+    interp = re.search(r"Requesting program interpreter: (\S+?)\]", readelf("-l", str(sample["exe"])))
+    assert exe.interp == interp.group(1)
+    assert exe.runpath == "$ORIGIN"
+
+
+def test_version_sections_match_readelf(sample) -> None:  # noqa: ANN001
+    v = read_elf(sample["v"])
+    assert [(d.name, d.base) for d in v.verdef] == [
+        ("libv.so.2", True), ("LIBV_1.0", False), ("LIBV_2.0", False)]
+    assert v.verdef[2].parents == ("LIBV_1.0",)
+    assert v.defined_versions() == ("LIBV_1.0", "LIBV_2.0")
+    assert all(d.hash == elf_hash(d.name) for d in v.verdef)
+    user = read_elf(sample["user"])
+    by_file = {n.file: n for n in user.verneed}
+    assert sorted(x.name for x in by_file["libv.so.2"].versions) == ["LIBV_1.0", "LIBV_2.0"]
+    text = readelf("-V", str(sample["user"]))
+    for n in user.verneed:
+        for ver in n.versions:
+            assert re.search(rf"Name: {re.escape(ver.name)}\s+Flags: (none|WEAK)\s+Version: {ver.index}", text)
+            assert ver.hash == elf_hash(ver.name)
+
+
+def test_symbols_are_lazy_and_versioned(sample) -> None:  # noqa: ANN001
+    syms = read_symbols(sample["v"])
+    assert ("new_api", "LIBV_2.0") in syms.defined and ("old_api", "LIBV_1.0") in syms.defined
+    user = read_symbols(sample["user"])
+    assert ("new_api", "LIBV_2.0") in user.undefined
+
+
+def test_not_elf(tmp_path: Path) -> None:
+    script = tmp_path / "libfoo.so"
+    script.write_text("/* GNU ld script */\nINPUT(libfoo.so.1)\n")
+    info = read_elf(script)
+    assert not info.ok and info.error.kind == "not-elf"
+    assert info.error.message == "invalid ELF header"
+
+
+@pytest.mark.parametrize("size", [3, 40, 1000], ids=["in-magic", "in-header", "in-tables"])
+def test_truncated(sample, tmp_path: Path, size: int) -> None:  # noqa: ANN001
+    data = sample["user"].read_bytes()[:size]
+    cut = tmp_path / "cut.so"
+    cut.write_bytes(data)
+    info = read_elf(cut)
+    assert not info.ok
+    assert info.error.kind == "truncated"
+
+
+def test_corrupt_section_table(sample, tmp_path: Path) -> None:  # noqa: ANN001
+    data = bytearray(sample["user"].read_bytes())
+    data[0x28:0x30] = (len(data) * 4).to_bytes(8, "little")  # e_shoff far past the end
+    bad = tmp_path / "bad.so"
+    bad.write_bytes(bytes(data))
+    info = read_elf(bad)
+    assert not info.ok and info.error.kind in ("truncated", "corrupt")
+
+
+def test_unreadable(tmp_path: Path) -> None:
+    info = read_elf(tmp_path / "missing.so")
+    assert info.error.kind == "unreadable"
+
+
+def test_check_ident_mirrors_open_verify(sample) -> None:  # noqa: ANN001
+    head = sample["user"].read_bytes()[:64]
+    assert check_ident(head).status == "ok"
+    wrong_class = bytearray(head)
+    wrong_class[4] = 1
+    assert check_ident(bytes(wrong_class)).message == "wrong ELF class: ELFCLASS32"
+    wrong_machine = bytearray(head)
+    wrong_machine[18:20] = (183).to_bytes(2, "little")
+    assert check_ident(bytes(wrong_machine)).status == "skip"
+    assert check_ident(b"INPUT(libc.so.6)\n").message == "invalid ELF header"
+    rel = bytearray(head)
+    rel[16:18] = (1).to_bytes(2, "little")
+    assert check_ident(bytes(rel)).message == "only ET_DYN and ET_EXEC can be loaded"
+    assert check_ident(b"\x7fE").message == "file too short"
+
+
+def test_cache_roundtrip_and_invalidation(sample, tmp_path: Path) -> None:  # noqa: ANN001
+    cache = ElfCache(tmp_path / "cache")
+    lib = tmp_path / "copy.so"
+    lib.write_bytes(sample["user"].read_bytes())
+    first = read_elf(lib, cache=cache)
+    assert cache.misses == 1 and len(list((tmp_path / "cache").glob("*.json"))) == 1
+    second = read_elf(lib, cache=cache)
+    assert cache.hits == 1 and second == first
+    assert isinstance(second, ElfInfo)
+    # Rewriting the file changes (size, mtime): the old entry is not used.
+    lib.write_bytes(sample["v"].read_bytes())
+    os.utime(lib, ns=(1, 1))
+    third = read_elf(lib, cache=cache)
+    assert third.soname == "libv.so.2"
+    assert cache.misses == 2  # noqa: PLR2004
+
+
+def test_cache_ignores_garbage_entries(sample, tmp_path: Path) -> None:  # noqa: ANN001
+    cache = ElfCache(tmp_path / "c")
+    read_elf(sample["run"], cache=cache)
+    for f in (tmp_path / "c").glob("*.json"):
+        f.write_text("{not json")
+    again = read_elf(sample["run"], cache=cache)
+    assert again.runpath == "$ORIGIN/../lib"
