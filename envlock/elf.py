@@ -314,9 +314,10 @@ def check_ident(header: bytes, host: HostAbi = HOST) -> IdentVerdict:
         ``elf/dl-load.c`` ``open_verify`` and ``sysdeps/unix/sysv/linux/ldsodefs.h``
         (``VALID_ELF_OSABI``/``VALID_ELF_ABIVERSION``).
     """
-    if len(header) < 16 or header[:4] != b"\x7fELF":  # noqa: PLR2004
-        if len(header) < 4 and b"\x7fELF".startswith(header):  # noqa: PLR2004
-            return IdentVerdict(status="fatal", message="file too short")
+    # glibc reads the ELF header first and complains about the length before the magic.
+    if len(header) < _EHDR[host.elfclass]:
+        return IdentVerdict(status="fatal", message="file too short")
+    if header[:4] != b"\x7fELF":
         return IdentVerdict(status="fatal", message="invalid ELF header")
     ei_class = {1: 32, 2: 64}.get(header[4], 0)
     if ei_class != host.elfclass:
@@ -335,8 +336,6 @@ def check_ident(header: bytes, host: HostAbi = HOST) -> IdentVerdict:
         return IdentVerdict(status="fatal", message="ELF file ABI version invalid")
     if any(header[9:16]):
         return IdentVerdict(status="fatal", message="nonzero padding in e_ident")
-    if len(header) < _EHDR[ei_class]:
-        return IdentVerdict(status="fatal", message="file too short")
     fmt = "<" if data == "lsb" else ">"
     e_type, e_machine, e_version = struct.unpack_from(fmt + "HHI", header, 16)
     if e_version != 1:

@@ -124,6 +124,7 @@ class LddResult:
 
     paths: dict[str, str | None]
     order: list[str]
+    listed: list[str]
     version_errors: list[str]
     returncode: int
     stderr: str
@@ -135,8 +136,13 @@ def real_ldd(path: Path | str, env: Mapping[str, str] | None = None) -> LddResul
                           env=_clean_env(env))
     paths: dict[str, str | None] = {}
     order: list[str] = []
+    listed: list[str] = []
     errors: list[str] = []
     for line in proc.stdout.splitlines():
+        bare = re.match(r"^\s*(/\S+) \(0x[0-9a-f]+\)$", line)
+        if bare:
+            listed.append(bare.group(1))
+            continue
         if "version `" in line:
             errors.append(line.strip())
             continue
@@ -145,7 +151,7 @@ def real_ldd(path: Path | str, env: Mapping[str, str] | None = None) -> LddResul
             target = None if m.group(2) == "not found" else m.group(2)
             paths.setdefault(m.group(1), target)
             order.append(m.group(1))
-    return LddResult(paths=paths, order=order, version_errors=errors,
+    return LddResult(paths=paths, order=order, listed=listed, version_errors=errors,
                      returncode=proc.returncode, stderr=proc.stderr)
 
 

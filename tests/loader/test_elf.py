@@ -141,7 +141,8 @@ def test_check_ident_mirrors_open_verify(sample) -> None:  # noqa: ANN001
     wrong_machine = bytearray(head)
     wrong_machine[18:20] = (183).to_bytes(2, "little")
     assert check_ident(bytes(wrong_machine)).status == "skip"
-    assert check_ident(b"INPUT(libc.so.6)\n").message == "invalid ELF header"
+    assert check_ident(b"INPUT(libc.so.6)\n").message == "file too short"
+    assert check_ident(b"/* GNU ld script */ " * 4).message == "invalid ELF header"
     rel = bytearray(head)
     rel[16:18] = (1).to_bytes(2, "little")
     assert check_ident(bytes(rel)).message == "only ET_DYN and ET_EXEC can be loaded"

@@ -1,0 +1,807 @@
+"""A faithful model of how glibc's dynamic loader finds shared objects.
+
+The model follows ``elf/dl-load.c`` (``_dl_map_object``, ``open_path``, ``open_verify``),
+``elf/dl-deps.c`` (breadth-first dependency loading) and ``elf/dl-version.c`` (symbol
+versions) of glibc 2.36, the version on Debian 12; see ``docs/libs.md`` for the order with
+source references.  It never runs the code it looks at: it reads ELF headers (through
+:mod:`envlock.elf`), ``ld.so.cache`` (:mod:`envlock.ldcache`) and directory entries.
+
+Use :class:`Process`: :meth:`Process.start` models ``execve`` of a program (LD_PRELOAD,
+then its DT_NEEDED breadth-first); :meth:`Process.dlopen` models ``dlopen`` from a caller
+(by path, as Python imports extension modules, or by name, as ``ctypes.CDLL("libx.so.1")``
+or a library's own runtime ``dlopen``).  Every lookup is recorded as a :class:`Resolution`
+with the rule that found it and every file tried, in the loader's order.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from envlock.elf import HOST, ElfCache, ElfInfo, HostAbi, check_ident, read_elf
+from envlock.ldcache import LdCache, read_ld_cache
+
+__all__ = [
+    "SearchConfig",
+    "Attempt",
+    "Resolution",
+    "LoadedObject",
+    "VersionProblem",
+    "Process",
+    "detect_config",
+    "expand_dst",
+    "split_path_list",
+    "RULES",
+]
+
+#: The rules that can find an object, in the order the loader applies them.
+RULES = (
+    "already-loaded",
+    "slash",
+    "rpath",
+    "ld_library_path",
+    "runpath",
+    "ld.so.cache",
+    "default",
+)
+
+_MULTIARCH = {62: "x86_64-linux-gnu", 183: "aarch64-linux-gnu", 3: "i386-linux-gnu",
+              21: "powerpc64le-linux-gnu", 22: "s390x-linux-gnu", 243: "riscv64-linux-gnu"}
+_PLATFORM = {62: "x86_64", 183: "aarch64", 3: "i686", 21: "ppc64le", 22: "s390x", 243: "riscv64"}
+
+#: CPU flags (``/proc/cpuinfo`` names; ``pni`` is SSE3) each x86-64 ISA level needs (x86-64 psABI;
+#: glibc ``sysdeps/x86/get-isa-level.h``).
+_X86_LEVELS = (
+    ("x86-64-v2", {"cx16", "lahf_lm", "popcnt", "pni", "sse4_1", "sse4_2", "ssse3"}),
+    ("x86-64-v3", {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"}),
+    ("x86-64-v4", {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}),
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SearchConfig:
+    """Everything the search depends on besides the objects themselves.
+
+    :ivar root: system root; every absolute path is looked up under it (``"/"`` normally).
+    :ivar ld_library_path: the ``LD_LIBRARY_PATH`` value at process start (``None``: unset).
+    :ivar ld_preload: the ``LD_PRELOAD`` value (``None``: unset).
+    :ivar secure: AT_SECURE (setuid) mode: LD_LIBRARY_PATH and LD_PRELOAD are ignored.
+    :ivar cache: the parsed ``ld.so.cache`` (``None``: no cache).
+    :ivar system_dirs: the trusted default directories in order.
+    :ivar hwcaps_active: active glibc-hwcaps subdirectories, best first (``x86-64-v3``, …).
+    :ivar subdirs: the subdirectories tried inside every search directory before the
+        directory itself (``glibc-hwcaps/x86-64-v3``, …, legacy ``tls/x86_64``, … before 2.37).
+    :ivar platform: the ``$PLATFORM`` value.
+    :ivar lib: the ``$LIB`` value.
+    :ivar glibc: the glibc version modelled, e.g. ``(2, 36)``.
+    :ivar host: class, data encoding and machine of the process.
+    :ivar cwd: directory that relative paths are relative to.
+    """
+
+    root: str = "/"
+    ld_library_path: str | None = None
+    ld_preload: str | None = None
+    secure: bool = False
+    cache: LdCache | None = None
+    system_dirs: tuple[str, ...] = ("/lib", "/usr/lib")
+    hwcaps_active: tuple[str, ...] = ()
+    subdirs: tuple[str, ...] = ()
+    platform: str = "x86_64"
+    lib: str = "lib"
+    glibc: tuple[int, int] = (2, 36)
+    host: HostAbi = HOST
+    cwd: str = "/"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Attempt:
+    """One file the loader tried.
+
+    :ivar path: the path string as the loader builds it (not canonicalised).
+    :ivar rule: the step it belongs to (see :data:`RULES`).
+    :ivar source: which list it came from, e.g. ``"RPATH of /x/libtorch.so"``.
+    :ivar outcome: ``"found"``, ``"absent"``, ``"wrong ELF class: ELFCLASS32"``,
+        ``"wrong machine EM_AARCH64"`` or a fatal ``open_verify`` message.
+    """
+
+    path: str
+    rule: str
+    source: str
+    outcome: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Resolution:
+    """The answer to one request (a DT_NEEDED entry, a preload or a dlopen argument).
+
+    :ivar name: the string requested.
+    :ivar requester: path of the requesting object (``""`` for LD_PRELOAD).
+    :ivar kind: ``"needed"``, ``"preload"`` or ``"dlopen"``.
+    :ivar path: the path the object is known by (its ``l_name``), or ``None`` if not found.
+    :ivar rule: what found it (see :data:`RULES`, plus ``"preload"``); ``None`` if not found.
+    :ivar source: the list that held it (``"RPATH of …"``, ``"LD_LIBRARY_PATH"``, …).
+    :ivar tried: every file tried, in order.
+    :ivar error: the loader's error, e.g. ``"cannot open shared object file: No such file or
+        directory"``.
+    :ivar object_id: index of the object in :attr:`Process.objects`, or ``None``.
+    """
+
+    name: str
+    requester: str
+    kind: str
+    path: str | None = None
+    rule: str | None = None
+    source: str = ""
+    tried: tuple[Attempt, ...] = ()
+    error: str | None = None
+    object_id: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class VersionProblem:
+    """A required symbol version the provider does not define (fatal in glibc).
+
+    :ivar consumer: path of the object needing it.
+    :ivar provider: path of the object that will be bound.
+    :ivar file: the DT_NEEDED name of the provider (``vn_file``).
+    :ivar version: the missing version, e.g. ``"GLIBCXX_3.4.30"``.
+    :ivar message: glibc's text: ``<provider>: version `V' not found (required by <consumer>)``.
+    """
+
+    consumer: str
+    provider: str
+    file: str
+    version: str
+    message: str
+
+
+@dataclass(kw_only=True, slots=True)
+class LoadedObject:
+    """One object in the modelled link map (mutable while the model runs).
+
+    :ivar id: position in load order.
+    :ivar path: ``l_name``: the path string the loader opened.
+    :ivar info: the ELF facts.
+    :ivar names: every name it was requested under (``l_libname``).
+    :ivar loader: id of ``l_loader`` (the object whose DT_NEEDED loaded it); ``None`` for the
+        executable and dlopen'ed objects.
+    :ivar kind: ``"executable"``, ``"interpreter"``, ``"preload"``, ``"needed"``, ``"dlopen"``.
+    :ivar origin: the ``$ORIGIN`` value for its strings.
+    :ivar file_id: ``(st_dev, st_ino)``.
+    :ivar deps: ids of the objects its DT_NEEDED entries resolved to, in order.
+    :ivar resolution: the :class:`Resolution` that loaded it (``None`` for the executable).
+    """
+
+    id: int
+    path: str
+    info: ElfInfo
+    names: list[str] = field(default_factory=list)
+    loader: int | None = None
+    kind: str = "needed"
+    origin: str | None = None
+    file_id: tuple[int, int] = (0, 0)
+    deps: list[int] = field(default_factory=list)
+    resolution: Resolution | None = None
+
+    @property
+    def soname(self) -> str | None:
+        """``DT_SONAME``."""
+        return self.info.soname
+
+
+def split_path_list(value: str, separators: str = ":") -> list[str]:
+    """Split a search-path string the way ``fillin_rpath`` does.
+
+    :param value: ``DT_RPATH``/``DT_RUNPATH`` (separator ``:``) or ``LD_LIBRARY_PATH``
+        (separators ``:`` and ``;``).
+    :returns: the elements, with trailing slashes removed; an empty element stands for the
+        current directory and is returned as ``""``.
+    """
+    parts = re.split("[" + re.escape(separators) + "]", value)
+    out = []
+    for p in parts:
+        q = p.rstrip("/")
+        out.append(q if q or not p else "/")
+    return out
+
+
+_DST = re.compile(r"\$(\{(ORIGIN|PLATFORM|LIB)\}|(ORIGIN|PLATFORM|LIB)(?![A-Za-z0-9_]))")
+
+
+def expand_dst(s: str, *, origin: str | None, platform: str, lib: str) -> str | None:
+    """Replace ``$ORIGIN``, ``$PLATFORM``, ``$LIB`` (and ``${…}``) in ``s``.
+
+    :returns: the expanded string, or ``None`` when a token has no value (the loader then
+        drops the element).  Source: glibc ``elf/dl-load.c`` ``_dl_dst_substitute``.
+    """
+    if "$" not in s:
+        return s
+    missing = False
+
+    def sub(m: re.Match[str]) -> str:
+        nonlocal missing
+        name = m.group(2) or m.group(3)
+        if name == "ORIGIN":
+            if origin is None:
+                missing = True
+                return ""
+            return origin
+        return platform if name == "PLATFORM" else lib
+
+    out = _DST.sub(sub, s)
+    return None if missing else out
+
+
+# -- configuration -------------------------------------------------------------------------
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:  # noqa: PTH123
+            return f.read()
+    except OSError:
+        return None
+
+
+def _in_root(root: str, path: str) -> str:
+    return path if root in ("", "/") else os.path.join(root, path.lstrip("/"))
+
+
+def detect_config(
+    *,
+    root: str = "/",
+    env: Mapping[str, str] | None = None,
+    secure: bool = False,
+    host: HostAbi = HOST,
+    cpu_flags: frozenset[str] | None = None,
+    vendor: str | None = None,
+    cwd: str | None = None,
+) -> SearchConfig:
+    """Work out the loader's configuration for a system root without running anything.
+
+    * default directories: Debian-style multiarch (``/lib/<triplet>``, ``/usr/lib/<triplet>``,
+      ``/lib``, ``/usr/lib``) when ``<root>/lib/<triplet>/libc.so.6`` exists, else
+      ``/lib64``, ``/usr/lib64`` when ``<root>/lib64/libc.so.6`` exists (RHEL, upstream
+      x86-64), else ``/lib``, ``/usr/lib`` (glibc ``Makeconfig`` ``SYSTEM_DIRS``);
+    * ``$LIB``: the last component of the first default directory (``slibdir``);
+    * the glibc version: the ``ld.so.cache`` generator string, else the highest
+      ``GLIBC_2.x`` defined by ``libc.so.6``;
+    * glibc-hwcaps subdirectories (2.33+) from the CPU flags, and before 2.37 the legacy
+      ``tls``/platform/hwcap subdirectories (glibc ``elf/dl-hwcaps.c``).
+
+    :param root: the system root.
+    :param env: the target's environment (``LD_LIBRARY_PATH``, ``LD_PRELOAD``); ``os.environ``
+        when ``None``.
+    :param secure: model AT_SECURE mode.
+    :param cpu_flags: CPU feature names as in ``/proc/cpuinfo``; read from it when ``None``.
+    :param vendor: CPU vendor id (``GenuineIntel`` selects the ``haswell`` platform name).
+    :returns: a :class:`SearchConfig`.
+    """
+    env = os.environ if env is None else env
+    triplet = _MULTIARCH.get(host.machine, "")
+    if triplet and os.path.exists(_in_root(root, f"/lib/{triplet}/libc.so.6")):
+        system_dirs: tuple[str, ...] = (f"/lib/{triplet}", f"/usr/lib/{triplet}", "/lib", "/usr/lib")
+    elif host.elfclass == 64 and os.path.exists(_in_root(root, "/lib64/libc.so.6")):  # noqa: PLR2004
+        system_dirs = ("/lib64", "/usr/lib64")
+    else:
+        system_dirs = ("/lib", "/usr/lib")
+    cache = read_ld_cache(root)
+    glibc = _glibc_version(root, cache, system_dirs)
+    if cpu_flags is None or vendor is None:
+        text = _read_text("/proc/cpuinfo") or ""
+        m = re.search(r"^flags\s*:\s*(.*)$", text, re.M)
+        if cpu_flags is None:
+            cpu_flags = frozenset(m.group(1).split()) if m else frozenset()
+        if vendor is None:
+            v = re.search(r"^vendor_id\s*:\s*(\S+)", text, re.M)
+            vendor = v.group(1) if v else ""
+    platform = _PLATFORM.get(host.machine, os.uname().machine)
+    hwcaps: list[str] = []
+    if host.machine == 62 and glibc >= (2, 33):  # noqa: PLR2004
+        have = set(cpu_flags)
+        for name, need in _X86_LEVELS:
+            if not need <= have:
+                break
+            hwcaps.append(name)
+        hwcaps.reverse()
+    if host.machine == 62 and vendor == "GenuineIntel" and {  # noqa: PLR2004
+        "avx2", "bmi1", "bmi2", "abm", "movbe", "popcnt", "fma"
+    } <= set(cpu_flags):
+        platform = "haswell"
+    subdirs = [f"glibc-hwcaps/{h}" for h in hwcaps]
+    if glibc < (2, 37):  # noqa: PLR2004
+        # Legacy hwcaps: the power set of (tls, the hwcap name, the platform), tls most
+        # significant, in decreasing order — what 2.36 prints with LD_DEBUG=libs.
+        comps = ["tls", "x86_64" if host.machine == 62 else "", platform]  # noqa: PLR2004
+        comps = [c for c in comps if c]
+        n = len(comps)
+        for mask in range((1 << n) - 1, 0, -1):
+            parts = [comps[i] for i in range(n) if mask & (1 << (n - 1 - i))]
+            subdirs.append("/".join(parts))
+    lib = system_dirs[0].rsplit("/", 1)[-1]
+    return SearchConfig(
+        root=root,
+        ld_library_path=None if secure else env.get("LD_LIBRARY_PATH"),
+        ld_preload=None if secure else env.get("LD_PRELOAD"),
+        secure=secure,
+        cache=cache if cache.error is None else None,
+        system_dirs=system_dirs,
+        hwcaps_active=tuple(hwcaps),
+        subdirs=tuple(subdirs),
+        platform=platform,
+        lib=lib,
+        glibc=glibc,
+        host=host,
+        cwd=cwd or os.getcwd(),
+    )
+
+
+def _glibc_version(root: str, cache: LdCache, system_dirs: tuple[str, ...]) -> tuple[int, int]:
+    if cache.generator:
+        m = re.search(r"release version (\d+)\.(\d+)", cache.generator)
+        if m:
+            return (int(m.group(1)), int(m.group(2)))
+    for d in system_dirs:
+        info = read_elf(_in_root(root, f"{d}/libc.so.6"))
+        if info.ok and info.verdef:
+            best = (0, 0)
+            for v in info.verdef:
+                m = re.fullmatch(r"GLIBC_(\d+)\.(\d+)(?:\.\d+)?", v.name)
+                if m:
+                    best = max(best, (int(m.group(1)), int(m.group(2))))
+            if best != (0, 0):
+                return best
+    return (2, 36)
+
+
+# -- the process model ---------------------------------------------------------------------
+
+
+class Process:
+    """The link map of one modelled process, grown by :meth:`start` and :meth:`dlopen`.
+
+    :param config: the :class:`SearchConfig`.
+    :param elf_cache: an :class:`~envlock.elf.ElfCache` for parsed facts, or ``None``.
+    """
+
+    def __init__(self, config: SearchConfig, *, elf_cache: ElfCache | None = None) -> None:
+        self.config = config
+        self.elf_cache = elf_cache
+        self.objects: list[LoadedObject] = []
+        self.resolutions: list[Resolution] = []
+        self.version_problems: list[VersionProblem] = []
+        self.preload_errors: list[str] = []
+        self.main: LoadedObject | None = None
+        self._dir_status: dict[tuple[str, int], bool] = {}
+        self._listing: dict[str, frozenset[str] | None] = {}
+        self._infos: dict[str, ElfInfo] = {}
+        self._env_dirs = self._parse_env_dirs()
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _host(self, path: str) -> str:
+        """The real path on this machine of loader path ``path`` (prefix the root)."""
+        return _in_root(self.config.root, path)
+
+    def info(self, path: str) -> ElfInfo:
+        """Parsed ELF facts of ``path`` (a loader path; cached per path)."""
+        got = self._infos.get(path)
+        if got is None:
+            got = read_elf(self._host(path), cache=self.elf_cache)
+            got = _with_path(got, path)
+            self._infos[path] = got
+        return got
+
+    def _parse_env_dirs(self) -> list[str]:
+        value = self.config.ld_library_path
+        if not value or self.config.secure:
+            return []
+        out = []
+        for d in split_path_list(value, ":;"):
+            e = expand_dst(d, origin=None, platform=self.config.platform, lib=self.config.lib)
+            if e is None:
+                continue
+            out.append(self._absolute(e))
+        return _dedupe(out)
+
+    def _absolute(self, d: str) -> str:
+        if d == "":
+            return self.config.cwd
+        return d if d.startswith("/") else os.path.join(self.config.cwd, d)
+
+    def _dirs_of(self, obj: LoadedObject, which: str) -> list[str]:
+        raw = obj.info.effective_rpath if which == "rpath" else obj.info.runpath
+        if not raw:
+            return []
+        out = []
+        for d in split_path_list(raw):
+            e = expand_dst(d, origin=obj.origin, platform=self.config.platform, lib=self.config.lib)
+            if e is None or (e == "" and d != ""):
+                continue
+            out.append(self._absolute(e))
+        return _dedupe(out)
+
+    def _listdir(self, d: str) -> frozenset[str] | None:
+        if d in self._listing:
+            return self._listing[d]
+        try:
+            names: frozenset[str] | None = frozenset(os.listdir(self._host(d)))
+        except OSError:
+            names = None
+        self._listing[d] = names
+        return names
+
+    def _verify(self, path: str) -> tuple[str, str]:
+        """Open and check a candidate like ``open_verify``: (status, message)."""
+        try:
+            with open(self._host(path), "rb") as f:  # noqa: PTH123
+                head = f.read(64)
+        except OSError:
+            return ("absent", "")
+        v = check_ident(head, self.config.host)
+        return (v.status, v.message)
+
+    def _file_id(self, path: str) -> tuple[int, int]:
+        try:
+            st = os.stat(self._host(path))
+        except OSError:
+            return (0, 0)
+        return (st.st_dev, st.st_ino)
+
+    # -- search ----------------------------------------------------------------------------
+    def _try_dirs(
+        self, name: str, dirs: list[str], rule: str, source: str, tried: list[Attempt],
+        state: dict[str, Any],
+    ) -> str | None:
+        """``open_path``: try ``dir/subdir/name`` for each dir and subdir; first hit wins."""
+        for d in dirs:
+            for idx, sub in enumerate((*self.config.subdirs, "")):
+                sd = f"{d}/{sub}" if sub else d
+                key = (d, idx)
+                status = self._dir_status.get(key)
+                if status is False:
+                    continue
+                cand = f"{sd}/{name}"
+                listing = self._listdir(sd)
+                if listing is None or name not in listing:
+                    tried.append(Attempt(path=cand, rule=rule, source=source, outcome="absent"))
+                    if status is None:
+                        self._dir_status[key] = listing is not None
+                    continue
+                verdict, msg = self._verify(cand)
+                if status is None:
+                    self._dir_status[key] = True
+                if verdict == "ok":
+                    tried.append(Attempt(path=cand, rule=rule, source=source, outcome="found"))
+                    return cand
+                if verdict == "absent":
+                    tried.append(Attempt(path=cand, rule=rule, source=source, outcome="absent"))
+                    continue
+                tried.append(Attempt(path=cand, rule=rule, source=source, outcome=msg))
+                if verdict == "skip":
+                    if msg.startswith("wrong ELF class"):
+                        state["other_class"] = msg
+                    continue
+                state["fatal"] = f"{cand}: {msg}"
+                return None
+        return None
+
+    def _chain(self, loader: LoadedObject | None) -> list[LoadedObject]:
+        out = []
+        seen: set[int] = set()
+        obj = loader
+        while obj is not None and obj.id not in seen:
+            seen.add(obj.id)
+            out.append(obj)
+            obj = self.objects[obj.loader] if obj.loader is not None else None
+        return out
+
+    def search(
+        self, name: str, loader: LoadedObject | None, *, preload: bool = False,
+        use_env: bool = True,
+    ) -> tuple[str | None, str | None, str, list[Attempt], str | None]:
+        """Search for a bare ``name`` on behalf of ``loader`` (``_dl_map_object``'s order).
+
+        :param use_env: honour LD_LIBRARY_PATH (``False`` answers "what if it were unset").
+        :returns: ``(path, rule, source, tried, error)``.
+        """
+        tried: list[Attempt] = []
+        state: dict[str, Any] = {}
+        main = self.main
+        cfg = self.config
+
+        def done(path: str | None, rule: str | None, source: str) -> tuple[Any, ...]:
+            return (path, rule, source, tried, state.get("fatal"))
+
+        if loader is None or loader.info.runpath is None:
+            did_main = False
+            for obj in self._chain(loader):
+                dirs = self._dirs_of(obj, "rpath")
+                if dirs:
+                    src = f"RPATH of {obj.path}"
+                    hit = self._try_dirs(name, dirs, "rpath", src, tried, state)
+                    if hit or "fatal" in state:
+                        return done(hit, "rpath", src)
+                    did_main |= obj is main
+            if not did_main and main is not None and main.kind == "executable":
+                dirs = self._dirs_of(main, "rpath")
+                if dirs:
+                    src = f"RPATH of {main.path} (the executable)"
+                    hit = self._try_dirs(name, dirs, "rpath", src, tried, state)
+                    if hit or "fatal" in state:
+                        return done(hit, "rpath", src)
+        if use_env and self._env_dirs:
+            hit = self._try_dirs(name, self._env_dirs, "ld_library_path", "LD_LIBRARY_PATH", tried, state)
+            if hit or "fatal" in state:
+                return done(hit, "ld_library_path", "LD_LIBRARY_PATH")
+        if loader is not None and loader.info.runpath is not None:
+            dirs = self._dirs_of(loader, "runpath")
+            if dirs:
+                src = f"RUNPATH of {loader.path}"
+                hit = self._try_dirs(name, dirs, "runpath", src, tried, state)
+                if hit or "fatal" in state:
+                    return done(hit, "runpath", src)
+        deflib_obj = loader or main
+        nodeflib = deflib_obj is not None and deflib_obj.info.nodeflib
+        if cfg.cache is not None and not (cfg.secure and preload):
+            entry = cfg.cache.lookup(name, machine=cfg.host.machine, hwcaps_active=cfg.hwcaps_active)
+            if entry is not None and not (nodeflib and _in_dirs(entry.path, cfg.system_dirs)):
+                verdict, msg = self._verify(entry.path)
+                src = cfg.cache.path.replace(cfg.root.rstrip("/"), "", 1) if cfg.root != "/" else cfg.cache.path
+                outcome = "found" if verdict == "ok" else (msg or "absent")
+                tried.append(Attempt(path=entry.path, rule="ld.so.cache", source=src, outcome=outcome))
+                if verdict == "ok":
+                    return done(entry.path, "ld.so.cache", src)
+                if verdict == "skip" and msg.startswith("wrong ELF class"):
+                    state["other_class"] = msg
+                elif verdict == "fatal":
+                    state["fatal"] = f"{entry.path}: {msg}"
+                    return done(None, "ld.so.cache", src)
+        if not nodeflib:
+            hit = self._try_dirs(name, list(cfg.system_dirs), "default", "system search path", tried, state)
+            if hit or "fatal" in state:
+                return done(hit, "default", "system search path")
+        return (None, None, "", tried, state.get("other_class"))
+
+    def _match_loaded(self, name: str) -> LoadedObject | None:
+        """``_dl_map_object``'s first loop: match by l_name, l_libname, then DT_SONAME."""
+        for obj in self.objects:
+            if name == obj.path or name in obj.names:
+                return obj
+            if obj.info.soname == name:
+                obj.names.append(name)
+                return obj
+        return None
+
+    def _expand_slash(self, name: str, requester: LoadedObject | None) -> str | None:
+        origin = requester.origin if requester is not None else None
+        e = expand_dst(name, origin=origin, platform=self.config.platform, lib=self.config.lib)
+        if e is None:
+            return None
+        return e if e.startswith("/") else os.path.join(self.config.cwd, e)
+
+    def _new_object(self, path: str, kind: str, loader: LoadedObject | None, name: str | None,
+                    origin_path: str | None = None) -> LoadedObject:
+        info = self.info(path)
+        origin_src = origin_path or path
+        obj = LoadedObject(
+            id=len(self.objects), path=path, info=info,
+            names=[name] if name and name != path else [],
+            loader=loader.id if loader is not None else None, kind=kind,
+            origin=os.path.dirname(origin_src) or "/", file_id=self._file_id(path),
+        )
+        self.objects.append(obj)
+        return obj
+
+    def map_object(
+        self, name: str, requester: LoadedObject | None, *, kind: str = "needed",
+        caller: LoadedObject | None = None,
+    ) -> tuple[Resolution, LoadedObject | None, bool]:
+        """Find (or reuse) the object for ``name``; returns (resolution, object, is_new).
+
+        :param requester: the object whose DT_NEEDED this is (or the dlopen caller).
+        :param kind: ``"needed"``, ``"preload"`` or ``"dlopen"`` (``l_loader`` is then unset).
+        """
+        req_path = requester.path if requester is not None else ""
+        hit = self._match_loaded(name)
+        if hit is not None:
+            res = Resolution(name=name, requester=req_path, kind=kind, path=hit.path,
+                             rule="already-loaded", source=_describe(hit), object_id=hit.id)
+            self.resolutions.append(res)
+            return res, hit, False
+        tried: list[Attempt] = []
+        error = None
+        rule: str | None
+        if "/" in name:
+            path = self._expand_slash(name, requester)
+            rule, source = "slash", "the name contains a slash"
+            if path is not None:
+                verdict, msg = self._verify(path)
+                outcome = "found" if verdict == "ok" else (msg or "absent")
+                tried.append(Attempt(path=path, rule=rule, source=source, outcome=outcome))
+                if verdict != "ok":
+                    error = (msg if verdict != "absent"
+                             else "cannot open shared object file: No such file or directory")
+                    path = None
+            else:
+                error = "cannot expand dynamic string tokens"
+        else:
+            path, rule, source, tried, error = self.search(
+                name, requester, preload=kind == "preload")
+            if path is None and error is None:
+                error = "cannot open shared object file: No such file or directory"
+        if path is None:
+            res = Resolution(name=name, requester=req_path, kind=kind, rule=None, source="",
+                             tried=tuple(tried), error=error)
+            self.resolutions.append(res)
+            return res, None, False
+        fid = self._file_id(path)
+        for obj in self.objects:
+            if obj.file_id == fid and fid != (0, 0):
+                if name not in obj.names and name != obj.path:
+                    obj.names.append(name)
+                res = Resolution(name=name, requester=req_path, kind=kind, path=obj.path,
+                                 rule=rule, source=f"{source}; same file as {obj.path} (already loaded)",
+                                 tried=tuple(tried), object_id=obj.id)
+                self.resolutions.append(res)
+                return res, obj, False
+        loader = requester if kind in ("needed", "preload") else None
+        obj = self._new_object(path, kind, loader, name)
+        if kind == "preload":
+            rule_final = "preload"
+        else:
+            rule_final = rule
+        res = Resolution(name=name, requester=req_path, kind=kind, path=path, rule=rule_final,
+                         source=source, tried=tuple(tried), object_id=obj.id)
+        obj.resolution = res
+        self.resolutions.append(res)
+        return res, obj, True
+
+    def _load_deps(self, roots: list[LoadedObject]) -> list[LoadedObject]:
+        """``_dl_map_object_deps``: breadth-first over DT_NEEDED, starting at ``roots``."""
+        queue = list(roots)
+        seen = {o.id for o in roots}
+        new: list[LoadedObject] = []
+        i = 0
+        while i < len(queue):
+            obj = queue[i]
+            i += 1
+            for needed in obj.info.needed:
+                res, dep, is_new = self.map_object(needed, obj)
+                if dep is None:
+                    continue
+                obj.deps.append(dep.id)
+                if is_new:
+                    new.append(dep)
+                if dep.id not in seen:
+                    seen.add(dep.id)
+                    queue.append(dep)
+        return new
+
+    def start(self, executable: str, *, as_main_path: str | None = None,
+              interpreter: str | None = None) -> LoadedObject:
+        """Model ``execve(executable)``: the executable, LD_PRELOAD, then its dependencies.
+
+        :param executable: the program (its real path: the kernel resolves symlinks, and
+            glibc takes ``$ORIGIN`` from ``/proc/self/exe``).
+        :param as_main_path: the main map's name when it differs (``ldd FILE`` uses FILE).
+        :param interpreter: the dynamic loader's path (default: PT_INTERP, else the system's).
+        :returns: the executable's object.
+        """
+        path = as_main_path or executable
+        main = self._new_object(path, "executable", None, None, origin_path=executable)
+        main.names = []
+        self.main = main
+        interp = interpreter or main.info.interp or _default_interp(self.config)
+        if interp:
+            rtld_info = self.info(interp)
+            if rtld_info.ok:
+                rtld = self._new_object(interp, "interpreter", None, None)
+                rtld.names = [n for n in {rtld_info.soname} if n]
+        preloads: list[LoadedObject] = []
+        if self.config.ld_preload and not self.config.secure:
+            for p in re.split(r"[ :]+", self.config.ld_preload.strip()):
+                if not p:
+                    continue
+                res, obj, is_new = self.map_object(p, main, kind="preload")
+                if obj is None:
+                    self.preload_errors.append(
+                        f"ERROR: ld.so: object '{p}' from LD_PRELOAD cannot be preloaded "
+                        f"({res.error}): ignored.")
+                elif is_new:
+                    preloads.append(obj)
+        preload_root = _read_text(_in_root(self.config.root, "/etc/ld.so.preload"))
+        if preload_root:
+            for p in re.split(r"[ :\t\n]+", preload_root.strip()):
+                if p:
+                    res, obj, is_new = self.map_object(p, main, kind="preload")
+                    if obj is not None and is_new:
+                        preloads.append(obj)
+        new = self._load_deps([main, *preloads])
+        self._check_versions([main, *preloads, *new])
+        return main
+
+    def dlopen(self, name: str, caller: LoadedObject | None = None) -> Resolution:
+        """Model ``dlopen(name)`` called from ``caller`` (the executable when ``None``).
+
+        The new object's ``l_loader`` is unset, so its dependencies search its own RPATH
+        and then the executable's (glibc ``elf/dl-open.c``, ``__RTLD_CALLMAP``).
+
+        :returns: the :class:`Resolution` of ``name``.
+        """
+        caller = caller or self.main
+        res, obj, is_new = self.map_object(name, caller, kind="dlopen")
+        if obj is not None and is_new:
+            new = self._load_deps([obj])
+            self._check_versions([obj, *new])
+        return res
+
+    # -- versions --------------------------------------------------------------------------
+    def provider_of(self, obj: LoadedObject, file: str) -> LoadedObject | None:
+        """The loaded dependency of ``obj`` that the name ``file`` refers to (``find_needed``)."""
+        for dep in self.objects:
+            if file == dep.path or file in dep.names:
+                return dep
+        for dep_id in obj.deps:
+            dep = self.objects[dep_id]
+            if file == dep.info.soname:
+                return dep
+        return None
+
+    def _check_versions(self, objs: list[LoadedObject]) -> None:
+        """``_dl_check_map_versions``: each Verneed against the provider's Verdef."""
+        for obj in objs:
+            for need in obj.info.verneed:
+                prov = self.provider_of(obj, need.file)
+                if prov is None or not prov.info.verdef:
+                    continue
+                defined = {(d.hash, d.name) for d in prov.info.verdef}
+                for v in need.versions:
+                    if (v.hash, v.name) in defined or v.weak:
+                        continue
+                    self.version_problems.append(VersionProblem(
+                        consumer=obj.path, provider=prov.path, file=need.file, version=v.name,
+                        message=f"{prov.path}: version `{v.name}' not found (required by {obj.path})",
+                    ))
+
+    # -- queries ---------------------------------------------------------------------------
+    def find(self, path_or_name: str) -> LoadedObject | None:
+        """The loaded object known by this path, name or SONAME (no side effects)."""
+        for obj in self.objects:
+            if path_or_name in (obj.path, obj.info.soname) or path_or_name in obj.names:
+                return obj
+        return None
+
+
+def _with_path(info: ElfInfo, path: str) -> ElfInfo:
+    if info.path == path:
+        return info
+    import dataclasses  # noqa: PLC0415
+
+    return dataclasses.replace(info, path=path)
+
+
+def _dedupe(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+def _in_dirs(path: str, dirs: tuple[str, ...]) -> bool:
+    d = os.path.dirname(path)
+    return d in dirs
+
+
+def _describe(obj: LoadedObject) -> str:
+    how = {"executable": "the executable", "interpreter": "the dynamic loader",
+           "preload": "preloaded", "dlopen": "dlopen'ed", "needed": "loaded"}[obj.kind]
+    return f"{how} as {obj.path}"
+
+
+def _default_interp(config: SearchConfig) -> str | None:
+    cands = {62: "/lib64/ld-linux-x86-64.so.2", 183: "/lib/ld-linux-aarch64.so.1",
+             3: "/lib/ld-linux.so.2"}
+    p = cands.get(config.host.machine)
+    if p and os.path.exists(_in_root(config.root, p)):
+        return p
+    return None
