@@ -18,8 +18,10 @@ Three layouts exist (glibc ``sysdeps/generic/dl-cache.h``, ``elf/cache.c``):
 from __future__ import annotations
 
 import os
+import re
 import struct
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 __all__ = ["CacheEntry", "LdCache", "parse_ld_cache", "read_ld_cache", "libcmp", "flags_text"]
 
@@ -103,6 +105,14 @@ class LdCache:
     entries: tuple[CacheEntry, ...] = ()
     generator: str | None = None
     error: str | None = None
+    index: Mapping[str, tuple[int, ...]] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.entries and not self.index:
+            idx: dict[str, list[int]] = {}
+            for i, e in enumerate(self.entries):
+                idx.setdefault(_libkey(e.key), []).append(i)
+            object.__setattr__(self, "index", {k: tuple(v) for k, v in idx.items()})
 
     def lookup(
         self,
@@ -124,8 +134,9 @@ class LdCache:
         ok_flags = ACCEPTED_FLAGS.get(machine, (1, 3))
         best: CacheEntry | None = None
         best_rank = len(hwcaps_active)
-        for e in self.entries:
-            if libcmp(e.key, name) != 0 or e.flags not in ok_flags:
+        for i in self.index.get(_libkey(name), ()):
+            e = self.entries[i]
+            if e.flags not in ok_flags:
                 continue
             if e.hwcaps_subdir is not None:
                 if e.hwcaps_subdir in hwcaps_active:
@@ -139,6 +150,11 @@ class LdCache:
                 continue
             return e
         return best
+
+
+def _libkey(name: str) -> str:
+    """A key equal for exactly the names :func:`libcmp` finds equal (digit runs as numbers)."""
+    return re.sub(r"\d+", lambda m: str(int(m.group())), name)
 
 
 def libcmp(a: str, b: str) -> int:

@@ -378,7 +378,8 @@ class Process:
         self._dir_status: dict[tuple[str, int], bool] = {}
         self._listing: dict[str, frozenset[str] | None] = {}
         self._infos: dict[str, ElfInfo] = {}
-        self._env_dirs = self._parse_env_dirs()
+        self._what_if: dict[tuple[Any, ...], tuple[str | None, str | None, str]] = {}
+        self._env_dirs = self._parse_env_dirs(config.ld_library_path)
 
     # -- helpers ---------------------------------------------------------------------------
     def _host(self, path: str) -> str:
@@ -394,8 +395,7 @@ class Process:
             self._infos[path] = got
         return got
 
-    def _parse_env_dirs(self) -> list[str]:
-        value = self.config.ld_library_path
+    def _parse_env_dirs(self, value: str | None) -> list[str]:
         if not value or self.config.secure:
             return []
         out = []
@@ -564,6 +564,35 @@ class Process:
             if hit or "fatal" in state:
                 return done(hit, "default", "system search path")
         return (None, None, "", tried, state.get("other_class"))
+
+    def what_if(
+        self, name: str, requester: LoadedObject | None, *, ld_library_path: str | None,
+    ) -> tuple[str | None, str | None, str]:
+        """Search ``name`` for ``requester`` with another LD_LIBRARY_PATH, ignoring objects
+        already loaded, without changing the model's state.
+
+        :returns: ``(path, rule, source)`` — what the loader would pick then.
+        """
+        key = (name, ld_library_path, self._search_key(requester))
+        if key in self._what_if:
+            return self._what_if[key]
+        saved = (dict(self._dir_status), self._env_dirs)
+        try:
+            self._env_dirs = self._parse_env_dirs(ld_library_path)
+            path, rule, source, _tried, _err = self.search(name, requester)
+        finally:
+            self._dir_status, self._env_dirs = saved
+        self._what_if[key] = (path, rule, source)
+        return path, rule, source
+
+    def _search_key(self, loader: LoadedObject | None) -> tuple[Any, ...]:
+        """What a search's result depends on besides the name: the directory lists used."""
+        if loader is not None and loader.info.runpath is not None:
+            return ("runpath", tuple(self._dirs_of(loader, "runpath")), loader.info.nodeflib)
+        chain = tuple(tuple(self._dirs_of(o, "rpath")) for o in self._chain(loader))
+        main = tuple(self._dirs_of(self.main, "rpath")) if self.main is not None else ()
+        nodeflib = (loader or self.main).info.nodeflib if (loader or self.main) else False
+        return ("rpath", chain, main, nodeflib)
 
     def _match_loaded(self, name: str) -> LoadedObject | None:
         """``_dl_map_object``'s first loop: match by l_name, l_libname, then DT_SONAME."""

@@ -1,0 +1,803 @@
+"""``envlock libs`` as a library: which shared objects a module will load, why, and what is wrong.
+
+:func:`analyze_module` models a target interpreter importing a module: the executable and
+its dependencies start, the module's extension files are ``dlopen``'ed by path (torch's
+``_load_global_deps`` and wheel preloading first, read from ``torch/__init__.py``), and the
+well-known run-time ``dlopen`` targets (:mod:`envlock.libruntime`) are resolved from their
+callers.  Each object gets its owner package (:mod:`envlock.libowners`), and the result is
+checked for the problems in :class:`Finding` (``FINDING_IDS``).  Nothing of the target is
+imported or run.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from envlock.elf import ElfCache, read_elf
+from envlock.libowners import Owner, OwnerIndex, Pin, read_pins
+from envlock.libruntime import (
+    RuntimeDlopen,
+    TorchPlan,
+    caller_matches,
+    read_torch_plan,
+    runtime_dlopens_for,
+)
+from envlock.loader import LoadedObject, Process, Resolution, SearchConfig, detect_config
+
+__all__ = [
+    "SCHEMA",
+    "FINDING_IDS",
+    "Finding",
+    "LibEntry",
+    "RuntimeResult",
+    "LibsReport",
+    "analyze_module",
+    "find_module_files",
+]
+
+#: Version of the JSON document written by ``envlock libs --format json``.
+SCHEMA = 1
+
+#: Finding identifiers, each with its default severity.
+FINDING_IDS: dict[str, str] = {
+    "not-found": "error",
+    "runtime-not-found": "warning",
+    "invalid-elf": "error",
+    "wrong-class": "error",
+    "missing-soname-symlink": "error",
+    "missing-version": "error",
+    "shadowed": "warning",
+    "duplicate-soname": "warning",
+    "duplicate-openmp": "warning",
+    "cuda-pin-mismatch": "warning",
+    "preload-failed": "warning",
+}
+
+#: GCC release that introduced each GLIBCXX version (libstdc++ manual, "ABI Policy").
+_GLIBCXX_GCC = {"3.4.28": "9.3", "3.4.29": "11.1", "3.4.30": "12.1", "3.4.31": "13.1",
+                "3.4.32": "13.2", "3.4.33": "14.1"}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Finding:
+    """A problem with the libraries, explained.
+
+    :ivar id: one of :data:`FINDING_IDS`.
+    :ivar severity: ``"error"`` (the import or the feature fails), ``"warning"`` (it works, maybe
+        not as intended) or ``"info"``.
+    :ivar title: one line.
+    :ivar cause: why it happens, in the loader's terms.
+    :ivar evidence: paths, versions and owner packages, one fact per line.
+    :ivar fix: what to do, one option per line.
+    :ivar library: the name requested (a SONAME) it is about.
+    :ivar requester: the object that asked for it.
+    """
+
+    id: str
+    severity: str
+    title: str
+    cause: str
+    evidence: tuple[str, ...] = ()
+    fix: tuple[str, ...] = ()
+    library: str | None = None
+    requester: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LibEntry:
+    """One object in the modelled process.
+
+    :ivar id: load order.
+    :ivar path: the path string the loader uses for it (``l_name``).
+    :ivar realpath: the same file with symlinks and ``..`` resolved (what ``/proc/self/maps`` shows).
+    :ivar soname: its DT_SONAME.
+    :ivar name: the first name it was requested under.
+    :ivar kind: ``executable``, ``interpreter``, ``preload``, ``needed`` or ``dlopen``.
+    :ivar rule: the rule that found it (``rpath``, ``ld_library_path``, ``runpath``,
+        ``ld.so.cache``, ``default``, ``slash``, ``preload``).
+    :ivar source: the list that held it (``RPATH of …``).
+    :ivar requested_by: the object that first asked for it (``None`` for the executable).
+    :ivar deps: ids of its DT_NEEDED objects.
+    :ivar owner: ``"name version (kind)"`` of the package owning the file, or ``None``.
+    :ivar owner_kind, owner_name, owner_version: the same, split.
+    :ivar stage: ``"startup"`` (the executable's closure), ``"import"`` (the module's) or
+        ``"runtime"`` (loaded by a run-time dlopen, e.g. on first CUDA use).
+    :ivar via: for run-time loads, what does it (``torch preloads nvidia wheels``, …).
+    """
+
+    id: int
+    path: str
+    realpath: str
+    soname: str | None = None
+    name: str | None = None
+    kind: str = "needed"
+    rule: str | None = None
+    source: str = ""
+    requested_by: str | None = None
+    deps: tuple[int, ...] = ()
+    owner: str | None = None
+    owner_kind: str | None = None
+    owner_name: str | None = None
+    owner_version: str | None = None
+    stage: str = "import"
+    via: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RuntimeResult:
+    """A run-time ``dlopen`` from the table, resolved.
+
+    :ivar framework, name, caller, when, required: the table entry
+        (:class:`~envlock.libruntime.RuntimeDlopen`); ``caller`` is the caller's path here.
+    :ivar resolution: the loader's answer.
+    """
+
+    framework: str
+    name: str
+    caller: str
+    when: str
+    required: bool
+    resolution: Resolution
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LibsReport:
+    """Everything ``envlock libs`` knows about one target (JSON schema :data:`SCHEMA`).
+
+    :ivar python: the target interpreter (as given).
+    :ivar target: the module name or file asked about.
+    :ivar files: the extension files ``dlopen``'ed for it.
+    :ivar config: the loader configuration used (see :meth:`to_json`).
+    :ivar objects: every object in load order.
+    :ivar requests: every request (DT_NEEDED, preload, dlopen) with the places tried.
+    :ivar runtime: the run-time dlopens resolved.
+    :ivar findings: problems, most severe first.
+    :ivar errors: problems of the analysis itself (unreadable module, …).
+    """
+
+    python: str
+    target: str
+    files: tuple[str, ...] = ()
+    config: SearchConfig = field(default_factory=SearchConfig)
+    objects: tuple[LibEntry, ...] = ()
+    requests: tuple[Resolution, ...] = ()
+    runtime: tuple[RuntimeResult, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    errors: tuple[str, ...] = ()
+
+    def closure(self, path: str) -> list[LibEntry]:
+        """The objects reachable through DT_NEEDED from the object at ``path`` (itself first)."""
+        by_path = {o.path: o for o in self.objects}
+        start = by_path.get(path)
+        if start is None:
+            return []
+        seen = {start.id}
+        order = [start]
+        i = 0
+        while i < len(order):
+            for d in order[i].deps:
+                if d not in seen:
+                    seen.add(d)
+                    order.append(self.objects[d])
+            i += 1
+        return order
+
+    def requests_for(self, name: str) -> list[Resolution]:
+        """Every request of ``name`` (a SONAME or path), in order."""
+        return [r for r in self.requests if r.name == name or os.path.basename(r.name) == name]
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as a JSON-ready dict (documented in ``docs/libs.md``)."""
+        cfg = self.config
+        return {
+            "schema": SCHEMA,
+            "python": self.python,
+            "target": self.target,
+            "files": list(self.files),
+            "config": {
+                "root": cfg.root,
+                "ld_library_path": cfg.ld_library_path,
+                "ld_preload": cfg.ld_preload,
+                "glibc": ".".join(map(str, cfg.glibc)),
+                "system_dirs": list(cfg.system_dirs),
+                "hwcaps": list(cfg.hwcaps_active),
+                "subdirs": list(cfg.subdirs),
+                "platform": cfg.platform,
+                "lib": cfg.lib,
+                "cache": cfg.cache.path if cfg.cache else None,
+            },
+            "objects": [_entry_json(o) for o in self.objects],
+            "requests": [_request_json(r) for r in self.requests],
+            "runtime": [
+                {"framework": r.framework, "name": r.name, "caller": r.caller, "when": r.when,
+                 "required": r.required, **_request_json(r.resolution, tried=True)}
+                for r in self.runtime
+            ],
+            "findings": [
+                {"id": f.id, "severity": f.severity, "title": f.title, "cause": f.cause,
+                 "evidence": list(f.evidence), "fix": list(f.fix), "library": f.library,
+                 "requester": f.requester}
+                for f in self.findings
+            ],
+            "errors": list(self.errors),
+        }
+
+
+def _entry_json(o: LibEntry) -> dict[str, Any]:
+    return {
+        "id": o.id, "path": o.path, "realpath": o.realpath, "soname": o.soname, "name": o.name,
+        "kind": o.kind, "rule": o.rule, "source": o.source, "requested_by": o.requested_by,
+        "deps": list(o.deps), "stage": o.stage, "via": o.via,
+        "owner": None if o.owner_kind is None else
+        {"kind": o.owner_kind, "name": o.owner_name, "version": o.owner_version},
+    }
+
+
+def _request_json(r: Resolution, *, tried: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "name": r.name, "requester": r.requester, "kind": r.kind, "path": r.path,
+        "rule": r.rule, "source": r.source, "error": r.error, "object": r.object_id,
+    }
+    if tried:
+        out["tried"] = [{"path": a.path, "rule": a.rule, "source": a.source, "outcome": a.outcome}
+                        for a in r.tried]
+    return out
+
+
+# -- finding the module's files ------------------------------------------------------------
+
+_EXT = re.compile(r"\.(cpython-[^.]+|abi3)?\.?so$")
+
+
+def find_module_files(target: str, sys_path: Sequence[str]) -> tuple[str | None, list[str]]:
+    """The package directory and extension files ``import target`` would ``dlopen``.
+
+    :param target: a dotted module name, or a path to a file.
+    :param sys_path: the target interpreter's ``sys.path``.
+    :returns: ``(package_dir or None, [extension files])``.  For a package, the extension
+        modules directly inside its directory (``torch/_C.cpython-311-x86_64-linux-gnu.so``);
+        for an extension module, its file.  Names not found give ``(None, [])``.
+    """
+    if os.sep in target or target.endswith(".so") or os.path.isfile(target):
+        return (None, [os.path.abspath(target)])
+    parts = target.split(".")
+    for entry in sys_path:
+        if not entry or not os.path.isdir(entry):
+            continue
+        base = os.path.join(entry, *parts)
+        if os.path.isdir(base) and (os.path.exists(os.path.join(base, "__init__.py"))
+                                    or os.path.exists(os.path.join(base, "__init__.pyc"))):
+            files = sorted(glob.glob(os.path.join(glob.escape(base), "*.so")))
+            return (base, [f for f in files if _is_extension(f)])
+        parent = os.path.dirname(base)
+        leaf = parts[-1]
+        if os.path.isdir(parent):
+            hits = sorted(glob.glob(os.path.join(glob.escape(parent), f"{leaf}.*so")))
+            hits = [h for h in hits if os.path.basename(h).split(".")[0] == leaf]
+            if hits:
+                return (None, hits[:1])
+            if os.path.exists(base + ".py"):
+                return (None, [])
+    return (None, [])
+
+
+def _is_extension(path: str) -> bool:
+    name = os.path.basename(path)
+    return bool(re.search(r"\.(cpython-\d+[^.]*|abi3)\.so$", name)) or name.count(".") == 1
+
+
+# -- the analysis --------------------------------------------------------------------------
+
+
+def analyze_module(  # noqa: PLR0913
+    python_exe: str,
+    module_or_file: str,
+    *,
+    sys_path: Sequence[str],
+    prefix: str | None = None,
+    env: Mapping[str, str] | None = None,
+    root: str = "/",
+    runtime: bool = True,
+    mode: str = "import",
+    elf_cache: ElfCache | None = None,
+    config: SearchConfig | None = None,
+    owners: bool = True,
+) -> LibsReport:
+    """Model ``python_exe`` importing ``module_or_file`` and report its shared libraries.
+
+    :param python_exe: the target interpreter (its real path is the executable, as the
+        kernel resolves ``/proc/self/exe``).
+    :param module_or_file: a module name (``"torch"``) or an extension file.
+    :param sys_path: the target's ``sys.path`` (from :func:`envlock.commands.libs.query_sys_path`
+        or a manifest).
+    :param prefix: the environment prefix (conda-meta, and where to look for stray copies).
+    :param env: the target's environment (``LD_LIBRARY_PATH``, ``LD_PRELOAD``); ``{}`` for none.
+    :param root: system root.
+    :param runtime: also resolve the well-known run-time dlopens.
+    :param mode: ``"import"`` (the module is dlopen'ed into the interpreter) or ``"ldd"`` (the
+        file is the main program, as ``ldd FILE`` does; only for a single file).
+    :param elf_cache: a cache of parsed ELF facts.
+    :param config: a ready :class:`SearchConfig` (else :func:`detect_config`).
+    :param owners: look up owner packages (reads RECORD, conda-meta and dpkg lists).
+    :returns: a :class:`LibsReport`.  Problems of the analysis (module not found) are in
+        ``errors``; it raises only for programming errors.
+    """
+    env = {} if env is None else env
+    cfg = config or detect_config(root=root, env=env)
+    proc = Process(cfg, elf_cache=elf_cache)
+    errors: list[str] = []
+    package_dir, files = find_module_files(module_or_file, sys_path)
+    if not files and package_dir is None:
+        errors.append(f"{module_or_file}: no extension module found on the target's sys.path")
+    stage: dict[int, str] = {}
+    via: dict[int, str] = {}
+    runtime_results: list[RuntimeResult] = []
+    torch_plan: TorchPlan | None = None
+
+    def mark(name: str, note: str | None = None) -> None:
+        for o in proc.objects:
+            if o.id not in stage:
+                stage[o.id] = name
+                if note:
+                    via[o.id] = note
+
+    if mode == "ldd":
+        if files:
+            proc.start(files[0], as_main_path=files[0])
+        mark("import")
+    else:
+        exe = os.path.realpath(python_exe) if root in ("", "/") else python_exe
+        proc.start(exe)
+        mark("startup")
+        caller = _libpython(proc) or proc.main
+        top = module_or_file.split(".")[0]
+        if package_dir and os.path.basename(package_dir) == "torch" and top == "torch":
+            torch_plan = read_torch_plan(package_dir)
+            _torch_prelude(proc, torch_plan, list(sys_path), caller, mark)
+        for f in files:
+            proc.dlopen(f, caller)
+        mark("import")
+        if runtime:
+            tf_dir = package_dir if package_dir and os.path.basename(package_dir) == "tensorflow" else None
+            entries = runtime_dlopens_for(torch_cuda=torch_plan.cuda if torch_plan else None,
+                                          tf_dir=tf_dir)
+            runtime_results = _resolve_runtime(proc, entries, mark)
+            if package_dir and top == "jax" or any(
+                os.path.isdir(os.path.join(p, "jax_plugins")) for p in sys_path if top == "jax"
+            ):
+                for p in sys_path:
+                    for plugin in sorted(glob.glob(os.path.join(glob.escape(p), "jax_plugins", "*", "*.so"))):
+                        res = proc.dlopen(plugin, proc.main)
+                        runtime_results.append(RuntimeResult(
+                            framework="jax", name=plugin, caller=proc.main.path if proc.main else "",
+                            when="backend start-up", required=False, resolution=res))
+                mark("runtime", "jax backend plugins")
+    cache_dir = os.path.join(os.path.dirname(str(elf_cache.directory)), "owners-v1") if elf_cache else None
+    index = OwnerIndex(sys_path, prefix=prefix, root=root, cache_dir=cache_dir) if owners else None
+    entries = _entries(proc, index, stage, via)
+    findings = _findings(proc, entries, runtime_results, index, torch_plan, sys_path, prefix, cfg)
+    return LibsReport(
+        python=python_exe,
+        target=module_or_file,
+        files=tuple(files),
+        config=cfg,
+        objects=tuple(entries),
+        requests=tuple(proc.resolutions),
+        runtime=tuple(runtime_results),
+        findings=tuple(findings),
+        errors=tuple(errors),
+    )
+
+
+def _libpython(proc: Process) -> LoadedObject | None:
+    for o in proc.objects:
+        if o.info.soname and o.info.soname.startswith("libpython"):
+            return o
+    return None
+
+
+def _torch_prelude(proc: Process, plan: TorchPlan, sys_path: list[str],
+                   caller: LoadedObject | None, mark: Any) -> None:
+    """``torch/__init__.py``: ``_load_global_deps`` and the nvidia wheel preloads."""
+    if plan.global_deps is None:
+        return
+    res = proc.dlopen(plan.global_deps, caller)
+    mark("import", "torch _load_global_deps (ctypes, RTLD_GLOBAL)")
+    known = {pat.split(".", 1)[0] for _, pat in plan.preload_map}
+    failed_on_cuda = res.path is None and any(
+        k in (res.error or "") or any(k in (r.name or "") for r in proc.resolutions if r.path is None)
+        for k in known
+    )
+    cudart_loaded = any("libcudart.so" in o.path for o in proc.objects)
+    if failed_on_cuda or (res.path is not None and plan.preload_after_success and cudart_loaded):
+        for _folder, path in plan.preload_candidates(sys_path):
+            proc.dlopen(path, caller)
+        mark("import", "torch preloads nvidia/*/lib wheels (_preload_cuda_deps)")
+        if failed_on_cuda:
+            proc.dlopen(plan.global_deps, caller)
+            mark("import", "torch _load_global_deps (retry)")
+
+
+def _resolve_runtime(proc: Process, entries: list[RuntimeDlopen], mark: Any) -> list[RuntimeResult]:
+    out = []
+    for e in entries:
+        callers = [o for o in proc.objects if caller_matches(e.caller, o.info.soname, o.path)]
+        if not callers:
+            continue
+        caller = callers[0]
+        res = proc.dlopen(e.name, caller)
+        out.append(RuntimeResult(framework=e.framework, name=e.name, caller=caller.path,
+                                 when=e.when, required=e.required, resolution=res))
+        mark("runtime", f"dlopen by {os.path.basename(caller.path)} ({e.when})")
+    return out
+
+
+def _entries(proc: Process, index: OwnerIndex | None, stage: dict[int, str],
+             via: dict[int, str]) -> list[LibEntry]:
+    out = []
+    for o in proc.objects:
+        owner = index.owner(o.path) if index is not None else None
+        res = o.resolution
+        out.append(LibEntry(
+            id=o.id, path=o.path, realpath=_real(proc, o.path), soname=o.info.soname,
+            name=res.name if res else None, kind=o.kind,
+            rule=res.rule if res else None, source=res.source if res else "",
+            requested_by=(res.requester or None) if res else None, deps=tuple(o.deps),
+            owner=owner.label() if owner else None,
+            owner_kind=owner.kind if owner else None, owner_name=owner.name if owner else None,
+            owner_version=owner.version if owner else None,
+            stage=stage.get(o.id, "import"), via=via.get(o.id),
+        ))
+    return out
+
+
+def _real(proc: Process, path: str) -> str:
+    root = proc.config.root
+    host = path if root in ("", "/") else os.path.join(root, path.lstrip("/"))
+    real = os.path.realpath(host)
+    return real if root in ("", "/") else "/" + os.path.relpath(real, root)
+
+
+# -- findings ------------------------------------------------------------------------------
+
+
+def _owner_text(index: OwnerIndex | None, path: str) -> str:
+    if index is None:
+        return "owner not looked up"
+    o = index.owner(path)
+    return f"from package {o.label()}" if o else "owned by no package"
+
+
+def _version_key(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v))
+
+
+def _max_version(names: Sequence[str], prefix: str) -> str | None:
+    same = [n for n in names if n.startswith(prefix)]
+    return max(same, key=_version_key) if same else None
+
+
+def _search_dirs_of(tried: Sequence[Any]) -> list[str]:
+    return list(dict.fromkeys(os.path.dirname(a.path) for a in tried))
+
+
+def _stray_dirs(sys_path: Sequence[str], prefix: str | None, root: str) -> list[str]:
+    dirs: list[str] = []
+    if prefix:
+        dirs += [os.path.join(prefix, "lib"), os.path.join(prefix, "lib64")]
+    for entry in sys_path:
+        if entry and os.path.isdir(entry):
+            dirs += sorted(glob.glob(os.path.join(glob.escape(entry), "nvidia", "*", "lib")))
+            dirs += sorted(glob.glob(os.path.join(glob.escape(entry), "*", "lib")))
+            dirs += sorted(glob.glob(os.path.join(glob.escape(entry), "*.libs")))
+    r = root.rstrip("/")
+    dirs += sorted(glob.glob(f"{r}/usr/local/cuda*/lib64")) + sorted(glob.glob(f"{r}/usr/local/cuda*/lib"))
+    return [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
+
+
+def _findings(  # noqa: PLR0912, PLR0915
+    proc: Process, entries: list[LibEntry], runtime: list[RuntimeResult],
+    index: OwnerIndex | None, plan: TorchPlan | None, sys_path: Sequence[str],
+    prefix: str | None, cfg: SearchConfig,
+) -> list[Finding]:
+    out: list[Finding] = []
+    runtime_ids = {id(r.resolution) for r in runtime}
+    runtime_by_res = {id(r.resolution): r for r in runtime}
+    seen: set[tuple[str, str, str]] = set()
+    strays: list[str] | None = None
+    objects_by_path = {o.path: o for o in proc.objects}
+
+    for res in proc.resolutions:
+        rt = runtime_by_res.get(id(res))
+        if res.path is None:
+            key = ("missing", res.name, res.requester)
+            if key in seen:
+                continue
+            seen.add(key)
+            tried_dirs = _search_dirs_of(res.tried)
+            where = f"needed by {res.requester}" if res.kind == "needed" else (
+                f"dlopen'ed by {res.requester}" + (f" ({rt.when})" if rt else ""))
+            places = [f"tried {a.path} ({a.source}): {a.outcome}" for a in res.tried
+                      if a.outcome != "absent"] + [f"searched {d}" for d in tried_dirs]
+            err = res.error or ""
+            if "invalid ELF header" in err or "file too short" in err or err.endswith(
+                    ("not little-endian", "not big-endian", "OS ABI invalid", "can be loaded")):
+                bad = err.split(": ", 1)[0]
+                out.append(Finding(
+                    id="invalid-elf", severity="error",
+                    title=f"{res.name}: the loader meets a file that is not a usable shared object",
+                    cause=(f"While searching for {res.name} ({where}) the loader opened {bad}, "
+                           f"which fails its checks ({err.split(': ', 1)[-1]}); this stops the "
+                           "whole load instead of moving on."),
+                    evidence=(err, *places[:12]),
+                    fix=(f"Remove or rename {bad} (e.g. a linker script or a truncated copy), or "
+                         "make the directory of the real library come earlier in the search.",),
+                    library=res.name, requester=res.requester))
+                continue
+            if err.startswith("wrong ELF class"):
+                out.append(Finding(
+                    id="wrong-class", severity="error",
+                    title=f"{res.name}: only copies of the wrong ELF class were found",
+                    cause=f"Every candidate for {res.name} ({where}) is {err.split(': ')[-1]}; "
+                          "the loader skips them and fails.",
+                    evidence=tuple(places[:12]),
+                    fix=("Install the library built for this architecture "
+                         f"({'64' if cfg.host.elfclass == 64 else '32'}-bit).",),  # noqa: PLR2004
+                    library=res.name, requester=res.requester))
+                continue
+            sym = _find_by_soname(proc, res.name, tried_dirs)
+            if sym:
+                out.append(Finding(
+                    id="missing-soname-symlink", severity="error",
+                    title=f"{res.name}: the library is there but not under its SONAME",
+                    cause=(f"{sym} has SONAME {res.name}, but no file named {res.name} exists "
+                           f"in {os.path.dirname(sym)}; the loader looks only for the exact name."),
+                    evidence=(f"{sym}: SONAME {res.name}", f"{res.name} {where}",
+                              *places[-6:]),
+                    fix=(f"ln -s {os.path.basename(sym)} {os.path.join(os.path.dirname(sym), res.name)}",
+                         f"or run: ldconfig -n {os.path.dirname(sym)}"),
+                    library=res.name, requester=res.requester))
+                continue
+            if strays is None:
+                strays = _stray_dirs(sys_path, prefix, cfg.root)
+            copies = [os.path.join(d, res.name) for d in strays
+                      if os.path.exists(os.path.join(d, res.name)) and d not in tried_dirs]
+            fixes = []
+            evidence = [f"{res.name} {where}", *places[-8:]]
+            requester_obj = objects_by_path.get(res.requester)
+            for c in copies:
+                d = os.path.dirname(c)
+                p, _rule, _src = proc.what_if(res.name, requester_obj, ld_library_path=d + (
+                    ":" + cfg.ld_library_path if cfg.ld_library_path else ""))
+                evidence.append(f"a copy exists at {c} ({_owner_text(index, c)}), on no search path")
+                if p and os.path.realpath(p) == os.path.realpath(c):
+                    fixes.append(f"export LD_LIBRARY_PATH={d}" + (
+                        ":$LD_LIBRARY_PATH" if cfg.ld_library_path else "")
+                        + f"  (the loader would then find {c})")
+                    break
+            if not fixes:
+                fixes.append(f"Install the package that provides {res.name}, or add its directory "
+                             "to LD_LIBRARY_PATH.")
+            if rt and rt.framework == "cuda" and res.name == "libcuda.so.1":
+                fixes.insert(0, "Install the NVIDIA driver (libcuda.so.1 comes with it, not with "
+                                "CUDA wheels); without it CUDA is unavailable.")
+            note = ("PATH does not matter to the loader; only RPATH/RUNPATH, LD_LIBRARY_PATH, "
+                    "ld.so.cache and the default directories do.")
+            is_runtime = id(res) in runtime_ids
+            out.append(Finding(
+                id="runtime-not-found" if is_runtime else "not-found",
+                severity=("error" if (rt.required and copies) else "warning") if rt else "error",
+                title=f"{res.name} will not be found" + (f" ({rt.when})" if rt else ""),
+                cause=(f"{res.name} is {where}; the loader searched every place in order and "
+                       f"found no file named {res.name}. " + (note if copies else "")).strip(),
+                evidence=tuple(evidence), fix=tuple(fixes),
+                library=res.name, requester=res.requester))
+            continue
+        # -- found: was it the copy the requester's own paths point to? -------------------
+        if res.kind == "preload" or not res.requester:
+            continue
+        requester_obj = objects_by_path.get(res.requester)
+        if res.rule not in ("ld_library_path", "already-loaded", "ld.so.cache", "default"):
+            continue
+        key = ("shadow", res.name, res.path or "")
+        if key in seen:
+            continue
+        expected, erule, esrc = proc.what_if(res.name, requester_obj, ld_library_path=None)
+        if expected is None or _same_file(expected, res.path or ""):
+            continue
+        if res.rule in ("ld.so.cache", "default") and erule in ("ld.so.cache", "default"):
+            continue
+        seen.add(key)
+        actual_obj = proc.objects[res.object_id] if res.object_id is not None else None
+        if res.rule == "ld_library_path":
+            d = os.path.dirname(res.path or "")
+            cause = (f"{res.name} needed by {res.requester} is found through LD_LIBRARY_PATH entry "
+                     f"{d}, which the loader searches before {esrc} where the intended copy is.")
+            fix = (f"Remove {d} from LD_LIBRARY_PATH for this job (e.g. `module unload` the module "
+                   "that adds it).",)
+        elif res.rule == "already-loaded" and actual_obj is not None:
+            how = {"preload": "by LD_PRELOAD", "dlopen": "by an earlier dlopen",
+                   "needed": f"as a dependency of {actual_obj.resolution.requester if actual_obj.resolution else '?'}"}.get(actual_obj.kind, "earlier")
+            cause = (f"An object with SONAME {res.name} was already loaded {how} from {res.path}; "
+                     f"the loader reuses it for {res.requester} instead of searching, so the copy "
+                     f"its {esrc} points to is never used.")
+            fix = ("Unset LD_PRELOAD for this job." if actual_obj.kind == "preload" else
+                   f"Make sure the object loaded first uses the same copy as {os.path.basename(res.requester)}.",)
+        else:
+            cause = (f"{res.name} needed by {res.requester} is taken from {res.rule} ({res.path}) "
+                     f"although {esrc} would give {expected}.")
+            fix = ("Check LD_LIBRARY_PATH, LD_PRELOAD and /etc/ld.so.conf.d.",)
+        evidence = [f"will load: {res.path} ({_owner_text(index, res.path or '')})",
+                    f"intended: {expected} via {esrc} ({_owner_text(index, expected)})"]
+        pin = _pin_for(index, plan, expected)
+        if pin:
+            evidence.append(f"{pin.requirer} requires {pin.name}{pin.specifier}")
+        out.append(Finding(
+            id="shadowed", severity="warning",
+            title=f"{res.name} is shadowed: {res.path} is loaded instead of {expected}",
+            cause=cause, evidence=tuple(evidence), fix=fix,
+            library=res.name, requester=res.requester))
+
+    for vp in proc.version_problems:
+        out.append(_version_finding(proc, vp, index, sys_path, prefix, cfg))
+
+    for msg in proc.preload_errors:
+        out.append(Finding(id="preload-failed", severity="warning", title="an LD_PRELOAD entry is ignored",
+                           cause=msg, evidence=(f"LD_PRELOAD={cfg.ld_preload}",),
+                           fix=("Fix or unset LD_PRELOAD.",)))
+
+    # Two files for one SONAME; two OpenMP runtimes.
+    by_soname: dict[str, list[LibEntry]] = {}
+    for e in entries:
+        if e.soname:
+            by_soname.setdefault(e.soname, []).append(e)
+    for soname, group in by_soname.items():
+        reals = list(dict.fromkeys(e.realpath for e in group))
+        if len(reals) > 1:
+            out.append(Finding(
+                id="duplicate-soname", severity="warning",
+                title=f"two different files with SONAME {soname} are loaded",
+                cause=("Objects loaded by path (dlopen of a full path, ctypes) are not matched by "
+                       "SONAME, so two copies coexist; symbols bind to whichever comes first."),
+                evidence=tuple(f"{e.path} ({e.owner or 'owned by no package'})" for e in group),
+                fix=("Load one copy only: remove the extra copy or make both users resolve to it.",),
+                library=soname))
+    omp = [e for e in entries if e.soname and re.match(r"lib(gomp|iomp5|omp)([-.].*)?\.so", e.soname)]
+    kinds = {re.match(r"lib(gomp|iomp5|omp)", e.soname or "").group(1) for e in omp}
+    if len({e.realpath for e in omp}) > 1:
+        out.append(Finding(
+            id="duplicate-openmp", severity="warning",
+            title="more than one OpenMP runtime is loaded",
+            cause=("Each OpenMP runtime keeps its own thread pool; together they oversubscribe "
+                   "cores and can deadlock or crash (" + ", ".join(sorted(kinds)) + ")."),
+            evidence=tuple(f"{e.path} ({e.owner or 'owned by no package'})" for e in omp),
+            fix=("Use packages built against one OpenMP runtime (same channel/vendor).",)))
+
+    if plan is not None and index is not None:
+        pins = read_pins(index, "torch")
+        out += _pin_findings(entries, pins, plan)
+    rank = {"error": 0, "warning": 1, "info": 2}
+    out.sort(key=lambda f: rank.get(f.severity, 3))
+    return out
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _find_by_soname(proc: Process, name: str, dirs: Sequence[str]) -> str | None:
+    stem = name.split(".so")[0]
+    for d in dirs:
+        try:
+            names = sorted(os.listdir(proc._host(d)))  # noqa: SLF001
+        except OSError:
+            continue
+        for n in names:
+            if n != name and n.startswith(stem + ".so"):
+                info = read_elf(os.path.join(proc._host(d), n), cache=proc.elf_cache)  # noqa: SLF001
+                if info.ok and info.soname == name:
+                    return os.path.join(d, n)
+    return None
+
+
+def _pin_for(index: OwnerIndex | None, plan: TorchPlan | None, path: str) -> Pin | None:
+    if index is None or plan is None:
+        return None
+    o = index.owner(path)
+    if o is None or o.kind != "pip":
+        return None
+    for p in read_pins(index, "torch"):
+        if p.name == o.name:
+            return p
+    return None
+
+
+def _pin_findings(entries: list[LibEntry], pins: list[Pin], plan: TorchPlan) -> list[Finding]:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: PLC0415
+    from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+
+    out = []
+    by_name = {p.name: p for p in pins}
+    done = set()
+    for e in entries:
+        if e.owner_kind != "pip" or e.owner_name not in by_name or e.owner_name in done:
+            continue
+        pin = by_name[e.owner_name]
+        try:
+            ok = Version(e.owner_version or "") in SpecifierSet(pin.specifier)
+        except (InvalidVersion, InvalidSpecifier):
+            continue
+        if ok:
+            continue
+        done.add(e.owner_name)
+        out.append(Finding(
+            id="cuda-pin-mismatch", severity="warning",
+            title=f"{e.soname or e.path} comes from {e.owner_name} {e.owner_version}, "
+                  f"but torch {plan.version} pins {pin.specifier}",
+            cause=(f"torch was built and tested against {e.owner_name}{pin.specifier} (its "
+                   "METADATA Requires-Dist); another version is installed."),
+            evidence=(f"{e.path} ({e.owner})", f"{pin.requirer} requires {e.owner_name}{pin.specifier}"),
+            fix=(f"pip install '{e.owner_name}{pin.specifier}'",),
+            library=e.soname))
+    return out
+
+
+def _version_finding(proc: Process, vp: Any, index: OwnerIndex | None, sys_path: Sequence[str],
+                     prefix: str | None, cfg: SearchConfig) -> Finding:
+    prov = proc.find(vp.provider)
+    defined = prov.info.defined_versions() if prov else ()
+    family = re.match(r"^([A-Za-z_]+?_?)(?=\d)", vp.version)
+    fam = family.group(1) if family else vp.version
+    top = _max_version(defined, fam)
+    owner = _owner_text(index, vp.provider)
+    consumer = os.path.basename(vp.consumer)
+    provides = f"provides up to {top}" if top else "does not define it"
+    title = (f"{consumer} requires {vp.version}; the {vp.file} that will be loaded "
+             f"({vp.provider}, {owner}) {provides}")
+    evidence = [vp.message]
+    prov_res = prov.resolution if prov else None
+    if prov_res is not None:
+        evidence.append(f"{vp.file} is found via {prov_res.rule} ({prov_res.source})")
+    alternatives = []
+    dirs = [os.path.dirname(vp.consumer), *_stray_dirs(sys_path, prefix, cfg.root), *cfg.system_dirs]
+    for d in dict.fromkeys(dirs):
+        cand = os.path.join(d, vp.file)
+        if not os.path.exists(proc._host(cand)) or _same_file(proc._host(cand), proc._host(vp.provider)):  # noqa: SLF001
+            continue
+        info = read_elf(proc._host(cand), cache=proc.elf_cache)  # noqa: SLF001
+        if info.ok and vp.version in info.defined_versions():
+            alternatives.append(cand)
+            evidence.append(f"{cand} defines {vp.version} ({_owner_text(index, cand)})")
+    fixes = []
+    if fam.startswith(("GLIBCXX", "CXXABI")):
+        gcc = _GLIBCXX_GCC.get(vp.version.split("_", 1)[1]) if fam.startswith("GLIBCXX") else None
+        need = f" (GCC ≥ {gcc})" if gcc else ""
+        if owner.startswith("from package") and "(conda)" in owner:
+            fixes.append(f"Update the environment's libstdc++ to one that defines {vp.version}{need}: "
+                         "conda install -c conda-forge 'libstdcxx-ng>=" + (gcc or "12") + "'")
+        else:
+            fixes.append(f"Make the loader use a libstdc++ that defines {vp.version}{need}.")
+        fixes.append(f"Or rebuild {consumer} with the environment's own compiler, so it needs no newer "
+                     "libstdc++ than the environment has.")
+    elif fam.startswith("GLIBC"):
+        fixes.append(f"{consumer} needs glibc with {vp.version}: run it on a newer system or "
+                     "container, or install a build made for this glibc (older manylinux tag).")
+    if prov_res is not None and prov_res.rule == "ld_library_path":
+        fixes.insert(0, f"Remove {os.path.dirname(vp.provider)} from LD_LIBRARY_PATH for this job.")
+    for alt in alternatives[:1]:
+        fixes.append(f"The copy at {alt} defines it: make that one be found first "
+                     f"(e.g. LD_LIBRARY_PATH={os.path.dirname(alt)}).")
+    return Finding(
+        id="missing-version", severity="error", title=title,
+        cause=(f"{vp.consumer} has a Verneed entry for {vp.version} against {vp.file}; the "
+               f"picked {vp.file} has no Verdef {vp.version}, so the loader refuses to load "
+               f"{consumer} ({vp.message})."),
+        evidence=tuple(evidence), fix=tuple(fixes), library=vp.file, requester=vp.consumer)

@@ -1,0 +1,337 @@
+"""Which package installed a file, and which versions a package expects of its libraries.
+
+Owners are found by reading package databases, never by running a package manager:
+
+* pip (and any PEP 376 installer): ``<site>/<name>-<version>.dist-info/RECORD``;
+* conda: ``<prefix>/conda-meta/<name>-<version>-<build>.json`` (``files``, relative paths);
+* Debian/Ubuntu: ``<root>/var/lib/dpkg/info/<package>[:arch].list`` (absolute paths;
+  a merged-/usr system is handled by also trying the ``/usr`` or non-``/usr`` twin).
+
+Expectations come from static metadata: ``Requires-Dist`` pins in a wheel's METADATA
+(PEP 566/508; e.g. torch's ``nvidia-cudnn-cu13==9.24.0.43``, followed one level through
+extras such as ``cuda-toolkit[cublas]==13.0.3``) and a conda record's ``depends``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = ["Owner", "OwnerIndex", "Pin", "normalize_name", "read_pins"]
+
+
+def normalize_name(name: str) -> str:
+    """PEP 503 normalized project name (``Nvidia_CUDNN.cu13`` → ``nvidia-cudnn-cu13``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Owner:
+    """The package a file belongs to.
+
+    :ivar kind: ``"pip"``, ``"conda"`` or ``"dpkg"``.
+    :ivar name: the package name (normalized for pip).
+    :ivar version: its version string (``None`` for dpkg, whose lists carry none).
+    :ivar detail: where the claim comes from (the RECORD or list file), or the conda build.
+    """
+
+    kind: str
+    name: str
+    version: str | None = None
+    detail: str = ""
+
+    def label(self) -> str:
+        """``"nvidia-cudnn-cu13 9.24.0.43 (pip)"``."""
+        ver = f" {self.version}" if self.version else ""
+        return f"{self.name}{ver} ({self.kind})"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Pin:
+    """A version a package requires of another: ``requirer`` needs ``name`` ``specifier``."""
+
+    requirer: str
+    name: str
+    specifier: str
+
+
+_DIST_RE = re.compile(r"^(?P<name>.+?)-(?P<version>[^-]+)\.dist-info$")
+
+
+class OwnerIndex:
+    """Lazy index from file paths to owning packages.
+
+    :param sys_path: the target interpreter's ``sys.path`` (directories searched for
+        ``.dist-info``).
+    :param prefix: the environment prefix (for ``conda-meta``), or ``None``.
+    :param root: the system root (for dpkg lists).
+    :param cache_dir: a directory for the dpkg index (keyed by the lists directory's
+        mtime), or ``None`` for no disk cache.
+    """
+
+    def __init__(self, sys_path: Iterable[str], *, prefix: str | None = None, root: str = "/",
+                 cache_dir: str | None = None) -> None:
+        self.sys_path = [p for p in dict.fromkeys(sys_path) if p and os.path.isdir(p)]
+        self.prefix = prefix
+        self.root = root
+        self._pip: dict[str, Owner] | None = None
+        self._dists: dict[str, tuple[str, str, str]] | None = None
+        self._conda: dict[str, Owner] | None = None
+        self._conda_records: list[dict] | None = None
+        self._dpkg: dict[str, str] | None = None
+        self.cache_dir = cache_dir
+
+    # -- pip -------------------------------------------------------------------------------
+    def dists(self) -> dict[str, tuple[str, str, str]]:
+        """``{normalized name: (version, dist-info dir, site dir)}``, first on sys.path wins."""
+        if self._dists is None:
+            out: dict[str, tuple[str, str, str]] = {}
+            for site in self.sys_path:
+                try:
+                    names = sorted(os.listdir(site))
+                except OSError:
+                    continue
+                for n in names:
+                    m = _DIST_RE.match(n)
+                    if m:
+                        key = normalize_name(m.group("name"))
+                        out.setdefault(key, (m.group("version"), os.path.join(site, n), site))
+            self._dists = out
+        return self._dists
+
+    def _pip_index(self) -> dict[str, Owner]:
+        if self._pip is None:
+            index: dict[str, Owner] = {}
+            for name, (version, dist_dir, site) in self.dists().items():
+                record = os.path.join(dist_dir, "RECORD")
+                try:
+                    with open(record, encoding="utf-8", errors="replace") as f:  # noqa: PTH123
+                        text = f.read()
+                except OSError:
+                    continue
+                owner = Owner(kind="pip", name=name, version=version, detail=record)
+                for line in text.splitlines():
+                    if ".so" not in line:  # shared objects only: all the loader can map
+                        continue
+                    rel = line.split(",", 1)[0]
+                    if rel.startswith('"'):
+                        rel = rel.strip('"')
+                    index.setdefault(os.path.normpath(os.path.join(site, rel)), owner)
+            self._pip = index
+        return self._pip
+
+    # -- conda -----------------------------------------------------------------------------
+    def conda_records(self) -> list[dict]:
+        """The prefix's ``conda-meta/*.json`` records (empty when not a conda prefix)."""
+        if self._conda_records is None:
+            recs: list[dict] = []
+            meta = os.path.join(self.prefix, "conda-meta") if self.prefix else None
+            if meta and os.path.isdir(meta):
+                for n in sorted(os.listdir(meta)):
+                    if not n.endswith(".json"):
+                        continue
+                    try:
+                        with open(os.path.join(meta, n), encoding="utf-8") as f:  # noqa: PTH123
+                            data = json.load(f)
+                    except (OSError, ValueError):
+                        continue
+                    if isinstance(data, dict) and "name" in data:
+                        recs.append(data)
+            self._conda_records = recs
+        return self._conda_records
+
+    def _conda_index(self) -> dict[str, Owner]:
+        if self._conda is None:
+            index: dict[str, Owner] = {}
+            for rec in self.conda_records():
+                owner = Owner(kind="conda", name=str(rec.get("name")),
+                              version=str(rec.get("version", "")) or None,
+                              detail=str(rec.get("build", "")))
+                for rel in rec.get("files") or ():
+                    if isinstance(rel, str):
+                        index.setdefault(os.path.normpath(os.path.join(self.prefix or "/", rel)), owner)
+            self._conda = index
+        return self._conda
+
+    # -- dpkg ------------------------------------------------------------------------------
+    def _dpkg_index(self) -> dict[str, str]:
+        """``{path of a shared object: package}`` from every ``*.list`` (cached on disk)."""
+        if self._dpkg is not None:
+            return self._dpkg
+        info = os.path.join(self.root, "var/lib/dpkg/info")
+        try:
+            st = os.stat(info)
+        except OSError:
+            self._dpkg = {}
+            return self._dpkg
+        key = f"dpkg-{st.st_dev:x}-{st.st_ino:x}-{st.st_mtime_ns:x}"
+        cached = self._load_cache(key)
+        if isinstance(cached, dict):
+            self._dpkg = cached
+            return cached
+        index: dict[str, str] = {}
+        try:
+            lists = sorted(n for n in os.listdir(info) if n.endswith(".list"))
+        except OSError:
+            lists = []
+        for n in lists:
+            try:
+                with open(os.path.join(info, n), encoding="utf-8", errors="replace") as f:  # noqa: PTH123
+                    text = f.read()
+            except OSError:
+                continue
+            pkg = n[: -len(".list")]
+            for line in text.splitlines():
+                if ".so" in line:
+                    index.setdefault(line, pkg)
+        self._dpkg = index
+        self._store_cache(key, index)
+        return index
+
+    def _dpkg_lookup(self, path: str) -> Owner | None:
+        index = self._dpkg_index()
+        twins = [path, path[4:] if path.startswith("/usr/") else "/usr" + path]
+        for t in twins:
+            pkg = index.get(t)
+            if pkg:
+                return Owner(kind="dpkg", name=pkg,
+                             detail=os.path.join(self.root, "var/lib/dpkg/info", pkg + ".list"))
+        return None
+
+    def _load_cache(self, key: str) -> object:
+        if self.cache_dir is None:
+            return None
+        try:
+            with open(os.path.join(self.cache_dir, key + ".json"), encoding="utf-8") as f:  # noqa: PTH123
+                return json.load(f)
+        except (OSError, ValueError):
+            return None
+
+    def _store_cache(self, key: str, data: object) -> None:
+        if self.cache_dir is None:
+            return
+        import tempfile  # noqa: PLC0415
+
+        try:
+            os.makedirs(self.cache_dir, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.cache_dir, prefix=".tmp-")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump(data, f, separators=(",", ":"))
+            os.replace(tmp, os.path.join(self.cache_dir, key + ".json"))
+        except OSError:
+            return
+
+    # -- public ----------------------------------------------------------------------------
+    def owner(self, path: str) -> Owner | None:
+        """The package owning the file at loader path ``path`` (``None`` when none does).
+
+        The path is normalized (``..`` removed) and, failing that, resolved through symlinks;
+        a SONAME symlink counts as owned by the package owning it or its target.
+        """
+        host = path if self.root in ("", "/") else os.path.join(self.root, path.lstrip("/"))
+        candidates = [os.path.normpath(host)]
+        real = os.path.realpath(host)
+        if real not in candidates:
+            candidates.append(real)
+        for cand in candidates:
+            if self.sys_path and any(cand.startswith(s.rstrip("/") + "/") for s in self.sys_path):
+                hit = self._pip_index().get(cand)
+                if hit:
+                    return hit
+            if self.prefix and cand.startswith(self.prefix.rstrip("/") + "/"):
+                hit = self._conda_index().get(cand)
+                if hit:
+                    return hit
+        for cand in candidates:
+            loader_path = cand if self.root in ("", "/") else "/" + os.path.relpath(cand, self.root)
+            hit = self._dpkg_lookup(loader_path)
+            if hit:
+                return hit
+        return None
+
+    def version_of(self, name: str) -> str | None:
+        """Installed version of pip distribution ``name`` (normalized), if any."""
+        got = self.dists().get(normalize_name(name))
+        return got[0] if got else None
+
+
+def _metadata_requires(dist_dir: str) -> list[str]:
+    try:
+        with open(os.path.join(dist_dir, "METADATA"), encoding="utf-8", errors="replace") as f:  # noqa: PTH123
+            text = f.read()
+    except OSError:
+        return []
+    head = text.split("\n\n", 1)[0]
+    return [line.split(":", 1)[1].strip() for line in head.splitlines()
+            if line.lower().startswith("requires-dist:")]
+
+
+def read_pins(index: OwnerIndex, dist: str) -> list[Pin]:
+    """Exact version pins (``==``) that pip distribution ``dist`` declares, for Linux.
+
+    Follows one level of extras (``cuda-toolkit[cublas]==13.0.3`` → the requirements that
+    ``cuda-toolkit`` declares for extra ``cublas``).  Markers are evaluated for this
+    machine (PEP 508); requirements that are only in other extras of ``dist`` are ignored.
+
+    :param index: where the distributions are.
+    :param dist: the requiring distribution (e.g. ``"torch"``).
+    :returns: the pins, in METADATA order.
+    """
+    got = index.dists().get(normalize_name(dist))
+    if got is None:
+        return []
+    try:
+        st = os.stat(os.path.join(got[1], "METADATA"))
+        key = f"pins-{normalize_name(dist)}-{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}"
+    except OSError:
+        key = ""
+    cached = index._load_cache(key) if key else None  # noqa: SLF001
+    if isinstance(cached, list):
+        try:
+            return [Pin(requirer=a, name=b, specifier=c) for a, b, c in cached]
+        except (TypeError, ValueError):
+            pass
+    pins = _compute_pins(index, dist, got[1])
+    if key:
+        index._store_cache(key, [[p.requirer, p.name, p.specifier] for p in pins])  # noqa: SLF001
+    return pins
+
+
+def _compute_pins(index: OwnerIndex, dist: str, dist_dir: str) -> list[Pin]:
+    from packaging.requirements import InvalidRequirement, Requirement  # noqa: PLC0415
+
+    got = (None, dist_dir)
+    pins: list[Pin] = []
+
+    def collect(requirer: str, dist_dir: str, extras: tuple[str, ...]) -> list[Requirement]:
+        out = []
+        for line in _metadata_requires(dist_dir):
+            try:
+                req = Requirement(line)
+            except InvalidRequirement:
+                continue
+            if req.marker is not None:
+                envs = [{"extra": e} for e in extras] or [{"extra": ""}]
+                if not any(req.marker.evaluate(e) for e in envs):
+                    continue
+            out.append(req)
+        return out
+
+    for req in collect(dist, got[1], ()):
+        name = normalize_name(req.name)
+        if any(s.operator in ("==", "===") for s in req.specifier):
+            pins.append(Pin(requirer=dist, name=name, specifier=str(req.specifier)))
+        if req.extras:
+            sub = index.dists().get(name)
+            if sub is None:
+                continue
+            for req2 in collect(name, sub[1], tuple(sorted(req.extras))):
+                if req2.marker is None or "extra" not in str(req2.marker):
+                    continue
+                if any(s.operator in ("==", "===") for s in req2.specifier):
+                    pins.append(Pin(requirer=f"{dist} via {name}[{','.join(sorted(req.extras))}]",
+                                    name=normalize_name(req2.name), specifier=str(req2.specifier)))
+    return pins
