@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import struct
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -644,6 +643,8 @@ class ElfCache:
 
     def put(self, st: os.stat_result, info: ElfInfo) -> None:
         """Store ``info`` for the file with stat ``st`` (atomically; errors ignored)."""
+        import tempfile  # noqa: PLC0415 - only when writing
+
         target = self._file(st)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)

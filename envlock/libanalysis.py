@@ -307,6 +307,7 @@ def analyze_module(  # noqa: PLR0913
     elf_cache: ElfCache | None = None,
     config: SearchConfig | None = None,
     owners: bool = True,
+    extra_modules: Sequence[str] = (),
 ) -> LibsReport:
     """Model ``python_exe`` importing ``module_or_file`` and report its shared libraries.
 
@@ -324,6 +325,8 @@ def analyze_module(  # noqa: PLR0913
     :param elf_cache: a cache of parsed ELF facts.
     :param config: a ready :class:`SearchConfig` (else :func:`detect_config`).
     :param owners: look up owner packages (reads RECORD, conda-meta and dpkg lists).
+    :param extra_modules: more extension files to ``dlopen`` after the module's (e.g. those
+        its Python code imports, seen by ``--runtime``); their objects get stage ``"extra"``.
     :returns: a :class:`LibsReport`.  Problems of the analysis (module not found) are in
         ``errors``; it raises only for programming errors.
     """
@@ -362,6 +365,9 @@ def analyze_module(  # noqa: PLR0913
         for f in files:
             proc.dlopen(f, caller)
         mark("import")
+        for f in extra_modules:
+            proc.dlopen(f, caller)
+        mark("extra", "extension module imported by the module's Python code")
         if runtime:
             tf_dir = package_dir if package_dir and os.path.basename(package_dir) == "tensorflow" else None
             entries = runtime_dlopens_for(torch_cuda=torch_plan.cuda if torch_plan else None,
@@ -493,7 +499,7 @@ def _stray_dirs(sys_path: Sequence[str], prefix: str | None, root: str) -> list[
     for entry in sys_path:
         if entry and os.path.isdir(entry):
             dirs += sorted(glob.glob(os.path.join(glob.escape(entry), "nvidia", "*", "lib")))
-            dirs += sorted(glob.glob(os.path.join(glob.escape(entry), "*", "lib")))
+            dirs += [os.path.join(entry, p, "lib") for p in ("torch", "tensorflow", "jaxlib")]
             dirs += sorted(glob.glob(os.path.join(glob.escape(entry), "*.libs")))
     r = root.rstrip("/")
     dirs += sorted(glob.glob(f"{r}/usr/local/cuda*/lib64")) + sorted(glob.glob(f"{r}/usr/local/cuda*/lib"))
@@ -608,7 +614,7 @@ def _findings(  # noqa: PLR0912, PLR0915
         if key in seen:
             continue
         expected, erule, esrc = proc.what_if(res.name, requester_obj, ld_library_path=None)
-        if expected is None or _same_file(expected, res.path or ""):
+        if expected is None or proc.same_file(expected, res.path or ""):
             continue
         if res.rule in ("ld.so.cache", "default") and erule in ("ld.so.cache", "default"):
             continue

@@ -103,24 +103,45 @@ class OwnerIndex:
         return self._dists
 
     def _pip_index(self) -> dict[str, Owner]:
-        if self._pip is None:
-            index: dict[str, Owner] = {}
-            for name, (version, dist_dir, site) in self.dists().items():
-                record = os.path.join(dist_dir, "RECORD")
-                try:
-                    with open(record, encoding="utf-8", errors="replace") as f:  # noqa: PTH123
-                        text = f.read()
-                except OSError:
+        """``{normalized path of a shared object: owner}`` from every RECORD (cached on disk,
+        keyed by the stat of every RECORD file)."""
+        if self._pip is not None:
+            return self._pip
+        records = []
+        for name, (version, dist_dir, site) in self.dists().items():
+            record = os.path.join(dist_dir, "RECORD")
+            try:
+                st = os.stat(record)
+            except OSError:
+                continue
+            records.append((name, version, record, site, [st.st_ino, st.st_size, st.st_mtime_ns]))
+        import hashlib  # noqa: PLC0415
+
+        key = "pip-" + hashlib.sha256(
+            json.dumps([[r[2], r[4]] for r in records]).encode()).hexdigest()[:24]
+        cached = self._load_cache(key)
+        owners = {name: Owner(kind="pip", name=name, version=version, detail=record)
+                  for name, version, record, _site, _st in records}
+        if isinstance(cached, dict):
+            try:
+                self._pip = {path: owners[name] for path, name in cached.items()}
+                return self._pip
+            except KeyError:
+                pass
+        flat: dict[str, str] = {}
+        for name, _version, record, site, _st in records:
+            try:
+                with open(record, encoding="utf-8", errors="replace") as f:  # noqa: PTH123
+                    text = f.read()
+            except OSError:
+                continue
+            for line in text.splitlines():
+                if ".so" not in line:  # shared objects only: all the loader can map
                     continue
-                owner = Owner(kind="pip", name=name, version=version, detail=record)
-                for line in text.splitlines():
-                    if ".so" not in line:  # shared objects only: all the loader can map
-                        continue
-                    rel = line.split(",", 1)[0]
-                    if rel.startswith('"'):
-                        rel = rel.strip('"')
-                    index.setdefault(os.path.normpath(os.path.join(site, rel)), owner)
-            self._pip = index
+                rel = line.split(",", 1)[0].strip('"')
+                flat.setdefault(os.path.normpath(os.path.join(site, rel)), name)
+        self._store_cache(key, flat)
+        self._pip = {path: owners[name] for path, name in flat.items()}
         return self._pip
 
     # -- conda -----------------------------------------------------------------------------

@@ -200,7 +200,7 @@ def split_path_list(value: str, separators: str = ":") -> list[str]:
     :returns: the elements, with trailing slashes removed; an empty element stands for the
         current directory and is returned as ``""``.
     """
-    parts = re.split("[" + re.escape(separators) + "]", value)
+    parts = value.split(":") if separators == ":" else re.split("[" + re.escape(separators) + "]", value)
     out = []
     for p in parts:
         q = p.rstrip("/")
@@ -378,6 +378,8 @@ class Process:
         self._dir_status: dict[tuple[str, int], bool] = {}
         self._listing: dict[str, frozenset[str] | None] = {}
         self._infos: dict[str, ElfInfo] = {}
+        self._ids: dict[str, tuple[int, int]] = {}
+        self._dirs_cache: dict[tuple[int, str], list[str]] = {}
         self._what_if: dict[tuple[Any, ...], tuple[str | None, str | None, str]] = {}
         self._env_dirs = self._parse_env_dirs(config.ld_library_path)
 
@@ -412,6 +414,13 @@ class Process:
         return d if d.startswith("/") else os.path.join(self.config.cwd, d)
 
     def _dirs_of(self, obj: LoadedObject, which: str) -> list[str]:
+        key = (obj.id, which)
+        got = self._dirs_cache.get(key)
+        if got is None:
+            got = self._dirs_cache[key] = self._compute_dirs(obj, which)
+        return got
+
+    def _compute_dirs(self, obj: LoadedObject, which: str) -> list[str]:
         raw = obj.info.effective_rpath if which == "rpath" else obj.info.runpath
         if not raw:
             return []
@@ -423,9 +432,18 @@ class Process:
             out.append(self._absolute(e))
         return _dedupe(out)
 
-    def _listdir(self, d: str) -> frozenset[str] | None:
+    def _listdir(self, d: str, base: str | None = None) -> frozenset[str] | None:
+        """Names in directory ``d`` (``None`` if it does not exist).  ``base``: a parent of
+        ``d`` already listed; when ``d``'s first component below it is missing, ``d`` cannot
+        exist and is not asked for (saves a system call per absent hwcaps subdirectory)."""
         if d in self._listing:
             return self._listing[d]
+        if base is not None and d != base:
+            parent = self._listdir(base)
+            first = d[len(base) + 1:].split("/", 1)[0]
+            if parent is None or first not in parent:
+                self._listing[d] = None
+                return None
         try:
             names: frozenset[str] | None = frozenset(os.listdir(self._host(d)))
         except OSError:
@@ -444,11 +462,21 @@ class Process:
         return (v.status, v.message)
 
     def _file_id(self, path: str) -> tuple[int, int]:
-        try:
-            st = os.stat(self._host(path))
-        except OSError:
-            return (0, 0)
-        return (st.st_dev, st.st_ino)
+        """``(st_dev, st_ino)`` of loader path ``path`` (``(0, 0)`` if it cannot be stat'ed)."""
+        got = self._ids.get(path)
+        if got is None:
+            try:
+                st = os.stat(self._host(path))
+                got = (st.st_dev, st.st_ino)
+            except OSError:
+                got = (0, 0)
+            self._ids[path] = got
+        return got
+
+    def same_file(self, a: str, b: str) -> bool:
+        """Whether two loader paths name the same file (by device and inode)."""
+        fa = self._file_id(a)
+        return fa != (0, 0) and fa == self._file_id(b)
 
     # -- search ----------------------------------------------------------------------------
     def _try_dirs(
@@ -464,7 +492,7 @@ class Process:
                 if status is False:
                     continue
                 cand = f"{sd}/{name}"
-                listing = self._listdir(sd)
+                listing = self._listdir(sd, d)
                 if listing is None or name not in listing:
                     tried.append(Attempt(path=cand, rule=rule, source=source, outcome="absent"))
                     if status is None:

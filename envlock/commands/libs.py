@@ -1,0 +1,393 @@
+"""``envlock libs``: which shared libraries a module will really load, and why.
+
+The answer comes from envlock's model of glibc's loader (:mod:`envlock.loader`), without
+importing the module; ``--runtime`` then imports it in the target interpreter and compares
+``/proc/self/maps`` with the model.  Exit status: 0 fine, 1 an error-level finding (or an
+unexplained ``--runtime`` difference), 2 envlock could not run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from envlock.commands._common import handle_errors, target_options
+
+if TYPE_CHECKING:
+    from envlock.libanalysis import LibEntry, LibsReport
+
+__all__ = ["libs", "target_sys_path", "runtime_check", "render_text", "render_why"]
+
+#: Seconds allowed for the target interpreter to report its sys.path.
+QUERY_TIMEOUT = 20.0
+#: Seconds allowed for ``--runtime`` to import the module.
+IMPORT_TIMEOUT = 180.0
+
+_RULE_TEXT = {
+    "rpath": "RPATH",
+    "runpath": "RUNPATH",
+    "ld_library_path": "LD_LIBRARY_PATH",
+    "ld.so.cache": "ld.so.cache",
+    "default": "default dirs",
+    "slash": "by path",
+    "preload": "LD_PRELOAD",
+    "already-loaded": "already loaded",
+}
+
+_ENV_KEYS = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONNOUSERSITE", "PYTHONSAFEPATH",
+             "PYTHONPLATLIBDIR", "HOME")
+
+
+def _stat_key(path: str) -> list[int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
+
+
+def target_sys_path(
+    python: str, prefix: str, *, environ: Mapping[str, str], cache_dir: str | None,
+) -> tuple[list[str], str | None]:
+    """The target interpreter's ``sys.path``, asked once (with a timeout) and cached.
+
+    The cached answer is reused only while the interpreter file, ``pyvenv.cfg``, the
+    ``PYTHON*`` variables and the modification times of every ``sys.path`` directory (a new
+    ``.pth`` file changes them) are unchanged.
+
+    :returns: ``(sys_path, error)``; on failure the prefix's ``site-packages`` and a message.
+    """
+    import hashlib  # noqa: PLC0415
+
+    real = os.path.realpath(python)
+    ident = {
+        "python": python, "real": real, "exe": _stat_key(real),
+        "cfg": _stat_key(os.path.join(prefix, "pyvenv.cfg")),
+        "env": {k: environ.get(k) for k in _ENV_KEYS},
+    }
+    key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
+    cache_file = os.path.join(cache_dir, f"syspath-{key}.json") if cache_dir else None
+    if cache_file:
+        try:
+            with open(cache_file, encoding="utf-8") as f:  # noqa: PTH123
+                data = json.load(f)
+            if all(_stat_key(p) == s for p, s in data["dirs"]):
+                return list(data["path"]), None
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    from envlock.target import ResolvedTarget, query_interpreter  # noqa: PLC0415
+
+    target = ResolvedTarget(kind="venv", prefix=prefix, python=python, chosen_by="--python")
+    info = query_interpreter(target, timeout=QUERY_TIMEOUT, environ=dict(environ))
+    path = list(info.path)
+    if info.status != "ok":
+        return path, f"could not ask {python} for sys.path ({info.error}); using {path}"
+    if cache_file:
+        try:
+            os.makedirs(cache_dir, exist_ok=True)  # type: ignore[arg-type]
+            tmp = cache_file + f".{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:  # noqa: PTH123
+                json.dump({"path": path, "dirs": [[p, _stat_key(p)] for p in path]}, f)
+            os.replace(tmp, cache_file)
+        except OSError:
+            pass
+    return path, None
+
+
+# -- --runtime -----------------------------------------------------------------------------
+
+RUNTIME_SCRIPT = r"""
+import importlib, json, sys
+name = sys.argv[1]
+err = None
+try:
+    if name.endswith(".so") or "/" in name:
+        import ctypes
+        ctypes.CDLL(name)
+    else:
+        importlib.import_module(name)
+except BaseException as exc:
+    err = "%s: %s" % (type(exc).__name__, exc)
+files = []
+with open("/proc/self/maps") as f:
+    for line in f:
+        parts = line.split(None, 5)
+        if len(parts) == 6 and parts[5].startswith("/"):
+            p = parts[5].strip()
+            if p not in files:
+                files.append(p)
+print(json.dumps({"error": err, "files": files}))
+"""
+
+
+def runtime_check(
+    report: LibsReport, python: str, module: str, *, environ: Mapping[str, str],
+    reanalyze: Any,
+) -> dict[str, Any]:
+    """Import ``module`` in the target and compare the files it maps with the model.
+
+    :param reanalyze: ``callable(extra_modules) -> LibsReport``: the same analysis with the
+        extension modules seen at run time also ``dlopen``'ed (to explain their libraries).
+    :returns: ``{"status", "error", "matched", "explained", "unexplained", "not_loaded"}``;
+        ``unexplained`` lists files mapped by the process that the model cannot account for
+        and model objects missing from the process.
+    """
+    from envlock._run import run  # noqa: PLC0415
+
+    res = run([python, "-c", RUNTIME_SCRIPT, module], timeout=IMPORT_TIMEOUT, env=dict(environ), cwd="/")
+    if not res.ok:
+        return {"status": res.status, "error": res.detail, "matched": [], "explained": [],
+                "unexplained": [], "not_loaded": []}
+    try:
+        data = json.loads(res.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"status": "error", "error": "unexpected output from the target", "matched": [],
+                "explained": [], "unexplained": [], "not_loaded": []}
+    mapped = [f for f in data["files"] if ".so" in os.path.basename(f) or f == os.path.realpath(python)]
+    static = {o.realpath: o for o in report.objects if o.stage in ("startup", "import")}
+    extra_exts = [f for f in mapped if f not in static and _is_ext_module(f)]
+    full = reanalyze(extra_exts) if extra_exts else report
+    known = {o.realpath: o for o in full.objects}
+    matched, explained, unexplained, not_loaded = [], [], [], []
+    for f in mapped:
+        if f in static:
+            matched.append(f)
+        elif f in known:
+            o = known[f]
+            why = ("Python extension module imported by the module's Python code"
+                   if _is_ext_module(f) else f"needed by {o.requested_by} (an extension module's closure)")
+            explained.append({"path": f, "why": why})
+        elif f.startswith("/usr/lib/locale/") or f.endswith(".cache"):
+            explained.append({"path": f, "why": "data file mapped by the C library"})
+        else:
+            unexplained.append({"path": f, "why": "mapped by the process, not predicted by the model"})
+    mapped_set = set(mapped)
+    for real, o in static.items():
+        if real not in mapped_set and o.kind != "interpreter":
+            not_loaded.append({"path": o.path, "why": "predicted but not mapped"})
+    unexplained += not_loaded
+    return {"status": "ok", "error": data.get("error"), "matched": matched,
+            "explained": explained, "unexplained": unexplained, "not_loaded": not_loaded}
+
+
+def _is_ext_module(path: str) -> bool:
+    import re  # noqa: PLC0415
+
+    return bool(re.search(r"\.(cpython-\d+[^/]*|abi3)\.so$", path)) or "/lib-dynload/" in path
+
+
+# -- rendering -----------------------------------------------------------------------------
+
+
+def _label(o: LibEntry) -> str:
+    owner = f"  {o.owner}" if o.owner else "  (no package)"
+    return owner
+
+
+def render_text(report: LibsReport, *, check: dict[str, Any] | None = None) -> str:  # noqa: PLR0912, PLR0915
+    """The human-readable answer: a tree per extension file, run-time loads, findings."""
+    lines: list[str] = []
+    cfg = report.config
+    objs = report.objects
+    by_id = {o.id: o for o in objs}
+    children: dict[str, list[Any]] = {}
+    seen_req: set[tuple[str, str]] = set()
+    for r in report.requests:
+        # The loader walks the DT_NEEDED of every object in each breadth-first pass, so the
+        # same request repeats; the tree shows the first one.
+        if r.kind == "needed" and (r.requester, r.name) not in seen_req:
+            seen_req.add((r.requester, r.name))
+            children.setdefault(r.requester, []).append(r)
+    lines.append(f"target: {report.python} importing {report.target}")
+    env_bits = [f"LD_LIBRARY_PATH={cfg.ld_library_path}" if cfg.ld_library_path else "LD_LIBRARY_PATH unset",
+                f"LD_PRELOAD={cfg.ld_preload}" if cfg.ld_preload else "LD_PRELOAD unset"]
+    lines.append(f"loader: glibc {'.'.join(map(str, cfg.glibc))}, {', '.join(env_bits)}, "
+                 f"default dirs {':'.join(cfg.system_dirs)}")
+    startup = [o for o in objs if o.stage == "startup" and o.kind not in ("executable",)]
+    if startup:
+        lines.append("interpreter start-up: " + ", ".join(os.path.basename(o.path) for o in startup))
+    lines.append("")
+    expanded: set[int] = set()
+
+    def node(r: Any, prefix: str, last: bool, depth: int) -> None:
+        branch = "└── " if last else "├── "
+        o = by_id.get(r.object_id) if r.object_id is not None else None
+        if o is None:
+            lines.append(f"{prefix}{branch}{r.name} => NOT FOUND ({r.error})")
+            return
+        first = o.id not in expanded and o.name == r.name and o.requested_by == (r.requester or None) \
+            and r.rule != "already-loaded"
+        rule = _RULE_TEXT.get(r.rule or "", r.rule or "")
+        if o.kind == "preload" and r.kind == "preload":
+            rule = "LD_PRELOAD"
+        shown = r.name if r.name == o.path else f"{r.name} => {o.path}"
+        if not first:
+            if o.stage == "startup" or o.kind == "interpreter" or o.rule in ("ld.so.cache", "default"):
+                return  # system libraries seen before: not repeated (see --why or JSON)
+            how = "already loaded" if r.rule == "already-loaded" else f"{rule}, same file already loaded"
+            lines.append(f"{prefix}{branch}{shown}  [{how}]")
+            return
+        expanded.add(o.id)
+        lines.append(f"{prefix}{branch}{shown}  [{rule}]{_label(o)}")
+        kids = children.get(o.path, [])
+        for i, k in enumerate(kids):
+            node(k, prefix + ("    " if last else "│   "), i == len(kids) - 1, depth + 1)
+
+    roots = [r for r in report.requests if r.kind == "dlopen" and r.requester and
+             not any(r is rt.resolution for rt in report.runtime)]
+    stage_of = {o.id: o for o in objs}
+    import_roots = [r for r in roots if r.object_id is not None and stage_of[r.object_id].stage == "import"
+                    or r.object_id is None]
+    if import_roots:
+        lines.append(f"import {report.target}")
+        for i, r in enumerate(import_roots):
+            o = by_id.get(r.object_id) if r.object_id is not None else None
+            if o is not None and o.via and i and (by_id.get(import_roots[i - 1].object_id) or o).via != o.via:
+                pass
+            node(r, "", i == len(import_roots) - 1, 0)
+        notes = list(dict.fromkeys(o.via for o in objs if o.stage == "import" and o.via))
+        for n in notes:
+            lines.append(f"  note: {n}")
+    elif report.files and objs:
+        main = objs[0]
+        lines.append(f"{main.path}")
+        kids = children.get(main.path, [])
+        for i, k in enumerate(kids):
+            node(k, "", i == len(kids) - 1, 1)
+    if report.runtime:
+        lines.append("")
+        lines.append("loaded later with dlopen (run-time, from the table in envlock.libruntime):")
+        for rt in report.runtime:
+            r = rt.resolution
+            caller = os.path.basename(rt.caller)
+            if r.path is None:
+                lines.append(f"  {rt.name} <- {caller} ({rt.when}): NOT FOUND")
+            else:
+                o = by_id.get(r.object_id)
+                owner = _label(o) if o else ""
+                lines.append(f"  {rt.name} <- {caller} ({rt.when}): {r.path}  "
+                             f"[{_RULE_TEXT.get(r.rule or '', r.rule)}]{owner}")
+    if report.errors:
+        lines.append("")
+        lines += [f"error: {e}" for e in report.errors]
+    lines.append("")
+    if report.findings:
+        lines.append(f"findings ({len(report.findings)}):")
+        for f in report.findings:
+            lines.append(f"  {f.severity} [{f.id}] {f.title}")
+            lines.append(f"      cause: {f.cause}")
+            for e in f.evidence:
+                lines.append(f"      evidence: {e}")
+            for x in f.fix:
+                lines.append(f"      fix: {x}")
+    else:
+        lines.append("findings: none")
+    if check is not None:
+        lines.append("")
+        lines.append(f"--runtime: {check['status']}" + (f" ({check['error']})" if check.get("error") else ""))
+        lines.append(f"  {len(check['matched'])} files as predicted, {len(check['explained'])} explained, "
+                     f"{len(check['unexplained'])} unexplained")
+        for x in check["explained"]:
+            lines.append(f"  explained: {x['path']}: {x['why']}")
+        for x in check["unexplained"]:
+            lines.append(f"  UNEXPLAINED: {x['path']}: {x['why']}")
+    return "\n".join(lines) + "\n"
+
+
+def render_why(report: LibsReport, name: str) -> str:
+    """Every request of ``name``, with every place tried in order and the outcome."""
+    reqs = report.requests_for(name)
+    if not reqs:
+        return f"{name}: never requested by {report.target} (not in any DT_NEEDED or known dlopen)\n"
+    lines = []
+    for r in reqs:
+        who = r.requester or "LD_PRELOAD"
+        lines.append(f"{r.name} ({r.kind}) requested by {who}:")
+        if r.rule == "already-loaded":
+            lines.append(f"  already loaded: {r.source}; nothing is searched")
+        for i, a in enumerate(r.tried, 1):
+            lines.append(f"  {i:3d}. {a.path}  [{a.source}]  {a.outcome}")
+        if r.path:
+            lines.append(f"  => {r.path}  (rule: {_RULE_TEXT.get(r.rule or '', r.rule)})")
+        else:
+            lines.append(f"  => not loaded: {r.error}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+# -- the command ---------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("targets", nargs=-1, metavar="[MODULE|FILE]...")
+@target_options
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="Output format (json: schema 1, see docs/libs.md).")
+@click.option("--why", "why", metavar="SONAME", help="List every place tried for SONAME, in order.")
+@click.option("--runtime", is_flag=True,
+              help="Also import the module in the target and compare /proc/self/maps with the model.")
+@click.option("--no-cache", is_flag=True, help="Do not use or fill the cache of parsed ELF facts.")
+@handle_errors
+def libs(
+    targets: tuple[str, ...], python: str | None, prefix: str | None, fmt: str, why: str | None,
+    runtime: bool, no_cache: bool,
+) -> None:
+    """Show which shared libraries MODULE (or FILE) will really load, and why.
+
+    Models glibc's dynamic loader for the target interpreter: RPATH/RUNPATH, LD_LIBRARY_PATH,
+    LD_PRELOAD, ld.so.cache, default directories, torch's preloading of nvidia wheels, and
+    well-known run-time dlopens (libcuda.so.1, cuDNN sub-libraries). Nothing is imported
+    unless --runtime is given.
+    """
+    from envlock.elf import ElfCache, default_cache_dir  # noqa: PLC0415
+    from envlock.libanalysis import analyze_module  # noqa: PLC0415
+    from envlock.target import resolve_target  # noqa: PLC0415
+
+    target = resolve_target(python=python, prefix=prefix)
+    if target.python is None:
+        from envlock.errors import TargetError  # noqa: PLC0415
+
+        raise TargetError(f"{target.prefix}: no interpreter (bin/python) in this environment")
+    elf_cache = None if no_cache else ElfCache()
+    cache_dir = None if no_cache else str(default_cache_dir().parent / "target-v1")
+    environ = dict(os.environ)
+    sys_path, warn = target_sys_path(target.python, target.prefix, environ=environ, cache_dir=cache_dir)
+    if warn:
+        click.echo(f"warning: {warn}", err=True)
+    names = list(targets) or [target.python]
+    documents = []
+    worst = 0
+    for name in names:
+        mode = "ldd" if name == target.python else "import"
+
+        def analyze(extra: Sequence[str] = (), _name: str = name, _mode: str = mode) -> LibsReport:
+            return analyze_module(target.python, _name, sys_path=sys_path, prefix=target.prefix,
+                                  env=environ, elf_cache=elf_cache, mode=_mode, extra_modules=extra)
+
+        report = analyze()
+        check = None
+        if runtime and mode == "import":
+            check = runtime_check(report, target.python, name, environ=environ, reanalyze=analyze)
+            if check["unexplained"] or check["status"] != "ok":
+                worst = max(worst, 1)
+        if any(f.severity == "error" for f in report.findings) or report.errors:
+            worst = max(worst, 1)
+        if fmt == "json":
+            doc = report.to_json()
+            if check is not None:
+                doc["runtime_check"] = check
+            documents.append(doc)
+        elif why:
+            sys.stdout.write(render_why(report, why))
+        else:
+            sys.stdout.write(render_text(report, check=check))
+    if fmt == "json":
+        out = documents[0] if len(documents) == 1 else {"schema": 1, "reports": documents}
+        click.echo(json.dumps(out, indent=2))
+    if worst:
+        sys.exit(worst)
