@@ -539,14 +539,17 @@ _MACHINE_NUM = {name: num for num, name in MACHINES.items()}
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Symbols:
-    """Dynamic symbols of one file, each as ``(name, version or "")``.
+    """Dynamic symbols of one file.
 
-    :ivar undefined: imported symbols (``st_shndx == SHN_UNDEF``), with the required version.
-    :ivar defined: exported symbols (global or weak, defined), with their version.
+    :ivar undefined: imported symbols (``st_shndx == SHN_UNDEF``) as ``(name, version, file)``:
+        the required version (``""`` if none) and the ``vn_file`` (DT_NEEDED name) it is
+        required from (``""`` if none).
+    :ivar defined: exported symbols (global or weak, defined) as ``(name, version)``.
+    :ivar weak_undefined: names of undefined symbols bound weakly (missing is not an error).
     :ivar error: why the symbol table could not be read.
     """
 
-    undefined: tuple[tuple[str, str], ...] = ()
+    undefined: tuple[tuple[str, str, str], ...] = ()
     defined: tuple[tuple[str, str], ...] = ()
     weak_undefined: frozenset[str] = frozenset()
     error: str | None = None
@@ -567,31 +570,34 @@ def read_symbols(path: str | os.PathLike[str]) -> Symbols:
             if dynsym is None:
                 return Symbols()
             names: dict[int, str] = {}
+            files: dict[int, str] = {}
             for sec in elf.iter_sections():
                 if sec["sh_type"] in ("SHT_GNU_verneed",):
-                    for _vn, auxs in sec.iter_versions():
+                    for vn, auxs in sec.iter_versions():
                         for a in auxs:
                             names[a["vna_other"]] = a.name
+                            files[a["vna_other"]] = vn.name
                 elif sec["sh_type"] == "SHT_GNU_verdef":
                     for vd, auxs in sec.iter_versions():
                         first = next(iter(auxs), None)
                         if first is not None and not vd["vd_flags"] & VER_FLG_BASE:
                             names[vd["vd_ndx"]] = first.name
             versym = next((s for s in elf.iter_sections() if s["sh_type"] == "SHT_GNU_versym"), None)
-            undefined: list[tuple[str, str]] = []
+            undefined: list[tuple[str, str, str]] = []
             defined: list[tuple[str, str]] = []
             weak: set[str] = set()
             for i, sym in enumerate(dynsym.iter_symbols()):
                 if not sym.name:
                     continue
-                ver = ""
+                ver = file = ""
                 if versym is not None:
                     ndx = versym.get_symbol(i)["ndx"]
                     if isinstance(ndx, int):
                         ver = names.get(ndx & 0x7FFF, "")
+                        file = files.get(ndx & 0x7FFF, "")
                 bind = sym["st_info"]["bind"]
                 if sym["st_shndx"] == "SHN_UNDEF":
-                    undefined.append((sym.name, ver))
+                    undefined.append((sym.name, ver, file))
                     if bind == "STB_WEAK":
                         weak.add(sym.name)
                 elif bind in ("STB_GLOBAL", "STB_WEAK", "STB_GNU_UNIQUE"):

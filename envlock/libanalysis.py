@@ -51,6 +51,7 @@ FINDING_IDS: dict[str, str] = {
     "wrong-class": "error",
     "missing-soname-symlink": "error",
     "missing-version": "error",
+    "missing-symbol": "error",
     "shadowed": "warning",
     "duplicate-soname": "warning",
     "duplicate-openmp": "warning",
@@ -251,6 +252,9 @@ def _request_json(r: Resolution, *, tried: bool = True) -> dict[str, Any]:
 
 # -- finding the module's files ------------------------------------------------------------
 
+#: Packages whose main extension module is not directly in the package directory.
+_KNOWN_EXTENSIONS = {"tensorflow": ("python/_pywrap_tensorflow_internal.so",)}
+
 _EXT = re.compile(r"\.(cpython-[^.]+|abi3)?\.?so$")
 
 
@@ -273,7 +277,11 @@ def find_module_files(target: str, sys_path: Sequence[str]) -> tuple[str | None,
         if os.path.isdir(base) and (os.path.exists(os.path.join(base, "__init__.py"))
                                     or os.path.exists(os.path.join(base, "__init__.pyc"))):
             files = sorted(glob.glob(os.path.join(glob.escape(base), "*.so")))
-            return (base, [f for f in files if _is_extension(f)])
+            files = [f for f in files if _is_extension(f)]
+            for rel in _KNOWN_EXTENSIONS.get(target, ()):
+                if os.path.exists(os.path.join(base, rel)):
+                    files.append(os.path.join(base, rel))
+            return (base, files)
         parent = os.path.dirname(base)
         leaf = parts[-1]
         if os.path.isdir(parent):
@@ -308,6 +316,7 @@ def analyze_module(  # noqa: PLR0913
     config: SearchConfig | None = None,
     owners: bool = True,
     extra_modules: Sequence[str] = (),
+    check_symbols: bool = False,
 ) -> LibsReport:
     """Model ``python_exe`` importing ``module_or_file`` and report its shared libraries.
 
@@ -327,6 +336,9 @@ def analyze_module(  # noqa: PLR0913
     :param owners: look up owner packages (reads RECORD, conda-meta and dpkg lists).
     :param extra_modules: more extension files to ``dlopen`` after the module's (e.g. those
         its Python code imports, seen by ``--runtime``); their objects get stage ``"extra"``.
+    :param check_symbols: also check that every versioned undefined symbol of each object
+        is defined, with that version, by the provider the loader picked (reads ``.dynsym``:
+        slow on big libraries).
     :returns: a :class:`LibsReport`.  Problems of the analysis (module not found) are in
         ``errors``; it raises only for programming errors.
     """
@@ -387,6 +399,8 @@ def analyze_module(  # noqa: PLR0913
     index = OwnerIndex(sys_path, prefix=prefix, root=root, cache_dir=cache_dir) if owners else None
     entries = _entries(proc, index, stage, via)
     findings = _findings(proc, entries, runtime_results, index, torch_plan, sys_path, prefix, cfg)
+    if check_symbols:
+        findings += _symbol_findings(proc, index, sys_path, prefix, cfg)
     return LibsReport(
         python=python_exe,
         target=module_or_file,
@@ -807,3 +821,83 @@ def _version_finding(proc: Process, vp: Any, index: OwnerIndex | None, sys_path:
                f"picked {vp.file} has no Verdef {vp.version}, so the loader refuses to load "
                f"{consumer} ({vp.message})."),
         evidence=tuple(evidence), fix=tuple(fixes), library=vp.file, requester=vp.consumer)
+
+
+def _symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence[str],
+                     prefix: str | None, cfg: SearchConfig) -> list[Finding]:
+    """Versioned undefined symbols the picked provider does not define (``undefined symbol:
+    S, version V`` at relocation time; glibc ``elf/dl-lookup.c``)."""
+    from envlock.elf import read_symbols  # noqa: PLC0415
+
+    cache: dict[str, Any] = {}
+
+    def syms(path: str) -> Any:
+        if path not in cache:
+            cache[path] = read_symbols(proc._host(path))  # noqa: SLF001
+        return cache[path]
+
+    sets: dict[str, set[tuple[str, str]]] = {}
+
+    def defined_set(path: str) -> set[tuple[str, str]]:
+        if path not in sets:
+            sets[path] = set(syms(path).defined)
+        return sets[path]
+
+    out: list[Finding] = []
+    for obj in proc.objects:
+        if obj.kind == "interpreter" or not obj.info.verneed:
+            continue
+        mine = syms(obj.path)
+        if mine.error:
+            continue
+        missing: dict[str, list[str]] = {}
+        for name, version, file in mine.undefined:
+            if not version or not file or name in mine.weak_undefined:
+                continue
+            prov = proc.provider_of(obj, file)
+            if prov is None or not prov.info.verdef or version not in prov.info.defined_versions():
+                continue  # no provider, or the version itself is missing (missing-version)
+            if (name, version) in defined_set(prov.path):
+                continue
+            # The lookup searches the whole scope: another loaded object may define it
+            # (glibc 2.34 moved libpthread's symbols into libc, same version names).
+            if any(version in o.info.defined_versions() and (name, version) in defined_set(o.path)
+                   for o in proc.objects if o.kind != "interpreter" and o is not prov):
+                continue
+            missing.setdefault(prov.path, []).append(f"{name}@{version}")
+        for prov_path, names in missing.items():
+            prov = proc.find(prov_path)
+            file = prov.info.soname if prov else os.path.basename(prov_path)
+            first = names[0].split("@")
+            evidence = [f"undefined symbol: {first[0]}, version {first[1]} ({obj.path})",
+                        f"{file} will be {prov_path} ({_owner_text(index, prov_path)})"]
+            if len(names) > 1:
+                evidence.append(f"{len(names)} such symbols: " + ", ".join(names[:5]))
+            res = prov.resolution if prov else None
+            if res is not None:
+                evidence.append(f"found via {res.rule} ({res.source})")
+            fixes = []
+            dirs = [os.path.dirname(obj.path), *_stray_dirs(sys_path, prefix, cfg.root)]
+            for d in dict.fromkeys(dirs):
+                cand = os.path.join(d, file or "")
+                host = proc._host(cand)  # noqa: SLF001
+                if not file or not os.path.exists(host) or proc.same_file(cand, prov_path):
+                    continue
+                if all(tuple(n.split("@", 1)) in defined_set(cand) for n in names):
+                    evidence.append(f"{cand} defines them ({_owner_text(index, cand)})")
+                    fixes.append(f"Make the loader pick {cand}: e.g. remove "
+                                 f"{os.path.dirname(prov_path)} from LD_LIBRARY_PATH"
+                                 if res is not None and res.rule == "ld_library_path" else
+                                 f"Make the loader pick {cand} (put {d} first).")
+                    break
+            if not fixes:
+                fixes.append(f"Install the {file} that {os.path.basename(obj.path)} was built against.")
+            out.append(Finding(
+                id="missing-symbol", severity="error",
+                title=(f"{os.path.basename(obj.path)} needs {first[0]} (version {first[1]}) from "
+                       f"{file}; the {file} that will be loaded ({prov_path}) does not define it"),
+                cause=(f"{obj.path} was linked against a {file} that exports {names[0]}; the copy the "
+                       f"loader picks has version {first[1]} but not that symbol, so loading fails "
+                       "with 'undefined symbol' when it is bound."),
+                evidence=tuple(evidence), fix=tuple(fixes), library=file, requester=obj.path))
+    return out
