@@ -38,6 +38,7 @@ __all__ = [
     "LibsReport",
     "analyze_module",
     "find_module_files",
+    "probe_libraries",
 ]
 
 #: Version of the JSON document written by ``envlock libs --format json``.
@@ -901,3 +902,69 @@ def _symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence
                        "with 'undefined symbol' when it is bound."),
                 evidence=tuple(evidence), fix=tuple(fixes), library=file, requester=obj.path))
     return out
+
+
+# -- the manifest's [libraries] table ------------------------------------------------------
+
+#: SONAMEs recorded in ``[libraries]``: CUDA libraries, the driver, C++/OpenMP runtimes, libc.
+_KEY_LIBS = re.compile(
+    r"^lib(cuda|cudart|cublas|cublasLt|cudnn(_\w+)?|cufft|cufftw|curand|cusolver|cusolverMg|cusparse"
+    r"|cusparseLt|nccl|nvrtc|nvrtc-builtins|nvJitLink|cupti|nvshmem_host|cufile|nvToolsExt"
+    r"|nvidia-ml|stdc\+\+|gcc_s|gomp|iomp5|omp|c|m|mkl_\w+|openblas\w*)(\.so.*|-[0-9a-f]+\.so.*)$"
+)
+
+
+def probe_libraries(
+    *,
+    python_exe: str,
+    sys_path: Sequence[str],
+    prefix: str | None,
+    env: Mapping[str, str],
+    root: str = "/",
+    module: str = "torch",
+    elf_cache: ElfCache | None = None,
+) -> Any:
+    """The ``[libraries]`` table: how ``module``'s key libraries resolve. Never raises.
+
+    :param python_exe: the target interpreter.
+    :param sys_path: its ``sys.path``.
+    :param prefix: the environment prefix.
+    :param env: the environment the job will run with (``LD_LIBRARY_PATH`` etc.).
+    :param root: system root.
+    :param module: the framework to analyse.
+    :param elf_cache: optional cache of parsed ELF facts.
+    :returns: :class:`~envlock.libraries_model.LibrariesInfo`; ``status="absent"`` when the
+        module is not installed, ``"error"`` (with ``error``) when the analysis failed.
+    """
+    from envlock.libraries_model import LibrariesInfo, LibraryRecord  # noqa: PLC0415
+
+    source = f"envlock loader model ({module})"
+    try:
+        package_dir, files = find_module_files(module, sys_path)
+        if not files:
+            return LibrariesInfo(status="absent", source=source, module=module)
+        report = analyze_module(python_exe, module, sys_path=sys_path, prefix=prefix, env=env,
+                                root=root, elf_cache=elf_cache)
+        records: dict[str, LibraryRecord] = {}
+        for o in report.objects:
+            if o.stage not in ("import", "runtime") or not o.soname or not _KEY_LIBS.match(o.soname):
+                continue
+            records.setdefault(o.soname, LibraryRecord(
+                soname=o.soname, path=o.path, realpath=o.realpath, rule=o.rule, owner=o.owner_name,
+                owner_kind=o.owner_kind, version=o.owner_version, stage=o.stage))
+        for rt in report.runtime:
+            r = rt.resolution
+            if r.path is None and rt.name not in records and _KEY_LIBS.match(rt.name):
+                records[rt.name] = LibraryRecord(soname=rt.name, rule=None, stage="runtime",
+                                                 error=r.error)
+        cfg = report.config
+        return LibrariesInfo(
+            status="ok", source=source, module=module,
+            glibc=".".join(map(str, cfg.glibc)), ld_library_path=cfg.ld_library_path,
+            ld_preload=cfg.ld_preload,
+            resolved=tuple(records[k] for k in sorted(records)),
+            findings=tuple(f"{f.severity} [{f.id}] {f.title}" for f in report.findings),
+        )
+    except Exception as exc:  # noqa: BLE001 - a probe never raises (docs: principles)
+        return LibrariesInfo(status="error", source=source, module=module,
+                             error=f"{type(exc).__name__}: {exc}")

@@ -25,6 +25,7 @@ from typing import Any
 
 from envlock import _model
 from envlock.errors import ManifestError, ManifestVersionError
+from envlock.libraries_model import LibrariesInfo
 
 __all__ = [
     "SCHEMA",
@@ -343,6 +344,7 @@ class Manifest:
     conda: CondaInfo | None = None
     pip: PipInfo | None = None
     lockfiles: LockfilesInfo | None = None
+    libraries: LibrariesInfo | None = None
     extra: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
     # -- conversion -------------------------------------------------------------------------

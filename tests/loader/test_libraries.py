@@ -1,0 +1,117 @@
+"""The [libraries] manifest table, the JSON document, and the libs command's edges."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from envlock import _model
+from envlock.cli import cli
+from envlock.libanalysis import SCHEMA, analyze_module, probe_libraries
+from envlock.libraries_model import LibrariesInfo
+from envlock.manifest import EnvlockInfo, Manifest, Target
+
+from .conftest import Builder, real_ldd
+from .test_cases import EXT, make_dist
+
+
+def _fake_torch(build: Builder) -> Path:
+    site = build.root / "site"
+    build.lib("site/nvidia/cudnn/lib/libcudnn.so.9", soname="libcudnn.so.9")
+    build.lib("site/torch/lib/libtorch_cuda.so", soname="libtorch_cuda.so",
+              needed=["site/nvidia/cudnn/lib/libcudnn.so.9"], rpath="$ORIGIN/../../nvidia/cudnn/lib",
+              extra=["-lstdc++"])
+    build.lib(f"site/torch/_C.{EXT}", needed=["site/torch/lib/libtorch_cuda.so"], rpath="$ORIGIN/lib")
+    (site / "torch/__init__.py").write_text("")
+    (site / "torch/version.py").write_text("__version__ = '9.9.9'\ncuda = '12.4'\n")
+    make_dist(site, "nvidia-cudnn-cu12", "9.1.0.70", ["nvidia/cudnn/lib/libcudnn.so.9"])
+    make_dist(site, "torch", "9.9.9", ["torch/lib/libtorch_cuda.so", f"torch/_C.{EXT}"],
+              requires=['nvidia-cudnn-cu12==9.1.0.71; platform_system == "Linux"',
+                        'nvidia-nccl-cu12==2.20.5; extra == "distributed"'])
+    return site
+
+
+def test_probe_libraries_and_manifest_round_trip(build: Builder) -> None:
+    site = _fake_torch(build)
+    info = probe_libraries(python_exe=sys.executable, sys_path=[str(site)], prefix=None, env={})
+    assert isinstance(info, LibrariesInfo) and info.status == "ok" and info.module == "torch"
+    cudnn = next(r for r in info.resolved if r.soname == "libcudnn.so.9")
+    assert cudnn.path == f"{site}/torch/lib/../../nvidia/cudnn/lib/libcudnn.so.9"
+    assert cudnn.realpath == f"{site}/nvidia/cudnn/lib/libcudnn.so.9"
+    assert (cudnn.rule, cudnn.owner, cudnn.owner_kind, cudnn.version) == (
+        "rpath", "nvidia-cudnn-cu12", "pip", "9.1.0.70")
+    assert any(r.soname == "libstdc++.so.6" and r.owner_kind in ("dpkg", None) for r in info.resolved)
+    # torch pins 9.1.0.71 (for Linux; the nccl pin is only for an extra): a mismatch finding.
+    assert any(f.startswith("warning [cuda-pin-mismatch] libcudnn.so.9 comes from nvidia-cudnn-cu12 9.1.0.70")
+               for f in info.findings)
+    assert not any("nccl" in f for f in info.findings)
+    manifest = Manifest(envlock=EnvlockInfo(version="0", created="2026-01-01T00:00:00Z", host="h"),
+                        target=Target(kind="venv", prefix="/p", chosen_by="--prefix"),
+                        libraries=info)
+    data = manifest.to_dict()
+    assert data["libraries"]["resolved"][0]["soname"] == sorted(r.soname for r in info.resolved)[0]
+    assert Manifest.from_dict(json.loads(json.dumps(data))).libraries == info
+    assert "[[libraries.resolved]]" in manifest.dumps("toml")
+
+
+def test_probe_libraries_absent_and_never_raises(tmp_path: Path) -> None:
+    absent = probe_libraries(python_exe=sys.executable, sys_path=[str(tmp_path)], prefix=None, env={})
+    assert absent.status == "absent" and absent.resolved == ()
+    broken = probe_libraries(python_exe=sys.executable, sys_path=None, prefix=None, env={})  # type: ignore[arg-type]
+    assert broken.status == "error" and broken.error
+
+
+def test_json_document_shape(build: Builder) -> None:
+    site = _fake_torch(build)
+    report = analyze_module(sys.executable, "torch", sys_path=[str(site)], env={})
+    doc = json.loads(json.dumps(report.to_json()))
+    assert doc["schema"] == SCHEMA == 1
+    assert set(doc) == {"schema", "python", "target", "files", "config", "objects", "requests",
+                        "runtime", "findings", "errors"}
+    assert doc["files"] == [f"{site}/torch/_C.{EXT}"]
+    obj = next(o for o in doc["objects"] if o["soname"] == "libcudnn.so.9")
+    assert obj["owner"] == {"kind": "pip", "name": "nvidia-cudnn-cu12", "version": "9.1.0.70"}
+    assert obj["rule"] == "rpath" and obj["stage"] == "import"
+    req = next(r for r in doc["requests"] if r["name"] == "libcudnn.so.9")
+    assert req["tried"][-1] == {"path": obj["path"], "rule": "rpath",
+                                "source": f"RPATH of {site}/torch/lib/libtorch_cuda.so", "outcome": "found"}
+    assert _model  # the manifest model is what probe_libraries feeds
+
+
+def test_file_target_in_ldd_mode_matches_ldd(build: Builder) -> None:
+    site = _fake_torch(build)
+    c = f"{site}/torch/_C.{EXT}"
+    report = analyze_module(sys.executable, c, sys_path=[], env={}, mode="ldd")
+    ours = {}
+    for r in report.requests:
+        ours.setdefault(r.name, r.path)
+    for name, path in real_ldd(c).paths.items():
+        assert ours[name] == path
+
+
+def test_cli_errors_are_one_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["libs", "torch", "--python", str(tmp_path / "nope")])
+    assert result.exit_code == 2
+    assert result.output.startswith("Error: ") and len(result.output.strip().splitlines()) == 1
+
+
+def test_cli_module_not_found_exits_1(tmp_path: Path) -> None:
+    env = {"XDG_CACHE_HOME": str(tmp_path)}
+    result = CliRunner().invoke(cli, ["libs", "no_such_module_xyz", "--python", sys.executable], env=env)
+    assert result.exit_code == 1
+    assert "error: no_such_module_xyz: no extension module found" in result.output
+
+
+def test_cli_interpreter_only(tmp_path: Path) -> None:
+    env = {"XDG_CACHE_HOME": str(tmp_path)}
+    result = CliRunner().invoke(cli, ["libs", "--python", sys.executable, "--format", "json"], env=env)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert any(o["soname"] == "libc.so.6" for o in doc["objects"])
+    # the cache of parsed ELF facts was filled, and a second run gives the same answer
+    assert list((tmp_path / "envlock" / "elf-v1").glob("*.json"))
+    again = CliRunner().invoke(cli, ["libs", "--python", sys.executable, "--format", "json"], env=env)
+    assert json.loads(again.output)["objects"] == doc["objects"]
