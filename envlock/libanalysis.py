@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envlock.elf import ElfCache, read_elf
-from envlock.libowners import Owner, OwnerIndex, Pin, read_pins
+from envlock.libowners import OwnerIndex, Pin, conda_pins, read_pins
 from envlock.libruntime import (
     RuntimeDlopen,
     TorchPlan,
@@ -700,7 +700,7 @@ def _findings(  # noqa: PLR0912, PLR0915
             fix=("Use packages built against one OpenMP runtime (same channel/vendor).",)))
 
     if plan is not None and index is not None:
-        pins = read_pins(index, "torch")
+        pins = read_pins(index, "torch") + conda_pins(index, "pytorch")
         out += _pin_findings(entries, pins, plan)
     rank = {"error": 0, "warning": 1, "info": 2}
     out.sort(key=lambda f: rank.get(f.severity, 3))
@@ -746,12 +746,12 @@ def _pin_findings(entries: list[LibEntry], pins: list[Pin], plan: TorchPlan) -> 
     from packaging.version import InvalidVersion, Version  # noqa: PLC0415
 
     out = []
-    by_name = {p.name: p for p in pins}
+    by_name = {(p.kind, p.name): p for p in pins}
     done = set()
     for e in entries:
-        if e.owner_kind != "pip" or e.owner_name not in by_name or e.owner_name in done:
+        pin = by_name.get((e.owner_kind or "", e.owner_name or ""))
+        if pin is None or e.owner_name in done:
             continue
-        pin = by_name[e.owner_name]
         try:
             ok = Version(e.owner_version or "") in SpecifierSet(pin.specifier)
         except (InvalidVersion, InvalidSpecifier):
@@ -763,10 +763,12 @@ def _pin_findings(entries: list[LibEntry], pins: list[Pin], plan: TorchPlan) -> 
             id="cuda-pin-mismatch", severity="warning",
             title=f"{e.soname or e.path} comes from {e.owner_name} {e.owner_version}, "
                   f"but torch {plan.version} pins {pin.specifier}",
-            cause=(f"torch was built and tested against {e.owner_name}{pin.specifier} (its "
-                   "METADATA Requires-Dist); another version is installed."),
+            cause=(f"torch was built and tested against {e.owner_name}{pin.specifier} ("
+                   + ("its METADATA Requires-Dist" if pin.kind == "pip" else "the conda package's depends")
+                   + "); another version is installed."),
             evidence=(f"{e.path} ({e.owner})", f"{pin.requirer} requires {e.owner_name}{pin.specifier}"),
-            fix=(f"pip install '{e.owner_name}{pin.specifier}'",),
+            fix=(f"pip install '{e.owner_name}{pin.specifier}'" if pin.kind == "pip"
+                 else f"conda install '{e.owner_name}{pin.specifier.replace('==', '=')}'",),
             library=e.soname))
     return out
 

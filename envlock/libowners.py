@@ -51,11 +51,44 @@ class Owner:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Pin:
-    """A version a package requires of another: ``requirer`` needs ``name`` ``specifier``."""
+    """A version a package requires of another: ``requirer`` needs ``name`` ``specifier``.
+
+    :ivar kind: the package world of ``name``: ``"pip"`` (a PEP 440 specifier) or ``"conda"``
+        (a conda match-spec version, translated to PEP 440 where possible).
+    """
 
     requirer: str
     name: str
     specifier: str
+    kind: str = "pip"
+
+
+def conda_pins(index: OwnerIndex, package: str) -> list[Pin]:
+    """The ``depends`` of conda package ``package`` (e.g. ``pytorch``) as :class:`Pin` objects.
+
+    Version parts are translated to PEP 440 specifiers: ``>=8.3.2,<9.0a0`` unchanged, a bare
+    ``8.3.2`` → ``==8.3.2``, ``8.3.*``/``8.3*`` → ``==8.3.*``; alternatives (``|``) are skipped.
+    """
+    out = []
+    for rec in index.conda_records():
+        if rec.get("name") != package:
+            continue
+        requirer = f"{package} {rec.get('version', '')} (conda)"
+        for dep in rec.get("depends") or ():
+            parts = str(dep).split()
+            if len(parts) < 2 or "|" in parts[1]:  # noqa: PLR2004
+                continue
+            spec = ",".join(_conda_to_pep440(x) for x in parts[1].split(","))
+            out.append(Pin(requirer=requirer, name=parts[0], specifier=spec, kind="conda"))
+    return out
+
+
+def _conda_to_pep440(part: str) -> str:
+    if part[:1] in "<>=!~":
+        return part
+    if part.endswith("*"):
+        return "==" + part.rstrip("*").rstrip(".") + ".*"
+    return "==" + part
 
 
 _DIST_RE = re.compile(r"^(?P<name>.+?)-(?P<version>[^-]+)\.dist-info$")

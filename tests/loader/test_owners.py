@@ -1,0 +1,97 @@
+"""Owners of files (pip RECORD, conda-meta, dpkg lists) and version expectations (pins)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from envlock.libanalysis import analyze_module
+from envlock.libowners import OwnerIndex, Pin, conda_pins, normalize_name, read_pins
+
+from .conftest import Builder
+from .test_cases import EXT, make_dist
+
+
+def test_pip_record_owner_through_dotdot_and_symlink(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    (site / "nvidia/cu13/lib").mkdir(parents=True)
+    (site / "nvidia/cu13/lib/libcublas.so.13").write_bytes(b"\x7fELF")
+    (site / "torch/lib").mkdir(parents=True)
+    (site / "torch/lib/libalias.so").symlink_to(site / "nvidia/cu13/lib/libcublas.so.13")
+    make_dist(site, "nvidia-cublas", "13.1.1.3", ["nvidia/cu13/lib/libcublas.so.13"])
+    index = OwnerIndex([str(site)], cache_dir=str(tmp_path / "cache"))
+    via_dotdot = index.owner(f"{site}/torch/lib/../../nvidia/cu13/lib/libcublas.so.13")
+    assert via_dotdot is not None and via_dotdot.label() == "nvidia-cublas 13.1.1.3 (pip)"
+    assert index.owner(f"{site}/torch/lib/libalias.so") == via_dotdot
+    assert index.owner(f"{site}/torch/lib/other.so") is None
+    # A second index reads the cached RECORD index and agrees.
+    again = OwnerIndex([str(site)], cache_dir=str(tmp_path / "cache"))
+    assert again.owner(f"{site}/nvidia/cu13/lib/libcublas.so.13") == via_dotdot
+    assert list((tmp_path / "cache").glob("pip-*.json"))
+
+
+def test_dpkg_owner_with_merged_usr(tmp_path: Path) -> None:
+    info = tmp_path / "var/lib/dpkg/info"
+    info.mkdir(parents=True)
+    (info / "libfoo1:amd64.list").write_text("/.\n/usr\n/usr/lib/x86_64-linux-gnu/libfoo.so.1.2\n"
+                                             "/usr/lib/x86_64-linux-gnu/libfoo.so.1\n")
+    index = OwnerIndex([], root=str(tmp_path))
+    owner = index.owner("/lib/x86_64-linux-gnu/libfoo.so.1")
+    assert owner is not None and (owner.kind, owner.name, owner.version) == ("dpkg", "libfoo1:amd64", None)
+    assert index.owner("/lib/x86_64-linux-gnu/libbar.so.1") is None
+
+
+def test_read_pins_follows_extras(tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    make_dist(site, "torch", "2.14.1", [], requires=[
+        "filelock",
+        'cuda-toolkit[cublas,cudart]==13.0.3; platform_system == "Linux"',
+        'nvidia-cudnn-cu13==9.24.0.43; platform_system == "Linux"',
+        'nvidia-cufft==12.0.0.61; platform_system == "Windows"',
+        'pyyaml==6.0; extra == "pyyaml"',
+    ])
+    make_dist(site, "cuda-toolkit", "13.0.3", [], requires=[
+        "nvidia-cublas==13.1.1.3.*; sys_platform == 'linux' and extra == 'cublas'",
+        "nvidia-cuda-runtime==13.0.96.*; sys_platform == 'linux' and extra == 'cudart'",
+        "nvidia-cufft==12.0.0.61.*; sys_platform == 'linux' and extra == 'cufft'",
+    ])
+    pins = read_pins(OwnerIndex([str(site)]), "torch")
+    assert [(p.name, p.specifier) for p in pins] == [
+        ("cuda-toolkit", "==13.0.3"),
+        ("nvidia-cublas", "==13.1.1.3.*"),
+        ("nvidia-cuda-runtime", "==13.0.96.*"),
+        ("nvidia-cudnn-cu13", "==9.24.0.43"),
+    ]
+    assert pins[1].requirer == "torch via cuda-toolkit[cublas,cudart]"
+    assert normalize_name("Nvidia_CUDNN.cu13") == "nvidia-cudnn-cu13"
+
+
+def test_conda_depends_and_pin_mismatch(build: Builder) -> None:
+    env = build.root / "env"
+    site = env / "lib/python3.11/site-packages"
+    build.lib("env/lib/libcudnn.so.8", soname="libcudnn.so.8")
+    build.lib(f"env/lib/python3.11/site-packages/torch/_C.{EXT}", needed=["env/lib/libcudnn.so.8"],
+              rpath="$ORIGIN/../../..")
+    (site / "torch/__init__.py").write_text("")
+    meta = env / "conda-meta"
+    meta.mkdir()
+    (meta / "cudnn-8.2.1-cuda11.3_0.json").write_text(json.dumps(
+        {"name": "cudnn", "version": "8.2.1", "build": "cuda11.3_0", "files": ["lib/libcudnn.so.8"]}))
+    (meta / "pytorch-1.12.1-py3.11_cuda11.3_cudnn8.3.2_0.json").write_text(json.dumps(
+        {"name": "pytorch", "version": "1.12.1", "build": "py3.11_cuda11.3_cudnn8.3.2_0",
+         "depends": ["cudnn >=8.3.2,<9.0a0", "mkl 2021.*", "python >=3.11,<3.12.0a0 *_cpython",
+                     "blas * mkl", "libgcc-ng >=7.5.0|libgcc >=7"],
+         "files": [f"lib/python3.11/site-packages/torch/_C.{EXT}"]}))
+    pins = conda_pins(OwnerIndex([str(site)], prefix=str(env)), "pytorch")
+    assert Pin(requirer="pytorch 1.12.1 (conda)", name="cudnn", specifier=">=8.3.2,<9.0a0",
+               kind="conda") in pins
+    assert any(p.name == "mkl" and p.specifier == "==2021.*" for p in pins)
+    assert not any(p.name == "libgcc-ng" for p in pins)
+    report = analyze_module(sys.executable, "torch", sys_path=[str(site)], prefix=str(env), env={})
+    f = next(f for f in report.findings if f.id == "cuda-pin-mismatch")
+    assert f.library == "libcudnn.so.8"
+    assert "comes from cudnn 8.2.1" in f.title and ">=8.3.2,<9.0a0" in f.title
+    assert f.fix == ("conda install 'cudnn>=8.3.2,<9.0a0'",)
+    obj = next(o for o in report.objects if o.soname == "libcudnn.so.8")
+    assert (obj.owner_kind, obj.owner_name, obj.owner_version) == ("conda", "cudnn", "8.2.1")
