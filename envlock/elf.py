@@ -459,36 +459,21 @@ def _parse_elf(path: str, size: int, f: Any) -> ElfInfo:
     soname = rpath = runpath = None
     needed: list[str] = []
     flags_1 = 0
-    for seg in elf.iter_segments():
-        ptype = seg["p_type"]
-        if ptype == "PT_INTERP":
-            interp = seg.get_interp_name()
-        elif ptype == "PT_DYNAMIC":
-            if seg["p_offset"] + seg["p_filesz"] > size:
-                raise ValueError("PT_DYNAMIC reaches past the end of the file")
-            for tag in seg.iter_tags():
-                t = tag.entry.d_tag
-                if t == "DT_NEEDED":
-                    needed.append(tag.needed)
-                elif t == "DT_SONAME":
-                    soname = tag.soname
-                elif t == "DT_RPATH":
-                    rpath = tag.rpath
-                elif t == "DT_RUNPATH":
-                    runpath = tag.runpath
-                elif t == "DT_FLAGS_1":
-                    flags_1 = tag.entry.d_val
-                elif t == "DT_NULL":
-                    break
     verneed: list[NeededVersions] = []
     verdef: list[VersionDef] = []
     comments: tuple[str, ...] = ()
     if header["e_shoff"] and header["e_shoff"] + header["e_shnum"] * header["e_shentsize"] > size:
         raise ValueError("section header table reaches past the end of the file")
-    for sec in elf.iter_sections():
-        stype = sec["sh_type"]
-        if stype == "SHT_GNU_verneed":
-            for vn, auxs in sec.iter_versions():
+    # Walk the section *headers* and build only the sections needed: pyelftools' iter_sections()
+    # would also parse every hash table and symbol table (most of the time on big libraries).
+    dynamic = None
+    for i in range(elf.num_sections()):
+        hdr = elf._get_section_header(i)  # noqa: SLF001 - header only, no section object
+        stype = hdr["sh_type"]
+        if stype == "SHT_DYNAMIC" and dynamic is None:
+            dynamic = elf.get_section(i)
+        elif stype == "SHT_GNU_verneed":
+            for vn, auxs in elf.get_section(i).iter_versions():
                 vers = tuple(
                     VersionNeed(name=a.name, weak=bool(a["vna_flags"] & VER_FLG_WEAK),
                                 index=a["vna_other"], hash=a["vna_hash"])
@@ -496,18 +481,46 @@ def _parse_elf(path: str, size: int, f: Any) -> ElfInfo:
                 )
                 verneed.append(NeededVersions(file=vn.name, versions=vers))
         elif stype == "SHT_GNU_verdef":
-            for vd, auxs in sec.iter_versions():
+            for vd, auxs in elf.get_section(i).iter_versions():
                 names = [a.name for a in auxs]
                 verdef.append(
                     VersionDef(name=names[0] if names else "", index=vd["vd_ndx"],
                                base=bool(vd["vd_flags"] & VER_FLG_BASE),
                                parents=tuple(names[1:]), hash=vd["vd_hash"])
                 )
-        elif sec.name == ".comment" and sec["sh_type"] == "SHT_PROGBITS" and sec["sh_size"] < 65536:  # noqa: PLR2004
-            raw = sec.data()
+        elif stype == "SHT_PROGBITS" and hdr["sh_size"] < 65536 and (  # noqa: PLR2004
+                elf._get_section_name(hdr) == ".comment"):  # noqa: SLF001
+            f.seek(hdr["sh_offset"])
+            raw = f.read(hdr["sh_size"])
             comments = tuple(dict.fromkeys(
                 s.decode("utf-8", "replace") for s in raw.split(b"\0") if s
             ))
+    for i in range(elf.num_segments()):
+        phdr = elf._get_segment_header(i)  # noqa: SLF001 - header only (see above)
+        ptype = phdr["p_type"]
+        if ptype == "PT_INTERP":
+            f.seek(phdr["p_offset"])
+            interp = f.read(min(phdr["p_filesz"], 4096)).split(b"\0", 1)[0].decode("utf-8", "replace")
+        elif ptype == "PT_DYNAMIC":
+            if phdr["p_offset"] + phdr["p_filesz"] > size:
+                raise ValueError("PT_DYNAMIC reaches past the end of the file")
+            if dynamic is None:  # no section headers: the segment is what ld.so reads
+                dynamic = elf.get_segment(i)
+    if dynamic is not None:
+        for tag in dynamic.iter_tags():
+            t = tag.entry.d_tag
+            if t == "DT_NEEDED":
+                needed.append(tag.needed)
+            elif t == "DT_SONAME":
+                soname = tag.soname
+            elif t == "DT_RPATH":
+                rpath = tag.rpath
+            elif t == "DT_RUNPATH":
+                runpath = tag.runpath
+            elif t == "DT_FLAGS_1":
+                flags_1 = tag.entry.d_val
+            elif t == "DT_NULL":
+                break
     return ElfInfo(
         path=path,
         elfclass=elf.elfclass,

@@ -741,10 +741,17 @@ def _pin_for(index: OwnerIndex | None, plan: TorchPlan | None, path: str) -> Pin
     return None
 
 
-def _pin_findings(entries: list[LibEntry], pins: list[Pin], plan: TorchPlan) -> list[Finding]:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: PLC0415
-    from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+def _obviously_satisfied(version: str, specifier: str) -> bool:
+    """``==V`` or ``==V.*`` met by string comparison (no need to import packaging)."""
+    if "," in specifier or not specifier.startswith("==") or specifier.startswith("==="):
+        return False
+    want = specifier[2:]
+    if want.endswith(".*"):
+        return version == want[:-2] or version.startswith(want[:-1])
+    return version == want
 
+
+def _pin_findings(entries: list[LibEntry], pins: list[Pin], plan: TorchPlan) -> list[Finding]:
     out = []
     by_name = {(p.kind, p.name): p for p in pins}
     done = set()
@@ -752,6 +759,11 @@ def _pin_findings(entries: list[LibEntry], pins: list[Pin], plan: TorchPlan) -> 
         pin = by_name.get((e.owner_kind or "", e.owner_name or ""))
         if pin is None or e.owner_name in done:
             continue
+        if _obviously_satisfied(e.owner_version or "", pin.specifier):
+            continue
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: PLC0415
+        from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+
         try:
             ok = Version(e.owner_version or "") in SpecifierSet(pin.specifier)
         except (InvalidVersion, InvalidSpecifier):

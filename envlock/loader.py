@@ -379,6 +379,7 @@ class Process:
         self._listing: dict[str, frozenset[str] | None] = {}
         self._infos: dict[str, ElfInfo] = {}
         self._ids: dict[str, tuple[int, int]] = {}
+        self._keys: dict[int, tuple[Any, ...]] = {}
         self._dirs_cache: dict[tuple[int, str], list[str]] = {}
         self._what_if: dict[tuple[Any, ...], tuple[str | None, str | None, str]] = {}
         self._env_dirs = self._parse_env_dirs(config.ld_library_path)
@@ -615,6 +616,13 @@ class Process:
 
     def _search_key(self, loader: LoadedObject | None) -> tuple[Any, ...]:
         """What a search's result depends on besides the name: the directory lists used."""
+        lid = loader.id if loader is not None else -1
+        got = self._keys.get(lid)
+        if got is None:
+            got = self._keys[lid] = self._compute_search_key(loader)
+        return got
+
+    def _compute_search_key(self, loader: LoadedObject | None) -> tuple[Any, ...]:
         if loader is not None and loader.info.runpath is not None:
             return ("runpath", tuple(self._dirs_of(loader, "runpath")), loader.info.nodeflib)
         chain = tuple(tuple(self._dirs_of(o, "rpath")) for o in self._chain(loader))

@@ -99,6 +99,46 @@ def target_sys_path(
     return path, None
 
 
+def resolve_cached(
+    python: str | None, prefix: str | None, *, environ: Mapping[str, str], cache_dir: str | None,
+) -> tuple[str, str | None]:
+    """``(prefix, python)`` of the target, as :func:`envlock.target.resolve_target` chooses it.
+
+    Its answer is cached (``target-v1/resolve-*.json``) for the choices that depend only on
+    the arguments and ``CONDA_PREFIX``/``VIRTUAL_ENV`` (not on a ``PATH`` search), and reused
+    while the interpreter file and the prefix still exist; this saves importing the target
+    and manifest modules on every run.
+    """
+    import hashlib  # noqa: PLC0415
+
+    ident = [python, prefix, environ.get("CONDA_PREFIX"), environ.get("VIRTUAL_ENV"), os.getcwd()]
+    key = hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:24]
+    cache_file = os.path.join(cache_dir, f"resolve-{key}.json") if cache_dir else None
+    if cache_file:
+        try:
+            with open(cache_file, encoding="utf-8") as f:  # noqa: PTH123
+                got = json.load(f)
+            if os.path.isdir(got["prefix"]) and (got["python"] is None or os.path.isfile(got["python"])):
+                return got["prefix"], got["python"]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    from envlock.target import resolve_target  # noqa: PLC0415
+
+    target = resolve_target(python=python, prefix=prefix, environ=environ)
+    cacheable = target.chosen_by in ("--prefix", "CONDA_PREFIX", "VIRTUAL_ENV") or (
+        target.chosen_by == "--python" and python is not None and "/" in python)
+    if cache_file and cacheable:
+        try:
+            os.makedirs(cache_dir, exist_ok=True)  # type: ignore[arg-type]
+            tmp = cache_file + f".{os.getpid()}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:  # noqa: PTH123
+                json.dump({"prefix": target.prefix, "python": target.python}, f)
+            os.replace(tmp, cache_file)
+        except OSError:
+            pass
+    return target.prefix, target.python
+
+
 # -- --runtime -----------------------------------------------------------------------------
 
 RUNTIME_SCRIPT = r"""
@@ -346,33 +386,32 @@ def libs(
     """
     from envlock.elf import ElfCache, default_cache_dir  # noqa: PLC0415
     from envlock.libanalysis import analyze_module  # noqa: PLC0415
-    from envlock.target import resolve_target  # noqa: PLC0415
 
-    target = resolve_target(python=python, prefix=prefix)
-    if target.python is None:
-        from envlock.errors import TargetError  # noqa: PLC0415
-
-        raise TargetError(f"{target.prefix}: no interpreter (bin/python) in this environment")
     elf_cache = None if no_cache else ElfCache()
     cache_dir = None if no_cache else str(default_cache_dir().parent / "target-v1")
     environ = dict(os.environ)
-    sys_path, warn = target_sys_path(target.python, target.prefix, environ=environ, cache_dir=cache_dir)
+    target_prefix, target_python = resolve_cached(python, prefix, environ=environ, cache_dir=cache_dir)
+    if target_python is None:
+        from envlock.errors import TargetError  # noqa: PLC0415
+
+        raise TargetError(f"{target_prefix}: no interpreter (bin/python) in this environment")
+    sys_path, warn = target_sys_path(target_python, target_prefix, environ=environ, cache_dir=cache_dir)
     if warn:
         click.echo(f"warning: {warn}", err=True)
-    names = list(targets) or [target.python]
+    names = list(targets) or [target_python]
     documents = []
     worst = 0
     for name in names:
-        mode = "ldd" if name == target.python else "import"
+        mode = "ldd" if name == target_python else "import"
 
         def analyze(extra: Sequence[str] = (), _name: str = name, _mode: str = mode) -> LibsReport:
-            return analyze_module(target.python, _name, sys_path=sys_path, prefix=target.prefix,
+            return analyze_module(target_python, _name, sys_path=sys_path, prefix=target_prefix,
                                   env=environ, elf_cache=elf_cache, mode=_mode, extra_modules=extra)
 
         report = analyze()
         check = None
         if runtime and mode == "import":
-            check = runtime_check(report, target.python, name, environ=environ, reanalyze=analyze)
+            check = runtime_check(report, target_python, name, environ=environ, reanalyze=analyze)
             if check["unexplained"] or check["status"] != "ok":
                 worst = max(worst, 1)
         if any(f.severity == "error" for f in report.findings) or report.errors:
