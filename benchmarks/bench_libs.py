@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _timing import default_venv, envlock_argv, report, time_command  # noqa: E402
+from _timing import default_venv, envlock_argv, report, time_command
 
 
 def main() -> int:

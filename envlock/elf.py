@@ -28,20 +28,20 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "HOST",
+    "ElfCache",
     "ElfError",
     "ElfInfo",
-    "ElfCache",
     "IdentVerdict",
     "NeededVersions",
-    "VersionNeed",
-    "VersionDef",
     "Symbols",
+    "VersionDef",
+    "VersionNeed",
     "check_ident",
-    "read_elf",
-    "read_symbols",
     "default_cache_dir",
     "elf_hash",
-    "HOST",
+    "read_elf",
+    "read_symbols",
 ]
 
 #: ``e_machine`` numbers envlock names (gABI); others are shown as numbers.
@@ -294,7 +294,7 @@ class HostAbi:
 
 #: The ABI of this machine's Python (where envlock runs), used as default host.
 HOST = HostAbi(
-    elfclass=64 if struct.calcsize("P") == 8 else 32,  # noqa: PLR2004
+    elfclass=64 if struct.calcsize("P") == 8 else 32,
     data="lsb" if struct.pack("=H", 1) == b"\x01\x00" else "msb",
     machine={"x86_64": 62, "aarch64": 183, "i686": 3, "ppc64le": 21, "s390x": 22,
              "riscv64": 243}.get(os.uname().machine, 62),
@@ -331,7 +331,7 @@ def check_ident(header: bytes, host: HostAbi = HOST) -> IdentVerdict:
     if osabi not in _VALID_OSABI:
         return IdentVerdict(status="fatal", message="ELF file OS ABI invalid")
     # GNU objects may carry small ABI versions (unique symbols, …); SYSV must be 0.
-    if (osabi == 0 and abiversion != 0) or (osabi == 3 and abiversion > 4):  # noqa: PLR2004
+    if (osabi == 0 and abiversion != 0) or (osabi == 3 and abiversion > 4):
         return IdentVerdict(status="fatal", message="ELF file ABI version invalid")
     if any(header[9:16]):
         return IdentVerdict(status="fatal", message="nonzero padding in e_ident")
@@ -341,9 +341,9 @@ def check_ident(header: bytes, host: HostAbi = HOST) -> IdentVerdict:
         return IdentVerdict(status="fatal", message="ELF file version does not match current one")
     if e_machine != host.machine:
         return IdentVerdict(status="skip", message=f"wrong machine {MACHINES.get(e_machine, e_machine)}")
-    if e_type not in (2, 3):  # noqa: PLR2004
+    if e_type not in (2, 3):
         return IdentVerdict(status="fatal", message="only ET_DYN and ET_EXEC can be loaded")
-    phentsize = struct.unpack_from(fmt + "H", header, 54 if ei_class == 64 else 42)[0]  # noqa: PLR2004
+    phentsize = struct.unpack_from(fmt + "H", header, 54 if ei_class == 64 else 42)[0]
     if phentsize != _PHENT[ei_class]:
         return IdentVerdict(status="fatal", message="ELF file's phentsize not the expected size")
     return IdentVerdict(status="ok")
@@ -393,7 +393,7 @@ def read_elf(path: str | os.PathLike[str], *, cache: ElfCache | None = None) -> 
 
 def _parse(path: str, size: int) -> ElfInfo:
     try:
-        f = open(path, "rb")  # noqa: PTH123, SIM115
+        f = open(path, "rb")  # noqa: SIM115
     except OSError as exc:
         return ElfInfo(path=path, size=size,
                        error=ElfError(kind="unreadable", message=exc.strerror or str(exc)))
@@ -403,12 +403,12 @@ def _parse(path: str, size: int) -> ElfInfo:
         except OSError as exc:
             return ElfInfo(path=path, size=size,
                            error=ElfError(kind="unreadable", message=exc.strerror or str(exc)))
-        if len(head) < 4 or head[:4] != b"\x7fELF":  # noqa: PLR2004
+        if len(head) < 4 or head[:4] != b"\x7fELF":
             kind = "truncated" if b"\x7fELF".startswith(head) and head else "not-elf"
             msg = "file too short" if kind == "truncated" else "invalid ELF header"
             return ElfInfo(path=path, size=size, error=ElfError(kind=kind, message=msg))
-        if len(head) < 52 or head[4] not in (1, 2) or head[5] not in (1, 2):  # noqa: PLR2004
-            kind = "truncated" if len(head) < 52 else "corrupt"  # noqa: PLR2004
+        if len(head) < 52 or head[4] not in (1, 2) or head[5] not in (1, 2):
+            kind = "truncated" if len(head) < 52 else "corrupt"
             msg = "file too short" if kind == "truncated" else "bad ELF class or data encoding"
             return ElfInfo(path=path, size=size, error=ElfError(kind=kind, message=msg))
         f.seek(0)
@@ -431,7 +431,7 @@ def _looks_truncated(exc: BaseException, f: Any, size: int) -> bool:
         head = f.read(64)
         ei_class = head[4]
         fmt = "<" if head[5] == 1 else ">"
-        if ei_class == 2:  # noqa: PLR2004
+        if ei_class == 2:
             phoff, shoff = struct.unpack_from(fmt + "QQ", head, 32)
             phentsize, phnum, shentsize, shnum = struct.unpack_from(fmt + "HHHH", head, 54)
         else:
@@ -443,7 +443,7 @@ def _looks_truncated(exc: BaseException, f: Any, size: int) -> bool:
 
 
 def _parse_elf(path: str, size: int, f: Any) -> ElfInfo:
-    from elftools.elf.elffile import ELFFile  # noqa: PLC0415 - heavy, only on a cache miss
+    from elftools.elf.elffile import ELFFile
 
     elf = ELFFile(f)
     header = elf.header
@@ -468,7 +468,7 @@ def _parse_elf(path: str, size: int, f: Any) -> ElfInfo:
     # would also parse every hash table and symbol table (most of the time on big libraries).
     dynamic = None
     for i in range(elf.num_sections()):
-        hdr = elf._get_section_header(i)  # noqa: SLF001 - header only, no section object
+        hdr = elf._get_section_header(i)
         stype = hdr["sh_type"]
         if stype == "SHT_DYNAMIC" and dynamic is None:
             dynamic = elf.get_section(i)
@@ -488,15 +488,15 @@ def _parse_elf(path: str, size: int, f: Any) -> ElfInfo:
                                base=bool(vd["vd_flags"] & VER_FLG_BASE),
                                parents=tuple(names[1:]), hash=vd["vd_hash"])
                 )
-        elif stype == "SHT_PROGBITS" and hdr["sh_size"] < 65536 and (  # noqa: PLR2004
-                elf._get_section_name(hdr) == ".comment"):  # noqa: SLF001
+        elif stype == "SHT_PROGBITS" and hdr["sh_size"] < 65536 and (
+                elf._get_section_name(hdr) == ".comment"):
             f.seek(hdr["sh_offset"])
             raw = f.read(hdr["sh_size"])
             comments = tuple(dict.fromkeys(
                 s.decode("utf-8", "replace") for s in raw.split(b"\0") if s
             ))
     for i in range(elf.num_segments()):
-        phdr = elf._get_segment_header(i)  # noqa: SLF001 - header only (see above)
+        phdr = elf._get_segment_header(i)
         ptype = phdr["p_type"]
         if ptype == "PT_INTERP":
             f.seek(phdr["p_offset"])
@@ -574,10 +574,10 @@ def read_symbols(path: str | os.PathLike[str]) -> Symbols:
     :param path: the ELF file.
     :returns: :class:`Symbols`; never raises (``error`` is set instead).
     """
-    from elftools.elf.elffile import ELFFile  # noqa: PLC0415
+    from elftools.elf.elffile import ELFFile
 
     try:
-        with open(path, "rb") as f:  # noqa: PTH123
+        with open(path, "rb") as f:
             elf = ELFFile(f)
             dynsym = elf.get_section_by_name(".dynsym")
             if dynsym is None:
@@ -652,7 +652,7 @@ class ElfCache:
     def get(self, st: os.stat_result, path: str) -> ElfInfo | None:
         """The cached facts for the file with stat ``st`` (read at ``path``), or ``None``."""
         try:
-            with open(self._file(st), encoding="utf-8") as f:  # noqa: PTH123
+            with open(self._file(st), encoding="utf-8") as f:
                 info = ElfInfo.from_json(path, json.load(f))
         except (OSError, ValueError, KeyError, TypeError, IndexError):
             self.misses += 1
@@ -662,7 +662,7 @@ class ElfCache:
 
     def put(self, st: os.stat_result, info: ElfInfo) -> None:
         """Store ``info`` for the file with stat ``st`` (atomically; errors ignored)."""
-        import tempfile  # noqa: PLC0415 - only when writing
+        import tempfile
 
         target = self._file(st)
         try:

@@ -23,7 +23,7 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["CacheEntry", "LdCache", "parse_ld_cache", "read_ld_cache", "libcmp", "flags_text"]
+__all__ = ["CacheEntry", "LdCache", "flags_text", "libcmp", "parse_ld_cache", "read_ld_cache"]
 
 OLD_MAGIC = b"ld.so-1.7.0"
 NEW_MAGIC = b"glibc-ld.so.cache1.1"
@@ -166,21 +166,21 @@ def libcmp(a: str, b: str) -> int:
     i = j = 0
     while i < len(x) and j < len(y):
         cx, cy = x[i], y[j]
-        if 48 <= cx <= 57:  # noqa: PLR2004
-            if 48 <= cy <= 57:  # noqa: PLR2004
+        if 48 <= cx <= 57:
+            if 48 <= cy <= 57:
                 vi = 0
-                while i < len(x) and 48 <= x[i] <= 57:  # noqa: PLR2004
+                while i < len(x) and 48 <= x[i] <= 57:
                     vi = vi * 10 + x[i] - 48
                     i += 1
                 vj = 0
-                while j < len(y) and 48 <= y[j] <= 57:  # noqa: PLR2004
+                while j < len(y) and 48 <= y[j] <= 57:
                     vj = vj * 10 + y[j] - 48
                     j += 1
                 if vi != vj:
                     return vi - vj
                 continue
             return 1
-        if 48 <= cy <= 57:  # noqa: PLR2004
+        if 48 <= cy <= 57:
             return -1
         if cx != cy:
             return cx - cy
@@ -249,7 +249,7 @@ def _parse(data: bytes, path: str) -> LdCache:
 def _parse_new(data: bytes, base: int, path: str, fmt: str) -> LdCache:
     nlibs, _len_strings, flags = struct.unpack_from("<IIB", data, base + 20)
     endian = "<"
-    if flags & 3 == 3:  # noqa: PLR2004 - big-endian cache
+    if flags & 3 == 3:
         endian = ">"
         nlibs, _len_strings = struct.unpack_from(">II", data, base + 20)
     ext_off = struct.unpack_from(endian + "I", data, base + 32)[0]
@@ -293,7 +293,7 @@ def read_ld_cache(root: str | os.PathLike[str] = "/") -> LdCache:
     """
     p = os.path.join(os.fspath(root), "etc", "ld.so.cache")
     try:
-        with open(p, "rb") as f:  # noqa: PTH123
+        with open(p, "rb") as f:
             data = f.read()
     except OSError as exc:
         return LdCache(path=p, error=f"{p}: {exc.strerror or exc}")

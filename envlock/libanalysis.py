@@ -30,12 +30,12 @@ from envlock.libruntime import (
 from envlock.loader import LoadedObject, Process, Resolution, SearchConfig, detect_config
 
 __all__ = [
-    "SCHEMA",
     "FINDING_IDS",
+    "SCHEMA",
     "Finding",
     "LibEntry",
-    "RuntimeResult",
     "LibsReport",
+    "RuntimeResult",
     "analyze_module",
     "find_module_files",
     "probe_libraries",
@@ -303,7 +303,7 @@ def _is_extension(path: str) -> bool:
 # -- the analysis --------------------------------------------------------------------------
 
 
-def analyze_module(  # noqa: PLR0913
+def analyze_module(
     python_exe: str,
     module_or_file: str,
     *,
@@ -521,7 +521,7 @@ def _stray_dirs(sys_path: Sequence[str], prefix: str | None, root: str) -> list[
     return [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
 
 
-def _findings(  # noqa: PLR0912, PLR0915
+def _findings(
     proc: Process, entries: list[LibEntry], runtime: list[RuntimeResult],
     index: OwnerIndex | None, plan: TorchPlan | None, sys_path: Sequence[str],
     prefix: str | None, cfg: SearchConfig,
@@ -556,8 +556,8 @@ def _findings(  # noqa: PLR0912, PLR0915
                            f"which fails its checks ({err.split(': ', 1)[-1]}); this stops the "
                            "whole load instead of moving on."),
                     evidence=(err, *places[:12]),
-                    fix=(f"Remove or rename {bad} (e.g. a linker script or a truncated copy), or "
-                         "make the directory of the real library come earlier in the search.",),
+                    fix=((f"Remove or rename {bad} (e.g. a linker script or a truncated copy), or "
+                          "make the directory of the real library come earlier in the search."),),
                     library=res.name, requester=res.requester))
                 continue
             if err.startswith("wrong ELF class"):
@@ -567,8 +567,8 @@ def _findings(  # noqa: PLR0912, PLR0915
                     cause=f"Every candidate for {res.name} ({where}) is {err.split(': ')[-1]}; "
                           "the loader skips them and fails.",
                     evidence=tuple(places[:12]),
-                    fix=("Install the library built for this architecture "
-                         f"({'64' if cfg.host.elfclass == 64 else '32'}-bit).",),  # noqa: PLR2004
+                    fix=(("Install the library built for this architecture "
+                          f"({'64' if cfg.host.elfclass == 64 else '32'}-bit)."),),
                     library=res.name, requester=res.requester))
                 continue
             sym = _find_by_soname(proc, res.name, tried_dirs)
@@ -639,8 +639,8 @@ def _findings(  # noqa: PLR0912, PLR0915
             d = os.path.dirname(res.path or "")
             cause = (f"{res.name} needed by {res.requester} is found through LD_LIBRARY_PATH entry "
                      f"{d}, which the loader searches before {esrc} where the intended copy is.")
-            fix = (f"Remove {d} from LD_LIBRARY_PATH for this job (e.g. `module unload` the module "
-                   "that adds it).",)
+            fix = ((f"Remove {d} from LD_LIBRARY_PATH for this job (e.g. `module unload` the "
+                    "module that adds it)."),)
         elif res.rule == "already-loaded" and actual_obj is not None:
             how = {"preload": "by LD_PRELOAD", "dlopen": "by an earlier dlopen",
                    "needed": f"as a dependency of {actual_obj.resolution.requester if actual_obj.resolution else '?'}"}.get(actual_obj.kind, "earlier")
@@ -718,12 +718,12 @@ def _find_by_soname(proc: Process, name: str, dirs: Sequence[str]) -> str | None
     stem = name.split(".so")[0]
     for d in dirs:
         try:
-            names = sorted(os.listdir(proc._host(d)))  # noqa: SLF001
+            names = sorted(os.listdir(proc._host(d)))
         except OSError:
             continue
         for n in names:
             if n != name and n.startswith(stem + ".so"):
-                info = read_elf(os.path.join(proc._host(d), n), cache=proc.elf_cache)  # noqa: SLF001
+                info = read_elf(os.path.join(proc._host(d), n), cache=proc.elf_cache)
                 if info.ok and info.soname == name:
                     return os.path.join(d, n)
     return None
@@ -761,8 +761,8 @@ def _pin_findings(entries: list[LibEntry], pins: list[Pin], plan: TorchPlan) -> 
             continue
         if _obviously_satisfied(e.owner_version or "", pin.specifier):
             continue
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: PLC0415
-        from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+        from packaging.version import InvalidVersion, Version
 
         try:
             ok = Version(e.owner_version or "") in SpecifierSet(pin.specifier)
@@ -805,9 +805,9 @@ def _version_finding(proc: Process, vp: Any, index: OwnerIndex | None, sys_path:
     dirs = [os.path.dirname(vp.consumer), *_stray_dirs(sys_path, prefix, cfg.root), *cfg.system_dirs]
     for d in dict.fromkeys(dirs):
         cand = os.path.join(d, vp.file)
-        if not os.path.exists(proc._host(cand)) or _same_file(proc._host(cand), proc._host(vp.provider)):  # noqa: SLF001
+        if not os.path.exists(proc._host(cand)) or _same_file(proc._host(cand), proc._host(vp.provider)):
             continue
-        info = read_elf(proc._host(cand), cache=proc.elf_cache)  # noqa: SLF001
+        info = read_elf(proc._host(cand), cache=proc.elf_cache)
         if info.ok and vp.version in info.defined_versions():
             alternatives.append(cand)
             evidence.append(f"{cand} defines {vp.version} ({_owner_text(index, cand)})")
@@ -842,13 +842,13 @@ def _symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence
                      prefix: str | None, cfg: SearchConfig) -> list[Finding]:
     """Versioned undefined symbols the picked provider does not define (``undefined symbol:
     S, version V`` at relocation time; glibc ``elf/dl-lookup.c``)."""
-    from envlock.elf import read_symbols  # noqa: PLC0415
+    from envlock.elf import read_symbols
 
     cache: dict[str, Any] = {}
 
     def syms(path: str) -> Any:
         if path not in cache:
-            cache[path] = read_symbols(proc._host(path))  # noqa: SLF001
+            cache[path] = read_symbols(proc._host(path))
         return cache[path]
 
     sets: dict[str, set[tuple[str, str]]] = {}
@@ -895,7 +895,7 @@ def _symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence
             dirs = [os.path.dirname(obj.path), *_stray_dirs(sys_path, prefix, cfg.root)]
             for d in dict.fromkeys(dirs):
                 cand = os.path.join(d, file or "")
-                host = proc._host(cand)  # noqa: SLF001
+                host = proc._host(cand)
                 if not file or not os.path.exists(host) or proc.same_file(cand, prov_path):
                     continue
                 if all(tuple(n.split("@", 1)) in defined_set(cand) for n in names):
@@ -950,11 +950,11 @@ def probe_libraries(
     :returns: :class:`~envlock.libraries_model.LibrariesInfo`; ``status="absent"`` when the
         module is not installed, ``"error"`` (with ``error``) when the analysis failed.
     """
-    from envlock.libraries_model import LibrariesInfo, LibraryRecord  # noqa: PLC0415
+    from envlock.libraries_model import LibrariesInfo, LibraryRecord
 
     source = f"envlock loader model ({module})"
     try:
-        package_dir, files = find_module_files(module, sys_path)
+        _package_dir, files = find_module_files(module, sys_path)
         if not files:
             return LibrariesInfo(status="absent", source=source, module=module)
         report = analyze_module(python_exe, module, sys_path=sys_path, prefix=prefix, env=env,

@@ -76,7 +76,7 @@ def conda_pins(index: OwnerIndex, package: str) -> list[Pin]:
         requirer = f"{package} {rec.get('version', '')} (conda)"
         for dep in rec.get("depends") or ():
             parts = str(dep).split()
-            if len(parts) < 2 or "|" in parts[1]:  # noqa: PLR2004
+            if len(parts) < 2 or "|" in parts[1]:
                 continue
             spec = ",".join(_conda_to_pep440(x) for x in parts[1].split(","))
             out.append(Pin(requirer=requirer, name=parts[0], specifier=spec, kind="conda"))
@@ -148,7 +148,7 @@ class OwnerIndex:
             except OSError:
                 continue
             records.append((name, version, record, site, [st.st_ino, st.st_size, st.st_mtime_ns]))
-        import hashlib  # noqa: PLC0415
+        import hashlib
 
         key = "pip-" + hashlib.sha256(
             json.dumps([[r[2], r[4]] for r in records]).encode()).hexdigest()[:24]
@@ -164,7 +164,7 @@ class OwnerIndex:
         flat: dict[str, str] = {}
         for name, _version, record, site, _st in records:
             try:
-                with open(record, encoding="utf-8", errors="replace") as f:  # noqa: PTH123
+                with open(record, encoding="utf-8", errors="replace") as f:
                     text = f.read()
             except OSError:
                 continue
@@ -188,7 +188,7 @@ class OwnerIndex:
                     if not n.endswith(".json"):
                         continue
                     try:
-                        with open(os.path.join(meta, n), encoding="utf-8") as f:  # noqa: PTH123
+                        with open(os.path.join(meta, n), encoding="utf-8") as f:
                             data = json.load(f)
                     except (OSError, ValueError):
                         continue
@@ -233,7 +233,7 @@ class OwnerIndex:
             lists = []
         for n in lists:
             try:
-                with open(os.path.join(info, n), encoding="utf-8", errors="replace") as f:  # noqa: PTH123
+                with open(os.path.join(info, n), encoding="utf-8", errors="replace") as f:
                     text = f.read()
             except OSError:
                 continue
@@ -259,7 +259,7 @@ class OwnerIndex:
         if self.cache_dir is None:
             return None
         try:
-            with open(os.path.join(self.cache_dir, key + ".json"), encoding="utf-8") as f:  # noqa: PTH123
+            with open(os.path.join(self.cache_dir, key + ".json"), encoding="utf-8") as f:
                 return json.load(f)
         except (OSError, ValueError):
             return None
@@ -267,7 +267,7 @@ class OwnerIndex:
     def _store_cache(self, key: str, data: object) -> None:
         if self.cache_dir is None:
             return
-        import tempfile  # noqa: PLC0415
+        import tempfile
 
         try:
             os.makedirs(self.cache_dir, exist_ok=True)
@@ -314,7 +314,7 @@ class OwnerIndex:
 
 def _metadata_requires(dist_dir: str) -> list[str]:
     try:
-        with open(os.path.join(dist_dir, "METADATA"), encoding="utf-8", errors="replace") as f:  # noqa: PTH123
+        with open(os.path.join(dist_dir, "METADATA"), encoding="utf-8", errors="replace") as f:
             text = f.read()
     except OSError:
         return []
@@ -342,7 +342,7 @@ def read_pins(index: OwnerIndex, dist: str) -> list[Pin]:
         key = f"pins-{normalize_name(dist)}-{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}"
     except OSError:
         key = ""
-    cached = index._load_cache(key) if key else None  # noqa: SLF001
+    cached = index._load_cache(key) if key else None
     if isinstance(cached, list):
         try:
             return [Pin(requirer=a, name=b, specifier=c) for a, b, c in cached]
@@ -350,12 +350,12 @@ def read_pins(index: OwnerIndex, dist: str) -> list[Pin]:
             pass
     pins = _compute_pins(index, dist, got[1])
     if key:
-        index._store_cache(key, [[p.requirer, p.name, p.specifier] for p in pins])  # noqa: SLF001
+        index._store_cache(key, [[p.requirer, p.name, p.specifier] for p in pins])
     return pins
 
 
 def _compute_pins(index: OwnerIndex, dist: str, dist_dir: str) -> list[Pin]:
-    from packaging.requirements import InvalidRequirement, Requirement  # noqa: PLC0415
+    from packaging.requirements import InvalidRequirement, Requirement
 
     got = (None, dist_dir)
     pins: list[Pin] = []

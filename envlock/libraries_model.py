@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["LibraryRecord", "LibrariesInfo"]
+__all__ = ["LibrariesInfo", "LibraryRecord"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

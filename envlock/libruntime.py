@@ -34,11 +34,11 @@ import re
 from dataclasses import dataclass
 
 __all__ = [
-    "RuntimeDlopen",
     "RUNTIME_DLOPENS",
+    "RuntimeDlopen",
     "TorchPlan",
-    "read_torch_plan",
     "read_tf_build_info",
+    "read_torch_plan",
     "runtime_dlopens_for",
 ]
 
@@ -93,7 +93,7 @@ def read_tf_build_info(package_dir: str) -> dict[str, str]:
     """
     path = os.path.join(package_dir, "python", "platform", "build_info.py")
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:  # noqa: PTH123
+        with open(path, encoding="utf-8", errors="replace") as f:
             text = f.read()
     except OSError:
         return {}
@@ -196,17 +196,17 @@ def read_torch_plan(package_dir: str) -> TorchPlan:
     """
     def read(name: str) -> str:
         try:
-            with open(os.path.join(package_dir, name), encoding="utf-8", errors="replace") as f:  # noqa: PTH123
+            with open(os.path.join(package_dir, name), encoding="utf-8", errors="replace") as f:
                 return f.read()
         except OSError:
             return ""
 
     version_py = read("version.py")
     init = read("__init__.py")
-    ver = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", version_py, re.M)
-    cuda = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", version_py, re.M)
+    ver = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", version_py, re.MULTILINE)
+    cuda = re.search(r"^cuda\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]", version_py, re.MULTILINE)
     body = ""
-    m = re.search(r"def _preload_cuda_deps\(.*?(?=\ndef |\Z)", init, re.S)
+    m = re.search(r"def _preload_cuda_deps\(.*?(?=\ndef |\Z)", init, re.DOTALL)
     if m:
         body = m.group(0)
     pairs = tuple(re.findall(r"\(\s*['\"]([\w.]+)['\"]\s*,\s*['\"](lib[^'\"]+)['\"]\s*\)", body))

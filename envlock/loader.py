@@ -25,16 +25,16 @@ from envlock.elf import HOST, ElfCache, ElfInfo, HostAbi, check_ident, read_elf
 from envlock.ldcache import LdCache, read_ld_cache
 
 __all__ = [
-    "SearchConfig",
+    "RULES",
     "Attempt",
-    "Resolution",
     "LoadedObject",
-    "VersionProblem",
     "Process",
+    "Resolution",
+    "SearchConfig",
+    "VersionProblem",
     "detect_config",
     "expand_dst",
     "split_path_list",
-    "RULES",
 ]
 
 #: The rules that can find an object, in the order the loader applies them.
@@ -240,7 +240,7 @@ def expand_dst(s: str, *, origin: str | None, platform: str, lib: str) -> str | 
 
 def _read_text(path: str) -> str | None:
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:  # noqa: PTH123
+        with open(path, encoding="utf-8", errors="replace") as f:
             return f.read()
     except OSError:
         return None
@@ -284,7 +284,7 @@ def detect_config(
     triplet = _MULTIARCH.get(host.machine, "")
     if triplet and os.path.exists(_in_root(root, f"/lib/{triplet}/libc.so.6")):
         system_dirs: tuple[str, ...] = (f"/lib/{triplet}", f"/usr/lib/{triplet}", "/lib", "/usr/lib")
-    elif host.elfclass == 64 and os.path.exists(_in_root(root, "/lib64/libc.so.6")):  # noqa: PLR2004
+    elif host.elfclass == 64 and os.path.exists(_in_root(root, "/lib64/libc.so.6")):
         system_dirs = ("/lib64", "/usr/lib64")
     else:
         system_dirs = ("/lib", "/usr/lib")
@@ -292,30 +292,30 @@ def detect_config(
     glibc = _glibc_version(root, cache, system_dirs)
     if cpu_flags is None or vendor is None:
         text = _read_text("/proc/cpuinfo") or ""
-        m = re.search(r"^flags\s*:\s*(.*)$", text, re.M)
+        m = re.search(r"^flags\s*:\s*(.*)$", text, re.MULTILINE)
         if cpu_flags is None:
             cpu_flags = frozenset(m.group(1).split()) if m else frozenset()
         if vendor is None:
-            v = re.search(r"^vendor_id\s*:\s*(\S+)", text, re.M)
+            v = re.search(r"^vendor_id\s*:\s*(\S+)", text, re.MULTILINE)
             vendor = v.group(1) if v else ""
     platform = _PLATFORM.get(host.machine, os.uname().machine)
     hwcaps: list[str] = []
-    if host.machine == 62 and glibc >= (2, 33):  # noqa: PLR2004
+    if host.machine == 62 and glibc >= (2, 33):
         have = set(cpu_flags)
         for name, need in _X86_LEVELS:
             if not need <= have:
                 break
             hwcaps.append(name)
         hwcaps.reverse()
-    if host.machine == 62 and vendor == "GenuineIntel" and {  # noqa: PLR2004
+    if host.machine == 62 and vendor == "GenuineIntel" and {
         "avx2", "bmi1", "bmi2", "abm", "movbe", "popcnt", "fma"
     } <= set(cpu_flags):
         platform = "haswell"
     subdirs = [f"glibc-hwcaps/{h}" for h in hwcaps]
-    if glibc < (2, 37):  # noqa: PLR2004
+    if glibc < (2, 37):
         # Legacy hwcaps: the power set of (tls, the hwcap name, the platform), tls most
         # significant, in decreasing order — what 2.36 prints with LD_DEBUG=libs.
-        comps = ["tls", "x86_64" if host.machine == 62 else "", platform]  # noqa: PLR2004
+        comps = ["tls", "x86_64" if host.machine == 62 else "", platform]
         comps = [c for c in comps if c]
         n = len(comps)
         for mask in range((1 << n) - 1, 0, -1):
@@ -455,7 +455,7 @@ class Process:
     def _verify(self, path: str) -> tuple[str, str]:
         """Open and check a candidate like ``open_verify``: (status, message)."""
         try:
-            with open(self._host(path), "rb") as f:  # noqa: PTH123
+            with open(self._host(path), "rb") as f:
                 head = f.read(64)
         except OSError:
             return ("absent", "")
@@ -734,7 +734,7 @@ class Process:
             obj = queue[i]
             i += 1
             for needed in obj.info.needed:
-                res, dep, is_new = self.map_object(needed, obj)
+                _res, dep, is_new = self.map_object(needed, obj)
                 if dep is None:
                     continue
                 obj.deps.append(dep.id)
@@ -843,7 +843,7 @@ class Process:
 def _with_path(info: ElfInfo, path: str) -> ElfInfo:
     if info.path == path:
         return info
-    import dataclasses  # noqa: PLC0415
+    import dataclasses
 
     return dataclasses.replace(info, path=path)
 

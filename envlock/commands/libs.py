@@ -21,7 +21,7 @@ from envlock.commands._common import handle_errors, target_options
 if TYPE_CHECKING:
     from envlock.libanalysis import LibEntry, LibsReport
 
-__all__ = ["libs", "target_sys_path", "runtime_check", "render_text", "render_why"]
+__all__ = ["libs", "render_text", "render_why", "runtime_check", "target_sys_path"]
 
 #: Seconds allowed for the target interpreter to report its sys.path.
 QUERY_TIMEOUT = 20.0
@@ -62,7 +62,7 @@ def target_sys_path(
 
     :returns: ``(sys_path, error)``; on failure the prefix's ``site-packages`` and a message.
     """
-    import hashlib  # noqa: PLC0415
+    import hashlib
 
     real = os.path.realpath(python)
     ident = {
@@ -74,13 +74,13 @@ def target_sys_path(
     cache_file = os.path.join(cache_dir, f"syspath-{key}.json") if cache_dir else None
     if cache_file:
         try:
-            with open(cache_file, encoding="utf-8") as f:  # noqa: PTH123
+            with open(cache_file, encoding="utf-8") as f:
                 data = json.load(f)
             if all(_stat_key(p) == s for p, s in data["dirs"]):
                 return list(data["path"]), None
         except (OSError, ValueError, KeyError, TypeError):
             pass
-    from envlock.target import ResolvedTarget, query_interpreter  # noqa: PLC0415
+    from envlock.target import ResolvedTarget, query_interpreter
 
     target = ResolvedTarget(kind="venv", prefix=prefix, python=python, chosen_by="--python")
     info = query_interpreter(target, timeout=QUERY_TIMEOUT, environ=dict(environ))
@@ -91,7 +91,7 @@ def target_sys_path(
         try:
             os.makedirs(cache_dir, exist_ok=True)  # type: ignore[arg-type]
             tmp = cache_file + f".{os.getpid()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as f:  # noqa: PTH123
+            with open(tmp, "w", encoding="utf-8") as f:
                 json.dump({"path": path, "dirs": [[p, _stat_key(p)] for p in path]}, f)
             os.replace(tmp, cache_file)
         except OSError:
@@ -109,20 +109,20 @@ def resolve_cached(
     while the interpreter file and the prefix still exist; this saves importing the target
     and manifest modules on every run.
     """
-    import hashlib  # noqa: PLC0415
+    import hashlib
 
     ident = [python, prefix, environ.get("CONDA_PREFIX"), environ.get("VIRTUAL_ENV"), os.getcwd()]
     key = hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:24]
     cache_file = os.path.join(cache_dir, f"resolve-{key}.json") if cache_dir else None
     if cache_file:
         try:
-            with open(cache_file, encoding="utf-8") as f:  # noqa: PTH123
+            with open(cache_file, encoding="utf-8") as f:
                 got = json.load(f)
             if os.path.isdir(got["prefix"]) and (got["python"] is None or os.path.isfile(got["python"])):
                 return got["prefix"], got["python"]
         except (OSError, ValueError, KeyError, TypeError):
             pass
-    from envlock.target import resolve_target  # noqa: PLC0415
+    from envlock.target import resolve_target
 
     target = resolve_target(python=python, prefix=prefix, environ=environ)
     cacheable = target.chosen_by in ("--prefix", "CONDA_PREFIX", "VIRTUAL_ENV") or (
@@ -131,7 +131,7 @@ def resolve_cached(
         try:
             os.makedirs(cache_dir, exist_ok=True)  # type: ignore[arg-type]
             tmp = cache_file + f".{os.getpid()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as f:  # noqa: PTH123
+            with open(tmp, "w", encoding="utf-8") as f:
                 json.dump({"prefix": target.prefix, "python": target.python}, f)
             os.replace(tmp, cache_file)
         except OSError:
@@ -177,7 +177,7 @@ def runtime_check(
         ``unexplained`` lists files mapped by the process that the model cannot account for
         and model objects missing from the process.
     """
-    from envlock._run import run  # noqa: PLC0415
+    from envlock._run import run
 
     res = run([python, "-c", RUNTIME_SCRIPT, module], timeout=IMPORT_TIMEOUT, env=dict(environ), cwd="/")
     if not res.ok:
@@ -216,7 +216,7 @@ def runtime_check(
 
 
 def _is_ext_module(path: str) -> bool:
-    import re  # noqa: PLC0415
+    import re
 
     return bool(re.search(r"\.(cpython-\d+[^/]*|abi3)\.so$", path)) or "/lib-dynload/" in path
 
@@ -229,7 +229,7 @@ def _label(o: LibEntry) -> str:
     return owner
 
 
-def render_text(report: LibsReport, *, check: dict[str, Any] | None = None) -> str:  # noqa: PLR0912, PLR0915
+def render_text(report: LibsReport, *, check: dict[str, Any] | None = None) -> str:
     """The human-readable answer: a tree per extension file, run-time loads, findings."""
     lines: list[str] = []
     cfg = report.config
@@ -384,15 +384,15 @@ def libs(
     well-known run-time dlopens (libcuda.so.1, cuDNN sub-libraries). Nothing is imported
     unless --runtime is given.
     """
-    from envlock.elf import ElfCache, default_cache_dir  # noqa: PLC0415
-    from envlock.libanalysis import analyze_module  # noqa: PLC0415
+    from envlock.elf import ElfCache, default_cache_dir
+    from envlock.libanalysis import analyze_module
 
     elf_cache = None if no_cache else ElfCache()
     cache_dir = None if no_cache else str(default_cache_dir().parent / "target-v1")
     environ = dict(os.environ)
     target_prefix, target_python = resolve_cached(python, prefix, environ=environ, cache_dir=cache_dir)
     if target_python is None:
-        from envlock.errors import TargetError  # noqa: PLC0415
+        from envlock.errors import TargetError
 
         raise TargetError(f"{target_prefix}: no interpreter (bin/python) in this environment")
     sys_path, warn = target_sys_path(target_python, target_prefix, environ=environ, cache_dir=cache_dir)

@@ -132,7 +132,7 @@ class LddResult:
 
 def real_ldd(path: Path | str, env: Mapping[str, str] | None = None) -> LddResult:
     """Run ``ldd`` (the real loader in trace mode) on ``path``."""
-    proc = subprocess.run(["ldd", str(path)], capture_output=True, text=True, timeout=30,
+    proc = subprocess.run(["ldd", str(path)], check=False, capture_output=True, text=True, timeout=30,
                           env=_clean_env(env))
     paths: dict[str, str | None] = {}
     order: list[str] = []
@@ -196,7 +196,7 @@ def real_dlopen(program: Path, name: str, env: Mapping[str, str] | None = None,
     extra = dict(env or {})
     if debug:
         extra["LD_DEBUG"] = "libs"
-    proc = subprocess.run([str(program), name], capture_output=True, text=True, timeout=30,
+    proc = subprocess.run([str(program), name], check=False, capture_output=True, text=True, timeout=30,
                           env=_clean_env(extra))
     path = error = None
     maps = []
@@ -231,5 +231,6 @@ def real_ld_debug(path: Path | str, env: Mapping[str, str] | None = None) -> dic
     extra = dict(env or {})
     extra["LD_DEBUG"] = "libs"
     proc = subprocess.run(["/lib64/ld-linux-x86-64.so.2", "--list", str(path)],
-                          capture_output=True, text=True, timeout=30, env=_clean_env(extra))
+                          check=False, capture_output=True, text=True, timeout=30,
+                          env=_clean_env(extra))
     return ld_debug_trials(proc.stderr)

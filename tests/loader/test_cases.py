@@ -24,7 +24,7 @@ def make_dist(site: Path, name: str, version: str, files: list[str], requires: l
     """A pip .dist-info with METADATA and a RECORD listing ``files`` (relative to ``site``)."""
     d = site / f"{name.replace('-', '_')}-{version}.dist-info"
     d.mkdir(parents=True, exist_ok=True)
-    meta = [f"Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    meta = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
     meta += [f"Requires-Dist: {r}" for r in requires]
     (d / "METADATA").write_text("\n".join(meta) + "\n\n")
     (d / "INSTALLER").write_text("pip\n")
@@ -143,7 +143,7 @@ def test_c02_symbol_version_missing_in_picked_library(build: Builder) -> None:
     assert f"{site}/nvidia/cublas/lib/libcublasLt.so.11 defines them (from package nvidia-cublas-cu11 11.10.3.66 (pip))" in f.evidence
     assert f"remove {build.root}/usr_local_cuda/lib64 from LD_LIBRARY_PATH" in f.fix[0]
     # The real loader: relocation processing (ldd -r) reports the same symbol and version.
-    real = subprocess.run(["ldd", "-r", str(cublas)], capture_output=True, text=True, timeout=30,
+    real = subprocess.run(["ldd", "-r", str(cublas)], check=False, capture_output=True, text=True, timeout=30,
                           env={**{k: v for k, v in os.environ.items() if not k.startswith("LD_")}, **env})
     assert f"undefined symbol: cublasLtNew, version libcublasLt.so.11\t({cublas})" in real.stdout + real.stderr
     assert f.evidence[0] == f"undefined symbol: cublasLtNew, version libcublasLt.so.11 ({cublas})"
@@ -180,7 +180,7 @@ def _glibcxx_script(last: int) -> str:
     prev = None
     for i in range(25, last + 1):
         name = f"GLIBCXX_3.4.{i}"
-        body = f"{{ global: sym_{i}; }}" if i > 25 else "{ global: sym_25; local: *; }"  # noqa: PLR2004
+        body = f"{{ global: sym_{i}; }}" if i > 25 else "{ global: sym_25; local: *; }"
         nodes.append(f"{name} {body}" + (f" {prev};" if prev else ";"))
         prev = name
     return "\n".join(nodes) + "\n"

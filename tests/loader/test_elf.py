@@ -35,7 +35,7 @@ def readelf(*args: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def sample(session_build):  # noqa: ANN001, ANN201
+def sample(session_build):
     b = session_build
     b.lib("dep/libdep.so.1", soname="libdep.so.1")
     b.lib("libv.so.2", VERSIONED, soname="libv.so.2", version_script=VERSION_SCRIPT)
@@ -52,7 +52,7 @@ def sample(session_build):  # noqa: ANN001, ANN201
     return {"user": user, "v": b.root / "libv.so.2", "run": run, "exe": exe, "root": b.root}
 
 
-def test_dynamic_facts_match_readelf(sample) -> None:  # noqa: ANN001
+def test_dynamic_facts_match_readelf(sample) -> None:
     info = read_elf(sample["user"])
     dyn = readelf("-d", str(sample["user"]))
     assert info.ok and info.path == str(sample["user"])
@@ -67,7 +67,7 @@ def test_dynamic_facts_match_readelf(sample) -> None:  # noqa: ANN001
     assert any(c.startswith("GCC:") for c in info.comments)
 
 
-def test_runpath_and_interp(sample) -> None:  # noqa: ANN001
+def test_runpath_and_interp(sample) -> None:
     run = read_elf(sample["run"])
     assert run.runpath == "$ORIGIN/../lib" and run.rpath is None and not run.nodeflib
     exe = read_elf(sample["exe"])
@@ -76,7 +76,7 @@ def test_runpath_and_interp(sample) -> None:  # noqa: ANN001
     assert exe.runpath == "$ORIGIN"
 
 
-def test_version_sections_match_readelf(sample) -> None:  # noqa: ANN001
+def test_version_sections_match_readelf(sample) -> None:
     v = read_elf(sample["v"])
     assert [(d.name, d.base) for d in v.verdef] == [
         ("libv.so.2", True), ("LIBV_1.0", False), ("LIBV_2.0", False)]
@@ -93,7 +93,7 @@ def test_version_sections_match_readelf(sample) -> None:  # noqa: ANN001
             assert ver.hash == elf_hash(ver.name)
 
 
-def test_symbols_are_lazy_and_versioned(sample) -> None:  # noqa: ANN001
+def test_symbols_are_lazy_and_versioned(sample) -> None:
     syms = read_symbols(sample["v"])
     assert ("new_api", "LIBV_2.0") in syms.defined and ("old_api", "LIBV_1.0") in syms.defined
     user = read_symbols(sample["user"])
@@ -109,7 +109,7 @@ def test_not_elf(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("size", [3, 40, 1000], ids=["in-magic", "in-header", "in-tables"])
-def test_truncated(sample, tmp_path: Path, size: int) -> None:  # noqa: ANN001
+def test_truncated(sample, tmp_path: Path, size: int) -> None:
     data = sample["user"].read_bytes()[:size]
     cut = tmp_path / "cut.so"
     cut.write_bytes(data)
@@ -118,7 +118,7 @@ def test_truncated(sample, tmp_path: Path, size: int) -> None:  # noqa: ANN001
     assert info.error.kind == "truncated"
 
 
-def test_corrupt_section_table(sample, tmp_path: Path) -> None:  # noqa: ANN001
+def test_corrupt_section_table(sample, tmp_path: Path) -> None:
     data = bytearray(sample["user"].read_bytes())
     data[0x28:0x30] = (len(data) * 4).to_bytes(8, "little")  # e_shoff far past the end
     bad = tmp_path / "bad.so"
@@ -132,7 +132,7 @@ def test_unreadable(tmp_path: Path) -> None:
     assert info.error.kind == "unreadable"
 
 
-def test_check_ident_mirrors_open_verify(sample) -> None:  # noqa: ANN001
+def test_check_ident_mirrors_open_verify(sample) -> None:
     head = sample["user"].read_bytes()[:64]
     assert check_ident(head).status == "ok"
     wrong_class = bytearray(head)
@@ -149,7 +149,7 @@ def test_check_ident_mirrors_open_verify(sample) -> None:  # noqa: ANN001
     assert check_ident(b"\x7fE").message == "file too short"
 
 
-def test_cache_roundtrip_and_invalidation(sample, tmp_path: Path) -> None:  # noqa: ANN001
+def test_cache_roundtrip_and_invalidation(sample, tmp_path: Path) -> None:
     cache = ElfCache(tmp_path / "cache")
     lib = tmp_path / "copy.so"
     lib.write_bytes(sample["user"].read_bytes())
@@ -163,10 +163,10 @@ def test_cache_roundtrip_and_invalidation(sample, tmp_path: Path) -> None:  # no
     os.utime(lib, ns=(1, 1))
     third = read_elf(lib, cache=cache)
     assert third.soname == "libv.so.2"
-    assert cache.misses == 2  # noqa: PLR2004
+    assert cache.misses == 2
 
 
-def test_cache_ignores_garbage_entries(sample, tmp_path: Path) -> None:  # noqa: ANN001
+def test_cache_ignores_garbage_entries(sample, tmp_path: Path) -> None:
     cache = ElfCache(tmp_path / "c")
     read_elf(sample["run"], cache=cache)
     for f in (tmp_path / "c").glob("*.json"):

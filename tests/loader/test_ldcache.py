@@ -25,7 +25,7 @@ def _strip_hwcap(line: str) -> str:
     return re.sub(r', hwcap: "[^"]*"', ", hwcap", line)
 
 
-def as_lines(cache) -> list[str]:  # noqa: ANN001
+def as_lines(cache) -> list[str]:
     return [f"\t{e.key} ({flags_text(e)}) => {e.path}" for e in cache.entries]
 
 

@@ -52,7 +52,7 @@ def test_probe_libraries_and_manifest_round_trip(build: Builder) -> None:
                         target=Target(kind="venv", prefix="/p", chosen_by="--prefix"),
                         libraries=info)
     data = manifest.to_dict()
-    assert data["libraries"]["resolved"][0]["soname"] == sorted(r.soname for r in info.resolved)[0]
+    assert data["libraries"]["resolved"][0]["soname"] == min(r.soname for r in info.resolved)
     assert Manifest.from_dict(json.loads(json.dumps(data))).libraries == info
     assert "[[libraries.resolved]]" in manifest.dumps("toml")
 

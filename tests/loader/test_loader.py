@@ -55,12 +55,12 @@ def assert_same_as_ldd(proc: Process, path: Path | str, env: dict[str, str] | No
 
 
 def test_config_matches_ld_so_help() -> None:
-    out = subprocess.run(["/lib64/ld-linux-x86-64.so.2", "--help"], capture_output=True,
+    out = subprocess.run(["/lib64/ld-linux-x86-64.so.2", "--help"], check=False, capture_output=True,
                          text=True, timeout=30).stdout
     if "Shared library search path" not in out:
         pytest.skip("ld.so --help does not list search paths (glibc < 2.33)")
-    sysdirs = re.findall(r"^\s+(/\S*) \(system search path\)", out, re.M)
-    hwcaps = re.findall(r"^\s+(\S+) \(supported, searched\)", out.split("Subdirectories of glibc-hwcaps")[1].split("Legacy")[0], re.M)
+    sysdirs = re.findall(r"^\s+(/\S*) \(system search path\)", out, re.MULTILINE)
+    hwcaps = re.findall(r"^\s+(\S+) \(supported, searched\)", out.split("Subdirectories of glibc-hwcaps")[1].split("Legacy")[0], re.MULTILINE)
     cfg = detect_config(env={})
     assert list(cfg.system_dirs) == sysdirs
     assert list(cfg.hwcaps_active) == hwcaps
@@ -184,7 +184,7 @@ def test_wrong_class_only_gives_class_error(build: Builder) -> None:
     proc = model(exe)
     w = next(r for r in proc.resolutions if r.name == "libw.so.1")
     assert w.path is None and w.error == "wrong ELF class: ELFCLASS32"
-    real = subprocess.run([str(exe)], capture_output=True, text=True, timeout=30,
+    real = subprocess.run([str(exe)], check=False, capture_output=True, text=True, timeout=30,
                           env={"PATH": "/usr/bin:/bin"})
     assert "wrong ELF class: ELFCLASS32" in real.stderr
 
@@ -198,7 +198,7 @@ def test_non_elf_candidate_is_fatal(build: Builder) -> None:
     proc = model(exe)
     w = next(r for r in proc.resolutions if r.name == "libw.so.1")
     assert w.path is None and w.error.endswith("invalid ELF header")
-    real = subprocess.run([str(exe)], capture_output=True, text=True, timeout=30,
+    real = subprocess.run([str(exe)], check=False, capture_output=True, text=True, timeout=30,
                           env={"PATH": "/usr/bin:/bin"})
     assert real.returncode != 0
     assert f"{build.root}/script/libw.so.1: invalid ELF header" in real.stderr
@@ -211,7 +211,7 @@ def test_short_non_elf_candidate_is_too_short(build: Builder) -> None:
     exe = build.exe("prog", needed=["good/libw.so.1"],
                     rpath=f"{build.root}/script:{build.root}/good")
     w = next(r for r in model(exe).resolutions if r.name == "libw.so.1")
-    real = subprocess.run([str(exe)], capture_output=True, text=True, timeout=30,
+    real = subprocess.run([str(exe)], check=False, capture_output=True, text=True, timeout=30,
                           env={"PATH": "/usr/bin:/bin"})
     assert w.error == f"{build.root}/script/libw.so.1: file too short"
     assert w.error in real.stderr
