@@ -707,13 +707,6 @@ def _findings(
     return out
 
 
-def _same_file(a: str, b: str) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return os.path.realpath(a) == os.path.realpath(b)
-
-
 def _find_by_soname(proc: Process, name: str, dirs: Sequence[str]) -> str | None:
     stem = name.split(".so")[0]
     for d in dirs:
@@ -805,7 +798,8 @@ def _version_finding(proc: Process, vp: Any, index: OwnerIndex | None, sys_path:
     dirs = [os.path.dirname(vp.consumer), *_stray_dirs(sys_path, prefix, cfg.root), *cfg.system_dirs]
     for d in dict.fromkeys(dirs):
         cand = os.path.join(d, vp.file)
-        if not os.path.exists(proc._host(cand)) or _same_file(proc._host(cand), proc._host(vp.provider)):
+        if not os.path.exists(proc._host(cand)) or proc.same_file(cand, vp.provider) or any(
+                proc.same_file(cand, a) for a in alternatives):
             continue
         info = read_elf(proc._host(cand), cache=proc.elf_cache)
         if info.ok and vp.version in info.defined_versions():
@@ -827,9 +821,18 @@ def _version_finding(proc: Process, vp: Any, index: OwnerIndex | None, sys_path:
                      "container, or install a build made for this glibc (older manylinux tag).")
     if prov_res is not None and prov_res.rule == "ld_library_path":
         fixes.insert(0, f"Remove {os.path.dirname(vp.provider)} from LD_LIBRARY_PATH for this job.")
+    consumer_obj = proc.find(vp.consumer)
     for alt in alternatives[:1]:
-        fixes.append(f"The copy at {alt} defines it: make that one be found first "
-                     f"(e.g. LD_LIBRARY_PATH={os.path.dirname(alt)}).")
+        d = os.path.dirname(alt)
+        got, _rule, src = proc.what_if(vp.file, consumer_obj, ld_library_path=d + (
+            ":" + cfg.ld_library_path if cfg.ld_library_path else ""))
+        if got is not None and proc.same_file(got, alt):
+            fixes.append(f"The copy at {alt} defines it; the loader would pick it with "
+                         f"LD_LIBRARY_PATH={d}" + (":$LD_LIBRARY_PATH" if cfg.ld_library_path else "") + ".")
+        else:
+            fixes.append(f"The copy at {alt} defines it, but LD_LIBRARY_PATH cannot make the loader "
+                         f"pick it ({src} comes first); LD_PRELOAD={alt} would (a preloaded object "
+                         f"satisfies {vp.file} by SONAME).")
     return Finding(
         id="missing-version", severity="error", title=title,
         cause=(f"{vp.consumer} has a Verneed entry for {vp.version} against {vp.file}; the "
