@@ -503,6 +503,34 @@ def _max_version(names: Sequence[str], prefix: str) -> str | None:
     return max(same, key=_version_key) if same else None
 
 
+def _searched_summary(res: Resolution, cfg: SearchConfig) -> list[str]:
+    """One line per list searched, in order: ``searched RPATH of X: /a, /b``."""
+    groups: dict[str, list[str]] = {}
+    for a in res.tried:
+        d = os.path.dirname(a.path)
+        for sub in cfg.subdirs:
+            if d.endswith("/" + sub):
+                d = d[: -len(sub) - 1]
+                break
+        dirs = groups.setdefault(a.source, [])
+        if d not in dirs:
+            dirs.append(d)
+    out = []
+    no_entry = (cfg.cache is not None and "/" not in res.name
+                and not any(a.rule == "ld.so.cache" for a in res.tried))
+    for source, dirs in groups.items():
+        if source == "system search path" and no_entry:
+            out.append(f"searched {cfg.cache.path}: no entry for {res.name}")  # type: ignore[union-attr]
+            no_entry = False
+        if source.endswith("ld.so.cache"):
+            out.append(f"searched {source}: entry {dirs[0]}")
+        else:
+            out.append(f"searched {source}: {', '.join(dirs)}")
+    if no_entry:
+        out.append(f"searched {cfg.cache.path}: no entry for {res.name}")  # type: ignore[union-attr]
+    return out
+
+
 def _search_dirs_of(tried: Sequence[Any]) -> list[str]:
     return list(dict.fromkeys(os.path.dirname(a.path) for a in tried))
 
@@ -544,7 +572,7 @@ def _findings(
             where = f"needed by {res.requester}" if res.kind == "needed" else (
                 f"dlopen'ed by {res.requester}" + (f" ({rt.when})" if rt else ""))
             places = [f"tried {a.path} ({a.source}): {a.outcome}" for a in res.tried
-                      if a.outcome != "absent"] + [f"searched {d}" for d in tried_dirs]
+                      if a.outcome != "absent"] + _searched_summary(res, cfg)
             err = res.error or ""
             if "invalid ELF header" in err or "file too short" in err or err.endswith(
                     ("not little-endian", "not big-endian", "OS ABI invalid", "can be loaded")):
@@ -555,7 +583,7 @@ def _findings(
                     cause=(f"While searching for {res.name} ({where}) the loader opened {bad}, "
                            f"which fails its checks ({err.split(': ', 1)[-1]}); this stops the "
                            "whole load instead of moving on."),
-                    evidence=(err, *places[:12]),
+                    evidence=(err, *places),
                     fix=((f"Remove or rename {bad} (e.g. a linker script or a truncated copy), or "
                           "make the directory of the real library come earlier in the search."),),
                     library=res.name, requester=res.requester))
@@ -566,7 +594,7 @@ def _findings(
                     title=f"{res.name}: only copies of the wrong ELF class were found",
                     cause=f"Every candidate for {res.name} ({where}) is {err.split(': ')[-1]}; "
                           "the loader skips them and fails.",
-                    evidence=tuple(places[:12]),
+                    evidence=tuple(places),
                     fix=(("Install the library built for this architecture "
                           f"({'64' if cfg.host.elfclass == 64 else '32'}-bit)."),),
                     library=res.name, requester=res.requester))
@@ -579,7 +607,7 @@ def _findings(
                     cause=(f"{sym} has SONAME {res.name}, but no file named {res.name} exists "
                            f"in {os.path.dirname(sym)}; the loader looks only for the exact name."),
                     evidence=(f"{sym}: SONAME {res.name}", f"{res.name} {where}",
-                              *places[-6:]),
+                              *places),
                     fix=(f"ln -s {os.path.basename(sym)} {os.path.join(os.path.dirname(sym), res.name)}",
                          f"or run: ldconfig -n {os.path.dirname(sym)}"),
                     library=res.name, requester=res.requester))
@@ -589,7 +617,7 @@ def _findings(
             copies = [os.path.join(d, res.name) for d in strays
                       if os.path.exists(os.path.join(d, res.name)) and d not in tried_dirs]
             fixes = []
-            evidence = [f"{res.name} {where}", *places[-8:]]
+            evidence = [f"{res.name} {where}", *places]
             requester_obj = objects_by_path.get(res.requester)
             for c in copies:
                 d = os.path.dirname(c)
