@@ -371,7 +371,8 @@ def render_why(report: LibsReport, name: str) -> str:
 @click.option("--why", "why", metavar="SONAME", help="List every place tried for SONAME, in order.")
 @click.option("--runtime", is_flag=True,
               help="Also import the module in the target and compare /proc/self/maps with the model.")
-@click.option("--no-cache", is_flag=True, help="Do not use or fill the cache of parsed ELF facts.")
+@click.option("--no-cache", is_flag=True,
+              help="Recompute everything: use and fill no cache (ELF facts, owners, answers).")
 @handle_errors
 def libs(
     targets: tuple[str, ...], python: str | None, prefix: str | None, fmt: str, why: str | None,
@@ -384,22 +385,52 @@ def libs(
     well-known run-time dlopens (libcuda.so.1, cuDNN sub-libraries). Nothing is imported
     unless --runtime is given.
     """
+    environ = dict(os.environ)
+    if no_cache or runtime:
+        out, err, code = _compute(targets, python, prefix, fmt, why, runtime, no_cache, environ)
+    else:
+        from envlock import libanswer
+
+        root = libanswer.cache_root(environ)
+        answers = os.path.join(root, "answers-v1")
+        key = libanswer.answer_key(["libs", *targets, f"--python={python}", f"--prefix={prefix}",
+                                    f"--format={fmt}", f"--why={why}"], environ)
+        hit = libanswer.load_answer(answers, key)
+        if hit is not None:
+            out, err, code = hit["stdout"], hit.get("stderr", ""), hit["exit"]
+        else:
+            tracer = libanswer.InputTracer(ignore=[root])
+            with tracer.active():
+                out, err, code = _compute(targets, python, prefix, fmt, why, runtime, no_cache, environ)
+            if not err:  # an answer with warnings (e.g. a failed sys.path query) is not kept
+                libanswer.store_answer(answers, key, tracer, out, code)
+    if err:
+        click.echo(err, err=True, nl=False)
+    sys.stdout.write(out)
+    if code:
+        sys.exit(code)
+
+
+def _compute(
+    targets: tuple[str, ...], python: str | None, prefix: str | None, fmt: str, why: str | None,
+    runtime: bool, no_cache: bool, environ: dict[str, str],
+) -> tuple[str, str, int]:
+    """Run the analysis: returns ``(stdout, stderr, exit status)``."""
     from envlock.elf import ElfCache, default_cache_dir
     from envlock.libanalysis import analyze_module
 
     elf_cache = None if no_cache else ElfCache()
     cache_dir = None if no_cache else str(default_cache_dir().parent / "target-v1")
-    environ = dict(os.environ)
     target_prefix, target_python = resolve_cached(python, prefix, environ=environ, cache_dir=cache_dir)
     if target_python is None:
         from envlock.errors import TargetError
 
         raise TargetError(f"{target_prefix}: no interpreter (bin/python) in this environment")
     sys_path, warn = target_sys_path(target_python, target_prefix, environ=environ, cache_dir=cache_dir)
-    if warn:
-        click.echo(f"warning: {warn}", err=True)
+    err = f"warning: {warn}\n" if warn else ""
     names = list(targets) or [target_python]
     documents = []
+    chunks: list[str] = []
     worst = 0
     for name in names:
         mode = "ldd" if name == target_python else "import"
@@ -422,11 +453,10 @@ def libs(
                 doc["runtime_check"] = check
             documents.append(doc)
         elif why:
-            sys.stdout.write(render_why(report, why))
+            chunks.append(render_why(report, why))
         else:
-            sys.stdout.write(render_text(report, check=check))
+            chunks.append(render_text(report, check=check))
     if fmt == "json":
-        out = documents[0] if len(documents) == 1 else {"schema": 1, "reports": documents}
-        click.echo(json.dumps(out, indent=2))
-    if worst:
-        sys.exit(worst)
+        doc_out = documents[0] if len(documents) == 1 else {"schema": 1, "reports": documents}
+        chunks.append(json.dumps(doc_out, indent=2) + "\n")
+    return "".join(chunks), err, worst

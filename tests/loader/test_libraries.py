@@ -115,3 +115,63 @@ def test_cli_interpreter_only(tmp_path: Path) -> None:
     assert list((tmp_path / "envlock" / "elf-v1").glob("*.json"))
     again = CliRunner().invoke(cli, ["libs", "--python", sys.executable, "--format", "json"], env=env)
     assert json.loads(again.output)["objects"] == doc["objects"]
+
+
+
+def test_answer_cache_is_reused_and_invalidated(build: Builder, tmp_path: Path) -> None:
+    """A stored answer is printed again only while every input is unchanged: a library that
+    appears in an LD_LIBRARY_PATH directory changes that directory, so the answer is redone."""
+    site = build.root / "site"
+    build.lib("site/nvidia/cudnn/lib/libcudnn.so.8", soname="libcudnn.so.8")
+    build.lib("site/torch/lib/libtorch_cuda.so", soname="libtorch_cuda.so",
+              needed=["site/nvidia/cudnn/lib/libcudnn.so.8"], runpath="$ORIGIN/../../nvidia/cudnn/lib")
+    build.lib(f"site/torch/_C.{EXT}", needed=["site/torch/lib/libtorch_cuda.so"], runpath="$ORIGIN/lib")
+    (site / "torch/__init__.py").write_text("")
+    module_dir = build.root / "modules/cudnn"
+    module_dir.mkdir(parents=True)
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "PYTHONPATH": str(site),
+           "LD_LIBRARY_PATH": str(module_dir)}
+    args = ["libs", "torch", "--python", sys.executable, "--format", "json"]
+    runner = CliRunner()
+    first = runner.invoke(cli, args, env=env)
+    assert first.exit_code == 0, first.output
+    stored = list((tmp_path / "cache/envlock/answers-v1").glob("answer-*.json"))
+    assert len(stored) == 1
+    cudnn = next(r for r in json.loads(first.output)["requests"] if r["name"] == "libcudnn.so.8")
+    assert cudnn["rule"] == "runpath"
+    # Same inputs: the stored answer is printed (make that visible by editing it).
+    data = json.loads(stored[0].read_text())
+    data["stdout"] = data["stdout"].replace('"schema": 1', '"schema": 1, "from-cache": true', 1)
+    stored[0].write_text(json.dumps(data))
+    again = runner.invoke(cli, args, env=env)
+    assert json.loads(again.output).get("from-cache") is True
+    # A cluster module drops an old cuDNN into its directory: the answer must change.
+    build.lib("modules/cudnn/libcudnn.so.8", soname="libcudnn.so.8")
+    third = runner.invoke(cli, args, env=env)
+    doc = json.loads(third.output)
+    assert "from-cache" not in doc
+    cudnn = next(r for r in doc["requests"] if r["name"] == "libcudnn.so.8")
+    assert cudnn["rule"] == "ld_library_path" and cudnn["path"] == f"{module_dir}/libcudnn.so.8"
+    assert any(f["id"] == "shadowed" for f in doc["findings"])
+
+
+def test_input_tracer_records_and_restores(tmp_path: Path) -> None:
+    import os
+
+    from envlock.libanswer import InputTracer
+
+    (tmp_path / "d").mkdir()
+    (tmp_path / "f").write_text("x")
+    real = (os.listdir, os.stat, open)
+    tracer = InputTracer(ignore=[str(tmp_path / "ignored")])
+    with tracer.active():
+        os.listdir(tmp_path / "d")
+        os.path.exists(tmp_path / "missing")
+        with open(tmp_path / "f") as fh:  # noqa: PTH123
+            fh.read()
+        os.path.isdir(tmp_path / "ignored" / "x")
+    assert (os.listdir, os.stat, open) == real
+    assert tracer.inputs[str(tmp_path / "missing")] == (True, None)
+    assert tracer.inputs[str(tmp_path / "f")][1][1] == 1  # size
+    assert str(tmp_path / "d") in tracer.inputs
+    assert not any("ignored" in p for p in tracer.inputs)
