@@ -363,6 +363,10 @@ def _compute_pins(index: OwnerIndex, dist: str, dist_dir: str) -> list[Pin]:
     def collect(requirer: str, dist_dir: str, extras: tuple[str, ...]) -> list[Requirement]:
         out = []
         for line in _metadata_requires(dist_dir):
+            # Only exact pins, and requirements with extras to follow, can matter here.
+            spec = line.split(";", 1)[0]
+            if "==" not in spec and "[" not in spec:
+                continue
             try:
                 req = Requirement(line)
             except InvalidRequirement:

@@ -266,7 +266,8 @@ def detect_config(
       ``/lib``, ``/usr/lib``) when ``<root>/lib/<triplet>/libc.so.6`` exists, else
       ``/lib64``, ``/usr/lib64`` when ``<root>/lib64/libc.so.6`` exists (RHEL, upstream
       x86-64), else ``/lib``, ``/usr/lib`` (glibc ``Makeconfig`` ``SYSTEM_DIRS``);
-    * ``$LIB``: the last component of the first default directory (``slibdir``);
+    * ``$LIB``: the last component of the first default directory (``slibdir``), or
+      ``lib/<triplet>`` on Debian-style multiarch systems;
     * the glibc version: the ``ld.so.cache`` generator string, else the highest
       ``GLIBC_2.x`` defined by ``libc.so.6``;
     * glibc-hwcaps subdirectories (2.33+) from the CPU flags, and before 2.37 the legacy
@@ -321,7 +322,10 @@ def detect_config(
         for mask in range((1 << n) - 1, 0, -1):
             parts = [comps[i] for i in range(n) if mask & (1 << (n - 1 - i))]
             subdirs.append("/".join(parts))
-    lib = system_dirs[0].rsplit("/", 1)[-1]
+    # $LIB is DL_DST_LIB: upstream the last component of slibdir ("lib64"); Debian's
+    # multiarch patch makes it "lib/<triplet>" (observed with LD_DEBUG=libs on Debian 12).
+    lib = system_dirs[0].lstrip("/") if triplet and system_dirs[0] == f"/lib/{triplet}" else (
+        system_dirs[0].rsplit("/", 1)[-1])
     return SearchConfig(
         root=root,
         ld_library_path=None if secure else env.get("LD_LIBRARY_PATH"),

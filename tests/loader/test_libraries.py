@@ -167,7 +167,7 @@ def test_input_tracer_records_and_restores(tmp_path: Path) -> None:
     with tracer.active():
         os.listdir(tmp_path / "d")
         os.path.exists(tmp_path / "missing")
-        with open(tmp_path / "f") as fh:  # noqa: PTH123
+        with open(tmp_path / "f") as fh:
             fh.read()
         os.path.isdir(tmp_path / "ignored" / "x")
     assert (os.listdir, os.stat, open) == real

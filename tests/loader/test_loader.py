@@ -120,6 +120,18 @@ def test_rpath_beats_ld_library_path_runpath_does_not(build: Builder) -> None:
     assert_same_as_ldd(p_ru, ru, env)
 
 
+@pytest.mark.parametrize("token", ["$LIB", "$PLATFORM", "${ORIGIN}/../x"])
+def test_dynamic_string_tokens_expand_like_the_loader(build: Builder, token: str) -> None:
+    cfg = detect_config(env={})
+    value = {"$LIB": cfg.lib, "$PLATFORM": cfg.platform, "${ORIGIN}/../x": "bin/../x"}[token]
+    build.lib(f"{value}/libtok.so", soname="libtok.so")
+    where = f"{build.root}/{token}" if token.startswith("$L") or token.startswith("$P") else token
+    exe = build.exe("bin/prog", needed=[f"{value}/libtok.so"], rpath=where)
+    proc = model(exe)
+    assert answers(proc)["libtok.so"] == f"{build.root}/{value}/libtok.so"
+    assert_same_as_ldd(proc, exe)
+
+
 def test_tried_files_match_ld_debug(build: Builder) -> None:
     build.lib("d_c/libc3.so", soname="libc3.so")
     build.lib("d_b/libb.so", soname="libb.so", needed=["d_c/libc3.so"])
