@@ -364,7 +364,10 @@ def analyze_module(
 
     if mode == "ldd":
         if files:
-            proc.start(files[0], as_main_path=files[0])
+            # A program's $ORIGIN comes from /proc/self/exe (symlinks resolved); ldd FILE
+            # (glibc < 2.42) uses FILE as given, which is what a shared object gets here.
+            real_exe = os.path.realpath(files[0]) if os.path.samefile(files[0], python_exe) else files[0]
+            proc.start(real_exe, as_main_path=files[0])
         mark("import")
     else:
         exe = os.path.realpath(python_exe) if root in ("", "/") else python_exe

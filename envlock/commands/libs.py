@@ -243,7 +243,10 @@ def render_text(report: LibsReport, *, check: dict[str, Any] | None = None) -> s
         if r.kind == "needed" and (r.requester, r.name) not in seen_req:
             seen_req.add((r.requester, r.name))
             children.setdefault(r.requester, []).append(r)
-    lines.append(f"target: {report.python} importing {report.target}")
+    if report.target == report.python:
+        lines.append(f"target: {report.python} (the interpreter itself, as the main program)")
+    else:
+        lines.append(f"target: {report.python} importing {report.target}")
     env_bits = [f"LD_LIBRARY_PATH={cfg.ld_library_path}" if cfg.ld_library_path else "LD_LIBRARY_PATH unset",
                 f"LD_PRELOAD={cfg.ld_preload}" if cfg.ld_preload else "LD_PRELOAD unset"]
     lines.append(f"loader: glibc {'.'.join(map(str, cfg.glibc))}, {', '.join(env_bits)}, "
