@@ -137,7 +137,7 @@ def _torch(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explan
     ex = _rule(kb, "torch-variant", absorbed, "variant", a=va, b=vb, la=a.label, lb=b.label)
     if version is not None:
         va_, vb_ = (v.version if isinstance(v, Pkg) else display(v) for v in version.values)
-        if va_ != vb_:
+        if va_.split("+")[0] != vb_.split("+")[0]:
             ex.title += f" (torch {va_} → {vb_})"
     return [ex]
 
@@ -270,6 +270,8 @@ def _describe(c: Change, label: str = "") -> str:
         return f"{c.key} {display(vb)} added"
     if vb is None:
         return f"{c.key} {display(va)} removed"
+    if isinstance(va, Pkg) and isinstance(vb, Pkg) and va.version != vb.version:
+        return f"{c.key} {va.version} → {vb.version}"
     return f"{c.key} {display(va)} → {display(vb)}"
 
 
