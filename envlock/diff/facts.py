@@ -387,6 +387,11 @@ def extract(data: Mapping[str, Any], *, label: str, path: str, kind: str = "mani
         fs.areas.setdefault(area, "")
         if status == "ok":
             fn(body, fs.facts, aliases)
+    # conda's python package and [python] say the same: keep one fact, the interpreter's
+    py = fs.facts.pop(("package", "python"), None)
+    if isinstance(py, Pkg) and ("python", "version") not in fs.facts and fs.areas.get(
+            "python") is None and py.version[:1].isdigit():
+        fs.facts[("python", "version")] = py.version
     for area, _ in fs.facts:
         fs.areas.setdefault(area, "")
     return fs

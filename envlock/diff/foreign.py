@@ -8,7 +8,8 @@ Formats, recognised from content first and the file name second:
 
 * an envlock manifest (TOML or JSON with an ``[envlock]`` table);
 * ``environment.yml`` (``conda env export``, with or without build strings, with a ``pip:``
-  sub-list) — a *spec*: packages it does not list are not compared;
+  sub-list) — complete when every conda entry has a build string (an export), else a *spec*
+  whose unlisted packages are not compared;
 * ``conda list --explicit`` (``@EXPLICIT`` then one package URL per line);
 * ``pip freeze`` / ``requirements.txt`` (``name==version``, ``-e …``, ``name @ url``) — a spec;
 * ``conda-lock.yml`` (conda-lock's unified lockfile, version 1), one platform;
@@ -81,7 +82,12 @@ def _sniff(p: Path, text: str) -> tuple[str, dict[str, Any], str]:
             if isinstance(data.get("package"), list) and "metadata" in data:
                 return "conda-lock", _conda_lock(data), "complete"
             if isinstance(data.get("dependencies"), list):
-                return "environment.yml", _environment(data), "partial"
+                env = _environment(data)
+                conda = env.get("conda", {}).get("packages", [])
+                # `conda env export` pins every package with its build: a complete listing;
+                # without builds it may be hand-written or --from-history: only a spec.
+                full = bool(conda) and all(p.get("build") for p in conda)
+                return "environment.yml", env, "complete" if full else "partial"
         raise ManifestError(_UNKNOWN)
     if content and all(_REQ_LINE.match(ln) for ln in content):
         return "requirements", _requirements(content), "partial"

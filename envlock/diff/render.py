@@ -27,6 +27,8 @@ def _v(value: Any) -> str | None:
 
 
 def _code_rows(result: PairDiff | ManyDiff) -> list[dict[str, Any]]:
+    if any(area == "code" for area, _ in result.not_compared):
+        return []
     if isinstance(result, PairDiff):
         facts = [result.a.facts, result.b.facts]
         labels = [result.a.label, result.b.label]
@@ -137,6 +139,11 @@ def render_json(result: PairDiff | ManyDiff, *, show_all: bool = False) -> str:
 
 
 # -- markdown ---------------------------------------------------------------------------------
+def _no_code(doc: dict[str, Any]) -> str:
+    why = next((x["reason"] for x in doc["not_compared"] if x["area"] == "code"), None)
+    return f"not compared ({why})" if why else "not recorded (no git checkout in the inputs)"
+
+
 def _md_cell(text: Any) -> str:
     return str(text if text is not None else "(absent)").replace("|", "\\|")
 
@@ -176,7 +183,7 @@ def render_markdown(result: PairDiff | ManyDiff, *, show_all: bool = False) -> s
     out = [f"# envlock diff: {' → '.join(names) if len(names) == 2 else f'{len(names)} inputs'}",  # noqa: PLR2004
            "", "## The code", ""]
     out += [f"- **{r['scope']}**: {r['text'] or 'not recorded'}" for r in doc["code"]] or [
-        "- not recorded (no git checkout in the inputs)"]
+        f"- {_no_code(doc)}"]
     if doc["mode"] == "pair":
         out += ["", "## Most likely explanations", ""]
         out += _md_explanations(doc["explanations"], doc["more_explanations"])
@@ -227,7 +234,7 @@ def render_text(result: PairDiff | ManyDiff, console: Any, *, show_all: bool = F
     for r in doc["code"]:
         say(f"{r['scope']}: {r['text']}", 2, "red" if r["differs"] else "green", 4)
     if not doc["code"]:
-        console.print("  not recorded (no git checkout in the inputs)")
+        say(_no_code(doc), 2, "", 2)
     console.print()
 
     def explanations(exps: list[dict[str, Any]], more: int, indent: str = "  ") -> None:

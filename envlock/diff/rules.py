@@ -275,6 +275,10 @@ def _describe(c: Change, label: str = "") -> str:
     return f"{c.key} {display(va)} → {display(vb)}"
 
 
+def _plainv(v: Any) -> str:
+    return v.version if isinstance(v, Pkg) and v.version else display(v)
+
+
 def _score(kb: KB, c: Change) -> int:
     comp = kb.component(c.area, c.key)
     if c.size == "build" and comp.build_size is not None:
@@ -293,7 +297,7 @@ def _plain(rest: Iterable[Change], kb: KB, label: str) -> list[Explanation]:
     for gid, cs in groups.items():
         comp = kb.component(cs[0].area, cs[0].key)
         first = cs[0]
-        kw = {"a": display(first.values[0]), "b": display(first.values[1]), "key": first.key}
+        kw = {"a": _plainv(first.values[0]), "b": _plainv(first.values[1]), "key": first.key}
         if comp.group:
             shown = "; ".join(_describe(c, label) for c in cs[:4])
             more = f"; and {len(cs) - 4} more" if len(cs) > 4 else ""  # noqa: PLR2004
