@@ -203,6 +203,7 @@ class PipPackage:
     :ivar name: normalized project name (PEP 503).
     :ivar version: the ``Version`` field of its METADATA, as written.
     :ivar location: the ``sys.path`` directory holding its ``.dist-info``/``.egg-info``.
+    :ivar dist_info: the name of that metadata directory (or file), e.g. ``numpy-2.4.1.dist-info``.
     :ivar installer: the INSTALLER file's content (``"pip"``, ``"uv"``, ``"conda"``), if any.
     :ivar requested: a REQUESTED file exists (the user asked for it, PEP 376).
     :ivar origin: ``"index"`` (no ``direct_url.json``), ``"archive"`` (a URL or local file of a
@@ -221,6 +222,7 @@ class PipPackage:
     name: str
     version: str
     location: str
+    dist_info: str | None = None
     installer: str | None = None
     requested: bool = False
     origin: str = "index"

@@ -1,0 +1,206 @@
+"""Take a snapshot: run the probes (concurrently where they wait on other processes) and
+assemble a :class:`~envlock.manifest.Manifest`.
+
+The slow parts — asking the target interpreter for its ``sys.path`` and running ``git`` — run
+in threads while the file-reading probes work; nothing here imports the user's packages.
+Every problem met (a corrupt METADATA, a hanging interpreter, git missing) is recorded in the
+area it concerns and listed in ``[envlock] warnings``; a snapshot always completes.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import socket
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+from envlock._run import Runner, run
+from envlock.manifest import (
+    CondaInfo,
+    EnvlockInfo,
+    GitInfo,
+    Manifest,
+    PipInfo,
+    PipPackage,
+)
+from envlock.probes.conda import CondaRead, read_conda_prefix
+from envlock.probes.env import probe_env
+from envlock.probes.git import probe_git
+from envlock.probes.pip import canonicalize, conda_build_url, scan_distributions
+from envlock.probes.system import probe_cpu, probe_platform
+from envlock.redact import redact_text_urls
+from envlock.target import ResolvedTarget, query_interpreter, resolve_target
+
+__all__ = ["snapshot", "attribute_conda", "utc_now"]
+
+
+def utc_now() -> str:
+    """The current UTC time as ISO-8601 with a ``Z`` suffix, to the second."""
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def attribute_conda(
+    pip: PipInfo, conda: CondaRead | None
+) -> tuple[PipInfo, CondaInfo | None, list[str]]:
+    """Cross-check Python distributions against conda's records (cases C11 and C12).
+
+    * A dist-info listed in a conda package's ``files`` belongs to conda: its origin becomes
+      ``"conda"``, ``conda_package`` names the package, and a PEP 610 URL into a conda-build
+      directory is dropped (it cannot be installed anywhere else).
+    * A conda package whose dist-info is gone while another copy of the same project is
+      importable was overwritten by pip (or another installer): ``overwritten_by_pip`` is set and
+      the imported version recorded, so the stale conda record is not mistaken for the truth.
+
+    :returns: the updated ``[pip]`` and ``[conda]`` tables and warning lines.
+    """
+    warnings: list[str] = []
+    owner = conda.dist_owner if conda else {}
+    by_name = {p.name: p for p in pip.packages}
+    packages: list[PipPackage] = []
+    for p in pip.packages:
+        path = os.path.normpath(os.path.join(p.location, p.dist_info or ""))
+        conda_pkg = owner.get(path)
+        if conda_pkg is not None:
+            dead = conda_build_url(p)
+            p = replace(p, origin="conda", conda_package=conda_pkg,
+                        url=None if dead else p.url,
+                        editable_path=None if dead else p.editable_path)
+        elif conda_build_url(p):
+            warnings.append(
+                f"{p.name} {p.version}: direct_url.json points into a conda build directory "
+                f"({p.url}) that exists only on the build machine; no conda package owns it"
+            )
+        packages.append(p)
+    new_pip = replace(pip, packages=tuple(packages))
+    if conda is None:
+        return new_pip, None, warnings
+    conda_pkgs = []
+    for c in conda.info.packages:
+        if c.python_dist:
+            dist_dir = os.path.join(conda.info.source.rsplit("/conda-meta", 1)[0], c.python_dist)
+            if not os.path.exists(dist_dir):
+                project = canonicalize(os.path.basename(c.python_dist).split("-", 1)[0])
+                imported = by_name.get(project) or by_name.get(canonicalize(c.name))
+                if imported is not None:
+                    c = replace(c, overwritten_by_pip=True, pip_version=imported.version)
+                    installer = imported.installer or "another installer"
+                    warnings.append(
+                        f"conda package {c.name} {c.version} ({c.channel}) was overwritten by "
+                        f"{installer}: Python imports {imported.name} {imported.version}; "
+                        "the conda record is stale"
+                    )
+        conda_pkgs.append(c)
+    return new_pip, replace(conda.info, packages=tuple(conda_pkgs)), warnings
+
+
+def _editable_git(pip: PipInfo, runner: Runner, environ: Mapping[str, str], pool: ThreadPoolExecutor) -> PipInfo:
+    """Record the git state of every editable/directory install that lives in a checkout (C13)."""
+    jobs = {}
+    for p in pip.packages:
+        if p.origin in ("editable", "directory") and p.editable_path and os.path.isdir(p.editable_path):
+            jobs[p.name] = pool.submit(probe_git, p.editable_path, runner=runner, environ=environ)
+    if not jobs:
+        return pip
+    out = []
+    for p in pip.packages:
+        if p.name in jobs:
+            info: GitInfo = jobs[p.name].result()
+            if info.status != "absent":
+                p = replace(p, git=info)
+        out.append(p)
+    return replace(pip, packages=tuple(out))
+
+
+def snapshot(
+    *,
+    python: str | None = None,
+    prefix: str | None = None,
+    repo: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    root: str = "/",
+    runner: Runner = run,
+    env_allow: Iterable[str] = (),
+    env_deny: Iterable[str] = (),
+    command: Sequence[str] | None = None,
+    target: ResolvedTarget | None = None,
+) -> Manifest:
+    """Observe a target environment and return its manifest.
+
+    :param python: the target interpreter (``--python``).
+    :param prefix: the target conda prefix or venv (``--prefix``).
+    :param repo: directory whose git checkout is recorded in ``[git]`` (default: the current
+        working directory).
+    :param environ: the environment of the job (``os.environ`` when ``None``): used to choose the
+        target, for ``[env]``, and passed to the target interpreter and git.
+    :param root: the file-system root for ``/proc`` and ``/etc`` files (tests use a fake root).
+    :param runner: the command runner (:func:`envlock._run.run`).
+    :param env_allow: extra variable names/prefixes (``NAME*``) to record in ``[env]``.
+    :param env_deny: variable names/prefixes never to record.
+    :param command: the command line to record (``sys.argv`` when ``None``).
+    :param target: an already resolved target (skips :func:`~envlock.target.resolve_target`).
+    :raises TargetError: the target cannot be found (bad ``--python``/``--prefix``).
+    :returns: the :class:`Manifest`; problems are in ``manifest.envlock.warnings``.
+    """
+    started = time.perf_counter()
+    env = dict(os.environ if environ is None else environ)
+    if target is None:
+        target = resolve_target(python=python, prefix=prefix, environ=env)
+    warnings: list[str] = []
+    with ThreadPoolExecutor(max_workers=8, thread_name_prefix="envlock-probe") as pool:
+        f_python = pool.submit(query_interpreter, target, runner=runner, environ=env)
+        f_git = pool.submit(probe_git, repo or os.getcwd(), runner=runner, environ=env)
+        f_conda = pool.submit(read_conda_prefix, target.prefix) if target.kind == "conda" else None
+        platform_info = probe_platform(root)
+        cpu_info = probe_cpu(root)
+        env_info = probe_env(env, allow=env_allow, deny=env_deny)
+        python_info = f_python.result()
+        if python_info.status != "ok":
+            warnings.append(
+                f"python: {python_info.error}; package list read from the prefix's site-packages"
+            )
+        pip_info = scan_distributions(python_info.path)
+        conda_read = f_conda.result() if f_conda else None
+        if conda_read:
+            warnings.extend(conda_read.warnings)
+        pip_info, conda_info, attrib_warnings = attribute_conda(pip_info, conda_read)
+        warnings.extend(attrib_warnings)
+        pip_info = _editable_git(pip_info, runner, env, pool)
+        git_info = f_git.result()
+    for p in pip_info.packages:
+        if p.error:
+            warnings.append(f"pip: {p.name}: {p.error}")
+        if p.shadowed:
+            warnings.append(
+                f"pip: {p.name} {p.version} at {p.location} shadows " + ", ".join(p.shadowed)
+            )
+    if git_info.status in ("error", "timeout"):
+        warnings.append(f"git: {git_info.error}")
+    head = EnvlockInfo(
+        version=_version(),
+        created=utc_now(),
+        host=socket.gethostname(),
+        command=tuple(redact_text_urls(a) for a in (sys.argv if command is None else command)),
+        duration=round(time.perf_counter() - started, 3),
+        warnings=tuple(warnings),
+    )
+    return Manifest(
+        envlock=head,
+        target=target.to_model(),
+        python=python_info,
+        platform=platform_info,
+        cpu=cpu_info,
+        env=env_info,
+        git=git_info,
+        conda=conda_info,
+        pip=pip_info,
+    )
+
+
+def _version() -> str:
+    from envlock import __version__  # noqa: PLC0415
+
+    return __version__

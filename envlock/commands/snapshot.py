@@ -1,0 +1,99 @@
+"""``envlock snapshot``: record the target environment in a manifest file."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import socket
+import sys
+
+import click
+
+from envlock.commands._common import handle_errors, target_options
+
+__all__ = ["snapshot", "expand_output"]
+
+
+def expand_output(template: str, environ: dict[str, str] | None = None) -> str:
+    """Fill the ``{host}``, ``{job}`` and ``{time}`` placeholders of an output path.
+
+    ``{host}`` is the short host name, ``{job}`` the batch job id (``SLURM_JOB_ID``, then
+    ``PBS_JOBID``, ``LSB_JOBID``; ``nojob`` outside a job; a Slurm array task adds
+    ``_<task>``), ``{time}`` the UTC time as ``YYYYmmddTHHMMSSZ``.
+
+    :raises click.BadParameter: on an unknown placeholder.
+    """
+    env = os.environ if environ is None else environ
+    job = env.get("SLURM_JOB_ID") or env.get("PBS_JOBID") or env.get("LSB_JOBID") or "nojob"
+    if env.get("SLURM_ARRAY_TASK_ID"):
+        job = f"{env.get('SLURM_ARRAY_JOB_ID', job)}_{env['SLURM_ARRAY_TASK_ID']}"
+    values = {
+        "host": socket.gethostname().split(".")[0],
+        "job": job,
+        "time": _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ"),
+    }
+    try:
+        return template.format(**values)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise click.BadParameter(
+            f"unknown placeholder {exc} in {template!r} (use {{host}}, {{job}}, {{time}})",
+            param_hint="'-o'",
+        ) from None
+
+
+@click.command()
+@target_options
+@click.option("-o", "--output", default="manifest.toml", show_default=True,
+              help="Output file; '-' for stdout. Placeholders: {host}, {job}, {time}.")
+@click.option("--format", "fmt", type=click.Choice(["toml", "json"]), default=None,
+              help="Output format [default: from the file suffix, else toml].")
+@click.option("--force", is_flag=True, help="Replace an existing output file.")
+@click.option("--repo", type=click.Path(file_okay=False, exists=True),
+              help="Directory whose git checkout is recorded [default: the working directory].")
+@click.option("--env-allow", multiple=True, metavar="NAME[*]",
+              help="Also record this variable (or prefix, with a trailing *). Repeatable.")
+@click.option("--env-deny", multiple=True, metavar="NAME[*]",
+              help="Never record this variable (or prefix). Repeatable.")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
+@handle_errors
+def snapshot(
+    python: str | None,
+    prefix: str | None,
+    output: str,
+    fmt: str | None,
+    force: bool,
+    repo: str | None,
+    env_allow: tuple[str, ...],
+    env_deny: tuple[str, ...],
+    quiet: bool,
+) -> None:
+    """Record the target environment in a manifest file.
+
+    The target is --python, --prefix, the active conda env (CONDA_PREFIX), the active venv
+    (VIRTUAL_ENV), or the first python3 on PATH, in that order.
+    """
+    from envlock.capture import snapshot as take  # noqa: PLC0415
+    from envlock.target import resolve_target  # noqa: PLC0415
+
+    target = resolve_target(python=python, prefix=prefix)
+    if not quiet:
+        click.echo(
+            f"target: {target.kind} environment {target.prefix} "
+            f"(chosen by {target.chosen_by}; interpreter {target.python or 'none'})",
+            err=True,
+        )
+    manifest = take(target=target, repo=repo, env_allow=env_allow, env_deny=env_deny,
+                    command=["envlock", *sys.argv[1:]])
+    if not quiet:
+        for line in manifest.envlock.warnings:
+            click.echo(f"warning: {line}", err=True)
+    if output == "-":
+        click.echo(manifest.dumps(fmt or "toml"), nl=False)
+        return
+    path = expand_output(output)
+    written = manifest.write(path, fmt=fmt, force=force)
+    if not quiet:
+        n_pip = len(manifest.pip.packages) if manifest.pip else 0
+        n_conda = len(manifest.conda.packages) if manifest.conda else 0
+        counts = f"{n_pip} Python distributions" + (f", {n_conda} conda packages" if manifest.conda else "")
+        click.echo(f"wrote {written} ({counts}) in {manifest.envlock.duration:.2f} s", err=True)

@@ -1,0 +1,182 @@
+"""Packages of a conda prefix, read from ``<prefix>/conda-meta``.
+
+conda writes one JSON record per installed package, ``conda-meta/<name>-<version>-<build>.json``
+(fields ``name``, ``version``, ``build``, ``build_number``, ``channel``, ``subdir``, ``url``,
+``md5``, ``sha256``, ``depends``, ``files`` …), and appends every transaction to
+``conda-meta/history``: a ``==> <date> <==`` header, ``# cmd:`` and
+``# update specs: [...]`` / ``# remove specs: [...]`` comment lines, and ``+``/``-`` lines with
+the linked and unlinked packages.  This module reads both; it never runs conda.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from envlock.manifest import CondaInfo, CondaPackage
+from envlock.probes.pip import canonicalize
+from envlock.redact import redact_url
+
+__all__ = ["read_conda_prefix", "parse_history", "short_channel", "CondaRead"]
+
+_SPEC_LINE = re.compile(r"^#\s*(update|remove|neutered)\s+specs:\s*(\[.*\])\s*$")
+_SPEC_NAME = re.compile(r"^(?:[^:]+::)?([A-Za-z0-9_.\-]+)")
+_SUBDIRS = {
+    "noarch", "linux-64", "linux-aarch64", "linux-ppc64le", "linux-s390x", "linux-32",
+    "osx-64", "osx-arm64", "win-64", "win-32", "win-arm64", "emscripten-wasm32", "wasi-wasm32",
+}
+_DIST_IN_FILES = re.compile(r"^(?P<dir>(?:.*/)?site-packages/[^/]+\.(?:dist-info|egg-info))/")
+
+
+def short_channel(channel: str | None, url: str | None = None) -> str | None:
+    """Return conda's short channel name, credentials removed.
+
+    >>> short_channel("https://conda.anaconda.org/conda-forge/linux-64")
+    'conda-forge'
+    >>> short_channel("https://repo.anaconda.com/pkgs/main")
+    'pkgs/main'
+    >>> short_channel("https://conda.anaconda.org/t/abc/private/noarch")
+    'private'
+    >>> short_channel(None, "https://conda.anaconda.org/pytorch/linux-64/pytorch-2.1.0.tar.bz2")
+    'pytorch'
+    """
+    value = channel or None
+    if value is None and url:
+        value = url.rsplit("/", 2)[0]  # strip "<subdir>/<file>"
+    if not value:
+        return None
+    if "://" not in value:
+        return value
+    parts = urlsplit(value)
+    segments = [s for s in parts.path.split("/") if s]
+    if len(segments) >= 2 and segments[0] == "t":
+        segments = segments[2:]  # drop the /t/<token> prefix
+    if segments and segments[-1] in _SUBDIRS:
+        segments = segments[:-1]
+    host = parts.hostname or ""
+    if host in {"conda.anaconda.org", "repo.anaconda.com", "repo.continuum.io", "conda.anaconda.com"}:
+        return "/".join(segments) or None
+    # Another server or a local file:// channel: keep the URL, without subdir and credentials.
+    value = value.rstrip("/")
+    if value.rsplit("/", 1)[-1] in _SUBDIRS:
+        value = value.rsplit("/", 1)[0]
+    return redact_url(value)
+
+
+def parse_history(text: str) -> tuple[str, ...]:
+    """Return the match specs the user requested, from a ``conda-meta/history`` text.
+
+    Each ``# update specs: [...]`` adds or replaces specs by package name; ``# remove specs``
+    drops them.  The result is sorted by package name.
+
+    >>> parse_history("# update specs: ['python=3.11', 'numpy']\\n# remove specs: ['numpy']\\n")
+    ('python=3.11',)
+    """
+    specs: dict[str, str] = {}
+    for line in text.splitlines():
+        m = _SPEC_LINE.match(line.strip())
+        if not m:
+            continue
+        try:
+            items = ast.literal_eval(m.group(2))
+        except (ValueError, SyntaxError):
+            continue
+        for item in items if isinstance(items, (list, tuple)) else ():
+            spec = str(item).strip()
+            n = _SPEC_NAME.match(spec)
+            if not n:
+                continue
+            key = canonicalize(n.group(1))
+            if m.group(1) == "update":
+                specs[key] = spec
+            elif m.group(1) == "remove":
+                specs.pop(key, None)
+    return tuple(specs[k] for k in sorted(specs))
+
+
+@dataclass(frozen=True, slots=True)
+class CondaRead:
+    """What :func:`read_conda_prefix` found.
+
+    :ivar info: the ``[conda]`` table.
+    :ivar dist_owner: dist-info/egg-info directory (absolute path) → conda package name, for
+        every such directory listed in a package's ``files``.
+    :ivar warnings: one line per unreadable record.
+    """
+
+    info: CondaInfo
+    dist_owner: dict[str, str]
+    warnings: tuple[str, ...]
+
+
+def _one(path: Path, prefix: Path, dist_owner: dict[str, str]) -> CondaPackage:
+    with open(path, encoding="utf-8") as fh:
+        data = json.load(fh)
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    for key in ("name", "version", "build"):
+        if not isinstance(data.get(key), str):
+            raise ValueError(f"no {key!r} string")
+    python_dist = None
+    for f in data.get("files") or ():
+        m = _DIST_IN_FILES.match(str(f))
+        if m:
+            python_dist = m.group("dir")
+            dist_owner[os.path.normpath(prefix / python_dist)] = data["name"]
+            break
+    url = data.get("url") if isinstance(data.get("url"), str) else None
+    channel = data.get("schannel") or data.get("channel")
+    bn = data.get("build_number")
+    return CondaPackage(
+        name=data["name"],
+        version=data["version"],
+        build=data["build"],
+        build_number=bn if isinstance(bn, int) and not isinstance(bn, bool) else None,
+        channel=short_channel(channel if isinstance(channel, str) else None, url),
+        subdir=data.get("subdir") if isinstance(data.get("subdir"), str) else None,
+        url=redact_url(url) if url else None,
+        md5=data.get("md5") if isinstance(data.get("md5"), str) else None,
+        sha256=data.get("sha256") if isinstance(data.get("sha256"), str) else None,
+        depends=tuple(str(d) for d in data.get("depends") or ()),
+        python_dist=python_dist,
+    )
+
+
+def read_conda_prefix(prefix: str | os.PathLike[str]) -> CondaRead | None:
+    """Read ``<prefix>/conda-meta``; ``None`` when the prefix is not a conda environment.
+
+    Unreadable records (bad JSON, missing fields) are skipped with a warning; the rest is read.
+    """
+    root = Path(prefix)
+    meta = root / "conda-meta"
+    if not meta.is_dir():
+        return None
+    dist_owner: dict[str, str] = {}
+    warnings: list[str] = []
+    packages: list[CondaPackage] = []
+    for path in sorted(meta.glob("*.json")):
+        try:
+            packages.append(_one(path, root, dist_owner))
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            warnings.append(f"{path}: unreadable conda record ({exc})")
+    requested: tuple[str, ...] = ()
+    history = meta / "history"
+    if history.is_file():
+        try:
+            requested = parse_history(history.read_text(encoding="utf-8", errors="replace"))
+        except OSError as exc:
+            warnings.append(f"{history}: {exc.strerror}")
+    packages.sort(key=lambda p: (p.name, p.version, p.build))
+    info = CondaInfo(
+        status="ok" if not warnings else "error",
+        source=str(meta),
+        error=f"{len(warnings)} unreadable record(s)" if warnings else None,
+        requested=requested,
+        packages=tuple(packages),
+    )
+    return CondaRead(info=info, dist_owner=dist_owner, warnings=tuple(warnings))

@@ -1,0 +1,119 @@
+"""The state of a git checkout: commit, branch, dirty flag, a hash of the uncommitted diff.
+
+Runs ``git`` through :func:`envlock._run.run` (each call with a timeout) with
+``GIT_OPTIONAL_LOCKS=0`` so that observing a repository never takes its index lock, and with
+``GIT_DIR``/``GIT_WORK_TREE`` removed so the caller's settings cannot redirect it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping
+
+from envlock._run import Runner, RunResult, run
+from envlock.manifest import GitInfo, GitRemote
+from envlock.redact import redact_url
+
+__all__ = ["probe_git", "git_env", "GIT_TIMEOUT"]
+
+#: Seconds allowed for each git command.
+GIT_TIMEOUT = 5.0
+
+_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR")
+
+
+def git_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment envlock runs git with: no redirection, no locks, C locale, no prompts."""
+    env = {k: v for k, v in (os.environ if environ is None else environ).items() if k not in _DROP}
+    env.update({"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"})
+    return env
+
+
+def _status(result_status: str) -> str:
+    return "timeout" if result_status == "timeout" else ("absent" if result_status == "absent" else "error")
+
+
+def probe_git(
+    path: str | os.PathLike[str],
+    *,
+    runner: Runner = run,
+    environ: Mapping[str, str] | None = None,
+    timeout: float = GIT_TIMEOUT,
+) -> GitInfo:
+    """Describe the git checkout containing ``path``.
+
+    :param path: any directory inside the working tree.
+    :param runner: the command runner (see :mod:`envlock._run`).
+    :param environ: base environment for git (``os.environ`` when ``None``).
+    :param timeout: seconds for each git command.
+    :returns: :class:`GitInfo`; ``status="absent"`` when ``path`` is not in a git work tree or
+        git is not installed (``error`` says which), ``"timeout"``/``"error"`` when git failed.
+    """
+    env = git_env(environ)
+    where = str(path)
+    if not os.path.isdir(where):
+        return GitInfo(status="absent", source="git", error=f"{where}: no such directory")
+
+    def git(*args: str) -> RunResult:
+        return runner(["git", "-C", where, *args], timeout=timeout, env=env)
+
+    top = git("rev-parse", "--show-toplevel")
+    if top.status == "absent":
+        return GitInfo(status="absent", source="git", error="git is not installed")
+    if top.status == "failed":
+        detail = top.detail
+        if "not a git repository" in (top.stderr or ""):
+            return GitInfo(status="absent", source="git", error=f"{where}: not a git repository")
+        return GitInfo(status="error", source="git", error=detail)
+    if not top.ok:
+        return GitInfo(status=_status(top.status), source="git", error=top.detail)
+    toplevel = top.stdout.strip()
+
+    st = git("status", "--porcelain=v2", "--branch", "-z", "--untracked-files=normal")
+    if not st.ok:
+        return GitInfo(status=_status(st.status), source="git", path=toplevel, error=st.detail)
+    commit = branch = None
+    dirty = False
+    untracked = 0
+    for record in st.stdout.split("\0"):
+        if record.startswith("# branch.oid "):
+            oid = record.split(" ", 2)[2]
+            commit = None if oid == "(initial)" else oid
+        elif record.startswith("# branch.head "):
+            head = record.split(" ", 2)[2]
+            branch = None if head == "(detached)" else head
+        elif record.startswith(("1 ", "2 ", "u ")):
+            dirty = True
+        elif record.startswith("? "):
+            untracked += 1
+
+    describe = None
+    if commit:
+        # Not ``--dirty``: that refreshes and rewrites the index even with GIT_OPTIONAL_LOCKS=0.
+        d = git("describe", "--tags", "--always")
+        describe = (d.stdout.strip() + ("-dirty" if dirty else "")) if d.ok else None
+    diff_sha = None
+    if dirty and commit:
+        diff = git("diff", "HEAD", "--binary", "--no-color", "--no-ext-diff")
+        if diff.ok:
+            diff_sha = hashlib.sha256(diff.stdout.encode("utf-8")).hexdigest()
+    remotes: list[GitRemote] = []
+    r = git("config", "--get-regexp", r"^remote\..*\.url$")
+    if r.ok:
+        for line in r.stdout.splitlines():
+            key, _, url = line.partition(" ")
+            name = key[len("remote."):-len(".url")]
+            remotes.append(GitRemote(name=name, url=redact_url(url.strip())))
+    return GitInfo(
+        status="ok",
+        source="git",
+        path=toplevel,
+        commit=commit,
+        branch=branch,
+        describe=describe,
+        dirty=dirty,
+        untracked=untracked,
+        diff_sha256=diff_sha,
+        remotes=tuple(sorted(remotes, key=lambda x: x.name)),
+    )

@@ -1,0 +1,254 @@
+"""Python distributions on a target's ``sys.path``, read from their metadata files.
+
+For each directory of ``sys.path``, in order, every ``*.dist-info`` (PEP 376/PEP 627) and
+``*.egg-info`` (setuptools) entry is a distribution.  Only the header of ``METADATA`` /
+``PKG-INFO`` is read (up to the first blank line), plus the small ``INSTALLER``, ``REQUESTED``
+and ``direct_url.json`` (PEP 610) files.  The first copy of a project on ``sys.path`` is the
+one ``importlib.metadata`` — and so ``pip list`` — reports; later copies are recorded as
+shadowed.  A broken entry (no METADATA, undecodable file, broken symlink) is kept with an
+``error`` and reported as a warning; it never stops the scan.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, replace
+from urllib.parse import unquote, urlsplit
+
+from envlock.manifest import PipInfo, PipPackage
+from envlock.redact import redact_url
+
+__all__ = [
+    "canonicalize",
+    "read_metadata_header",
+    "parse_direct_url",
+    "scan_distributions",
+    "CONDA_BUILD_URL",
+]
+
+_CANON = re.compile(r"[-_.]+")
+
+#: ``direct_url.json`` URLs that point into a conda-build work directory (case C12): they
+#: exist only on the machine that built the conda package.
+CONDA_BUILD_URL = re.compile(r"^file://.*/(conda-bld|feedstock_root/build_artifacts|croot|build_artifacts)/")
+
+_HEADER_LIMIT = 256 * 1024  # bytes of METADATA read at most while looking for the header end
+
+
+def canonicalize(name: str) -> str:
+    """Normalize a project name as PEP 503 does (the same as ``packaging.utils.canonicalize_name``).
+
+    >>> canonicalize("Foo.Bar_baz")
+    'foo-bar-baz'
+    """
+    return _CANON.sub("-", name).lower()
+
+
+def read_metadata_header(path: str) -> dict[str, list[str]]:
+    """Read the RFC 822 header of a METADATA/PKG-INFO file: field name → values, in order.
+
+    Reading stops at the first blank line (the description body is not read).  Continuation
+    lines (starting with whitespace) are joined to the previous field.
+
+    :param path: the file.
+    :raises OSError: the file cannot be opened or read.
+    :raises UnicodeDecodeError: the header is not UTF-8.
+    """
+    fields: dict[str, list[str]] = {}
+    last: str | None = None
+    read = 0
+    with open(path, "rb") as fh:
+        for raw in fh:
+            read += len(raw)
+            line = raw.decode("utf-8").rstrip("\r\n")
+            if not line.strip():
+                break
+            if line[0] in " \t" and last is not None:
+                fields[last][-1] += "\n" + line.strip()
+                continue
+            name, sep, value = line.partition(":")
+            if not sep:
+                continue
+            last = name.strip().lower()
+            fields.setdefault(last, []).append(value.strip())
+            if read > _HEADER_LIMIT:
+                break
+    return fields
+
+
+@dataclass(frozen=True, slots=True)
+class DirectUrl:
+    """The facts of a PEP 610 ``direct_url.json`` that the manifest keeps."""
+
+    origin: str
+    url: str | None
+    vcs: str | None = None
+    commit: str | None = None
+    requested_revision: str | None = None
+    local_path: str | None = None
+    conda_build: bool = False
+
+
+def parse_direct_url(data: object) -> DirectUrl:
+    """Classify a parsed ``direct_url.json`` (PEP 610).
+
+    :returns: origin ``"vcs"`` (``vcs_info``), ``"archive"`` (``archive_info``), ``"editable"``
+        (``dir_info.editable`` true) or ``"directory"`` (``dir_info``); the URL without
+        credentials; ``local_path`` for ``file://`` URLs; ``conda_build`` when the URL points
+        into a conda-build directory (:data:`CONDA_BUILD_URL`).
+    :raises ValueError: the data is not a PEP 610 object (no string ``url``).
+    """
+    if not isinstance(data, dict) or not isinstance(data.get("url"), str):
+        raise ValueError("direct_url.json has no 'url' string")
+    url: str = data["url"]
+    local = None
+    parts = urlsplit(url)
+    if parts.scheme == "file":
+        local = unquote(parts.path)
+    conda_build = bool(CONDA_BUILD_URL.match(url))
+    clean = redact_url(url)
+    vcs_info = data.get("vcs_info")
+    if isinstance(vcs_info, dict):
+        return DirectUrl(
+            origin="vcs",
+            url=clean,
+            vcs=str(vcs_info.get("vcs")) if vcs_info.get("vcs") else None,
+            commit=str(vcs_info.get("commit_id")) if vcs_info.get("commit_id") else None,
+            requested_revision=vcs_info.get("requested_revision") or None,
+            local_path=local,
+        )
+    if isinstance(data.get("archive_info"), dict):
+        return DirectUrl(origin="archive", url=clean, local_path=local, conda_build=conda_build)
+    dir_info = data.get("dir_info")
+    editable = isinstance(dir_info, dict) and bool(dir_info.get("editable"))
+    return DirectUrl(
+        origin="editable" if editable else "directory",
+        url=clean,
+        local_path=local,
+        conda_build=conda_build,
+    )
+
+
+def _read_small(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read(4096).strip()
+    except OSError:
+        return None
+
+
+_DIST_DIR = re.compile(r"^(?P<name>.+?)-(?P<version>[^-]+?)(-py\d.*)?\.(dist-info|egg-info)$")
+
+
+def _read_one(location: str, entry: str) -> PipPackage:
+    """Read one ``.dist-info``/``.egg-info`` entry of ``location`` into a :class:`PipPackage`."""
+    path = os.path.join(location, entry)
+    m = _DIST_DIR.match(entry)
+    name = canonicalize(m.group("name")) if m else canonicalize(entry.rsplit(".", 1)[0])
+    version = m.group("version") if m else "unknown"
+    errors: list[str] = []
+    is_dir = os.path.isdir(path)
+    if entry.endswith(".dist-info"):
+        meta = os.path.join(path, "METADATA")
+    elif is_dir:
+        meta = os.path.join(path, "PKG-INFO")
+    else:
+        meta = path  # a single-file .egg-info is the PKG-INFO itself
+    if not os.path.exists(path):
+        errors.append(f"{path}: broken symlink")
+    else:
+        try:
+            header = read_metadata_header(meta)
+            if header.get("name"):
+                name = canonicalize(header["name"][0])
+            else:
+                errors.append(f"{meta}: no Name field")
+            if header.get("version"):
+                version = header["version"][0]
+            else:
+                errors.append(f"{meta}: no Version field")
+        except FileNotFoundError:
+            errors.append(f"{meta}: missing")
+        except UnicodeDecodeError:
+            errors.append(f"{meta}: not UTF-8")
+        except OSError as exc:
+            errors.append(f"{meta}: {exc.strerror}")
+    installer = requested = None
+    direct = None
+    if is_dir:
+        installer = _read_small(os.path.join(path, "INSTALLER")) or None
+        requested = os.path.exists(os.path.join(path, "REQUESTED"))
+        du_path = os.path.join(path, "direct_url.json")
+        if os.path.exists(du_path):
+            try:
+                with open(du_path, encoding="utf-8") as fh:
+                    direct = parse_direct_url(json.load(fh))
+            except (OSError, ValueError) as exc:
+                errors.append(f"{du_path}: unreadable ({exc})")
+    pkg = PipPackage(
+        name=name,
+        version=version,
+        location=location,
+        dist_info=entry,
+        installer=installer,
+        requested=bool(requested),
+        error="; ".join(errors) or None,
+    )
+    if direct is not None:
+        pkg = replace(
+            pkg,
+            origin=direct.origin,
+            url=direct.url,
+            vcs=direct.vcs,
+            commit=direct.commit,
+            requested_revision=direct.requested_revision,
+            editable_path=direct.local_path if direct.origin in ("editable", "directory") else None,
+        )
+    return pkg
+
+
+def _entries(location: str) -> Iterator[str]:
+    try:
+        names = os.listdir(location)
+    except OSError:
+        return
+    for entry in sorted(names):
+        if entry.endswith((".dist-info", ".egg-info")):
+            yield entry
+
+
+def conda_build_url(pkg: PipPackage) -> bool:
+    """``True`` when the package's PEP 610 URL points into a conda-build directory (C12)."""
+    return bool(pkg.url and CONDA_BUILD_URL.match(pkg.url))
+
+
+def scan_distributions(path_entries: Iterable[str]) -> PipInfo:
+    """Read every distribution on ``path_entries`` (a ``sys.path``), first copy winning.
+
+    :param path_entries: directories in ``sys.path`` order; files (zips, eggs) and missing
+        directories are skipped.
+    :returns: :class:`PipInfo` with packages sorted by normalized name; a project found more
+        than once lists the later copies in ``shadowed`` as ``"<version> at <dir>"``.
+    """
+    winners: dict[str, PipPackage] = {}
+    shadows: dict[str, list[str]] = {}
+    seen_dirs: set[str] = set()
+    for location in path_entries:
+        real = os.path.realpath(location)
+        if real in seen_dirs or not os.path.isdir(location):
+            continue
+        seen_dirs.add(real)
+        for entry in _entries(location):
+            pkg = _read_one(location, entry)
+            if pkg.name in winners:
+                shadows.setdefault(pkg.name, []).append(f"{pkg.version} at {location}")
+            else:
+                winners[pkg.name] = pkg
+    packages = tuple(
+        replace(p, shadowed=tuple(shadows[n])) if n in shadows else p
+        for n, p in sorted(winners.items())
+    )
+    return PipInfo(status="ok", source="dist-info/egg-info on sys.path", packages=packages)
