@@ -18,7 +18,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from pathlib import Path
+import os
 
 from envlock.diff.engine import ManyDiff, PairDiff, compare_many, compare_pair, unique_labels
 from envlock.diff.facts import FactSet, extract
@@ -28,27 +28,31 @@ from envlock.errors import ManifestError
 __all__ = ["diff", "load_inputs", "expand_paths", "PairDiff", "ManyDiff", "FactSet"]
 
 
-def expand_paths(paths: Iterable[str | Path]) -> list[Path]:
+PathLike = str | os.PathLike[str]
+
+
+def expand_paths(paths: Iterable[PathLike]) -> list[str]:
     """Expand directories to the ``*.toml`` manifests they hold (sorted by name).
 
     :raises ManifestError: a directory holds no ``*.toml`` file, or a path does not exist.
     """
-    out: list[Path] = []
+    out: list[str] = []
     for raw in paths:
-        p = Path(raw)
-        if p.is_dir():
-            found = sorted(p.glob("*.toml"))
+        p = os.fspath(raw)
+        if os.path.isdir(p):
+            found = sorted(os.path.join(p, n) for n in os.listdir(p) if n.endswith(".toml")
+                           and os.path.isfile(os.path.join(p, n)))
             if not found:
                 raise ManifestError(f"{p}: directory holds no *.toml manifest")
             out.extend(found)
-        elif not p.exists():
+        elif not os.path.exists(p):
             raise ManifestError(f"{p}: no such file")
         else:
             out.append(p)
     return out
 
 
-def load_inputs(paths: Sequence[str | Path], kb: KB) -> list[FactSet]:
+def load_inputs(paths: Sequence[PathLike], kb: KB) -> list[FactSet]:
     """Read and flatten each input.
 
     The label of a manifest is its ``[envlock] host`` (for many node manifests), else the
@@ -64,14 +68,14 @@ def load_inputs(paths: Sequence[str | Path], kb: KB) -> list[FactSet]:
     for p in paths:
         kind, data, listing = foreign.read(p)
         head = data.get("envlock") if isinstance(data.get("envlock"), dict) else {}
-        label = str(head.get("host")) if many and head.get("host") else Path(p).name
-        sets.append(extract(data, label=label, path=str(p), kind=kind, aliases=kb.aliases,
+        label = str(head.get("host")) if many and head.get("host") else os.path.basename(p)
+        sets.append(extract(data, label=label, path=os.fspath(p), kind=kind, aliases=kb.aliases,
                             listing=listing))
     unique_labels(sets)
     return sets
 
 
-def diff(paths: Sequence[str | Path], *, kb_files: Sequence[str | Path] = (),
+def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),
          only: Sequence[str] = (), ignore: Sequence[str] = ()) -> PairDiff | ManyDiff:
     """Compare two or more inputs.
 

@@ -9,15 +9,13 @@ driver 535 while 31 nodes have 550" rather than 496 pairs.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from fnmatch import translate
 from typing import Any
 
 from envlock.diff.facts import FactSet, areas_of, same
-from envlock.diff.impact import KB, change_size
+from envlock.diff.impact import KB, Globs, change_size
 
 __all__ = ["Change", "Explanation", "PairDiff", "ManyDiff", "compare_pair", "compare_many"]
 
@@ -94,13 +92,13 @@ class _Filter:
 
     def __init__(self, only: Sequence[str], ignore: Sequence[str]) -> None:
         self.only = frozenset(only)
-        self.rx = re.compile("|".join(translate(p) for p in ignore)) if ignore else None
+        self.globs = Globs(ignore) if ignore else None
 
     def keep(self, area: str, key: str) -> bool:
         if self.only and area not in self.only:
             return False
-        rx = self.rx
-        return rx is None or not (rx.match(f"{area}:{key}") or rx.match(key))
+        g = self.globs
+        return g is None or not (g.match(f"{area}:{key}") or g.match(key))
 
 
 def _reason(fs: FactSet, area: str) -> str:

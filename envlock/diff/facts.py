@@ -29,6 +29,8 @@ _NORMALIZE = re.compile(r"[-_.]+")
 
 def normalize_name(name: str) -> str:
     """Return the PEP 503 normalized form of a project name (``Foo_Bar`` → ``foo-bar``)."""
+    if name.islower() and "_" not in name and "." not in name and "--" not in name:
+        return name  # already normalized (every name a snapshot writes)
     return _NORMALIZE.sub("-", name).lower()
 
 

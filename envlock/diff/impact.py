@@ -10,17 +10,50 @@ layout whose components are matched first and whose tables override the shipped 
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
-from pathlib import Path
+from fnmatch import translate
 from typing import Any
 
 from envlock.diff.facts import Impl, Pkg
 from envlock.errors import ManifestError
 
-__all__ = ["KB", "Component", "load_kb", "change_size", "parse_version"]
+__all__ = ["KB", "Component", "Globs", "load_kb", "change_size", "parse_version", "plain_release",
+           "version_in"]
+
+
+class Globs:
+    """fnmatch-style patterns, matched fast: exact names by set, ``prefix*`` by ``startswith``,
+    the rest by one regular expression compiled on first use."""
+
+    __slots__ = ("exact", "prefixes", "others", "_rx")
+
+    def __init__(self, patterns: Iterable[str]) -> None:
+        self.exact: set[str] = set()
+        prefixes: list[str] = []
+        self.others: list[str] = []
+        for p in patterns:
+            magic = [i for i, ch in enumerate(p) if ch in "*?["]
+            if not magic:
+                self.exact.add(p)
+            elif magic == [len(p) - 1] and p.endswith("*"):
+                prefixes.append(p[:-1])
+            else:
+                self.others.append(p)
+        self.prefixes = tuple(prefixes)
+        self._rx: re.Pattern[str] | None = None
+
+    def match(self, text: str) -> bool:
+        """Whether ``text`` matches one of the patterns (case-sensitive, like fnmatchcase)."""
+        if text in self.exact or (self.prefixes and text.startswith(self.prefixes)):
+            return True
+        if not self.others:
+            return False
+        if self._rx is None:
+            self._rx = re.compile("|".join(translate(p) for p in self.others))
+        return self._rx.match(text) is not None
 
 
 @dataclass(frozen=True)
@@ -41,6 +74,13 @@ class Component:
     title: str = ""
     group: bool = False
     build_size: int | None = None
+    globs: Globs | None = field(default=None, compare=False, repr=False)
+
+    def matches(self, fact: str) -> bool:
+        """Whether ``fact`` (``"area:key"``) matches one of the patterns."""
+        if self.globs is None:
+            object.__setattr__(self, "globs", Globs(self.patterns))
+        return self.globs.match(fact)  # type: ignore[union-attr]
 
 
 @dataclass
@@ -60,8 +100,7 @@ class KB:
         hit = self._cache.get((area, key))
         if hit is None:
             fact = f"{area}:{key}"
-            hit = next(c for c in self.components if any(fnmatchcase(fact, p)
-                                                          for p in c.patterns))
+            hit = next(c for c in self.components if c.matches(fact))
             self._cache[(area, key)] = hit
         return hit
 
@@ -79,14 +118,15 @@ class KB:
         return base * 10 + self.sizes.get(size, 1)
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    from envlock import _toml  # noqa: PLC0415
+def _read_toml(path: str) -> dict[str, Any]:
+    from envlock.diff.foreign import parse_toml  # noqa: PLC0415
 
     try:
-        text = path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
     except OSError as exc:
         raise ManifestError(f"{path}: cannot read ({exc.strerror})") from None
-    data = _toml.loads(text, name=str(path))
+    data = parse_toml(text, path)
     schema = data.get("schema", 1)
     if schema != 1:
         raise ManifestError(f"{path}: impact model schema {schema!r} is not supported (1)")
@@ -111,10 +151,11 @@ def _components(data: Mapping[str, Any], where: str) -> list[Component]:
 
 @functools.lru_cache(maxsize=1)
 def _shipped() -> dict[str, Any]:
-    return _read_toml(Path(__file__).resolve().parent.parent / "data" / "impact.toml")
+    return _read_toml(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                   "data", "impact.toml"))
 
 
-def load_kb(extra: Iterable[str | Path] = ()) -> KB:
+def load_kb(extra: Iterable[str | os.PathLike[str]] = ()) -> KB:
     """Load the shipped model and any extra files (later files take precedence).
 
     :param extra: paths of ``--kb`` files, same layout as ``envlock/data/impact.toml``.
@@ -129,7 +170,7 @@ def load_kb(extra: Iterable[str | Path] = ()) -> KB:
     components = _components(base, "impact.toml")
     noise = list(base.get("noise", {}).get("patterns", []))
     for path in extra:
-        data = _read_toml(Path(path))
+        data = _read_toml(os.fspath(path))
         for k, v in data.get("classes", {}).items():
             classes.setdefault(k, {}).update(v)
         sizes.update(data.get("sizes", {}))
@@ -161,7 +202,64 @@ def parse_version(text: str | None) -> Any:
         return None
 
 
+#: a release-only version with an optional local label: ``2.13.0``, ``2.13.0+cpu``.
+_PLAIN = re.compile(r"v?(\d+(?:\.\d+)*)(?:\+([A-Za-z0-9.]+))?\Z")
+
+
+def plain_release(text: str | None) -> tuple[tuple[int, ...], str] | None:
+    """``(release, local)`` of a release-only version (``"2.13.0+cpu"`` → ``((2, 13, 0), "cpu")``).
+
+    PEP 440 orders such versions by their release segments, zero-padded, so no parser is
+    needed; anything else (pre-, post-, dev-releases, epochs) returns ``None`` and goes to
+    :mod:`packaging`.
+    """
+    m = _PLAIN.match(text or "")
+    if not m:
+        return None
+    return tuple(int(x) for x in m.group(1).split(".")), (m.group(2) or "").lower()
+
+
+def _pad(t: tuple[int, ...], n: int) -> tuple[int, ...]:
+    return t + (0,) * (n - len(t))
+
+
+def version_in(version: str | None, spec: str) -> bool:
+    """Whether ``version`` (its public part) satisfies the specifier set ``spec`` (PEP 440).
+
+    Simple specs (``>=1.7,<1.12``) on release-only versions are compared as zero-padded tuples;
+    anything else uses :class:`packaging.specifiers.SpecifierSet` (imported then).
+    """
+    rel = plain_release(version)
+    clauses = [c.strip() for c in spec.split(",") if c.strip()]
+    ops = [re.fullmatch(r"(>=|<=|>|<|==)\s*(\d+(?:\.\d+)*)", c) for c in clauses]
+    if rel is not None and all(ops):
+        ok = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
+              "<": lambda a, b: a < b, "==": lambda a, b: a == b}
+        for m in ops:
+            bound = tuple(int(x) for x in m.group(2).split("."))  # type: ignore[union-attr]
+            n = max(len(bound), len(rel[0]))
+            if not ok[m.group(1)](_pad(rel[0], n), _pad(bound, n)):  # type: ignore[union-attr]
+                return False
+        return True
+    v = parse_version(version.split("+")[0] if version else None)
+    if v is None:
+        return False
+    from packaging.specifiers import SpecifierSet  # noqa: PLC0415
+
+    return SpecifierSet(spec).contains(v, prereleases=True)
+
+
 def _version_size(a: str | None, b: str | None) -> str:
+    pa, pb = plain_release(a), plain_release(b)
+    if pa is not None and pb is not None:
+        ra, rb = _pad(pa[0], 3), _pad(pb[0], 3)
+        if ra[0] != rb[0]:
+            return "major"
+        if ra[1] != rb[1]:
+            return "minor"
+        if _pad(pa[0], len(pb[0])) != _pad(pb[0], len(pa[0])):
+            return "patch"
+        return "local" if pa[1] != pb[1] else "build"
     va, vb = parse_version(a), parse_version(b)
     if va is None or vb is None:
         return "other" if a != b else "build"

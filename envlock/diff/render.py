@@ -7,7 +7,6 @@ explanations (at most ten unless ``show_all``), the differences by area, what is
 
 from __future__ import annotations
 
-import textwrap
 from typing import Any
 
 from envlock.diff.engine import Change, Explanation, ManyDiff, PairDiff
@@ -213,6 +212,8 @@ def render_markdown(result: PairDiff | ManyDiff, *, show_all: bool = False) -> s
 # -- text (rich) ------------------------------------------------------------------------------
 def render_text(result: PairDiff | ManyDiff, console: Any, *, show_all: bool = False) -> None:
     """Print the diff on a :class:`rich.console.Console`."""
+    import textwrap  # noqa: PLC0415
+
     from rich import box  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
     from rich.text import Text  # noqa: PLC0415

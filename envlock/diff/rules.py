@@ -23,7 +23,7 @@ from typing import Any
 
 from envlock.diff.engine import Change, Explanation
 from envlock.diff.facts import FactSet, Impl, Pkg, display
-from envlock.diff.impact import KB, parse_version
+from envlock.diff.impact import KB, version_in
 
 __all__ = ["explain", "torch_variant", "blas_vendors"]
 
@@ -49,12 +49,7 @@ def _rule(kb: KB, rid: str, changes: list[Change], size: str = "value", **kw: An
 
 
 def _spec_ok(version: str | None, spec: str) -> bool:
-    v = parse_version(version.split("+")[0] if version else None)
-    if v is None:
-        return False
-    from packaging.specifiers import SpecifierSet  # noqa: PLC0415
-
-    return SpecifierSet(spec).contains(v, prereleases=True)
+    return version_in(version, spec)
 
 
 def _pkg_version(facts: Facts, name: str) -> str | None:
