@@ -53,7 +53,7 @@ def diff(inputs: tuple[str, ...], fmt: str, only: tuple[str, ...], ignore: tuple
     else:
         from rich.console import Console  # noqa: PLC0415
 
-        console = Console(file=click.get_text_stream("stdout"), width=width, soft_wrap=False,
+        console = Console(file=sys.stdout, width=width, soft_wrap=False,
                           highlight=False)
         render.render_text(result, console, show_all=show_all)
     sys.exit(1 if result.differ else 0)

@@ -188,7 +188,7 @@ def compare_many(inputs: Sequence[FactSet], kb: KB, *, only: Sequence[str] = (),
         else:
             odd = {s.label: s.facts.get(key) for s in holders if s.facts.get(key) != value}
             varying.append((key[0], key[1], value, count, odd))
-    majority = FactSet(label="majority", path="", kind="majority", facts=facts,
+    majority = FactSet(label="the majority", path="", kind="majority", facts=facts,
                        areas=majority_areas)
     deviants = []
     for s in inputs:

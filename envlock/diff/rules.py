@@ -69,7 +69,10 @@ def _code(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explana
         for c in cs:
             what = c.key.rsplit(".", 1)[1]
             va, vb = (_short(v) for v in c.values)
-            parts.append(f"{what} {va} → {vb}")
+            if c.majority_count is not None:
+                parts.append(f"{b.label} has {what} {vb} while {c.majority_count} others have {va}")
+            else:
+                parts.append(f"{what} {va} → {vb}")
         where = "the repository" if scope == "repository" else f"{scope} (editable checkout)"
         out.append(_rule(kb, "code", cs, "major", what=f"{where}: " + "; ".join(parts)))
     return out
@@ -165,9 +168,8 @@ def _tf32(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explana
     on, off, cc_on, torch_on = (a, b, cc_a, t_a) if on_a else (b, a, cc_b, t_b)
     absorbed = [c for c in changes if c.component == "gpu-arch"
                 or c.key.startswith("torch.runtime.allow-tf32")]
-    torches = torch_spec.replace(">=", "").replace(",<", " up to before ")
     return [_rule(kb, "tf32", absorbed, "value", on=on.label, off=off.label, cc_on=cc_on,
-                  torch_on=torch_on, torches=torches)]
+                  torch_on=torch_on, spec=torch_spec)]
 
 
 # -- BLAS vendor ------------------------------------------------------------------------------
@@ -242,7 +244,8 @@ def _threads(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Expl
     unset = any(("env", n) not in f for n in ("OMP_NUM_THREADS",) for f in (a.facts, b.facts))
     if not env and not (cores and unset):
         return []
-    parts = [f"{c.key} {_unset(c.values[0])} → {_unset(c.values[1])}" for c in env + cores]
+    parts = [_describe(c, b.label) if c.majority_count is not None
+             else f"{c.key} {_unset(c.values[0])} → {_unset(c.values[1])}" for c in env + cores]
     return [_rule(kb, "threads", env + cores, "value", what="; ".join(parts))]
 
 
