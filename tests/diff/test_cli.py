@@ -1,0 +1,115 @@
+"""``envlock diff`` options: --only, --ignore, --all, --kb; parsing without rtoml."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from envlock import manifest
+from envlock.cli import cli
+from envlock.diff import diff, foreign
+from envlock.diff.engine import PairDiff
+from envlock.errors import ManifestError
+
+from .conftest import CONDA_PACKAGES, build_manifest, replace
+
+
+@pytest.fixture
+def drift(write) -> list[str]:  # noqa: ANN001
+    """Two envs differing in pandas, scikit-learn, pip, one env var and the core count."""
+    a = build_manifest(conda=replace(CONDA_PACKAGES, pandas=("2.1.4", "py311h320fe9a_0"),
+                                     scikit_learn=("1.3.2", "py311hc009520_1"),
+                                     pip=("23.3.1", "pyhd8ed1ab_0")))
+    b = build_manifest(env={"MKL_CBWR": "COMPATIBLE"}, usable_cores=8)
+    return [str(write("a.toml", a)), str(write("b.toml", b))]
+
+
+def _json(args: list[str]) -> dict:
+    res = CliRunner().invoke(cli, ["diff", *args, "--format", "json"])
+    assert res.exit_code in (0, 1), res.output
+    return json.loads(res.output)
+
+
+def test_only_and_ignore(drift: list[str]) -> None:
+    doc = _json([*drift, "--only", "package"])
+    assert {d["area"] for d in doc["differences"]} == {"package"}
+    assert [x["area"] for x in doc["not_compared"]] == []
+    doc = _json([*drift, "--only", "env,cpu"])
+    assert [(d["area"], d["key"]) for d in doc["differences"]] == [
+        ("cpu", "usable-cores"), ("env", "MKL_CBWR")]
+    doc = _json([*drift, "--ignore", "package:pandas", "--ignore", "scikit-*"])
+    keys = [d["key"] for d in doc["differences"]]
+    assert "pandas" not in keys and "scikit-learn" not in keys and "pip" in keys
+
+
+def test_tooling_never_explains(drift: list[str]) -> None:
+    doc = _json(drift)
+    explained = {f["key"] for e in doc["explanations"] for f in e["facts"]}
+    assert "pip" not in explained
+    pip = next(d for d in doc["differences"] if d["key"] == "pip")
+    assert (pip["change"], pip["class"]) == ("major", "tooling")
+
+
+def test_limit_and_all(write) -> None:  # noqa: ANN001
+    bumped = [(n, f"{v}.1" if n not in ("python", "python_abi") else v, b)
+              for n, v, b in CONDA_PACKAGES]
+    paths = [str(write("a.toml", build_manifest())),
+             str(write("b.toml", build_manifest(conda=bumped)))]
+    doc = _json(paths)
+    assert len(doc["explanations"]) == 10
+    assert doc["more_explanations"] > 0
+    full = _json([*paths, "--all"])
+    assert len(full["explanations"]) == 10 + doc["more_explanations"]
+
+
+def test_kb_extends_the_model(drift: list[str], tmp_path: Path) -> None:
+    kb = tmp_path / "lab.toml"
+    kb.write_text('''schema = 1
+[[component]]
+id = "lab-critical"
+class = "numerical-core"
+match = ["package:scikit-learn"]
+why = "Our pipeline's PCA comes from scikit-learn."
+do = "Pin scikit-learn=={a}."
+''')
+    plain = [e["title"] for e in _json(drift)["explanations"]]
+    assert plain.index("scikit-learn 1.3.2 → 1.4.1.post1 (minor)") > plain.index(
+        "pandas 2.1.4 → 2.2.1 (minor)")
+    doc = _json([*drift, "--kb", str(kb)])
+    top = [e for e in doc["explanations"] if e["id"].startswith("lab-critical")][0]
+    assert top["why"] == "Our pipeline's PCA comes from scikit-learn."
+    assert top["do"] == "Pin scikit-learn==1.3.2."
+    titles = [e["title"] for e in doc["explanations"]]
+    assert titles.index(top["title"]) < titles.index("pandas 2.1.4 → 2.2.1 (minor)")
+
+
+def test_bad_kb_is_one_line(drift: list[str], tmp_path: Path) -> None:
+    kb = tmp_path / "bad.toml"
+    kb.write_text('[[component]]\nid = "x"\nclass = "nonsense"\nmatch = ["*"]\n')
+    res = CliRunner().invoke(cli, ["diff", *drift, "--kb", str(kb)])
+    assert res.exit_code == 2
+    assert res.output == "Error: component 'x' names unknown class 'nonsense'\n"
+
+
+def test_reader_schema_matches_model() -> None:
+    assert foreign.SCHEMA == manifest.SCHEMA
+
+
+def test_without_rtoml_tomllib_parses_the_same(drift: list[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    fast = diff(drift)
+    monkeypatch.setitem(sys.modules, "rtoml", None)  # import rtoml -> ImportError
+    slow = diff(drift)
+    assert isinstance(fast, PairDiff) and isinstance(slow, PairDiff)
+    assert fast.a.facts == slow.a.facts and fast.b.facts == slow.b.facts
+
+
+def test_malformed_toml_worded_by_tomllib(tmp_path: Path) -> None:
+    bad = tmp_path / "m.toml"
+    bad.write_text('[envlock]\nschema = 1\nhost = "x\n')
+    with pytest.raises(ManifestError, match=r"m\.toml: malformed TOML \(.*line 3"):
+        foreign.read(bad)
