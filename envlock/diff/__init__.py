@@ -17,8 +17,8 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 import os
+from collections.abc import Iterable, Sequence
 
 from envlock.diff.engine import ManyDiff, PairDiff, compare_many, compare_pair, unique_labels
 from envlock.diff.facts import FactSet, extract

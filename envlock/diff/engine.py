@@ -162,8 +162,8 @@ def compare_many(inputs: Sequence[FactSet], kb: KB, *, only: Sequence[str] = (),
     areas = areas_of(inputs)
     majority_areas = {x: "" for x in areas
                       if sum(1 for s in inputs if s.areas.get(x) == "") * 2 > n}
-    not_compared = [(x, f"{n - sum(1 for s in inputs if s.areas.get(x) == '')} of {n} inputs "
-                     "lack it") for x in areas if x not in majority_areas
+    not_compared = [(x, (f"{n - sum(1 for s in inputs if s.areas.get(x) == '')} of {n} inputs "
+                     "lack it")) for x in areas if x not in majority_areas
                     and (not only or x in only)]
     facts: dict[tuple[str, str], Any] = {}
     counts: dict[tuple[str, str], int] = {}

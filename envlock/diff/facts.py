@@ -120,53 +120,55 @@ class FactSet:
 Sink = dict[tuple[str, str], Any]
 
 
-def _str(v: Any) -> str | None:
+def str_or_none(v: Any) -> str | None:
+    """``str(v)``, or ``None`` for ``None`` and ``""``."""
     return None if v is None or v == "" else str(v)
 
 
-def _put(out: Sink, area: str, key: str, value: Any) -> None:
+def put_fact(out: Sink, area: str, key: str, value: Any) -> None:
+    """Record ``(area, key) → value`` unless the value is empty (``None``, ``""``, no set)."""
     if value is not None and value != "" and value != frozenset():
         out[(area, key)] = value
 
 
 def _python(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
-    _put(out, "python", "version", _str(t.get("version")))
-    _put(out, "python", "implementation", _str(t.get("implementation")))
+    put_fact(out, "python", "version", str_or_none(t.get("version")))
+    put_fact(out, "python", "implementation", str_or_none(t.get("implementation")))
 
 
 def _platform(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
-    os_ = " ".join(x for x in (_str(t.get("os-id")), _str(t.get("os-version"))) if x)
-    _put(out, "platform", "os", os_ or None)
+    os_ = " ".join(x for x in (str_or_none(t.get("os-id")), str_or_none(t.get("os-version"))) if x)
+    put_fact(out, "platform", "os", os_ or None)
     for key in ("kernel", "machine", "glibc"):
-        _put(out, "platform", key, _str(t.get(key)))
+        put_fact(out, "platform", key, str_or_none(t.get(key)))
 
 
 def _cpu(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
     for key in ("vendor", "model", "logical-cores", "usable-cores", "memory"):
-        _put(out, "cpu", key, t.get(key))
+        put_fact(out, "cpu", key, t.get(key))
     flags = t.get("flags")
     if isinstance(flags, list):
-        _put(out, "cpu", "isa", frozenset(str(f).lower() for f in flags))
+        put_fact(out, "cpu", "isa", frozenset(str(f).lower() for f in flags))
 
 
 def _env(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
     variables = t.get("vars")
     if isinstance(variables, Mapping):
         for name, value in variables.items():
-            _put(out, "env", str(name), str(value))
+            put_fact(out, "env", str(name), str(value))
 
 
 def _git_state(scope: str, g: Mapping[str, Any], out: Sink) -> None:
     if g.get("status", "ok") != "ok":
         return
-    _put(out, "code", f"{scope}.commit", _str(g.get("commit")))
-    _put(out, "code", f"{scope}.branch", _str(g.get("branch")))
+    put_fact(out, "code", f"{scope}.commit", str_or_none(g.get("commit")))
+    put_fact(out, "code", f"{scope}.branch", str_or_none(g.get("branch")))
     if g.get("dirty") is not None or g.get("diff-sha256"):
         diff = g.get("diff-sha256")
-        _put(out, "code", f"{scope}.uncommitted", f"sha256:{diff}" if diff else (
+        put_fact(out, "code", f"{scope}.uncommitted", f"sha256:{diff}" if diff else (
             "dirty (no hash)" if g.get("dirty") else "none"))
     if isinstance(g.get("untracked"), int):
-        _put(out, "code", f"{scope}.untracked", g["untracked"])
+        put_fact(out, "code", f"{scope}.untracked", g["untracked"])
 
 
 def _git(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
@@ -180,8 +182,8 @@ def _conda(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
         raw = str(p["name"])
         key = aliases.get(normalize_name(raw), normalize_name(raw))
         version = str(p.get("pip-version") or p.get("version") or "")
-        out[("package", key)] = Pkg(version, _str(p.get("build")), _str(p.get("channel")),
-                                    "conda", raw)
+        out[("package", key)] = Pkg(version, str_or_none(p.get("build")),
+                                    str_or_none(p.get("channel")), "conda", raw)
 
 
 def _pip(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
@@ -203,106 +205,14 @@ def _pip(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
         if isinstance(git, Mapping):
             _git_state(key, git, out)
         elif p.get("vcs") and p.get("commit"):
-            _put(out, "code", f"{key}.commit", str(p["commit"]))
+            put_fact(out, "code", f"{key}.commit", str(p["commit"]))
 
 
 def _lockfiles(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
     for f in t.get("files") or ():
         if isinstance(f, Mapping) and f.get("path"):
             name = str(f["path"]).rsplit("/", 1)[-1]
-            _put(out, "lockfiles", name, f"sha256:{str(f.get('sha256', ''))[:16]}")
-
-
-def _gpu(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
-    for key, name in (("vendor", "vendor"), ("driver-version", "driver"),
-                      ("driver-kind", "driver-kind"), ("cuda-driver-version", "driver-cuda"),
-                      ("visible-devices", "visible-devices"), ("rocm-version", "rocm")):
-        _put(out, "gpu", name, _str(t.get(key)))
-    gpus = [g for g in t.get("gpus") or () if isinstance(g, Mapping)]
-    if gpus:
-        ccs = frozenset(str(g["compute-capability"]) for g in gpus if g.get("compute-capability"))
-        _put(out, "gpu", "compute-capability", ccs)
-        names: dict[str, int] = {}
-        for g in gpus:
-            names[str(g.get("name", "?"))] = names.get(str(g.get("name", "?")), 0) + 1
-        _put(out, "gpu", "models", ", ".join(f"{n} × {k}" for k, n in sorted(names.items())))
-
-
-def _cuda(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
-    _put(out, "cuda", "nvcc", _str(t.get("nvcc-version")))
-    kits = frozenset(
-        f"{k.get('version', '?')} ({k.get('origin', '?')})"
-        for k in t.get("toolkits") or () if isinstance(k, Mapping)
-    )
-    _put(out, "cuda", "toolkits", kits)
-    libs: dict[str, set[str]] = {}
-    for lib in t.get("libraries") or ():
-        if isinstance(lib, Mapping) and lib.get("name"):
-            libs.setdefault(str(lib["name"]), set()).add(
-                f"{lib.get('version', '?')} ({lib.get('origin', '?')})")
-    for name, versions in libs.items():
-        _put(out, "cuda", name, frozenset(versions))
-
-
-_FRAMEWORK_FIELDS = ("build", "cuda", "cudnn", "hip", "debug", "conda-build")
-_RUNTIME_FIELDS = ("cuda-available", "device-count", "cudnn-version", "allow-tf32-matmul",
-                   "allow-tf32-cudnn", "deterministic", "cudnn-benchmark")
-
-
-def _frameworks(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
-    for p in t.get("packages") or ():
-        if not isinstance(p, Mapping) or not p.get("name"):
-            continue
-        name = aliases.get(normalize_name(str(p["name"])), normalize_name(str(p["name"])))
-        for key in _FRAMEWORK_FIELDS:
-            _put(out, "frameworks", f"{name}.{key}", p.get(key))
-        archs = p.get("cuda-archs")
-        if isinstance(archs, list):
-            _put(out, "frameworks", f"{name}.cuda-archs", frozenset(map(str, archs)))
-    rt = t.get("runtime")
-    if isinstance(rt, Mapping) and rt.get("status", "ok") == "ok":
-        for key in _RUNTIME_FIELDS:
-            _put(out, "frameworks", f"torch.runtime.{key}", rt.get(key))
-        for pool in rt.get("threadpools") or ():
-            if isinstance(pool, Mapping) and pool.get("num-threads") is not None:
-                api = pool.get("internal-api") or pool.get("user-api")
-                _put(out, "threads", f"{api} threads", pool["num-threads"])
-
-
-def _blas(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
-    for lib in t.get("libraries") or ():
-        if not isinstance(lib, Mapping) or not lib.get("user"):
-            continue
-        impl = str(lib.get("implementation") or "unknown").lower()
-        impl = "openblas" if impl in ("scipy-openblas", "openblas64", "openblas64_") else impl
-        detail = "ilp64" if lib.get("int64") else None
-        _put(out, "blas", str(lib["user"]), Impl(impl, _str(lib.get("version")), detail))
-    for omp in t.get("openmp") or ():
-        if isinstance(omp, Mapping) and omp.get("name"):
-            where = omp.get("package") or "env"
-            _put(out, "blas", f"openmp {omp['name']} ({where})", _str(omp.get("version")) or "present")
-
-
-def _toolchain(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
-    for tool in t.get("tools") or ():
-        if isinstance(tool, Mapping) and tool.get("name") and tool.get("version"):
-            vendor = f" ({tool['vendor']})" if tool.get("vendor") else ""
-            _put(out, "toolchain", str(tool["name"]), f"{tool['version']}{vendor}")
-    for lib in t.get("libstdcxx") or ():
-        if isinstance(lib, Mapping) and lib.get("glibcxx"):
-            _put(out, "toolchain", f"libstdc++ ({lib.get('origin', '?')})", str(lib["glibcxx"]))
-    for bw in t.get("built-with") or ():
-        if isinstance(bw, Mapping) and bw.get("package") and bw.get("compilers"):
-            _put(out, "toolchain", f"{bw['package']} built with", frozenset(bw["compilers"]))
-
-
-_SLURM_FIELDS = ("scheduler", "partition", "cluster", "num-nodes", "ntasks", "cpus-on-node",
-                 "cpus-per-task", "mem-per-node", "mem-per-cpu", "gpus-on-node")
-
-
-def _slurm(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
-    for key in _SLURM_FIELDS:
-        _put(out, "slurm", key, t.get(key))
+            put_fact(out, "lockfiles", name, f"sha256:{str(f.get('sha256', ''))[:16]}")
 
 
 #: keys never compared by the generic flattener: they differ without meaning anything.
@@ -329,9 +239,9 @@ def _flatten(area: str, prefix: str, value: Any, out: Sink, depth: int) -> None:
                 name = v.get("name") or v.get("soname") or v.get("id") or v.get("index", i)
                 _flatten(area, f"{prefix}[{name}]" if prefix else str(name), v, out, depth + 1)
         else:
-            _put(out, area, prefix or area, frozenset(map(str, value)))
+            put_fact(out, area, prefix or area, frozenset(map(str, value)))
     elif prefix:
-        _put(out, area, prefix, value)
+        put_fact(out, area, prefix, value)
 
 
 Extractor = Callable[[Mapping[str, Any], Sink, Mapping[str, str]], None]
@@ -346,13 +256,17 @@ EXTRACTORS: dict[str, tuple[str, Extractor]] = {
     "conda": ("package", _conda),
     "pip": ("package", _pip),
     "lockfiles": ("lockfiles", _lockfiles),
-    "gpu": ("gpu", _gpu),
-    "cuda": ("cuda", _cuda),
-    "frameworks": ("frameworks", _frameworks),
-    "blas": ("blas", _blas),
-    "toolchain": ("toolchain", _toolchain),
-    "slurm": ("slurm", _slurm),
 }
+
+
+def _stack_extractors() -> None:
+    from envlock.diff import stackfacts  # noqa: PLC0415 - it imports this module's helpers
+
+    for name in ("gpu", "cuda", "frameworks", "blas", "toolchain", "slurm"):
+        EXTRACTORS[name] = (name, getattr(stackfacts, name))
+
+
+_stack_extractors()
 
 #: tables that describe the file rather than the environment.
 _SKIP = frozenset({"envlock", "target"})

@@ -76,16 +76,16 @@ def _content(text: str) -> list[str]:
 
 def _sniff(p: str, text: str) -> tuple[str, dict[str, Any], str]:
     suffix = os.path.splitext(p)[1]
-    first = re.search(r"^[ \t]*([^#\s].*)$", text, re.M)
+    first = re.search(r"^[ \t]*([^#\s].*)$", text, re.MULTILINE)
     if first and first.group(1).rstrip() == "@EXPLICIT":
         return "conda-explicit", _explicit(_content(text)[1:]), "complete"
     stripped = text.lstrip()
-    if stripped.startswith("{") or suffix == ".toml" or re.search(r"^\s*\[", text, re.M):
+    if stripped.startswith("{") or suffix == ".toml" or re.search(r"^\s*\[", text, re.MULTILINE):
         data = _try_toml(p, text)
         if data is not None:
             return _toml_kind(data)
     if suffix in (".yml", ".yaml") or re.search(r"^(dependencies|package|metadata):", text,
-                                                   re.M):
+                                                   re.MULTILINE):
         data = _yaml(text)
         if isinstance(data, Mapping):
             if isinstance(data.get("package"), list) and "metadata" in data:
@@ -283,7 +283,7 @@ def _requirement(line: str) -> dict[str, Any] | None:
     line = line.split(" #", 1)[0].strip().rstrip("\\").strip()
     if not line or line.startswith(("#", "--hash")):
         return None
-    if line.startswith("-e ") or line.startswith("--editable"):
+    if line.startswith(("-e ", "--editable")):
         target = line.split(None, 1)[1].strip()
         egg = re.search(r"[#&]egg=([A-Za-z0-9_.\-]+)", target)
         commit = re.search(r"@([0-9a-f]{7,40})(?:#|$)", target)

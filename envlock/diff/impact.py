@@ -28,7 +28,7 @@ class Globs:
     """fnmatch-style patterns, matched fast: exact names by set, ``prefix*`` by ``startswith``,
     the rest by one regular expression compiled on first use."""
 
-    __slots__ = ("exact", "prefixes", "others", "_rx")
+    __slots__ = ("_rx", "exact", "others", "prefixes")
 
     def __init__(self, patterns: Iterable[str]) -> None:
         self.exact: set[str] = set()

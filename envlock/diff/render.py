@@ -55,7 +55,7 @@ def _code_rows(result: PairDiff | ManyDiff) -> list[dict[str, Any]]:
                              f"{_short(display(vals[1]))}")
             else:
                 tally: dict[str, list[str]] = {}
-                for label, v in zip(labels, vals):
+                for label, v in zip(labels, vals, strict=True):
                     tally.setdefault(display(v), []).append(label)
                 common = max(tally, key=lambda k: len(tally[k]))
                 odd = [f"{', '.join(ls)}: {_short(k)}" for k, ls in tally.items() if k != common]
@@ -97,7 +97,8 @@ def _pair(p: PairDiff, show_all: bool) -> dict[str, Any]:
         "explanations": [_explanation(i + 1, e) for i, e in enumerate(shown)],
         "more_explanations": len(p.explanations) - len(shown),
         "differences": [_change(c) for c in p.changes],
-        "identical": {"total": sum(p.identical.values()), "areas": dict(sorted(p.identical.items()))},
+        "identical": {"total": sum(p.identical.values()),
+                      "areas": dict(sorted(p.identical.items()))},
         "not_compared": [{"area": a, "reason": r} for a, r in p.not_compared],
         "unlisted": p.unlisted,
     }

@@ -80,7 +80,7 @@ do = "Pin scikit-learn=={a}."
     assert plain.index("scikit-learn 1.3.2 → 1.4.1.post1 (minor)") > plain.index(
         "pandas 2.1.4 → 2.2.1 (minor)")
     doc = _json([*drift, "--kb", str(kb)])
-    top = [e for e in doc["explanations"] if e["id"].startswith("lab-critical")][0]
+    top = next(e for e in doc["explanations"] if e["id"].startswith("lab-critical"))
     assert top["why"] == "Our pipeline's PCA comes from scikit-learn."
     assert top["do"] == "Pin scikit-learn==1.3.2."
     titles = [e["title"] for e in doc["explanations"]]

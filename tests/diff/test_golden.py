@@ -54,7 +54,7 @@ def test_pair_golden(pair: list[str], fmt: str) -> None:
 def test_pair_json_schema(pair: list[str]) -> None:
     doc = json.loads(CliRunner().invoke(cli, ["diff", *pair, "--format", "json"]).output)
     assert doc["schema"] == 1 and doc["mode"] == "pair"
-    assert [e["id"] for e in doc["explanations"]][0] == "tf32"
+    assert next(e["id"] for e in doc["explanations"]) == "tf32"
     assert set(doc) == {"schema", "mode", "differ", "inputs", "code", "explanations",
                         "more_explanations", "differences", "identical", "not_compared",
                         "unlisted"}

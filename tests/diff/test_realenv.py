@@ -33,7 +33,7 @@ def _bundled_blas(site: Path) -> dict[str, Any]:
             version = f"0.{m.group(1)}"
         else:
             config = (site / user / "__config__.py").read_text(encoding="utf-8")
-            m = re.search(r'"blas":\s*\{.*?"version":\s*"([^"]+)"', config, re.S)
+            m = re.search(r'"blas":\s*\{.*?"version":\s*"([^"]+)"', config, re.DOTALL)
             version = m.group(1) if m else None
         assert version, f"no OpenBLAS version for {user} in {site}"
         libs.append({"user": user, "implementation": "openblas", "version": version,
