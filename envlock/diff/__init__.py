@@ -21,9 +21,9 @@ import os
 from collections.abc import Iterable, Sequence
 
 from envlock.diff.engine import ManyDiff, PairDiff, compare_many, compare_pair, unique_labels
-from envlock.diff.facts import FactSet, extract
+from envlock.diff.facts import FactSet, areas_of, extract
 from envlock.diff.impact import KB, load_kb
-from envlock.errors import ManifestError
+from envlock.errors import EnvlockError, ManifestError
 
 __all__ = ["diff", "load_inputs", "expand_paths", "PairDiff", "ManyDiff", "FactSet"]
 
@@ -85,12 +85,18 @@ def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),
     :param ignore: fnmatch patterns over ``area:key`` (or ``key``) to leave out.
     :returns: a :class:`PairDiff` for two inputs, a :class:`ManyDiff` for more.
     :raises ManifestError: fewer than two inputs, or an input cannot be read.
+    :raises EnvlockError: ``only`` names an area none of the inputs has.
     """
     files = expand_paths(paths)
     if len(files) < 2:  # noqa: PLR2004
         raise ManifestError("need at least two inputs to compare")
     kb = load_kb(kb_files)
     sets = load_inputs(files, kb)
+    known = areas_of(sets)
+    unknown = [a for a in only if a not in known]
+    if unknown:
+        raise EnvlockError(f"unknown area {unknown[0]!r} for --only (these inputs have: "
+                           f"{', '.join(known)})")
     ignore = [*kb.noise, *ignore]
     if len(sets) == 2:  # noqa: PLR2004
         return compare_pair(sets[0], sets[1], kb, only=only, ignore=ignore)

@@ -286,11 +286,24 @@ def _score(kb: KB, c: Change) -> int:
 
 def _plain(rest: Iterable[Change], kb: KB, label: str) -> list[Explanation]:
     groups: dict[str, list[Change]] = {}
+    compilers: list[Change] = []
     for c in rest:
         if not kb.explains(c.cls):
             continue
+        if c.area == "toolchain" and c.key.endswith(" built with"):
+            compilers.append(c)
+            continue
         comp = kb.component(c.area, c.key)
         groups.setdefault(comp.id if comp.group else f"{comp.id}:{c.area}:{c.key}", []).append(c)
+    # a package rebuilt with another compiler because its version changed: one explanation
+    by_package = {cs[0].key: cs for cs in groups.values() if cs[0].area == "package"}
+    for c in compilers:
+        owner = by_package.get(c.key[: -len(" built with")])
+        if owner is not None:
+            owner.append(c)
+        else:
+            comp = kb.component(c.area, c.key)
+            groups[f"{comp.id}:{c.area}:{c.key}"] = [c]
     out = []
     for gid, cs in groups.items():
         comp = kb.component(cs[0].area, cs[0].key)

@@ -113,3 +113,31 @@ def test_malformed_toml_worded_by_tomllib(tmp_path: Path) -> None:
     bad.write_text('[envlock]\nschema = 1\nhost = "x\n')
     with pytest.raises(ManifestError, match=r"m\.toml: malformed TOML \(.*line 3"):
         foreign.read(bad)
+
+
+def test_only_unknown_area(drift: list[str]) -> None:
+    res = CliRunner().invoke(cli, ["diff", *drift, "--only", "packages"])
+    assert res.exit_code == 2
+    assert res.output.startswith("Error: unknown area 'packages' for --only (these inputs have: "
+                                 "code, package, python, cpu, env, platform, target)")
+
+
+def test_compiler_rebuild_joins_the_package_explanation(write) -> None:  # noqa: ANN001
+    def toolchain(gcc: str) -> dict:
+        return {"toolchain": {"status": "ok", "built-with": [
+            {"package": "numpy", "path": "/x/numpy/_core/_multiarray_umath.so",
+             "compilers": [f"GCC: (GNU) {gcc}"]}]}}
+
+    a = build_manifest(conda=replace(CONDA_PACKAGES, numpy=("1.24.4", "py311h64a7726_0")),
+                       stack=toolchain("10.2.1 20210130 (Red Hat 10.2.1-11)"))
+    b = build_manifest(stack=toolchain("14.2.1 20250110 (Red Hat 14.2.1-7)"))
+    result = diff([write("a.toml", a), write("b.toml", b)])
+    assert isinstance(result, PairDiff)
+    assert [e.title for e in result.explanations] == ["numpy 1.24.4 → 1.26.4 (minor)"]
+    assert [c.key for c in result.explanations[0].changes] == ["numpy", "numpy built with"]
+    # the same compiler change without a version change is its own explanation
+    b2 = build_manifest(conda=replace(CONDA_PACKAGES, numpy=("1.24.4", "py311h64a7726_0")),
+                        stack=toolchain("14.2.1 20250110 (Red Hat 14.2.1-7)"))
+    result = diff([write("a.toml", a), write("b2.toml", b2)])
+    assert isinstance(result, PairDiff)
+    assert result.explanations[0].id == "compilers:toolchain:numpy built with"
