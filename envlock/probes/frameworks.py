@@ -138,6 +138,8 @@ def _parse_tf_build_info(text: str) -> dict[str, object]:
                 data = ast.literal_eval(value)
             except (ValueError, TypeError, SyntaxError, RecursionError):
                 return {}
+            if isinstance(data, list) and all(isinstance(p, tuple) and len(p) == 2 for p in data):  # noqa: PLR2004
+                data = dict(data)  # OrderedDict([(key, value), ...])
             return data if isinstance(data, dict) else {}
     return {}
 
