@@ -60,8 +60,8 @@ def probe_stack(
     :param site_dirs: the target's ``sys.path`` entries that are site directories.
     :param path_dirs: the target's ``PATH`` directories in order (a conda env's ``bin`` first).
     :param runner: runs external commands (see :func:`envlock._run.run`).
-    :param timeout: overall budget in seconds; each command also gets at most
-        ``min(timeout, DEFAULT_TIMEOUT)`` seconds.
+    :param timeout: overall budget in seconds; each command gets at most
+        ``min(timeout / 2, DEFAULT_TIMEOUT)`` seconds.
     :param do_import: also run the target interpreter to import torch (``--import``); the
         frameworks probe then gets ``import_timeout`` more seconds.
     :param python_exe: the target interpreter, for ``do_import``.
@@ -75,7 +75,9 @@ def probe_stack(
     import os  # noqa: PLC0415
 
     env = dict(os.environ if env is None else env)
-    per_cmd = min(timeout, DEFAULT_TIMEOUT)
+    # Half the budget per command: a probe may run two commands in a row (nvidia-smi's retry)
+    # and still report what its commands said before the overall budget runs out.
+    per_cmd = min(timeout / 2, DEFAULT_TIMEOUT)
     site_dirs = tuple(site_dirs)
     path_dirs = tuple(path_dirs)
     calls: dict[str, Callable[[], Any]] = {
