@@ -25,7 +25,14 @@ from typing import Any
 
 from envlock import _model
 from envlock.errors import ManifestError, ManifestVersionError
-from envlock.stack_model import BlasInfo, CudaInfo, FrameworksInfo, GpuInfo, SlurmInfo, ToolchainInfo
+from envlock.stack_model import (
+    BlasInfo,
+    CudaInfo,
+    FrameworksInfo,
+    GpuInfo,
+    SlurmInfo,
+    ToolchainInfo,
+)
 
 __all__ = [
     "SCHEMA",

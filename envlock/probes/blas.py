@@ -72,7 +72,9 @@ def _bool_expr(node: ast.AST) -> bool | None:
 
     The receiver string of the method chain is what counts: empty or ``"false"`` → ``False``.
     """
-    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "bool"):
+    if not (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "bool"
+    ):
         return None
     if len(node.args) != 1:
         return None
@@ -134,7 +136,11 @@ def _parse_distutils_config(text: str) -> dict[str, object] | None:
         return None
     infos: dict[str, dict] = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        ):
             name = node.targets[0].id
             if name.endswith("_info"):
                 try:
@@ -144,7 +150,12 @@ def _parse_distutils_config(text: str) -> dict[str, object] | None:
                 if isinstance(value, dict):
                     infos[name] = value
     for name, info in infos.items():
-        if name in ("blas_opt_info", "blas_ilp64_opt_info", "lapack_opt_info", "lapack_ilp64_opt_info"):
+        if name in (
+            "blas_opt_info",
+            "blas_ilp64_opt_info",
+            "lapack_opt_info",
+            "lapack_ilp64_opt_info",
+        ):
             continue
         if "lapack" in name:
             continue
@@ -158,7 +169,9 @@ def _parse_distutils_config(text: str) -> dict[str, object] | None:
             impl = "netlib" if name.startswith("blas_") else "atlas"
         if impl:
             macros = info.get("define_macros") or []
-            int64 = any(isinstance(m, (list, tuple)) and m and m[0] == "HAVE_BLAS_ILP64" for m in macros)
+            int64 = any(
+                isinstance(m, (list, tuple)) and m and m[0] == "HAVE_BLAS_ILP64" for m in macros
+            )
             return {"implementation": impl, "int64": int64, "source_name": name}
     return None
 
@@ -209,7 +222,9 @@ def _package_blas(pkg: str, site: Path, version: str | None, libs_out: list[Blas
         config = blas.get("openblas configuration")
         config = config if isinstance(config, str) and config not in ("unknown", "") else None
         ilp = blas.get("has ilp64")
-        int64 = bool(ilp) if isinstance(ilp, bool) else (("USE64BITINT" in config) if config else None)
+        int64 = (
+            bool(ilp) if isinstance(ilp, bool) else (("USE64BITINT" in config) if config else None)
+        )
         path = bundled[0][0] if bundled else None
         if int64 is None and bundled:
             int64 = bundled[0][2]

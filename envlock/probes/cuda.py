@@ -219,7 +219,9 @@ def _dist_info_versions(d: Path) -> dict[str, str]:
 
 
 def _lib_files(files: list[str]) -> tuple[str, ...]:
-    return tuple(sorted({os.path.basename(f) for f in files if re.search(r"/lib[^/]*\.so(\.|$)", "/" + f)}))
+    return tuple(
+        sorted({os.path.basename(f) for f in files if re.search(r"/lib[^/]*\.so(\.|$)", "/" + f)})
+    )
 
 
 def probe_cuda(  # noqa: PLR0912, PLR0915
@@ -279,7 +281,9 @@ def probe_cuda(  # noqa: PLR0912, PLR0915
         )
         for f in files:
             if os.path.basename(f) in ("cudnn_version.h", "nccl.h"):
-                header_dirs.append((dist.site / os.path.dirname(f), str(dist.site / os.path.dirname(f))))
+                header_dirs.append(
+                    (dist.site / os.path.dirname(f), str(dist.site / os.path.dirname(f)))
+                )
     if pip_found:
         sources.append("pip dist-info")
 
@@ -373,7 +377,9 @@ def probe_cuda(  # noqa: PLR0912, PLR0915
                 continue  # cudnn.h of cuDNN >= 8 has no version macros: cudnn_version.h has them
             seen_headers.add(rp)
             done.add(comp)
-            libs.append(CudaLibrary(name=comp, version=version, origin="header", path=f"{shown}/{fname}"))
+            libs.append(
+                CudaLibrary(name=comp, version=version, origin="header", path=f"{shown}/{fname}")
+            )
     if seen_headers:
         sources.append("headers")
 
@@ -424,10 +430,14 @@ def _read_toolkit(real: Path, shown: str, origin: str, libs: list[CudaLibrary]) 
         for comp, v in sorted(comps.items()):
             libs.append(CudaLibrary(name=comp, version=v, origin="toolkit", path=shown))
         if version:
-            return CudaToolkit(path=shown, version=version, origin=origin, source=f"{shown}/version.json")
+            return CudaToolkit(
+                path=shown, version=version, origin=origin, source=f"{shown}/version.json"
+            )
     text = read_text(real / "version.txt", 4096)
     if text is not None and (version := _parse_cuda_version_txt(text)):
-        return CudaToolkit(path=shown, version=version, origin=origin, source=f"{shown}/version.txt")
+        return CudaToolkit(
+            path=shown, version=version, origin=origin, source=f"{shown}/version.txt"
+        )
     comps = _dist_info_versions(real / "dist-info")
     if comps:
         for comp, v in sorted(comps.items()):
@@ -447,7 +457,9 @@ def _read_toolkit(real: Path, shown: str, origin: str, libs: list[CudaLibrary]) 
             continue
         for n in sorted(names):
             if (v := _version_from_filename(n, "libcudart")) and v.count(".") >= 2:
-                return CudaToolkit(path=shown, version=_major_minor(v), origin=origin, source=f"{shown}/{lib}/{n}")
+                return CudaToolkit(
+                    path=shown, version=_major_minor(v), origin=origin, source=f"{shown}/{lib}/{n}"
+                )
     m = re.search(r"cuda-(\d+(?:\.\d+)+)$", shown)
     if m:
         return CudaToolkit(path=shown, version=m.group(1), origin=origin, source="directory name")
@@ -478,4 +490,6 @@ def _scan_lib_dir(real: Path, shown: str, libs: list[CudaLibrary], *, origin: st
     for (comp, v), files in sorted(found.items()):
         if any(lib.name == comp and lib.version == v and lib.path == shown for lib in libs):
             continue
-        libs.append(CudaLibrary(name=comp, version=v, origin=origin, path=shown, files=tuple(sorted(files))))
+        libs.append(
+            CudaLibrary(name=comp, version=v, origin=origin, path=shown, files=tuple(sorted(files)))
+        )

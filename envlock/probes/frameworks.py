@@ -29,7 +29,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from envlock._run import DEFAULT_TIMEOUT, Runner, run
-from envlock.probes._stackutil import CondaRecord, Dist, conda_records, iter_dists, read_headers, read_text
+from envlock.probes._stackutil import (
+    CondaRecord,
+    Dist,
+    conda_records,
+    iter_dists,
+    read_headers,
+    read_text,
+)
 from envlock.stack_model import FrameworkBuild, FrameworkRuntime, FrameworksInfo, ThreadPool
 
 __all__ = ["probe_frameworks", "IMPORT_SCRIPT", "fatbin_archs"]
@@ -39,7 +46,12 @@ _FRAMEWORK_RE = re.compile(
     r"cupy(?:-cuda\w+|-rocm-[\w-]+)?|numba)$"
 )
 # conda package names of the same frameworks.
-_CONDA_NAMES = {"pytorch": "torch", "jaxlib": "jaxlib", "tensorflow-base": "tensorflow", "cupy": "cupy"}
+_CONDA_NAMES = {
+    "pytorch": "torch",
+    "jaxlib": "jaxlib",
+    "tensorflow-base": "tensorflow",
+    "cupy": "cupy",
+}
 
 _FATBIN_MAGIC = 0xBA55ED50
 _MAX_FATBIN_ENTRIES = 200_000
@@ -108,9 +120,12 @@ def _parse_torch_version_py(text: str) -> dict[str, object]:
             target, value = node.target, node.value
         else:
             continue
-        if isinstance(target, ast.Name) and isinstance(value, ast.Constant):
-            if isinstance(value.value, (str, bool, int, type(None))):
-                out[target.id] = value.value
+        if (
+            isinstance(target, ast.Name)
+            and isinstance(value, ast.Constant)
+            and isinstance(value.value, (str, bool, int, type(None)))
+        ):
+            out[target.id] = value.value
     return out
 
 
@@ -150,7 +165,9 @@ def _local_label(version: str | None) -> str | None:
     return version.split("+", 1)[1]
 
 
-def _torch_build(info: Mapping[str, object], version: str | None, conda_build: str | None) -> tuple[str | None, str]:
+def _torch_build(
+    info: Mapping[str, object], version: str | None, conda_build: str | None
+) -> tuple[str | None, str]:
     """Decide torch's build kind from ``version.py`` values, the local version and conda build.
 
     :returns: ``(build, evidence)`` with build ``"cuda"``, ``"rocm"``, ``"xpu"``, ``"cpu"`` or
@@ -357,7 +374,10 @@ def _tensorflow(dist: Dist) -> FrameworkBuild:
     text = read_text(pkg / "python" / "platform" / "build_info.py", 65536)
     if text is None:
         return FrameworkBuild(
-            name=dist.name, version=version, location=str(pkg), error="tensorflow build_info.py not readable"
+            name=dist.name,
+            version=version,
+            location=str(pkg),
+            error="tensorflow build_info.py not readable",
         )
     info = _parse_tf_build_info(text)
     cuda = info.get("cuda_version")
@@ -507,17 +527,25 @@ def _import_run(
     return _parse_import_output(res.stdout, source, elapsed)
 
 
-def _parse_import_output(stdout: str, source: str, elapsed: float | None = None) -> FrameworkRuntime:
+def _parse_import_output(
+    stdout: str, source: str, elapsed: float | None = None
+) -> FrameworkRuntime:
     """Turn the ``ENVLOCK-JSON:`` line of :data:`IMPORT_SCRIPT`'s output into a record."""
     line = next((ln for ln in stdout.splitlines() if ln.startswith("ENVLOCK-JSON:")), None)
     if line is None:
-        return FrameworkRuntime(status="error", source=source, error="import script printed no result")
+        return FrameworkRuntime(
+            status="error", source=source, error="import script printed no result"
+        )
     try:
         data = json.loads(line[len("ENVLOCK-JSON:") :])
     except ValueError as exc:
-        return FrameworkRuntime(status="error", source=source, error=f"import script result is not JSON: {exc}")
+        return FrameworkRuntime(
+            status="error", source=source, error=f"import script result is not JSON: {exc}"
+        )
     if not isinstance(data, dict):
-        return FrameworkRuntime(status="error", source=source, error="import script result is not an object")
+        return FrameworkRuntime(
+            status="error", source=source, error="import script result is not an object"
+        )
 
     def typed(key: str, tp: type) -> object:
         v = data.get(key)
@@ -531,11 +559,15 @@ def _parse_import_output(stdout: str, source: str, elapsed: float | None = None)
             pools.append(
                 ThreadPool(
                     user_api=p["user_api"],
-                    internal_api=p.get("internal_api") if isinstance(p.get("internal_api"), str) else None,
+                    internal_api=p.get("internal_api")
+                    if isinstance(p.get("internal_api"), str)
+                    else None,
                     prefix=p.get("prefix") if isinstance(p.get("prefix"), str) else None,
                     filepath=p.get("filepath") if isinstance(p.get("filepath"), str) else None,
                     version=p.get("version") if isinstance(p.get("version"), str) else None,
-                    num_threads=p.get("num_threads") if isinstance(p.get("num_threads"), int) else None,
+                    num_threads=p.get("num_threads")
+                    if isinstance(p.get("num_threads"), int)
+                    else None,
                 )
             )
     errors = [e for e in data.get("errors") or [] if isinstance(e, str)]
@@ -562,5 +594,7 @@ def _parse_import_output(stdout: str, source: str, elapsed: float | None = None)
         deterministic=typed("deterministic", bool),  # type: ignore[arg-type]
         cudnn_benchmark=typed("cudnn_benchmark", bool),  # type: ignore[arg-type]
         threadpools=tuple(pools),
-        duration=elapsed if elapsed is not None else (round(duration, 3) if isinstance(duration, (int, float)) else None),
+        duration=elapsed
+        if elapsed is not None
+        else (round(duration, 3) if isinstance(duration, (int, float)) else None),
     )

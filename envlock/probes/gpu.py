@@ -123,7 +123,9 @@ def _na(value: str) -> str | None:
     return value
 
 
-def _parse_nvidia_smi_csv(text: str, fields: Sequence[str] = SMI_FIELDS) -> tuple[list[Gpu], str | None]:
+def _parse_nvidia_smi_csv(
+    text: str, fields: Sequence[str] = SMI_FIELDS
+) -> tuple[list[Gpu], str | None]:
     """Parse ``nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits`` output.
 
     :param text: the command's standard output.

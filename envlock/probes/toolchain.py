@@ -19,9 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from envlock._run import DEFAULT_TIMEOUT, RunResult, Runner, run
+from envlock._run import DEFAULT_TIMEOUT, Runner, RunResult, run
 from envlock.probes._stackutil import iter_dists, under_root, which
-from envlock.stack_model import BuiltWith, Libstdcxx, ToolchainInfo, Tool
+from envlock.stack_model import BuiltWith, Libstdcxx, Tool, ToolchainInfo
 
 __all__ = ["probe_toolchain", "TOOLS"]
 
@@ -65,7 +65,9 @@ def _parse_cc_version(text: str) -> tuple[str | None, str | None]:
     if m:
         return "intel", m.group(1)
     m = re.search(r"\)\s+(\d+\.\d+(?:\.\d+)?)\b", first)
-    if m and ("GCC" in first or "gcc" in first or "g++" in first or "Fortran" in first or "GNU" in first):
+    if m and (
+        "GCC" in first or "gcc" in first or "g++" in first or "Fortran" in first or "GNU" in first
+    ):
         return "gcc", m.group(1)
     return None, None
 
@@ -207,7 +209,13 @@ def _probe_tool(name: str, path: str, runner: Runner, timeout: float, env: dict[
         vendor, version = _parse_cc_version(out)
     if version is None:
         first = (out.strip().splitlines() or [""])[0][:120]
-        return Tool(name=name, path=path, vendor=vendor, status="error", error=f"unrecognised version output: {first!r}")
+        return Tool(
+            name=name,
+            path=path,
+            vendor=vendor,
+            status="error",
+            error=f"unrecognised version output: {first!r}",
+        )
     return Tool(name=name, path=path, version=version, vendor=vendor)
 
 
@@ -318,7 +326,8 @@ def probe_toolchain(  # noqa: PLR0912
     return ToolchainInfo(
         status=status,
         source=", ".join(sources),
-        error="; ".join(errors) or (None if status == "ok" else "no compiler, glibc or libstdc++ found"),
+        error="; ".join(errors)
+        or (None if status == "ok" else "no compiler, glibc or libstdc++ found"),
         tools=tuple(recorded),
         glibc=glibc,
         glibc_source=glibc_src,
@@ -337,7 +346,9 @@ def _key_binaries(name: str, site: Path) -> list[Path]:
         for sub in ("_core", "core"):
             d = site / "numpy" / sub
             try:
-                out += sorted(d / n for n in os.listdir(d) if n.startswith("_multiarray_umath") and ".so" in n)
+                out += sorted(
+                    d / n for n in os.listdir(d) if n.startswith("_multiarray_umath") and ".so" in n
+                )
             except OSError:
                 continue
         return out

@@ -74,7 +74,9 @@ def make_dist(
     return info
 
 
-def make_conda(prefix: Path, name: str, version: str, build: str, depends: tuple[str, ...] = ()) -> Path:
+def make_conda(
+    prefix: Path, name: str, version: str, build: str, depends: tuple[str, ...] = ()
+) -> Path:
     """Write ``<prefix>/conda-meta/<name>-<version>-<build>.json`` in conda's layout."""
     meta = prefix / "conda-meta"
     meta.mkdir(parents=True, exist_ok=True)
@@ -115,7 +117,11 @@ def compile_shared(tmp: Path, name: str, source: str, *, version_script: str | N
 @pytest.fixture
 def clean_env(bin_dir: Path) -> dict[str, str]:
     """An environment whose PATH is only the test bin dir plus /bin for ``sh``/``sleep``."""
-    return {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root"), "LC_ALL": "C"}
+    return {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "HOME": os.environ.get("HOME", "/root"),
+        "LC_ALL": "C",
+    }
 
 
 @pytest.fixture

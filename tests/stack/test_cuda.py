@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -23,8 +22,10 @@ from envlock.probes.cuda import (
 
 NVCC_HEAD = "nvcc: NVIDIA (R) Cuda compiler driver\nCopyright (c) 2005-{y} NVIDIA Corporation\n"
 NVCC = {
-    "9.0": NVCC_HEAD.format(y=2017) + "Built on Fri_Sep__1_21:08:03_CDT_2017\nCuda compilation tools, release 9.0, V9.0.176\n",
-    "10.2": NVCC_HEAD.format(y=2019) + "Built on Wed_Oct_23_19:24:38_PDT_2019\nCuda compilation tools, release 10.2, V10.2.89\n",
+    "9.0": NVCC_HEAD.format(y=2017)
+    + "Built on Fri_Sep__1_21:08:03_CDT_2017\nCuda compilation tools, release 9.0, V9.0.176\n",
+    "10.2": NVCC_HEAD.format(y=2019)
+    + "Built on Wed_Oct_23_19:24:38_PDT_2019\nCuda compilation tools, release 10.2, V10.2.89\n",
     "11.8": NVCC_HEAD.format(y=2022)
     + "Built on Wed_Sep_21_10:33:58_PDT_2022\nCuda compilation tools, release 11.8, V11.8.89\n"
     "Build cuda_11.8.r11.8/compiler.31833905_0\n",
@@ -129,7 +130,9 @@ def test_parse_cudnn_version_h(text: str, expected: str | None) -> None:
     assert _parse_cudnn_version_h(text) == expected
 
 
-@pytest.mark.parametrize(("text", "expected"), [(NCCL_H, "2.21.5"), ("#define NCCL_MAJOR 2\n", None), ("", None)])
+@pytest.mark.parametrize(
+    ("text", "expected"), [(NCCL_H, "2.21.5"), ("#define NCCL_MAJOR 2\n", None), ("", None)]
+)
 def test_parse_nccl_h(text: str, expected: str | None) -> None:
     assert _parse_nccl_h(text) == expected
 
@@ -168,14 +171,21 @@ def test_parse_cuda_version_json() -> None:
     }
 
 
-@pytest.mark.parametrize("text", ["", "{", "[1, 2]", '{"cuda": "12.4"}', '{"cuda": {"version": 12}}', "\x00"])
+@pytest.mark.parametrize(
+    "text", ["", "{", "[1, 2]", '{"cuda": "12.4"}', '{"cuda": {"version": 12}}', "\x00"]
+)
 def test_parse_cuda_version_json_junk(text: str) -> None:
     assert _parse_cuda_version_json(text) == (None, {})
 
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("CUDA Version 10.2.89\n", "10.2.89"), ("CUDA Version 9.0.176\n", "9.0.176"), ("", None), ("CUDA\n", None)],
+    [
+        ("CUDA Version 10.2.89\n", "10.2.89"),
+        ("CUDA Version 9.0.176\n", "9.0.176"),
+        ("", None),
+        ("CUDA\n", None),
+    ],
 )
 def test_parse_cuda_version_txt(text: str, expected: str | None) -> None:
     assert _parse_cuda_version_txt(text) == expected
@@ -229,7 +239,11 @@ CU12_WHEELS = [
         ),
     ),
     ("nvidia-nccl-cu12", "2.21.5", ("nvidia/nccl/lib/libnccl.so.2", "nvidia/nccl/include/nccl.h")),
-    ("nvidia-cublas-cu12", "12.4.5.8", ("nvidia/cublas/lib/libcublas.so.12", "nvidia/cublas/lib/libcublasLt.so.12")),
+    (
+        "nvidia-cublas-cu12",
+        "12.4.5.8",
+        ("nvidia/cublas/lib/libcublas.so.12", "nvidia/cublas/lib/libcublasLt.so.12"),
+    ),
     ("nvidia-cufft-cu12", "11.2.1.3", ("nvidia/cufft/lib/libcufft.so.11",)),
     ("nvidia-cusparse-cu12", "12.3.1.170", ("nvidia/cusparse/lib/libcusparse.so.12",)),
     ("nvidia-cusolver-cu12", "11.6.1.9", ("nvidia/cusolver/lib/libcusolver.so.11",)),
@@ -245,8 +259,16 @@ def world(tmp_path: Path, dist, conda, make_tool):
     site = prefix / "lib/python3.11/site-packages"
     site.mkdir(parents=True)
     for name, version, files in CU12_WHEELS:
-        dist(site, name, version, files=files,
-             file_contents={"nvidia/cudnn/include/cudnn_version.h": CUDNN_V9_H, "nvidia/nccl/include/nccl.h": NCCL_H})
+        dist(
+            site,
+            name,
+            version,
+            files=files,
+            file_contents={
+                "nvidia/cudnn/include/cudnn_version.h": CUDNN_V9_H,
+                "nvidia/nccl/include/nccl.h": NCCL_H,
+            },
+        )
     conda(prefix, "cuda-version", "12.4", "h3060b56_3")
     conda(prefix, "cuda-cudart", "12.4.127", "he02047a_2")
     conda(prefix, "cudnn", "8.9.7.29", "hbc23b4c_3")
@@ -290,7 +312,11 @@ def test_probe_cuda_world(world, bin_dir: Path) -> None:
 
     tks = {(t.origin, t.path, t.version) for t in info.toolkits}
     assert ("CUDA_HOME", "/opt/cuda-10.2", "10.2.89") in tks
-    assert ("/usr/local", "/usr/local/cuda-12.4", "12.4.1") in tks  # /usr/local/cuda → cuda-12.4, once
+    assert (
+        "/usr/local",
+        "/usr/local/cuda-12.4",
+        "12.4.1",
+    ) in tks  # /usr/local/cuda → cuda-12.4, once
     assert ("conda", None, "12.4") in tks
     assert len([t for t in info.toolkits if t.path == "/usr/local/cuda-12.4"]) == 1
 
@@ -316,7 +342,9 @@ def test_probe_cuda_world(world, bin_dir: Path) -> None:
 
     assert [lib.version for lib in get("nccl", "pip")] == ["2.21.5"]
     assert [lib.version for lib in get("nccl", "header")] == ["2.21.5"]
-    assert [(lib.version, lib.files) for lib in get("nccl", "toolkit")] == [("2.18.3", ("libnccl.so.2.18.3",))]
+    assert [(lib.version, lib.files) for lib in get("nccl", "toolkit")] == [
+        ("2.18.3", ("libnccl.so.2.18.3",))
+    ]
     assert [lib.version for lib in get("cublas", "pip")] == ["12.4.5.8"]
     assert [lib.version for lib in get("cublas", "toolkit")] == ["12.4.5.8"]
     assert [lib.version for lib in get("cufft", "pip")] == ["11.2.1.3"]
@@ -330,16 +358,23 @@ def test_probe_cuda_world(world, bin_dir: Path) -> None:
 
 def test_probe_cuda_nothing(tmp_path: Path) -> None:
     (tmp_path / "root").mkdir()
-    info = probe_cuda(root=tmp_path / "root", env={}, prefix=str(tmp_path / "p"), site_dirs=[], path_dirs=[])
+    info = probe_cuda(
+        root=tmp_path / "root", env={}, prefix=str(tmp_path / "p"), site_dirs=[], path_dirs=[]
+    )
     assert info.status == "absent"
     assert info.error == "no CUDA toolkit or library found"
 
 
-def test_probe_cuda_bad_cuda_home_and_failing_nvcc(tmp_path: Path, make_tool, bin_dir: Path) -> None:
+def test_probe_cuda_bad_cuda_home_and_failing_nvcc(
+    tmp_path: Path, make_tool, bin_dir: Path
+) -> None:
     (tmp_path / "root").mkdir()
     make_tool("nvcc", "echo 'nvcc: error while loading shared libraries' >&2\nexit 127\n")
     info = probe_cuda(
-        root=tmp_path / "root", env={"CUDA_HOME": "/nonexistent/cuda"}, path_dirs=[str(bin_dir)], timeout=5
+        root=tmp_path / "root",
+        env={"CUDA_HOME": "/nonexistent/cuda"},
+        path_dirs=[str(bin_dir)],
+        timeout=5,
     )
     assert info.nvcc == str(bin_dir / "nvcc")
     assert info.nvcc_version is None
@@ -360,7 +395,9 @@ def test_probe_cuda_hanging_nvcc(tmp_path: Path, make_tool, bin_dir: Path) -> No
 
 @pytest.mark.skipif(not Path("/usr/local/bin/nvcc").exists(), reason="no /usr/local/bin/nvcc here")
 def test_probe_cuda_real_nvcc() -> None:
-    real = subprocess.run(["/usr/local/bin/nvcc", "--version"], capture_output=True, text=True, timeout=30)
+    real = subprocess.run(
+        ["/usr/local/bin/nvcc", "--version"], capture_output=True, text=True, timeout=30
+    )
     expected = _parse_nvcc_version(real.stdout)
     info = probe_cuda(env=dict(os.environ), path_dirs=["/usr/local/bin"], timeout=10)
     assert info.nvcc == "/usr/local/bin/nvcc"

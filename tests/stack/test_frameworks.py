@@ -54,9 +54,15 @@ hip = None
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        (TORCH_214_CU130, {"__version__": "2.14.1+cu130", "cuda": "13.0", "hip": None, "debug": False}),
+        (
+            TORCH_214_CU130,
+            {"__version__": "2.14.1+cu130", "cuda": "13.0", "hip": None, "debug": False},
+        ),
         (TORCH_213_CPU, {"__version__": "2.13.0+cpu", "cuda": None, "hip": None}),
-        (TORCH_231_ROCM, {"__version__": "2.3.1+rocm6.0", "cuda": None, "hip": "6.0.32830-d62f6a171"}),
+        (
+            TORCH_231_ROCM,
+            {"__version__": "2.3.1+rocm6.0", "cuda": None, "hip": "6.0.32830-d62f6a171"},
+        ),
         (TORCH_1121_CU113, {"__version__": "1.12.1+cu113", "cuda": "11.3", "debug": False}),
     ],
     ids=["2.14-cu130", "2.13-cpu", "2.3-rocm", "1.12-cu113"],
@@ -68,7 +74,9 @@ def test_parse_torch_version_py(text: str, expected: dict) -> None:
     assert "Optional" not in got and "__all__" not in got
 
 
-@pytest.mark.parametrize("text", ["", "def f(:\n", "x = [1, 2]\n", "\x00\x00", "cuda = some_call()\n"])
+@pytest.mark.parametrize(
+    "text", ["", "def f(:\n", "x = [1, 2]\n", "\x00\x00", "cuda = some_call()\n"]
+)
 def test_parse_torch_version_py_junk(text: str) -> None:
     assert _parse_torch_version_py(text) == {}
 
@@ -101,7 +109,15 @@ def test_torch_build(info_text, version, conda_build, build, evidence_part) -> N
 
 @pytest.mark.parametrize(
     ("label", "expected"),
-    [("cu124", "12.4"), ("cu130", "13.0"), ("cu118", "11.8"), ("cu92", "9.2"), ("cuda12.cudnn89", "12"), ("cpu", None), (None, None)],
+    [
+        ("cu124", "12.4"),
+        ("cu130", "13.0"),
+        ("cu118", "11.8"),
+        ("cu92", "9.2"),
+        ("cuda12.cudnn89", "12"),
+        ("cpu", None),
+        (None, None),
+    ],
 )
 def test_cuda_from_label(label, expected) -> None:
     assert _cuda_from_label(label) == expected
@@ -141,10 +157,16 @@ build_info = collections.OrderedDict([("cuda_version", "11.2"), ("cudnn_version"
 )
 def test_parse_tf_build_info(text: str, cuda: str, cudnn: str) -> None:
     info = _parse_tf_build_info(text)
-    assert (info["cuda_version"], info["cudnn_version"], info["is_cuda_build"]) == (cuda, cudnn, True)
+    assert (info["cuda_version"], info["cudnn_version"], info["is_cuda_build"]) == (
+        cuda,
+        cudnn,
+        True,
+    )
 
 
-@pytest.mark.parametrize("text", ["", "build_info = make()\n", "build_info = [1]\n", "x = {}\n", "((("])
+@pytest.mark.parametrize(
+    "text", ["", "build_info = make()\n", "build_info = [1]\n", "x = {}\n", "((("]
+)
 def test_parse_tf_build_info_junk(text: str) -> None:
     assert _parse_tf_build_info(text) == {}
 
@@ -235,7 +257,11 @@ def test_probe_frameworks_world(tmp_path: Path, dist, conda) -> None:
         "torch",
         "2.5.1+cu124",
         files=("torch/version.py", "torch/__init__.py"),
-        file_contents={"torch/version.py": TORCH_214_CU130.replace("2.14.1+cu130", "2.5.1+cu124").replace("'13.0'", "'12.4'")},
+        file_contents={
+            "torch/version.py": TORCH_214_CU130.replace("2.14.1+cu130", "2.5.1+cu124").replace(
+                "'13.0'", "'12.4'"
+            )
+        },
         requires=(
             "filelock",
             'nvidia-cudnn-cu12==9.1.0.70; platform_system == "Linux" and platform_machine == "x86_64"',
@@ -271,8 +297,15 @@ def test_probe_frameworks_world(tmp_path: Path, dist, conda) -> None:
     assert torch.requires == ("nvidia-cudnn-cu12==9.1.0.70", "nvidia-cublas-cu12==12.4.5.8")
     assert torch.git_version == "5c4886908584029761b579af026dcfb627c84070"
     assert torch.cuda_archs == ()  # no libtorch_cuda.so in this fake
-    assert (info.get("jaxlib").build, info.get("jaxlib").cuda, info.get("jaxlib").cudnn) == ("cuda", "12", "8.9")
-    assert (info.get("jax-cuda12-plugin").build, info.get("jax-cuda12-plugin").cuda) == ("cuda", "12")
+    assert (info.get("jaxlib").build, info.get("jaxlib").cuda, info.get("jaxlib").cudnn) == (
+        "cuda",
+        "12",
+        "8.9",
+    )
+    assert (info.get("jax-cuda12-plugin").build, info.get("jax-cuda12-plugin").cuda) == (
+        "cuda",
+        "12",
+    )
     tf = info.get("tensorflow")
     assert (tf.build, tf.cuda, tf.cudnn) == ("cuda", "12.3", "8")
     assert tf.cuda_archs == ("sm_50", "sm_60", "sm_70", "sm_80", "compute_90")
@@ -309,7 +342,9 @@ def test_import_run_without_torch_real_interpreter() -> None:
         pytest.skip("torch is importable here")
     except ImportError:
         pass
-    info = probe_frameworks(site_dirs=[], do_import=True, python_exe=sys.executable, import_timeout=60)
+    info = probe_frameworks(
+        site_dirs=[], do_import=True, python_exe=sys.executable, import_timeout=60
+    )
     rt = info.runtime
     assert rt.status == "absent"
     assert rt.error == "import torch: ModuleNotFoundError: No module named 'torch'"
@@ -319,7 +354,9 @@ def test_import_run_without_torch_real_interpreter() -> None:
 def test_import_run_hang(make_tool) -> None:
     python = make_tool("python", "sleep 30\n")
     t0 = time.monotonic()
-    info = probe_frameworks(site_dirs=[], do_import=True, python_exe=str(python), import_timeout=0.5)
+    info = probe_frameworks(
+        site_dirs=[], do_import=True, python_exe=str(python), import_timeout=0.5
+    )
     assert time.monotonic() - t0 < 5
     assert info.runtime.status == "timeout"
 
@@ -360,7 +397,10 @@ def test_parse_import_output_gpu() -> None:
         ("", "printed no result"),
         ("ENVLOCK-JSON:{not json\n", "not JSON"),
         ("ENVLOCK-JSON:[1]\n", "not an object"),
-        ('ENVLOCK-JSON:{"error": "import torch: OSError: libcudnn.so.9: cannot open"}\n', "libcudnn.so.9"),
+        (
+            'ENVLOCK-JSON:{"error": "import torch: OSError: libcudnn.so.9: cannot open"}\n',
+            "libcudnn.so.9",
+        ),
     ],
 )
 def test_parse_import_output_junk(stdout: str, err_part: str) -> None:
@@ -370,6 +410,8 @@ def test_parse_import_output_junk(stdout: str, err_part: str) -> None:
 
 
 def test_parse_import_output_wrong_types_dropped() -> None:
-    rt = _parse_import_output('ENVLOCK-JSON:{"device_count": true, "cudnn_version": "9", "arch_list": [1, "sm_90"]}', "s")
+    rt = _parse_import_output(
+        'ENVLOCK-JSON:{"device_count": true, "cudnn_version": "9", "arch_list": [1, "sm_90"]}', "s"
+    )
     assert rt.device_count is None and rt.cudnn_version is None
     assert rt.arch_list == ("sm_90",)

@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from envlock.probes.gpu import _parse_nvidia_smi_csv, _parse_proc_driver_version, _parse_rocm_version, cuda_for_driver, probe_gpu
+from envlock.probes.gpu import (
+    _parse_nvidia_smi_csv,
+    _parse_proc_driver_version,
+    _parse_rocm_version,
+    cuda_for_driver,
+    probe_gpu,
+)
 
 PROC_470 = (
     "NVRM version: NVIDIA UNIX x86_64 Kernel Module  470.182.03  Fri Feb 24 03:29:56 UTC 2023\n"
@@ -27,8 +33,12 @@ PROC_580_OPEN = (
     "(dvs-builder@U22-I3-AF03-09-1)  Tue Sep 23 09:55:41 UTC 2025\n"
     "GCC version:  gcc version 13.3.0 (Ubuntu 13.3.0-6ubuntu2~24.04) \n"
 )
-PROC_580 = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  Sun Jul 27 07:09:40 UTC 2025\n"
-PROC_AARCH64 = "NVRM version: NVIDIA UNIX aarch64 Kernel Module  535.129.03  Thu Oct 19 18:42:59 UTC 2023\n"
+PROC_580 = (
+    "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  Sun Jul 27 07:09:40 UTC 2025\n"
+)
+PROC_AARCH64 = (
+    "NVRM version: NVIDIA UNIX aarch64 Kernel Module  535.129.03  Thu Oct 19 18:42:59 UTC 2023\n"
+)
 PROC_418 = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  418.67  Sat Apr  6 03:07:24 CDT 2019\n"
 
 
@@ -48,7 +58,20 @@ PROC_418 = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  418.67  Sat Apr  6 0
         ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  Release Build\n", None),
         ("\x00\xff\x7fELF", None),
     ],
-    ids=["470", "535", "550-open", "580-open", "580", "aarch64", "418-two-part", "empty", "junk", "no-number", "open-no-number", "binary"],
+    ids=[
+        "470",
+        "535",
+        "550-open",
+        "580-open",
+        "580",
+        "aarch64",
+        "418-two-part",
+        "empty",
+        "junk",
+        "no-number",
+        "open-no-number",
+        "binary",
+    ],
 )
 def test_parse_proc_driver_version(text: str, expected: tuple[str, str] | None) -> None:
     assert _parse_proc_driver_version(text) == expected
@@ -121,7 +144,13 @@ def test_parse_smi_junk(text: str) -> None:
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("6.0.2-115\n", "6.0.2-115"), ("5.7.1\n", "5.7.1"), ("6.2\n", "6.2"), ("", None), ("rocm\n", None)],
+    [
+        ("6.0.2-115\n", "6.0.2-115"),
+        ("5.7.1\n", "5.7.1"),
+        ("6.2\n", "6.2"),
+        ("", None),
+        ("rocm\n", None),
+    ],
 )
 def test_parse_rocm_version(text: str, expected: str | None) -> None:
     assert _parse_rocm_version(text) == expected
@@ -152,7 +181,9 @@ esac
 def test_probe_gpu_eight_mig_gpus(tmp_path: Path, make_tool, bin_dir: Path) -> None:
     make_tool("nvidia-smi", SMI_SCRIPT.format(rows=H100_MIG_8))
     root = _root(tmp_path, PROC_550_OPEN)
-    info = probe_gpu(root=root, env={"CUDA_VISIBLE_DEVICES": "2,3"}, path_dirs=[str(bin_dir)], timeout=5)
+    info = probe_gpu(
+        root=root, env={"CUDA_VISIBLE_DEVICES": "2,3"}, path_dirs=[str(bin_dir)], timeout=5
+    )
     assert info.status == "ok", info.error
     assert info.vendor == "nvidia"
     assert info.driver_version == "550.54.14"  # /proc (the kernel module) wins over nvidia-smi
@@ -213,7 +244,9 @@ exit 9
 
 
 def test_probe_gpu_smi_fails_with_driver(tmp_path: Path, make_tool, bin_dir: Path) -> None:
-    make_tool("nvidia-smi", 'echo "Failed to initialize NVML: Driver/library version mismatch"\nexit 18\n')
+    make_tool(
+        "nvidia-smi", 'echo "Failed to initialize NVML: Driver/library version mismatch"\nexit 18\n'
+    )
     info = probe_gpu(root=_root(tmp_path, PROC_535), env={}, path_dirs=[str(bin_dir)], timeout=5)
     assert info.status == "error"
     assert info.driver_version == "535.104.05"
@@ -221,7 +254,9 @@ def test_probe_gpu_smi_fails_with_driver(tmp_path: Path, make_tool, bin_dir: Pat
     assert info.cuda_driver_version == "12.2"
 
 
-def test_probe_gpu_hanging_smi_finishes_within_budget(tmp_path: Path, make_tool, bin_dir: Path) -> None:
+def test_probe_gpu_hanging_smi_finishes_within_budget(
+    tmp_path: Path, make_tool, bin_dir: Path
+) -> None:
     make_tool("nvidia-smi", "sleep 30\n")
     root = _root(tmp_path, PROC_580_OPEN)
     t0 = time.monotonic()

@@ -26,22 +26,37 @@ def _site(venv: Path) -> Path:
 
 
 def _py(venv: Path, code: str) -> object:
-    out = subprocess.run([str(venv / "bin/python"), "-c", code], capture_output=True, text=True, timeout=300,
-                         check=True, cwd="/")
+    out = subprocess.run(
+        [str(venv / "bin/python"), "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+        cwd="/",
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def _stack(venv: Path, **kw):
     env = dict(os.environ)
     env["PATH"] = f"{venv}/bin:{env.get('PATH', '')}"
-    return probe_stack(env=env, prefix=str(venv), site_dirs=[str(_site(venv))], path_dirs=env["PATH"].split(":"),
-                       python_exe=str(venv / "bin/python"), **kw)
+    return probe_stack(
+        env=env,
+        prefix=str(venv),
+        site_dirs=[str(_site(venv))],
+        path_dirs=env["PATH"].split(":"),
+        python_exe=str(venv / "bin/python"),
+        **kw,
+    )
 
 
 def _dist_versions(venv: Path) -> dict[str, str]:
-    return _py(venv, "import json, importlib.metadata as m; "
-                     "print(json.dumps({d.metadata['Name'].lower().replace('_', '-'): d.version "
-                     "for d in m.distributions()}))")
+    return _py(
+        venv,
+        "import json, importlib.metadata as m; "
+        "print(json.dumps({d.metadata['Name'].lower().replace('_', '-'): d.version "
+        "for d in m.distributions()}))",
+    )
 
 
 def test_cuda_venv_stack(cuda_venv: Path) -> None:
@@ -60,19 +75,31 @@ def test_cuda_venv_stack(cuda_venv: Path) -> None:
     (cudnn,) = [lib for lib in cuda.find("cudnn") if lib.origin == "pip"]
     assert cudnn.version == versions["nvidia-cudnn-cu13"] == "9.24.0.43"
     assert cudnn.package == "nvidia-cudnn-cu13" and "libcudnn.so.9" in cudnn.files
-    for comp, dist in [("nccl", "nvidia-nccl-cu13"), ("cublas", "nvidia-cublas"), ("cufft", "nvidia-cufft"),
-                       ("cusparse", "nvidia-cusparse"), ("cusolver", "nvidia-cusolver"),
-                       ("nvjitlink", "nvidia-nvjitlink"), ("cudart", "nvidia-cuda-runtime")]:
+    for comp, dist in [
+        ("nccl", "nvidia-nccl-cu13"),
+        ("cublas", "nvidia-cublas"),
+        ("cufft", "nvidia-cufft"),
+        ("cusparse", "nvidia-cusparse"),
+        ("cusolver", "nvidia-cusolver"),
+        ("nvjitlink", "nvidia-nvjitlink"),
+        ("cudart", "nvidia-cuda-runtime"),
+    ]:
         (lib,) = [lib for lib in cuda.find(comp) if lib.origin == "pip"]
         assert (lib.package, lib.version) == (dist, versions[dist]), comp
         assert lib.files, comp
     assert any(t.origin == "pip" and t.version == versions["cuda-toolkit"] for t in cuda.toolkits)
 
     blas = {lib.user: lib for lib in out["blas"].libraries}
-    np_cfg = _py(cuda_venv, "import json, numpy; print(json.dumps(numpy.show_config(mode='dicts')"
-                            "['Build Dependencies']['blas']))")
-    sp_cfg = _py(cuda_venv, "import json, scipy; print(json.dumps(scipy.show_config(mode='dicts')"
-                            "['Build Dependencies']['blas']))")
+    np_cfg = _py(
+        cuda_venv,
+        "import json, numpy; print(json.dumps(numpy.show_config(mode='dicts')"
+        "['Build Dependencies']['blas']))",
+    )
+    sp_cfg = _py(
+        cuda_venv,
+        "import json, scipy; print(json.dumps(scipy.show_config(mode='dicts')"
+        "['Build Dependencies']['blas']))",
+    )
     assert (blas["numpy"].implementation, blas["numpy"].version) == ("openblas", np_cfg["version"])
     assert (blas["scipy"].implementation, blas["scipy"].version) == ("openblas", sp_cfg["version"])
     assert "numpy.libs/libscipy_openblas64_" in blas["numpy"].path
@@ -90,8 +117,11 @@ def test_cpu_venv_stack(cpu_venv: Path) -> None:
     assert not [lib for lib in out["cuda"].libraries if lib.origin == "pip"]
     blas = {lib.user: lib for lib in out["blas"].libraries}
     assert (blas["numpy"].version, blas["numpy"].origin) == ("0.3.21", "bundled file")
-    sp_cfg = _py(cpu_venv, "import json, scipy; print(json.dumps(scipy.show_config(mode='dicts')"
-                           "['Build Dependencies']['blas']))")
+    sp_cfg = _py(
+        cpu_venv,
+        "import json, scipy; print(json.dumps(scipy.show_config(mode='dicts')"
+        "['Build Dependencies']['blas']))",
+    )
     assert blas["scipy"].version == sp_cfg["version"]
     _check_toolchain_and_gpu(out)
 
@@ -99,8 +129,11 @@ def test_cpu_venv_stack(cpu_venv: Path) -> None:
 def test_cuda_venv_import_mode(cuda_venv: Path) -> None:
     out = _stack(cuda_venv, do_import=True, areas=("frameworks",))
     rt = out["frameworks"].runtime
-    real = _py(cuda_venv, "import json, torch; print(json.dumps([torch.__version__, torch.backends.cudnn.version(), "
-                          "torch.cuda.is_available(), torch.cuda.get_arch_list()]))")
+    real = _py(
+        cuda_venv,
+        "import json, torch; print(json.dumps([torch.__version__, torch.backends.cudnn.version(), "
+        "torch.cuda.is_available(), torch.cuda.get_arch_list()]))",
+    )
     assert rt.status == "ok", rt.error
     assert [rt.torch_version, rt.cudnn_version, rt.cuda_available, list(rt.arch_list)] == real
     assert rt.cudnn_version == 92400  # cuDNN 9.24.0
@@ -109,9 +142,15 @@ def test_cuda_venv_import_mode(cuda_venv: Path) -> None:
 
 
 def _check_toolchain_and_gpu(out) -> None:
-    gcc = subprocess.run(["gcc", "-dumpfullversion"], capture_output=True, text=True, timeout=30).stdout.strip()
-    gxx = subprocess.run(["g++", "-dumpfullversion"], capture_output=True, text=True, timeout=30).stdout.strip()
-    ldd = subprocess.run(["ldd", "--version"], capture_output=True, text=True, timeout=30).stdout.splitlines()[0]
+    gcc = subprocess.run(
+        ["gcc", "-dumpfullversion"], capture_output=True, text=True, timeout=30
+    ).stdout.strip()
+    gxx = subprocess.run(
+        ["g++", "-dumpfullversion"], capture_output=True, text=True, timeout=30
+    ).stdout.strip()
+    ldd = subprocess.run(
+        ["ldd", "--version"], capture_output=True, text=True, timeout=30
+    ).stdout.splitlines()[0]
     tc = out["toolchain"]
     assert tc.tool("gcc").version == gcc
     assert tc.tool("g++").version == gxx

@@ -4,17 +4,26 @@ from __future__ import annotations
 
 import threading
 import time
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from envlock._run import run
 from envlock.manifest import EnvlockInfo, Manifest, Target
 from envlock.probes.stack import STACK_AREAS, probe_stack
-from envlock.stack_model import BlasInfo, CudaInfo, FrameworksInfo, GpuInfo, SlurmInfo, ToolchainInfo
+from envlock.stack_model import (
+    BlasInfo,
+    CudaInfo,
+    FrameworksInfo,
+    GpuInfo,
+    SlurmInfo,
+    ToolchainInfo,
+)
 
-PROC_550 = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 01:44:30 UTC 2024\n"
+PROC_550 = (
+    "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.14  Thu Feb 22 01:44:30 UTC 2024\n"
+)
 SMI_ROWS = "".join(
     f"{i}, NVIDIA A100-SXM4-80GB, GPU-{i:08x}-aaaa-bbbb-cccc-ddddeeeeffff, 81920, 8.0, Disabled, 550.54.14\n"
     for i in range(8)
@@ -28,10 +37,22 @@ def world(tmp_path: Path, make_tool, bin_dir: Path, dist):
     (root / "proc/driver/nvidia/version").write_text(PROC_550)
     prefix = tmp_path / "venv"
     site = prefix / "lib/python3.11/site-packages"
-    dist(site, "torch", "2.5.1+cu124", files=("torch/version.py",),
-         file_contents={"torch/version.py": "__version__ = '2.5.1+cu124'\ncuda = '12.4'\nhip = None\n"})
+    dist(
+        site,
+        "torch",
+        "2.5.1+cu124",
+        files=("torch/version.py",),
+        file_contents={
+            "torch/version.py": "__version__ = '2.5.1+cu124'\ncuda = '12.4'\nhip = None\n"
+        },
+    )
     dist(site, "nvidia-cudnn-cu12", "9.1.0.70", files=("nvidia/cudnn/lib/libcudnn.so.9",))
-    dist(site, "numpy", "1.24.4", files=("numpy/__init__.py", "numpy.libs/libopenblas64_p-r0-15028c96.3.21.so"))
+    dist(
+        site,
+        "numpy",
+        "1.24.4",
+        files=("numpy/__init__.py", "numpy.libs/libopenblas64_p-r0-15028c96.3.21.so"),
+    )
     make_tool("nvidia-smi", f"cat <<'EOF'\n{SMI_ROWS}EOF\n")
     make_tool("gcc", "echo 'gcc (Debian 12.2.0-14) 12.2.0'\n")
     return {"root": root, "prefix": prefix, "site": site}
@@ -56,9 +77,15 @@ def test_probe_stack_fake_world(world, bin_dir: Path) -> None:
     assert isinstance(out["cuda"], CudaInfo)
     assert [lib.version for lib in out["cuda"].find("cudnn")] == ["9.1.0.70"]
     assert isinstance(out["frameworks"], FrameworksInfo)
-    assert (out["frameworks"].get("torch").build, out["frameworks"].get("torch").cuda) == ("cuda", "12.4")
+    assert (out["frameworks"].get("torch").build, out["frameworks"].get("torch").cuda) == (
+        "cuda",
+        "12.4",
+    )
     assert isinstance(out["blas"], BlasInfo) and out["blas"].libraries[0].version == "0.3.21"
-    assert isinstance(out["toolchain"], ToolchainInfo) and out["toolchain"].tool("gcc").version == "12.2.0"
+    assert (
+        isinstance(out["toolchain"], ToolchainInfo)
+        and out["toolchain"].tool("gcc").version == "12.2.0"
+    )
     assert isinstance(out["slurm"], SlurmInfo) and out["slurm"].job_id == "99"
 
 
@@ -70,7 +97,11 @@ def test_probe_stack_records_round_trip_through_manifest(world, bin_dir: Path) -
         **out,
     )
     text = m.dumps("toml")
-    assert "[[gpu.gpus]]" in text and "[[cuda.libraries]]" in text and "[[frameworks.packages]]" in text
+    assert (
+        "[[gpu.gpus]]" in text
+        and "[[cuda.libraries]]" in text
+        and "[[frameworks.packages]]" in text
+    )
     again = Manifest.from_dict(tomllib.loads(text))
     assert again == m
     assert again.dumps("toml") == text

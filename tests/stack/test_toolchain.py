@@ -26,7 +26,9 @@ GCC_RHEL = "gcc (GCC) 8.5.0 20210514 (Red Hat 8.5.0-20)\nCopyright (C) 2018 Free
 GCC_CONDA = "x86_64-conda-linux-gnu-cc (conda-forge gcc 12.3.0-3) 12.3.0\nCopyright (C) 2022 Free Software Foundation, Inc.\n"
 GXX_UBUNTU = "g++ (Ubuntu 11.4.0-1ubuntu1~22.04) 11.4.0\n"
 GFORTRAN = "GNU Fortran (GCC) 11.2.0\nCopyright (C) 2021 Free Software Foundation, Inc.\n"
-CLANG_UBUNTU = "Ubuntu clang version 14.0.0-1ubuntu1.1\nTarget: x86_64-pc-linux-gnu\nThread model: posix\n"
+CLANG_UBUNTU = (
+    "Ubuntu clang version 14.0.0-1ubuntu1.1\nTarget: x86_64-pc-linux-gnu\nThread model: posix\n"
+)
 CLANG_17 = "clang version 17.0.6 (https://github.com/llvm/llvm-project 6009708b4367171ccdbf4b5905cb6a803753fe18)\n"
 ICX = "Intel(R) oneAPI DPC++/C++ Compiler 2024.0.0 (2024.0.0.20231017)\nTarget: x86_64-unknown-linux-gnu\n"
 
@@ -46,7 +48,19 @@ ICX = "Intel(R) oneAPI DPC++/C++ Compiler 2024.0.0 (2024.0.0.20231017)\nTarget: 
         ("command not found\n", (None, None)),
         ("\x00\x01", (None, None)),
     ],
-    ids=["debian", "rhel", "conda", "g++", "gfortran", "clang-ubuntu", "clang17", "icx", "empty", "junk", "binary"],
+    ids=[
+        "debian",
+        "rhel",
+        "conda",
+        "g++",
+        "gfortran",
+        "clang-ubuntu",
+        "clang17",
+        "icx",
+        "empty",
+        "junk",
+        "binary",
+    ],
 )
 def test_parse_cc_version(text: str, expected) -> None:
     assert _parse_cc_version(text) == expected
@@ -84,7 +98,10 @@ def test_parse_mpirun_version(text: str, expected) -> None:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("cmake version 3.25.1\n\nCMake suite maintained and supported by Kitware (kitware.com/cmake).\n", "3.25.1"),
+        (
+            "cmake version 3.25.1\n\nCMake suite maintained and supported by Kitware (kitware.com/cmake).\n",
+            "3.25.1",
+        ),
         ("cmake version 3.28.0-rc1\n", "3.28.0-rc1"),
         ("", None),
         ("cmake: error\n", None),
@@ -109,7 +126,10 @@ def test_parse_mpicc_show(text: str, expected) -> None:
 @pytest.mark.parametrize(
     ("data", "expected"),
     [
-        (b"\x7fELF\0\0junk GNU C Library (Debian GLIBC 2.36-9+deb12u4) stable release version 2.36.\nCopyright", "2.36"),
+        (
+            b"\x7fELF\0\0junk GNU C Library (Debian GLIBC 2.36-9+deb12u4) stable release version 2.36.\nCopyright",
+            "2.36",
+        ),
         (b"GNU C Library (GNU libc) stable release version 2.28.\n", "2.28"),
         (b"GNU C Library (Ubuntu GLIBC 2.35-0ubuntu3.6) stable release version 2.35.\n", "2.35"),
         (b"", None),
@@ -146,16 +166,31 @@ def test_probe_toolchain_fake_tools(tmp_path: Path, make_tool, bin_dir: Path) ->
     make_tool("clang", _echo(CLANG_17))
     make_tool("mpirun", _echo(OMPI_4))
     # Open MPI's wrapper passes -show to the compiler (which fails); --showme works.
-    make_tool("mpicc", 'if [ "$1" = "--showme" ]; then echo "gcc -I/usr/lib/x86_64-linux-gnu/openmpi/include -lmpi"; '
-                       "else echo \"gcc: error: unrecognized command-line option '-show'\" >&2; exit 1; fi\n")
+    make_tool(
+        "mpicc",
+        'if [ "$1" = "--showme" ]; then echo "gcc -I/usr/lib/x86_64-linux-gnu/openmpi/include -lmpi"; '
+        "else echo \"gcc: error: unrecognized command-line option '-show'\" >&2; exit 1; fi\n",
+    )
     make_tool("cmake", "echo 'CMake Error: could not find CMAKE_ROOT' >&2\nexit 1\n")
     make_tool("g++", "sleep 30\n")
     t0 = time.monotonic()
-    info = probe_toolchain(root=tmp_path, env={"PATH": "/usr/bin:/bin"}, path_dirs=[str(env_bin), str(bin_dir)],
-                           timeout=1.0)
+    info = probe_toolchain(
+        root=tmp_path,
+        env={"PATH": "/usr/bin:/bin"},
+        path_dirs=[str(env_bin), str(bin_dir)],
+        timeout=1.0,
+    )
     assert time.monotonic() - t0 < 6
     tools = {t.name: t for t in info.tools}
-    assert [t.name for t in info.tools] == ["gcc", "g++", "gfortran", "clang", "mpicc", "mpirun", "cmake"]
+    assert [t.name for t in info.tools] == [
+        "gcc",
+        "g++",
+        "gfortran",
+        "clang",
+        "mpicc",
+        "mpirun",
+        "cmake",
+    ]
     assert (tools["gcc"].path, tools["gcc"].version) == (str(env_bin / "gcc"), "12.3.0")
     assert tools["g++"].status == "timeout" and tools["g++"].version is None
     assert (tools["gfortran"].vendor, tools["gfortran"].version) == ("gcc", "11.2.0")
@@ -168,8 +203,13 @@ def test_probe_toolchain_fake_tools(tmp_path: Path, make_tool, bin_dir: Path) ->
 
 def test_probe_toolchain_mpich(make_tool, bin_dir: Path, tmp_path: Path) -> None:
     make_tool("mpirun", _echo(MPICH_4))
-    make_tool("mpicc", 'if [ "$1" = "-show" ]; then echo "gcc -I/usr/include/x86_64-linux-gnu/mpich -lmpich"; else exit 1; fi\n')
-    info = probe_toolchain(root=tmp_path, env={}, path_dirs=[str(bin_dir)], tools=("mpicc", "mpirun"))
+    make_tool(
+        "mpicc",
+        'if [ "$1" = "-show" ]; then echo "gcc -I/usr/include/x86_64-linux-gnu/mpich -lmpich"; else exit 1; fi\n',
+    )
+    info = probe_toolchain(
+        root=tmp_path, env={}, path_dirs=[str(bin_dir)], tools=("mpicc", "mpirun")
+    )
     assert info.tool("mpirun").vendor == "MPICH"
     assert info.tool("mpirun").version == "4.1.2"
     assert info.tool("mpicc").wraps == "gcc"
@@ -194,8 +234,12 @@ def test_probe_toolchain_libstdcxx_and_glibc_in_root(tmp_path: Path, cshared) ->
     """Case C03's inputs: an env libstdc++ older than the system's (real ELF Verdef, built by gcc)."""
     build = tmp_path / "build"
     build.mkdir()
-    lib = cshared(build, "libfake.so", "\n".join(f"int f{i}(void) {{ return {i}; }}" for i in range(1, 6)) + "\n",
-                  version_script=LIBSTDCXX_MAP)
+    lib = cshared(
+        build,
+        "libfake.so",
+        "\n".join(f"int f{i}(void) {{ return {i}; }}" for i in range(1, 6)) + "\n",
+        version_script=LIBSTDCXX_MAP,
+    )
     prefix = tmp_path / "env"
     (prefix / "lib").mkdir(parents=True)
     shutil.copy(lib, prefix / "lib/libstdc++.so.6.0.29")
@@ -204,7 +248,9 @@ def test_probe_toolchain_libstdcxx_and_glibc_in_root(tmp_path: Path, cshared) ->
     sysdir = root / "usr/lib64"
     sysdir.mkdir(parents=True)
     (sysdir / "libstdc++.so.6").write_bytes(b"not an ELF file")
-    (sysdir / "libc.so.6").write_bytes(b"\x7fELF\0junk\0GNU C Library (GNU libc) stable release version 2.28.\n")
+    (sysdir / "libc.so.6").write_bytes(
+        b"\x7fELF\0junk\0GNU C Library (GNU libc) stable release version 2.28.\n"
+    )
     info = probe_toolchain(root=root, env={}, prefix=str(prefix), path_dirs=[], tools=())
     assert info.glibc == "2.28"
     assert info.glibc_source == "/usr/lib64/libc.so.6"
@@ -220,7 +266,9 @@ def test_probe_toolchain_built_with(tmp_path: Path, cshared, dist) -> None:
     dist(site, "torch", "2.5.1", files=("torch/__init__.py",))
     (site / "torch/lib").mkdir()
     cshared(site / "torch/lib", "libtorch_cpu.so", "int at_init(void) { return 0; }\n")
-    first = subprocess.run(["gcc", "--version"], capture_output=True, text=True, timeout=30).stdout.splitlines()[0]
+    first = subprocess.run(
+        ["gcc", "--version"], capture_output=True, text=True, timeout=30
+    ).stdout.splitlines()[0]
     info = probe_toolchain(root=tmp_path, env={}, site_dirs=[str(site)], path_dirs=[], tools=())
     (bw,) = info.built_with
     assert bw.package == "torch"
@@ -232,9 +280,15 @@ def test_probe_toolchain_built_with(tmp_path: Path, cshared, dist) -> None:
 # -- the real machine ------------------------------------------------------------------------
 @pytest.mark.skipif(shutil.which("gcc") is None or shutil.which("g++") is None, reason="no gcc/g++")
 def test_probe_toolchain_real_gcc_and_glibc() -> None:
-    gcc_ver = subprocess.run(["gcc", "-dumpfullversion"], capture_output=True, text=True, timeout=30).stdout.strip()
-    gxx_ver = subprocess.run(["g++", "-dumpfullversion"], capture_output=True, text=True, timeout=30).stdout.strip()
-    ldd = subprocess.run(["ldd", "--version"], capture_output=True, text=True, timeout=30).stdout.splitlines()[0]
+    gcc_ver = subprocess.run(
+        ["gcc", "-dumpfullversion"], capture_output=True, text=True, timeout=30
+    ).stdout.strip()
+    gxx_ver = subprocess.run(
+        ["g++", "-dumpfullversion"], capture_output=True, text=True, timeout=30
+    ).stdout.strip()
+    ldd = subprocess.run(
+        ["ldd", "--version"], capture_output=True, text=True, timeout=30
+    ).stdout.splitlines()[0]
     glibc = re.search(r"(\d+\.\d+)\s*$", ldd).group(1)
     path_dirs = os.environ.get("PATH", "").split(":")
     info = probe_toolchain(env=dict(os.environ), path_dirs=path_dirs, tools=("gcc", "g++"))
@@ -252,7 +306,9 @@ def test_probe_toolchain_real_system_libstdcxx() -> None:
         pytest.skip("no system libstdc++.so.6")
     lib = system[0]
     real = os.path.realpath(lib.path) if os.path.exists(lib.path) else lib.path
-    out = subprocess.run(["readelf", "-V", "-W", real], capture_output=True, text=True, timeout=60).stdout
+    out = subprocess.run(
+        ["readelf", "-V", "-W", real], capture_output=True, text=True, timeout=60
+    ).stdout
     verdef = out.split("Version definition section", 1)[1].split("Version needs section", 1)[0]
     names = re.findall(r"Name: (GLIBCXX_[\d.]+)", verdef)
     best = max(names, key=lambda n: tuple(int(p) for p in n.split("_")[1].split(".")))
