@@ -325,6 +325,27 @@ def probe_blas(
                     package=f"{dist.name} {dist.version}",
                 )
             )
+        elif dist.name == "mkl":
+            # Intel's MKL wheel (PyPI "mkl"): installs lib/libmkl_rt.so.* under the prefix.
+            libs.append(
+                BlasLibrary(
+                    user="mkl",
+                    implementation="mkl",
+                    version=dist.version,
+                    path=str(dist.path),
+                    origin="pip",
+                    package=f"mkl {dist.version}",
+                )
+            )
+        elif dist.name == "intel-openmp":
+            omp.append(
+                OpenMPRuntime(
+                    name="libiomp5",
+                    path=str(dist.path),
+                    package=f"intel-openmp {dist.version}",
+                    version=dist.version,
+                )
+            )
         elif dist.name == "torch":
             _scan_omp(dist.site / "torch" / "lib", "torch", omp, seen_omp)
     for site in site_dirs:

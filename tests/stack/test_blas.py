@@ -308,3 +308,14 @@ def test_probe_blas_conda_openblas(tmp_path: Path, conda) -> None:
 def test_probe_blas_nothing(tmp_path: Path) -> None:
     info = probe_blas(prefix=str(tmp_path), site_dirs=[str(tmp_path)])
     assert info.status == "absent"
+
+
+def test_probe_blas_pip_mkl(tmp_path: Path, dist) -> None:
+    site = tmp_path / "env/lib/python3.11/site-packages"  # MKL's RECORD reaches <prefix>/lib
+    dist(site, "mkl", "2024.2.2", files=("../../../lib/libmkl_rt.so.2",))
+    dist(site, "intel-openmp", "2024.2.1", files=("../../../lib/libiomp5.so",))
+    info = probe_blas(site_dirs=[str(site)])
+    assert [(lib.user, lib.implementation, lib.version) for lib in info.libraries] == [
+        ("mkl", "mkl", "2024.2.2")
+    ]
+    assert [(o.name, o.version) for o in info.openmp] == [("libiomp5", "2024.2.1")]
