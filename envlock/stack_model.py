@@ -1,4 +1,4 @@
-"""Manifest tables of the hardware/software *stack*: GPUs, CUDA, frameworks, BLAS, toolchain, batch job.
+"""Manifest tables of the *stack*: GPUs, CUDA, frameworks, BLAS, toolchain, batch job.
 
 These are the records written by the probes in :mod:`envlock.probes` (``gpu``, ``cuda``,
 ``frameworks``, ``blas``, ``toolchain``, ``slurm``) and stored as the manifest tables
@@ -220,10 +220,11 @@ class ThreadPool:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class FrameworkRuntime:
-    """``[frameworks.runtime]``: facts that need the target interpreter to import torch (``--import``).
+    """``[frameworks.runtime]``: facts that need the target to import torch (``--import``).
 
     :ivar torch_version: ``torch.__version__``.
-    :ivar cuda_available: ``torch.cuda.is_available()``; ``device_count``: ``torch.cuda.device_count()``.
+    :ivar cuda_available: ``torch.cuda.is_available()``.
+    :ivar device_count: ``torch.cuda.device_count()``.
     :ivar cudnn_version: ``torch.backends.cudnn.version()``, an int such as ``90100``.
     :ivar arch_list: ``torch.cuda.get_arch_list()`` (empty without a usable GPU).
     :ivar allow_tf32_matmul: ``torch.backends.cuda.matmul.allow_tf32``.
@@ -419,7 +420,8 @@ class SlurmInfo:
 
     :ivar scheduler: ``"slurm"``, ``"pbs"`` or ``"lsf"``.
     :ivar job_id: the job id (for a Slurm array task, ``<array-job>_<task>``).
-    :ivar job_name, partition, cluster: as the scheduler names them (``partition`` is the PBS/LSF queue).
+    :ivar job_name, partition, cluster: as the scheduler names them (``partition``: the PBS/LSF
+        queue).
     :ivar nodelist: the job's nodes in the scheduler's compact form (``"gpu[01-04]"``).
     :ivar node: this node (``SLURMD_NODENAME``).
     :ivar num_nodes: nodes of the job; ``ntasks``: tasks of the job.

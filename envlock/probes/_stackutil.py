@@ -24,7 +24,6 @@ __all__ = [
     "which",
     "read_text",
     "under_root",
-    "remaining",
 ]
 
 _NORMALIZE = re.compile(r"[-_.]+")
@@ -184,12 +183,3 @@ def under_root(root: Path, path: str | os.PathLike[str]) -> Path:
     if root == Path("/"):
         return p
     return root / p.relative_to(p.anchor) if p.is_absolute() else root / p
-
-
-def remaining(deadline: float | None, per_command: float) -> float:
-    """Return the timeout for the next command: ``per_command``, cut to what is left until ``deadline``."""
-    import time  # noqa: PLC0415
-
-    if deadline is None:
-        return per_command
-    return max(0.05, min(per_command, deadline - time.monotonic()))

@@ -1,4 +1,4 @@
-"""``[cuda]`` probe: every CUDA toolkit, runtime and library copy the target can use, with its origin.
+"""``[cuda]`` probe: every CUDA toolkit, runtime and library copy the target can use, and origin.
 
 Read statically (nothing is loaded):
 
@@ -161,7 +161,7 @@ def _parse_cudnn_version_h(text: str) -> str | None:
 
 
 def _parse_nccl_h(text: str) -> str | None:
-    """Return ``"major.minor.patch"`` from ``nccl.h`` (``NCCL_MAJOR``/``NCCL_MINOR``/``NCCL_PATCH``)."""
+    """Return ``"major.minor.patch"`` from ``nccl.h`` (``NCCL_MAJOR``/``_MINOR``/``_PATCH``)."""
     parts = [_define(text, n) for n in ("NCCL_MAJOR", "NCCL_MINOR", "NCCL_PATCH")]
     if any(p is None for p in parts):
         return None

@@ -1,12 +1,12 @@
-"""``[frameworks]`` probe: how torch, JAX, TensorFlow, CuPy and Numba were built, without importing them.
+"""``[frameworks]`` probe: how torch, JAX, TensorFlow, CuPy and Numba were built (no import).
 
 Static sources:
 
 * torch: ``torch/version.py`` parsed with :mod:`ast` (never executed): ``__version__``,
   ``cuda``, ``hip``, ``xpu``, ``git_version``, ``debug``; the ``nvidia-*``/``cuda-*``
   ``Requires-Dist`` pins of its METADATA; the conda build string (``py3.8_cpu_0``) when conda
-  installed it; the GPU architectures in the ``.nv_fatbin`` section of ``torch/lib/libtorch_cuda.so``
-  (entry headers only, read with bounded seeks).
+  installed it; the GPU architectures in the ``.nv_fatbin`` section of
+  ``torch/lib/libtorch_cuda.so`` (entry headers only, read with bounded seeks).
 * jax/jaxlib: versions, local version labels (``+cuda12.cudnn89``), and the CUDA plugins
   (``jax-cuda12-plugin``, ``jax-cuda12-pjrt``), whose names carry the CUDA major.
 * tensorflow: ``tensorflow/python/platform/build_info.py`` (a dict literal, read with
@@ -314,7 +314,6 @@ def _arch_key(arch: str) -> tuple[int, str]:
 
 # -- probes per framework --------------------------------------------------------------------
 def _torch(dist: Dist | None, conda: CondaRecord | None, read_archs: bool) -> FrameworkBuild:
-    site = dist.site if dist else (conda.path.parent.parent / "lib" if conda else None)
     version = dist.version if dist else (conda.version if conda else None)
     location = None
     info: dict[str, object] = {}
@@ -349,7 +348,6 @@ def _torch(dist: Dist | None, conda: CondaRecord | None, read_archs: bool) -> Fr
             archs_src = str(lib)
             if err:
                 errors.append(err)
-    del site
     return FrameworkBuild(
         name="torch",
         version=version,

@@ -1,4 +1,4 @@
-"""Run the stack probes (gpu, cuda, frameworks, blas, toolchain, slurm) concurrently under one budget.
+"""Run the stack probes (gpu, cuda, frameworks, blas, toolchain, slurm) concurrently, one budget.
 
 :func:`probe_stack` is what ``envlock snapshot`` calls.  Each probe runs in its own daemon
 thread; the caller waits until all are done or the budget is spent.  A probe still running

@@ -157,7 +157,7 @@ def _elf_verdef_names(path: str | os.PathLike[str]) -> list[str]:
 
 
 def _elf_comment(path: str | os.PathLike[str], limit: int = 1 << 16) -> tuple[str, ...]:
-    """The distinct NUL-separated strings of an ELF file's ``.comment`` section (first ``limit`` bytes).
+    """The distinct NUL-separated strings of an ELF file's ``.comment`` (first ``limit`` bytes).
 
     :raises OSError: the file cannot be read.
     :raises ValueError: it is not an ELF file.
