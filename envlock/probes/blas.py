@@ -193,7 +193,7 @@ def _parse_bundled_name(fname: str) -> tuple[str | None, bool] | None:
 
 
 def _conda_blas_impl(build: str) -> str | None:
-    """The implementation a ``libblas``/``liblapack`` build string ends with (``20_linux64_mkl``)."""
+    """Implementation a ``libblas``/``liblapack`` build string ends with (``20_linux64_mkl``)."""
     m = re.search(r"_(openblas|mkl|blis|netlib|accelerate|flexiblas|newaccelerate)$", build)
     if not m:
         return None
