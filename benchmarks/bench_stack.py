@@ -1,6 +1,6 @@
 """Benchmark: ``probe_stack`` on a real venv against ``pip freeze`` (not a test; run by hand).
 
-    python tests/stack/bench_stack.py ~/.cache/envlock-test-venvs/cuda
+    python benchmarks/bench_stack.py ~/.cache/envlock-test-venvs/cuda
 
 Prints the median of N runs of each, in seconds.  Target (issue 3): probe_stack well under
 0.5 s on the CUDA venv, and the whole snapshot ≤ 0.5 × ``pip freeze``.
@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from envlock.probes.stack import probe_stack  # noqa: E402
 
