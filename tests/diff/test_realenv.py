@@ -1,16 +1,14 @@
 """The real torch venvs: a CPU build with numpy 1.24/scipy 1.10 against a CUDA 13.0 build with
 numpy 2.4/scipy 1.17 (``pytest --realenv``).
 
-Both venvs are observed with :func:`envlock.snapshot`.  The ``[blas]`` table comes from the
-stack probes (branch ``stack``); until the snapshot writes it, this test adds a ``[blas]``
-table in that layout read from the venvs' real bundled OpenBLAS files and build configs.
+Both venvs are observed with :func:`envlock.snapshot` (with the stack probes: ``[blas]``
+reads the bundled OpenBLAS of numpy and scipy, ``[frameworks]`` torch's ``version.py``) and
+written as manifests, which ``envlock diff`` reads back.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -19,37 +17,10 @@ from envlock.diff import diff
 from envlock.diff.engine import PairDiff
 
 
-def _bundled_blas(site: Path) -> dict[str, Any]:
-    """``[blas]`` of numpy/scipy wheels: bundled ``*openblas*`` file and ``__config__.py``."""
-    libs = []
-    for user in ("numpy", "scipy"):
-        files = sorted((site / f"{user}.libs").glob("lib*openblas*.so*"))
-        if not files:
-            continue
-        version = None
-        # libopenblas64_p-r0-15028c96.3.21.so: OpenBLAS 0.3.21 (the wheels drop the "0.")
-        m = re.search(r"-r0-[0-9a-f]+\.(\d+\.\d+)\.so$", files[0].name)
-        if m:
-            version = f"0.{m.group(1)}"
-        else:
-            config = (site / user / "__config__.py").read_text(encoding="utf-8")
-            m = re.search(r'"blas":\s*\{.*?"version":\s*"([^"]+)"', config, re.DOTALL)
-            version = m.group(1) if m else None
-        assert version, f"no OpenBLAS version for {user} in {site}"
-        libs.append({"user": user, "implementation": "openblas", "version": version,
-                     "path": str(files[0]), "origin": "bundled file"})
-    return {"status": "ok", "source": "site-packages", "libraries": libs}
-
-
 def _manifest(venv: Path, path: Path) -> Path:
     manifest = envlock.snapshot(python=str(venv / "bin" / "python"))
-    data = manifest.to_dict()
-    if "blas" not in data:
-        site = next((venv / "lib").glob("python3*/site-packages"))
-        data["blas"] = _bundled_blas(site)
-    from envlock import _toml
-
-    path.write_text(_toml.dumps(data), encoding="utf-8")
+    assert manifest.blas is not None and manifest.frameworks is not None
+    manifest.write(path)
     return path
 
 
