@@ -112,7 +112,7 @@ def torch_variant(facts: Facts) -> str | None:
     if local == "cpu" or (pkg.build and re.search(r"(^|_)cpu(_|$)", pkg.build)):
         return "CPU-only"
     m = re.fullmatch(r"cu(\d+)(\d)", local) or (pkg.build and (
-        re.search(r"cuda(\d+)\.(\d+)", pkg.build) or re.search(r"cuda(\d\d)(\d)_", pkg.build)))
+        re.search(r"cuda(\d+)\.(\d+)", pkg.build) or re.search(r"cuda(\d\d)(\d)(?:_|py)", pkg.build)))
     if m:
         return f"CUDA {int(m.group(1))}.{m.group(2)}"
     if local.startswith("rocm"):
@@ -128,7 +128,7 @@ def torch_variant(facts: Facts) -> str | None:
 
 def _torch(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explanation]:
     va, vb = torch_variant(a.facts), torch_variant(b.facts)
-    if not va or not vb or va == vb:
+    if not va or not vb or va == vb or "CUDA" in (va, vb):  # "CUDA": version unknown
         return []
     absorbed = [c for c in changes if c.component in ("torch", "cuda-libs")]
     version = next((c for c in absorbed if c.area == "package" and c.key == "torch"), None)
