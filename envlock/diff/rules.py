@@ -111,8 +111,9 @@ def torch_variant(facts: Facts) -> str | None:
     local = pkg.version.partition("+")[2]
     if local == "cpu" or (pkg.build and re.search(r"(^|_)cpu(_|$)", pkg.build)):
         return "CPU-only"
-    m = re.fullmatch(r"cu(\d+)(\d)", local) or (pkg.build and (
-        re.search(r"cuda(\d+)\.(\d+)", pkg.build) or re.search(r"cuda(\d\d)(\d)(?:_|py)", pkg.build)))
+    build_text = pkg.build or ""
+    m = (re.fullmatch(r"cu(\d+)(\d)", local) or re.search(r"cuda(\d+)\.(\d+)", build_text)
+         or re.search(r"cuda(\d\d)(\d)(?:_|py)", build_text))
     if m:
         return f"CUDA {int(m.group(1))}.{m.group(2)}"
     if local.startswith("rocm"):
