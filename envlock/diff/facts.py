@@ -296,10 +296,17 @@ def extract(data: Mapping[str, Any], *, label: str, path: str, kind: str = "mani
         status = body.get("status", "ok")
         if status not in ("ok", "absent"):
             reason = f"{table} {status}" + (f": {body['error']}" if body.get("error") else "")
-            fs.areas.setdefault(area, reason)
+            if table == "git":  # editable checkouts are still compared; say the repo failed
+                fs.facts[("code", "repository.state")] = reason
+                fs.areas.setdefault(area, "")
+            elif area == "package" and area in fs.areas:  # conda ok, pip failed: what is
+                fs.listing = "partial"                     # known is compared, absence is not
+            else:
+                fs.areas.setdefault(area, reason)
             continue
         if fs.areas.get(area):  # a sibling table failed (conda error, pip ok): keep facts
             fs.areas[area] = ""
+            fs.listing = "partial"
         fs.areas.setdefault(area, "")
         if status == "ok":
             fn(body, fs.facts, aliases)

@@ -141,3 +141,20 @@ def test_compiler_rebuild_joins_the_package_explanation(write) -> None:  # noqa:
     result = diff([write("a.toml", a), write("b2.toml", b2)])
     assert isinstance(result, PairDiff)
     assert result.explanations[0].id == "compilers:toolchain:numpy built with"
+
+
+def test_failed_probes(write) -> None:  # noqa: ANN001
+    a = build_manifest()
+    b = build_manifest()
+    b["git"] = {"status": "timeout", "source": "git", "error": "git status took over 10 s"}
+    b["conda"] = {"status": "error", "source": "conda-meta", "error": "permission denied"}
+    b["cpu"] = {"status": "error", "source": "/proc/cpuinfo", "error": "unreadable"}
+    result = diff([write("a.toml", a), write("b.toml", b)])
+    assert isinstance(result, PairDiff)
+    assert ("cpu", "b.toml: cpu error: unreadable") in result.not_compared
+    # conda failed, pip did not: the pip view is compared, conda-only packages are not removed
+    assert result.b.listing == "partial"
+    assert all(c.area != "package" for c in result.changes)
+    assert result.unlisted["package"] == 17  # conda-only packages (python is a [python] fact)
+    state = next(c for c in result.changes if c.key == "repository.state")
+    assert state.values == (None, "git timeout: git status took over 10 s")
