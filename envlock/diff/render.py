@@ -144,6 +144,11 @@ def _no_code(doc: dict[str, Any]) -> str:
     return f"not compared ({why})" if why else "not recorded (no git checkout in the inputs)"
 
 
+def _cell(value: str | None) -> str | None:
+    """A table cell: commit ids and diff hashes shortened (JSON keeps them whole)."""
+    return None if value is None else _short(value)
+
+
 def _md_cell(text: Any) -> str:
     return str(text if text is not None else "(absent)").replace("|", "\\|")
 
@@ -188,8 +193,8 @@ def render_markdown(result: PairDiff | ManyDiff, *, show_all: bool = False) -> s
         out += ["", "## Most likely explanations", ""]
         out += _md_explanations(doc["explanations"], doc["more_explanations"])
         out += ["", "## Differences", ""]
-        rows = [[d["area"], d["key"], d["values"][0], d["values"][1], d["change"], d["class"]]
-                for d in doc["differences"]]
+        rows = [[d["area"], d["key"], _cell(d["values"][0]), _cell(d["values"][1]), d["change"],
+                 d["class"]] for d in doc["differences"]]
         out += _md_table(rows, ["area", "key", names[0], names[1], "change", "class"]) if rows \
             else ["(none)"]
     else:
@@ -265,8 +270,8 @@ def render_text(result: PairDiff | ManyDiff, console: Any, *, show_all: bool = F
         console.print(Text(f"Differences ({len(doc['differences'])})", style="bold underline"))
         if doc["differences"]:
             table(["area", "key", names[0], names[1], "change", "class"],
-                  [[d["area"], d["key"], d["values"][0], d["values"][1], d["change"], d["class"]]
-                   for d in doc["differences"]])
+                  [[d["area"], d["key"], _cell(d["values"][0]), _cell(d["values"][1]),
+                    d["change"], d["class"]] for d in doc["differences"]])
     else:
         console.print(Text(f"Inputs that deviate from the majority ({len(doc['deviants'])})",
                            style="bold underline"))
