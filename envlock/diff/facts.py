@@ -68,6 +68,11 @@ class Impl(NamedTuple):
     detail: str | None = None
 
 
+def _natural(text: str) -> list[Any]:
+    """Sort key putting ``sm_75`` before ``sm_100`` (digit runs compare as numbers)."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", text)]
+
+
 def display(value: Any) -> str:
     """Return the one-line text form of a fact value (``"(absent)"`` for ``None``)."""
     if value is None:
@@ -81,7 +86,7 @@ def display(value: Any) -> str:
             f" ({value.detail})" if value.detail else ""
         )
     if isinstance(value, frozenset):
-        return " ".join(sorted(value)) or "(none)"
+        return " ".join(sorted(value, key=_natural)) or "(none)"
     if isinstance(value, bool):
         return "yes" if value else "no"
     return str(value)
