@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -162,3 +164,20 @@ def test_malformed_yaml_and_too_few_inputs(tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["diff", str(FIXTURES / "pylock.toml")])
     assert res.exit_code == 2
     assert res.output == "Error: need at least two inputs to compare\n"
+
+
+def test_pylock_without_packaging_pylock(monkeypatch: pytest.MonkeyPatch) -> None:
+    expected = foreign.read(FIXTURES / "pylock.toml")
+    monkeypatch.setitem(sys.modules, "packaging.pylock", None)  # packaging < 25.1
+    assert foreign.read(FIXTURES / "pylock.toml") == expected
+
+
+def test_json_manifest_against_toml(write, tmp_path: Path) -> None:  # noqa: ANN001
+    data = build_manifest()
+    (tmp_path / "a.json").write_text(json.dumps(data), encoding="utf-8")
+    result = diff([tmp_path / "a.json", write("b.toml", data)])
+    assert isinstance(result, PairDiff)
+    assert result.a.kind == "manifest"
+    assert not result.differ
+    assert result.identical == {"code": 4, "package": 27, "cpu": 6, "platform": 4, "env": 2,
+                                "target": 1, "python": 2}
