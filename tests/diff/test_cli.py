@@ -158,3 +158,19 @@ def test_failed_probes(write) -> None:  # noqa: ANN001
     assert result.unlisted["package"] == 17  # conda-only packages (python is a [python] fact)
     state = next(c for c in result.changes if c.key == "repository.state")
     assert state.values == (None, "git timeout: git status took over 10 s")
+
+
+def test_unknown_table_is_compared_generically(write) -> None:  # noqa: ANN001
+    def libs(cudnn: str) -> dict:
+        # a table this envlock has no extractor for (say, a later [libraries] layout)
+        return {"libraries": {"status": "ok", "source": "loader model", "resolved": [
+            {"soname": "libcudnn.so.9", "version": cudnn, "path": f"/opt/cudnn-{cudnn}/lib"},
+            {"soname": "libstdc++.so.6", "version": "3.4.30", "path": "/usr/lib64"}],
+            "search": {"ld-library-path": ["/opt/cudnn/lib"], "cache": "/etc/ld.so.cache"}}}
+
+    result = diff([write("a.toml", build_manifest(stack=libs("9.1.0"))),
+                   write("b.toml", build_manifest(stack=libs("9.5.1")))])
+    assert isinstance(result, PairDiff)
+    assert [(c.area, c.key, c.values, c.cls) for c in result.changes] == [
+        ("libraries", "resolved[libcudnn.so.9].version", ("9.1.0", "9.5.1"), "gpu-runtime")]
+    assert result.identical["libraries"] == 5  # sonames, libstdc++ version, search settings
