@@ -66,10 +66,10 @@ def lock_environment(
     :raises LockError: uv cannot find an installed version; :raises MissingDependencyError:
         ``envlock[lock]`` is not installed.
     """
-    import envlock  # noqa: PLC0415
     from envlock.lock._fromenv import lock_manifest  # noqa: PLC0415
+    from envlock.snapshot import snapshot  # noqa: PLC0415
 
-    manifest = envlock.snapshot(python=python, prefix=prefix, runner=runner, command=())
+    manifest = snapshot(python=python, prefix=prefix, runner=runner, command=())
     return lock_manifest(manifest, Path(out_dir), index=index, use_pip_config=use_pip_config,
                          force=force, runner=runner)
 
@@ -178,9 +178,9 @@ def lock_requirements(
 
 
 def _current_platform() -> str:
-    from envlock.lock._tools import require  # noqa: PLC0415
+    from envlock.lock._tools import current_platform  # noqa: PLC0415
 
-    return str(require("rattler").Platform.current())
+    return current_platform()
 
 
 def __getattr__(name: str) -> Any:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envlock.errors import LockError, ManifestError
-from envlock.lock._tools import require, run_async
+from envlock.lock._tools import current_platform, require, run_async
 
 if TYPE_CHECKING:
     from envlock.manifest import CondaPackage
@@ -229,7 +229,7 @@ def install(
     """
     rattler = require("rattler")
     doc = read(path)
-    platform = platform or str(rattler.Platform.current())
+    platform = platform or current_platform()
     conda = [p for p in doc.package if p.manager == "conda" and p.platform == platform]
     if not conda:
         raise LockError(f"{path}: no conda packages for platform {platform}")

@@ -202,6 +202,7 @@ def run_plan(plan: RestorePlan, *, runner: Runner = run) -> list[str]:
         INSTALL_TIMEOUT,
         conda_executable,
         conda_lock_argv,
+        current_platform,
         uv_bin,
     )
 
@@ -211,7 +212,7 @@ def run_plan(plan: RestorePlan, *, runner: Runner = run) -> list[str]:
             exe = conda_executable()
             if exe is None:
                 names = _condalock.install(step.lockfile or "", plan.prefix)
-                platform = _platform_of(plan.prefix)
+                platform = current_platform()
                 pip_lines = _condalock.pip_requirements(step.lockfile or "", platform)
                 if pip_lines:
                     _install_pip_lines(uv_bin(), plan.prefix, pip_lines, runner, INSTALL_TIMEOUT,
@@ -228,12 +229,6 @@ def run_plan(plan: RestorePlan, *, runner: Runner = run) -> list[str]:
             _run_checked(argv, runner, INSTALL_TIMEOUT, _uv_env())
         done.append(f"done: {step.shell}")
     return done
-
-
-def _platform_of(prefix: str) -> str:
-    from envlock.lock._tools import require  # noqa: PLC0415
-
-    return str(require("rattler").Platform.current())
 
 
 def _install_pip_lines(

@@ -347,10 +347,13 @@ def solve_with_conda_lock(argv: Sequence[str], lockfile: Path, *, runner: Runner
     result = runner(list(argv), timeout=SOLVE_TIMEOUT)
     if not result.ok:
         text = (result.stderr or result.stdout).strip()
-        tail = "\n".join(text.splitlines()[-15:]) or result.detail
+        # conda-lock reports failures as Python tracebacks: keep what it says, not its stack.
+        said = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(" ")
+                and not ln.startswith("Traceback")]
+        tail = "\n".join(said[-8:])
         if any(w in text for w in ("Unsatisfiable", "unsatisfiable", "conflict", "nothing provides")):
             raise SolveError(f"conda-lock cannot solve the spec:\n{tail}")
-        raise LockError(f"conda-lock failed ({result.detail}):\n{tail}")
+        raise LockError(f"conda-lock failed: {said[-1] if said else result.detail}")
     try:
         return lockfile.read_text(encoding="utf-8")
     except OSError as exc:
