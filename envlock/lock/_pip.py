@@ -265,6 +265,14 @@ def _uv_error(result: Any, what: str) -> LockError:
     detail = "\n".join(lines[:12]) or result.detail
     if "No solution found" in text or "unsatisfiable" in text:
         return SolveError(f"uv found no solution for {what}:\n{detail}")
+    causes = [ln.strip().removeprefix("cause: ").removeprefix("error: ") for ln in lines]
+    fetch = next((c for c in causes if c.startswith("Failed to fetch")), None)
+    if fetch is not None:
+        return LockError(
+            f"cannot reach the package index while resolving {what}: {fetch} ({causes[-1]}); "
+            "check --index-url/--find-links, or use a local wheel directory "
+            "(--no-index --find-links DIR)"
+        )
     return LockError(f"uv pip compile failed for {what}:\n{detail}")
 
 

@@ -268,3 +268,33 @@ def test_existing_lock_needs_force(tmp_path, venv, wheelhouse):
     assert (out / "pylock.toml").read_text() == "old\n"
     assert invoke(*args, "--force").exit_code == 0
     assert (out / "pylock.toml").read_text() != "old\n"
+
+
+def test_unreachable_index_is_one_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("UV_HTTP_RETRIES", "0")
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "uv-cache"))
+    req = tmp_path / "requirements.in"
+    req.write_text("alpha\n")
+    # Port 9 (discard) on the loopback address: nothing listens, the connection is refused.
+    result = invoke("lock", "-r", str(req), "-o", str(tmp_path), "--index-url",
+                    "http://127.0.0.1:9/simple")
+    assert result.exit_code == 2
+    line = result.output.strip()
+    assert len(line.splitlines()) == 1
+    assert line.startswith("Error: cannot reach the package index while resolving requirements.in:"
+                           " Failed to fetch: http://127.0.0.1:9/simple/alpha/")
+    assert "Connection refused" in line
+    assert not (tmp_path / "pylock.toml").exists()
+
+
+def test_lock_pyproject(tmp_path, wheelhouse):
+    project = tmp_path / "pyproject.toml"
+    project.write_text('[project]\nname = "proj"\nversion = "0.1"\nrequires-python = ">=3.10"\n'
+                       'dependencies = ["gamma-pkg", "beta<2.5"]\n')
+    result = invoke("lock", "-r", str(project), "-o", str(tmp_path / "out"), "--no-index",
+                    "--find-links", str(wheelhouse), "--python-version", "3.11")
+    assert result.exit_code == 0, result.output
+    data, lock = read_pylock(tmp_path / "out" / "pylock.toml")
+    assert {p.name: str(p.version) for p in lock.packages} == {
+        "alpha": "1.0", "beta": "2.0", "gamma-pkg": "0.3"}
+    assert data["tool"]["envlock"]["source"] == "envlock lock -r pyproject.toml"
