@@ -14,6 +14,7 @@ from the target's own pip configuration (``pip config list``), because uv does n
 
 from __future__ import annotations
 
+import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -127,14 +128,13 @@ def pip_config_index(python: str, *, runner: Runner = run) -> IndexOptions | Non
         return None
     files: dict[str, str] = {}
     env: dict[str, str] = {}
-    for line in result.stdout.splitlines():
-        key, sep, value = line.partition("=")
-        if not sep:
-            continue
-        section, _, option = key.rpartition(".")
+    # One ``section.option='value'`` per setting; a multi-line value spans several lines.
+    for m in _CONFIG_LINE.finditer(result.stdout):
+        section, _, option = m.group("key").rpartition(".")
         if section not in ("global", "install", ":env:", "download"):
             continue
-        (env if section == ":env:" else files)[option] = value.strip().strip("'\"")
+        value = m.group("value").replace("\\n", "\n")  # pip prints newlines escaped
+        (env if section == ":env:" else files)[option] = " ".join(value.split())
     merged = {**files, **env}
     opts = IndexOptions(
         index_url=merged.get("index-url") or None,
@@ -144,6 +144,9 @@ def pip_config_index(python: str, *, runner: Runner = run) -> IndexOptions | Non
         source=f"pip config of {python}",
     )
     return None if opts.empty else opts
+
+
+_CONFIG_LINE = re.compile(r"^(?P<key>[^\s=]+)=(?P<q>['\"])(?P<value>.*?)(?P=q)$", re.M | re.S)
 
 
 def _url_path(url: str) -> Path | None:
@@ -174,6 +177,16 @@ def requirement_for(pkg: PipPackage) -> str | Skipped:
             reason=f"editable install of {where}{state}; reinstall it from its source",
         )
     if pkg.origin == "index":
+        from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+
+        try:
+            Version(version)
+        except InvalidVersion:
+            return Skipped(
+                name=name, version=version, kind="not-reproducible",
+                reason=f"version {version!r} is not a PEP 440 version; no index can pin it"
+                + (f" ({pkg.error})" if pkg.error else ""),
+            )
         return f"{name}=={version}"
     url = pkg.url or ""
     if pkg.origin == "vcs":

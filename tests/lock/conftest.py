@@ -151,8 +151,9 @@ def conda_channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A local channel (linux-64 + noarch).
 
     liba 1.0 needs __glibc>=2.17, liba 2.0 needs __glibc>=2.40; appcuda needs __cuda>=12;
-    tool (noarch) needs liba; zlib-ng is a ``.conda`` archive; python 3.11.7 is a stand-in
-    for the pip: section (its version is what uv resolves for).
+    tool (noarch: generic) needs liba; zlib-ng is a ``.conda`` archive; python 3.11.7 is a
+    stand-in (its version is what uv resolves the pip: section for, and what places the
+    ``noarch: python`` package pyfoo in ``lib/python3.11/site-packages``).
     """
     ch = tmp_path_factory.mktemp("channel")
     make_conda_package(ch, "noarch", "tool", "0.5", "pyh_0", ["liba >=1"], noarch="generic")
@@ -162,6 +163,11 @@ def conda_channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     make_conda_package(ch, "linux-64", "zlib-ng", "2.2.4", "h7955e40_1", [], build_number=1,
                        fmt="conda")
     make_conda_package(ch, "linux-64", "python", "3.11.7", "h_cpython_0", ["zlib-ng"])
+    make_conda_package(ch, "noarch", "pyfoo", "1.0", "pyh_0", ["python >=3.8"], noarch="python",
+                       files={"site-packages/pyfoo/__init__.py": "answer = 42\n",
+                              "site-packages/pyfoo-1.0.dist-info/METADATA":
+                              "Metadata-Version: 2.1\nName: pyfoo\nVersion: 1.0\n",
+                              "site-packages/pyfoo-1.0.dist-info/INSTALLER": "conda\n"})
     return ch
 
 

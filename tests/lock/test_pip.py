@@ -298,3 +298,23 @@ def test_lock_pyproject(tmp_path, wheelhouse):
     assert {p.name: str(p.version) for p in lock.packages} == {
         "alpha": "1.0", "beta": "2.0", "gamma-pkg": "0.3"}
     assert data["tool"]["envlock"]["source"] == "envlock lock -r pyproject.toml"
+
+
+def test_unreadable_metadata_is_not_pinned():
+    got = _pip.requirement_for(pkg(version="unknown", error="/env/site/demo.dist-info/METADATA: missing"))
+    assert isinstance(got, Skipped)
+    assert got.reason == ("version 'unknown' is not a PEP 440 version; no index can pin it "
+                          "(/env/site/demo.dist-info/METADATA: missing)")
+
+
+def test_pip_config_multiline_values(tmp_path, monkeypatch):
+    import sys
+
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\nextra-index-url =\n    file:///one/simple\n    file:///two/simple\n"
+                    "[install]\nno-index = true\nfind-links = /wheels\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    got = _pip.pip_config_index(sys.executable)
+    assert got.extra_index_urls == ("file:///one/simple", "file:///two/simple")
+    assert got.find_links == ("/wheels",)
+    assert got.no_index is True

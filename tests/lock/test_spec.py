@@ -254,3 +254,22 @@ def _write_vp(tmp_path: Path) -> Path:
     path = tmp_path / "vp-linux.yml"
     path.write_text("subdirs:\n  linux-64:\n    packages:\n      __glibc: '2.28'\n")
     return path
+
+
+def test_noarch_python_package_round_trip(tmp_path, conda_channel):
+    spec = write_env(tmp_path, conda_channel, "- pyfoo\n")
+    assert lock("-f", str(spec), "-o", str(tmp_path), "-p", "linux-64").exit_code == 0
+    assert packages(tmp_path / "conda-lock.yml") == {
+        "pyfoo": ("1.0", "pyh_0"), "python": ("3.11.7", "h_cpython_0"),
+        "zlib-ng": ("2.2.4", "h7955e40_1")}
+    prefix = tmp_path / "env"
+    result = CliRunner().invoke(cli, ["restore", str(tmp_path / "conda-lock.yml"), "--prefix",
+                                      str(prefix), "--run"])
+    assert result.exit_code == 0, result.output
+    site = prefix / "lib" / "python3.11" / "site-packages"
+    assert (site / "pyfoo" / "__init__.py").read_text() == "answer = 42\n"
+    # Locking that prefix again: pyfoo's dist-info belongs to conda, so no pylock.toml.
+    result = lock("--from-env", "--prefix", str(prefix), "-o", str(tmp_path / "relock"))
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (tmp_path / "relock").iterdir()) == ["conda-lock.yml"]
+    assert "in conda-lock.yml, not pylock.toml (installed by conda): pyfoo 1.0" in result.output
