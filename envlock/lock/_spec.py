@@ -37,17 +37,44 @@ __all__ = [
     "solve_platform",
     "render_spec_lock",
     "conda_lock_command",
+    "uv_platform",
 ]
 
-#: The platforms conda-lock's selector filter knows, and uv's name for each.
-PLATFORMS = {
+#: The platforms conda-lock's selector filter knows, and uv's ``--python-platform`` for each
+#: (``None``: uv cannot resolve for it).
+PLATFORMS: dict[str, str | None] = {
     "linux-64": "x86_64-unknown-linux-gnu",
     "linux-aarch64": "aarch64-unknown-linux-gnu",
-    "linux-ppc64le": "powerpc64le-unknown-linux-gnu",
+    "linux-ppc64le": None,
     "osx-64": "x86_64-apple-darwin",
     "osx-arm64": "aarch64-apple-darwin",
     "win-64": "x86_64-pc-windows-msvc",
 }
+
+#: The manylinux glibc levels (2.x) uv accepts in ``--python-platform`` (uv 0.9–0.13).
+_UV_MANYLINUX = (17, 28, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40)
+
+
+def uv_platform(platform: str, glibc: str | None = None) -> str:
+    """uv's ``--python-platform`` for a conda platform and the ``__glibc`` it assumes.
+
+    Wheels are chosen by their manylinux tag (PEP 600: ``manylinux_2_X`` runs on glibc ≥
+    2.X), so the highest level uv knows that does not exceed ``glibc`` is used.
+
+    :raises LockError: uv cannot resolve for ``platform``.
+    """
+    target = PLATFORMS.get(platform)
+    if target is None:
+        raise LockError(f"uv cannot resolve a pip: section for {platform}")
+    if glibc and target.endswith("-unknown-linux-gnu"):
+        try:
+            minor = int(glibc.split(".")[1])
+        except (IndexError, ValueError):
+            return target
+        levels = [lv for lv in _UV_MANYLINUX if lv <= minor]
+        if levels:
+            return f"{target.split('-', 1)[0]}-manylinux_2_{levels[-1]}"
+    return target
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -242,10 +269,8 @@ def _pip_entries(
     python = next((r for r in records if r.name.normalized == "python"), None)
     if python is None:
         raise LockError(f"{spec.path}: the pip: section needs python among the conda packages")
-    target = PLATFORMS[platform]
     glibc = next((v for n, v, _ in vpkgs if n == "__glibc"), None)
-    if glibc and target.endswith("linux-gnu"):
-        target = target.split("-", 1)[0] + "-manylinux_" + glibc.replace(".", "_")
+    target = uv_platform(platform, glibc)
     text = _pip.compile_requirements(
         list(spec.pip), index=index, python_version=str(python.version),
         python_platform=target, runner=runner,

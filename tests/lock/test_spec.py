@@ -273,3 +273,25 @@ def test_noarch_python_package_round_trip(tmp_path, conda_channel):
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in (tmp_path / "relock").iterdir()) == ["conda-lock.yml"]
     assert "in conda-lock.yml, not pylock.toml (installed by conda): pyfoo 1.0" in result.output
+
+
+@pytest.mark.parametrize(
+    ("platform", "glibc", "expected"),
+    [
+        ("linux-64", "2.28", "x86_64-manylinux_2_28"),
+        ("linux-64", "2.30", "x86_64-manylinux_2_28"),
+        ("linux-64", "2.41", "x86_64-manylinux_2_40"),
+        ("linux-64", "2.12", "x86_64-unknown-linux-gnu"),
+        ("linux-aarch64", "2.36", "aarch64-manylinux_2_36"),
+        ("osx-arm64", None, "aarch64-apple-darwin"),
+    ],
+)
+def test_uv_platform(platform, glibc, expected):
+    assert _spec.uv_platform(platform, glibc) == expected
+
+
+def test_uv_platform_unknown_to_uv():
+    from envlock.errors import LockError
+
+    with pytest.raises(LockError, match="uv cannot resolve a pip: section for linux-ppc64le"):
+        _spec.uv_platform("linux-ppc64le", "2.28")
