@@ -42,8 +42,13 @@ def _index(options: dict[str, Any]) -> Any:
 
 
 def _report(result: Any) -> None:
+    import shlex  # noqa: PLC0415
+
     for path in result.files:
         click.echo(f"wrote {path}")
+    if result.files:
+        files = " ".join(shlex.quote(str(p)) for p in result.files)
+        click.echo(f"recreate with: envlock restore {files} --prefix NEW_ENV --run", err=True)
     for note in result.notes:
         click.echo(f"note: {note}", err=True)
     conda = [s for s in result.skipped if s.kind == "conda"]

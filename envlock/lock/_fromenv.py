@@ -17,6 +17,7 @@ from envlock.errors import LockError
 from envlock.lock import _condalock, _pip
 from envlock.lock._output import LockResult, now, pylock_text, write_all
 from envlock.lock._pip import IndexOptions, Skipped
+from envlock.redact import redact_text_urls
 
 if TYPE_CHECKING:
     from envlock.manifest import Manifest
@@ -117,7 +118,8 @@ def lock_manifest(
         if index is None:
             found = _pip.pip_config_index(python, runner=runner) if use_pip_config and python else None
             index = found or IndexOptions(source="uv defaults (PyPI)")
-        notes.append(f"pip index options from {index.source}: {' '.join(index.uv_args()) or 'none'}")
+        shown = " ".join(redact_text_urls(a) for a in index.uv_args()) or "none"
+        notes.append(f"pip index options from {index.source}: {shown}")
         version = manifest.python.version if manifest.python else None
         usable = python is not None and Path(python).exists()
         uv_out = _pip.compile_requirements(

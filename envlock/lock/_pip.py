@@ -82,14 +82,20 @@ class IndexOptions:
         return args
 
     def to_table(self) -> dict[str, Any]:
-        """The options as a TOML table (kebab-case keys, empty values dropped)."""
+        """The options as a TOML table (kebab-case keys, empty values dropped).
+
+        Credentials in URLs (``https://user:token@host/simple``) are removed: a lockfile is
+        shared, a token is not.
+        """
+        from envlock.redact import redact_url  # noqa: PLC0415
+
         table: dict[str, Any] = {"index-source": self.source}
         if self.index_url:
-            table["index-url"] = self.index_url
+            table["index-url"] = redact_url(self.index_url)
         if self.extra_index_urls:
-            table["extra-index-urls"] = list(self.extra_index_urls)
+            table["extra-index-urls"] = [redact_url(u) for u in self.extra_index_urls]
         if self.find_links:
-            table["find-links"] = list(self.find_links)
+            table["find-links"] = [redact_url(u) for u in self.find_links]
         if self.no_index:
             table["no-index"] = True
         return table

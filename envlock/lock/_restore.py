@@ -59,6 +59,13 @@ class RestorePlan:
     warnings: tuple[str, ...] = ()
 
 
+#: Manifest tables that a lockfile restores, or that the plan describes itself.
+_COVERED = frozenset({"envlock", "target", "python", "platform", "cpu", "env", "git", "conda",
+                      "pip", "lockfiles"})
+#: Tables (written by other parts of envlock) that describe the machine.
+_MACHINE_TABLES = frozenset({"gpu", "gpus", "cuda", "nvidia", "driver", "compilers", "libs"})
+
+
 def _lockfiles_of(manifest_path: Path, manifest: Manifest) -> tuple[list[Path], list[str]]:
     files, warnings = [], []
     info = manifest.lockfiles
@@ -85,11 +92,18 @@ def _not_restored(manifest: Manifest) -> list[str]:
         c = manifest.cpu
         flags = " ".join(c.flags) or "none recorded"
         out.append(f"CPU: {c.model} ({c.usable_cores} usable cores; ISA flags {flags})")
-    for key, table in manifest.extra.items():
-        if key in ("gpu", "gpus", "cuda", "nvidia", "driver", "compilers", "libs"):
-            out.append(f"[{key}] as recorded in the manifest (GPU, NVIDIA driver, system CUDA "
-                       "or compilers come from the machine, not from a lockfile)")
-        elif isinstance(table, dict):
+    if manifest.target.kind != "conda" and manifest.python and manifest.python.version:
+        py = manifest.python
+        where = f" (base {py.base_prefix})" if py.base_prefix else ""
+        out.append(f"the Python interpreter: {py.implementation or 'python'} {py.version}{where}; "
+                   "a new venv uses whatever interpreter of that version the machine has")
+    for key, table in manifest.to_dict().items():
+        if key in _COVERED or not isinstance(table, dict):
+            continue
+        if key in _MACHINE_TABLES:
+            out.append(f"[{key}] as recorded in the manifest: GPUs, the NVIDIA driver, a system "
+                       "CUDA and compilers come from the machine, not from a lockfile")
+        else:
             out.append(f"[{key}] as recorded in the manifest")
     if manifest.env and manifest.env.vars:
         out.append("environment variables: " + ", ".join(manifest.env.vars)

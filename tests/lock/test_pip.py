@@ -318,3 +318,12 @@ def test_pip_config_multiline_values(tmp_path, monkeypatch):
     assert got.extra_index_urls == ("file:///one/simple", "file:///two/simple")
     assert got.find_links == ("/wheels",)
     assert got.no_index is True
+
+
+def test_index_credentials_never_reach_the_lockfile():
+    opts = IndexOptions(index_url="https://me:s3cret@pypi.example.org/simple",
+                        extra_index_urls=("https://__token__:abc@mirror.example.org/simple",))
+    table = opts.to_table()
+    assert table["index-url"] == "https://pypi.example.org/simple"
+    assert table["extra-index-urls"] == ["https://mirror.example.org/simple"]
+    assert "s3cret" in " ".join(opts.uv_args())  # uv itself still needs them to log in

@@ -83,7 +83,8 @@ def manifest(tmp_path: Path, lockfiles: list[Path]) -> Manifest:
         envlock=EnvlockInfo(version="0.1.0", created="2026-11-30T00:00:00Z", host="node1"),
         target=Target(kind="venv", prefix="/old/env", python="/old/env/bin/python",
                       chosen_by="--python"),
-        python=PythonInfo(version="3.11.7"),
+        python=PythonInfo(version="3.11.7", implementation="cpython",
+                          base_prefix="/opt/python/3.11.7"),
         platform=PlatformInfo(os_name="Debian GNU/Linux 12 (bookworm)", glibc="2.36",
                               kernel="6.1.0"),
         cpu=CpuInfo(model="AMD EPYC", usable_cores=2, flags=("avx2", "fma")),
@@ -93,6 +94,7 @@ def manifest(tmp_path: Path, lockfiles: list[Path]) -> Manifest:
                                          origin="editable", editable_path="/src/mylib"),)),
         lockfiles=LockfilesInfo(files=tuple(
             LockfileRef(path=str(p), kind="pylock", sha256=sha(p)) for p in lockfiles)),
+        extra={"gpu": {"status": "ok", "driver": "580.65.06"}},
     )
 
 
@@ -114,6 +116,10 @@ def test_restore_from_a_manifest(tmp_path):
         "#   operating system and C library: Debian GNU/Linux 12 (bookworm), glibc 2.36, "
         "kernel 6.1.0",
         "#   CPU: AMD EPYC (2 usable cores; ISA flags avx2 fma)",
+        "#   the Python interpreter: cpython 3.11.7 (base /opt/python/3.11.7); a new venv uses "
+        "whatever interpreter of that version the machine has",
+        "#   [gpu] as recorded in the manifest: GPUs, the NVIDIA driver, a system CUDA and "
+        "compilers come from the machine, not from a lockfile",
         "#   environment variables: OMP_NUM_THREADS (set them in the job script)",
         f"#   the code: git checkout {'f' * 12} of /src/proj plus uncommitted changes",
         "#   mylib 0.1: editable install of /src/mylib",
@@ -235,3 +241,20 @@ def test_lock_needs_exactly_one_source():
     result = CliRunner().invoke(cli, ["lock"])
     assert result.exit_code == 2
     assert result.output == "Error: give exactly one of --from-env, -f/--file, -r/--requirements\n"
+
+
+def test_pip_entries_of_a_conda_lock_are_hash_checked(tmp_path, wheelhouse, h):
+    """What ``restore --run`` does with the pip entries of conda-lock.yml when conda is absent."""
+    from envlock.lock._pip import _uv_env
+    from envlock.lock._restore import _install_pip_lines
+    from envlock._run import run
+
+    venv = h.make_venv(tmp_path / "env", wheelhouse)
+    wheel = wheelhouse / "beta-2.0-py3-none-any.whl"
+    good = f"beta @ {wheel.as_uri()} --hash=sha256:{sha(wheel)}"
+    bad = f"beta @ {wheel.as_uri()} --hash=sha256:{'0' * 64}"
+    with pytest.raises(LockError, match="Hash mismatch"):
+        _install_pip_lines(h.uv(), str(venv), [bad], run, 300, _uv_env())
+    assert "beta" not in h.installed(venv)
+    _install_pip_lines(h.uv(), str(venv), [good], run, 300, _uv_env())
+    assert h.installed(venv)["beta"] == "2.0"
