@@ -105,7 +105,8 @@ def lock(**options: Any) -> None:
     from envlock.errors import EnvlockError  # noqa: PLC0415
 
     from_env = options["from_env"] or (
-        (options["python"] or options["prefix"]) and not (options["spec"] or options["requirements"])
+        (options["python"] or options["prefix"])
+        and not (options["spec"] or options["requirements"])
     )
     chosen = [bool(from_env), bool(options["spec"]), bool(options["requirements"])]
     if sum(chosen) != 1:

@@ -163,8 +163,8 @@ def lock_requirements(
         text = _pip.compile_requirements(source, index=index, python=python,
                                          python_version=python_version, fmt=fmt, runner=runner,
                                          extra=index_args)
-        text = f"# Locked by envlock from {source.name} with uv; install with:\n" \
-               f"#   uv pip install --require-hashes -r requirements.txt\n{text}"
+        text = (f"# Locked by envlock from {source.name} with uv; install with:\n"
+                f"#   uv pip install --require-hashes -r requirements.txt\n{text}")
     else:
         uv_out = _pip.compile_requirements(source, index=index, python=python,
                                            python_version=python_version, runner=runner)

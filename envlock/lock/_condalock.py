@@ -205,7 +205,8 @@ def read(path: str | Path) -> Any:
     except pydantic.ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise ManifestError(f"{path}: not a valid conda-lock file ({first['msg']} at {where})") from None
+        reason = f"{first['msg']} at {where}"
+        raise ManifestError(f"{path}: not a valid conda-lock file ({reason})") from None
     except (yaml.YAMLError, ValueError, AttributeError, TypeError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ManifestError(f"{path}: not a valid conda-lock file ({reason})") from None

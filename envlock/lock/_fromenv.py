@@ -116,7 +116,9 @@ def lock_manifest(
             expected[pkg.name] = pkg.version
     if pins:
         if index is None:
-            found = _pip.pip_config_index(python, runner=runner) if use_pip_config and python else None
+            found = None
+            if use_pip_config and python:
+                found = _pip.pip_config_index(python, runner=runner)
             index = found or IndexOptions(source="uv defaults (PyPI)")
         shown = " ".join(redact_text_urls(a) for a in index.uv_args()) or "none"
         notes.append(f"pip index options from {index.source}: {shown}")

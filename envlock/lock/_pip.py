@@ -116,7 +116,8 @@ class Skipped:
 
     def to_table(self) -> dict[str, str]:
         """The entry as a TOML table."""
-        return {"name": self.name, "version": self.version, "kind": self.kind, "reason": self.reason}
+        return {"name": self.name, "version": self.version, "kind": self.kind,
+                "reason": self.reason}
 
 
 def pip_config_index(python: str, *, runner: Runner = run) -> IndexOptions | None:
@@ -152,7 +153,9 @@ def pip_config_index(python: str, *, runner: Runner = run) -> IndexOptions | Non
     return None if opts.empty else opts
 
 
-_CONFIG_LINE = re.compile(r"^(?P<key>[^\s=]+)=(?P<q>['\"])(?P<value>.*?)(?P=q)$", re.M | re.S)
+_CONFIG_LINE = re.compile(
+    r"^(?P<key>[^\s=]+)=(?P<q>['\"])(?P<value>.*?)(?P=q)$", re.MULTILINE | re.DOTALL
+)
 
 
 def _url_path(url: str) -> Path | None:
@@ -177,7 +180,8 @@ def requirement_for(pkg: PipPackage) -> str | Skipped:
         where = pkg.editable_path or pkg.url or "a local directory"
         state = ""
         if pkg.git is not None and pkg.git.commit:
-            state = f" (git {pkg.git.commit[:12]}{', uncommitted changes' if pkg.git.dirty else ''})"
+            dirty = ", uncommitted changes" if pkg.git.dirty else ""
+            state = f" (git {pkg.git.commit[:12]}{dirty})"
         return Skipped(
             name=name, version=version, kind="not-reproducible",
             reason=f"editable install of {where}{state}; reinstall it from its source",

@@ -196,8 +196,8 @@ def plan_restore(
                               kind="requirements", lockfile=str(p),
                               argv=("uv", "pip", "install", "--python", python,
                                     "--require-hashes", "-r", str(p))))
-    return RestorePlan(prefix=prefix, steps=tuple(steps), not_restored=tuple(dict.fromkeys(missing)),
-                       warnings=tuple(warnings))
+    return RestorePlan(prefix=prefix, steps=tuple(steps),
+                       not_restored=tuple(dict.fromkeys(missing)), warnings=tuple(warnings))
 
 
 def run_plan(plan: RestorePlan, *, runner: Runner = run) -> list[str]:
@@ -232,7 +232,8 @@ def run_plan(plan: RestorePlan, *, runner: Runner = run) -> list[str]:
                     _install_pip_lines(uv_bin(), plan.prefix, pip_lines, runner, INSTALL_TIMEOUT,
                                        _uv_env())
                 done.append(f"installed {len(names)} conda packages with py-rattler "
-                            f"(no conda executable found){' and pip entries with uv' if pip_lines else ''}")
+                            "(no conda executable found)"
+                            + (" and pip entries with uv" if pip_lines else ""))
                 continue
             argv = [*conda_lock_argv(), *step.argv[1:], "--conda", exe]
             _run_checked(argv, runner, INSTALL_TIMEOUT, None)
@@ -258,9 +259,12 @@ def _install_pip_lines(
                       "--require-hashes", "-r", str(req)], runner, timeout, env)
 
 
-def _run_checked(argv: list[str], runner: Runner, timeout: float, env: dict[str, str] | None) -> None:
+def _run_checked(
+    argv: list[str], runner: Runner, timeout: float, env: dict[str, str] | None
+) -> None:
     result = runner(argv, timeout=timeout, env=env)
     if not result.ok:
         text = (result.stderr or result.stdout).strip()
         tail = "\n".join(text.splitlines()[-10:])
-        raise LockError(f"{shlex.join(argv)} failed ({result.detail})" + (f":\n{tail}" if tail else ""))
+        message = f"{shlex.join(argv)} failed ({result.detail})"
+        raise LockError(message + (f":\n{tail}" if tail else ""))

@@ -149,7 +149,9 @@ def read_environment_yml(path: str | Path, platform: str | None = None) -> EnvSp
         elif isinstance(dep, dict) and set(dep) == {"pip"} and dep["pip"] is None:
             continue  # every line of the section filtered out by selectors
         else:
-            raise ManifestError(f"{path}: dependencies[{i}] is neither a match spec nor a pip: list")
+            raise ManifestError(
+                f"{path}: dependencies[{i}] is neither a match spec nor a pip: list"
+            )
     platforms = data.get("platforms") or []
     return EnvSpec(
         path=path,
@@ -376,7 +378,8 @@ def solve_with_conda_lock(argv: Sequence[str], lockfile: Path, *, runner: Runner
         said = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(" ")
                 and not ln.startswith("Traceback")]
         tail = "\n".join(said[-8:])
-        if any(w in text for w in ("Unsatisfiable", "unsatisfiable", "conflict", "nothing provides")):
+        words = ("Unsatisfiable", "unsatisfiable", "conflict", "nothing provides")
+        if any(w in text for w in words):
             raise SolveError(f"conda-lock cannot solve the spec:\n{tail}")
         raise LockError(f"conda-lock failed: {said[-1] if said else result.detail}")
     try:

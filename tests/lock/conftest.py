@@ -44,7 +44,8 @@ def make_wheel(dest: Path, name: str, version: str, requires: Iterable[str] = ()
         "Tag: py3-none-any\n",
     }
     record = "".join(
-        f"{path},sha256={_b64(text.encode())},{len(text.encode())}\n" for path, text in files.items()
+        f"{path},sha256={_b64(text.encode())},{len(text.encode())}\n"
+        for path, text in files.items()
     )
     files[f"{info}/RECORD"] = record + f"{info}/RECORD,,\n"
     dest.mkdir(parents=True, exist_ok=True)

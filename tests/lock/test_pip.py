@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from click.testing import CliRunner
 
 from envlock.cli import cli
@@ -51,7 +51,8 @@ def test_vcs_install_is_pinned_to_its_commit():
 
 def test_existing_local_archive_is_kept(tmp_path, h):
     wheel = h.make_wheel(tmp_path, "demo", "1.0")
-    assert _pip.requirement_for(pkg(origin="archive", url=wheel.as_uri())) == f"demo @ {wheel.as_uri()}"
+    got = _pip.requirement_for(pkg(origin="archive", url=wheel.as_uri()))
+    assert got == f"demo @ {wheel.as_uri()}"
 
 
 def test_vanished_local_archive_is_not_reproducible(tmp_path):
@@ -264,7 +265,8 @@ def test_existing_lock_needs_force(tmp_path, venv, wheelhouse):
             "--find-links", str(wheelhouse)]
     result = invoke(*args)
     assert result.exit_code == 2
-    assert result.output.strip() == f"Error: {out / 'pylock.toml'} exists; use --force to replace it"
+    expected = f"Error: {out / 'pylock.toml'} exists; use --force to replace it"
+    assert result.output.strip() == expected
     assert (out / "pylock.toml").read_text() == "old\n"
     assert invoke(*args, "--force").exit_code == 0
     assert (out / "pylock.toml").read_text() != "old\n"
@@ -301,7 +303,8 @@ def test_lock_pyproject(tmp_path, wheelhouse):
 
 
 def test_unreadable_metadata_is_not_pinned():
-    got = _pip.requirement_for(pkg(version="unknown", error="/env/site/demo.dist-info/METADATA: missing"))
+    error = "/env/site/demo.dist-info/METADATA: missing"
+    got = _pip.requirement_for(pkg(version="unknown", error=error))
     assert isinstance(got, Skipped)
     assert got.reason == ("version 'unknown' is not a PEP 440 version; no index can pin it "
                           "(/env/site/demo.dist-info/METADATA: missing)")

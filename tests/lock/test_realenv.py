@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import tomllib
 
 import pytest
+import tomllib
 from click.testing import CliRunner
 
 from envlock.cli import cli
@@ -30,7 +30,8 @@ def test_cpu_venv_lock_and_restore_reproduce_pip_list(cpu_venv, tmp_path):
 
     python = cpu_venv / "bin" / "python"
     out = tmp_path / "lock"
-    result = CliRunner().invoke(cli, ["lock", "--from-env", "--python", str(python), "-o", str(out)])
+    args = ["lock", "--from-env", "--python", str(python), "-o", str(out)]
+    result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     data = tomllib.loads((out / "pylock.toml").read_text())
     lock = Pylock.from_dict(data)

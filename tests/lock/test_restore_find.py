@@ -113,13 +113,13 @@ def test_restore_from_a_manifest(tmp_path):
         "# install the pip packages of pylock.toml",
         f"uv pip install --python {new}/bin/python -r {pylock}",
         "# Not restored by any lockfile (comes from the machine or the job):",
-        "#   operating system and C library: Debian GNU/Linux 12 (bookworm), glibc 2.36, "
-        "kernel 6.1.0",
+        ("#   operating system and C library: Debian GNU/Linux 12 (bookworm), glibc 2.36, "
+        "kernel 6.1.0"),
         "#   CPU: AMD EPYC (2 usable cores; ISA flags avx2 fma)",
-        "#   the Python interpreter: cpython 3.11.7 (base /opt/python/3.11.7); a new venv uses "
-        "whatever interpreter of that version the machine has",
-        "#   [gpu] as recorded in the manifest: GPUs, the NVIDIA driver, a system CUDA and "
-        "compilers come from the machine, not from a lockfile",
+        ("#   the Python interpreter: cpython 3.11.7 (base /opt/python/3.11.7); a new venv uses "
+        "whatever interpreter of that version the machine has"),
+        ("#   [gpu] as recorded in the manifest: GPUs, the NVIDIA driver, a system CUDA and "
+        "compilers come from the machine, not from a lockfile"),
         "#   environment variables: OMP_NUM_THREADS (set them in the job script)",
         f"#   the code: git checkout {'f' * 12} of /src/proj plus uncommitted changes",
         "#   mylib 0.1: editable install of /src/mylib",
@@ -245,9 +245,9 @@ def test_lock_needs_exactly_one_source():
 
 def test_pip_entries_of_a_conda_lock_are_hash_checked(tmp_path, wheelhouse, h):
     """What ``restore --run`` does with the pip entries of conda-lock.yml when conda is absent."""
+    from envlock._run import run
     from envlock.lock._pip import _uv_env
     from envlock.lock._restore import _install_pip_lines
-    from envlock._run import run
 
     venv = h.make_venv(tmp_path / "env", wheelhouse)
     wheel = wheelhouse / "beta-2.0-py3-none-any.whl"

@@ -233,10 +233,10 @@ def test_read_environment_yml_local_channel_dir(tmp_path, conda_channel):
 
 
 def test_virtual_packages_defaults_are_conda_locks():
-    got = dict((n, v) for n, v, _ in _spec.virtual_packages("linux-64"))
+    got = {n: v for n, v, _ in _spec.virtual_packages("linux-64")}
     assert got["__glibc"] == "2.28"
     assert got["__cuda"] == "11.4"
-    assert "__cuda" not in dict((n, v) for n, v, _ in _spec.virtual_packages("linux-64", cuda=""))
+    assert "__cuda" not in {n: v for n, v, _ in _spec.virtual_packages("linux-64", cuda="")}
     archspec = [t for t in _spec.virtual_packages("linux-64") if t[0] == "__archspec"]
     assert archspec == [("__archspec", "1", "x86_64")]
 
