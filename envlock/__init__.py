@@ -17,7 +17,7 @@ __all__ = ["__version__", "snapshot", "load", "Manifest"]
 
 if TYPE_CHECKING:
     from envlock.manifest import Manifest
-    from envlock.snapshot import snapshot
+    from envlock.capture import snapshot
 
 
 def load(path: str) -> Manifest:
@@ -40,7 +40,7 @@ def load(path: str) -> Manifest:
 
 def __getattr__(name: str) -> Any:
     if name == "snapshot":
-        from envlock.snapshot import snapshot  # noqa: PLC0415
+        from envlock.capture import snapshot  # noqa: PLC0415
 
         return snapshot
     if name == "Manifest":

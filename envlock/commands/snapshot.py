@@ -72,7 +72,7 @@ def snapshot(
     The target is --python, --prefix, the active conda env (CONDA_PREFIX), the active venv
     (VIRTUAL_ENV), or the first python3 on PATH, in that order.
     """
-    from envlock.snapshot import snapshot as take  # noqa: PLC0415
+    from envlock.capture import snapshot as take  # noqa: PLC0415
     from envlock.target import resolve_target  # noqa: PLC0415
 
     target = resolve_target(python=python, prefix=prefix)

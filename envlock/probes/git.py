@@ -90,8 +90,9 @@ def probe_git(
 
     describe = None
     if commit:
-        d = git("describe", "--tags", "--always", "--dirty")
-        describe = d.stdout.strip() if d.ok else None
+        # Not ``--dirty``: that refreshes and rewrites the index even with GIT_OPTIONAL_LOCKS=0.
+        d = git("describe", "--tags", "--always")
+        describe = (d.stdout.strip() + ("-dirty" if dirty else "")) if d.ok else None
     diff_sha = None
     if dirty and commit:
         diff = git("diff", "HEAD", "--binary", "--no-color", "--no-ext-diff")

@@ -65,8 +65,10 @@ def attribute_conda(
         path = os.path.normpath(os.path.join(p.location, p.dist_info or ""))
         conda_pkg = owner.get(path)
         if conda_pkg is not None:
+            dead = conda_build_url(p)
             p = replace(p, origin="conda", conda_package=conda_pkg,
-                        url=None if conda_build_url(p) else p.url)
+                        url=None if dead else p.url,
+                        editable_path=None if dead else p.editable_path)
         elif conda_build_url(p):
             warnings.append(
                 f"{p.name} {p.version}: direct_url.json points into a conda build directory "

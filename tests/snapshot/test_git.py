@@ -1,0 +1,117 @@
+"""The git probe on real repositories made in the test."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from envlock.probes.git import probe_git
+
+ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
+       "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"}
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, env=ENV, check=True, capture_output=True,
+                          text=True, timeout=60).stdout.strip()
+
+
+@pytest.fixture()
+def repo(tmp_path: Path) -> Path:
+    r = tmp_path / "proj"
+    r.mkdir()
+    git(r, "init", "-q", "-b", "main")
+    (r / "train.py").write_text("lr = 0.1\n")
+    git(r, "add", "train.py")
+    git(r, "commit", "-qm", "first")
+    git(r, "tag", "v1.0")
+    git(r, "remote", "add", "origin", "https://alice:ghp_SECRETTOKEN123@github.com/lab/proj.git")
+    git(r, "remote", "add", "backup", "git@gitlab.example.org:lab/proj.git")
+    return r
+
+
+def test_clean_checkout(repo: Path) -> None:
+    info = probe_git(repo / ".", environ=ENV)
+    assert info.status == "ok"
+    assert info.path == str(repo)
+    assert info.commit == git(repo, "rev-parse", "HEAD")
+    assert info.branch == "main"
+    assert info.describe == "v1.0"
+    assert info.dirty is False
+    assert info.untracked == 0
+    assert info.diff_sha256 is None
+
+
+def test_dirty_checkout_and_diff_hash(repo: Path) -> None:
+    (repo / "train.py").write_text("lr = 0.2\n")
+    (repo / "notes.txt").write_text("x")
+    (repo / "more.txt").write_text("y")
+    info = probe_git(repo, environ=ENV)
+    assert info.dirty is True
+    assert info.untracked == 2
+    assert info.describe == "v1.0-dirty"
+    diff = subprocess.run(["git", "diff", "HEAD", "--binary", "--no-color", "--no-ext-diff"], cwd=repo,
+                          env=ENV, capture_output=True, check=True, timeout=60).stdout
+    assert info.diff_sha256 == hashlib.sha256(diff).hexdigest()
+
+
+def test_subdirectory_and_detached_head(repo: Path) -> None:
+    sub = repo / "src"
+    sub.mkdir()
+    git(repo, "checkout", "-q", "--detach")
+    info = probe_git(sub, environ=ENV)
+    assert info.path == str(repo)
+    assert info.branch is None
+    assert info.commit == git(repo, "rev-parse", "HEAD")
+
+
+def test_remote_credentials_stripped(repo: Path) -> None:
+    info = probe_git(repo, environ=ENV)
+    assert [(r.name, r.url) for r in info.remotes] == [
+        ("backup", "git@gitlab.example.org:lab/proj.git"),
+        ("origin", "https://github.com/lab/proj.git"),
+    ]
+
+
+def test_no_commit_yet(tmp_path: Path) -> None:
+    git(tmp_path, "init", "-q")
+    info = probe_git(tmp_path, environ=ENV)
+    assert info.status == "ok"
+    assert info.commit is None
+    assert info.describe is None
+
+
+def test_not_a_repository(tmp_path: Path) -> None:
+    info = probe_git(tmp_path, environ={**ENV, "GIT_CEILING_DIRECTORIES": str(tmp_path.parent)})
+    assert info.status == "absent"
+    assert "not a git repository" in info.error
+
+
+def test_git_missing(tmp_path: Path) -> None:
+    info = probe_git(tmp_path, environ={"PATH": str(tmp_path)})
+    assert info.status == "absent"
+    assert info.error == "git is not installed"
+
+
+def test_git_hanging_times_out(tmp_path: Path) -> None:
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "git").write_text("#!/bin/sh\nsleep 30\n")
+    (fake / "git").chmod(0o755)
+    info = probe_git(tmp_path, environ={"PATH": f"{fake}:/usr/bin:/bin"}, timeout=0.5)
+    assert info.status == "timeout"
+    assert "no answer within 0.5 s" in info.error
+
+
+def test_observing_takes_no_index_lock(repo: Path) -> None:
+    """GIT_OPTIONAL_LOCKS=0: a snapshot never rewrites the index (the observer doesn't perturb)."""
+    (repo / "train.py").write_text("lr = 0.3\n")
+    index = repo / ".git" / "index"
+    before = index.stat().st_mtime_ns
+    os.utime(repo / "train.py", None)
+    probe_git(repo, environ=ENV)
+    assert index.stat().st_mtime_ns == before

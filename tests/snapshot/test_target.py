@@ -1,0 +1,96 @@
+"""Choosing the target, and a target interpreter that hangs, crashes or is missing."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import envlock
+from envlock.errors import TargetError
+from envlock.target import query_interpreter, resolve_target
+
+
+def _fake_python(path: Path, body: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_order_conda_then_venv_then_path(tmp_path: Path, small_venv: Path, conda_prefix: Path) -> None:
+    env = {"PATH": str(small_venv / "bin"), "CONDA_PREFIX": str(conda_prefix), "VIRTUAL_ENV": str(small_venv)}
+    t = resolve_target(environ=env)
+    assert (t.kind, t.prefix, t.chosen_by) == ("conda", str(conda_prefix), "CONDA_PREFIX")
+    env.pop("CONDA_PREFIX")
+    t = resolve_target(environ=env)
+    assert (t.kind, t.prefix, t.chosen_by) == ("venv", str(small_venv), "VIRTUAL_ENV")
+    env.pop("VIRTUAL_ENV")
+    t = resolve_target(environ=env)
+    assert (t.kind, t.python, t.chosen_by) == ("venv", str(small_venv / "bin" / "python3"), "PATH")
+
+
+def test_bad_options() -> None:
+    with pytest.raises(TargetError, match="either --python or --prefix"):
+        resolve_target(python="a", prefix="b")
+    with pytest.raises(TargetError, match="no such interpreter"):
+        resolve_target(python="/nonexistent/python", environ={"PATH": ""})
+    with pytest.raises(TargetError, match="no such directory"):
+        resolve_target(prefix="/nonexistent/prefix")
+    with pytest.raises(TargetError, match="no python3 on PATH"):
+        resolve_target(environ={"PATH": "/nonexistent"})
+
+
+def test_hanging_interpreter_times_out_and_snapshot_completes(tmp_path: Path) -> None:
+    prefix = tmp_path / "env"
+    site = prefix / "lib" / "python3.11" / "site-packages" / "foo-1.0.dist-info"
+    site.mkdir(parents=True)
+    (site / "METADATA").write_text("Name: foo\nVersion: 1.0\n")
+    py = _fake_python(prefix / "bin" / "python", "sleep 60")
+    target = resolve_target(python=str(py))
+    started = time.monotonic()
+    info = query_interpreter(target, timeout=0.5)
+    assert time.monotonic() - started < 5
+    assert info.status == "timeout"
+    assert info.source == "prefix layout"
+    assert info.path == (str(prefix / "lib" / "python3.11" / "site-packages"),)
+
+
+def test_crashing_interpreter_is_recorded(tmp_path: Path) -> None:
+    prefix = tmp_path / "env"
+    site = prefix / "lib" / "python3.11" / "site-packages" / "foo-1.0.dist-info"
+    site.mkdir(parents=True)
+    (site / "METADATA").write_text("Name: foo\nVersion: 1.0\n")
+    py = _fake_python(prefix / "bin" / "python", "echo 'Segmentation fault' >&2; exit 139")
+    m = envlock.snapshot(python=str(py))
+    assert m.python.status == "error"
+    assert "exited with status 139" in m.python.error
+    assert [p.name for p in m.pip.packages] == ["foo"]
+    assert any(w.startswith("python: ") for w in m.envlock.warnings)
+
+
+def test_garbage_answer_is_recorded(tmp_path: Path) -> None:
+    py = _fake_python(tmp_path / "env" / "bin" / "python", "echo not-json")
+    info = query_interpreter(resolve_target(python=str(py)))
+    assert info.status == "error"
+    assert "unexpected answer" in info.error
+
+
+def test_real_interpreter_query() -> None:
+    info = query_interpreter(resolve_target(python=sys.executable))
+    assert info.status == "ok"
+    assert info.version == "%d.%d.%d" % sys.version_info[:3]
+    assert info.base_prefix == sys.base_prefix
+    assert "" not in info.path
+
+
+def test_prefix_without_python(tmp_path: Path) -> None:
+    (tmp_path / "conda-meta").mkdir()
+    t = resolve_target(prefix=str(tmp_path))
+    assert t.python is None and t.kind == "conda"
+    info = query_interpreter(t)
+    assert info.status == "absent"
+    assert os.fspath(tmp_path) in info.error

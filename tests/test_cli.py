@@ -1,0 +1,128 @@
+"""The CLI: snapshot output options, show, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from envlock.cli import cli
+
+GOLDEN = Path(__file__).parent / "data" / "manifest.example.toml"
+
+
+@pytest.fixture()
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def test_snapshot_to_stdout_json(runner: CliRunner) -> None:
+    res = runner.invoke(cli, ["snapshot", "--python", sys.executable, "-o", "-", "--format", "json", "-q"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["envlock"]["schema"] == 1
+    assert data["target"]["chosen-by"] == "--python"
+
+
+def test_snapshot_refuses_to_overwrite(runner: CliRunner, tmp_path: Path) -> None:
+    out = tmp_path / "m.toml"
+    out.write_text("precious")
+    res = runner.invoke(cli, ["snapshot", "--python", sys.executable, "-o", str(out)])
+    assert res.exit_code == 2
+    assert res.stderr.strip().splitlines()[-1] == f"Error: {out} exists; use --force to replace it"
+    assert out.read_text() == "precious"
+    res = runner.invoke(cli, ["snapshot", "--python", sys.executable, "-o", str(out), "--force"])
+    assert res.exit_code == 0
+    assert out.read_text().startswith("[envlock]")
+
+
+def test_placeholders(runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLURM_JOB_ID", "123456")
+    monkeypatch.chdir(tmp_path)
+    res = runner.invoke(cli, ["snapshot", "--python", sys.executable, "-o", "nodes/{host}-{job}.toml"])
+    assert res.exit_code == 0, res.output
+    import socket
+
+    assert (tmp_path / "nodes" / f"{socket.gethostname().split('.')[0]}-123456.toml").exists()
+    res = runner.invoke(cli, ["snapshot", "--python", sys.executable, "-o", "{nope}.toml"])
+    assert res.exit_code == 2
+    assert "unknown placeholder" in res.stderr
+
+
+def test_target_reported(runner: CliRunner, tmp_path: Path) -> None:
+    res = runner.invoke(cli, ["snapshot", "--python", sys.executable, "-o", str(tmp_path / "m.toml")])
+    assert res.exit_code == 0
+    assert "chosen by --python" in res.stderr
+    assert "wrote" in res.stderr
+
+
+def test_bad_target_one_line(runner: CliRunner) -> None:
+    res = runner.invoke(cli, ["snapshot", "--prefix", "/nonexistent/env"])
+    assert res.exit_code == 2
+    assert res.stderr.strip() == "Error: --prefix /nonexistent/env: no such directory"
+
+
+def test_show_golden(runner: CliRunner) -> None:
+    res = runner.invoke(cli, ["show", str(GOLDEN)])
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "taken 2026-11-29T12:00:00Z on node17" in out
+    assert "target: conda /opt/conda/envs/md (chosen by CONDA_PREFIX)" in out
+    assert "Intel(R) Xeon(R) Gold 6248R" in out
+    assert "3 Python distributions, 3 conda packages" in out
+    rows = [line.split() for line in out.splitlines()]
+    assert ["numpy", "1.26.4", "conda", "(numpy)"] in rows
+    assert ["libblas", "3.9.0", "conda", "conda-forge", "21_linux64_openblas"] in rows
+    assert "overwritten by pip" in out
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        ("not = [valid", "malformed TOML"),
+        ("", "empty file"),
+        ("[project]\nname='x'\n", "not an envlock manifest"),
+        ("[envlock]\nschema = 9\n", "manifest schema 9 is newer"),
+    ],
+    ids=["bad-toml", "empty", "not-manifest", "newer"],
+)
+def test_show_bad_files_exit_2_one_line(runner: CliRunner, tmp_path: Path, content: str, fragment: str) -> None:
+    p = tmp_path / "m.toml"
+    p.write_text(content)
+    res = runner.invoke(cli, ["show", str(p)])
+    assert res.exit_code == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and fragment in lines[0]
+    assert "Traceback" not in res.output
+
+
+def test_show_missing_file(runner: CliRunner) -> None:
+    res = runner.invoke(cli, ["show", "/nonexistent.toml"])
+    assert res.exit_code == 2
+    assert res.stderr.strip() == "Error: /nonexistent.toml: no such file"
+
+
+def test_python_dash_m_and_console_script(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "envlock", "--help"], capture_output=True, text=True,
+                         timeout=60, cwd=tmp_path)
+    assert out.returncode == 0
+    assert "snapshot" in out.stdout and "show" in out.stdout
+
+
+def test_help_imports_nothing_heavy() -> None:
+    """`envlock --help` must not import rich, elftools, tomli_w, packaging or the probes."""
+    code = (
+        "import sys\nfrom envlock.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in sys.modules if m.split('.')[0] in "
+        "('rich', 'elftools', 'tomli_w', 'packaging', 'yaml') or m.startswith('envlock.probes')]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "COLUMNS": "80"})
+    assert "HEAVY []" in out.stdout, out.stdout

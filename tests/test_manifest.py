@@ -1,0 +1,109 @@
+"""The manifest model: round trips, type checks with key paths, schema gate."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import envlock
+from envlock import _toml
+from envlock.errors import ManifestError, ManifestVersionError
+from envlock.manifest import Manifest
+
+GOLDEN = Path(__file__).parent / "data" / "manifest.example.toml"
+
+
+def test_golden_round_trip_is_byte_identical(tmp_path: Path) -> None:
+    m = envlock.load(str(GOLDEN))
+    out = tmp_path / "again.toml"
+    m.write(out)
+    assert out.read_bytes() == GOLDEN.read_bytes()
+
+
+def test_json_round_trip(tmp_path: Path) -> None:
+    m = envlock.load(str(GOLDEN))
+    out = tmp_path / "m.json"
+    m.write(out)
+    again = envlock.load(str(out))
+    assert again == m
+    assert json.loads(out.read_text())["envlock"]["schema"] == 1
+
+
+def test_unknown_tables_are_kept(tmp_path: Path) -> None:
+    text = GOLDEN.read_text() + '\n[future-area]\nstatus = "ok"\nvalue = 3\n'
+    p = tmp_path / "f.toml"
+    p.write_text(text)
+    m = envlock.load(str(p))
+    assert dict(m.extra["future-area"]) == {"status": "ok", "value": 3}
+    out = tmp_path / "g.toml"
+    m.write(out)
+    assert out.read_text() == text
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d["pip"]["packages"][1].__setitem__("version", 3),
+         "expected str, got int in 'pip.packages[1].version'"),
+        (lambda d: d["cpu"].__setitem__("logical-cores", True),
+         "expected int, got bool in 'cpu.logical-cores'"),
+        (lambda d: d["target"].pop("kind"), "missing required key 'kind' in 'target'"),
+        (lambda d: d.__setitem__("python", [1]), "expected a table, got list in 'python'"),
+        (lambda d: d["python"].__setitem__("path", "x"), "expected an array, got str in 'python.path'"),
+    ],
+    ids=["str", "bool-as-int", "missing", "table", "array"],
+)
+def test_type_errors_name_the_key_path(mutate, message: str) -> None:
+    data = _toml.load_file(GOLDEN)
+    mutate(data)
+    with pytest.raises(ManifestError) as exc:
+        Manifest.from_dict(data)
+    assert str(exc.value) == message
+
+
+def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    p = tmp_path / "new.toml"
+    p.write_text(GOLDEN.read_text().replace("schema = 1", "schema = 2", 1))
+    with pytest.raises(ManifestVersionError, match=r"schema 2 is newer than this envlock reads \(1\)"):
+        envlock.load(str(p))
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "empty file"),
+        ("[envlock\nschema=1", "malformed TOML"),
+        ('[tool.poetry]\nname = "x"\n', "not an envlock manifest"),
+        ("{\"envlock\": ", "malformed JSON"),
+        ('[envlock]\nschema = "1"\n', "schema must be an integer"),
+    ],
+    ids=["empty", "bad-toml", "not-manifest", "bad-json", "schema-type"],
+)
+def test_bad_files(tmp_path: Path, content: str, message: str) -> None:
+    p = tmp_path / "x.toml"
+    p.write_text(content)
+    with pytest.raises(ManifestError, match=message) as exc:
+        envlock.load(str(p))
+    assert str(p) in str(exc.value)
+    assert "\n" not in str(exc.value)
+
+
+def test_binary_file(tmp_path: Path) -> None:
+    p = tmp_path / "x.toml"
+    p.write_bytes(b"\x7fELF\x02\x01\x01\xff\xfe")
+    with pytest.raises(ManifestError, match="not a text file"):
+        envlock.load(str(p))
+
+
+def test_atomic_write_refuses_existing_and_leaves_no_temp(tmp_path: Path) -> None:
+    m = envlock.load(str(GOLDEN))
+    out = tmp_path / "m.toml"
+    m.write(out)
+    from envlock.errors import OutputExistsError
+
+    with pytest.raises(OutputExistsError, match="use --force"):
+        m.write(out)
+    m.write(out, force=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.toml"]
