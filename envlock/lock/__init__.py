@@ -67,7 +67,7 @@ def lock_environment(
         ``envlock[lock]`` is not installed.
     """
     from envlock.lock._fromenv import lock_manifest  # noqa: PLC0415
-    from envlock.snapshot import snapshot  # noqa: PLC0415
+    from envlock import snapshot  # noqa: PLC0415
 
     manifest = snapshot(python=python, prefix=prefix, runner=runner, command=())
     return lock_manifest(manifest, Path(out_dir), index=index, use_pip_config=use_pip_config,

@@ -221,7 +221,7 @@ def test_from_env_takes_index_options_from_pip_config(tmp_path, venv, wheelhouse
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     from envlock.lock._fromenv import lock_manifest
     from envlock.manifest import Manifest, PythonInfo, Target
-    from envlock.snapshot import snapshot
+    from envlock import snapshot
 
     m = snapshot(python=str(venv / "bin" / "python"))
     m = Manifest(envlock=m.envlock, target=Target(kind="venv", prefix=str(venv),

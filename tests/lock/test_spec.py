@@ -178,7 +178,7 @@ def test_round_trip_install_matches_the_lock(tmp_path, conda_channel):
     result = CliRunner().invoke(cli, ["restore", str(lockfile), "--prefix", str(prefix), "--run"])
     assert result.exit_code == 0, result.output
     assert "installed 3 conda packages with py-rattler" in result.output
-    from envlock.snapshot import snapshot
+    from envlock import snapshot
 
     manifest = snapshot(prefix=str(prefix))
     got = {c.name: (c.version, c.build, c.md5, c.sha256) for c in manifest.conda.packages}
