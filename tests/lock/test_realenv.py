@@ -50,3 +50,25 @@ def test_cpu_venv_lock_and_restore_reproduce_pip_list(cpu_venv, tmp_path):
                                       "--python-version", "3.11", "--run"])
     assert result.exit_code == 0, result.output
     assert pip_list(fresh / "bin" / "python") == pip_list(python)
+
+
+def test_cuda_venv_lock_pins_every_installed_distribution(cuda_venv, tmp_path):
+    """The CUDA build with its nvidia-* wheels: every distribution pinned with a hash.
+
+    (Restoring it would copy gigabytes of CUDA libraries; the CPU venv test covers restore.)
+    """
+    from packaging.pylock import Pylock
+    from packaging.utils import canonicalize_name
+
+    python = cuda_venv / "bin" / "python"
+    args = ["lock", "--from-env", "--python", str(python), "-o", str(tmp_path)]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    lock = Pylock.from_dict(tomllib.loads((tmp_path / "pylock.toml").read_text()))
+    locked = {p.name: str(p.version) for p in lock.packages}
+    assert locked == {canonicalize_name(d["name"]): d["version"] for d in pip_list(python)}
+    assert locked["torch"] == "2.14.1"
+    assert any(name.startswith("nvidia-") for name in locked)
+    for p in lock.packages:
+        files = list(p.wheels or []) + ([p.sdist] if p.sdist else [])
+        assert files and all(f.hashes.get("sha256") for f in files), p.name

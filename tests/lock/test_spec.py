@@ -295,3 +295,11 @@ def test_uv_platform_unknown_to_uv():
 
     with pytest.raises(LockError, match="uv cannot resolve a pip: section for linux-ppc64le"):
         _spec.uv_platform("linux-ppc64le", "2.28")
+
+
+def test_cluster_virtual_package_fixture():
+    """The example spec shipped for docs/lock.md is one conda-lock accepts."""
+    spec = Path(__file__).parents[2] / "fixtures" / "lock" / "cluster-virtual-packages.yml"
+    got = {n: (v, b) for n, v, b in _spec.virtual_packages("linux-64", spec_file=spec)}
+    assert got == {"__unix": ("0", ""), "__linux": ("4.18", ""), "__glibc": ("2.28", ""),
+                   "__cuda": ("12.4", ""), "__archspec": ("1", "x86_64")}
