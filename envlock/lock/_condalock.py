@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from envlock.errors import LockError, ManifestError
 from envlock.lock._tools import current_platform, require, run_async
+from envlock.redact import REDACTED
 
 if TYPE_CHECKING:
     from envlock.manifest import CondaPackage
@@ -37,6 +38,8 @@ __all__ = [
     "install",
     "content_hash",
     "pip_requirements",
+    "expand_url",
+    "TOKEN_VAR",
 ]
 
 
@@ -61,6 +64,26 @@ class Entry:
     sha256: str | None = None
     dependencies: tuple[tuple[str, str], ...] = ()
     build: str | None = None
+
+
+#: The variable a private channel's token is read from when a lockfile is installed.  The
+#: token itself is never written: conda-lock and conda expand ``$VAR`` in channel URLs.
+TOKEN_VAR = "CONDA_TOKEN"
+
+
+def expand_url(url: str) -> str:
+    """Put environment variables (``${CONDA_TOKEN}``) into a lockfile URL.
+
+    :raises LockError: a variable the URL names is not set.
+    """
+    import os  # noqa: PLC0415
+    import re  # noqa: PLC0415
+
+    missing = [v for v in re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", url)
+               if v not in os.environ]
+    if missing:
+        raise LockError(f"{url} needs the environment variable {missing[0]} (the channel's token)")
+    return os.path.expandvars(url)
 
 
 def split_depends(depends: Iterable[str]) -> tuple[tuple[str, str], ...]:
@@ -96,7 +119,7 @@ def entry_from_conda_package(pkg: CondaPackage, platform: str) -> Entry:
         name=pkg.name,
         version=pkg.version,
         platform=platform,
-        url=pkg.url,
+        url=pkg.url.replace(f"/t/{REDACTED}/", f"/t/${{{TOKEN_VAR}}}/"),
         md5=pkg.md5,
         sha256=pkg.sha256,
         dependencies=split_depends(pkg.depends),
@@ -250,8 +273,9 @@ def install(
             md5=bytes.fromhex(p.hash.md5) if p.hash.md5 else None,
             sha256=bytes.fromhex(p.hash.sha256) if p.hash.sha256 else None,
         )
-        channel = p.url.rsplit("/", 2)[0] + "/"
-        records.append(rattler.RepoDataRecord(record, file_name, p.url, channel))
+        url = expand_url(p.url)
+        channel = url.rsplit("/", 2)[0] + "/"
+        records.append(rattler.RepoDataRecord(record, file_name, url, channel))
     try:
         run_async(
             rattler.install(

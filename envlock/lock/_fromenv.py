@@ -61,6 +61,12 @@ def _conda_part(manifest: Manifest, source: str) -> tuple[str | None, list[Skipp
                 f"({pkg.pip_version}); conda-lock.yml installs {pkg.version}, then pylock.toml "
                 f"installs {pkg.pip_version} over it, as in the environment"
             )
+    private = sorted({e.url.rsplit("/", 2)[0] for e in entries if _condalock.TOKEN_VAR in e.url})
+    if private:
+        notes.append(
+            f"private channel {', '.join(private)}: its token is not written; set "
+            f"{_condalock.TOKEN_VAR} to it before installing conda-lock.yml"
+        )
     channels: list[str] = []
     for e in entries:
         base = e.url.rsplit("/", 2)[0]

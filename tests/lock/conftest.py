@@ -229,3 +229,24 @@ def h() -> object:
         make_wheel=make_wheel, make_conda_package=make_conda_package, make_venv=make_venv,
         installed=installed, site_packages=site_packages, uv=uv,
     )
+
+
+@pytest.fixture
+def conda_prefix(tmp_path: Path) -> Path:
+    """A copy of ``fixtures/conda-prefix`` (real conda-meta JSON: C11 twine overwritten by pip,
+    C12 conda-build ``direct_url.json``, a private ``/t/<token>/`` channel) given a real
+    interpreter by ``python -m venv --without-pip`` over it."""
+    import shutil
+    import sys
+
+    prefix = tmp_path / "conda-env"
+    shutil.copytree(Path(__file__).parents[2] / "fixtures" / "conda-prefix", prefix, symlinks=True)
+    want = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    lib = prefix / "lib"
+    if not (lib / want).exists():
+        (lib / "python3.11").rename(lib / want)
+        for meta in (prefix / "conda-meta").glob("*.json"):
+            meta.write_text(meta.read_text().replace("python3.11/", f"{want}/"))
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(prefix)], check=True,
+                   timeout=300)
+    return prefix

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -258,3 +259,50 @@ def test_pip_entries_of_a_conda_lock_are_hash_checked(tmp_path, wheelhouse, h):
     assert "beta" not in h.installed(venv)
     _install_pip_lines(h.uv(), str(venv), [good], run, 300, _uv_env())
     assert h.installed(venv)["beta"] == "2.0"
+
+
+# -- --from-env on a conda prefix laid out as conda writes it ------------------------------
+
+@pytest.mark.usefixtures("offline_pip")
+def test_from_env_on_a_conda_prefix(tmp_path, conda_prefix, h):
+    import json
+
+    wheels = tmp_path / "wheels"
+    h.make_wheel(wheels, "twine", "4.0.2")
+    out = tmp_path / "lock"
+    result = CliRunner().invoke(cli, ["lock", "--from-env", "--prefix", str(conda_prefix), "-o",
+                                      str(out), "--no-index", "--find-links", str(wheels)])
+    assert result.exit_code == 0, result.output
+    records = [json.loads(p.read_text()) for p in (conda_prefix / "conda-meta").glob("*.json")]
+    doc = _condalock.read(out / "conda-lock.yml")
+    assert doc.metadata.platforms == ["linux-64"]
+    got = {p.name: (p.version, p.build, p.hash.md5, p.hash.sha256) for p in doc.package}
+    assert got == {r["name"]: (r["version"], r["build"], r["md5"], r.get("sha256"))
+                   for r in records}
+    text = (out / "conda-lock.yml").read_text()
+    assert "xy-1234567890-abcdef" not in text  # the private channel's token
+    mylab = next(p for p in doc.package if p.name == "mylab-tools")
+    assert mylab.url == ("https://conda.anaconda.org/t/${CONDA_TOKEN}/private-chan/noarch/"
+                         "mylab-tools-0.3.1-py_0.conda")
+    # pylock.toml: only what pip installed (C11: twine 4.0.2 over conda's 1.10.0).
+    data = tomllib.loads((out / "pylock.toml").read_text())
+    assert [(p["name"], p["version"]) for p in data["packages"]] == [("twine", "4.0.2")]
+    not_locked = {t["name"]: t for t in data["tool"]["envlock"]["not-locked"]}
+    assert {n for n, t in not_locked.items() if t["kind"] == "conda"} == {
+        "numpy", "requests", "mylab-tools"}
+    assert not_locked["oddpkg"]["kind"] == "not-reproducible"  # C12 URL no conda package owns
+    assert "conda-bld" not in json.dumps(data["packages"])
+    assert "feedstock_root" not in json.dumps(data["packages"])
+    assert ("note: conda package twine 1.10.0 was overwritten by pip (4.0.2); conda-lock.yml "
+            "installs 1.10.0, then pylock.toml installs 4.0.2 over it") in result.output
+    assert "set CONDA_TOKEN to it before installing conda-lock.yml" in result.output
+
+
+def test_expand_url(monkeypatch):
+    url = "https://conda.anaconda.org/t/${CONDA_TOKEN}/private-chan/noarch/x-1-0.conda"
+    monkeypatch.delenv("CONDA_TOKEN", raising=False)
+    with pytest.raises(LockError, match="needs the environment variable CONDA_TOKEN"):
+        _condalock.expand_url(url)
+    monkeypatch.setenv("CONDA_TOKEN", "tk-1")
+    assert _condalock.expand_url(url) == (
+        "https://conda.anaconda.org/t/tk-1/private-chan/noarch/x-1-0.conda")
