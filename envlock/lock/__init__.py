@@ -66,8 +66,8 @@ def lock_environment(
     :raises LockError: uv cannot find an installed version; :raises MissingDependencyError:
         ``envlock[lock]`` is not installed.
     """
-    from envlock.lock._fromenv import lock_manifest  # noqa: PLC0415
     from envlock import snapshot  # noqa: PLC0415
+    from envlock.lock._fromenv import lock_manifest  # noqa: PLC0415
 
     manifest = snapshot(python=python, prefix=prefix, runner=runner, command=())
     return lock_manifest(manifest, Path(out_dir), index=index, use_pip_config=use_pip_config,

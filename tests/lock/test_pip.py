@@ -219,9 +219,9 @@ def test_from_env_takes_index_options_from_pip_config(tmp_path, venv, wheelhouse
     # pip of envlock's own interpreter answers for the target here: uv venvs have no pip.
     monkeypatch.setenv("PIP_FIND_LINKS", str(wheelhouse))
     monkeypatch.setenv("PIP_NO_INDEX", "1")
+    from envlock import snapshot
     from envlock.lock._fromenv import lock_manifest
     from envlock.manifest import Manifest, PythonInfo, Target
-    from envlock import snapshot
 
     m = snapshot(python=str(venv / "bin" / "python"))
     m = Manifest(envlock=m.envlock, target=Target(kind="venv", prefix=str(venv),

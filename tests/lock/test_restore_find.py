@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from click.testing import CliRunner
 
 from envlock.cli import cli
