@@ -23,11 +23,22 @@ from typing import TYPE_CHECKING, Any
 
 from envlock._run import Runner, run
 from envlock.lock._find import find_lockfiles
-from envlock.lock._output import LockResult
-from envlock.lock._pip import IndexOptions, Skipped
 
 if TYPE_CHECKING:
+    from envlock.lock._output import LockResult
+    from envlock.lock._pip import IndexOptions, Skipped
     from envlock.lock._restore import RestorePlan, Step
+
+#: Names this package exports lazily, and the module that defines each.
+_LAZY = {
+    "IndexOptions": "_pip",
+    "Skipped": "_pip",
+    "LockResult": "_output",
+    "RestorePlan": "_restore",
+    "Step": "_restore",
+    "plan_restore": "_restore",
+    "run_plan": "_restore",
+}
 
 __all__ = [
     "IndexOptions",
@@ -101,7 +112,7 @@ def lock_spec(
     """
     from envlock.errors import LockError  # noqa: PLC0415
     from envlock.lock import _spec, _tools  # noqa: PLC0415
-    from envlock.lock._output import write_all  # noqa: PLC0415
+    from envlock.lock._output import LockResult, write_all  # noqa: PLC0415
 
     spec = Path(spec)
     out = Path(out_dir) / "conda-lock.yml"
@@ -151,7 +162,8 @@ def lock_requirements(
     """
     from envlock.errors import ManifestError  # noqa: PLC0415
     from envlock.lock import _pip  # noqa: PLC0415
-    from envlock.lock._output import now, pylock_text, write_all  # noqa: PLC0415
+    from envlock.lock._output import LockResult, now, pylock_text, write_all  # noqa: PLC0415
+    from envlock.lock._pip import IndexOptions  # noqa: PLC0415
 
     source = Path(source)
     if not source.is_file():
@@ -184,8 +196,9 @@ def _current_platform() -> str:
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("RestorePlan", "Step", "plan_restore", "run_plan"):
-        from envlock.lock import _restore  # noqa: PLC0415
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'envlock.lock' has no attribute {name!r}")
+    import importlib  # noqa: PLC0415
 
-        return getattr(_restore, name)
-    raise AttributeError(f"module 'envlock.lock' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"envlock.lock.{module}"), name)

@@ -8,7 +8,6 @@ that fixes it.
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import os
 import shutil
@@ -82,6 +81,8 @@ def uv_bin() -> str:
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
     """Run one py-rattler coroutine to completion from synchronous code."""
+    import asyncio  # noqa: PLC0415
+
     return asyncio.run(coro)
 
 
