@@ -166,6 +166,8 @@ def restore(inputs: tuple[str, ...], prefix: str, python_version: str | None, do
                 click.echo(line)
     else:
         click.echo("# Recreate the environment:")
+        if not plan.steps:
+            click.echo("# (no lockfile given or recorded: nothing to install)")
         for step in plan.steps:
             click.echo(f"# {step.title}")
             click.echo(step.shell)

@@ -207,7 +207,8 @@ def run_plan(plan: RestorePlan, *, runner: Runner = run) -> list[str]:
     through py-rattler's installer (and their pip entries through uv); ``uv`` is the binary of
     the ``uv`` package.
 
-    :raises LockError: a step fails (its command's last lines are in the message).
+    :raises LockError: the prefix exists and is not empty (a restore never overwrites an
+        environment), or a step fails (its command's last lines are in the message).
     :returns: one line per step done.
     """
     from envlock.lock import _condalock  # noqa: PLC0415
@@ -220,6 +221,9 @@ def run_plan(plan: RestorePlan, *, runner: Runner = run) -> list[str]:
         uv_bin,
     )
 
+    prefix = Path(plan.prefix)
+    if prefix.exists() and (not prefix.is_dir() or any(prefix.iterdir())):
+        raise LockError(f"{prefix} exists and is not empty; restore into a new --prefix")
     done = []
     for step in plan.steps:
         if step.kind == "conda-lock" and step.argv[0] == "conda-lock":

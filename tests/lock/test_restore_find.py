@@ -306,3 +306,29 @@ def test_expand_url(monkeypatch):
     monkeypatch.setenv("CONDA_TOKEN", "tk-1")
     assert _condalock.expand_url(url) == (
         "https://conda.anaconda.org/t/tk-1/private-chan/noarch/x-1-0.conda")
+
+
+def test_restore_run_never_overwrites_an_environment(tmp_path):
+    (tmp_path / "pylock.toml").write_text(PYLOCK)
+    existing = tmp_path / "env"
+    existing.mkdir()
+    (existing / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    result = CliRunner().invoke(cli, ["restore", str(tmp_path / "pylock.toml"), "--prefix",
+                                      str(existing), "--run"])
+    assert result.exit_code == 2
+    assert result.output == (f"Error: {existing} exists and is not empty; "
+                             "restore into a new --prefix\n")
+    assert [p.name for p in existing.iterdir()] == ["pyvenv.cfg"]
+
+
+def test_restore_a_manifest_without_lockfiles(tmp_path):
+    mpath = tmp_path / "manifest.toml"
+    manifest(tmp_path, []).write(mpath)
+    result = CliRunner().invoke(cli, ["restore", str(mpath)])
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    assert lines[:2] == ["# Recreate the environment:",
+                         "# (no lockfile given or recorded: nothing to install)"]
+    assert any("glibc 2.36" in ln for ln in lines)
+    assert "the manifest records no lockfile; lock the environment with `envlock lock " \
+           "--from-env` first" in result.output
