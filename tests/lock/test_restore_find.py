@@ -326,9 +326,9 @@ def test_restore_a_manifest_without_lockfiles(tmp_path):
     manifest(tmp_path, []).write(mpath)
     result = CliRunner().invoke(cli, ["restore", str(mpath)])
     assert result.exit_code == 0
-    lines = result.output.splitlines()
+    lines = result.stdout.splitlines()
     assert lines[:2] == ["# Recreate the environment:",
                          "# (no lockfile given or recorded: nothing to install)"]
     assert any("glibc 2.36" in ln for ln in lines)
-    assert "the manifest records no lockfile; lock the environment with `envlock lock " \
-           "--from-env` first" in result.output
+    assert ("the manifest records no lockfile; lock the environment with `envlock lock "
+            "--from-env` first") in result.stderr
