@@ -303,3 +303,23 @@ def test_cluster_virtual_package_fixture():
     got = {n: (v, b) for n, v, b in _spec.virtual_packages("linux-64", spec_file=spec)}
     assert got == {"__unix": ("0", ""), "__linux": ("4.18", ""), "__glibc": ("2.28", ""),
                    "__cuda": ("12.4", ""), "__archspec": ("1", "x86_64")}
+
+
+def test_conda_lock_renders_the_lock_for_conda(tmp_path, conda_channel):
+    """conda-lock's own ``render`` turns the lock into conda's explicit format (no conda)."""
+    import subprocess
+    import sys
+
+    spec = write_env(tmp_path, conda_channel, "- tool\n")
+    assert lock("-f", str(spec), "-o", str(tmp_path), "-p", "linux-64").exit_code == 0
+    subprocess.run([sys.executable, "-m", "conda_lock", "render", "-k", "explicit", "-p",
+                    "linux-64", str(tmp_path / "conda-lock.yml")], cwd=tmp_path, check=True,
+                   capture_output=True, timeout=120)
+    text = (tmp_path / "conda-linux-64.lock").read_text()
+    urls = [ln for ln in text.splitlines() if ln.startswith("file://")]
+    liba = conda_channel / "linux-64" / "liba-1.0-h0_0.tar.bz2"
+    tool = conda_channel / "noarch" / "tool-0.5-pyh_0.tar.bz2"
+    # Dependencies first (conda-lock sorts topologically), each URL with its md5.
+    assert urls == [f"{p.as_uri()}#{hashlib.md5(p.read_bytes()).hexdigest()}"  # noqa: S324
+                    for p in (liba, tool)]
+    assert "@EXPLICIT" in text
