@@ -152,12 +152,13 @@ def conda_channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A local channel (linux-64 + noarch).
 
     liba 1.0 needs __glibc>=2.17, liba 2.0 needs __glibc>=2.40; appcuda needs __cuda>=12;
-    tool (noarch: generic) needs liba; zlib-ng is a ``.conda`` archive; python 3.11.7 is a
+    tool (noarch: generic) needs liba; docs-theme (noarch) needs nothing; zlib-ng is a ``.conda`` archive; python 3.11.7 is a
     stand-in (its version is what uv resolves the pip: section for, and what places the
     ``noarch: python`` package pyfoo in ``lib/python3.11/site-packages``).
     """
     ch = tmp_path_factory.mktemp("channel")
     make_conda_package(ch, "noarch", "tool", "0.5", "pyh_0", ["liba >=1"], noarch="generic")
+    make_conda_package(ch, "noarch", "docs-theme", "2.1", "0", [], noarch="generic")
     make_conda_package(ch, "linux-64", "liba", "1.0", "h0_0", ["__glibc >=2.17"])
     make_conda_package(ch, "linux-64", "liba", "2.0", "h0_0", ["__glibc >=2.40"])
     make_conda_package(ch, "linux-64", "appcuda", "1.0", "cuda12_0", ["liba", "__cuda >=12"])

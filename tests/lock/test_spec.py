@@ -323,3 +323,23 @@ def test_conda_lock_renders_the_lock_for_conda(tmp_path, conda_channel):
     assert urls == [f"{p.as_uri()}#{hashlib.md5(p.read_bytes()).hexdigest()}"  # noqa: S324
                     for p in (liba, tool)]
     assert "@EXPLICIT" in text
+
+
+def test_several_platforms(tmp_path, conda_channel):
+    spec = write_env(tmp_path, conda_channel, "- docs-theme\n")
+    result = lock("-f", str(spec), "-o", str(tmp_path), "-p", "linux-64", "-p", "osx-arm64")
+    assert result.exit_code == 0, result.output
+    doc = parse(tmp_path / "conda-lock.yml")
+    assert doc.metadata.platforms == ["linux-64", "osx-arm64"]
+    assert sorted((p.name, p.platform) for p in doc.package) == [
+        ("docs-theme", "linux-64"), ("docs-theme", "osx-arm64")]
+
+
+def test_one_unsolvable_platform_writes_nothing(tmp_path, conda_channel):
+    # liba exists for linux-64 only: tool solves there, not on osx-arm64.
+    spec = write_env(tmp_path, conda_channel, "- tool\n")
+    result = lock("-f", str(spec), "-o", str(tmp_path), "-p", "linux-64", "-p", "osx-arm64")
+    assert result.exit_code == 2
+    assert "cannot be solved for osx-arm64" in result.output
+    assert "liba" in result.output
+    assert not (tmp_path / "conda-lock.yml").exists()
