@@ -59,11 +59,38 @@ class RestorePlan:
     warnings: tuple[str, ...] = ()
 
 
-#: Manifest tables that a lockfile restores, or that the plan describes itself.
+#: Manifest tables that a lockfile restores (``frameworks`` and ``blas`` follow from the
+#: packages), that describe the job rather than the environment (``slurm``), or that the plan
+#: describes itself.
 _COVERED = frozenset({"envlock", "target", "python", "platform", "cpu", "env", "git", "conda",
-                      "pip", "lockfiles"})
-#: Tables (written by other parts of envlock) that describe the machine.
-_MACHINE_TABLES = frozenset({"gpu", "gpus", "cuda", "nvidia", "driver", "compilers", "libs"})
+                      "pip", "lockfiles", "gpu", "cuda", "toolchain", "frameworks", "blas",
+                      "slurm"})
+
+
+def _machine_lines(manifest: Manifest) -> list[str]:
+    """The GPU, driver, system CUDA and compilers a manifest records: none is in a lockfile."""
+    out = []
+    gpu = manifest.gpu
+    if gpu is not None and gpu.status == "ok" and (gpu.driver_version or gpu.gpus):
+        devices = ", ".join(
+            f"{g.name or 'GPU'}" + (f" (compute capability {g.compute_capability})"
+                                    if g.compute_capability else "")
+            for g in gpu.gpus
+        )
+        driver = f"driver {gpu.driver_version}" if gpu.driver_version else "driver unknown"
+        cuda = (f", supports CUDA up to {gpu.cuda_driver_version}"
+                if gpu.cuda_driver_version else "")
+        out.append(f"GPU and NVIDIA {driver}{cuda}" + (f": {devices}" if devices else ""))
+    cuda_info = manifest.cuda
+    if cuda_info is not None and cuda_info.status == "ok":
+        for tk in cuda_info.toolkits:
+            if tk.path:
+                out.append(f"system CUDA toolkit {tk.version or '(version unknown)'} at {tk.path}")
+    toolchain = manifest.toolchain
+    if toolchain is not None and toolchain.status == "ok" and toolchain.tools:
+        tools = ", ".join(f"{t.name} {t.version or '?'}" for t in toolchain.tools)
+        out.append(f"compilers and build tools: {tools}")
+    return out
 
 
 def _lockfiles_of(manifest_path: Path, manifest: Manifest) -> tuple[list[Path], list[str]]:
@@ -97,14 +124,11 @@ def _not_restored(manifest: Manifest) -> list[str]:
         where = f" (base {py.base_prefix})" if py.base_prefix else ""
         out.append(f"the Python interpreter: {py.implementation or 'python'} {py.version}{where}; "
                    "a new venv uses whatever interpreter of that version the machine has")
+    out += _machine_lines(manifest)
     for key, table in manifest.to_dict().items():
         if key in _COVERED or not isinstance(table, dict):
             continue
-        if key in _MACHINE_TABLES:
-            out.append(f"[{key}] as recorded in the manifest: GPUs, the NVIDIA driver, a system "
-                       "CUDA and compilers come from the machine, not from a lockfile")
-        else:
-            out.append(f"[{key}] as recorded in the manifest")
+        out.append(f"[{key}] as recorded in the manifest")
     if manifest.env and manifest.env.vars:
         out.append("environment variables: " + ", ".join(manifest.env.vars)
                    + " (set them in the job script)")
@@ -147,6 +171,7 @@ def plan_restore(
     lockfiles: list[Path] = []
     warnings: list[str] = []
     missing: list[str] = []
+    bare: list[Path] = []  # manifests that name no lockfile
     for item in inputs:
         path = Path(item)
         if not path.exists():
@@ -161,12 +186,14 @@ def plan_restore(
             if python_version is None and manifest.python and manifest.python.version:
                 python_version = manifest.python.version
             if not found:
-                warnings.append(f"{path}: the manifest records no lockfile; lock the environment "
-                                "with `envlock lock --from-env` first")
+                bare.append(path)
         elif kind is None:
             raise ManifestError(f"{path}: neither an envlock manifest nor a known lockfile")
         else:
             lockfiles.append(path)
+    if not lockfiles:
+        warnings += [f"{p}: the manifest records no lockfile; lock the environment with "
+                     "`envlock lock --from-env` first" for p in bare]
     kinds = {p: lockfile_kind(p) for p in lockfiles}
     order = {"conda-lock": 0, "conda-explicit": 0, "pylock": 1, "requirements": 2}
     lockfiles = sorted(dict.fromkeys(lockfiles), key=lambda p: order.get(kinds[p] or "", 3))

@@ -152,9 +152,10 @@ def conda_channel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A local channel (linux-64 + noarch).
 
     liba 1.0 needs __glibc>=2.17, liba 2.0 needs __glibc>=2.40; appcuda needs __cuda>=12;
-    tool (noarch: generic) needs liba; docs-theme (noarch) needs nothing; zlib-ng is a ``.conda`` archive; python 3.11.7 is a
-    stand-in (its version is what uv resolves the pip: section for, and what places the
-    ``noarch: python`` package pyfoo in ``lib/python3.11/site-packages``).
+    tool (noarch: generic) needs liba; docs-theme (noarch) needs nothing; zlib-ng is a
+    ``.conda`` archive; python 3.11.7 is a stand-in (its version is what uv resolves the pip:
+    section for, and what places the ``noarch: python`` package pyfoo in
+    ``lib/python3.11/site-packages``).
     """
     ch = tmp_path_factory.mktemp("channel")
     make_conda_package(ch, "noarch", "tool", "0.5", "pyh_0", ["liba >=1"], noarch="generic")

@@ -31,6 +31,7 @@ from envlock.manifest import (
     PythonInfo,
     Target,
 )
+from envlock.stack_model import CudaInfo, CudaToolkit, Gpu, GpuInfo, Tool, ToolchainInfo
 
 PYLOCK = 'lock-version = "1.0"\ncreated-by = "test"\n'
 HASHED = "alpha==1.0 \\\n    --hash=sha256:" + "ab" * 32 + "\n"
@@ -95,7 +96,12 @@ def manifest(tmp_path: Path, lockfiles: list[Path]) -> Manifest:
                                          origin="editable", editable_path="/src/mylib"),)),
         lockfiles=LockfilesInfo(files=tuple(
             LockfileRef(path=str(p), kind="pylock", sha256=sha(p)) for p in lockfiles)),
-        extra={"gpu": {"status": "ok", "driver": "580.65.06"}},
+        gpu=GpuInfo(vendor="nvidia", driver_version="580.65.06", cuda_driver_version="13.0",
+                    gpus=(Gpu(index=0, name="NVIDIA A100-SXM4-40GB", compute_capability="8.0"),)),
+        cuda=CudaInfo(toolkits=(CudaToolkit(path="/usr/local/cuda-13.0", version="13.0",
+                                            origin="/usr/local"),)),
+        toolchain=ToolchainInfo(tools=(Tool(name="gcc", path="/usr/bin/gcc", version="12.2.0"),)),
+        extra={"future-area": {"status": "ok"}},
     )
 
 
@@ -119,8 +125,11 @@ def test_restore_from_a_manifest(tmp_path):
         "#   CPU: AMD EPYC (2 usable cores; ISA flags avx2 fma)",
         ("#   the Python interpreter: cpython 3.11.7 (base /opt/python/3.11.7); a new venv uses "
         "whatever interpreter of that version the machine has"),
-        ("#   [gpu] as recorded in the manifest: GPUs, the NVIDIA driver, a system CUDA and "
-        "compilers come from the machine, not from a lockfile"),
+        ("#   GPU and NVIDIA driver 580.65.06, supports CUDA up to 13.0: NVIDIA A100-SXM4-40GB "
+         "(compute capability 8.0)"),
+        "#   system CUDA toolkit 13.0 at /usr/local/cuda-13.0",
+        "#   compilers and build tools: gcc 12.2.0",
+        "#   [future-area] as recorded in the manifest",
         "#   environment variables: OMP_NUM_THREADS (set them in the job script)",
         f"#   the code: git checkout {'f' * 12} of /src/proj plus uncommitted changes",
         "#   mylib 0.1: editable install of /src/mylib",
