@@ -27,6 +27,7 @@ from envlock.manifest import (
     PipInfo,
     PipPackage,
 )
+from envlock.lock._find import find_lockfiles
 from envlock.probes.conda import CondaRead, read_conda_prefix
 from envlock.probes.env import probe_env
 from envlock.probes.git import probe_git
@@ -130,6 +131,7 @@ def snapshot(
     do_import: bool = False,
     stack: bool = True,
     stack_timeout: float = 10.0,
+    lock_dir: str | None = None,
 ) -> Manifest:
     """Observe a target environment and return its manifest.
 
@@ -148,6 +150,8 @@ def snapshot(
     :param do_import: also run the target interpreter to import torch and ask it what only an
         import can tell (``--import``; seconds, opt-in).
     :param stack: probe the numerical stack (``[gpu]`` … ``[slurm]``).
+    :param lock_dir: directory searched for the lockfiles the environment was built from
+        (``conda-lock.yml``, ``pylock.toml``, hashed requirements; default: the working directory).
     :param stack_timeout: overall budget of the stack probes, seconds; a probe still running
         then is recorded as ``timeout``.
     :raises TargetError: the target cannot be found (bad ``--python``/``--prefix``).
@@ -162,6 +166,7 @@ def snapshot(
         f_python = pool.submit(query_interpreter, target, runner=runner, environ=env)
         f_git = pool.submit(probe_git, repo or os.getcwd(), runner=runner, environ=env)
         f_conda = pool.submit(read_conda_prefix, target.prefix) if target.kind == "conda" else None
+        lockfiles_info = find_lockfiles(lock_dir or os.getcwd())
         platform_info = probe_platform(root)
         cpu_info = probe_cpu(root)
         env_info = probe_env(env, allow=env_allow, deny=env_deny)
@@ -212,6 +217,7 @@ def snapshot(
         git=git_info,
         conda=conda_info,
         pip=pip_info,
+        lockfiles=lockfiles_info,
         **stack_tables,
     )
 
