@@ -14,6 +14,9 @@ __all__ = [
     "ManifestVersionError",
     "TargetError",
     "OutputExistsError",
+    "MissingDependencyError",
+    "LockError",
+    "SolveError",
 ]
 
 
@@ -35,3 +38,15 @@ class TargetError(EnvlockError):
 
 class OutputExistsError(EnvlockError):
     """The output file exists and ``--force`` was not given."""
+
+
+class MissingDependencyError(EnvlockError):
+    """An optional dependency that this command needs is not installed (e.g. ``envlock[lock]``)."""
+
+
+class LockError(EnvlockError):
+    """A lockfile could not be produced or used: a tool failed, a channel or index is unreachable."""
+
+
+class SolveError(LockError):
+    """The requested packages cannot be installed together; the message holds the solver's reason."""

@@ -26,6 +26,14 @@ from typing import Any
 from envlock import _model
 from envlock.errors import ManifestError, ManifestVersionError
 from envlock.libraries_model import LibrariesInfo
+from envlock.stack_model import (
+    BlasInfo,
+    CudaInfo,
+    FrameworksInfo,
+    GpuInfo,
+    SlurmInfo,
+    ToolchainInfo,
+)
 
 __all__ = [
     "SCHEMA",
@@ -344,6 +352,12 @@ class Manifest:
     conda: CondaInfo | None = None
     pip: PipInfo | None = None
     lockfiles: LockfilesInfo | None = None
+    gpu: GpuInfo | None = None
+    cuda: CudaInfo | None = None
+    frameworks: FrameworksInfo | None = None
+    blas: BlasInfo | None = None
+    toolchain: ToolchainInfo | None = None
+    slurm: SlurmInfo | None = None
     libraries: LibrariesInfo | None = None
     extra: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
