@@ -405,6 +405,8 @@ def analyze_module(
     findings = _findings(proc, entries, runtime_results, index, torch_plan, sys_path, prefix, cfg)
     if check_symbols:
         findings += _symbol_findings(proc, index, sys_path, prefix, cfg)
+        rank = {"error": 0, "warning": 1, "info": 2}
+        findings.sort(key=lambda f: rank.get(f.severity, 3))
     return LibsReport(
         python=python_exe,
         target=module_or_file,

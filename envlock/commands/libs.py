@@ -374,12 +374,15 @@ def render_why(report: LibsReport, name: str) -> str:
 @click.option("--why", "why", metavar="SONAME", help="List every place tried for SONAME, in order.")
 @click.option("--runtime", is_flag=True,
               help="Also import the module in the target and compare /proc/self/maps with the model.")
+@click.option("--symbols", is_flag=True,
+              help="Also check every versioned undefined symbol against the picked provider "
+                   "(reads symbol tables: slow on big libraries).")
 @click.option("--no-cache", is_flag=True,
               help="Recompute everything: use and fill no cache (ELF facts, owners, answers).")
 @handle_errors
 def libs(
     targets: tuple[str, ...], python: str | None, prefix: str | None, fmt: str, why: str | None,
-    runtime: bool, no_cache: bool,
+    runtime: bool, symbols: bool, no_cache: bool,
 ) -> None:
     """Show which shared libraries MODULE (or FILE) will really load, and why.
 
@@ -390,21 +393,23 @@ def libs(
     """
     environ = dict(os.environ)
     if no_cache or runtime:
-        out, err, code = _compute(targets, python, prefix, fmt, why, runtime, no_cache, environ)
+        out, err, code = _compute(targets, python, prefix, fmt, why, runtime, no_cache, environ, symbols)
     else:
         from envlock import libanswer
 
         root = libanswer.cache_root(environ)
         answers = os.path.join(root, "answers-v1")
         key = libanswer.answer_key(["libs", *targets, f"--python={python}", f"--prefix={prefix}",
-                                    f"--format={fmt}", f"--why={why}"], environ)
+                                    f"--format={fmt}", f"--why={why}", f"--symbols={symbols}"],
+                                   environ)
         hit = libanswer.load_answer(answers, key)
         if hit is not None:
             out, err, code = hit["stdout"], hit.get("stderr", ""), hit["exit"]
         else:
             tracer = libanswer.InputTracer(ignore=[root])
             with tracer.active():
-                out, err, code = _compute(targets, python, prefix, fmt, why, runtime, no_cache, environ)
+                out, err, code = _compute(targets, python, prefix, fmt, why, runtime, no_cache, environ,
+                                          symbols)
             if not err:  # an answer with warnings (e.g. a failed sys.path query) is not kept
                 libanswer.store_answer(answers, key, tracer, out, code)
     if err:
@@ -416,7 +421,7 @@ def libs(
 
 def _compute(
     targets: tuple[str, ...], python: str | None, prefix: str | None, fmt: str, why: str | None,
-    runtime: bool, no_cache: bool, environ: dict[str, str],
+    runtime: bool, no_cache: bool, environ: dict[str, str], symbols: bool = False,
 ) -> tuple[str, str, int]:
     """Run the analysis: returns ``(stdout, stderr, exit status)``."""
     from envlock.elf import ElfCache, default_cache_dir
@@ -440,7 +445,8 @@ def _compute(
 
         def analyze(extra: Sequence[str] = (), _name: str = name, _mode: str = mode) -> LibsReport:
             return analyze_module(target_python, _name, sys_path=sys_path, prefix=target_prefix,
-                                  env=environ, elf_cache=elf_cache, mode=_mode, extra_modules=extra)
+                                  env=environ, elf_cache=elf_cache, mode=_mode, extra_modules=extra,
+                                  check_symbols=symbols)
 
         report = analyze()
         check = None

@@ -20,6 +20,17 @@ from .conftest import DLOPEN_CALLER, DLOPEN_MAIN, Builder, real_dlopen, real_ldd
 EXT = "cpython-311-x86_64-linux-gnu.so"
 
 
+def _cli(args: list[str], env: dict[str, str], root: Path, code: int = 0) -> tuple[str, dict]:
+    """Run ``envlock libs ARGS`` in text and JSON; returns (text output, JSON document)."""
+    env = {"XDG_CACHE_HOME": str(root / "xdg-cache"), **env}
+    runner = CliRunner()
+    text = runner.invoke(cli, ["libs", *args], env=env)
+    assert text.exit_code == code, text.output
+    js = runner.invoke(cli, ["libs", *args, "--format", "json"], env=env)
+    assert js.exit_code == code, js.output
+    return text.stdout, json.loads(js.stdout)
+
+
 def make_dist(site: Path, name: str, version: str, files: list[str], requires: list[str] = ()) -> Path:
     """A pip .dist-info with METADATA and a RECORD listing ``files`` (relative to ``site``)."""
     d = site / f"{name.replace('-', '_')}-{version}.dist-info"
@@ -147,6 +158,13 @@ def test_c02_symbol_version_missing_in_picked_library(build: Builder) -> None:
                           env={**{k: v for k, v in os.environ.items() if not k.startswith("LD_")}, **env})
     assert f"undefined symbol: cublasLtNew, version libcublasLt.so.11\t({cublas})" in real.stdout + real.stderr
     assert f.evidence[0] == f"undefined symbol: cublasLtNew, version libcublasLt.so.11 ({cublas})"
+    # The same diagnosis from the command line, in text and JSON.
+    text, doc = _cli([str(cublas), "--python", sys.executable, "--symbols"],
+                     {**env, "PYTHONPATH": str(site)}, build.root, code=1)
+    assert "error [missing-symbol] libcublas.so.11 needs cublasLtNew (version libcublasLt.so.11)" in text
+    assert f"evidence: {site}/nvidia/cublas/lib/libcublasLt.so.11 defines them" in text
+    got = next(x for x in doc["findings"] if x["id"] == "missing-symbol")
+    assert got["evidence"] == list(f.evidence) and got["fix"] == list(f.fix)
 
 
 def test_c02_version_node_missing(build: Builder) -> None:
@@ -225,6 +243,11 @@ def test_c03_glibcxx_not_found(build: Builder) -> None:
     real = real_dlopen(python, str(ext))
     assert real.error == f.evidence[0]
     assert real.error == f"{provider}: version `GLIBCXX_3.4.30' not found (required by {ext})"
+    # From the command line: the stand-in python cannot answer the sys.path query, so envlock
+    # says so and uses the prefix's site-packages; the diagnosis is the same.
+    text, doc = _cli([str(ext), "--python", str(python)], {}, build.root, code=1)
+    assert f"error [missing-version] {f.title}" in text
+    assert [x["title"] for x in doc["findings"] if x["id"] == "missing-version"] == [f.title]
 
 
 # -- C04: dlopen by SONAME of a library on disk but on no search path -------------------------
@@ -259,3 +282,11 @@ def test_c04_runtime_dlopen_not_on_any_path(build: Builder) -> None:
     assert real_dlopen(prog, "libcudart.so.11.0", env).error is not None
     fixed = real_dlopen(prog, "libcudart.so.11.0", {"LD_LIBRARY_PATH": f"{env_dir}/lib"})
     assert fixed.path == f"{env_dir}/lib/libcudart.so.11.0"
+    (env_dir / "bin").mkdir()
+    (env_dir / "bin/python").symlink_to(sys.executable)  # the env's interpreter
+    text, doc = _cli(["tensorflow", "--python", str(env_dir / "bin/python")], {"PYTHONPATH": str(site)},
+                     build.root, code=1)
+    assert "libcudart.so.11.0 <- libtensorflow_framework.so.2 (GPU start-up): NOT FOUND" in text
+    assert f"fix: export LD_LIBRARY_PATH={env_dir}/lib" in text
+    got = next(x for x in doc["findings"] if x["library"] == "libcudart.so.11.0")
+    assert got["id"] == "runtime-not-found" and got["fix"][0].startswith(f"export LD_LIBRARY_PATH={env_dir}/lib")
