@@ -125,7 +125,7 @@ def test_dynamic_string_tokens_expand_like_the_loader(build: Builder, token: str
     cfg = detect_config(env={})
     value = {"$LIB": cfg.lib, "$PLATFORM": cfg.platform, "${ORIGIN}/../x": "bin/../x"}[token]
     build.lib(f"{value}/libtok.so", soname="libtok.so")
-    where = f"{build.root}/{token}" if token.startswith("$L") or token.startswith("$P") else token
+    where = f"{build.root}/{token}" if token.startswith(("$L", "$P")) else token
     exe = build.exe("bin/prog", needed=[f"{value}/libtok.so"], rpath=where)
     proc = model(exe)
     assert answers(proc)["libtok.so"] == f"{build.root}/{value}/libtok.so"
