@@ -264,9 +264,12 @@ def find_module_files(target: str, sys_path: Sequence[str]) -> tuple[str | None,
 
     :param target: a dotted module name, or a path to a file.
     :param sys_path: the target interpreter's ``sys.path``.
-    :returns: ``(package_dir or None, [extension files])``.  For a package, the extension
-        modules directly inside its directory (``torch/_C.cpython-311-x86_64-linux-gnu.so``);
-        for an extension module, its file.  Names not found give ``(None, [])``.
+    :returns: ``(where, [extension files])``.  For a package, ``where`` is its directory and
+        the files are the extension modules directly inside it
+        (``torch/_C.cpython-311-x86_64-linux-gnu.so``), or, when there are none, those of its
+        immediate subpackages (``numpy/core/*.so``); for an extension module, its file; for a
+        pure-Python module, ``where`` is its ``.py`` file and the list is empty.  Names not
+        found give ``(None, [])``.
     """
     if os.sep in target or target.endswith(".so") or os.path.isfile(target):
         return (None, [os.path.abspath(target)])
@@ -277,11 +280,15 @@ def find_module_files(target: str, sys_path: Sequence[str]) -> tuple[str | None,
         base = os.path.join(entry, *parts)
         if os.path.isdir(base) and (os.path.exists(os.path.join(base, "__init__.py"))
                                     or os.path.exists(os.path.join(base, "__init__.pyc"))):
-            files = sorted(glob.glob(os.path.join(glob.escape(base), "*.so")))
-            files = [f for f in files if _is_extension(f)]
+            files = _extensions_in(base)
             for rel in _KNOWN_EXTENSIONS.get(target, ()):
                 if os.path.exists(os.path.join(base, rel)):
                     files.append(os.path.join(base, rel))
+            if not files:
+                for sub in sorted(os.listdir(base)):
+                    d = os.path.join(base, sub)
+                    if os.path.isfile(os.path.join(d, "__init__.py")):
+                        files += _extensions_in(d)
             return (base, files)
         parent = os.path.dirname(base)
         leaf = parts[-1]
@@ -291,8 +298,13 @@ def find_module_files(target: str, sys_path: Sequence[str]) -> tuple[str | None,
             if hits:
                 return (None, hits[:1])
             if os.path.exists(base + ".py"):
-                return (None, [])
+                return (base + ".py", [])
     return (None, [])
+
+
+def _extensions_in(directory: str) -> list[str]:
+    files = sorted(glob.glob(os.path.join(glob.escape(directory), "*.so")))
+    return [f for f in files if _is_extension(f)]
 
 
 def _is_extension(path: str) -> bool:

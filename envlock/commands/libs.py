@@ -302,6 +302,9 @@ def render_text(report: LibsReport, *, check: dict[str, Any] | None = None) -> s
         kids = children.get(main.path, [])
         for i, k in enumerate(kids):
             node(k, "", i == len(kids) - 1, 1)
+    if not report.files and not report.errors:
+        lines.append(f"{report.target} has no extension modules: importing it loads no shared "
+                     "object beyond the interpreter's (name an extension module to see its own).")
     if report.runtime:
         lines.append("")
         lines.append("loaded later with dlopen (run-time, from the table in envlock.libruntime):")

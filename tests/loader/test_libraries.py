@@ -175,3 +175,22 @@ def test_input_tracer_records_and_restores(tmp_path: Path) -> None:
     assert tracer.inputs[str(tmp_path / "f")][1][1] == 1  # size
     assert str(tmp_path / "d") in tracer.inputs
     assert not any("ignored" in p for p in tracer.inputs)
+
+
+def test_find_module_files_packages_subpackages_and_pure_python(build: Builder) -> None:
+    from envlock.libanalysis import find_module_files
+
+    site = build.root / "site"
+    build.lib(f"site/pkg/core/_impl.{EXT}")
+    build.lib(f"site/pkg/linalg/_lapack.{EXT}")
+    for d in ("pkg", "pkg/core", "pkg/linalg"):
+        (site / d / "__init__.py").write_text("")
+    (site / "pure.py").write_text("x = 1\n")
+    where, files = find_module_files("pkg", [str(site)])
+    assert where == str(site / "pkg")
+    assert files == [str(site / f"pkg/core/_impl.{EXT}"), str(site / f"pkg/linalg/_lapack.{EXT}")]
+    assert find_module_files("pkg.core._impl", [str(site)]) == (None, [str(site / f"pkg/core/_impl.{EXT}")])
+    assert find_module_files("pure", [str(site)]) == (str(site / "pure.py"), [])
+    assert find_module_files("absent", [str(site)]) == (None, [])
+    report = analyze_module(sys.executable, "pure", sys_path=[str(site)], env={})
+    assert report.files == () and report.errors == ()
