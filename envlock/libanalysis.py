@@ -49,7 +49,7 @@ FINDING_IDS: dict[str, str] = {
     "not-found": "error",
     "runtime-not-found": "warning",
     "invalid-elf": "error",
-    "wrong-class": "error",
+    "wrong-class": "error (info when another copy was found)",
     "missing-soname-symlink": "error",
     "missing-version": "error",
     "missing-symbol": "error",
@@ -711,6 +711,38 @@ def _findings(
 
     for vp in proc.version_problems:
         out.append(_version_finding(proc, vp, index, sys_path, prefix, cfg))
+
+    # Candidates skipped for their class or machine although something else was found.
+    skipped: dict[str, tuple[str, Resolution]] = {}
+    for res in proc.resolutions:
+        if res.path is None:
+            continue
+        for a in res.tried:
+            if a.outcome.startswith(("wrong ELF class", "wrong machine")):
+                skipped.setdefault(a.path, (a.outcome, res))
+    for cand, (outcome, res) in skipped.items():
+        out.append(Finding(
+            id="wrong-class", severity="info",
+            title=f"{cand} is skipped ({outcome}); {res.name} comes from {res.path}",
+            cause=("The loader ignores shared objects built for another ELF class or machine and "
+                   "keeps searching; this one sits on a search path of this process."),
+            evidence=(f"{res.name} requested by {res.requester or 'LD_PRELOAD'}",),
+            fix=(f"Nothing is broken; remove {os.path.dirname(cand)} from the search path if it "
+                 "is not meant for this architecture.",),
+            library=res.name, requester=res.requester))
+
+    # Objects whose file is not (fully) readable ELF although its header passed.
+    for o in proc.objects:
+        if o.info.error is not None and o.kind != "interpreter":
+            out.append(Finding(
+                id="invalid-elf", severity="error",
+                title=f"{o.path} is not a loadable shared object ({o.info.error.message})",
+                cause=("Its ELF header passes the loader's first checks, but the file is "
+                       f"{o.info.error.kind}; mapping it fails."),
+                evidence=(f"{o.path}: {o.info.error.kind}: {o.info.error.message}",),
+                fix=("Reinstall the package that owns it (a download or copy was cut short).",),
+                library=o.info.soname or os.path.basename(o.path),
+                requester=o.resolution.requester if o.resolution else None))
 
     for msg in proc.preload_errors:
         out.append(Finding(id="preload-failed", severity="warning", title="an LD_PRELOAD entry is ignored",

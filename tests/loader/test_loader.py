@@ -184,6 +184,12 @@ def test_wrong_class_candidate_is_skipped(build: Builder) -> None:
     assert w.path == f"{build.root}/good/libw.so.1"
     assert any(a.outcome == "wrong ELF class: ELFCLASS32" for a in w.tried)
     assert_same_as_ldd(proc, exe)
+    from envlock.libanalysis import analyze_module
+
+    report = analyze_module(str(exe), str(exe), sys_path=[], env={}, mode="ldd")
+    info = [f for f in report.findings if f.id == "wrong-class"]
+    assert [f.severity for f in info] == ["info"]
+    assert info[0].title.startswith(f"{build.root}/bad/libw.so.1 is skipped (wrong ELF class: ELFCLASS32)")
 
 
 def test_wrong_class_only_gives_class_error(build: Builder) -> None:
@@ -303,3 +309,19 @@ def test_dlopen_by_path_then_dependencies_use_its_rpath(build: Builder) -> None:
     dep = proc.find("libd.so")
     assert dep.path == f"{build.root}/plug/../deps/libd.so"
     assert dep.path in real.maps
+
+
+def test_truncated_library_is_picked_then_fails(build: Builder) -> None:
+    good = build.lib("d/libcut.so.1", soname="libcut.so.1")
+    exe = build.exe("prog", needed=["d/libcut.so.1"], rpath=f"{build.root}/d")
+    good.write_bytes(good.read_bytes()[:300])  # a copy cut short: header intact, tables gone
+    from envlock.libanalysis import analyze_module
+
+    report = analyze_module(str(exe), str(exe), sys_path=[], env={}, mode="ldd")
+    req = next(r for r in report.requests if r.name == "libcut.so.1")
+    assert req.path == str(good)  # the loader picks it: its ELF header is fine...
+    bad = next(f for f in report.findings if f.id == "invalid-elf")
+    assert bad.severity == "error" and str(good) in bad.title
+    real = subprocess.run([str(exe)], check=False, capture_output=True, text=True, timeout=30,
+                          env={"PATH": "/usr/bin:/bin"})
+    assert real.returncode != 0 and str(good) in real.stderr  # ...and then fails to map it
