@@ -727,8 +727,8 @@ def _findings(
             cause=("The loader ignores shared objects built for another ELF class or machine and "
                    "keeps searching; this one sits on a search path of this process."),
             evidence=(f"{res.name} requested by {res.requester or 'LD_PRELOAD'}",),
-            fix=(f"Nothing is broken; remove {os.path.dirname(cand)} from the search path if it "
-                 "is not meant for this architecture.",),
+            fix=((f"Nothing is broken; remove {os.path.dirname(cand)} from the search path if "
+                  "it is not meant for this architecture."),),
             library=res.name, requester=res.requester))
 
     # Objects whose file is not (fully) readable ELF although its header passed.
