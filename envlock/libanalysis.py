@@ -329,6 +329,7 @@ def analyze_module(
     config: SearchConfig | None = None,
     owners: bool = True,
     extra_modules: Sequence[str] = (),
+    extra_first: bool = False,
     check_symbols: bool = False,
 ) -> LibsReport:
     """Model ``python_exe`` importing ``module_or_file`` and report its shared libraries.
@@ -349,6 +350,8 @@ def analyze_module(
     :param owners: look up owner packages (reads RECORD, conda-meta and dpkg lists).
     :param extra_modules: more extension files to ``dlopen`` after the module's (e.g. those
         its Python code imports, seen by ``--runtime``); their objects get stage ``"extra"``.
+    :param extra_first: ``dlopen`` the ``extra_modules`` before the module's own files (in the
+        order given: the order Python imported them).
     :param check_symbols: also check that every versioned undefined symbol of each object
         is defined, with that version, by the provider the loader picked (reads ``.dynsym``:
         slow on big libraries).
@@ -390,12 +393,18 @@ def analyze_module(
         if package_dir and os.path.basename(package_dir) == "torch" and top == "torch":
             torch_plan = read_torch_plan(package_dir)
             _torch_prelude(proc, torch_plan, list(sys_path), caller, mark)
+        if extra_first:
+            for f in extra_modules:
+                proc.dlopen(f, caller)
+                mark("import" if f in files else "extra",
+                     None if f in files else "extension module imported by the module's Python code")
         for f in files:
             proc.dlopen(f, caller)
         mark("import")
-        for f in extra_modules:
-            proc.dlopen(f, caller)
-        mark("extra", "extension module imported by the module's Python code")
+        if not extra_first:
+            for f in extra_modules:
+                proc.dlopen(f, caller)
+            mark("extra", "extension module imported by the module's Python code")
         if runtime:
             tf_dir = package_dir if package_dir and os.path.basename(package_dir) == "tensorflow" else None
             entries = runtime_dlopens_for(torch_cuda=torch_plan.cuda if torch_plan else None,

@@ -153,6 +153,11 @@ try:
         importlib.import_module(name)
 except BaseException as exc:
     err = "%s: %s" % (type(exc).__name__, exc)
+imported = []
+for m in list(sys.modules.values()):
+    f = getattr(m, "__file__", None)
+    if isinstance(f, str) and f.endswith(".so") and f not in imported:
+        imported.append(f)
 files = []
 with open("/proc/self/maps") as f:
     for line in f:
@@ -161,7 +166,7 @@ with open("/proc/self/maps") as f:
             p = parts[5].strip()
             if p not in files:
                 files.append(p)
-print(json.dumps({"error": err, "files": files}))
+print(json.dumps({"error": err, "files": files, "imported": imported}))
 """
 
 
@@ -172,7 +177,8 @@ def runtime_check(
     """Import ``module`` in the target and compare the files it maps with the model.
 
     :param reanalyze: ``callable(extra_modules) -> LibsReport``: the same analysis with the
-        extension modules seen at run time also ``dlopen``'ed (to explain their libraries).
+        extension modules the import loaded ``dlopen``'ed first, in the order Python loaded
+        them (to explain their libraries and which copy each SONAME binds to).
     :returns: ``{"status", "error", "matched", "explained", "unexplained", "not_loaded"}``;
         ``unexplained`` lists files mapped by the process that the model cannot account for
         and model objects missing from the process.
@@ -190,9 +196,18 @@ def runtime_check(
                 "explained": [], "unexplained": [], "not_loaded": []}
     mapped = [f for f in data["files"] if ".so" in os.path.basename(f) or f == os.path.realpath(python)]
     static = {o.realpath: o for o in report.objects if o.stage in ("startup", "import")}
-    extra_exts = [f for f in mapped if f not in static and _is_ext_module(f)]
-    full = reanalyze(extra_exts) if extra_exts else report
+    # Model again with every extension module the import really loaded, in the order Python
+    # loaded them (sys.modules order): that order decides which copy a SONAME binds to.
+    imported = [f for f in data.get("imported", []) if isinstance(f, str)]
+    full = reanalyze(imported) if imported else report
     known = {o.realpath: o for o in full.objects}
+    reachable: set[str] = {o.realpath for o in full.objects if o.stage == "startup"}
+    for o in full.objects:
+        if o.via and o.via.startswith("torch"):
+            reachable |= {x.realpath for x in full.closure(o.path)}
+    for f in imported:
+        reachable |= {x.realpath for x in full.closure(f)}
+    imported_real = {os.path.realpath(f) for f in imported}
     matched, explained, unexplained, not_loaded = [], [], [], []
     for f in mapped:
         if f in static:
@@ -208,7 +223,15 @@ def runtime_check(
             unexplained.append({"path": f, "why": "mapped by the process, not predicted by the model"})
     mapped_set = set(mapped)
     for real, o in static.items():
-        if real not in mapped_set and o.kind != "interpreter":
+        if real in mapped_set or o.kind == "interpreter":
+            continue
+        if _is_ext_module(real) and real not in imported_real:
+            explained.append({"path": o.path, "why": "an extension module of the package that "
+                              f"`import {module}` does not import (the model loads them all)"})
+        elif real not in reachable:
+            explained.append({"path": o.path, "why": "needed only by extension modules that "
+                              f"`import {module}` does not import"})
+        else:
             not_loaded.append({"path": o.path, "why": "predicted but not mapped"})
     unexplained += not_loaded
     return {"status": "ok", "error": data.get("error"), "matched": matched,
@@ -449,7 +472,7 @@ def _compute(
         def analyze(extra: Sequence[str] = (), _name: str = name, _mode: str = mode) -> LibsReport:
             return analyze_module(target_python, _name, sys_path=sys_path, prefix=target_prefix,
                                   env=environ, elf_cache=elf_cache, mode=_mode, extra_modules=extra,
-                                  check_symbols=symbols)
+                                  extra_first=bool(extra), check_symbols=symbols)
 
         report = analyze()
         check = None
