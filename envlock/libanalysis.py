@@ -129,6 +129,10 @@ class LibEntry:
     stage: str = "import"
     via: str | None = None
 
+    def resolution_is(self, r: Resolution) -> bool:
+        """Whether request ``r`` is the one that loaded this object."""
+        return r.name == self.name and (r.requester or None) == self.requested_by and r.rule == self.rule
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RuntimeResult:

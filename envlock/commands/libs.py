@@ -374,9 +374,17 @@ def render_why(report: LibsReport, name: str) -> str:
     if not reqs:
         return f"{name}: never requested by {report.target} (not in any DT_NEEDED or known dlopen)\n"
     lines = []
+    by_id = {o.id: o for o in report.objects}
+    runtime = {id(rt.resolution): rt for rt in report.runtime}
     for r in reqs:
         who = r.requester or "LD_PRELOAD"
-        lines.append(f"{r.name} ({r.kind}) requested by {who}:")
+        o = by_id.get(r.object_id) if r.object_id is not None else None
+        why = ""
+        if id(r) in runtime:
+            why = f" ({runtime[id(r)].when})"
+        elif r.kind == "dlopen" and o is not None and o.resolution_is(r) and o.via:
+            why = f" ({o.via})"
+        lines.append(f"{r.name} ({r.kind}) requested by {who}{why}:")
         if r.rule == "already-loaded":
             lines.append(f"  already loaded: {r.source}; nothing is searched")
         for i, a in enumerate(r.tried, 1):
