@@ -776,9 +776,11 @@ class Process:
                     continue
                 res, obj, is_new = self.map_object(p, main, kind="preload")
                 if obj is None:
+                    # glibc prints the error string without the errno text.
+                    why = (res.error or "").split(": No such file", 1)[0]
                     self.preload_errors.append(
                         f"ERROR: ld.so: object '{p}' from LD_PRELOAD cannot be preloaded "
-                        f"({res.error}): ignored.")
+                        f"({why}): ignored.")
                 elif is_new:
                     preloads.append(obj)
         preload_root = _read_text(_in_root(self.config.root, "/etc/ld.so.preload"))

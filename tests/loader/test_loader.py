@@ -364,3 +364,54 @@ def test_system_binaries_resolve_like_ldd() -> None:
             assert ours.get(name, "<not asked>") == path, (f, name)
         checked += 1
     assert checked >= min(10, len(files) // 2)
+
+
+# -- findings that need a whole process ------------------------------------------------------
+
+
+def test_preload_failure_message_is_glibcs(build: Builder) -> None:
+    from envlock.libanalysis import analyze_module
+
+    exe = build.exe("prog")
+    env = {"LD_PRELOAD": f"{build.root}/nonexistent.so"}
+    report = analyze_module(str(exe), str(exe), sys_path=[], env=env, mode="ldd")
+    f = next(f for f in report.findings if f.id == "preload-failed")
+    real = subprocess.run([str(exe)], check=False, capture_output=True, text=True, timeout=30,
+                          env={"PATH": "/usr/bin:/bin", **env})
+    assert f.cause == real.stderr.strip()
+
+
+def test_preload_shadows_the_rpath_copy(build: Builder) -> None:
+    from envlock.libanalysis import analyze_module
+
+    build.lib("good/libdnn.so.8", soname="libdnn.so.8")
+    pre = build.lib("elsewhere/libdnn.so.8", soname="libdnn.so.8")
+    lib = build.lib("t/libt.so", soname="libt.so", needed=["good/libdnn.so.8"], rpath="$ORIGIN/../good")
+    env = {"LD_PRELOAD": str(pre)}
+    report = analyze_module(str(lib), str(lib), sys_path=[], env=env, mode="ldd")
+    f = next(f for f in report.findings if f.id == "shadowed")
+    assert "already loaded by LD_PRELOAD" in f.cause and f.fix == ("Unset LD_PRELOAD for this job.",)
+    assert real_ldd(lib, env).listed[0] == str(pre) or str(pre) in real_ldd(lib, env).listed
+
+
+def test_two_files_with_one_soname_and_two_openmp_runtimes(build: Builder) -> None:
+    import os
+
+    from envlock.libanalysis import analyze_module
+
+    a = build.lib("a/libdup.so.1", soname="libdup.so.1")
+    b = build.lib("b/libdup.so.1", soname="libdup.so.1")
+    iomp = build.lib("intel/libiomp5.so", soname="libiomp5.so")
+    gomp = "/usr/lib/x86_64-linux-gnu/libgomp.so.1"
+    uses = build.lib("u/libuses.so", soname="libuses.so", needed=["intel/libiomp5.so"],
+                     rpath="$ORIGIN/../intel", extra=["-lgomp"] if os.path.exists(gomp) else [])
+    # dlopen by path does not match by SONAME: both copies end up in the process.
+    build.lib("caller/libcaller.so", DLOPEN_CALLER, soname="libcaller.so", extra=["-ldl"])
+    exe = build.exe("prog", DLOPEN_MAIN, needed=["caller/libcaller.so"], rpath=f"{build.root}/caller")
+    report = analyze_module(str(exe), str(a), sys_path=[], env={}, extra_modules=[str(b), str(uses)])
+    dup = next(f for f in report.findings if f.id == "duplicate-soname")
+    assert dup.library == "libdup.so.1" and len(dup.evidence) == 2
+    if os.path.exists(gomp):
+        omp = next(f for f in report.findings if f.id == "duplicate-openmp")
+        assert any(e.startswith(f"{build.root}/u/../intel/libiomp5.so") for e in omp.evidence)
+        assert any("libgomp.so.1" in e for e in omp.evidence) and iomp.exists()
