@@ -8,15 +8,15 @@ missing or unreadable file.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from envlock.probes.pip import canonicalize, read_metadata_header
+
 __all__ = [
     "Dist",
     "CondaRecord",
-    "normalize",
     "iter_dists",
     "read_headers",
     "read_record_paths",
@@ -25,13 +25,6 @@ __all__ = [
     "read_text",
     "under_root",
 ]
-
-_NORMALIZE = re.compile(r"[-_.]+")
-
-
-def normalize(name: str) -> str:
-    """Return the PEP 503 normalized form of a project name."""
-    return _NORMALIZE.sub("-", name).lower()
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,43 +72,23 @@ def iter_dists(site_dirs: Iterable[str | os.PathLike[str]]) -> Iterator[Dist]:
             name, sep, version = stem.partition("-")
             if not sep:
                 continue
-            key = normalize(name)
+            key = canonicalize(name)
             if key in seen:
                 continue
             seen.add(key)
             yield Dist(name=key, version=version, path=base / entry, site=base)
 
 
-def read_headers(dist_info: Path, limit: int = 65536) -> dict[str, list[str]]:
-    """Return the header fields of ``dist_info/METADATA`` (core metadata), by field name.
+def read_headers(dist: Dist) -> dict[str, list[str]]:
+    """Return the METADATA header of ``dist`` (see :func:`envlock.probes.pip.read_metadata_header`).
 
-    Only the header block is parsed (up to the first blank line, at most ``limit`` bytes).
-    A missing or unreadable file gives ``{}``.
+    Field names are lower-cased; undecodable bytes are replaced.  A missing or unreadable file
+    gives ``{}``.
     """
     try:
-        with open(dist_info / "METADATA", "rb") as fh:
-            raw = fh.read(limit)
+        return read_metadata_header(dist.path / "METADATA", errors="replace")
     except OSError:
         return {}
-    return parse_headers(raw.decode("utf-8", "replace"))
-
-
-def parse_headers(text: str) -> dict[str, list[str]]:
-    """Parse RFC 822-style header lines (``Key: value``, continuation lines indented)."""
-    out: dict[str, list[str]] = {}
-    last: str | None = None
-    for line in text.splitlines():
-        if not line.strip():
-            break
-        if line[:1] in (" ", "\t") and last is not None:
-            out[last][-1] += " " + line.strip()
-            continue
-        key, sep, value = line.partition(":")
-        if not sep:
-            continue
-        last = key.strip()
-        out.setdefault(last, []).append(value.strip())
-    return out
 
 
 def read_record_paths(dist_info: Path, limit: int = 4 << 20) -> list[str]:

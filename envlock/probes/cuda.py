@@ -35,6 +35,7 @@ from envlock.probes._stackutil import (
     under_root,
     which,
 )
+from envlock.probes.pip import canonicalize
 from envlock.stack_model import CudaInfo, CudaLibrary, CudaToolkit
 
 __all__ = ["probe_cuda", "COMPONENTS"]
@@ -212,7 +213,7 @@ def _dist_info_versions(d: Path) -> dict[str, str]:
         if not n.endswith(".dist-info"):
             continue
         name, _, version = n[: -len(".dist-info")].partition("-")
-        comp = _component_for_dist(name.replace("_", "-").lower())
+        comp = _component_for_dist(canonicalize(name))
         if comp and version:
             out[comp[0]] = version
     return out
@@ -256,7 +257,7 @@ def probe_cuda(  # noqa: PLR0912, PLR0915
     pip_found = False
     for dist in iter_dists(site_dirs):
         if dist.name == "cuda-toolkit":
-            ver = read_headers(dist.path).get("Version", [dist.version])[0]
+            ver = read_headers(dist).get("version", [dist.version])[0]
             toolkits.append(CudaToolkit(version=ver, origin="pip", source=str(dist.path)))
             pip_found = True
             continue
@@ -264,7 +265,7 @@ def probe_cuda(  # noqa: PLR0912, PLR0915
         if comp is None:
             continue
         pip_found = True
-        ver = read_headers(dist.path).get("Version", [dist.version])[0]
+        ver = read_headers(dist).get("version", [dist.version])[0]
         files = read_record_paths(dist.path)
         lib_files = _lib_files(files)
         lib_dirs = sorted({os.path.dirname(f) for f in files if os.path.basename(f) in lib_files})

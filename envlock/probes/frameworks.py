@@ -37,6 +37,7 @@ from envlock.probes._stackutil import (
     read_headers,
     read_text,
 )
+from envlock.probes.pip import canonicalize
 from envlock.stack_model import FrameworkBuild, FrameworkRuntime, FrameworksInfo, ThreadPool
 
 __all__ = ["probe_frameworks", "IMPORT_SCRIPT", "fatbin_archs"]
@@ -221,7 +222,7 @@ def _requires_cuda(requires: Sequence[str]) -> tuple[str, ...]:
     out = []
     for req in requires:
         spec = req.split(";", 1)[0].strip()
-        name = re.split(r"[\s\[<>=!~(]", spec, maxsplit=1)[0].lower().replace("_", "-")
+        name = canonicalize(re.split(r"[\s\[<>=!~(]", spec, maxsplit=1)[0])
         if name.startswith(("nvidia-", "cuda-")):
             if "extra ==" in req:
                 continue
@@ -320,9 +321,9 @@ def _torch(dist: Dist | None, conda: CondaRecord | None, read_archs: bool) -> Fr
     requires: tuple[str, ...] = ()
     errors = []
     if dist is not None:
-        headers = read_headers(dist.path)
-        version = headers.get("Version", [version])[0]
-        requires = _requires_cuda(headers.get("Requires-Dist", []))
+        headers = read_headers(dist)
+        version = headers.get("version", [version])[0]
+        requires = _requires_cuda(headers.get("requires-dist", []))
         pkg = dist.site / "torch"
         location = str(pkg)
         text = read_text(pkg / "version.py", 65536)
@@ -367,7 +368,7 @@ def _torch(dist: Dist | None, conda: CondaRecord | None, read_archs: bool) -> Fr
 
 
 def _tensorflow(dist: Dist) -> FrameworkBuild:
-    version = read_headers(dist.path).get("Version", [dist.version])[0]
+    version = read_headers(dist).get("version", [dist.version])[0]
     pkg = dist.site / "tensorflow"
     text = read_text(pkg / "python" / "platform" / "build_info.py", 65536)
     if text is None:
@@ -405,8 +406,8 @@ def _tensorflow(dist: Dist) -> FrameworkBuild:
 
 
 def _other(dist: Dist) -> FrameworkBuild:
-    headers = read_headers(dist.path)
-    version = headers.get("Version", [dist.version])[0]
+    headers = read_headers(dist)
+    version = headers.get("version", [dist.version])[0]
     name = dist.name
     build = cuda = cudnn = None
     evidence = None
@@ -433,7 +434,7 @@ def _other(dist: Dist) -> FrameworkBuild:
         cuda=cuda,
         cudnn=cudnn,
         evidence=evidence,
-        requires=_requires_cuda(headers.get("Requires-Dist", [])),
+        requires=_requires_cuda(headers.get("requires-dist", [])),
     )
 
 
