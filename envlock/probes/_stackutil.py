@@ -16,11 +16,9 @@ from envlock.probes.pip import canonicalize, read_metadata_header
 
 __all__ = [
     "Dist",
-    "CondaRecord",
     "iter_dists",
     "read_headers",
     "read_record_paths",
-    "conda_records",
     "which",
     "read_text",
     "under_root",
@@ -41,16 +39,6 @@ class Dist:
     version: str
     path: Path
     site: Path
-
-
-@dataclass(frozen=True, slots=True)
-class CondaRecord:
-    """A ``conda-meta/<name>-<version>-<build>.json`` record, from its file name only."""
-
-    name: str
-    version: str
-    build: str
-    path: Path
 
 
 def iter_dists(site_dirs: Iterable[str | os.PathLike[str]]) -> Iterator[Dist]:
@@ -104,30 +92,6 @@ def read_record_paths(dist_info: Path, limit: int = 4 << 20) -> list[str]:
         if path:
             paths.append(path)
     return paths
-
-
-def conda_records(prefix: str | os.PathLike[str] | None) -> list[CondaRecord]:
-    """Return the conda packages of ``prefix`` from the names of ``conda-meta/*.json``.
-
-    conda names each record ``<name>-<version>-<build>.json``; version and build never contain
-    ``-``, so the last two dashes split it.  A prefix without ``conda-meta`` gives ``[]``.
-    """
-    if not prefix:
-        return []
-    meta = Path(prefix) / "conda-meta"
-    try:
-        names = sorted(os.listdir(meta))
-    except OSError:
-        return []
-    out = []
-    for fname in names:
-        if not fname.endswith(".json"):
-            continue
-        parts = fname[: -len(".json")].rsplit("-", 2)
-        if len(parts) != 3 or not all(parts):  # noqa: PLR2004
-            continue
-        out.append(CondaRecord(name=parts[0], version=parts[1], build=parts[2], path=meta / fname))
-    return out
 
 
 def which(name: str, path_dirs: Sequence[str]) -> str | None:

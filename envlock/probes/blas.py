@@ -25,7 +25,8 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from envlock.probes._stackutil import conda_records, iter_dists, read_text
+from envlock.probes._stackutil import iter_dists, read_text
+from envlock.probes.conda import list_conda_meta
 from envlock.stack_model import BlasInfo, BlasLibrary, OpenMPRuntime
 
 __all__ = ["probe_blas"]
@@ -359,7 +360,7 @@ def probe_blas(
     if libs or omp:
         sources.append("site-packages")
 
-    records = conda_records(prefix)
+    records = list_conda_meta(prefix)
     by_name = {r.name: r for r in records}
     for name in ("libblas", "liblapack"):
         rec = by_name.get(name)

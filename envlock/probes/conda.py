@@ -21,7 +21,14 @@ from envlock.manifest import CondaInfo, CondaPackage
 from envlock.probes.pip import canonicalize
 from envlock.redact import redact_url
 
-__all__ = ["read_conda_prefix", "parse_history", "short_channel", "CondaRead"]
+__all__ = [
+    "read_conda_prefix",
+    "list_conda_meta",
+    "parse_history",
+    "short_channel",
+    "CondaRead",
+    "CondaMetaRecord",
+]
 
 _SPEC_LINE = re.compile(r"^#\s*(update|remove|neutered)\s+specs:\s*(\[.*\])\s*$")
 _SPEC_NAME = re.compile(r"^(?:[^:]+::)?([A-Za-z0-9_.\-]+)")
@@ -98,6 +105,51 @@ def parse_history(text: str) -> tuple[str, ...]:
             elif m.group(1) == "remove":
                 specs.pop(key, None)
     return tuple(specs[k] for k in sorted(specs))
+
+
+@dataclass(frozen=True, slots=True)
+class CondaMetaRecord:
+    """A ``conda-meta/<name>-<version>-<build>.json`` record, known from its file name only.
+
+    :ivar name: conda package name (``"cuda-cudart"``).
+    :ivar version: package version (``"12.4.127"``).
+    :ivar build: build string (``"h5888daf_0"``).
+    :ivar path: the record file.
+    """
+
+    name: str
+    version: str
+    build: str
+    path: Path
+
+
+def list_conda_meta(prefix: str | os.PathLike[str] | None) -> tuple[CondaMetaRecord, ...]:
+    """List the packages of ``prefix`` from the *names* of ``conda-meta/*.json``, sorted by name.
+
+    Cheap (one directory listing, no JSON parsed): what the stack probes need to know which
+    packages conda installed.  conda names each record ``<name>-<version>-<build>.json``;
+    version and build never contain ``-`` (conda's match-spec rules), so the last two dashes
+    split it; other file names are skipped.  :func:`read_conda_prefix` reads the records.
+
+    :returns: the records in file-name order; ``()`` when ``prefix`` is empty or has no
+        readable ``conda-meta`` directory.
+    """
+    if not prefix:
+        return ()
+    meta = Path(prefix) / "conda-meta"
+    try:
+        names = sorted(os.listdir(meta))
+    except OSError:
+        return ()
+    out = []
+    for fname in names:
+        if not fname.endswith(".json"):
+            continue
+        parts = fname[: -len(".json")].rsplit("-", 2)
+        if len(parts) != 3 or not all(parts):  # noqa: PLR2004
+            continue
+        out.append(CondaMetaRecord(name=parts[0], version=parts[1], build=parts[2], path=meta / fname))
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,7 +27,6 @@ from pathlib import Path
 
 from envlock._run import DEFAULT_TIMEOUT, Runner, run
 from envlock.probes._stackutil import (
-    conda_records,
     iter_dists,
     read_headers,
     read_record_paths,
@@ -35,6 +34,7 @@ from envlock.probes._stackutil import (
     under_root,
     which,
 )
+from envlock.probes.conda import list_conda_meta
 from envlock.probes.pip import canonicalize
 from envlock.stack_model import CudaInfo, CudaLibrary, CudaToolkit
 
@@ -289,7 +289,7 @@ def probe_cuda(  # noqa: PLR0912, PLR0915
         sources.append("pip dist-info")
 
     # -- conda -----------------------------------------------------------------------------
-    records = conda_records(prefix)
+    records = list_conda_meta(prefix)
     for rec in records:
         if rec.name in _CONDA_TOOLKITS:
             toolkits.append(

@@ -29,14 +29,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from envlock._run import DEFAULT_TIMEOUT, Runner, run
-from envlock.probes._stackutil import (
-    CondaRecord,
-    Dist,
-    conda_records,
-    iter_dists,
-    read_headers,
-    read_text,
-)
+from envlock.probes._stackutil import Dist, iter_dists, read_headers, read_text
+from envlock.probes.conda import CondaMetaRecord, list_conda_meta
 from envlock.probes.pip import canonicalize
 from envlock.stack_model import FrameworkBuild, FrameworkRuntime, FrameworksInfo, ThreadPool
 
@@ -314,7 +308,7 @@ def _arch_key(arch: str) -> tuple[int, str]:
 
 
 # -- probes per framework --------------------------------------------------------------------
-def _torch(dist: Dist | None, conda: CondaRecord | None, read_archs: bool) -> FrameworkBuild:
+def _torch(dist: Dist | None, conda: CondaMetaRecord | None, read_archs: bool) -> FrameworkBuild:
     version = dist.version if dist else (conda.version if conda else None)
     location = None
     info: dict[str, object] = {}
@@ -468,7 +462,7 @@ def probe_frameworks(
     """
     del root, timeout
     packages: list[FrameworkBuild] = []
-    conda = {r.name: r for r in conda_records(prefix)}
+    conda = {r.name: r for r in list_conda_meta(prefix)}
     torch_conda = conda.get("pytorch")
     torch_seen = False
     for dist in iter_dists(site_dirs):
