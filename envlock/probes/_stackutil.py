@@ -1,22 +1,25 @@
 """Small file-system helpers shared by the stack probes (gpu, cuda, frameworks, blas, toolchain).
 
-Private: the lead's pip/conda probes read distributions fully; these helpers read only what the
-stack probes need (names, versions, a few METADATA headers, RECORD paths) and never raise for a
-missing or unreadable file.
+Private.  The distributions come from :func:`envlock.probes.pip.scan_distributions` (the same
+scan as the ``[pip]`` table: a snapshot reads them once and hands them to the stack), and the
+conda packages from :func:`envlock.probes.conda.list_conda_meta`; these helpers add what only
+the stack needs (a view of the ``.dist-info`` distributions in ``sys.path`` order, RECORD
+paths, small text files, ``PATH`` look-ups) and never raise for a missing or unreadable file.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from envlock.probes.pip import canonicalize, read_metadata_header
+from envlock.manifest import PipPackage
+from envlock.probes.pip import read_metadata_header, scan_distributions
 
 __all__ = [
     "Dist",
-    "iter_dists",
+    "site_dists",
     "read_headers",
     "read_record_paths",
     "which",
@@ -27,10 +30,10 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Dist:
-    """An installed distribution found by its ``.dist-info`` directory.
+    """An installed distribution with a ``.dist-info`` directory, as the stack probes see it.
 
-    :ivar name: normalized project name (from the directory name).
-    :ivar version: version from the directory name (PEP 427/491 escaping).
+    :ivar name: normalized project name (PEP 503).
+    :ivar version: version from METADATA (from the directory name when METADATA is unreadable).
     :ivar path: the ``.dist-info`` directory.
     :ivar site: the ``sys.path`` entry holding it.
     """
@@ -41,30 +44,36 @@ class Dist:
     site: Path
 
 
-def iter_dists(site_dirs: Iterable[str | os.PathLike[str]]) -> Iterator[Dist]:
-    """Yield every ``*.dist-info`` of ``site_dirs``, first copy of a project first.
+def site_dists(
+    site_dirs: Sequence[str | os.PathLike[str]],
+    packages: Sequence[PipPackage] | None = None,
+) -> list[Dist]:
+    """Return the ``.dist-info`` distributions of ``site_dirs``, in ``sys.path`` order.
 
-    Later copies of a project already seen (shadowed on ``sys.path``) are skipped.
+    :param site_dirs: the target's site directories, in ``sys.path`` order.
+    :param packages: the distributions already read by
+        :func:`~envlock.probes.pip.scan_distributions` on these directories (the ``[pip]``
+        packages of a snapshot); ``None`` scans ``site_dirs`` now.
+    :returns: one :class:`Dist` per project, the first copy on ``sys.path`` (later copies are
+        shadowed), ordered by site directory and then ``.dist-info`` directory name; ``.egg-info``
+        entries (no METADATA/RECORD layout) are left out.
     """
-    seen: set[str] = set()
-    for site in site_dirs:
-        base = Path(site)
-        try:
-            entries = sorted(os.listdir(base))
-        except OSError:
-            continue
-        for entry in entries:
-            if not entry.endswith(".dist-info"):
-                continue
-            stem = entry[: -len(".dist-info")]
-            name, sep, version = stem.partition("-")
-            if not sep:
-                continue
-            key = canonicalize(name)
-            if key in seen:
-                continue
-            seen.add(key)
-            yield Dist(name=key, version=version, path=base / entry, site=base)
+    if packages is None:
+        packages = scan_distributions([os.fspath(d) for d in site_dirs]).packages
+    rank: dict[str, int] = {}
+    for i, d in enumerate(site_dirs):
+        rank.setdefault(os.fspath(d), i)
+    chosen = [p for p in packages if p.dist_info and p.dist_info.endswith(".dist-info")]
+    chosen.sort(key=lambda p: (rank.get(p.location, len(rank)), p.location, p.dist_info or ""))
+    return [
+        Dist(
+            name=p.name,
+            version=p.version,
+            path=Path(p.location, p.dist_info or ""),
+            site=Path(p.location),
+        )
+        for p in chosen
+    ]
 
 
 def read_headers(dist: Dist) -> dict[str, list[str]]:

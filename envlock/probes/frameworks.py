@@ -29,7 +29,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from envlock._run import DEFAULT_TIMEOUT, Runner, run
-from envlock.probes._stackutil import Dist, iter_dists, read_headers, read_text
+from envlock.manifest import PipPackage
+from envlock.probes._stackutil import Dist, read_headers, read_text, site_dists
 from envlock.probes.conda import CondaMetaRecord, list_conda_meta
 from envlock.probes.pip import canonicalize
 from envlock.stack_model import FrameworkBuild, FrameworkRuntime, FrameworksInfo, ThreadPool
@@ -316,7 +317,6 @@ def _torch(dist: Dist | None, conda: CondaMetaRecord | None, read_archs: bool) -
     errors = []
     if dist is not None:
         headers = read_headers(dist)
-        version = headers.get("version", [version])[0]
         requires = _requires_cuda(headers.get("requires-dist", []))
         pkg = dist.site / "torch"
         location = str(pkg)
@@ -362,7 +362,7 @@ def _torch(dist: Dist | None, conda: CondaMetaRecord | None, read_archs: bool) -
 
 
 def _tensorflow(dist: Dist) -> FrameworkBuild:
-    version = read_headers(dist).get("version", [dist.version])[0]
+    version = dist.version
     pkg = dist.site / "tensorflow"
     text = read_text(pkg / "python" / "platform" / "build_info.py", 65536)
     if text is None:
@@ -401,7 +401,7 @@ def _tensorflow(dist: Dist) -> FrameworkBuild:
 
 def _other(dist: Dist) -> FrameworkBuild:
     headers = read_headers(dist)
-    version = headers.get("version", [dist.version])[0]
+    version = dist.version
     name = dist.name
     build = cuda = cudnn = None
     evidence = None
@@ -438,6 +438,8 @@ def probe_frameworks(
     env: Mapping[str, str] | None = None,
     prefix: str | None = None,
     site_dirs: Sequence[str] = (),
+    dists: Sequence[PipPackage] | None = None,
+    conda: Sequence[CondaMetaRecord] | None = None,
     runner: Runner = run,
     timeout: float = DEFAULT_TIMEOUT,
     do_import: bool = False,
@@ -451,6 +453,10 @@ def probe_frameworks(
     :param env: the environment the target interpreter runs with in ``do_import`` mode.
     :param prefix: the target prefix (``conda-meta`` build strings).
     :param site_dirs: the target's site directories.
+    :param dists: the distributions of ``site_dirs`` already read by
+        :func:`~envlock.probes.pip.scan_distributions`; ``None`` scans ``site_dirs``.
+    :param conda: the records of ``<prefix>/conda-meta`` already listed by
+        :func:`~envlock.probes.conda.list_conda_meta`; ``None`` lists them.
     :param runner: runs the target interpreter in ``do_import`` mode.
     :param timeout: unused by the static part (no commands run).
     :param do_import: also run ``python_exe`` on :data:`IMPORT_SCRIPT`.
@@ -462,10 +468,10 @@ def probe_frameworks(
     """
     del root, timeout
     packages: list[FrameworkBuild] = []
-    conda = {r.name: r for r in list_conda_meta(prefix)}
-    torch_conda = conda.get("pytorch")
+    records = list_conda_meta(prefix) if conda is None else conda
+    torch_conda = {r.name: r for r in records}.get("pytorch")
     torch_seen = False
-    for dist in iter_dists(site_dirs):
+    for dist in site_dists(site_dirs, dists):
         if not _FRAMEWORK_RE.match(dist.name):
             continue
         if dist.name == "torch":
@@ -483,7 +489,7 @@ def probe_frameworks(
     if do_import:
         runtime = _import_run(python_exe, env, runner, import_timeout)
     sources = ["dist-info"] if packages else []
-    if conda:
+    if records:
         sources.append("conda-meta")
     if runtime is not None:
         sources.append("import")
