@@ -148,7 +148,8 @@ def list_conda_meta(prefix: str | os.PathLike[str] | None) -> tuple[CondaMetaRec
         parts = fname[: -len(".json")].rsplit("-", 2)
         if len(parts) != 3 or not all(parts):  # noqa: PLR2004
             continue
-        out.append(CondaMetaRecord(name=parts[0], version=parts[1], build=parts[2], path=meta / fname))
+        name, version, build = parts
+        out.append(CondaMetaRecord(name=name, version=version, build=build, path=meta / fname))
     return tuple(out)
 
 

@@ -47,7 +47,9 @@ def canonicalize(name: str) -> str:
     return _CANON.sub("-", name).lower()
 
 
-def read_metadata_header(path: str | os.PathLike[str], *, errors: str = "strict") -> dict[str, list[str]]:
+def read_metadata_header(
+    path: str | os.PathLike[str], *, errors: str = "strict"
+) -> dict[str, list[str]]:
     """Read the RFC 822 header of a METADATA/PKG-INFO file (core metadata): field name → values.
 
     Field names are lower-cased (``"version"``, ``"requires-dist"``); values keep file order.
