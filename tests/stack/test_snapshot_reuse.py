@@ -116,11 +116,13 @@ def test_probe_stack_pre_read_equals_own_read(
     prefix, extra = fake_conda_env
     (site,) = sorted((prefix / "lib").glob("python3*/site-packages"))
     site_dirs = [str(extra), str(site)]
-    kw = dict(env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, prefix=str(prefix), site_dirs=site_dirs,
-              path_dirs=[str(bin_dir), "/usr/bin", "/bin"], use_nvml=False)
-    given = probe_stack(dists=scan_distributions(site_dirs).packages,
-                        conda=list_conda_meta(prefix), **kw)
-    alone = probe_stack(**kw)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
+    path_dirs = [str(bin_dir), "/usr/bin", "/bin"]
+    given = probe_stack(env=env, prefix=str(prefix), site_dirs=site_dirs, path_dirs=path_dirs,
+                        use_nvml=False, dists=scan_distributions(site_dirs).packages,
+                        conda=list_conda_meta(prefix))
+    alone = probe_stack(env=env, prefix=str(prefix), site_dirs=site_dirs, path_dirs=path_dirs,
+                        use_nvml=False)
     assert given == alone
     assert [lib.name for lib in given["cuda"].libraries if lib.origin == "pip"] == [
         "cudnn", "nccl"]
