@@ -123,6 +123,15 @@ class CondaMetaRecord:
     path: Path
 
 
+def _record_files(meta: Path) -> list[str]:
+    """The ``*.json`` file names of a ``conda-meta`` directory, sorted; ``[]`` when unreadable."""
+    try:
+        names = os.listdir(meta)
+    except OSError:
+        return []
+    return sorted(n for n in names if n.endswith(".json"))
+
+
 def list_conda_meta(prefix: str | os.PathLike[str] | None) -> tuple[CondaMetaRecord, ...]:
     """List the packages of ``prefix`` from the *names* of ``conda-meta/*.json``, sorted by name.
 
@@ -137,14 +146,8 @@ def list_conda_meta(prefix: str | os.PathLike[str] | None) -> tuple[CondaMetaRec
     if not prefix:
         return ()
     meta = Path(prefix) / "conda-meta"
-    try:
-        names = sorted(os.listdir(meta))
-    except OSError:
-        return ()
     out = []
-    for fname in names:
-        if not fname.endswith(".json"):
-            continue
+    for fname in _record_files(meta):
         parts = fname[: -len(".json")].rsplit("-", 2)
         if len(parts) != 3 or not all(parts):  # noqa: PLR2004
             continue
@@ -213,7 +216,8 @@ def read_conda_prefix(prefix: str | os.PathLike[str]) -> CondaRead | None:
     dist_owner: dict[str, str] = {}
     warnings: list[str] = []
     packages: list[CondaPackage] = []
-    for path in sorted(meta.glob("*.json")):
+    for fname in _record_files(meta):
+        path = meta / fname
         try:
             packages.append(_one(path, root, dist_owner))
         except (OSError, ValueError, UnicodeDecodeError) as exc:
