@@ -14,8 +14,8 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 
 from envlock._run import Runner, run
@@ -170,12 +170,19 @@ def snapshot(
             warnings.append(
                 f"python: {python_info.error}; package list read from the prefix's site-packages"
             )
-        pip_info = scan_distributions(python_info.path)
-        # The stack probes reuse this scan and one conda-meta listing instead of their own.
+        # The stack probes reuse the [pip] scan and one conda-meta listing instead of reading
+        # the same files again; they start now and wait for the scan only where they need it.
+        scanned: Future[Sequence[PipPackage]] = Future()
         f_stack = pool.submit(
             _stack, target, python_info.path, env, root, runner, do_import, stack_timeout,
-            pip_info.packages, list_conda_meta(target.prefix),
+            scanned.result, list_conda_meta(target.prefix),
         ) if stack else None
+        try:
+            pip_info = scan_distributions(python_info.path)
+        except BaseException as exc:
+            scanned.set_exception(exc)
+            raise
+        scanned.set_result(pip_info.packages)
         conda_read = f_conda.result() if f_conda else None
         if conda_read:
             warnings.extend(conda_read.warnings)
@@ -239,7 +246,7 @@ def _stack(
     runner: Runner,
     do_import: bool,
     timeout: float,
-    dists: Sequence[PipPackage],
+    dists: Callable[[], Sequence[PipPackage]],
     conda: Sequence[CondaMetaRecord],
 ) -> dict[str, object]:
     from pathlib import Path  # noqa: PLC0415

@@ -54,7 +54,7 @@ def probe_stack(
     prefix: str | None = None,
     site_dirs: Sequence[str] = (),
     path_dirs: Sequence[str] = (),
-    dists: Sequence[PipPackage] | None = None,
+    dists: Sequence[PipPackage] | Callable[[], Sequence[PipPackage]] | None = None,
     conda: Sequence[CondaMetaRecord] | None = None,
     runner: Runner = run,
     timeout: float = 10.0,
@@ -73,8 +73,10 @@ def probe_stack(
     :param site_dirs: the target's ``sys.path`` entries that are site directories.
     :param path_dirs: the target's ``PATH`` directories in order (a conda env's ``bin`` first).
     :param dists: the distributions of ``site_dirs`` already read by
-        :func:`~envlock.probes.pip.scan_distributions` (a snapshot's ``[pip]`` packages);
-        ``None`` scans ``site_dirs`` once, shared by the probes.
+        :func:`~envlock.probes.pip.scan_distributions` (a snapshot's ``[pip]`` packages), or a
+        function returning them, called once in the first probe thread that needs them (so the
+        GPU probe need not wait for a scan still under way); ``None`` scans ``site_dirs`` once,
+        shared by the probes.
     :param conda: the records of ``<prefix>/conda-meta`` already listed by
         :func:`~envlock.probes.conda.list_conda_meta`; ``None`` lists them once.
     :param runner: runs external commands (see :func:`envlock._run.run`).
@@ -102,9 +104,12 @@ def probe_stack(
     path_dirs = tuple(path_dirs)
     # Read inside the probe threads (under the budget: a hung file system times out like a hung
     # command), once for all probes.
-    get_dists = _once(
-        (lambda: scan_distributions(site_dirs).packages) if dists is None else (lambda: dists)
-    )
+    if dists is None:
+        get_dists = _once(lambda: scan_distributions(site_dirs).packages)
+    elif callable(dists):
+        get_dists = _once(dists)
+    else:
+        get_dists = _once(lambda: dists)
     get_conda = _once((lambda: list_conda_meta(prefix)) if conda is None else (lambda: conda))
     calls: dict[str, Callable[[], Any]] = {
         "gpu": lambda: probe_gpu(

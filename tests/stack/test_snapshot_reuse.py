@@ -123,7 +123,16 @@ def test_probe_stack_pre_read_equals_own_read(
                         conda=list_conda_meta(prefix))
     alone = probe_stack(env=env, prefix=str(prefix), site_dirs=site_dirs, path_dirs=path_dirs,
                         use_nvml=False)
-    assert given == alone
+    calls = []
+
+    def later():
+        calls.append(1)
+        return scan_distributions(site_dirs).packages
+
+    lazy = probe_stack(env=env, prefix=str(prefix), site_dirs=site_dirs, path_dirs=path_dirs,
+                       use_nvml=False, dists=later)
+    assert given == alone == lazy
+    assert calls == [1]  # one scan shared by cuda, frameworks, blas and toolchain
     assert [lib.name for lib in given["cuda"].libraries if lib.origin == "pip"] == [
         "cudnn", "nccl"]
 
