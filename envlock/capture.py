@@ -14,8 +14,8 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 
 from envlock._run import Runner, run
@@ -28,7 +28,7 @@ from envlock.manifest import (
     PipPackage,
 )
 from envlock.lock._find import find_lockfiles
-from envlock.probes.conda import CondaRead, read_conda_prefix
+from envlock.probes.conda import CondaMetaRecord, CondaRead, list_conda_meta, read_conda_prefix
 from envlock.probes.env import probe_env
 from envlock.probes.git import probe_git
 from envlock.probes.pip import canonicalize, conda_build_url, scan_distributions
@@ -171,14 +171,23 @@ def snapshot(
         cpu_info = probe_cpu(root)
         env_info = probe_env(env, allow=env_allow, deny=env_deny)
         python_info = f_python.result()
-        f_stack = pool.submit(
-            _stack, target, python_info.path, env, root, runner, do_import, stack_timeout
-        ) if stack else None
         if python_info.status != "ok":
             warnings.append(
                 f"python: {python_info.error}; package list read from the prefix's site-packages"
             )
-        pip_info = scan_distributions(python_info.path)
+        # The stack probes reuse the [pip] scan and one conda-meta listing instead of reading
+        # the same files again; they start now and wait for the scan only where they need it.
+        scanned: Future[Sequence[PipPackage]] = Future()
+        f_stack = pool.submit(
+            _stack, target, python_info.path, env, root, runner, do_import, stack_timeout,
+            scanned.result, list_conda_meta(target.prefix),
+        ) if stack else None
+        try:
+            pip_info = scan_distributions(python_info.path)
+        except BaseException as exc:
+            scanned.set_exception(exc)
+            raise
+        scanned.set_result(pip_info.packages)
         conda_read = f_conda.result() if f_conda else None
         if conda_read:
             warnings.extend(conda_read.warnings)
@@ -243,6 +252,8 @@ def _stack(
     runner: Runner,
     do_import: bool,
     timeout: float,
+    dists: Callable[[], Sequence[PipPackage]],
+    conda: Sequence[CondaMetaRecord],
 ) -> dict[str, object]:
     from pathlib import Path  # noqa: PLC0415
 
@@ -254,6 +265,8 @@ def _stack(
         prefix=target.prefix,
         site_dirs=tuple(d for d in sys_path if os.path.isdir(d)),
         path_dirs=target_path_dirs(target, environ),
+        dists=dists,
+        conda=conda,
         runner=runner,
         timeout=timeout,
         do_import=do_import,

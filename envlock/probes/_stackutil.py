@@ -1,45 +1,39 @@
 """Small file-system helpers shared by the stack probes (gpu, cuda, frameworks, blas, toolchain).
 
-Private: the lead's pip/conda probes read distributions fully; these helpers read only what the
-stack probes need (names, versions, a few METADATA headers, RECORD paths) and never raise for a
-missing or unreadable file.
+Private.  The distributions come from :func:`envlock.probes.pip.scan_distributions` (the same
+scan as the ``[pip]`` table: a snapshot reads them once and hands them to the stack), and the
+conda packages from :func:`envlock.probes.conda.list_conda_meta`; these helpers add what only
+the stack needs (a view of the ``.dist-info`` distributions in ``sys.path`` order, RECORD
+paths, small text files, ``PATH`` look-ups) and never raise for a missing or unreadable file.
 """
 
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from envlock.manifest import PipPackage
+from envlock.probes.pip import read_metadata_header, scan_distributions
+
 __all__ = [
     "Dist",
-    "CondaRecord",
-    "normalize",
-    "iter_dists",
+    "site_dists",
     "read_headers",
     "read_record_paths",
-    "conda_records",
     "which",
     "read_text",
     "under_root",
 ]
 
-_NORMALIZE = re.compile(r"[-_.]+")
-
-
-def normalize(name: str) -> str:
-    """Return the PEP 503 normalized form of a project name."""
-    return _NORMALIZE.sub("-", name).lower()
-
 
 @dataclass(frozen=True, slots=True)
 class Dist:
-    """An installed distribution found by its ``.dist-info`` directory.
+    """An installed distribution with a ``.dist-info`` directory, as the stack probes see it.
 
-    :ivar name: normalized project name (from the directory name).
-    :ivar version: version from the directory name (PEP 427/491 escaping).
+    :ivar name: normalized project name (PEP 503).
+    :ivar version: version from METADATA (from the directory name when METADATA is unreadable).
     :ivar path: the ``.dist-info`` directory.
     :ivar site: the ``sys.path`` entry holding it.
     """
@@ -50,72 +44,48 @@ class Dist:
     site: Path
 
 
-@dataclass(frozen=True, slots=True)
-class CondaRecord:
-    """A ``conda-meta/<name>-<version>-<build>.json`` record, from its file name only."""
+def site_dists(
+    site_dirs: Sequence[str | os.PathLike[str]],
+    packages: Sequence[PipPackage] | None = None,
+) -> list[Dist]:
+    """Return the ``.dist-info`` distributions of ``site_dirs``, in ``sys.path`` order.
 
-    name: str
-    version: str
-    build: str
-    path: Path
-
-
-def iter_dists(site_dirs: Iterable[str | os.PathLike[str]]) -> Iterator[Dist]:
-    """Yield every ``*.dist-info`` of ``site_dirs``, first copy of a project first.
-
-    Later copies of a project already seen (shadowed on ``sys.path``) are skipped.
+    :param site_dirs: the target's site directories, in ``sys.path`` order.
+    :param packages: the distributions already read by
+        :func:`~envlock.probes.pip.scan_distributions` on these directories (the ``[pip]``
+        packages of a snapshot); ``None`` scans ``site_dirs`` now.
+    :returns: one :class:`Dist` per project, the first copy on ``sys.path`` (later copies are
+        shadowed), ordered by site directory and then ``.dist-info`` directory name; ``.egg-info``
+        entries (no METADATA/RECORD layout) are left out.
     """
-    seen: set[str] = set()
-    for site in site_dirs:
-        base = Path(site)
-        try:
-            entries = sorted(os.listdir(base))
-        except OSError:
-            continue
-        for entry in entries:
-            if not entry.endswith(".dist-info"):
-                continue
-            stem = entry[: -len(".dist-info")]
-            name, sep, version = stem.partition("-")
-            if not sep:
-                continue
-            key = normalize(name)
-            if key in seen:
-                continue
-            seen.add(key)
-            yield Dist(name=key, version=version, path=base / entry, site=base)
+    if packages is None:
+        packages = scan_distributions([os.fspath(d) for d in site_dirs]).packages
+    rank: dict[str, int] = {}
+    for i, d in enumerate(site_dirs):
+        rank.setdefault(os.fspath(d), i)
+    chosen = [p for p in packages if p.dist_info and p.dist_info.endswith(".dist-info")]
+    chosen.sort(key=lambda p: (rank.get(p.location, len(rank)), p.location, p.dist_info or ""))
+    return [
+        Dist(
+            name=p.name,
+            version=p.version,
+            path=Path(p.location, p.dist_info or ""),
+            site=Path(p.location),
+        )
+        for p in chosen
+    ]
 
 
-def read_headers(dist_info: Path, limit: int = 65536) -> dict[str, list[str]]:
-    """Return the header fields of ``dist_info/METADATA`` (core metadata), by field name.
+def read_headers(dist: Dist) -> dict[str, list[str]]:
+    """Return the METADATA header of ``dist`` (see :func:`envlock.probes.pip.read_metadata_header`).
 
-    Only the header block is parsed (up to the first blank line, at most ``limit`` bytes).
-    A missing or unreadable file gives ``{}``.
+    Field names are lower-cased; undecodable bytes are replaced.  A missing or unreadable file
+    gives ``{}``.
     """
     try:
-        with open(dist_info / "METADATA", "rb") as fh:
-            raw = fh.read(limit)
+        return read_metadata_header(dist.path / "METADATA", errors="replace")
     except OSError:
         return {}
-    return parse_headers(raw.decode("utf-8", "replace"))
-
-
-def parse_headers(text: str) -> dict[str, list[str]]:
-    """Parse RFC 822-style header lines (``Key: value``, continuation lines indented)."""
-    out: dict[str, list[str]] = {}
-    last: str | None = None
-    for line in text.splitlines():
-        if not line.strip():
-            break
-        if line[:1] in (" ", "\t") and last is not None:
-            out[last][-1] += " " + line.strip()
-            continue
-        key, sep, value = line.partition(":")
-        if not sep:
-            continue
-        last = key.strip()
-        out.setdefault(last, []).append(value.strip())
-    return out
 
 
 def read_record_paths(dist_info: Path, limit: int = 4 << 20) -> list[str]:
@@ -131,30 +101,6 @@ def read_record_paths(dist_info: Path, limit: int = 4 << 20) -> list[str]:
         if path:
             paths.append(path)
     return paths
-
-
-def conda_records(prefix: str | os.PathLike[str] | None) -> list[CondaRecord]:
-    """Return the conda packages of ``prefix`` from the names of ``conda-meta/*.json``.
-
-    conda names each record ``<name>-<version>-<build>.json``; version and build never contain
-    ``-``, so the last two dashes split it.  A prefix without ``conda-meta`` gives ``[]``.
-    """
-    if not prefix:
-        return []
-    meta = Path(prefix) / "conda-meta"
-    try:
-        names = sorted(os.listdir(meta))
-    except OSError:
-        return []
-    out = []
-    for fname in names:
-        if not fname.endswith(".json"):
-            continue
-        parts = fname[: -len(".json")].rsplit("-", 2)
-        if len(parts) != 3 or not all(parts):  # noqa: PLR2004
-            continue
-        out.append(CondaRecord(name=parts[0], version=parts[1], build=parts[2], path=meta / fname))
-    return out
 
 
 def which(name: str, path_dirs: Sequence[str]) -> str | None:

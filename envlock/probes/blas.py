@@ -25,7 +25,9 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from envlock.probes._stackutil import conda_records, iter_dists, read_text
+from envlock.manifest import PipPackage
+from envlock.probes._stackutil import read_text, site_dists
+from envlock.probes.conda import CondaMetaRecord, list_conda_meta
 from envlock.stack_model import BlasInfo, BlasLibrary, OpenMPRuntime
 
 __all__ = ["probe_blas"]
@@ -295,6 +297,8 @@ def probe_blas(
     env: Mapping[str, str] | None = None,
     prefix: str | None = None,
     site_dirs: Sequence[str] = (),
+    dists: Sequence[PipPackage] | None = None,
+    conda: Sequence[CondaMetaRecord] | None = None,
 ) -> BlasInfo:
     """Record the BLAS/LAPACK implementation of numpy, scipy and the conda env, and OpenMP runtimes.
 
@@ -302,6 +306,10 @@ def probe_blas(
     :param env: unused; kept for a uniform signature.
     :param prefix: the target prefix (``conda-meta`` and ``lib/``).
     :param site_dirs: the target's site directories.
+    :param dists: the distributions of ``site_dirs`` already read by
+        :func:`~envlock.probes.pip.scan_distributions`; ``None`` scans ``site_dirs``.
+    :param conda: the records of ``<prefix>/conda-meta`` already listed by
+        :func:`~envlock.probes.conda.list_conda_meta`; ``None`` lists them.
     :returns: a :class:`BlasInfo`; ``status="absent"`` when no BLAS user was found.  Never raises.
     """
     del root, env
@@ -309,7 +317,7 @@ def probe_blas(
     omp: list[OpenMPRuntime] = []
     seen_omp: set[str] = set()
     sources: list[str] = []
-    for dist in iter_dists(site_dirs):
+    for dist in site_dists(site_dirs, dists):
         if dist.name in ("numpy", "scipy"):
             _package_blas(dist.name, dist.site, dist.version, libs)
         elif dist.name in ("scipy-openblas32", "scipy-openblas64"):
@@ -359,7 +367,7 @@ def probe_blas(
     if libs or omp:
         sources.append("site-packages")
 
-    records = conda_records(prefix)
+    records = list_conda_meta(prefix) if conda is None else conda
     by_name = {r.name: r for r in records}
     for name in ("libblas", "liblapack"):
         rec = by_name.get(name)

@@ -21,7 +21,14 @@ from envlock.manifest import CondaInfo, CondaPackage
 from envlock.probes.pip import canonicalize
 from envlock.redact import redact_url
 
-__all__ = ["read_conda_prefix", "parse_history", "short_channel", "CondaRead"]
+__all__ = [
+    "read_conda_prefix",
+    "list_conda_meta",
+    "parse_history",
+    "short_channel",
+    "CondaRead",
+    "CondaMetaRecord",
+]
 
 _SPEC_LINE = re.compile(r"^#\s*(update|remove|neutered)\s+specs:\s*(\[.*\])\s*$")
 _SPEC_NAME = re.compile(r"^(?:[^:]+::)?([A-Za-z0-9_.\-]+)")
@@ -101,6 +108,55 @@ def parse_history(text: str) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True, slots=True)
+class CondaMetaRecord:
+    """A ``conda-meta/<name>-<version>-<build>.json`` record, known from its file name only.
+
+    :ivar name: conda package name (``"cuda-cudart"``).
+    :ivar version: package version (``"12.4.127"``).
+    :ivar build: build string (``"h5888daf_0"``).
+    :ivar path: the record file.
+    """
+
+    name: str
+    version: str
+    build: str
+    path: Path
+
+
+def _record_files(meta: Path) -> list[str]:
+    """The ``*.json`` file names of a ``conda-meta`` directory, sorted; ``[]`` when unreadable."""
+    try:
+        names = os.listdir(meta)
+    except OSError:
+        return []
+    return sorted(n for n in names if n.endswith(".json"))
+
+
+def list_conda_meta(prefix: str | os.PathLike[str] | None) -> tuple[CondaMetaRecord, ...]:
+    """List the packages of ``prefix`` from the *names* of ``conda-meta/*.json``, sorted by name.
+
+    Cheap (one directory listing, no JSON parsed): what the stack probes need to know which
+    packages conda installed.  conda names each record ``<name>-<version>-<build>.json``;
+    version and build never contain ``-`` (conda's match-spec rules), so the last two dashes
+    split it; other file names are skipped.  :func:`read_conda_prefix` reads the records.
+
+    :returns: the records in file-name order; ``()`` when ``prefix`` is empty or has no
+        readable ``conda-meta`` directory.
+    """
+    if not prefix:
+        return ()
+    meta = Path(prefix) / "conda-meta"
+    out = []
+    for fname in _record_files(meta):
+        parts = fname[: -len(".json")].rsplit("-", 2)
+        if len(parts) != 3 or not all(parts):  # noqa: PLR2004
+            continue
+        name, version, build = parts
+        out.append(CondaMetaRecord(name=name, version=version, build=build, path=meta / fname))
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
 class CondaRead:
     """What :func:`read_conda_prefix` found.
 
@@ -160,7 +216,8 @@ def read_conda_prefix(prefix: str | os.PathLike[str]) -> CondaRead | None:
     dist_owner: dict[str, str] = {}
     warnings: list[str] = []
     packages: list[CondaPackage] = []
-    for path in sorted(meta.glob("*.json")):
+    for fname in _record_files(meta):
+        path = meta / fname
         try:
             packages.append(_one(path, root, dist_owner))
         except (OSError, ValueError, UnicodeDecodeError) as exc:

@@ -26,15 +26,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from envlock._run import DEFAULT_TIMEOUT, Runner, run
+from envlock.manifest import PipPackage
 from envlock.probes._stackutil import (
-    conda_records,
-    iter_dists,
-    read_headers,
     read_record_paths,
     read_text,
+    site_dists,
     under_root,
     which,
 )
+from envlock.probes.conda import CondaMetaRecord, list_conda_meta
+from envlock.probes.pip import canonicalize
 from envlock.stack_model import CudaInfo, CudaLibrary, CudaToolkit
 
 __all__ = ["probe_cuda", "COMPONENTS"]
@@ -212,7 +213,7 @@ def _dist_info_versions(d: Path) -> dict[str, str]:
         if not n.endswith(".dist-info"):
             continue
         name, _, version = n[: -len(".dist-info")].partition("-")
-        comp = _component_for_dist(name.replace("_", "-").lower())
+        comp = _component_for_dist(canonicalize(name))
         if comp and version:
             out[comp[0]] = version
     return out
@@ -230,6 +231,8 @@ def probe_cuda(  # noqa: PLR0912, PLR0915
     env: Mapping[str, str] | None = None,
     prefix: str | None = None,
     site_dirs: Sequence[str] = (),
+    dists: Sequence[PipPackage] | None = None,
+    conda: Sequence[CondaMetaRecord] | None = None,
     path_dirs: Sequence[str] = (),
     runner: Runner = run,
     timeout: float = DEFAULT_TIMEOUT,
@@ -240,6 +243,10 @@ def probe_cuda(  # noqa: PLR0912, PLR0915
     :param env: the target's environment (``CUDA_HOME``, ``CUDA_PATH``).
     :param prefix: the target's prefix (``conda-meta/``, ``include/``, ``lib/``).
     :param site_dirs: the target's site directories (``sys.path`` entries).
+    :param dists: the distributions of ``site_dirs`` already read by
+        :func:`~envlock.probes.pip.scan_distributions`; ``None`` scans ``site_dirs``.
+    :param conda: the records of ``<prefix>/conda-meta`` already listed by
+        :func:`~envlock.probes.conda.list_conda_meta`; ``None`` lists them.
     :param path_dirs: the target's ``PATH``, searched for ``nvcc``.
     :param runner: runs ``nvcc --version``.
     :param timeout: seconds allowed for ``nvcc``.
@@ -254,24 +261,22 @@ def probe_cuda(  # noqa: PLR0912, PLR0915
 
     # -- pip wheels ------------------------------------------------------------------------
     pip_found = False
-    for dist in iter_dists(site_dirs):
+    for dist in site_dists(site_dirs, dists):
         if dist.name == "cuda-toolkit":
-            ver = read_headers(dist.path).get("Version", [dist.version])[0]
-            toolkits.append(CudaToolkit(version=ver, origin="pip", source=str(dist.path)))
+            toolkits.append(CudaToolkit(version=dist.version, origin="pip", source=str(dist.path)))
             pip_found = True
             continue
         comp = _component_for_dist(dist.name)
         if comp is None:
             continue
         pip_found = True
-        ver = read_headers(dist.path).get("Version", [dist.version])[0]
         files = read_record_paths(dist.path)
         lib_files = _lib_files(files)
         lib_dirs = sorted({os.path.dirname(f) for f in files if os.path.basename(f) in lib_files})
         libs.append(
             CudaLibrary(
                 name=comp[0],
-                version=ver,
+                version=dist.version,
                 origin="pip",
                 package=dist.name,
                 cuda=comp[1],
@@ -288,7 +293,7 @@ def probe_cuda(  # noqa: PLR0912, PLR0915
         sources.append("pip dist-info")
 
     # -- conda -----------------------------------------------------------------------------
-    records = conda_records(prefix)
+    records = list_conda_meta(prefix) if conda is None else conda
     for rec in records:
         if rec.name in _CONDA_TOOLKITS:
             toolkits.append(

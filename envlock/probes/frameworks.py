@@ -29,14 +29,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from envlock._run import DEFAULT_TIMEOUT, Runner, run
-from envlock.probes._stackutil import (
-    CondaRecord,
-    Dist,
-    conda_records,
-    iter_dists,
-    read_headers,
-    read_text,
-)
+from envlock.manifest import PipPackage
+from envlock.probes._stackutil import Dist, read_headers, read_text, site_dists
+from envlock.probes.conda import CondaMetaRecord, list_conda_meta
+from envlock.probes.pip import canonicalize
 from envlock.stack_model import FrameworkBuild, FrameworkRuntime, FrameworksInfo, ThreadPool
 
 __all__ = ["probe_frameworks", "IMPORT_SCRIPT", "fatbin_archs"]
@@ -221,7 +217,7 @@ def _requires_cuda(requires: Sequence[str]) -> tuple[str, ...]:
     out = []
     for req in requires:
         spec = req.split(";", 1)[0].strip()
-        name = re.split(r"[\s\[<>=!~(]", spec, maxsplit=1)[0].lower().replace("_", "-")
+        name = canonicalize(re.split(r"[\s\[<>=!~(]", spec, maxsplit=1)[0])
         if name.startswith(("nvidia-", "cuda-")):
             if "extra ==" in req:
                 continue
@@ -313,16 +309,15 @@ def _arch_key(arch: str) -> tuple[int, str]:
 
 
 # -- probes per framework --------------------------------------------------------------------
-def _torch(dist: Dist | None, conda: CondaRecord | None, read_archs: bool) -> FrameworkBuild:
+def _torch(dist: Dist | None, conda: CondaMetaRecord | None, read_archs: bool) -> FrameworkBuild:
     version = dist.version if dist else (conda.version if conda else None)
     location = None
     info: dict[str, object] = {}
     requires: tuple[str, ...] = ()
     errors = []
     if dist is not None:
-        headers = read_headers(dist.path)
-        version = headers.get("Version", [version])[0]
-        requires = _requires_cuda(headers.get("Requires-Dist", []))
+        headers = read_headers(dist)
+        requires = _requires_cuda(headers.get("requires-dist", []))
         pkg = dist.site / "torch"
         location = str(pkg)
         text = read_text(pkg / "version.py", 65536)
@@ -367,7 +362,7 @@ def _torch(dist: Dist | None, conda: CondaRecord | None, read_archs: bool) -> Fr
 
 
 def _tensorflow(dist: Dist) -> FrameworkBuild:
-    version = read_headers(dist.path).get("Version", [dist.version])[0]
+    version = dist.version
     pkg = dist.site / "tensorflow"
     text = read_text(pkg / "python" / "platform" / "build_info.py", 65536)
     if text is None:
@@ -405,8 +400,8 @@ def _tensorflow(dist: Dist) -> FrameworkBuild:
 
 
 def _other(dist: Dist) -> FrameworkBuild:
-    headers = read_headers(dist.path)
-    version = headers.get("Version", [dist.version])[0]
+    headers = read_headers(dist)
+    version = dist.version
     name = dist.name
     build = cuda = cudnn = None
     evidence = None
@@ -433,7 +428,7 @@ def _other(dist: Dist) -> FrameworkBuild:
         cuda=cuda,
         cudnn=cudnn,
         evidence=evidence,
-        requires=_requires_cuda(headers.get("Requires-Dist", [])),
+        requires=_requires_cuda(headers.get("requires-dist", [])),
     )
 
 
@@ -443,6 +438,8 @@ def probe_frameworks(
     env: Mapping[str, str] | None = None,
     prefix: str | None = None,
     site_dirs: Sequence[str] = (),
+    dists: Sequence[PipPackage] | None = None,
+    conda: Sequence[CondaMetaRecord] | None = None,
     runner: Runner = run,
     timeout: float = DEFAULT_TIMEOUT,
     do_import: bool = False,
@@ -456,6 +453,10 @@ def probe_frameworks(
     :param env: the environment the target interpreter runs with in ``do_import`` mode.
     :param prefix: the target prefix (``conda-meta`` build strings).
     :param site_dirs: the target's site directories.
+    :param dists: the distributions of ``site_dirs`` already read by
+        :func:`~envlock.probes.pip.scan_distributions`; ``None`` scans ``site_dirs``.
+    :param conda: the records of ``<prefix>/conda-meta`` already listed by
+        :func:`~envlock.probes.conda.list_conda_meta`; ``None`` lists them.
     :param runner: runs the target interpreter in ``do_import`` mode.
     :param timeout: unused by the static part (no commands run).
     :param do_import: also run ``python_exe`` on :data:`IMPORT_SCRIPT`.
@@ -467,10 +468,10 @@ def probe_frameworks(
     """
     del root, timeout
     packages: list[FrameworkBuild] = []
-    conda = {r.name: r for r in conda_records(prefix)}
-    torch_conda = conda.get("pytorch")
+    records = list_conda_meta(prefix) if conda is None else conda
+    torch_conda = {r.name: r for r in records}.get("pytorch")
     torch_seen = False
-    for dist in iter_dists(site_dirs):
+    for dist in site_dists(site_dirs, dists):
         if not _FRAMEWORK_RE.match(dist.name):
             continue
         if dist.name == "torch":
@@ -488,7 +489,7 @@ def probe_frameworks(
     if do_import:
         runtime = _import_run(python_exe, env, runner, import_timeout)
     sources = ["dist-info"] if packages else []
-    if conda:
+    if records:
         sources.append("conda-meta")
     if runtime is not None:
         sources.append("import")

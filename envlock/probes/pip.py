@@ -47,15 +47,20 @@ def canonicalize(name: str) -> str:
     return _CANON.sub("-", name).lower()
 
 
-def read_metadata_header(path: str) -> dict[str, list[str]]:
-    """Read the RFC 822 header of a METADATA/PKG-INFO file: field name → values, in order.
+def read_metadata_header(
+    path: str | os.PathLike[str], *, errors: str = "strict"
+) -> dict[str, list[str]]:
+    """Read the RFC 822 header of a METADATA/PKG-INFO file (core metadata): field name → values.
 
-    Reading stops at the first blank line (the description body is not read).  Continuation
-    lines (starting with whitespace) are joined to the previous field.
+    Field names are lower-cased (``"version"``, ``"requires-dist"``); values keep file order.
+    Reading stops at the first blank line (the description body is not read) or after about
+    256 KiB.  Continuation lines (starting with whitespace) are joined to the previous field.
 
     :param path: the file.
+    :param errors: how undecodable bytes are handled (:func:`bytes.decode`): ``"strict"``
+        raises, ``"replace"`` substitutes U+FFFD.
     :raises OSError: the file cannot be opened or read.
-    :raises UnicodeDecodeError: the header is not UTF-8.
+    :raises UnicodeDecodeError: the header is not UTF-8 and ``errors="strict"``.
     """
     fields: dict[str, list[str]] = {}
     last: str | None = None
@@ -63,7 +68,7 @@ def read_metadata_header(path: str) -> dict[str, list[str]]:
     with open(path, "rb") as fh:
         for raw in fh:
             read += len(raw)
-            line = raw.decode("utf-8").rstrip("\r\n")
+            line = raw.decode("utf-8", errors).rstrip("\r\n")
             if not line.strip():
                 break
             if line[0] in " \t" and last is not None:

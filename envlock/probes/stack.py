@@ -13,13 +13,16 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from envlock._run import DEFAULT_TIMEOUT, Runner, run
+from envlock.manifest import PipPackage
 from envlock.probes.blas import probe_blas
+from envlock.probes.conda import CondaMetaRecord, list_conda_meta
 from envlock.probes.cuda import probe_cuda
 from envlock.probes.frameworks import probe_frameworks
 from envlock.probes.gpu import probe_gpu
+from envlock.probes.pip import scan_distributions
 from envlock.probes.slurm import probe_slurm
 from envlock.probes.toolchain import probe_toolchain
 from envlock.stack_model import (
@@ -51,6 +54,8 @@ def probe_stack(
     prefix: str | None = None,
     site_dirs: Sequence[str] = (),
     path_dirs: Sequence[str] = (),
+    dists: Sequence[PipPackage] | Callable[[], Sequence[PipPackage]] | None = None,
+    conda: Sequence[CondaMetaRecord] | None = None,
     runner: Runner = run,
     timeout: float = 10.0,
     do_import: bool = False,
@@ -67,6 +72,13 @@ def probe_stack(
     :param prefix: the target's prefix (``sys.prefix``).
     :param site_dirs: the target's ``sys.path`` entries that are site directories.
     :param path_dirs: the target's ``PATH`` directories in order (a conda env's ``bin`` first).
+    :param dists: the distributions of ``site_dirs`` already read by
+        :func:`~envlock.probes.pip.scan_distributions` (a snapshot's ``[pip]`` packages), or a
+        function returning them, called once in the first probe thread that needs them (so the
+        GPU probe need not wait for a scan still under way); ``None`` scans ``site_dirs`` once,
+        shared by the probes.
+    :param conda: the records of ``<prefix>/conda-meta`` already listed by
+        :func:`~envlock.probes.conda.list_conda_meta`; ``None`` lists them once.
     :param runner: runs external commands (see :func:`envlock._run.run`).
     :param timeout: overall budget in seconds; each command gets at most
         ``min(timeout / 2, DEFAULT_TIMEOUT)`` seconds.
@@ -88,8 +100,17 @@ def probe_stack(
     # Half the budget per command: a probe may run two commands in a row (nvidia-smi's retry)
     # and still report what its commands said before the overall budget runs out.
     per_cmd = min(timeout / 2, DEFAULT_TIMEOUT)
-    site_dirs = tuple(site_dirs)
+    site_dirs = tuple(os.fspath(d) for d in site_dirs)
     path_dirs = tuple(path_dirs)
+    # Read inside the probe threads (under the budget: a hung file system times out like a hung
+    # command), once for all probes.
+    if dists is None:
+        get_dists = _once(lambda: scan_distributions(site_dirs).packages)
+    elif callable(dists):
+        get_dists = _once(dists)
+    else:
+        get_dists = _once(lambda: dists)
+    get_conda = _once((lambda: list_conda_meta(prefix)) if conda is None else (lambda: conda))
     calls: dict[str, Callable[[], Any]] = {
         "gpu": lambda: probe_gpu(
             root=root,
@@ -104,6 +125,8 @@ def probe_stack(
             env=env,
             prefix=prefix,
             site_dirs=site_dirs,
+            dists=get_dists(),
+            conda=get_conda(),
             path_dirs=path_dirs,
             runner=runner,
             timeout=per_cmd,
@@ -113,6 +136,8 @@ def probe_stack(
             env=env,
             prefix=prefix,
             site_dirs=site_dirs,
+            dists=get_dists(),
+            conda=get_conda(),
             runner=runner,
             timeout=per_cmd,
             do_import=do_import,
@@ -120,12 +145,20 @@ def probe_stack(
             import_timeout=import_timeout,
             read_archs=read_archs,
         ),
-        "blas": lambda: probe_blas(root=root, env=env, prefix=prefix, site_dirs=site_dirs),
+        "blas": lambda: probe_blas(
+            root=root,
+            env=env,
+            prefix=prefix,
+            site_dirs=site_dirs,
+            dists=get_dists(),
+            conda=get_conda(),
+        ),
         "toolchain": lambda: probe_toolchain(
             root=root,
             env=env,
             prefix=prefix,
             site_dirs=site_dirs,
+            dists=get_dists(),
             path_dirs=path_dirs,
             runner=runner,
             timeout=per_cmd,
@@ -165,3 +198,23 @@ def probe_stack(
                 status="timeout", error=f"{area} probe did not finish within {budget:g} s"
             )
     return out
+
+
+_T = TypeVar("_T")
+
+
+def _once(compute: Callable[[], _T]) -> Callable[[], _T]:
+    """Return a thread-safe getter that calls ``compute`` on first use and then reuses its value.
+
+    A call that raises leaves nothing cached (the next caller tries again).
+    """
+    lock = threading.Lock()
+    box: list[_T] = []
+
+    def get() -> _T:
+        with lock:
+            if not box:
+                box.append(compute())
+            return box[0]
+
+    return get

@@ -20,7 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from envlock._run import DEFAULT_TIMEOUT, Runner, RunResult, run
-from envlock.probes._stackutil import iter_dists, under_root, which
+from envlock.manifest import PipPackage
+from envlock.probes._stackutil import site_dists, under_root, which
 from envlock.stack_model import BuiltWith, Libstdcxx, Tool, ToolchainInfo
 
 __all__ = ["probe_toolchain", "TOOLS"]
@@ -225,6 +226,7 @@ def probe_toolchain(  # noqa: PLR0912
     env: Mapping[str, str] | None = None,
     prefix: str | None = None,
     site_dirs: Sequence[str] = (),
+    dists: Sequence[PipPackage] | None = None,
     path_dirs: Sequence[str] = (),
     runner: Runner = run,
     timeout: float = DEFAULT_TIMEOUT,
@@ -237,6 +239,8 @@ def probe_toolchain(  # noqa: PLR0912
     :param env: the target's environment (the tools run with it, plus ``LC_ALL=C``).
     :param prefix: the target prefix (its ``lib/libstdc++.so.6``).
     :param site_dirs: the target's site directories (binaries for ``built_with``).
+    :param dists: the distributions of ``site_dirs`` already read by
+        :func:`~envlock.probes.pip.scan_distributions`; ``None`` scans ``site_dirs``.
     :param path_dirs: the target's ``PATH``, in order.
     :param runner: runs each tool.
     :param timeout: seconds allowed per tool.
@@ -311,7 +315,7 @@ def probe_toolchain(  # noqa: PLR0912
 
     # compilers that built key binaries
     built: list[BuiltWith] = []
-    for dist in iter_dists(site_dirs):
+    for dist in site_dists(site_dirs, dists):
         for binary in _key_binaries(dist.name, dist.site):
             try:
                 comments = _elf_comment(binary)

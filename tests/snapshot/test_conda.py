@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import envlock
-from envlock.probes.conda import parse_history, read_conda_prefix, short_channel
+from envlock.probes.conda import list_conda_meta, parse_history, read_conda_prefix, short_channel
 
 from .conftest import FIXTURES
 
@@ -98,6 +98,18 @@ def test_static_fixture_reads_without_interpreter() -> None:
     owner = {Path(k).name: v for k, v in read.dist_owner.items()}
     assert owner["numpy-1.26.4.dist-info"] == "numpy"
     assert owner["twine-1.10.0.dist-info"] == "twine"
+
+
+def test_list_conda_meta_matches_the_records(tmp_path: Path) -> None:
+    prefix = FIXTURES / "conda-prefix"
+    listed = list_conda_meta(prefix)
+    read = read_conda_prefix(prefix)
+    assert read is not None
+    assert [(r.name, r.version, r.build) for r in listed] == [
+        (p.name, p.version, p.build) for p in read.info.packages
+    ]
+    assert listed[0].path == prefix / "conda-meta" / "_openmp_mutex-4.5-2_gnu.json"
+    assert list_conda_meta(tmp_path) == () and list_conda_meta(None) == ()
 
 
 @pytest.mark.parametrize(

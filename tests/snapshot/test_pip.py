@@ -168,6 +168,17 @@ def test_metadata_header_stops_at_body(tmp_path: Path) -> None:
     assert h["description"] == ["line one\nline two"]
 
 
+def test_metadata_header_undecodable_bytes(tmp_path: Path) -> None:
+    p = tmp_path / "METADATA"
+    p.write_bytes(b"Name: x\nVersion: 2.0\nAuthor: Fran\xe7ois\n"
+                  b"Requires-Dist: nvidia-nccl-cu12==2.21.5\n\nBody.\n")
+    with pytest.raises(UnicodeDecodeError):
+        read_metadata_header(p)
+    h = read_metadata_header(p, errors="replace")
+    assert (h["version"], h["author"]) == (["2.0"], ["Fran\ufffdois"])
+    assert h["requires-dist"] == ["nvidia-nccl-cu12==2.21.5"]
+
+
 @pytest.mark.parametrize(
     ("data", "origin", "url", "extra"),
     [
