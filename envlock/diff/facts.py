@@ -22,16 +22,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from envlock._names import canonicalize
+
 __all__ = ["Pkg", "Impl", "FactSet", "extract", "normalize_name", "display"]
 
-_NORMALIZE = re.compile(r"[-_.]+")
 
 
-def normalize_name(name: str) -> str:
-    """Return the PEP 503 normalized form of a project name (``Foo_Bar`` → ``foo-bar``)."""
-    if name.islower() and "_" not in name and "." not in name and "--" not in name:
-        return name  # already normalized (every name a snapshot writes)
-    return _NORMALIZE.sub("-", name).lower()
+normalize_name = canonicalize
 
 
 class Pkg(NamedTuple):

@@ -23,7 +23,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from envlock._names import canonicalize
 from envlock.errors import ManifestError
+from envlock.redact import REDACTED, redact_url
 
 __all__ = ["read", "parse_conda_url", "KINDS", "SCHEMA"]
 
@@ -178,15 +180,6 @@ def _yaml(text: str) -> Any:
         raise ManifestError(f"malformed YAML{where}") from None
 
 
-def _normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _redact(url: str) -> str:
-    url = re.sub(r"/t/[^/]+/", "/t/<token>/", url)
-    return re.sub(r"//[^/@]+@", "//", url)
-
-
 def parse_conda_url(url: str) -> dict[str, str]:
     """Split a conda package URL into name, version, build, channel and subdir.
 
@@ -199,7 +192,7 @@ def parse_conda_url(url: str) -> dict[str, str]:
     """
     from urllib.parse import urlsplit  # noqa: PLC0415 - only explicit lists and locks need it
 
-    url = _redact(url.split("#", 1)[0].strip())
+    url = redact_url(url.split("#", 1)[0].strip())
     parts = urlsplit(url)
     segments = [s for s in parts.path.split("/") if s]
     if len(segments) < 2:  # noqa: PLR2004
@@ -214,7 +207,7 @@ def parse_conda_url(url: str) -> dict[str, str]:
     bits = fname.rsplit("-", 2)
     if len(bits) != 3:  # noqa: PLR2004
         raise ManifestError(f"not a conda package file name: {segments[-1]}")
-    channel_parts = [s for s in segments[:-2] if s not in ("t", "<token>")]
+    channel_parts = [s for s in segments[:-2] if s not in ("t", REDACTED)]
     host = parts.netloc
     if host in ("conda.anaconda.org", "repo.anaconda.com", "") or not channel_parts:
         channel = "/".join(channel_parts) or host
@@ -288,7 +281,7 @@ def _requirement(line: str) -> dict[str, Any] | None:
         egg = re.search(r"[#&]egg=([A-Za-z0-9_.\-]+)", target)
         commit = re.search(r"@([0-9a-f]{7,40})(?:#|$)", target)
         name = egg.group(1) if egg else os.path.basename(target.rstrip("/"))
-        entry: dict[str, Any] = {"name": _normalize(name), "version": "", "origin": "editable"}
+        entry: dict[str, Any] = {"name": canonicalize(name), "version": "", "origin": "editable"}
         if commit:
             entry.update(vcs="git", commit=commit.group(1))
         return entry
@@ -297,7 +290,7 @@ def _requirement(line: str) -> dict[str, Any] | None:
     line = line.split(";", 1)[0].split(" --hash", 1)[0].strip()
     if " @ " in line:
         name, url = (s.strip() for s in line.split(" @ ", 1))
-        entry = {"name": _normalize(name.split("[", 1)[0]), "version": "", "url": url}
+        entry = {"name": canonicalize(name.split("[", 1)[0]), "version": "", "url": url}
         commit = re.search(r"@([0-9a-f]{7,40})(?:#|$)", url)
         if url.startswith("git+") and commit:
             entry.update(vcs="git", commit=commit.group(1))
@@ -307,7 +300,7 @@ def _requirement(line: str) -> dict[str, Any] | None:
         return None
     spec = m.group(2).replace(" ", "")
     version = spec[2:] if spec.startswith("==") and "," not in spec else spec
-    return {"name": _normalize(m.group(1)), "version": version.lstrip("=")}
+    return {"name": canonicalize(m.group(1)), "version": version.lstrip("=")}
 
 
 def _requirements(lines: list[str]) -> dict[str, Any]:
@@ -327,7 +320,7 @@ def _conda_lock(data: Mapping[str, Any]) -> dict[str, Any]:
         if str(p.get("platform")) != platform or not p.get("name"):
             continue
         if p.get("manager") == "pip":
-            pip.append({"name": _normalize(str(p["name"])), "version": str(p.get("version", ""))})
+            pip.append({"name": canonicalize(str(p["name"])), "version": str(p.get("version", ""))})
             continue
         rec: dict[str, Any] = {"name": str(p["name"]), "version": str(p.get("version", ""))}
         if p.get("url"):
@@ -366,7 +359,7 @@ def _pylock(data: dict[str, Any]) -> dict[str, Any]:
                for p in data["packages"] if isinstance(p, Mapping)]
     merged: dict[str, dict[str, Any]] = {}
     for p in raw:
-        name = _normalize(p["name"])
+        name = canonicalize(p["name"])
         prior = merged.get(name)
         if prior:  # the same project for several environments (markers): keep every version
             versions = sorted(set(prior["version"].split(" | ")) | {p["version"]})

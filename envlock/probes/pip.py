@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from urllib.parse import unquote, urlsplit
 
+from envlock._names import canonicalize
 from envlock.manifest import PipInfo, PipPackage
 from envlock.redact import redact_url
 
@@ -29,22 +30,11 @@ __all__ = [
     "CONDA_BUILD_URL",
 ]
 
-_CANON = re.compile(r"[-_.]+")
-
 #: ``direct_url.json`` URLs that point into a conda-build work directory (case C12): they
 #: exist only on the machine that built the conda package.
 CONDA_BUILD_URL = re.compile(r"^file://.*/(conda-bld|feedstock_root/build_artifacts|croot|build_artifacts)/")
 
 _HEADER_LIMIT = 256 * 1024  # bytes of METADATA read at most while looking for the header end
-
-
-def canonicalize(name: str) -> str:
-    """Normalize a project name as PEP 503 does (the same as ``packaging.utils.canonicalize_name``).
-
-    >>> canonicalize("Foo.Bar_baz")
-    'foo-bar-baz'
-    """
-    return _CANON.sub("-", name).lower()
 
 
 def read_metadata_header(
