@@ -20,12 +20,15 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from envlock._names import canonicalize
+
 __all__ = ["Owner", "OwnerIndex", "Pin", "normalize_name", "read_pins"]
 
 
 def normalize_name(name: str) -> str:
-    """PEP 503 normalized project name (``Nvidia_CUDNN.cu13`` → ``nvidia-cudnn-cu13``)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+    """PEP 503 normalized project name (``Nvidia_CUDNN.cu13`` → ``nvidia-cudnn-cu13``);
+    the project's one normalizer, :func:`envlock._names.canonicalize`."""
+    return canonicalize(name)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
