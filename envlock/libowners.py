@@ -341,8 +341,15 @@ def read_pins(index: OwnerIndex, dist: str) -> list[Pin]:
     if got is None:
         return []
     try:
+        import hashlib
+
         st = os.stat(os.path.join(got[1], "METADATA"))
-        key = f"pins-{normalize_name(dist)}-{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}"
+        # Pins followed through extras come from other distributions' METADATA: their
+        # installed versions are part of the key too.
+        versions = hashlib.sha256(json.dumps(sorted(
+            (n, v[0]) for n, v in index.dists().items())).encode()).hexdigest()[:12]
+        key = (f"pins-{normalize_name(dist)}-{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}"
+               f"-{versions}")
     except OSError:
         key = ""
     cached = index._load_cache(key) if key else None
