@@ -132,6 +132,7 @@ def snapshot(
     stack: bool = True,
     stack_timeout: float = 10.0,
     lock_dir: str | None = None,
+    libraries: bool = True,
 ) -> Manifest:
     """Observe a target environment and return its manifest.
 
@@ -152,6 +153,8 @@ def snapshot(
     :param stack: probe the numerical stack (``[gpu]`` … ``[slurm]``).
     :param lock_dir: directory searched for the lockfiles the environment was built from
         (``conda-lock.yml``, ``pylock.toml``, hashed requirements; default: the working directory).
+    :param libraries: record how torch's key shared libraries resolve (``[libraries]``, from
+        envlock's model of the dynamic loader; parsed ELF facts are cached on disk).
     :param stack_timeout: overall budget of the stack probes, seconds; a probe still running
         then is recorded as ``timeout``.
     :raises TargetError: the target cannot be found (bad ``--python``/``--prefix``).
@@ -171,6 +174,8 @@ def snapshot(
         cpu_info = probe_cpu(root)
         env_info = probe_env(env, allow=env_allow, deny=env_deny)
         python_info = f_python.result()
+        f_libs = pool.submit(_libraries, target, python_info.path, env, root) if (
+            libraries and target.python) else None
         if python_info.status != "ok":
             warnings.append(
                 f"python: {python_info.error}; package list read from the prefix's site-packages"
@@ -196,6 +201,9 @@ def snapshot(
         pip_info = _editable_git(pip_info, runner, env, pool)
         git_info = f_git.result()
         stack_tables = f_stack.result() if f_stack else {}
+        libraries_info = f_libs.result() if f_libs else None
+    if libraries_info is not None and libraries_info.status in ("error", "timeout"):
+        warnings.append(f"libraries: {libraries_info.status}: {libraries_info.error}")
     for area, record in stack_tables.items():
         if getattr(record, "status", "ok") in ("error", "timeout"):
             warnings.append(f"{area}: {record.status}: {getattr(record, 'error', None) or ''}".rstrip(": "))
@@ -227,6 +235,7 @@ def snapshot(
         conda=conda_info,
         pip=pip_info,
         lockfiles=lockfiles_info,
+        libraries=libraries_info,
         **stack_tables,
     )
 
@@ -242,6 +251,17 @@ def target_path_dirs(target: ResolvedTarget, environ: Mapping[str, str]) -> tupl
     if own in dirs:
         dirs.remove(own)
     return (own, *dirs)
+
+
+def _libraries(
+    target: ResolvedTarget, sys_path: Sequence[str], environ: Mapping[str, str], root: str
+) -> object:
+    """``[libraries]`` for torch, through the loader model (never raises)."""
+    from envlock.elf import ElfCache  # noqa: PLC0415 - pyelftools only when needed
+    from envlock.libanalysis import probe_libraries  # noqa: PLC0415
+
+    return probe_libraries(python_exe=str(target.python), sys_path=sys_path, prefix=target.prefix,
+                           env=environ, root=root, module="torch", elf_cache=ElfCache())
 
 
 def _stack(

@@ -227,3 +227,16 @@ def test_cpu_torch_venv_matches_pip_list(cpu_venv: Path, tmp_path: Path) -> None
     assert "torch" in shown.output and "2.13.0+cpu" in shown.output
     assert "numpy" in shown.output and "1.24.4" in shown.output
     assert json.loads(m.dumps("json"))["pip"]["packages"][0]["name"]
+
+
+@pytest.mark.realenv
+def test_cuda_venv_snapshot_records_torch_libraries(cuda_venv: Path) -> None:
+    """Issue 4: the snapshot's [libraries] has torch's resolved CUDA libraries, with owners."""
+    m = envlock.snapshot(python=str(cuda_venv / "bin" / "python"))
+    assert m.libraries is not None and m.libraries.status == "ok"
+    libs = {r.soname: r for r in m.libraries.resolved}
+    cudnn = libs["libcudnn.so.9"]
+    assert cudnn.owner == "nvidia-cudnn-cu13" and cudnn.version == "9.24.0.43"
+    assert cudnn.realpath == str(cuda_venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+                                 / "site-packages" / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9")
+    assert "libcuda.so.1" in libs and libs["libcuda.so.1"].path is None  # no driver on this machine
