@@ -1,0 +1,114 @@
+"""Library check: the loader model's findings (cases C01–C04) for the target's frameworks.
+
+An adapter over :func:`envlock.libanalysis.analyze_module` (the ``libs`` area): for torch,
+tensorflow, jaxlib and cupy when installed, plus the modules listed in the policy's
+``modules``, it models the target interpreter importing the module (its real
+``LD_LIBRARY_PATH``/``LD_PRELOAD``, RPATH/RUNPATH, ``ld.so.cache``, symbol versions, the
+frameworks' run-time ``dlopen`` targets) and carries each finding over as
+``libs.<loader id>`` (``libs.shadowed``, ``libs.missing-version``, ``libs.not-found``,
+``libs.runtime-not-found`` …) with the loader's severity, cause, evidence and fix.
+
+When the loader model is not installed the check reports one ``libs.unavailable`` info
+finding instead of guessing.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from envlock.findings import Finding
+
+__all__ = ["check_libraries", "FRAMEWORK_MODULES", "to_finding"]
+
+#: distribution name → module whose shared libraries are modelled.
+FRAMEWORK_MODULES: dict[str, str] = {
+    "torch": "torch",
+    "tensorflow": "tensorflow",
+    "tensorflow-cpu": "tensorflow",
+    "jaxlib": "jaxlib",
+    "cupy-cuda12x": "cupy",
+    "cupy-cuda11x": "cupy",
+}
+
+
+def to_finding(f: Any, module: str) -> Finding:
+    """Carry a loader finding over (same fields; id prefixed ``libs.``)."""
+    evidence = tuple(getattr(f, "evidence", ()) or ())
+    if module and not any(module in e for e in evidence[:1]):
+        evidence = (f"while importing {module}", *evidence)
+    fix = getattr(f, "fix", ())
+    return Finding(
+        id=f"libs.{f.id}",
+        severity=f.severity,
+        title=getattr(f, "title", "") or f.cause,
+        cause=f.cause,
+        evidence=evidence,
+        fix=tuple(fix) if not isinstance(fix, str) else (fix,),
+        library=getattr(f, "library", None),
+        requester=getattr(f, "requester", None),
+    )
+
+
+def _modules(ctx: Any) -> list[str]:
+    names = {p.name for p in ctx.live.pip.packages}
+    conda = ctx.live.conda
+    if conda is not None and any(c.name == "pytorch" for c in conda.packages):
+        names.add("torch")
+    mods = [m for dist, m in FRAMEWORK_MODULES.items() if dist in names]
+    mods += list(ctx.config.modules)
+    return list(dict.fromkeys(mods))
+
+
+def check_libraries(ctx: Any, *, analyze: Any = None) -> list[Finding]:
+    """Loader findings for each framework module of the target.
+
+    :param analyze: the analysis function (default :func:`envlock.libanalysis.analyze_module`).
+    """
+    modules = _modules(ctx)
+    if not modules:
+        return []
+    if analyze is None:
+        try:
+            from envlock.libanalysis import analyze_module as analyze  # noqa: PLC0415
+        except ImportError:
+            return [Finding(
+                id="libs.unavailable", severity="info",
+                title="shared libraries not checked: the loader model (envlock.libanalysis) is not installed",
+                cause="verify cannot tell whether the libraries of " + ", ".join(modules) + " will resolve.",
+                evidence=(f"modules: {', '.join(modules)}",),
+                fix=("Install an envlock with the libs area (envlock libs).",),
+            )]
+    elf_cache = None
+    try:
+        from envlock.elf import ElfCache  # noqa: PLC0415
+
+        elf_cache = ElfCache()
+    except (ImportError, OSError):
+        elf_cache = None
+    py = ctx.live.python
+    sys_path = [p for p in py.path if p]
+    exe = py.executable or ctx.live.target.python
+    out: list[Finding] = []
+    seen: set[tuple[str, str, str]] = set()
+    for module in modules:
+        kwargs: dict[str, Any] = {"sys_path": sys_path, "prefix": ctx.live.target.prefix,
+                                  "env": dict(ctx.environ), "root": ctx.live.root}
+        if elf_cache is not None:
+            kwargs["elf_cache"] = elf_cache
+        report = analyze(exe, module, **kwargs)
+        for f in report.findings:
+            key = (f.id, getattr(f, "library", None) or "", f.cause)
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(to_finding(f, module))
+        for err in getattr(report, "errors", ()):
+            if module in ctx.config.modules:
+                out.append(Finding(
+                    id="libs.module-not-found", severity="warning",
+                    title=err, cause="A module named in [tool.envlock.verify] modules was not found.",
+                    evidence=(f"sys.path of {exe}", *(p for p in sys_path[:5] if os.path.isdir(p))),
+                    fix=("Fix the module name in the policy, or install it.",),
+                ))
+    return out
