@@ -336,7 +336,7 @@ def check_arch(ctx: Any) -> list[Finding]:
                     "gap": f"no SASS for {sm_name(cc)}'s major version with a minor ≤ {cc.split('.')[1]}, "
                            "and no PTX it could JIT-compile",
                 }[verdict.reason or "gap"]
-                fits = [tag for tag, lst in WHEEL_ARCHS if cc in lst.replace("+PTX", "").split()]
+                fits = [tag for tag, lst in WHEEL_ARCHS if assess_arch(cc, lst.split()).mode == "sass"]
                 out.append(Finding(
                     id="gpu.arch-unsupported",
                     severity="error",
