@@ -26,7 +26,7 @@ def summary_line(report: Any) -> str:
 
 
 def print_report(report: Any, *, file: IO[str] | None = None, width: int | None = None) -> None:
-    """Print the findings as a table (severity, id, what/evidence, fix), then the summary line."""
+    """Print the findings as a table (severity | title [id], cause, evidence, fix), then the summary line."""
     from rich.console import Console  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415
     from rich.text import Text  # noqa: PLC0415
@@ -35,8 +35,7 @@ def print_report(report: Any, *, file: IO[str] | None = None, width: int | None 
     console = Console(file=out, width=width, soft_wrap=False, highlight=False)
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, expand=False)
     table.add_column("", no_wrap=True)
-    table.add_column("finding", overflow="fold", ratio=3)
-    table.add_column("fix", overflow="fold", ratio=2)
+    table.add_column("finding", overflow="fold")
     for f in report.findings:
         what = Text()
         what.append(f.title, style="bold")
@@ -47,7 +46,9 @@ def print_report(report: Any, *, file: IO[str] | None = None, width: int | None 
             what.append("\n  • " + e, style="dim")
         if len(f.evidence) > 6:  # noqa: PLR2004
             what.append(f"\n  • … {len(f.evidence) - 6} more (--format json)", style="dim")
-        table.add_row(Text(f.severity, style=_STYLE.get(f.severity, "")), what, Text("\n".join(f.fix)))
-        table.add_row("", "", "")
+        for i, fix in enumerate(f.fix):
+            what.append(("\n  fix: " if i == 0 else "\n   or: ") + fix, style="green")
+        table.add_row(Text(f.severity, style=_STYLE.get(f.severity, "")), what)
+        table.add_row("", "")
     console.print(table)
-    console.print(summary_line(report))
+    out.write(summary_line(report) + "\n")
