@@ -12,7 +12,6 @@ Finding ids: ``output.missing``, ``output.not-writable``, ``output.low-space``,
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Any
 
 from envlock.findings import Finding
@@ -44,6 +43,8 @@ def check_output_dir(ctx: Any) -> list[Finding]:
             evidence=(f"{d}: no such directory", f"parent {parent} {'exists' if os.path.isdir(parent) else 'does not exist'}"),
             fix=(f"mkdir -p {d}  (in the job script, before the program starts)",),
         )]
+    import tempfile  # noqa: PLC0415
+
     out: list[Finding] = []
     try:
         fd, probe = tempfile.mkstemp(prefix=".envlock-verify-", dir=d)

@@ -15,7 +15,6 @@ pydantic models, too slow to import in a job prologue):
 from __future__ import annotations
 
 import os
-import platform as _platform
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +60,8 @@ class Lock(NamedTuple):
 
 def current_conda_platform() -> str:
     """conda's subdir for this machine: ``linux-64``, ``linux-aarch64``, ``osx-arm64``, …"""
+    import platform as _platform  # noqa: PLC0415
+
     system = _platform.system().lower()
     machine = _platform.machine().lower()
     osname = {"linux": "linux", "darwin": "osx", "windows": "win"}.get(system, system)

@@ -296,7 +296,7 @@ def read_torch_build(pip_packages: Sequence[Any], conda_packages: Sequence[Any])
             evidence.append(f"torch/version.py cuda={cuda!r}")
         else:
             build = "cpu"
-            evidence.append("torch/version.py cuda=None")
+            evidence.append("torch/version.py cuda=None hip=None")
     if label:
         evidence.append(f"local version +{label}")
         if build is None:

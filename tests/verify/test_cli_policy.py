@@ -214,3 +214,24 @@ def test_parse_size():
     assert parse_size(1024) == 1024
     with pytest.raises(ConfigError):
         parse_size(True)
+
+
+def test_rich_table_on_a_terminal_and_plain_text_in_a_log(tmp_path, venv, job_env):
+    import io
+
+    from envlock.verify.render import format_plain, print_report
+
+    install_dist(site_packages(venv), "tqdm", "4.66.4")
+    m = snapshot_to(venv, tmp_path / "m.toml", job_env)
+    (site_packages(venv) / "numpy-1.26.4.dist-info/METADATA").write_text(
+        "Metadata-Version: 2.1\nName: numpy\nVersion: 2.0.0\n\n")
+    r = verify(python=str(venv / "bin/python"), manifest=str(m), environ=job_env, config_dir=str(tmp_path))
+    plain = format_plain(r, width=100)
+    assert plain.splitlines()[0] == "error    numpy 2.0.0 is installed; the manifest (m.toml) has 1.26.4  [packages.version-mismatch]"
+    assert "           fix: pip install 'numpy==1.26.4'" in plain
+    assert max(len(line) for line in plain.splitlines()[:-1]) <= 100
+    buf = io.StringIO()
+    print_report(r, file=buf, width=120, color=True)
+    text = buf.getvalue()
+    assert "numpy 2.0.0 is installed; the manifest (m.toml) has 1.26.4  [packages.version-mismatch]" in text
+    assert text.splitlines()[-1].startswith("envlock verify: 1 error(s) against")

@@ -106,7 +106,7 @@ def test_c05_cpu_build_when_manifest_expects_cuda(tmp_path, venv, job_env):
     f = by_id(r, "gpu.cpu-only-build")
     assert f.severity == "error"
     assert f.title == "torch 2.13.0+cpu is a CPU-only build; the manifest expects a CUDA 13.0 build (2.14.1)"
-    assert f.evidence[0].startswith("torch build: torch/version.py cuda=None; local version +cpu")
+    assert f.evidence[0].startswith("torch build: torch/version.py cuda=None hip=None; local version +cpu")
     assert "manifest: torch 2.14.1 with nvidia-cuda-runtime 13.0.96 (a CUDA 13.0 build)" in f.evidence
     assert "download.pytorch.org/whl/cu130" in f.fix[0]
     v = by_id(r, "packages.version-mismatch")
