@@ -231,7 +231,7 @@ def verify(
     if checks is None:
         from envlock.checks import CHECKS  # noqa: PLC0415
 
-        checks = CHECKS
+        checks = [c for c in CHECKS if c[0] not in config.skip]
     raw, results = _run_checks(ctx, checks, deadline, timeout)
     findings = sort_findings(apply_policy(raw, config, strict=strict))
     return VerifyReport(

@@ -11,6 +11,7 @@ manifest); ``envlock.toml`` wins when both exist.  Keys::
     min-free-space = "5GiB"                           # --output-dir thresholds
     min-free-inodes = 100000
     modules = ["mylab._fastpath"]                     # extension modules for the library check
+    skip = ["libraries"]                              # checks not to run at all
 
 An exact id wins over a pattern, a longer pattern over a shorter one.  ``--strict`` then turns
 every remaining warning into an error.
@@ -47,6 +48,7 @@ class Config:
     :ivar min_free_bytes: free space ``--output-dir`` must have, bytes.
     :ivar min_free_inodes: free inodes it must have.
     :ivar modules: extra extension modules for the library check.
+    :ivar skip: names of checks not to run (see :data:`envlock.checks.CHECKS`).
     :ivar source: the file the policy came from (``None``: defaults).
     """
 
@@ -54,6 +56,7 @@ class Config:
     min_free_bytes: int = DEFAULT_MIN_FREE
     min_free_inodes: int = DEFAULT_MIN_INODES
     modules: tuple[str, ...] = ()
+    skip: tuple[str, ...] = ()
     source: str | None = None
 
 
@@ -80,7 +83,7 @@ def parse_size(value: Any, where: str = "min-free-space") -> int:
 def _from_table(table: Mapping[str, Any], source: str) -> Config:
     from envlock.errors import ConfigError  # noqa: PLC0415
 
-    known = {"ignore", "severity", "min-free-space", "min-free-inodes", "modules"}
+    known = {"ignore", "severity", "min-free-space", "min-free-inodes", "modules", "skip"}
     unknown = sorted(set(table) - known)
     if unknown:
         raise ConfigError(f"{source}: unknown verify setting {unknown[0]!r} (known: {', '.join(sorted(known))})")
@@ -103,8 +106,18 @@ def _from_table(table: Mapping[str, Any], source: str) -> Config:
     modules = table.get("modules", [])
     if not isinstance(modules, list) or not all(isinstance(m, str) for m in modules):
         raise ConfigError(f"{source}: 'modules' must be a list of module names")
+    skip = table.get("skip", [])
+    from envlock.checks import CHECKS  # noqa: PLC0415
+
+    names = [name for name, _ in CHECKS]
+    if not isinstance(skip, list) or not all(isinstance(c, str) for c in skip):
+        raise ConfigError(f"{source}: 'skip' must be a list of check names")
+    for c in skip:
+        if c not in names:
+            raise ConfigError(f"{source}: unknown check {c!r} in 'skip' (checks: {', '.join(names)})")
     return Config(
         severity=sev,
+        skip=tuple(skip),
         min_free_bytes=parse_size(table.get("min-free-space", DEFAULT_MIN_FREE), f"{source}: min-free-space"),
         min_free_inodes=inodes,
         modules=tuple(modules),

@@ -235,3 +235,15 @@ def test_rich_table_on_a_terminal_and_plain_text_in_a_log(tmp_path, venv, job_en
     text = buf.getvalue()
     assert "numpy 2.0.0 is installed; the manifest (m.toml) has 1.26.4  [packages.version-mismatch]" in text
     assert text.splitlines()[-1].startswith("envlock verify: 1 error(s) against")
+
+
+def test_skip_checks_by_name(tmp_path, venv, job_env):
+    (tmp_path / "envlock.toml").write_text('[verify]\nskip = ["libraries", "gpu-processes"]\n')
+    cfg = load_config(tmp_path)
+    assert cfg.skip == ("libraries", "gpu-processes")
+    r = verify(python=str(venv / "bin/python"), environ=job_env, config_dir=str(tmp_path))
+    names = [c.name for c in r.checks]
+    assert "libraries" not in names and "gpu-processes" not in names and "packages" in names
+    (tmp_path / "envlock.toml").write_text('[verify]\nskip = ["gpu"]\n')
+    with pytest.raises(ConfigError, match="unknown check 'gpu' in 'skip'"):
+        load_config(tmp_path)
