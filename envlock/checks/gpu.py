@@ -154,29 +154,35 @@ def _spec_min(spec: str) -> str | None:
 
 
 def check_cpu_build(ctx: Any) -> list[Finding]:
-    """torch is a CPU-only build where a GPU is allocated or present, or the manifest expects a
-    CUDA build (case C05)."""
+    """torch is a CPU-only build where the manifest expects a CUDA build or Slurm allocated GPUs
+    (error), or where the node merely has GPUs (warning) — case C05.  A CPU build the manifest
+    also records is only questioned when GPUs were allocated (warning)."""
     torch = next((b for b in ctx.live.frameworks() if b.name == "torch"), None)
     if torch is None or torch.build != "cpu":
         return []
     reasons: list[str] = []
     exp = expected_torch(ctx.expected)
+    meant_cpu = exp is not None and exp.build == "cpu"
+    severity = "error"
     if exp is not None and exp.build == "cuda":
         reasons.append(f"{exp.evidence} (a CUDA {exp.cuda or ''} build)".replace(" )", ")"))
     allocated = ctx.gpus_allocated()
     if allocated:
         reasons.append(f"Slurm allocated {allocated} GPU(s) to this job (SLURM_GPUS_ON_NODE / SLURM_JOB_GPUS)")
-    if not reasons:
+        if meant_cpu:  # a CPU build was recorded: the allocation, not the build, looks wrong
+            severity = "warning"
+    if not reasons and not meant_cpu:
         gpu = ctx.live.gpu
         if gpu.driver_version and gpu.gpus:
             reasons.append(f"this node has {len(gpu.gpus)} NVIDIA GPU(s), driver {gpu.driver_version}")
+            severity = "warning"  # no allocation or manifest says the job wants them
     if not reasons:
         return []
     want = exp.cuda if exp is not None and exp.build == "cuda" else None
     index = f"https://download.pytorch.org/whl/cu{want.replace('.', '')}" if want else "https://download.pytorch.org/whl/cu<XY>"
     return [Finding(
         id="gpu.cpu-only-build",
-        severity="error",
+        severity=severity,
         title=f"{_label(torch)} is a CPU-only build"
               + (f"; the manifest expects a CUDA {want} build ({exp.version})" if want else "; GPUs are available to this job"),
         cause="torch.cuda.is_available() will be False: every tensor stays on the CPU "

@@ -288,3 +288,23 @@ def test_cpu_build_without_any_reason_is_fine(tmp_path, venv, job_env):
     assert check_cpu_build(Context(live=live, environ=job_env)) == []
     assert check_driver(Context(live=live, environ=job_env)) == []
     assert Path(live.frameworks()[0].location).name == "torch"
+
+
+def test_cpu_build_severity_depends_on_what_was_meant(tmp_path, venv, job_env):
+    """Node with a GPU: a CPU torch nobody asked about is a warning; recorded as CPU and no GPU
+    allocated: fine; recorded as CPU but GPUs allocated: a warning about the allocation."""
+    site = site_packages(venv)
+    install_torch(site, "2.13.0+cpu", None)
+    root = fake_root(tmp_path, PROC_580_OPEN)
+    fake_nvidia_smi(tmp_path / "bin", [RTX3090])
+    py = str(venv / "bin/python")
+    r = verify(python=py, environ=job_env, root=str(root), checks=only("cpu-build"), use_stack=False)
+    assert [(f.id, f.severity) for f in r.findings] == [("gpu.cpu-only-build", "warning")]
+    assert "this node has 1 NVIDIA GPU(s), driver 580.95.05" in r.findings[0].evidence
+    m = snapshot_to(venv, tmp_path / "cpu.toml")
+    r = verify(python=py, manifest=str(m), environ=job_env, root=str(root), checks=only("cpu-build"),
+               use_stack=False)
+    assert r.findings == ()
+    env = {**job_env, "SLURM_JOB_ID": "3", "SLURM_GPUS_ON_NODE": "1", "CUDA_VISIBLE_DEVICES": "0"}
+    r = verify(python=py, manifest=str(m), environ=env, root=str(root), checks=only("cpu-build"), use_stack=False)
+    assert [(f.id, f.severity) for f in r.findings] == [("gpu.cpu-only-build", "warning")]
