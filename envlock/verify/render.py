@@ -49,7 +49,8 @@ def format_plain(report: Any, width: int = 100) -> str:
         first = True
         for _style, line in _lines(f):
             indent = " " * (len(line) - len(line.lstrip(" ")) + (2 if line.lstrip().startswith(("•", "fix:", "or:")) else 0))
-            for piece in textwrap.wrap(line, text_width, subsequent_indent=indent) or [""]:
+            for piece in textwrap.wrap(line, text_width, subsequent_indent=indent, break_on_hyphens=False,
+                                       break_long_words=False) or [""]:
                 rows.append(f"{f.severity if first else '':<7}  {piece}")
                 first = False
         rows.append("")
