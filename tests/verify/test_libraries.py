@@ -117,3 +117,34 @@ def test_c02_c03_version_node_missing_in_the_library_picked(tmp_path, venv, job_
     assert "LIBFOO_2.0" in text and str(old / "libfoo.so.1") in text
     assert f.fix
 
+
+
+@needs_loader
+def test_c04_tensorflow_dlopens_libcudart_from_a_dir_on_no_search_path(tmp_path, venv, job_env):
+    """pip TensorFlow (CUDA 11.2 build) in an env whose lib/ holds libcudart.so.11.0 (conda
+    cudatoolkit), but lib/ is on no search path: dlopen("libcudart.so.11.0") fails at GPU start-up."""
+    site = site_packages(venv)
+    tf = site / "tensorflow"
+    (tf / "python/platform").mkdir(parents=True)
+    (tf / "__init__.py").write_text("")
+    (tf / "python/platform/build_info.py").write_text(
+        "build_info = {'cuda_version': '11.2', 'cudnn_version': '8', 'is_cuda_build': True}\n")
+    install_dist(site, "tensorflow", "2.7.0", files={"tensorflow/__init__.py": ""})
+    (tmp_path / "fw.c").write_text("int tf_framework(void) { return 1; }\n")
+    gcc("-shared", "-fPIC", "-Wl,-soname,libtensorflow_framework.so.2", "-o",
+        str(tf / "libtensorflow_framework.so.2"), str(tmp_path / "fw.c"))
+    (tmp_path / "ext.c").write_text("int tf_framework(void);\nint init(void) { return tf_framework(); }\n")
+    gcc("-shared", "-fPIC", "-o", str(tf / f"_pywrap_tensorflow_internal.{EXT}"), str(tmp_path / "ext.c"),
+        f"-L{tf}", "-l:libtensorflow_framework.so.2", "-Wl,--disable-new-dtags", "-Wl,-rpath,$ORIGIN")
+    env_lib = venv / "lib"
+    (tmp_path / "cudart.c").write_text("int cudaRuntimeGetVersion(int *v) { *v = 11020; return 0; }\n")
+    gcc("-shared", "-fPIC", "-Wl,-soname,libcudart.so.11.0", "-o", str(env_lib / "libcudart.so.11.0"),
+        str(tmp_path / "cudart.c"))
+    env = {**job_env, "PATH": f"{env_lib}:{job_env['PATH']}"}  # PATH does not matter to the loader
+    out = check_libraries(ctx_for(tmp_path, venv, env))
+    found = [f for f in out if f.id == "libs.runtime-not-found" and f.library == "libcudart.so.11.0"]
+    assert found, [(f.id, f.library) for f in out]
+    f = found[0]
+    assert f.severity in ("error", "warning") and f.cause and f.fix
+    assert any(str(env_lib / "libcudart.so.11.0") in e for e in f.evidence)
+    assert any(f"LD_LIBRARY_PATH={env_lib}" in x for x in f.fix)
