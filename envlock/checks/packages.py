@@ -82,6 +82,7 @@ def _compare(
     source: str,
     kind: str,
     extras: bool = True,
+    not_extra: frozenset[str] = frozenset(),
 ) -> list[Finding]:
     """Compare ``{name: (version, build, md5)}`` maps; ``kind`` is ``"pip"`` or ``"conda"``."""
     out: list[Finding] = []
@@ -150,7 +151,7 @@ def _compare(
                 fix=(f"conda install '{name}={exp_v}={exp_b}'" if exp_b else f"reinstall {name} from {source}",),
             ))
     if extras:
-        extra = sorted(n for n in live if n not in expected and n not in TOOLING)
+        extra = sorted(n for n in live if n not in expected and n not in TOOLING and n not in not_extra)
         if extra:
             out.append(Finding(
                 id="packages.extra",
@@ -218,8 +219,10 @@ def check_lock_packages(ctx: Any) -> list[Finding]:
                 out += _compare(conda_entries, live_conda, source=source, kind="conda")
         if pip_entries or lock.kind == "pylock":
             live = _live_pip(ctx, skip_conda_owned=bool(conda_entries and live_conda))
+            # Distributions conda installed are conda's to account for, not a pip lock's extras.
+            conda_owned = frozenset(p.name for p in ctx.live.pip.packages if p.origin == "conda")
             out += _compare(pip_entries, live, source=source, kind="pip",
-                            extras=lock.kind == "pylock" or not conda_entries)
+                            extras=lock.kind == "pylock" or not conda_entries, not_extra=conda_owned)
     return out
 
 

@@ -255,3 +255,13 @@ def test_bad_lockfiles_raise_one_line_errors(tmp_path, name, text, message):
         read_lock(p)
     with pytest.raises(ManifestError, match="no such lockfile"):
         read_lock(tmp_path / "nope.toml")
+
+
+def test_pylock_in_a_conda_env_does_not_call_conda_packages_extra(tmp_path, conda_prefix, job_env):
+    lock = tmp_path / "pylock.toml"
+    lock.write_text('lock-version = "1.0"\ncreated-by = "uv"\n\n[[packages]]\nname = "twine"\nversion = "4.0.2"\n\n'
+                    '[[packages]]\nname = "oddpkg"\nversion = "0.1"\n')
+    r = verify(prefix=str(conda_prefix), environ=job_env, locks=[str(lock)], checks=PACKAGE_CHECKS[2:3],
+               root=str(tmp_path), use_stack=False)
+    # numpy and requests belong to conda packages; mylab-tools too: none is a pip-lock extra.
+    assert [f.id for f in r.findings] == [], [(f.id, f.title) for f in r.findings]
