@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 
@@ -20,7 +21,7 @@ from tests.verify.conftest import fake_nvidia_smi, install_dist, install_torch, 
 @pytest.fixture()
 def clean_env(job_env, monkeypatch):
     """Run the CLI in the test's job environment (no Slurm, no PYTHONPATH of the test runner)."""
-    for k in list(__import__("os").environ):
+    for k in list(os.environ):
         if k.startswith(("SLURM_", "CUDA_", "PYTHON", "VIRTUAL_ENV", "CONDA_")):
             monkeypatch.delenv(k, raising=False)
     for k, v in job_env.items():

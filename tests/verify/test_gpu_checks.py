@@ -5,7 +5,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
 
 from envlock.checks import CHECKS
 from envlock.checks.gpu import check_arch, check_cpu_build, check_driver, visible_gpus
