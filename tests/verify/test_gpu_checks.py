@@ -307,3 +307,18 @@ def test_cpu_build_severity_depends_on_what_was_meant(tmp_path, venv, job_env):
     env = {**job_env, "SLURM_JOB_ID": "3", "SLURM_GPUS_ON_NODE": "1", "CUDA_VISIBLE_DEVICES": "0"}
     r = verify(python=py, manifest=str(m), environ=env, root=str(root), checks=only("cpu-build"), use_stack=False)
     assert [(f.id, f.severity) for f in r.findings] == [("gpu.cpu-only-build", "warning")]
+
+
+def test_expected_build_from_a_frameworks_table(tmp_path, venv, job_env):
+    """Manifests written with the stack probes carry [[frameworks.packages]]; verify reads the
+    recorded build from there (whether this envlock models the table or keeps it as extra)."""
+    site = site_packages(venv)
+    install_torch(site, "2.13.0+cpu", None)
+    m = snapshot_to(venv, tmp_path / "m.toml")
+    m.write_text(m.read_text() + '\n[[frameworks.packages]]\nname = "torch"\nversion = "2.5.1+cu121"\n'
+                 'build = "cuda"\ncuda = "12.1"\nevidence = "torch/version.py cuda=\'12.1\'; local version +cu121"\n')
+    r = verify(python=str(venv / "bin/python"), manifest=str(m), environ=job_env,
+               root=str(fake_root(tmp_path, None)), checks=only("cpu-build"), use_stack=False)
+    f = by_id(r, "gpu.cpu-only-build")
+    assert f.title == "torch 2.13.0+cpu is a CPU-only build; the manifest expects a CUDA 12.1 build (2.5.1+cu121)"
+    assert "manifest [frameworks] torch: torch/version.py cuda='12.1'; local version +cu121 (a CUDA 12.1 build)" in f.evidence
