@@ -3,7 +3,7 @@ overwritten by pip (C11), distributions shadowed on ``sys.path``, the Python ver
 
 Finding ids: ``packages.missing``, ``packages.extra``, ``packages.version-mismatch``,
 ``packages.build-mismatch``, ``packages.overwritten-by-pip``, ``packages.shadowed``,
-``packages.metadata-error``, ``python.version-mismatch``.
+``packages.metadata-error``, ``python.version-mismatch``, ``python.unusable``.
 """
 
 from __future__ import annotations
@@ -302,10 +302,24 @@ def check_shadowed(ctx: Any) -> list[Finding]:
 
 
 def check_python_version(ctx: Any) -> list[Finding]:
-    """The interpreter's version against the manifest's ``[python] version``."""
+    """The interpreter answers, and its version matches the manifest's ``[python] version``."""
+    py = ctx.live.python
+    if py.status != "ok":
+        return [Finding(
+            id="python.unusable",
+            severity="error",
+            title=f"the target interpreter did not answer: {py.error}",
+            cause="The job's `python` would fail the same way (missing, crashing, hanging: a broken "
+                  "environment, a wrong PATH, a hung file system). Packages were read from the "
+                  "prefix's site-packages instead.",
+            evidence=(f"interpreter: {ctx.live.target.python or 'none'}", f"status: {py.status}",
+                      f"sys.path fallback: {', '.join(py.path) or 'none'}"),
+            fix=("Run the interpreter by hand (`<env>/bin/python -c pass`) and repair or recreate the "
+                 "environment.",),
+        )]
     m = ctx.expected.manifest
     exp = m.python.version if m is not None and m.python is not None else None
-    live = ctx.live.python.version
+    live = py.version
     if not exp or not live or exp == live:
         return []
     major_minor_differs = exp.split(".")[:2] != live.split(".")[:2]

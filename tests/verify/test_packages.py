@@ -265,3 +265,16 @@ def test_pylock_in_a_conda_env_does_not_call_conda_packages_extra(tmp_path, cond
                root=str(tmp_path), use_stack=False)
     # numpy and requests belong to conda packages; mylab-tools too: none is a pip-lock extra.
     assert [f.id for f in r.findings] == [], [(f.id, f.title) for f in r.findings]
+
+
+def test_a_crashing_interpreter_is_an_error(tmp_path, venv, job_env):
+    """bin/python replaced by a program that crashes (as a broken shared library would make it)."""
+    py = venv / "bin/python"
+    py.unlink()
+    py.write_text("#!/bin/sh\necho 'python: error while loading shared libraries: libpython3.11.so.1.0' >&2\nexit 127\n")
+    py.chmod(0o755)
+    r = run(venv, job_env, tmp_path)
+    (f,) = by_id(r, "python.unusable")
+    assert f.severity == "error" and "exited with status 127" in f.title
+    assert f"sys.path fallback: {site_packages(venv)}" in f.evidence
+    assert r.exit_code == 1
