@@ -27,6 +27,7 @@ from envlock.manifest import (
     PipInfo,
     PipPackage,
 )
+from envlock.lock._find import find_lockfiles
 from envlock.probes.conda import CondaRead, read_conda_prefix
 from envlock.probes.env import probe_env
 from envlock.probes.git import probe_git
@@ -127,6 +128,10 @@ def snapshot(
     env_deny: Iterable[str] = (),
     command: Sequence[str] | None = None,
     target: ResolvedTarget | None = None,
+    do_import: bool = False,
+    stack: bool = True,
+    stack_timeout: float = 10.0,
+    lock_dir: str | None = None,
 ) -> Manifest:
     """Observe a target environment and return its manifest.
 
@@ -142,6 +147,13 @@ def snapshot(
     :param env_deny: variable names/prefixes never to record.
     :param command: the command line to record (``sys.argv`` when ``None``).
     :param target: an already resolved target (skips :func:`~envlock.target.resolve_target`).
+    :param do_import: also run the target interpreter to import torch and ask it what only an
+        import can tell (``--import``; seconds, opt-in).
+    :param stack: probe the numerical stack (``[gpu]`` … ``[slurm]``).
+    :param lock_dir: directory searched for the lockfiles the environment was built from
+        (``conda-lock.yml``, ``pylock.toml``, hashed requirements; default: the working directory).
+    :param stack_timeout: overall budget of the stack probes, seconds; a probe still running
+        then is recorded as ``timeout``.
     :raises TargetError: the target cannot be found (bad ``--python``/``--prefix``).
     :returns: the :class:`Manifest`; problems are in ``manifest.envlock.warnings``.
     """
@@ -154,10 +166,14 @@ def snapshot(
         f_python = pool.submit(query_interpreter, target, runner=runner, environ=env)
         f_git = pool.submit(probe_git, repo or os.getcwd(), runner=runner, environ=env)
         f_conda = pool.submit(read_conda_prefix, target.prefix) if target.kind == "conda" else None
+        lockfiles_info = find_lockfiles(lock_dir or os.getcwd())
         platform_info = probe_platform(root)
         cpu_info = probe_cpu(root)
         env_info = probe_env(env, allow=env_allow, deny=env_deny)
         python_info = f_python.result()
+        f_stack = pool.submit(
+            _stack, target, python_info.path, env, root, runner, do_import, stack_timeout
+        ) if stack else None
         if python_info.status != "ok":
             warnings.append(
                 f"python: {python_info.error}; package list read from the prefix's site-packages"
@@ -170,6 +186,10 @@ def snapshot(
         warnings.extend(attrib_warnings)
         pip_info = _editable_git(pip_info, runner, env, pool)
         git_info = f_git.result()
+        stack_tables = f_stack.result() if f_stack else {}
+    for area, record in stack_tables.items():
+        if getattr(record, "status", "ok") in ("error", "timeout"):
+            warnings.append(f"{area}: {record.status}: {getattr(record, 'error', None) or ''}".rstrip(": "))
     for p in pip_info.packages:
         if p.error:
             warnings.append(f"pip: {p.name}: {p.error}")
@@ -197,6 +217,47 @@ def snapshot(
         git=git_info,
         conda=conda_info,
         pip=pip_info,
+        lockfiles=lockfiles_info,
+        **stack_tables,
+    )
+
+
+def target_path_dirs(target: ResolvedTarget, environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The ``PATH`` directories the target's jobs search, its own ``bin`` first.
+
+    An activated environment already has ``<prefix>/bin`` first; for ``--prefix``/``--python``
+    on an inactive one it is put in front, as activation would.
+    """
+    dirs = [d for d in environ.get("PATH", "").split(os.pathsep) if d]
+    own = os.path.join(target.prefix, "bin")
+    if own in dirs:
+        dirs.remove(own)
+    return (own, *dirs)
+
+
+def _stack(
+    target: ResolvedTarget,
+    sys_path: Sequence[str],
+    environ: Mapping[str, str],
+    root: str,
+    runner: Runner,
+    do_import: bool,
+    timeout: float,
+) -> dict[str, object]:
+    from pathlib import Path  # noqa: PLC0415
+
+    from envlock.probes.stack import probe_stack  # noqa: PLC0415
+
+    return probe_stack(
+        root=Path(root),
+        env=environ,
+        prefix=target.prefix,
+        site_dirs=tuple(d for d in sys_path if os.path.isdir(d)),
+        path_dirs=target_path_dirs(target, environ),
+        runner=runner,
+        timeout=timeout,
+        do_import=do_import,
+        python_exe=target.python,
     )
 
 

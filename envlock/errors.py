@@ -15,6 +15,9 @@ __all__ = [
     "TargetError",
     "OutputExistsError",
     "ConfigError",
+    "MissingDependencyError",
+    "LockError",
+    "SolveError",
 ]
 
 
@@ -41,3 +44,15 @@ class OutputExistsError(EnvlockError):
 class ConfigError(EnvlockError):
     """A configuration file (``envlock.toml``, ``[tool.envlock]`` in ``pyproject.toml``) is
     malformed or has a setting of the wrong type."""
+
+
+class MissingDependencyError(EnvlockError):
+    """An optional dependency that this command needs is not installed (e.g. ``envlock[lock]``)."""
+
+
+class LockError(EnvlockError):
+    """A lockfile could not be produced or used: a tool failed, a channel or index is unreachable."""
+
+
+class SolveError(LockError):
+    """The requested packages cannot be installed together; the message holds the solver's reason."""

@@ -25,6 +25,14 @@ from typing import Any
 
 from envlock import _model
 from envlock.errors import ManifestError, ManifestVersionError
+from envlock.stack_model import (
+    BlasInfo,
+    CudaInfo,
+    FrameworksInfo,
+    GpuInfo,
+    SlurmInfo,
+    ToolchainInfo,
+)
 
 __all__ = [
     "SCHEMA",
@@ -343,6 +351,12 @@ class Manifest:
     conda: CondaInfo | None = None
     pip: PipInfo | None = None
     lockfiles: LockfilesInfo | None = None
+    gpu: GpuInfo | None = None
+    cuda: CudaInfo | None = None
+    frameworks: FrameworksInfo | None = None
+    blas: BlasInfo | None = None
+    toolchain: ToolchainInfo | None = None
+    slurm: SlurmInfo | None = None
     extra: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
     # -- conversion -------------------------------------------------------------------------

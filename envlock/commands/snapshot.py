@@ -54,6 +54,9 @@ def expand_output(template: str, environ: dict[str, str] | None = None) -> str:
               help="Also record this variable (or prefix, with a trailing *). Repeatable.")
 @click.option("--env-deny", multiple=True, metavar="NAME[*]",
               help="Never record this variable (or prefix). Repeatable.")
+@click.option("--import", "do_import", is_flag=True,
+              help="Also import torch in the target interpreter (seconds) for what only an "
+                   "import can tell: cuDNN loaded, CUDA available, TF32 defaults.")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @handle_errors
 def snapshot(
@@ -65,6 +68,7 @@ def snapshot(
     repo: str | None,
     env_allow: tuple[str, ...],
     env_deny: tuple[str, ...],
+    do_import: bool,
     quiet: bool,
 ) -> None:
     """Record the target environment in a manifest file.
@@ -83,7 +87,7 @@ def snapshot(
             err=True,
         )
     manifest = take(target=target, repo=repo, env_allow=env_allow, env_deny=env_deny,
-                    command=["envlock", *sys.argv[1:]])
+                    command=["envlock", *sys.argv[1:]], do_import=do_import)
     if not quiet:
         for line in manifest.envlock.warnings:
             click.echo(f"warning: {line}", err=True)

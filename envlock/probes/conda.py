@@ -10,7 +10,6 @@ the linked and unlinked packages.  This module reads both; it never runs conda.
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import re
@@ -77,6 +76,8 @@ def parse_history(text: str) -> tuple[str, ...]:
     >>> parse_history("# update specs: ['python=3.11', 'numpy']\\n# remove specs: ['numpy']\\n")
     ('python=3.11',)
     """
+    import ast  # noqa: PLC0415 - only needed when a history file exists
+
     specs: dict[str, str] = {}
     for line in text.splitlines():
         m = _SPEC_LINE.match(line.strip())

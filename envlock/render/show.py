@@ -19,6 +19,57 @@ KEY_PACKAGES = (
 )
 
 _CORE = {"envlock", "target", "python", "platform", "cpu", "env", "git", "conda", "pip"}
+_STACK = {"gpu", "cuda", "frameworks", "blas", "toolchain", "slurm"}
+
+
+def _state(table: Any) -> str | None:
+    """``None`` when a table is ok, else ``"<status> (<error>)"``."""
+    if table is None:
+        return "not recorded"
+    if table.status == "ok":
+        return None
+    return f"{table.status}" + (f" ({table.error})" if getattr(table, "error", None) else "")
+
+
+def _render_stack(m: Manifest, console: Console) -> None:
+    """The numerical stack in a few lines: driver and GPUs, frameworks, CUDA libraries, BLAS."""
+    out = console.print
+    if m.gpu is not None:
+        g = m.gpu
+        if _state(g):
+            out(f"gpu: {_state(g)}", markup=False)
+        else:
+            gpus = ", ".join(f"{x.index}: {x.name} (cc {x.compute_capability})" for x in g.gpus)
+            out(f"gpu: driver {g.driver_version} (CUDA ≤ {g.cuda_driver_version}); {gpus or 'no GPU listed'}",
+                markup=False)
+    if m.frameworks is not None:
+        for f in m.frameworks.packages:
+            bits = [f"{f.name} {f.version}", f"{f.build or '?'} build"]
+            if f.cuda:
+                bits.append(f"CUDA {f.cuda}")
+            if f.cuda_archs:
+                bits.append("archs " + " ".join(f.cuda_archs))
+            out("framework: " + ", ".join(bits), markup=False)
+    if m.cuda is not None and m.cuda.libraries:
+        seen: dict[str, str] = {}
+        for lib in m.cuda.libraries:
+            if lib.version and lib.name not in seen:
+                seen[lib.name] = f"{lib.name} {lib.version} ({lib.origin})"
+        out("cuda: " + ", ".join(seen.values()), markup=False)
+    if m.blas is not None:
+        for b in m.blas.libraries:
+            out(f"blas: {b.user} → {b.implementation} {b.version or '?'}", markup=False)
+    if m.toolchain is not None:
+        tools = ", ".join(f"{t.name} {t.version}" for t in m.toolchain.tools if t.version)
+        out(f"toolchain: glibc {m.toolchain.glibc}; {tools or 'no compilers on PATH'}", markup=False)
+    if m.slurm is not None and not _state(m.slurm):
+        out("batch job: " + _scalars({k: v for k, v in _as_dict(m.slurm).items()}), markup=False)
+
+
+def _as_dict(obj: Any) -> dict[str, Any]:
+    from envlock import _model  # noqa: PLC0415
+
+    return _model.to_dict(obj)
 
 
 def _fmt_bytes(n: int | None) -> str:
@@ -86,8 +137,9 @@ def render_show(manifest: Manifest, console: Console, *, path: str = "") -> None
     if table.row_count:
         console.print(table)
 
+    _render_stack(m, console)
     data = m.to_dict()
-    for area in [a for a in AREAS if a not in _CORE] + list(m.extra):
+    for area in [a for a in AREAS if a not in _CORE | _STACK] + list(m.extra):
         table_data = data.get(area)
         if isinstance(table_data, dict):
             status = table_data.get("status", "ok")

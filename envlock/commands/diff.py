@@ -1,0 +1,59 @@
+"""``envlock diff A B [C …]``: explain how environments differ, most likely causes first."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from envlock.commands._common import handle_errors
+
+__all__ = ["diff"]
+
+
+def _split(values: tuple[str, ...]) -> list[str]:
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+@click.command("diff")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=str))
+@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]),
+              default="text", show_default=True, help="Output format.")
+@click.option("--only", "only", multiple=True, metavar="AREA",
+              help="Compare only these areas (package, env, cpu, gpu, code, …); repeatable "
+                   "or comma-separated.")
+@click.option("--ignore", "ignore", multiple=True, metavar="PATTERN",
+              help="Leave out facts matching this glob over 'area:key' or 'key' "
+                   "(e.g. 'env:SLURM_*', 'package:pip'); repeatable.")
+@click.option("--all", "show_all", is_flag=True,
+              help="Show every explanation, not only the ten most likely.")
+@click.option("--kb", "kb", multiple=True, type=click.Path(dir_okay=False, path_type=str),
+              help="An extra impact-model TOML file (see docs/diff.md); repeatable.")
+@click.option("--width", type=int, default=None, hidden=True)
+@handle_errors
+def diff(inputs: tuple[str, ...], fmt: str, only: tuple[str, ...], ignore: tuple[str, ...],
+         show_all: bool, kb: tuple[str, ...], width: int | None) -> None:
+    """Explain how environments differ, most likely causes first.
+
+    INPUTS are envlock manifests, or environment.yml, `conda list --explicit` files,
+    requirements.txt / pip freeze output, conda-lock.yml or pylock.toml files; a directory
+    stands for the *.toml manifests in it.  With three or more inputs each is compared with the
+    majority, and the inputs that deviate are named.
+
+    Exit status: 0 identical, 1 different, 2 error.
+    """
+    from envlock.diff import diff as run_diff  # noqa: PLC0415
+    from envlock.diff import render  # noqa: PLC0415
+
+    result = run_diff(list(inputs), kb_files=kb, only=_split(only), ignore=_split(ignore))
+    if fmt == "json":
+        click.echo(render.render_json(result, show_all=show_all), nl=False)
+    elif fmt == "markdown":
+        click.echo(render.render_markdown(result, show_all=show_all), nl=False)
+    else:
+        from rich.console import Console  # noqa: PLC0415
+
+        console = Console(file=sys.stdout, width=width, soft_wrap=False,
+                          highlight=False)
+        render.render_text(result, console, show_all=show_all)
+    sys.exit(1 if result.differ else 0)

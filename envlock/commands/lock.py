@@ -1,0 +1,177 @@
+"""``envlock lock`` and ``envlock restore``."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import click
+
+from envlock.commands._common import handle_errors, target_options
+
+__all__ = ["lock", "restore"]
+
+
+@contextlib.contextmanager
+def _spinner(message: str) -> Iterator[None]:
+    """A rich status spinner on stderr while a solve or install runs (nothing if not a tty)."""
+    from rich.console import Console  # noqa: PLC0415
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield
+        return
+    with console.status(message):
+        yield
+
+
+def _index(options: dict[str, Any]) -> Any:
+    from envlock.lock import IndexOptions  # noqa: PLC0415
+
+    if not (options["index_url"] or options["extra_index_url"] or options["find_links"]
+            or options["no_index"]):
+        return None
+    return IndexOptions(
+        index_url=options["index_url"],
+        extra_index_urls=tuple(options["extra_index_url"]),
+        find_links=tuple(options["find_links"]),
+        no_index=options["no_index"],
+        source="command line",
+    )
+
+
+def _report(result: Any) -> None:
+    import shlex  # noqa: PLC0415
+
+    for path in result.files:
+        click.echo(f"wrote {path}")
+    if result.files:
+        files = " ".join(shlex.quote(str(p)) for p in result.files)
+        click.echo(f"recreate with: envlock restore {files} --prefix NEW_ENV --run", err=True)
+    for note in result.notes:
+        click.echo(f"note: {note}", err=True)
+    conda = [s for s in result.skipped if s.kind == "conda"]
+    lost = [s for s in result.skipped if s.kind != "conda"]
+    if conda:
+        names = ", ".join(f"{s.name} {s.version}" for s in conda)
+        click.echo(f"in conda-lock.yml, not pylock.toml (installed by conda): {names}", err=True)
+    if lost:
+        click.echo("not reproducible from any lockfile:", err=True)
+        for s in lost:
+            click.echo(f"  {s.name} {s.version}: {s.reason}", err=True)
+
+
+@click.command("lock")
+@click.option("--from-env", "from_env", is_flag=True,
+              help="Freeze the target environment (--python/--prefix, default: the active one).")
+@target_options
+@click.option("-f", "--file", "spec", type=click.Path(dir_okay=False),
+              help="Solve a conda environment.yml into conda-lock.yml.")
+@click.option("-r", "--requirements", "requirements", type=click.Path(dir_okay=False),
+              help="Resolve requirements.in or pyproject.toml with uv into pylock.toml.")
+@click.option("-o", "--output", "out_dir", default=".", show_default=True,
+              type=click.Path(file_okay=False), help="Directory for the lockfiles.")
+@click.option("-p", "--platform", "platforms", multiple=True,
+              help="Target platform of -f (repeatable): linux-64, osx-arm64, …")
+@click.option("-c", "--channel", "channels", multiple=True,
+              help="Use this channel instead of the file's (repeatable; a URL or directory).")
+@click.option("--solver", type=click.Choice(["auto", "conda-lock", "rattler"]), default="auto",
+              show_default=True, help="auto: conda-lock if conda/mamba/micromamba exists, "
+              "else py-rattler.")
+@click.option("--virtual-package-spec", type=click.Path(dir_okay=False),
+              help="conda-lock virtual-package spec (__cuda, __glibc per platform).")
+@click.option("--with-cuda", "cuda", help="Assume this __cuda version (e.g. 12.4).")
+@click.option("--without-cuda", is_flag=True, help="Assume no __cuda virtual package.")
+@click.option("-i", "--index-url", help="pip index URL for uv (replaces PyPI).")
+@click.option("--extra-index-url", multiple=True, help="Further pip index (repeatable).")
+@click.option("--find-links", multiple=True, help="Directory or page of wheels (repeatable).")
+@click.option("--no-index", is_flag=True, help="Use only --find-links.")
+@click.option("--no-pip-config", is_flag=True,
+              help="With --from-env: do not take index options from the target's pip config.")
+@click.option("--requirements-txt", is_flag=True,
+              help="With -r: write requirements.txt with hashes instead of pylock.toml.")
+@click.option("--python-version", help="With -r: resolve for this Python version.")
+@click.option("--force", is_flag=True, help="Replace existing lockfiles.")
+@handle_errors
+def lock(**options: Any) -> None:
+    """Write lockfiles from an environment or a spec.
+
+    \b
+    envlock lock --from-env --python ENV/bin/python   conda-lock.yml + pylock.toml
+    envlock lock -f environment.yml -p linux-64       conda-lock.yml (solved)
+    envlock lock -r requirements.in                   pylock.toml (uv)
+    """
+    from envlock.errors import EnvlockError  # noqa: PLC0415
+
+    from_env = options["from_env"] or (
+        (options["python"] or options["prefix"])
+        and not (options["spec"] or options["requirements"])
+    )
+    chosen = [bool(from_env), bool(options["spec"]), bool(options["requirements"])]
+    if sum(chosen) != 1:
+        raise EnvlockError("give exactly one of --from-env, -f/--file, -r/--requirements")
+    if options["cuda"] and options["without_cuda"]:
+        raise EnvlockError("give either --with-cuda or --without-cuda, not both")
+    import envlock.lock as api  # noqa: PLC0415
+
+    index = _index(options)
+    if from_env:
+        with _spinner("Reading the environment and locking its packages…"):
+            result = api.lock_environment(
+                options["out_dir"], python=options["python"], prefix=options["prefix"],
+                index=index, use_pip_config=not options["no_pip_config"], force=options["force"],
+            )
+    elif options["spec"]:
+        cuda = "" if options["without_cuda"] else options["cuda"]
+        with _spinner(f"Solving {options['spec']}…"):
+            result = api.lock_spec(
+                options["spec"], options["out_dir"], platforms=options["platforms"],
+                solver=options["solver"], channels=options["channels"],
+                virtual_package_spec=options["virtual_package_spec"], cuda=cuda,
+                index=index, force=options["force"],
+            )
+    else:
+        with _spinner(f"Resolving {options['requirements']} with uv…"):
+            result = api.lock_requirements(
+                options["requirements"], options["out_dir"], python=options["python"],
+                python_version=options["python_version"],
+                requirements_txt=options["requirements_txt"], index=index, force=options["force"],
+            )
+    _report(result)
+
+
+@click.command("restore")
+@click.argument("inputs", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--prefix", default="env", show_default=True, type=click.Path(file_okay=False),
+              help="The environment directory to create.")
+@click.option("--python-version", help="Python for a new venv (default: the manifest's).")
+@click.option("--run", "do_run", is_flag=True, help="Run the commands instead of printing them.")
+@handle_errors
+def restore(inputs: tuple[str, ...], prefix: str, python_version: str | None, do_run: bool) -> None:
+    """Print the commands that recreate an env from a manifest or lockfiles.
+
+    Also lists what no lockfile restores (driver, system CUDA, compilers, CPU/GPU, …).
+    """
+    import os  # noqa: PLC0415
+
+    from envlock.lock._restore import plan_restore, run_plan  # noqa: PLC0415
+
+    plan = plan_restore(inputs, os.path.abspath(prefix), python_version=python_version)
+    for warning in plan.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    if do_run:
+        with _spinner(f"Recreating {plan.prefix}…"):
+            for line in run_plan(plan):
+                click.echo(line)
+    else:
+        click.echo("# Recreate the environment:")
+        if not plan.steps:
+            click.echo("# (no lockfile given or recorded: nothing to install)")
+        for step in plan.steps:
+            click.echo(f"# {step.title}")
+            click.echo(step.shell)
+    if plan.not_restored:
+        click.echo("# Not restored by any lockfile (comes from the machine or the job):")
+        for item in plan.not_restored:
+            click.echo(f"#   {item}")

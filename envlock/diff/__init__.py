@@ -1,0 +1,103 @@
+"""``envlock diff``: explain how environments differ, most likely causes first.
+
+Pipeline: :func:`load_inputs` reads each file (a manifest or a foreign format, see
+:mod:`envlock.diff.foreign`) and flattens it into facts (:mod:`envlock.diff.facts`);
+:func:`diff` compares two inputs pairwise or three and more through their majority
+(:mod:`envlock.diff.engine`) and ranks explanations with the impact model
+(:mod:`envlock.diff.impact`, :mod:`envlock.diff.rules`); :mod:`envlock.diff.render` writes
+text, markdown or JSON.
+
+Example::
+
+    from envlock.diff import diff
+    result = diff(["a.toml", "b.toml"])
+    for ex in result.explanations[:3]:
+        print(ex.title)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+
+from envlock.diff.engine import ManyDiff, PairDiff, compare_many, compare_pair, unique_labels
+from envlock.diff.facts import FactSet, areas_of, extract
+from envlock.diff.impact import KB, load_kb
+from envlock.errors import EnvlockError, ManifestError
+
+__all__ = ["diff", "load_inputs", "expand_paths", "PairDiff", "ManyDiff", "FactSet"]
+
+
+PathLike = str | os.PathLike[str]
+
+
+def expand_paths(paths: Iterable[PathLike]) -> list[str]:
+    """Expand directories to the ``*.toml`` manifests they hold (sorted by name).
+
+    :raises ManifestError: a directory holds no ``*.toml`` file, or a path does not exist.
+    """
+    out: list[str] = []
+    for raw in paths:
+        p = os.fspath(raw)
+        if os.path.isdir(p):
+            found = sorted(os.path.join(p, n) for n in os.listdir(p) if n.endswith(".toml")
+                           and os.path.isfile(os.path.join(p, n)))
+            if not found:
+                raise ManifestError(f"{p}: directory holds no *.toml manifest")
+            out.extend(found)
+        elif not os.path.exists(p):
+            raise ManifestError(f"{p}: no such file")
+        else:
+            out.append(p)
+    return out
+
+
+def load_inputs(paths: Sequence[PathLike], kb: KB) -> list[FactSet]:
+    """Read and flatten each input.
+
+    The label of a manifest is its ``[envlock] host`` (for many node manifests), else the
+    file name; repeated labels get the path appended.
+
+    :raises ManifestError: an input is unreadable, empty, malformed or of unknown format.
+    :raises ManifestVersionError: a manifest has a newer schema.
+    """
+    from envlock.diff import foreign  # noqa: PLC0415
+
+    sets = []
+    many = len(paths) > 2  # noqa: PLR2004
+    for p in paths:
+        kind, data, listing = foreign.read(p)
+        head = data.get("envlock") if isinstance(data.get("envlock"), dict) else {}
+        label = str(head.get("host")) if many and head.get("host") else os.path.basename(p)
+        sets.append(extract(data, label=label, path=os.fspath(p), kind=kind, aliases=kb.aliases,
+                            listing=listing))
+    unique_labels(sets)
+    return sets
+
+
+def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),
+         only: Sequence[str] = (), ignore: Sequence[str] = ()) -> PairDiff | ManyDiff:
+    """Compare two or more inputs.
+
+    :param paths: manifest or foreign files, or directories of ``*.toml`` manifests.
+    :param kb_files: extra impact-model files (``--kb``).
+    :param only: areas to compare (``package``, ``env``, ``cpu``, …); empty: all.
+    :param ignore: fnmatch patterns over ``area:key`` (or ``key``) to leave out.
+    :returns: a :class:`PairDiff` for two inputs, a :class:`ManyDiff` for more.
+    :raises ManifestError: fewer than two inputs, or an input cannot be read.
+    :raises EnvlockError: ``only`` names an area none of the inputs has.
+    """
+    files = expand_paths(paths)
+    if len(files) < 2:  # noqa: PLR2004
+        raise ManifestError("need at least two inputs to compare")
+    kb = load_kb(kb_files)
+    sets = load_inputs(files, kb)
+    known = areas_of(sets)
+    unknown = [a for a in only if a not in known]
+    if unknown:
+        raise EnvlockError(f"unknown area {unknown[0]!r} for --only (these inputs have: "
+                           f"{', '.join(known)})")
+    ignore = [*kb.noise, *ignore]
+    if len(sets) == 2:  # noqa: PLR2004
+        return compare_pair(sets[0], sets[1], kb, only=only, ignore=ignore)
+    return compare_many(sets, kb, only=only, ignore=ignore)

@@ -1,0 +1,333 @@
+"""Flatten a manifest (or a partial one read from a foreign format) into comparable *facts*.
+
+A fact is ``(area, key) → value``: ``("package", "numpy") → Pkg("1.26.4", build=…)``,
+``("cpu", "isa") → frozenset({"avx2", …})``, ``("env", "OMP_NUM_THREADS") → "1"``,
+``("gpu", "compute-capability") → frozenset({"8.6"})``, ``("frameworks", "torch.cuda") →
+"13.0"``, ``("blas", "numpy") → Impl("openblas", "0.3.27")``.
+
+Extractors read the *raw dict* of each table, not the dataclasses, so a table written by a
+newer envlock, by another branch of this one, or by a foreign reader is compared as far as
+its keys are known; a table with no extractor is flattened generically.  A table that an
+input lacks, or whose ``status`` is not ``"ok"``, makes that area "not compared" with the
+reason, never "removed".
+
+Fields that differ between any two machines without meaning anything (times, host names,
+paths of the snapshot itself, job ids) are not facts at all.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+__all__ = ["Pkg", "Impl", "FactSet", "extract", "normalize_name", "display"]
+
+_NORMALIZE = re.compile(r"[-_.]+")
+
+
+def normalize_name(name: str) -> str:
+    """Return the PEP 503 normalized form of a project name (``Foo_Bar`` → ``foo-bar``)."""
+    if name.islower() and "_" not in name and "." not in name and "--" not in name:
+        return name  # already normalized (every name a snapshot writes)
+    return _NORMALIZE.sub("-", name).lower()
+
+
+class Pkg(NamedTuple):
+    """An installed (or listed) package: the value of a ``("package", name)`` fact.
+
+    :ivar version: the version as recorded (``"2.13.0+cpu"``), or a spec (``">=1.2"``) from a
+        file that lists requirements rather than installs.
+    :ivar build: the conda build string, when known.
+    :ivar channel: the conda channel, when known.
+    :ivar manager: ``"pip"`` or ``"conda"``.
+    :ivar name: the name as that manager spells it (``"pytorch"`` for conda's torch).
+    """
+
+    version: str
+    build: str | None = None
+    channel: str | None = None
+    manager: str = "pip"
+    name: str = ""
+
+    def same(self, other: Pkg) -> bool:
+        """Equal where both sides know: version always, build and channel when both have one."""
+        if self.version != other.version:
+            return False
+        if self.build and other.build and self.build != other.build:
+            return False
+        return not (self.channel and other.channel and self.channel != other.channel)
+
+
+class Impl(NamedTuple):
+    """A library implementation: the value of a ``("blas", user)`` fact (``openblas 0.3.27``)."""
+
+    name: str
+    version: str | None = None
+    detail: str | None = None
+
+
+def _natural(text: str) -> list[Any]:
+    """Sort key putting ``sm_75`` before ``sm_100`` (digit runs compare as numbers)."""
+    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", text)]
+
+
+def display(value: Any) -> str:
+    """Return the one-line text form of a fact value (``"(absent)"`` for ``None``)."""
+    if value is None:
+        return "(absent)"
+    if isinstance(value, Pkg):
+        extra = [x for x in (value.build, value.channel) if x]
+        shown = value.version or "(any version)"
+        return f"{shown} ({', '.join(extra)})" if extra else shown
+    if isinstance(value, Impl):
+        return " ".join(x for x in (value.name, value.version) if x) + (
+            f" ({value.detail})" if value.detail else ""
+        )
+    if isinstance(value, frozenset):
+        return " ".join(sorted(value, key=_natural)) or "(none)"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def same(a: Any, b: Any) -> bool:
+    """Whether two values of one fact are equal (packages compare as :meth:`Pkg.same`)."""
+    if isinstance(a, Pkg) and isinstance(b, Pkg):
+        return a.same(b)
+    return a == b
+
+
+@dataclass
+class FactSet:
+    """The facts of one input.
+
+    :ivar label: short name used in reports (host name, else file stem).
+    :ivar path: the file read; ``kind``: ``"manifest"``, ``"environment.yml"``, ….
+    :ivar facts: ``(area, key) → value``.
+    :ivar areas: area → ``""`` when compared, or why it cannot be (``"input lacks it"``,
+        ``"error: …"``).
+    :ivar listing: for ``"package"``: ``"complete"`` when a package absent from the input is
+        really not installed, ``"partial"`` when the input only lists some (requirements).
+    """
+
+    label: str
+    path: str
+    kind: str
+    facts: dict[tuple[str, str], Any] = field(default_factory=dict)
+    areas: dict[str, str] = field(default_factory=dict)
+    listing: str = "complete"
+
+
+# -- extractors ---------------------------------------------------------------------------
+
+Sink = dict[tuple[str, str], Any]
+
+
+def str_or_none(v: Any) -> str | None:
+    """``str(v)``, or ``None`` for ``None`` and ``""``."""
+    return None if v is None or v == "" else str(v)
+
+
+def put_fact(out: Sink, area: str, key: str, value: Any) -> None:
+    """Record ``(area, key) → value`` unless the value is empty (``None``, ``""``, no set)."""
+    if value is not None and value != "" and value != frozenset():
+        out[(area, key)] = value
+
+
+def _python(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
+    put_fact(out, "python", "version", str_or_none(t.get("version")))
+    put_fact(out, "python", "implementation", str_or_none(t.get("implementation")))
+
+
+def _platform(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
+    os_ = " ".join(x for x in (str_or_none(t.get("os-id")), str_or_none(t.get("os-version"))) if x)
+    put_fact(out, "platform", "os", os_ or None)
+    for key in ("kernel", "machine", "glibc"):
+        put_fact(out, "platform", key, str_or_none(t.get(key)))
+
+
+def _cpu(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
+    for key in ("vendor", "model", "logical-cores", "usable-cores", "memory"):
+        put_fact(out, "cpu", key, t.get(key))
+    flags = t.get("flags")
+    if isinstance(flags, list):
+        put_fact(out, "cpu", "isa", frozenset(str(f).lower() for f in flags))
+
+
+def _env(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
+    variables = t.get("vars")
+    if isinstance(variables, Mapping):
+        for name, value in variables.items():
+            put_fact(out, "env", str(name), str(value))
+
+
+def _git_state(scope: str, g: Mapping[str, Any], out: Sink) -> None:
+    if g.get("status", "ok") != "ok":
+        return
+    put_fact(out, "code", f"{scope}.commit", str_or_none(g.get("commit")))
+    put_fact(out, "code", f"{scope}.branch", str_or_none(g.get("branch")))
+    if g.get("dirty") is not None or g.get("diff-sha256"):
+        diff = g.get("diff-sha256")
+        put_fact(out, "code", f"{scope}.uncommitted", f"sha256:{diff}" if diff else (
+            "dirty (no hash)" if g.get("dirty") else "none"))
+    if isinstance(g.get("untracked"), int):
+        put_fact(out, "code", f"{scope}.untracked", g["untracked"])
+
+
+def _git(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
+    _git_state("repository", t, out)
+
+
+def _conda(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
+    for p in t.get("packages") or ():
+        if not isinstance(p, Mapping) or "name" not in p:
+            continue
+        raw = str(p["name"])
+        key = aliases.get(normalize_name(raw), normalize_name(raw))
+        version = str(p.get("pip-version") or p.get("version") or "")
+        out[("package", key)] = Pkg(version, str_or_none(p.get("build")),
+                                    str_or_none(p.get("channel")), "conda", raw)
+
+
+def _pip(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
+    for p in t.get("packages") or ():
+        if not isinstance(p, Mapping) or "name" not in p:
+            continue
+        raw = str(p["name"])
+        key = aliases.get(normalize_name(raw), normalize_name(raw))
+        version = str(p.get("version") or "")
+        prior = out.get(("package", key))
+        owned = p.get("origin") == "conda" or p.get("conda-package")
+        if isinstance(prior, Pkg) and prior.manager == "conda" and (
+            owned or prior.version == version
+        ):
+            pass  # conda's record (with its build string) describes the same files
+        else:
+            out[("package", key)] = Pkg(version, None, None, "pip", raw)
+        git = p.get("git")
+        if isinstance(git, Mapping):
+            _git_state(key, git, out)
+        elif p.get("vcs") and p.get("commit"):
+            put_fact(out, "code", f"{key}.commit", str(p["commit"]))
+
+
+def _lockfiles(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
+    for f in t.get("files") or ():
+        if isinstance(f, Mapping) and f.get("path"):
+            name = str(f["path"]).rsplit("/", 1)[-1]
+            put_fact(out, "lockfiles", name, f"sha256:{str(f.get('sha256', ''))[:16]}")
+
+
+#: keys never compared by the generic flattener: they differ without meaning anything.
+_NOISE = frozenset({"status", "source", "error", "path", "paths", "location", "created",
+                    "duration", "host", "command", "filepath", "job-id", "node", "nodelist",
+                    "submit-dir", "uuid", "prefix", "executable"})
+
+
+def _generic(area: str) -> Callable[[Mapping[str, Any], Sink, Mapping[str, str]], None]:
+    def flatten(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
+        _flatten(area, "", t, out, 0)
+
+    return flatten
+
+
+def _flatten(area: str, prefix: str, value: Any, out: Sink, depth: int) -> None:
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if k not in _NOISE and depth < 4:
+                _flatten(area, f"{prefix}.{k}" if prefix else str(k), v, out, depth + 1)
+    elif isinstance(value, list):
+        if all(isinstance(v, Mapping) for v in value) and value:
+            for i, v in enumerate(value):
+                name = v.get("name") or v.get("soname") or v.get("id") or v.get("index", i)
+                _flatten(area, f"{prefix}[{name}]" if prefix else str(name), v, out, depth + 1)
+        else:
+            put_fact(out, area, prefix or area, frozenset(map(str, value)))
+    elif prefix:
+        put_fact(out, area, prefix, value)
+
+
+Extractor = Callable[[Mapping[str, Any], Sink, Mapping[str, str]], None]
+
+#: table name → (area its facts go to, extractor).  Tables not listed are flattened generically.
+EXTRACTORS: dict[str, tuple[str, Extractor]] = {
+    "python": ("python", _python),
+    "platform": ("platform", _platform),
+    "cpu": ("cpu", _cpu),
+    "env": ("env", _env),
+    "git": ("code", _git),
+    "conda": ("package", _conda),
+    "pip": ("package", _pip),
+    "lockfiles": ("lockfiles", _lockfiles),
+}
+
+
+def _stack_extractors() -> None:
+    from envlock.diff import stackfacts  # noqa: PLC0415 - it imports this module's helpers
+
+    for name in ("gpu", "cuda", "frameworks", "blas", "toolchain", "slurm"):
+        EXTRACTORS[name] = (name, getattr(stackfacts, name))
+
+
+_stack_extractors()
+
+#: tables that describe the file rather than the environment.
+_SKIP = frozenset({"envlock", "target"})
+
+
+def extract(data: Mapping[str, Any], *, label: str, path: str, kind: str = "manifest",
+            aliases: Mapping[str, str] | None = None, listing: str = "complete") -> FactSet:
+    """Flatten a manifest dict (kebab-case keys, as read from TOML) into a :class:`FactSet`.
+
+    :param data: the parsed manifest, or a partial manifest built by :mod:`envlock.diff.foreign`.
+    :param aliases: normalized package name → canonical name (conda ``pytorch`` → ``torch``).
+    :returns: the facts; tables whose ``status`` is not ``"ok"`` make their area not compared.
+    """
+    aliases = aliases or {}
+    fs = FactSet(label=label, path=path, kind=kind, listing=listing)
+    target = data.get("target")
+    if isinstance(target, Mapping) and target.get("kind"):
+        fs.facts[("target", "kind")] = str(target["kind"])
+        fs.areas["target"] = ""
+    # conda before pip: pip entries of conda-owned files keep conda's build string.
+    order = sorted(data, key=lambda k: (k != "conda", k))
+    for table in order:
+        body = data[table]
+        if table in _SKIP or not isinstance(body, Mapping):
+            continue
+        area, fn = EXTRACTORS.get(table, (table, _generic(table)))
+        status = body.get("status", "ok")
+        if status not in ("ok", "absent"):
+            reason = f"{table} {status}" + (f": {body['error']}" if body.get("error") else "")
+            if table == "git":  # editable checkouts are still compared; say the repo failed
+                fs.facts[("code", "repository.state")] = reason
+                fs.areas.setdefault(area, "")
+            elif area == "package" and area in fs.areas:  # conda ok, pip failed: what is
+                fs.listing = "partial"                     # known is compared, absence is not
+            else:
+                fs.areas.setdefault(area, reason)
+            continue
+        if fs.areas.get(area):  # a sibling table failed (conda error, pip ok): keep facts
+            fs.areas[area] = ""
+            fs.listing = "partial"
+        fs.areas.setdefault(area, "")
+        if status == "ok":
+            fn(body, fs.facts, aliases)
+    # conda's python package and [python] say the same: keep one fact, the interpreter's
+    py = fs.facts.pop(("package", "python"), None)
+    if isinstance(py, Pkg) and ("python", "version") not in fs.facts and fs.areas.get(
+            "python") is None and py.version[:1].isdigit():
+        fs.facts[("python", "version")] = py.version
+    for area, _ in fs.facts:
+        fs.areas.setdefault(area, "")
+    return fs
+
+
+def areas_of(sets: Iterable[FactSet]) -> list[str]:
+    """Every area any of ``sets`` has, in a stable reading order."""
+    order = ["code", "package", "python", "frameworks", "blas", "cuda", "gpu", "cpu", "env",
+             "threads", "platform", "toolchain", "slurm", "target", "lockfiles"]
+    seen = {a for s in sets for a in s.areas}
+    return [a for a in order if a in seen] + sorted(seen - set(order))

@@ -1,0 +1,325 @@
+"""Write a diff as JSON (schema 1), markdown or text (rich, imported here only).
+
+Every format has the same sections in the same order: the code, the most likely
+explanations (at most ten unless ``show_all``), the differences by area, what is identical
+(counts) and what could not be compared.  The JSON layout is documented in ``docs/diff.md``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envlock.diff.engine import Change, Explanation, ManyDiff, PairDiff
+from envlock.diff.facts import display
+
+__all__ = ["to_json", "render_json", "render_markdown", "render_text", "JSON_SCHEMA"]
+
+#: version of the JSON output layout (``"schema"`` key).
+JSON_SCHEMA = 1
+
+#: explanations shown without ``--all``.
+LIMIT = 10
+
+
+def _v(value: Any) -> str | None:
+    return None if value is None else display(value)
+
+
+def _code_rows(result: PairDiff | ManyDiff) -> list[dict[str, Any]]:
+    if any(area == "code" for area, _ in result.not_compared):
+        return []
+    if isinstance(result, PairDiff):
+        facts = [result.a.facts, result.b.facts]
+        labels = [result.a.label, result.b.label]
+    else:
+        facts = [s.facts for s in result.inputs]
+        labels = [s.label for s in result.inputs]
+    scopes = sorted({k.rsplit(".", 1)[0] for f in facts for (a, k) in f if a == "code"},
+                    key=lambda s: (s != "repository", s))
+    rows = []
+    for scope in scopes:
+        row: dict[str, Any] = {"scope": scope, "differs": False}
+        parts = []
+        for what in ("commit", "uncommitted", "untracked", "branch"):
+            vals = [f.get(("code", f"{scope}.{what}")) for f in facts]
+            row[what] = [_v(v) for v in vals]
+            distinct = list(dict.fromkeys(display(v) for v in vals))
+            if len(distinct) == 1:
+                if vals[0] is not None:
+                    parts.append(_SAME[what].format(_short(distinct[0])))
+                continue
+            if what != "branch":
+                row["differs"] = True
+            if len(vals) == 2:  # noqa: PLR2004
+                parts.append(f"{_WHAT[what]} differ: {_short(display(vals[0]))} → "
+                             f"{_short(display(vals[1]))}")
+            else:
+                tally: dict[str, list[str]] = {}
+                for label, v in zip(labels, vals, strict=True):
+                    tally.setdefault(display(v), []).append(label)
+                common = max(tally, key=lambda k: len(tally[k]))
+                odd = [f"{', '.join(ls)}: {_short(k)}" for k, ls in tally.items() if k != common]
+                parts.append(f"{_WHAT[what]} differ: {_short(common)} on {len(tally[common])}; "
+                             + "; ".join(odd))
+        row["text"] = "; ".join(parts)
+        rows.append(row)
+    return rows
+
+
+_SAME = {"commit": "same commit {}", "uncommitted": "same uncommitted changes ({})",
+         "untracked": "same number of untracked files ({})", "branch": "branch {}"}
+_WHAT = {"commit": "commits", "uncommitted": "uncommitted changes",
+         "untracked": "untracked files", "branch": "branches"}
+
+
+def _short(text: str) -> str:
+    if len(text) == 40 and all(c in "0123456789abcdef" for c in text):  # noqa: PLR2004
+        return text[:12]
+    return text[:19] + "…" if text.startswith("sha256:") and len(text) > 19 else text  # noqa: PLR2004
+
+
+def _change(c: Change) -> dict[str, Any]:
+    out: dict[str, Any] = {"area": c.area, "key": c.key, "values": [_v(x) for x in c.values],
+                           "change": c.size, "component": c.component, "class": c.cls}
+    if c.majority_count is not None:
+        out["majority_count"] = c.majority_count
+    return out
+
+
+def _explanation(rank: int, e: Explanation) -> dict[str, Any]:
+    return {"rank": rank, "id": e.id, "title": e.title, "class": e.cls, "score": e.score,
+            "why": e.why, "do": e.do, "facts": [_change(c) for c in e.changes]}
+
+
+def _pair(p: PairDiff, show_all: bool) -> dict[str, Any]:
+    shown = p.explanations if show_all else p.explanations[:LIMIT]
+    return {
+        "explanations": [_explanation(i + 1, e) for i, e in enumerate(shown)],
+        "more_explanations": len(p.explanations) - len(shown),
+        "differences": [_change(c) for c in p.changes],
+        "identical": {"total": sum(p.identical.values()),
+                      "areas": dict(sorted(p.identical.items()))},
+        "not_compared": [{"area": a, "reason": r} for a, r in p.not_compared],
+        "unlisted": p.unlisted,
+    }
+
+
+def to_json(result: PairDiff | ManyDiff, *, show_all: bool = False) -> dict[str, Any]:
+    """Return the JSON document (a dict) for ``result``; see ``docs/diff.md`` for the layout."""
+    if isinstance(result, PairDiff):
+        inputs = [result.a, result.b]
+        doc: dict[str, Any] = {"schema": JSON_SCHEMA, "mode": "pair", "differ": result.differ}
+        doc["inputs"] = [{"label": s.label, "path": s.path, "kind": s.kind} for s in inputs]
+        doc["code"] = _code_rows(result)
+        doc.update(_pair(result, show_all))
+        return doc
+    doc = {"schema": JSON_SCHEMA, "mode": "majority", "differ": result.differ,
+           "inputs": [{"label": s.label, "path": s.path, "kind": s.kind} for s in result.inputs],
+           "code": _code_rows(result)}
+    doc["deviants"] = []
+    for d in result.deviants:
+        entry = {"label": d.b.label, "path": d.b.path}
+        entry.update(_pair(d, show_all))
+        entry.pop("identical")
+        doc["deviants"].append(entry)
+    doc["varying"] = [{"area": a, "key": k, "majority": _v(v), "majority_count": n,
+                       "deviants": {lab: _v(x) for lab, x in odd.items()}}
+                      for a, k, v, n, odd in result.varying]
+    doc["identical"] = {"total": sum(result.identical.values()),
+                        "areas": dict(sorted(result.identical.items()))}
+    doc["not_compared"] = [{"area": a, "reason": r} for a, r in result.not_compared]
+    return doc
+
+
+def render_json(result: PairDiff | ManyDiff, *, show_all: bool = False) -> str:
+    """The JSON document as text (two-space indent, keys in a fixed order)."""
+    import json  # noqa: PLC0415
+
+    return json.dumps(to_json(result, show_all=show_all), indent=2, ensure_ascii=False) + "\n"
+
+
+# -- markdown ---------------------------------------------------------------------------------
+def _no_code(doc: dict[str, Any]) -> str:
+    why = next((x["reason"] for x in doc["not_compared"] if x["area"] == "code"), None)
+    return f"not compared ({why})" if why else "not recorded (no git checkout in the inputs)"
+
+
+def _cell(value: str | None) -> str | None:
+    """A table cell: commit ids and diff hashes shortened (JSON keeps them whole)."""
+    return None if value is None else _short(value)
+
+
+def _md_cell(text: Any) -> str:
+    return str(text if text is not None else "(absent)").replace("|", "\\|")
+
+
+def _md_summary(doc: dict[str, Any]) -> list[str]:
+    out = []
+    ident = doc["identical"]
+    areas = ", ".join(f"{a} {n}" for a, n in ident["areas"].items())
+    out.append(f"**Identical:** {ident['total']} facts" + (f" ({areas})" if areas else ""))
+    for a, n in doc.get("unlisted", {}).items():
+        out.append(f"**Not listed in a spec input:** {n} {a} entries (not compared)")
+    if doc["not_compared"]:
+        out.append("**Not compared:** " + "; ".join(
+            f"{x['area']} ({x['reason']})" for x in doc["not_compared"]))
+    return out
+
+
+def _md_explanations(exps: list[dict[str, Any]], more: int) -> list[str]:
+    out = []
+    for e in exps:
+        out += [f"{e['rank']}. **{e['title']}**", f"   - why: {e['why']}", f"   - do: {e['do']}"]
+    if more:
+        out.append(f"\n({more} more; use --all)")
+    return out or ["(none)"]
+
+
+def _md_table(rows: list[list[Any]], head: list[str]) -> list[str]:
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    out += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in rows]
+    return out
+
+
+def render_markdown(result: PairDiff | ManyDiff, *, show_all: bool = False) -> str:
+    """The diff as GitHub-flavoured markdown."""
+    doc = to_json(result, show_all=show_all)
+    names = [i["label"] for i in doc["inputs"]]
+    out = [f"# envlock diff: {' → '.join(names) if len(names) == 2 else f'{len(names)} inputs'}",  # noqa: PLR2004
+           "", "## The code", ""]
+    out += [f"- **{r['scope']}**: {r['text'] or 'not recorded'}" for r in doc["code"]] or [
+        f"- {_no_code(doc)}"]
+    if doc["mode"] == "pair":
+        out += ["", "## Most likely explanations", ""]
+        out += _md_explanations(doc["explanations"], doc["more_explanations"])
+        out += ["", "## Differences", ""]
+        rows = [[d["area"], d["key"], _cell(d["values"][0]), _cell(d["values"][1]), d["change"],
+                 d["class"]] for d in doc["differences"]]
+        out += _md_table(rows, ["area", "key", names[0], names[1], "change", "class"]) if rows \
+            else ["(none)"]
+    else:
+        out += ["", "## Inputs that deviate from the majority", ""]
+        for d in doc["deviants"]:
+            out += [f"### {d['label']}", ""]
+            out += _md_explanations(d["explanations"], d["more_explanations"])
+            out.append("")
+        if not doc["deviants"]:
+            out.append("(none)")
+        out += ["## Facts that vary", ""]
+        rows = [[v["area"], v["key"], f"{v['majority']} ({v['majority_count']})",
+                 "; ".join(f"{k}: {x or '(absent)'}" for k, x in v["deviants"].items())]
+                for v in doc["varying"]]
+        out += _md_table(rows, ["area", "key", "majority (count)", "deviants"]) if rows \
+            else ["(none)"]
+    out += [""] + _md_summary(doc)
+    return "\n".join(out) + "\n"
+
+
+# -- text (rich) ------------------------------------------------------------------------------
+def layout_columns(head: list[str], rows: list[list[str]], width: int, gap: int = 3
+                   ) -> list[str]:
+    """Lay out a table as text lines: header, a rule, then rows; long cells wrap in place.
+
+    Columns get their natural width; when the table is wider than ``width``, value columns are
+    narrowed first, then keys beyond 30 characters; short columns are never narrowed.  Rich's
+    ``Table`` does more, but takes ~3 ms per row, which a 500-row diff cannot afford.
+    """
+    import textwrap  # noqa: PLC0415
+
+    n = len(head)
+    widths = [max([len(head[i])] + [len(r[i]) for r in rows]) for i in range(n)]
+    # short columns (area, change, class) keep their width, keys up to 30, values shrink first
+    floor = [w if w <= 16 else (min(w, 30) if i < 2 else 12) for i, w in enumerate(widths)]
+    while sum(widths) + gap * (n - 1) > width:
+        i = max(range(n), key=lambda j: widths[j] - floor[j])
+        if widths[i] <= floor[i]:
+            break
+        widths[i] -= 1
+    sep = " " * gap
+
+    def line(cols: list[str]) -> list[str]:
+        wrapped = [textwrap.wrap(c, w, break_on_hyphens=False) or [""]
+                   for c, w in zip(cols, widths, strict=True)]
+        height = max(len(w) for w in wrapped)
+        return [sep.join((w[k] if k < len(w) else "").ljust(widths[i])
+                         for i, w in enumerate(wrapped)).rstrip() for k in range(height)]
+
+    out = line(head)
+    out.append("─" * min(width, sum(widths) + gap * (n - 1)))
+    for r in rows:
+        out.extend(line(r))
+    return out
+
+
+def render_text(result: PairDiff | ManyDiff, console: Any, *, show_all: bool = False) -> None:
+    """Print the diff on a :class:`rich.console.Console`."""
+    import textwrap  # noqa: PLC0415
+
+    from rich.text import Text  # noqa: PLC0415
+
+    doc = to_json(result, show_all=show_all)
+    names = [i["label"] for i in doc["inputs"]]
+    head = f"{names[0]} → {names[1]}" if len(names) == 2 else f"{len(names)} inputs"  # noqa: PLR2004
+    console.print(Text(f"envlock diff: {head}", style="bold"))
+    console.print()
+    console.print(Text("The code", style="bold underline"))
+    width = console.width
+
+    def say(text: str, indent: int, style: str = "", hang: int = 0) -> None:
+        lines = textwrap.wrap(text, width=max(width - indent, 20), break_long_words=False,
+                              break_on_hyphens=False, subsequent_indent=" " * hang)
+        for line in lines or [""]:
+            console.print(Text(" " * indent + line, style=style), soft_wrap=True)
+
+    for r in doc["code"]:
+        say(f"{r['scope']}: {r['text']}", 2, "red" if r["differs"] else "green", 4)
+    if not doc["code"]:
+        say(_no_code(doc), 2, "", 2)
+    console.print()
+
+    def explanations(exps: list[dict[str, Any]], more: int, indent: str = "  ") -> None:
+        pad = len(indent)
+        for e in exps:
+            say(f"{e['rank']}. {e['title']}", pad, "bold", 3)
+            say(f"why: {e['why']}", pad + 3, "", 5)
+            say(f"do:  {e['do']}", pad + 3, "cyan", 5)
+        if more:
+            console.print(f"{indent}({more} more; use --all)")
+        if not exps:
+            console.print(f"{indent}(none)")
+
+    def table(head_: list[str], rows: list[list[Any]]) -> None:
+        cells = [[str(c if c is not None else "(absent)") for c in r] for r in rows]
+        lines = layout_columns(head_, cells, width)
+        console.print(Text(lines[0], style="bold"), soft_wrap=True)
+        console.print(Text(lines[1], style="dim"), soft_wrap=True)
+        for line in lines[2:]:
+            console.print(Text(line), soft_wrap=True)
+
+    if doc["mode"] == "pair":
+        console.print(Text("Most likely explanations", style="bold underline"))
+        explanations(doc["explanations"], doc["more_explanations"])
+        console.print()
+        console.print(Text(f"Differences ({len(doc['differences'])})", style="bold underline"))
+        if doc["differences"]:
+            table(["area", "key", names[0], names[1], "change", "class"],
+                  [[d["area"], d["key"], _cell(d["values"][0]), _cell(d["values"][1]),
+                    d["change"], d["class"]] for d in doc["differences"]])
+    else:
+        console.print(Text(f"Inputs that deviate from the majority ({len(doc['deviants'])})",
+                           style="bold underline"))
+        for d in doc["deviants"]:
+            console.print(Text(f"  {d['label']}", style="bold"))
+            explanations(d["explanations"], d["more_explanations"], indent="    ")
+        if not doc["deviants"]:
+            console.print("  (none)")
+        console.print()
+        console.print(Text(f"Facts that vary ({len(doc['varying'])})", style="bold underline"))
+        if doc["varying"]:
+            table(["area", "key", "majority (count)", "deviants"],
+                  [[v["area"], v["key"], f"{v['majority'] or '(absent)'} ({v['majority_count']})",
+                    "; ".join(f"{k}: {x or '(absent)'}" for k, x in v["deviants"].items())]
+                   for v in doc["varying"]])
+    console.print()
+    for line in _md_summary(doc):
+        say(line.replace("**", ""), 0, "", 2)

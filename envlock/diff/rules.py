@@ -1,0 +1,341 @@
+"""Explanations: rules that combine facts, then one explanation per component or fact.
+
+Each rule looks at both inputs' facts (not only the differing ones: TF32 needs the torch
+version even when it is the same on both sides), returns an :class:`Explanation` and the
+changes it accounts for; those changes are not explained again.  The texts, ranks and
+parameters of the rules are in the impact model (``[rules.*]`` of ``impact.toml``):
+
+* ``code`` — a checkout's commit or uncommitted diff differs (case C13);
+* ``torch-variant`` — torch is a CPU build on one side and a CUDA build on the other, or
+  builds for different CUDA versions (case C05);
+* ``tf32`` — GPU compute capability ≥ 8.0 with torch 1.7–1.11 on one side only: float32
+  matmul on TF32 tensor cores by default (case C14; pytorch/pytorch#58434, torch 1.12 notes);
+* ``blas-vendor`` — OpenBLAS vs MKL vs BLIS (case C10);
+* ``simd`` — AVX-512 on one side only with numpy ≥ 1.22 (case C08; numpy/numpy#23289);
+* ``threads`` — BLAS/OpenMP thread settings or, when unset, usable cores (case C09).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from envlock.diff.engine import Change, Explanation
+from envlock.diff.facts import FactSet, Impl, Pkg, display
+from envlock.diff.impact import KB, version_in
+
+__all__ = ["explain", "torch_variant", "blas_vendors"]
+
+Facts = Mapping[tuple[str, str], Any]
+
+
+def _fmt(text: str, **kw: Any) -> str:
+    class _Keep(dict[str, Any]):
+        def __missing__(self, key: str) -> str:
+            return "{" + key + "}"
+
+    return text.format_map(_Keep(kw))
+
+
+def _rule(kb: KB, rid: str, changes: list[Change], size: str = "value", **kw: Any
+          ) -> Explanation:
+    spec = kb.rules.get(rid, {})
+    rank = int(spec.get("rank", 90))
+    return Explanation(rid, _fmt(str(spec.get("title", rid)), **kw),
+                       str(spec.get("class", "numerical-core")),
+                       rank * 10 + kb.sizes.get(size, 1), _fmt(str(spec.get("why", "")), **kw),
+                       _fmt(str(spec.get("do", "")), **kw), changes)
+
+
+def _spec_ok(version: str | None, spec: str) -> bool:
+    return version_in(version, spec)
+
+
+def _pkg_version(facts: Facts, name: str) -> str | None:
+    p = facts.get(("package", name))
+    return p.version if isinstance(p, Pkg) and p.version else None
+
+
+# -- code -------------------------------------------------------------------------------------
+def _code(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explanation]:
+    out = []
+    by_scope: dict[str, list[Change]] = {}
+    for c in changes:
+        if c.area == "code" and not c.key.endswith(".branch"):
+            by_scope.setdefault(c.key.rsplit(".", 1)[0], []).append(c)
+    for scope, cs in by_scope.items():
+        parts = []
+        for c in cs:
+            what = c.key.rsplit(".", 1)[1]
+            va, vb = (_short(v) for v in c.values)
+            if c.majority_count is not None:
+                parts.append(f"{b.label} has {what} {vb} while {c.majority_count} others have {va}")
+            else:
+                parts.append(f"{what} {va} → {vb}")
+        where = "the repository" if scope == "repository" else f"{scope} (editable checkout)"
+        out.append(_rule(kb, "code", cs, "major", what=f"{where}: " + "; ".join(parts)))
+    return out
+
+
+def _short(v: Any) -> str:
+    text = display(v)
+    if re.fullmatch(r"[0-9a-f]{40}", text):
+        return text[:12]
+    if text.startswith("sha256:"):
+        return text[:19] + "…"
+    return text
+
+
+# -- torch build variant ----------------------------------------------------------------------
+def torch_variant(facts: Facts) -> str | None:
+    """Tell torch's build from the facts: ``"CPU-only"``, ``"CUDA 13.0"``, ``"ROCm 6.1"``.
+
+    Evidence, first that exists: ``[frameworks]`` (``build``/``cuda``/``hip``, read from
+    ``torch/version.py``); the PEP 440 local label of the pip version (``+cpu``, ``+cu130``,
+    ``+rocm6.1``); the conda build string (``py3.8_cpu_0``, ``*cuda12.1*``, ``cuda120_*``);
+    for a PyPI wheel without a label, the ``nvidia-cuda-runtime`` wheel beside it.
+
+    :returns: the variant, or ``None`` when torch is absent or its build cannot be told.
+    """
+    build = facts.get(("frameworks", "torch.build"))
+    if build == "cpu":
+        return "CPU-only"
+    if build == "cuda" and facts.get(("frameworks", "torch.cuda")):
+        return f"CUDA {facts[('frameworks', 'torch.cuda')]}"
+    if build == "rocm":
+        return f"ROCm {facts.get(('frameworks', 'torch.hip')) or ''}".strip()
+    pkg = facts.get(("package", "torch"))
+    if not isinstance(pkg, Pkg):
+        return None
+    local = pkg.version.partition("+")[2]
+    if local == "cpu" or (pkg.build and re.search(r"(^|_)cpu(_|$)", pkg.build)):
+        return "CPU-only"
+    build_text = pkg.build or ""
+    m = (re.fullmatch(r"cu(\d+)(\d)", local) or re.search(r"cuda(\d+)\.(\d+)", build_text)
+         or re.search(r"cuda(\d\d)(\d)(?:_|py)", build_text))
+    if m:
+        return f"CUDA {int(m.group(1))}.{m.group(2)}"
+    if local.startswith("rocm"):
+        return f"ROCm {local[4:]}"
+    if build == "cuda":
+        return "CUDA"
+    for rt in ("nvidia-cuda-runtime", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime-cu11"):
+        v = _pkg_version(facts, rt)
+        if v:
+            return "CUDA " + ".".join(v.split(".")[:2])
+    return None
+
+
+def _torch(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explanation]:
+    va, vb = torch_variant(a.facts), torch_variant(b.facts)
+    if not va or not vb or va == vb or "CUDA" in (va, vb):  # "CUDA": version unknown
+        return []
+    absorbed = [c for c in changes if c.component in ("torch", "cuda-libs")]
+    version = next((c for c in absorbed if c.area == "package" and c.key == "torch"), None)
+    ex = _rule(kb, "torch-variant", absorbed, "variant", a=va, b=vb, la=a.label, lb=b.label)
+    if version is not None:
+        va_, vb_ = (v.version if isinstance(v, Pkg) else display(v) for v in version.values)
+        if va_.split("+")[0] != vb_.split("+")[0]:
+            ex.title += f" (torch {va_} → {vb_})"
+    return [ex]
+
+
+# -- TF32 -------------------------------------------------------------------------------------
+def _tf32_on(facts: Facts, spec: str, min_cc: float) -> tuple[bool | None, str, str]:
+    ccs = facts.get(("gpu", "compute-capability"))
+    best = max((float(c) for c in ccs if re.fullmatch(r"\d+\.\d+", c)), default=None) \
+        if isinstance(ccs, frozenset) else None
+    torch = _pkg_version(facts, "torch") or facts.get(("frameworks", "torch.version"))
+    runtime = facts.get(("frameworks", "torch.runtime.allow-tf32-matmul"))
+    cc_text = display(ccs) if ccs else "no GPU"
+    if isinstance(runtime, bool) and best is not None:
+        return runtime and best >= min_cc, cc_text, str(torch)
+    if torch is None or torch_variant(facts) == "CPU-only":
+        return (False if best is None and torch else None), cc_text, str(torch)
+    if best is None:
+        return False, cc_text, str(torch)
+    return best >= min_cc and _spec_ok(torch, spec), cc_text, str(torch)
+
+
+def _tf32(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explanation]:
+    spec = kb.rules.get("tf32", {})
+    torch_spec = str(spec.get("torch", ">=1.7,<1.12"))
+    min_cc = float(spec.get("min-cc", "8.0"))
+    on_a, cc_a, t_a = _tf32_on(a.facts, torch_spec, min_cc)
+    on_b, cc_b, t_b = _tf32_on(b.facts, torch_spec, min_cc)
+    if on_a is None or on_b is None or on_a == on_b:
+        return []
+    on, off, cc_on, torch_on = (a, b, cc_a, t_a) if on_a else (b, a, cc_b, t_b)
+    absorbed = [c for c in changes if c.component == "gpu-arch"
+                or c.key.startswith("torch.runtime.allow-tf32")]
+    return [_rule(kb, "tf32", absorbed, "value", on=on.label, off=off.label, cc_on=cc_on,
+                  torch_on=torch_on, spec=torch_spec)]
+
+
+# -- BLAS vendor ------------------------------------------------------------------------------
+_VENDOR_NAMES = {"openblas": "OpenBLAS", "mkl": "MKL", "blis": "BLIS", "netlib": "reference BLAS",
+                 "accelerate": "Accelerate", "flexiblas": "FlexiBLAS"}
+
+
+def blas_vendors(facts: Facts) -> frozenset[str]:
+    """The BLAS implementations the facts show: ``[blas]`` entries, else conda's libblas build.
+
+    conda-forge's ``libblas`` build string ends in ``_openblas``, ``_mkl``, ``_blis``,
+    ``_accelerate`` or ``_netlib`` (the BLAS "mutex"); defaults' ``blas`` package build is
+    ``mkl`` or ``openblas``.  An ``mkl`` package without ``libblas`` counts as MKL.
+    """
+    found = {v.name for (area, key), v in facts.items()
+             if area == "blas" and isinstance(v, Impl) and not key.startswith("openmp")}
+    if found:
+        return frozenset(found - {"unknown"})
+    for name in ("libblas", "blas"):
+        pkg = facts.get(("package", name))
+        if isinstance(pkg, Pkg) and pkg.build:
+            for vendor in _VENDOR_NAMES:
+                if re.search(rf"(^|_){vendor}($|_)", pkg.build):
+                    return frozenset({vendor})
+    if ("package", "mkl") in facts:
+        return frozenset({"mkl"})
+    if ("package", "libopenblas") in facts or ("package", "openblas") in facts:
+        return frozenset({"openblas"})
+    return frozenset()
+
+
+def _blas(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explanation]:
+    va, vb = blas_vendors(a.facts), blas_vendors(b.facts)
+    if not va or not vb or va == vb:
+        return []
+    absorbed = [c for c in changes if c.component in ("blas", "blas-package")]
+
+    def names(v: frozenset[str]) -> str:
+        return " + ".join(sorted(_VENDOR_NAMES.get(x, x) for x in v))
+
+    return [_rule(kb, "blas-vendor", absorbed, "vendor", a=names(va), b=names(vb),
+                  la=a.label, lb=b.label)]
+
+
+# -- SIMD -------------------------------------------------------------------------------------
+def _simd_name(isa: frozenset[str]) -> str:
+    if "avx512f" in isa:
+        return "AVX-512"
+    return "AVX2 (no AVX-512)" if "avx2" in isa else "no AVX-512"
+
+
+def _simd(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explanation]:
+    ia, ib = a.facts.get(("cpu", "isa")), b.facts.get(("cpu", "isa"))
+    if not isinstance(ia, frozenset) or not isinstance(ib, frozenset):
+        return []
+    if ("avx512f" in ia) == ("avx512f" in ib):
+        return []
+    spec = str(kb.rules.get("simd", {}).get("numpy", ">=1.22"))
+    numpy = [v for v in (_pkg_version(a.facts, "numpy"), _pkg_version(b.facts, "numpy")) if v]
+    if not any(_spec_ok(v, spec) for v in numpy):
+        return []
+    absorbed = [c for c in changes if c.component == "cpu-isa"]
+    return [_rule(kb, "simd", absorbed, "value", a=_simd_name(ia), b=_simd_name(ib),
+                  la=a.label, lb=b.label, numpy=" / ".join(dict.fromkeys(numpy)))]
+
+
+# -- threads ----------------------------------------------------------------------------------
+def _threads(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explanation]:
+    names = set(kb.rules.get("threads", {}).get("vars", ()))
+    env = [c for c in changes if c.area == "env" and c.key in names]
+    cores = [c for c in changes if c.component == "cores"]
+    unset = any(("env", n) not in f for n in ("OMP_NUM_THREADS",) for f in (a.facts, b.facts))
+    if not env and not (cores and unset):
+        return []
+    parts = [_describe(c, b.label) if c.majority_count is not None
+             else f"{c.key} {_unset(c.values[0])} → {_unset(c.values[1])}" for c in env + cores]
+    return [_rule(kb, "threads", env + cores, "value", what="; ".join(parts))]
+
+
+def _unset(v: Any) -> str:
+    return "unset" if v is None else display(v)
+
+
+RULES: tuple[Callable[[FactSet, FactSet, list[Change], KB], list[Explanation]], ...] = (
+    _code, _torch, _tf32, _blas, _simd, _threads)
+
+
+# -- the rest: one explanation per component (grouped) or per fact ----------------------------
+def _describe(c: Change, label: str = "") -> str:
+    va, vb = c.values
+    if c.majority_count is not None:
+        name = c.key if c.area == "package" else f"{c.area} {c.key}"
+        return (f"{label} has {name} {_unset(vb)} while {c.majority_count} others have "
+                f"{_unset(va)}")
+    if va is None:
+        return f"{c.key} {display(vb)} added"
+    if vb is None:
+        return f"{c.key} {display(va)} removed"
+    if isinstance(va, Pkg) and isinstance(vb, Pkg) and va.version != vb.version:
+        return f"{c.key} {va.version} → {vb.version}"
+    return f"{c.key} {display(va)} → {display(vb)}"
+
+
+def _plainv(v: Any) -> str:
+    return v.version if isinstance(v, Pkg) and v.version else display(v)
+
+
+def _score(kb: KB, c: Change) -> int:
+    comp = kb.component(c.area, c.key)
+    if c.size == "build" and comp.build_size is not None:
+        return kb.rank(c.cls) * 10 + int(comp.build_size)
+    return kb.score(c.cls, c.size)
+
+
+def _plain(rest: Iterable[Change], kb: KB, label: str) -> list[Explanation]:
+    groups: dict[str, list[Change]] = {}
+    compilers: list[Change] = []
+    for c in rest:
+        if not kb.explains(c.cls):
+            continue
+        if c.area == "toolchain" and c.key.endswith(" built with"):
+            compilers.append(c)
+            continue
+        comp = kb.component(c.area, c.key)
+        groups.setdefault(comp.id if comp.group else f"{comp.id}:{c.area}:{c.key}", []).append(c)
+    # a package rebuilt with another compiler because its version changed: one explanation
+    by_package = {cs[0].key: cs for cs in groups.values() if cs[0].area == "package"}
+    for c in compilers:
+        owner = by_package.get(c.key[: -len(" built with")])
+        if owner is not None:
+            owner.append(c)
+        else:
+            comp = kb.component(c.area, c.key)
+            groups[f"{comp.id}:{c.area}:{c.key}"] = [c]
+    out = []
+    for gid, cs in groups.items():
+        comp = kb.component(cs[0].area, cs[0].key)
+        first = cs[0]
+        kw = {"a": _plainv(first.values[0]), "b": _plainv(first.values[1]), "key": first.key}
+        if comp.group:
+            shown = "; ".join(_describe(c, label) for c in cs[:4])
+            more = f"; and {len(cs) - 4} more" if len(cs) > 4 else ""  # noqa: PLR2004
+            title = f"{comp.title or comp.id}: {shown}{more}"
+        else:
+            title = _describe(first, label) + (
+                f" ({first.size})" if first.size in ("major", "minor", "patch") else "")
+            if first.area != "package" and first.majority_count is None:
+                title = f"{first.area} {title}"
+        out.append(Explanation(gid, title, comp.cls, max(_score(kb, c) for c in cs),
+                               _fmt(comp.why, **kw), _fmt(comp.do, **kw), cs))
+    return out
+
+
+def explain(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explanation]:
+    """Rank the likely causes of the differences ``a → b``, most likely first.
+
+    :returns: every explanation (the caller shows the first ten); changes of classes with
+        ``explain = false`` (tooling) are never among them.
+    """
+    out: list[Explanation] = []
+    used: set[int] = set()
+    for rule in RULES:
+        for ex in rule(a, b, [c for c in changes if id(c) not in used], kb):
+            used.update(id(c) for c in ex.changes)
+            out.append(ex)
+    out.extend(_plain((c for c in changes if id(c) not in used), kb, b.label))
+    out.sort(key=lambda e: (-e.score, e.title))
+    return out

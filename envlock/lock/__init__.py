@@ -1,0 +1,204 @@
+"""Lockfiles: ``conda-lock.yml`` (conda-lock's format) and ``pylock.toml`` (PEP 751).
+
+Three ways in, one way out:
+
+* :func:`lock_environment` — freeze an existing environment (``envlock lock --from-env``);
+* :func:`lock_spec` — solve an ``environment.yml`` (``envlock lock -f``), with conda-lock
+  when a conda executable exists, else py-rattler, offline against ``file://`` channels;
+* :func:`lock_requirements` — resolve ``requirements.in``/``pyproject.toml`` with uv
+  (``envlock lock -r``);
+* :func:`plan_restore` / :func:`run_plan` — the commands that recreate an environment
+  (``envlock restore``);
+* :func:`find_lockfiles` — the ``[lockfiles]`` table of a manifest.
+
+The heavy tools (conda-lock, py-rattler, uv) are the optional extra ``envlock[lock]`` and are
+imported only when a function needs them.  Importing this package imports none of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from envlock._run import Runner, run
+from envlock.lock._find import find_lockfiles
+
+if TYPE_CHECKING:
+    from envlock.lock._output import LockResult
+    from envlock.lock._pip import IndexOptions, Skipped
+    from envlock.lock._restore import RestorePlan, Step
+
+#: Names this package exports lazily, and the module that defines each.
+_LAZY = {
+    "IndexOptions": "_pip",
+    "Skipped": "_pip",
+    "LockResult": "_output",
+    "RestorePlan": "_restore",
+    "Step": "_restore",
+    "plan_restore": "_restore",
+    "run_plan": "_restore",
+}
+
+__all__ = [
+    "IndexOptions",
+    "LockResult",
+    "Skipped",
+    "RestorePlan",
+    "Step",
+    "find_lockfiles",
+    "lock_environment",
+    "lock_spec",
+    "lock_requirements",
+    "plan_restore",
+    "run_plan",
+]
+
+
+def lock_environment(
+    out_dir: str | Path,
+    *,
+    python: str | None = None,
+    prefix: str | None = None,
+    index: IndexOptions | None = None,
+    use_pip_config: bool = True,
+    force: bool = False,
+    runner: Runner = run,
+) -> LockResult:
+    """Freeze the target environment into ``conda-lock.yml`` and/or ``pylock.toml``.
+
+    :param out_dir: directory for the lockfiles (created if needed).
+    :param python: the target interpreter; ``prefix``: its prefix (as ``envlock snapshot``).
+    :param index: pip index options for uv; ``None``: the target's pip configuration.
+    :param use_pip_config: read the target's pip configuration when ``index`` is ``None``.
+    :param force: replace existing lockfiles.
+    :raises TargetError: no such target.
+    :raises OutputExistsError: a lockfile exists and ``force`` is false.
+    :raises LockError: uv cannot find an installed version; :raises MissingDependencyError:
+        ``envlock[lock]`` is not installed.
+    """
+    from envlock import snapshot  # noqa: PLC0415
+    from envlock.lock._fromenv import lock_manifest  # noqa: PLC0415
+
+    manifest = snapshot(python=python, prefix=prefix, runner=runner, command=())
+    return lock_manifest(manifest, Path(out_dir), index=index, use_pip_config=use_pip_config,
+                         force=force, runner=runner)
+
+
+def lock_spec(
+    spec: str | Path,
+    out_dir: str | Path,
+    *,
+    platforms: Sequence[str] = (),
+    solver: str = "auto",
+    channels: Sequence[str] = (),
+    virtual_package_spec: str | Path | None = None,
+    cuda: str | None = None,
+    index: IndexOptions | None = None,
+    force: bool = False,
+    runner: Runner = run,
+    environ: dict[str, str] | None = None,
+) -> LockResult:
+    """Solve a conda ``environment.yml`` into ``<out_dir>/conda-lock.yml``.
+
+    :param platforms: target platforms; default: the file's ``platforms:``, else this machine's.
+    :param solver: ``"auto"`` (conda-lock if a conda/mamba/micromamba executable exists, else
+        py-rattler), ``"conda-lock"`` or ``"rattler"``.
+    :param channels: replace the file's channels.
+    :param virtual_package_spec: conda-lock virtual-package spec file (``__cuda``, ``__glibc``).
+    :param cuda: ``__cuda`` version to assume (``""``: none), as conda-lock's ``--with-cuda``.
+    :raises SolveError: unsatisfiable (the solver's explanation); nothing is written.
+    :raises ManifestError: malformed spec; :raises LockError: channel unreachable.
+    """
+    from envlock.errors import LockError  # noqa: PLC0415
+    from envlock.lock import _spec, _tools  # noqa: PLC0415
+    from envlock.lock._output import LockResult, write_all  # noqa: PLC0415
+
+    spec = Path(spec)
+    out = Path(out_dir) / "conda-lock.yml"
+    if not platforms:
+        platforms = _spec.read_environment_yml(spec).platforms or (_current_platform(),)
+    for p in platforms:
+        if p not in _spec.PLATFORMS:
+            raise LockError(f"unknown platform {p!r} (known: {', '.join(_spec.PLATFORMS)})")
+    exe = _tools.conda_executable(environ) if solver in ("auto", "conda-lock") else None
+    if solver == "conda-lock" and exe is None:
+        raise LockError("--solver conda-lock needs conda, mamba or micromamba on PATH")
+    if exe is not None:
+        import tempfile  # noqa: PLC0415
+
+        _spec.read_environment_yml(spec, platforms[0])  # fail early, with our message
+        with tempfile.TemporaryDirectory(prefix="envlock-conda-lock-") as tmp:
+            tmp_lock = Path(tmp) / "conda-lock.yml"
+            argv = _spec.conda_lock_command(spec, platforms, tmp_lock, exe, channels=channels,
+                                            virtual_package_spec=virtual_package_spec, cuda=cuda)
+            text = _spec.solve_with_conda_lock(argv, tmp_lock, runner=runner)
+        note = f"solved by conda-lock with {exe}"
+    else:
+        text = _spec.render_spec_lock(spec, platforms, out, channels=channels,
+                                      virtual_package_spec=virtual_package_spec, cuda=cuda,
+                                      index=index, runner=runner)
+        note = "solved by py-rattler (no conda executable needed)"
+    files = write_all({out: text}, force=force)
+    return LockResult(files=files, notes=(note, f"platforms: {', '.join(platforms)}"))
+
+
+def lock_requirements(
+    source: str | Path,
+    out_dir: str | Path,
+    *,
+    python: str | None = None,
+    python_version: str | None = None,
+    requirements_txt: bool = False,
+    index: IndexOptions | None = None,
+    force: bool = False,
+    runner: Runner = run,
+) -> LockResult:
+    """Resolve ``requirements.in`` or ``pyproject.toml`` with uv into a hash-pinned lock.
+
+    :param requirements_txt: write ``requirements.txt`` (with ``--hash`` lines and the index
+        options) instead of ``pylock.toml``.
+    :raises SolveError: no solution (uv's explanation); :raises LockError: uv failed.
+    """
+    from envlock.errors import ManifestError  # noqa: PLC0415
+    from envlock.lock import _pip  # noqa: PLC0415
+    from envlock.lock._output import LockResult, now, pylock_text, write_all  # noqa: PLC0415
+    from envlock.lock._pip import IndexOptions  # noqa: PLC0415
+
+    source = Path(source)
+    if not source.is_file():
+        raise ManifestError(f"{source}: no such file")
+    index = index or IndexOptions(source="uv defaults (PyPI)")
+    fmt = "requirements.txt" if requirements_txt else "pylock.toml"
+    if requirements_txt:
+        index_args = ["--emit-index-url", "--emit-find-links"]
+        text = _pip.compile_requirements(source, index=index, python=python,
+                                         python_version=python_version, fmt=fmt, runner=runner,
+                                         extra=index_args)
+        text = (f"# Locked by envlock from {source.name} with uv; install with:\n"
+                f"#   uv pip install --require-hashes -r requirements.txt\n{text}")
+    else:
+        uv_out = _pip.compile_requirements(source, index=index, python=python,
+                                           python_version=python_version, runner=runner)
+        tool: dict[str, Any] = {"source": f"envlock lock -r {source.name}", "created": now(),
+                                **index.to_table()}
+        text = pylock_text(uv_out, tool=tool, header=(
+            f"Locked by envlock from {source.name} with uv.\n"
+            "Install with: uv pip install -r pylock.toml"))
+    files = write_all({Path(out_dir) / fmt: text}, force=force)
+    return LockResult(files=files, notes=(f"pip index options from {index.source}",))
+
+
+def _current_platform() -> str:
+    from envlock.lock._tools import current_platform  # noqa: PLC0415
+
+    return current_platform()
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'envlock.lock' has no attribute {name!r}")
+    import importlib  # noqa: PLC0415
+
+    return getattr(importlib.import_module(f"envlock.lock.{module}"), name)

@@ -1,0 +1,388 @@
+"""``envlock lock -f environment.yml``: solve a conda spec into ``conda-lock.yml``.
+
+Two solvers, neither written here:
+
+* conda-lock itself, when a conda, mamba or micromamba executable exists (conda-lock needs
+  one to solve);
+* otherwise py-rattler's solver (resolvo), which reads channels' ``repodata.json`` directly:
+  it works offline against ``file://`` channels and needs no conda installation.
+
+With py-rattler, envlock reads the spec the way conda-lock does (platform selectors
+``# [linux]`` filtered with conda-lock's own function), gives the solver the virtual packages
+conda-lock would assume (its ``default-virtual-packages.yaml``, or a ``--virtual-package-spec``
+file in conda-lock's format), resolves the ``pip:`` section with uv for the solved Python, and
+writes the result with conda-lock's models.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envlock._run import Runner, run
+from envlock.errors import LockError, ManifestError, SolveError
+from envlock.lock import _condalock, _pip
+from envlock.lock._pip import IndexOptions
+from envlock.lock._tools import SOLVE_TIMEOUT, conda_lock_argv, require, run_async
+
+__all__ = [
+    "EnvSpec",
+    "PLATFORMS",
+    "read_environment_yml",
+    "virtual_packages",
+    "solve_platform",
+    "render_spec_lock",
+    "conda_lock_command",
+    "uv_platform",
+]
+
+#: The platforms conda-lock's selector filter knows, and uv's ``--python-platform`` for each
+#: (``None``: uv cannot resolve for it).
+PLATFORMS: dict[str, str | None] = {
+    "linux-64": "x86_64-unknown-linux-gnu",
+    "linux-aarch64": "aarch64-unknown-linux-gnu",
+    "linux-ppc64le": None,
+    "osx-64": "x86_64-apple-darwin",
+    "osx-arm64": "aarch64-apple-darwin",
+    "win-64": "x86_64-pc-windows-msvc",
+}
+
+#: The manylinux glibc levels (2.x) uv accepts in ``--python-platform`` (uv 0.9–0.13).
+_UV_MANYLINUX = (17, 28, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40)
+
+
+def uv_platform(platform: str, glibc: str | None = None) -> str:
+    """uv's ``--python-platform`` for a conda platform and the ``__glibc`` it assumes.
+
+    Wheels are chosen by their manylinux tag (PEP 600: ``manylinux_2_X`` runs on glibc ≥
+    2.X), so the highest level uv knows that does not exceed ``glibc`` is used.
+
+    :raises LockError: uv cannot resolve for ``platform``.
+    """
+    target = PLATFORMS.get(platform)
+    if target is None:
+        raise LockError(f"uv cannot resolve a pip: section for {platform}")
+    if glibc and target.endswith("-unknown-linux-gnu"):
+        try:
+            minor = int(glibc.split(".")[1])
+        except (IndexError, ValueError):
+            return target
+        levels = [lv for lv in _UV_MANYLINUX if lv <= minor]
+        if levels:
+            return f"{target.split('-', 1)[0]}-manylinux_2_{levels[-1]}"
+    return target
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EnvSpec:
+    """An ``environment.yml`` read for one platform.
+
+    :ivar channels: channel names or URLs (local directories turned into ``file://`` URLs),
+        highest priority first; ``nodefaults`` removed.
+    :ivar conda: conda match specs; ``pip``: requirement lines of the ``pip:`` section.
+    :ivar platforms: the file's own ``platforms:`` list, if any.
+    """
+
+    path: Path
+    name: str | None = None
+    channels: tuple[str, ...] = ()
+    conda: tuple[str, ...] = ()
+    pip: tuple[str, ...] = ()
+    platforms: tuple[str, ...] = ()
+    text: str = field(default="", repr=False)
+
+
+def _channel_url(channel: str, base: Path) -> str:
+    if "://" in channel:
+        return channel
+    local = Path(channel).expanduser()
+    if not local.is_absolute():
+        local = base / local
+    if channel.startswith((".", "/", "~")) or local.is_dir():
+        return local.resolve().as_uri()
+    return channel
+
+
+def read_environment_yml(path: str | Path, platform: str | None = None) -> EnvSpec:
+    """Read a conda environment file, keeping the lines whose selector matches ``platform``.
+
+    :raises ManifestError: the file is missing, is not YAML, or its ``channels`` /
+        ``dependencies`` are not lists of strings (one line naming the problem).
+    """
+    yaml = require("yaml")
+    selectors = require("conda_lock.src_parser.selectors")
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ManifestError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"{path}: cannot read ({exc})") from None
+    if platform is not None and platform not in PLATFORMS:
+        raise ManifestError(f"unknown platform {platform!r} (known: {', '.join(PLATFORMS)})")
+    filtered = "\n".join(selectors.filter_platform_selectors(text, platform=platform))
+    try:
+        data = yaml.safe_load(filtered)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ManifestError(f"{path}: malformed YAML{where} ({problem})") from None
+    if not isinstance(data, dict):
+        raise ManifestError(f"{path}: not a conda environment file (top level is not a mapping)")
+    deps = data.get("dependencies")
+    if not isinstance(deps, list) or not deps:
+        raise ManifestError(f"{path}: 'dependencies' must be a non-empty list")
+    channels = data.get("channels") or []
+    if not isinstance(channels, list) or not all(isinstance(c, str) for c in channels):
+        raise ManifestError(f"{path}: 'channels' must be a list of channel names or URLs")
+    conda, pip = [], []
+    for i, dep in enumerate(deps):
+        if isinstance(dep, str):
+            conda.append(dep.strip())
+        elif isinstance(dep, dict) and set(dep) == {"pip"} and isinstance(dep["pip"], list):
+            pip += [str(r).strip() for r in dep["pip"] if r is not None]
+        elif isinstance(dep, dict) and set(dep) == {"pip"} and dep["pip"] is None:
+            continue  # every line of the section filtered out by selectors
+        else:
+            raise ManifestError(
+                f"{path}: dependencies[{i}] is neither a match spec nor a pip: list"
+            )
+    platforms = data.get("platforms") or []
+    return EnvSpec(
+        path=path,
+        name=data.get("name"),
+        channels=tuple(_channel_url(c, path.parent) for c in channels if c != "nodefaults"),
+        conda=tuple(conda),
+        pip=tuple(pip),
+        platforms=tuple(str(p) for p in platforms),
+        text=text,
+    )
+
+
+def virtual_packages(
+    platform: str, *, spec_file: str | Path | None = None, cuda: str | None = None
+) -> list[tuple[str, str, str]]:
+    """The virtual packages (``__glibc``, ``__cuda``, …) assumed present on ``platform``.
+
+    :param spec_file: a conda-lock virtual-package spec (``subdirs: {linux-64: {packages:
+        {__cuda: "12.4", __glibc: "2.28"}}}``); default: conda-lock's
+        ``default-virtual-packages.yaml``.
+    :param cuda: override ``__cuda`` (``""`` removes it), like conda-lock's ``--with-cuda`` /
+        ``--without-cuda``.
+    :raises ManifestError: the spec file is malformed or has no entry for ``platform``.
+    :returns: (name, version, build string) triples.
+    """
+    yaml = require("yaml")
+    vp = require("conda_lock.virtual_package")
+    pydantic = require("pydantic")
+    path = Path(spec_file) if spec_file else Path(vp.DEFAULT_VIRTUAL_PACKAGES_YAML_PATH)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        spec = vp.VirtualPackageSpec.model_validate(data)
+    except FileNotFoundError:
+        raise ManifestError(f"{path}: no such file") from None
+    except (yaml.YAMLError, OSError) as exc:
+        raise ManifestError(f"{path}: cannot read virtual package spec ({exc})") from None
+    except pydantic.ValidationError as exc:
+        first = exc.errors()[0]
+        raise ManifestError(f"{path}: not a virtual package spec ({first['msg']})") from None
+    subdir = spec.subdirs.get(platform)
+    if subdir is None:
+        raise ManifestError(f"{path}: no virtual packages given for platform {platform}")
+    packages = dict(subdir.packages)
+    if cuda is not None:
+        packages.pop("__cuda", None)
+        if cuda:
+            packages["__cuda"] = cuda
+    out = []
+    for name, spec_text in sorted(packages.items()):
+        version, _, build = str(spec_text).partition(" ")
+        out.append((name, version, build))
+    return out
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [ln for ln in str(exc).splitlines() if ln.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def solve_platform(
+    spec: EnvSpec, platform: str, vpkgs: Sequence[tuple[str, str, str]]
+) -> list[Any]:
+    """Solve the conda part of ``spec`` for ``platform`` with py-rattler.
+
+    :raises SolveError: no set of packages satisfies the spec (the solver's explanation).
+    :raises LockError: a channel cannot be read (missing, unreachable, no network).
+    :returns: py-rattler ``RepoDataRecord`` objects.
+    """
+    rattler = require("rattler")
+    exceptions = require("rattler.exceptions")
+    if not spec.channels:
+        raise ManifestError(f"{spec.path}: no channels given")
+    virtual = [
+        rattler.GenericVirtualPackage(
+            rattler.PackageName(name), rattler.Version(version), rattler.BuildString(build or "0")
+        )
+        for name, version, build in vpkgs
+    ]
+    try:
+        return run_async(
+            rattler.solve(
+                sources=list(spec.channels),
+                specs=list(spec.conda),
+                platforms=[platform, "noarch"],
+                virtual_packages=virtual,
+            )
+        )
+    except exceptions.SolverError as exc:
+        explanation = str(exc).strip()
+        raise SolveError(f"{spec.path} cannot be solved for {platform}:\n{explanation}") from None
+    except (exceptions.GatewayError, exceptions.FetchRepoDataError) as exc:
+        causes = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        reason = causes[-1].removeprefix("Caused by: ") if causes else ""
+        raise LockError(
+            f"cannot read the channels of {spec.path} ({_first_line(exc)}: {reason}); "
+            "check the channel names, or use a local channel mirror (file://)"
+        ) from None
+    except (
+        exceptions.InvalidMatchSpecError,
+        exceptions.InvalidPackageNameError,
+        exceptions.InvalidVersionSpecError,
+        exceptions.InvalidVersionError,
+        exceptions.InvalidChannelError,
+        exceptions.InvalidUrlError,
+    ) as exc:
+        raise ManifestError(f"{spec.path}: {_first_line(exc)}") from None
+
+
+def _pip_entries(
+    spec: EnvSpec,
+    platform: str,
+    records: Sequence[Any],
+    vpkgs: Sequence[tuple[str, str, str]],
+    index: IndexOptions,
+    runner: Runner,
+) -> list[_condalock.Entry]:
+    python = next((r for r in records if r.name.normalized == "python"), None)
+    if python is None:
+        raise LockError(f"{spec.path}: the pip: section needs python among the conda packages")
+    glibc = next((v for n, v, _ in vpkgs if n == "__glibc"), None)
+    target = uv_platform(platform, glibc)
+    text = _pip.compile_requirements(
+        list(spec.pip), index=index, python_version=str(python.version),
+        python_platform=target, runner=runner,
+    )
+    from envlock._toml import loads  # noqa: PLC0415
+
+    out = []
+    for pkg in loads(text, name="uv's pylock.toml").get("packages", []):
+        files = pkg.get("wheels") or ([pkg["sdist"]] if "sdist" in pkg else [])
+        files = [f for f in files if "url" in f]
+        if not files:
+            raise LockError(f"uv locked {pkg['name']} without a download URL; cannot write it")
+        first = files[0]
+        out.append(_condalock.Entry(
+            manager="pip", name=pkg["name"], version=pkg["version"], platform=platform,
+            url=first["url"], sha256=first.get("hashes", {}).get("sha256"),
+        ))
+    return out
+
+
+def render_spec_lock(
+    spec_path: str | Path,
+    platforms: Sequence[str],
+    lockfile: Path,
+    *,
+    channels: Sequence[str] = (),
+    virtual_package_spec: str | Path | None = None,
+    cuda: str | None = None,
+    index: IndexOptions | None = None,
+    runner: Runner = run,
+) -> str:
+    """Solve ``spec_path`` for each platform with py-rattler and return conda-lock.yml text.
+
+    :param channels: use these channels instead of the file's.
+    :param lockfile: where the text will be written (sources are recorded relative to it).
+    :raises SolveError, LockError, ManifestError: see :func:`solve_platform`.
+    """
+    index = index or IndexOptions(source="uv defaults (PyPI)")
+    entries: list[_condalock.Entry] = []
+    hashes: dict[str, str] = {}
+    chans: tuple[str, ...] = ()
+    for platform in platforms:
+        spec = read_environment_yml(spec_path, platform)
+        if channels:
+            spec = EnvSpec(**{**_fields(spec), "channels": tuple(
+                _channel_url(c, Path.cwd()) for c in channels)})
+        chans = spec.channels
+        vpkgs = virtual_packages(platform, spec_file=virtual_package_spec, cuda=cuda)
+        records = solve_platform(spec, platform, vpkgs)
+        entries += _condalock.entries_from_records(records, platform)
+        if spec.pip:
+            entries += _pip_entries(spec, platform, records, vpkgs, index, runner)
+        digest = hashlib.sha256(spec.text.encode())
+        digest.update(repr((spec.channels, vpkgs)).encode())
+        hashes[platform] = digest.hexdigest()
+    source = os.path.relpath(Path(spec_path).resolve(), lockfile.resolve().parent)
+    return _condalock.render(
+        entries, platforms=list(platforms), channels=list(chans), sources=[source],
+        content_hashes=hashes, custom={"envlock-solver": "py-rattler"},
+    )
+
+
+def _fields(spec: EnvSpec) -> dict[str, Any]:
+    return {f: getattr(spec, f) for f in spec.__slots__}  # type: ignore[attr-defined]
+
+
+def conda_lock_command(
+    spec_path: str | Path,
+    platforms: Sequence[str],
+    lockfile: Path,
+    conda_exe: str,
+    *,
+    channels: Sequence[str] = (),
+    virtual_package_spec: str | Path | None = None,
+    cuda: str | None = None,
+) -> list[str]:
+    """The ``conda-lock lock`` command line that solves with a conda executable."""
+    argv = [*conda_lock_argv(), "lock", "--file", str(spec_path), "--lockfile", str(lockfile),
+            "--conda", conda_exe]
+    for platform in platforms:
+        argv += ["--platform", platform]
+    for channel in channels:
+        argv += ["--channel", channel]
+    if virtual_package_spec:
+        argv += ["--virtual-package-spec", str(virtual_package_spec)]
+    if cuda == "":
+        argv.append("--without-cuda")
+    elif cuda:
+        argv += ["--with-cuda", cuda]
+    return argv
+
+
+def solve_with_conda_lock(argv: Sequence[str], lockfile: Path, *, runner: Runner = run) -> str:
+    """Run conda-lock (``argv`` from :func:`conda_lock_command`) and return the file it wrote.
+
+    :raises SolveError: conda-lock reports the spec unsatisfiable.
+    :raises LockError: conda-lock failed otherwise or timed out.
+    """
+    result = runner(list(argv), timeout=SOLVE_TIMEOUT)
+    if not result.ok:
+        text = (result.stderr or result.stdout).strip()
+        # conda-lock reports failures as Python tracebacks: keep what it says, not its stack.
+        said = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith(" ")
+                and not ln.startswith("Traceback")]
+        tail = "\n".join(said[-8:])
+        words = ("Unsatisfiable", "unsatisfiable", "conflict", "nothing provides")
+        if any(w in text for w in words):
+            raise SolveError(f"conda-lock cannot solve the spec:\n{tail}")
+        raise LockError(f"conda-lock failed: {said[-1] if said else result.detail}")
+    try:
+        return lockfile.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise LockError(f"conda-lock wrote no {lockfile}: {exc.strerror}") from None

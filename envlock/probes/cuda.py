@@ -1,0 +1,495 @@
+"""``[cuda]`` probe: every CUDA toolkit, runtime and library copy the target can use, and origin.
+
+Read statically (nothing is loaded):
+
+* pip wheels in the target's site dirs: ``nvidia-cuda-runtime[-cuNN]``, ``nvidia-cudnn-cuNN``,
+  ``nvidia-nccl-cuNN``, ``nvidia-cublas``, … (METADATA ``Version``; RECORD for the library
+  files) and the ``cuda-toolkit`` meta-package;
+* conda packages from ``<prefix>/conda-meta`` file names (``cuda-cudart``, ``cudatoolkit``,
+  ``cuda-version``, ``cudnn``, ``nccl``, ``libcublas``, …);
+* toolkit directories: ``$CUDA_HOME``, ``$CUDA_PATH``, ``<root>/usr/local/cuda*``; version from
+  ``version.json`` (CUDA ≥ 11.1), ``version.txt`` (older), wheel-assembled ``dist-info/``, the
+  ``libcudart.so.X.Y.Z`` file name, or the directory name;
+* headers: ``cudnn_version.h`` (``cudnn.h`` for cuDNN ≤ 7) and ``nccl.h`` in the env, the
+  toolkits, the pip wheels and ``<root>/usr/include``;
+* versioned library file names (``libcudnn.so.8.9.7``, ``libnccl.so.2.18.3``) in the env's
+  ``lib/`` and the system library directories;
+* ``nvcc --version`` of the ``nvcc`` that the target's ``PATH`` finds first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from envlock._run import DEFAULT_TIMEOUT, Runner, run
+from envlock.probes._stackutil import (
+    conda_records,
+    iter_dists,
+    read_headers,
+    read_record_paths,
+    read_text,
+    under_root,
+    which,
+)
+from envlock.stack_model import CudaInfo, CudaLibrary, CudaToolkit
+
+__all__ = ["probe_cuda", "COMPONENTS"]
+
+#: pip component name (after ``nvidia-`` and without ``-cuNN``) → envlock's component name.
+COMPONENTS: Mapping[str, str] = {
+    "cuda-runtime": "cudart",
+    "cudnn": "cudnn",
+    "nccl": "nccl",
+    "cublas": "cublas",
+    "cufft": "cufft",
+    "cusparse": "cusparse",
+    "cusolver": "cusolver",
+    "nvjitlink": "nvjitlink",
+    "cuda-nvrtc": "nvrtc",
+    "cuda-cupti": "cupti",
+    "curand": "curand",
+    "cusparselt": "cusparselt",
+    "nvshmem": "nvshmem",
+    "nvtx": "nvtx",
+    "cufile": "cufile",
+    "cuda-nvcc": "nvcc",
+    "npp": "npp",
+    "nvjpeg": "nvjpeg",
+}
+
+# conda package name → component (toolkit meta-packages handled separately).
+_CONDA: Mapping[str, str] = {
+    "cuda-cudart": "cudart",
+    "cudnn": "cudnn",
+    "nccl": "nccl",
+    "libcublas": "cublas",
+    "libcufft": "cufft",
+    "libcusparse": "cusparse",
+    "libcusolver": "cusolver",
+    "libnvjitlink": "nvjitlink",
+    "cuda-nvrtc": "nvrtc",
+    "cuda-cupti": "cupti",
+    "libcurand": "curand",
+    "cusparselt": "cusparselt",
+    "libcusparselt": "cusparselt",
+    "cuda-nvcc": "nvcc",
+    "libnvshmem": "nvshmem",
+    "cuda-nvtx": "nvtx",
+    "libcufile": "cufile",
+}
+_CONDA_TOOLKITS = ("cudatoolkit", "cuda-version", "cuda-toolkit", "cuda-runtime")
+
+# version.json key → component.
+_VERSION_JSON: Mapping[str, str] = {
+    "cuda_cudart": "cudart",
+    "libcublas": "cublas",
+    "libcufft": "cufft",
+    "libcusparse": "cusparse",
+    "libcusolver": "cusolver",
+    "libnvjitlink": "nvjitlink",
+    "cuda_nvrtc": "nvrtc",
+    "cuda_cupti": "cupti",
+    "libcurand": "curand",
+    "cuda_nvcc": "nvcc",
+    "libnpp": "npp",
+    "libnvjpeg": "nvjpeg",
+}
+
+# Library file stems whose file names carry full versions in toolkit/system installs.
+_LIB_STEMS: Mapping[str, str] = {
+    "libcudart": "cudart",
+    "libcudnn": "cudnn",
+    "libnccl": "nccl",
+    "libcublas": "cublas",
+    "libcufft": "cufft",
+    "libcusparse": "cusparse",
+    "libcusolver": "cusolver",
+    "libnvJitLink": "nvjitlink",
+    "libnvrtc": "nvrtc",
+    "libcurand": "curand",
+}
+_SYSTEM_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib/aarch64-linux-gnu")
+
+_DIST_RE = re.compile(r"^nvidia-(?P<comp>[a-z0-9-]+?)(?:-cu(?P<cuda>\d+))?$")
+
+
+def _component_for_dist(name: str) -> tuple[str, str | None] | None:
+    """Map a normalized pip name to ``(component, cuda major)``.
+
+    ``"nvidia-cudnn-cu13"`` → ``("cudnn", "13")``; ``"nvidia-cuda-runtime"`` → ``("cudart", None)``;
+    names that are not CUDA libraries (``nvidia-ml-py``) → ``None``.
+    """
+    m = _DIST_RE.match(name)
+    if not m:
+        return None
+    comp = COMPONENTS.get(m.group("comp"))
+    if comp is None:
+        return None
+    return comp, m.group("cuda")
+
+
+def _parse_nvcc_version(text: str) -> tuple[str, str | None] | None:
+    """Parse ``nvcc --version``: ``"Cuda compilation tools, release 12.4, V12.4.131"``.
+
+    :returns: ``(release, full version)`` e.g. ``("12.4", "12.4.131")``, or ``None``.
+    """
+    m = re.search(r"release (\d+\.\d+)(?:, V(\d+(?:\.\d+)+))?", text)
+    if not m:
+        return None
+    return m.group(1), m.group(2)
+
+
+def _define(text: str, name: str) -> int | None:
+    m = re.search(rf"^\s*#\s*define\s+{name}\s+(\d+)\b", text, re.M)
+    return int(m.group(1)) if m else None
+
+
+def _parse_cudnn_version_h(text: str) -> str | None:
+    """Return ``"major.minor.patch"`` from ``cudnn_version.h`` (or ``cudnn.h`` of cuDNN ≤ 7).
+
+    The ``CUDNN_MAJOR``/``CUDNN_MINOR``/``CUDNN_PATCHLEVEL`` macros are read; ``None`` when
+    any is missing.
+    """
+    parts = [_define(text, n) for n in ("CUDNN_MAJOR", "CUDNN_MINOR", "CUDNN_PATCHLEVEL")]
+    if any(p is None for p in parts):
+        return None
+    return ".".join(str(p) for p in parts)
+
+
+def _parse_nccl_h(text: str) -> str | None:
+    """Return ``"major.minor.patch"`` from ``nccl.h`` (``NCCL_MAJOR``/``_MINOR``/``_PATCH``)."""
+    parts = [_define(text, n) for n in ("NCCL_MAJOR", "NCCL_MINOR", "NCCL_PATCH")]
+    if any(p is None for p in parts):
+        return None
+    return ".".join(str(p) for p in parts)
+
+
+def _parse_cuda_version_json(text: str) -> tuple[str | None, dict[str, str]]:
+    """Parse a toolkit's ``version.json``.
+
+    :returns: ``(toolkit version, {component: version})``; ``(None, {})`` for junk.
+    """
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None, {}
+    if not isinstance(data, dict):
+        return None, {}
+
+    def ver(key: str) -> str | None:
+        entry = data.get(key)
+        v = entry.get("version") if isinstance(entry, dict) else None
+        return v if isinstance(v, str) and v else None
+
+    comps = {comp: v for key, comp in _VERSION_JSON.items() if (v := ver(key))}
+    return ver("cuda"), comps
+
+
+def _parse_cuda_version_txt(text: str) -> str | None:
+    """Parse an old toolkit's ``version.txt``: ``"CUDA Version 10.2.89"`` → ``"10.2.89"``."""
+    m = re.search(r"CUDA Version\s+(\d+(?:\.\d+)+)", text)
+    return m.group(1) if m else None
+
+
+def _version_from_filename(fname: str, stem: str) -> str | None:
+    """``("libcudnn.so.8.9.7", "libcudnn")`` → ``"8.9.7"``; only names with ≥ 2 version parts."""
+    m = re.fullmatch(re.escape(stem) + r"\.so\.(\d+(?:\.\d+)+)", fname)
+    return m.group(1) if m else None
+
+
+def _dist_info_versions(d: Path) -> dict[str, str]:
+    """Versions of a wheel-assembled toolkit (``<toolkit>/dist-info/nvidia_*-<ver>.dist-info``)."""
+    out: dict[str, str] = {}
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return out
+    for n in names:
+        if not n.endswith(".dist-info"):
+            continue
+        name, _, version = n[: -len(".dist-info")].partition("-")
+        comp = _component_for_dist(name.replace("_", "-").lower())
+        if comp and version:
+            out[comp[0]] = version
+    return out
+
+
+def _lib_files(files: list[str]) -> tuple[str, ...]:
+    return tuple(
+        sorted({os.path.basename(f) for f in files if re.search(r"/lib[^/]*\.so(\.|$)", "/" + f)})
+    )
+
+
+def probe_cuda(  # noqa: PLR0912, PLR0915
+    *,
+    root: Path = Path("/"),
+    env: Mapping[str, str] | None = None,
+    prefix: str | None = None,
+    site_dirs: Sequence[str] = (),
+    path_dirs: Sequence[str] = (),
+    runner: Runner = run,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> CudaInfo:
+    """Find every CUDA toolkit and library copy the target can use.
+
+    :param root: file-system root for fixed system paths (``/usr/local/cuda*``, ``/usr/include``).
+    :param env: the target's environment (``CUDA_HOME``, ``CUDA_PATH``).
+    :param prefix: the target's prefix (``conda-meta/``, ``include/``, ``lib/``).
+    :param site_dirs: the target's site directories (``sys.path`` entries).
+    :param path_dirs: the target's ``PATH``, searched for ``nvcc``.
+    :param runner: runs ``nvcc --version``.
+    :param timeout: seconds allowed for ``nvcc``.
+    :returns: a :class:`CudaInfo`; ``status="absent"`` when nothing CUDA was found.  Never raises.
+    """
+    env = dict(os.environ if env is None else env)
+    toolkits: list[CudaToolkit] = []
+    libs: list[CudaLibrary] = []
+    sources: list[str] = []
+    errors: list[str] = []
+    header_dirs: list[tuple[Path, str]] = []  # (real dir, recorded dir)
+
+    # -- pip wheels ------------------------------------------------------------------------
+    pip_found = False
+    for dist in iter_dists(site_dirs):
+        if dist.name == "cuda-toolkit":
+            ver = read_headers(dist.path).get("Version", [dist.version])[0]
+            toolkits.append(CudaToolkit(version=ver, origin="pip", source=str(dist.path)))
+            pip_found = True
+            continue
+        comp = _component_for_dist(dist.name)
+        if comp is None:
+            continue
+        pip_found = True
+        ver = read_headers(dist.path).get("Version", [dist.version])[0]
+        files = read_record_paths(dist.path)
+        lib_files = _lib_files(files)
+        lib_dirs = sorted({os.path.dirname(f) for f in files if os.path.basename(f) in lib_files})
+        libs.append(
+            CudaLibrary(
+                name=comp[0],
+                version=ver,
+                origin="pip",
+                package=dist.name,
+                cuda=comp[1],
+                path=str(dist.site / lib_dirs[0]) if lib_dirs else None,
+                files=lib_files,
+            )
+        )
+        for f in files:
+            if os.path.basename(f) in ("cudnn_version.h", "nccl.h"):
+                header_dirs.append(
+                    (dist.site / os.path.dirname(f), str(dist.site / os.path.dirname(f)))
+                )
+    if pip_found:
+        sources.append("pip dist-info")
+
+    # -- conda -----------------------------------------------------------------------------
+    records = conda_records(prefix)
+    for rec in records:
+        if rec.name in _CONDA_TOOLKITS:
+            toolkits.append(
+                CudaToolkit(
+                    path=str(Path(prefix)) if rec.name == "cudatoolkit" and prefix else None,
+                    version=rec.version,
+                    origin="conda",
+                    source=f"conda-meta/{rec.path.name}",
+                )
+            )
+        elif rec.name in _CONDA:
+            libs.append(
+                CudaLibrary(
+                    name=_CONDA[rec.name],
+                    version=rec.version,
+                    origin="conda",
+                    package=f"{rec.name}={rec.version}={rec.build}",
+                    path=str(Path(prefix) / "lib") if prefix else None,
+                )
+            )
+    if any(r.name in _CONDA or r.name in _CONDA_TOOLKITS for r in records):
+        sources.append("conda-meta")
+    if prefix:
+        header_dirs.append((Path(prefix) / "include", str(Path(prefix) / "include")))
+
+    # -- toolkit directories ---------------------------------------------------------------
+    candidates: list[tuple[str, str]] = []
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if env.get(var):
+            candidates.append((env[var], var))
+    local = under_root(root, "/usr/local")
+    try:
+        for n in sorted(os.listdir(local)):
+            if n == "cuda" or re.fullmatch(r"cuda-\d+(?:\.\d+)*", n):
+                candidates.append((f"/usr/local/{n}", "/usr/local"))
+    except OSError:
+        pass
+    seen_real: set[str] = set()
+    for shown, origin in candidates:
+        real = under_root(root, shown)
+        if not real.is_dir():
+            if origin != "/usr/local":
+                errors.append(f"{origin}={shown} is not a directory")
+            continue
+        key = os.path.realpath(real)
+        if key in seen_real:
+            continue
+        seen_real.add(key)
+        # Record the resolved directory (``/usr/local/cuda`` → ``/usr/local/cuda-13.0``).
+        if root == Path("/"):
+            shown = key
+        elif os.path.islink(real):
+            shown = "/" + os.path.relpath(key, root)
+        tk = _read_toolkit(real, shown, origin, libs)
+        toolkits.append(tk)
+        header_dirs.append((real / "include", f"{shown}/include"))
+        for lib in ("lib64", "lib"):
+            _scan_lib_dir(real / lib, f"{shown}/{lib}", libs, origin="toolkit")
+    if seen_real:
+        sources.append("toolkit directories")
+
+    # -- headers ---------------------------------------------------------------------------
+    header_dirs += [
+        (under_root(root, "/usr/include"), "/usr/include"),
+        (under_root(root, "/usr/include/x86_64-linux-gnu"), "/usr/include/x86_64-linux-gnu"),
+    ]
+    seen_headers: set[str] = set()
+    for real, shown in header_dirs:
+        done: set[str] = set()  # one cuDNN / NCCL header per directory
+        for fname, comp, parse in (
+            ("cudnn_version.h", "cudnn", _parse_cudnn_version_h),
+            ("cudnn_version_v9.h", "cudnn", _parse_cudnn_version_h),
+            ("cudnn_version_v8.h", "cudnn", _parse_cudnn_version_h),
+            ("cudnn.h", "cudnn", _parse_cudnn_version_h),
+            ("nccl.h", "nccl", _parse_nccl_h),
+        ):
+            path = real / fname
+            rp = os.path.realpath(path)
+            if comp in done or rp in seen_headers:
+                continue
+            text = read_text(path, 1 << 18)
+            if text is None:
+                continue
+            version = parse(text)
+            if version is None:
+                continue  # cudnn.h of cuDNN >= 8 has no version macros: cudnn_version.h has them
+            seen_headers.add(rp)
+            done.add(comp)
+            libs.append(
+                CudaLibrary(name=comp, version=version, origin="header", path=f"{shown}/{fname}")
+            )
+    if seen_headers:
+        sources.append("headers")
+
+    # -- versioned library files in the env and the system ---------------------------------
+    if prefix:
+        _scan_lib_dir(Path(prefix) / "lib", str(Path(prefix) / "lib"), libs, origin="file")
+    for d in _SYSTEM_LIB_DIRS:
+        _scan_lib_dir(under_root(root, d), d, libs, origin="file")
+
+    # -- nvcc ------------------------------------------------------------------------------
+    nvcc = which("nvcc", path_dirs)
+    nvcc_release = nvcc_version = None
+    if nvcc:
+        res = runner([nvcc, "--version"], timeout=timeout, env={**env, "LC_ALL": "C"})
+        parsed = _parse_nvcc_version(res.stdout) if res.ok else None
+        if parsed:
+            nvcc_release, nvcc_version = parsed
+            sources.append(f"{nvcc} --version")
+        else:
+            errors.append(res.detail if not res.ok else f"{nvcc} --version: no release in output")
+
+    libs.sort(key=lambda lib: (lib.name, _ORIGIN_ORDER.get(lib.origin, 9), lib.path or ""))
+    found = bool(toolkits or libs or nvcc)
+    status = "ok" if found else "absent"
+    error = "; ".join(errors) or (None if found else "no CUDA toolkit or library found")
+    if found and errors and not (libs or toolkits or nvcc_release):
+        status = "error"
+    return CudaInfo(
+        status=status,
+        source=", ".join(sources),
+        error=error,
+        toolkits=tuple(toolkits),
+        nvcc=nvcc,
+        nvcc_version=nvcc_version,
+        nvcc_release=nvcc_release,
+        libraries=tuple(libs),
+    )
+
+
+_ORIGIN_ORDER = {"pip": 0, "conda": 1, "toolkit": 2, "header": 3, "file": 4}
+
+
+def _read_toolkit(real: Path, shown: str, origin: str, libs: list[CudaLibrary]) -> CudaToolkit:
+    """Read one toolkit directory's version and component versions (appended to ``libs``)."""
+    text = read_text(real / "version.json", 1 << 18)
+    if text is not None:
+        version, comps = _parse_cuda_version_json(text)
+        for comp, v in sorted(comps.items()):
+            libs.append(CudaLibrary(name=comp, version=v, origin="toolkit", path=shown))
+        if version:
+            return CudaToolkit(
+                path=shown, version=version, origin=origin, source=f"{shown}/version.json"
+            )
+    text = read_text(real / "version.txt", 4096)
+    if text is not None and (version := _parse_cuda_version_txt(text)):
+        return CudaToolkit(
+            path=shown, version=version, origin=origin, source=f"{shown}/version.txt"
+        )
+    comps = _dist_info_versions(real / "dist-info")
+    if comps:
+        for comp, v in sorted(comps.items()):
+            libs.append(CudaLibrary(name=comp, version=v, origin="toolkit", path=shown))
+        if "cudart" in comps:
+            # The toolkit release is the runtime's major.minor (cudart 13.0.96 ships in CUDA 13.0).
+            return CudaToolkit(
+                path=shown,
+                version=_major_minor(comps["cudart"]),
+                origin=origin,
+                source=f"{shown}/dist-info (cuda-runtime {comps['cudart']})",
+            )
+    for lib in ("lib64", "lib", "targets/x86_64-linux/lib"):
+        try:
+            names = os.listdir(real / lib)
+        except OSError:
+            continue
+        for n in sorted(names):
+            if (v := _version_from_filename(n, "libcudart")) and v.count(".") >= 2:
+                return CudaToolkit(
+                    path=shown, version=_major_minor(v), origin=origin, source=f"{shown}/{lib}/{n}"
+                )
+    m = re.search(r"cuda-(\d+(?:\.\d+)+)$", shown)
+    if m:
+        return CudaToolkit(path=shown, version=m.group(1), origin=origin, source="directory name")
+    return CudaToolkit(path=shown, origin=origin)
+
+
+def _major_minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def _scan_lib_dir(real: Path, shown: str, libs: list[CudaLibrary], *, origin: str) -> None:
+    """Record versioned CUDA library files (``libcudnn.so.8.9.7``) of one directory."""
+    try:
+        names = os.listdir(real)
+    except OSError:
+        return
+    found: dict[tuple[str, str], list[str]] = {}
+    for n in names:
+        if not n.startswith("lib") or ".so." not in n:
+            continue
+        stem = n.split(".so.", 1)[0]
+        comp = _LIB_STEMS.get(stem)
+        if comp is None:
+            continue
+        v = _version_from_filename(n, stem)
+        if v:
+            found.setdefault((comp, v), []).append(n)
+    for (comp, v), files in sorted(found.items()):
+        if any(lib.name == comp and lib.version == v and lib.path == shown for lib in libs):
+            continue
+        libs.append(
+            CudaLibrary(name=comp, version=v, origin=origin, path=shown, files=tuple(sorted(files)))
+        )

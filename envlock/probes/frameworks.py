@@ -1,0 +1,598 @@
+"""``[frameworks]`` probe: how torch, JAX, TensorFlow, CuPy and Numba were built (no import).
+
+Static sources:
+
+* torch: ``torch/version.py`` parsed with :mod:`ast` (never executed): ``__version__``,
+  ``cuda``, ``hip``, ``xpu``, ``git_version``, ``debug``; the ``nvidia-*``/``cuda-*``
+  ``Requires-Dist`` pins of its METADATA; the conda build string (``py3.8_cpu_0``) when conda
+  installed it; the GPU architectures in the ``.nv_fatbin`` section of
+  ``torch/lib/libtorch_cuda.so`` (entry headers only, read with bounded seeks).
+* jax/jaxlib: versions, local version labels (``+cuda12.cudnn89``), and the CUDA plugins
+  (``jax-cuda12-plugin``, ``jax-cuda12-pjrt``), whose names carry the CUDA major.
+* tensorflow: ``tensorflow/python/platform/build_info.py`` (a dict literal, read with
+  :func:`ast.literal_eval`): CUDA/cuDNN versions and compute capabilities.
+* cupy (``cupy-cuda12x``, ``cupy-rocm-…``) from its distribution name; numba: version.
+
+With ``do_import=True`` the target interpreter itself is run once (with a timeout) on a small
+self-contained script that imports torch and reports run-time facts (:class:`FrameworkRuntime`).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import struct
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from envlock._run import DEFAULT_TIMEOUT, Runner, run
+from envlock.probes._stackutil import (
+    CondaRecord,
+    Dist,
+    conda_records,
+    iter_dists,
+    read_headers,
+    read_text,
+)
+from envlock.stack_model import FrameworkBuild, FrameworkRuntime, FrameworksInfo, ThreadPool
+
+__all__ = ["probe_frameworks", "IMPORT_SCRIPT", "fatbin_archs"]
+
+_FRAMEWORK_RE = re.compile(
+    r"^(torch|jax|jaxlib|jax-cuda\d+-(?:plugin|pjrt)|tensorflow(?:-cpu|-gpu)?|tf-nightly|"
+    r"cupy(?:-cuda\w+|-rocm-[\w-]+)?|numba)$"
+)
+# conda package names of the same frameworks.
+_CONDA_NAMES = {
+    "pytorch": "torch",
+    "jaxlib": "jaxlib",
+    "tensorflow-base": "tensorflow",
+    "cupy": "cupy",
+}
+
+_FATBIN_MAGIC = 0xBA55ED50
+_MAX_FATBIN_ENTRIES = 200_000
+
+#: Script run by the target interpreter in ``--import`` mode.  Self-contained, prints one line
+#: ``ENVLOCK-JSON:{…}``.
+IMPORT_SCRIPT = r"""
+import json, sys, time
+t0 = time.perf_counter()
+out = {}
+try:
+    import torch
+except Exception as exc:
+    out["absent" if isinstance(exc, ModuleNotFoundError) else "error"] = (
+        "import torch: %s: %s" % (type(exc).__name__, exc))
+else:
+    def grab(key, fn):
+        try:
+            out[key] = fn()
+        except Exception as exc:
+            out.setdefault("errors", []).append("%s: %s: %s" % (key, type(exc).__name__, exc))
+    grab("torch_version", lambda: str(torch.__version__))
+    grab("cuda_available", lambda: bool(torch.cuda.is_available()))
+    grab("device_count", lambda: int(torch.cuda.device_count()))
+    grab("cudnn_version", lambda: torch.backends.cudnn.version())
+    grab("arch_list", lambda: list(torch.cuda.get_arch_list()))
+    grab("allow_tf32_matmul", lambda: bool(torch.backends.cuda.matmul.allow_tf32))
+    grab("allow_tf32_cudnn", lambda: bool(torch.backends.cudnn.allow_tf32))
+    grab("deterministic", lambda: bool(torch.are_deterministic_algorithms_enabled()))
+    grab("cudnn_benchmark", lambda: bool(torch.backends.cudnn.benchmark))
+try:
+    import threadpoolctl
+except Exception:
+    pass
+else:
+    try:
+        import numpy
+    except Exception:
+        pass
+    try:
+        out["threadpools"] = threadpoolctl.threadpool_info()
+    except Exception as exc:
+        out.setdefault("errors", []).append("threadpoolctl: %s" % exc)
+out["duration"] = time.perf_counter() - t0
+sys.stdout.write("ENVLOCK-JSON:" + json.dumps(out) + "\n")
+"""
+
+
+# -- pure parsers ----------------------------------------------------------------------------
+def _parse_torch_version_py(text: str) -> dict[str, object]:
+    """Read the constant assignments of a generated ``torch/version.py`` with :mod:`ast`.
+
+    :returns: ``{name: value}`` for top-level ``name = <constant>`` and
+        ``name: T = <constant>`` statements (str, bool, int, ``None``); ``{}`` for text that
+        is not Python.  Nothing is executed.
+    """
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return {}
+    out: dict[str, object] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        else:
+            continue
+        if (
+            isinstance(target, ast.Name)
+            and isinstance(value, ast.Constant)
+            and isinstance(value.value, (str, bool, int, type(None)))
+        ):
+            out[target.id] = value.value
+    return out
+
+
+def _parse_tf_build_info(text: str) -> dict[str, object]:
+    """Read ``build_info = {…}`` from TensorFlow's ``python/platform/build_info.py``.
+
+    :returns: the dict literal (only literal values), or ``{}``.
+    """
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return {}
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.targets[0].id == "build_info"
+        ):
+            value = node.value
+            # ``build_info = collections.OrderedDict({...})`` in some releases.
+            if isinstance(value, ast.Call) and value.args:
+                value = value.args[0]
+            try:
+                data = ast.literal_eval(value)
+            except (ValueError, TypeError, SyntaxError, RecursionError):
+                return {}
+            if isinstance(data, list) and all(isinstance(p, tuple) and len(p) == 2 for p in data):  # noqa: PLR2004
+                data = dict(data)  # OrderedDict([(key, value), ...])
+            return data if isinstance(data, dict) else {}
+    return {}
+
+
+def _local_label(version: str | None) -> str | None:
+    if not version or "+" not in version:
+        return None
+    return version.split("+", 1)[1]
+
+
+def _torch_build(
+    info: Mapping[str, object], version: str | None, conda_build: str | None
+) -> tuple[str | None, str]:
+    """Decide torch's build kind from ``version.py`` values, the local version and conda build.
+
+    :returns: ``(build, evidence)`` with build ``"cuda"``, ``"rocm"``, ``"xpu"``, ``"cpu"`` or
+        ``None`` when version.py is unreadable and nothing else tells.
+    """
+    label = _local_label(version)
+    ev = []
+    if label:
+        ev.append(f"local version +{label}")
+    if conda_build:
+        ev.append(f"conda build {conda_build}")
+    if info:
+        for key in ("hip", "cuda", "xpu"):
+            val = info.get(key)
+            if isinstance(val, str) and val:
+                ev.insert(0, f"torch/version.py {key}={val!r}")
+                return {"hip": "rocm", "cuda": "cuda", "xpu": "xpu"}[key], "; ".join(ev)
+        ev.insert(0, "torch/version.py cuda=None hip=None")
+        return "cpu", "; ".join(ev)
+    if label:
+        if label == "cpu" or label.startswith("cpu"):
+            return "cpu", "; ".join(ev)
+        if label.startswith("cu"):
+            return "cuda", "; ".join(ev)
+        if label.startswith("rocm"):
+            return "rocm", "; ".join(ev)
+    if conda_build:
+        if "cpu" in conda_build:
+            return "cpu", "; ".join(ev)
+        if "cuda" in conda_build:
+            return "cuda", "; ".join(ev)
+    return None, "; ".join(ev) or "torch/version.py unreadable"
+
+
+def _cuda_from_label(label: str | None) -> str | None:
+    """``"cu124"`` → ``"12.4"``, ``"cu130"`` → ``"13.0"``, ``"cuda12.cudnn89"`` → ``"12"``."""
+    if not label:
+        return None
+    m = re.match(r"cu(\d{2,3})$", label)
+    if m:
+        d = m.group(1)
+        return f"{d[:-1]}.{d[-1]}"
+    m = re.match(r"cuda(\d+)(?:\.(\d+))?", label)
+    if m:
+        return m.group(1) + (f".{m.group(2)}" if m.group(2) else "")
+    return None
+
+
+def _requires_cuda(requires: Sequence[str]) -> tuple[str, ...]:
+    """Keep ``nvidia-*``/``cuda-*`` requirements of ``Requires-Dist``, markers removed."""
+    out = []
+    for req in requires:
+        spec = req.split(";", 1)[0].strip()
+        name = re.split(r"[\s\[<>=!~(]", spec, maxsplit=1)[0].lower().replace("_", "-")
+        if name.startswith(("nvidia-", "cuda-")):
+            if "extra ==" in req:
+                continue
+            out.append(spec.replace(" ", ""))
+    return tuple(out)
+
+
+def _parse_fatbin_entries(read, offset: int, size: int) -> tuple[set[str], str | None]:
+    """Walk fatbin containers of a ``.nv_fatbin`` section and collect architectures.
+
+    Layout (reverse-engineered, see ``docs/stack.md``): container header
+    ``<u32 magic 0xBA55ED50, u16 version, u16 header_size, u64 size>``, then entries with
+    header ``<u16 kind (1 PTX, 2 cubin), u16 version, u32 header_size, u32 padded_size, …>``
+    and ``u32 sm_version`` at offset 0x1c.  Only entry headers are read.
+
+    :param read: ``read(offset, n) -> bytes``.
+    :returns: (``{"sm_80", "compute_90", …}``, an error/warning or ``None``).
+    """
+    archs: set[str] = set()
+    pos, end = offset, offset + size
+    entries = 0
+    while pos + 16 <= end:
+        head = read(pos, 16)
+        if len(head) < 16:  # noqa: PLR2004
+            return archs, "truncated .nv_fatbin section"
+        magic, _ver, hsize, csize = struct.unpack("<IHHQ", head)
+        if magic != _FATBIN_MAGIC:
+            if not head.strip(b"\0"):
+                pos += 16  # zero padding between containers
+                continue
+            return archs, f"unknown fatbin container at section offset {pos - offset}"
+        epos, eend = pos + hsize, min(pos + hsize + csize, end)
+        while epos + 0x20 <= eend:
+            eh = read(epos, 0x20)
+            if len(eh) < 0x20:  # noqa: PLR2004
+                break
+            kind, _ev, ehsize, padded = struct.unpack_from("<HHII", eh, 0)
+            sm = struct.unpack_from("<I", eh, 0x1C)[0]
+            if kind == 2:  # noqa: PLR2004
+                archs.add(f"sm_{sm}")
+            elif kind == 1:
+                archs.add(f"compute_{sm}")
+            entries += 1
+            if ehsize == 0 or entries > _MAX_FATBIN_ENTRIES:
+                break
+            epos += ehsize + padded
+        if entries > _MAX_FATBIN_ENTRIES:
+            return archs, f"stopped after {_MAX_FATBIN_ENTRIES} fatbin entries"
+        pos = pos + hsize + csize
+        if hsize == 0:
+            break
+    return archs, None
+
+
+def fatbin_archs(path: str | os.PathLike[str]) -> tuple[tuple[str, ...], str | None]:
+    """Return the GPU architectures embedded in ``path``'s ``.nv_fatbin`` section.
+
+    Only the ELF section headers and the fatbin entry headers are read (bounded seeks, never the
+    whole multi-GB file).
+
+    :returns: (sorted archs such as ``("compute_120", "sm_75", "sm_80")``, error or ``None``).
+    """
+    from elftools.common.exceptions import ELFError  # noqa: PLC0415
+    from elftools.elf.elffile import ELFFile  # noqa: PLC0415
+
+    try:
+        with open(path, "rb") as fh:
+            try:
+                elf = ELFFile(fh)
+                sec = elf.get_section_by_name(".nv_fatbin")
+            except (ELFError, struct.error, ValueError) as exc:
+                return (), f"{path}: not a readable ELF file ({exc})"
+            if sec is None:
+                return (), f"{path}: no .nv_fatbin section"
+
+            def read(off: int, n: int) -> bytes:
+                fh.seek(off)
+                return fh.read(n)
+
+            archs, err = _parse_fatbin_entries(read, sec["sh_offset"], sec["sh_size"])
+    except OSError as exc:
+        return (), f"{path}: {exc.strerror or exc}"
+    return tuple(sorted(archs, key=_arch_key)), err
+
+
+def _arch_key(arch: str) -> tuple[int, str]:
+    kind, _, num = arch.partition("_")
+    return (int(num) if num.isdigit() else 0, kind)
+
+
+# -- probes per framework --------------------------------------------------------------------
+def _torch(dist: Dist | None, conda: CondaRecord | None, read_archs: bool) -> FrameworkBuild:
+    version = dist.version if dist else (conda.version if conda else None)
+    location = None
+    info: dict[str, object] = {}
+    requires: tuple[str, ...] = ()
+    errors = []
+    if dist is not None:
+        headers = read_headers(dist.path)
+        version = headers.get("Version", [version])[0]
+        requires = _requires_cuda(headers.get("Requires-Dist", []))
+        pkg = dist.site / "torch"
+        location = str(pkg)
+        text = read_text(pkg / "version.py", 65536)
+        if text is None:
+            errors.append("torch/version.py not readable")
+        else:
+            info = _parse_torch_version_py(text)
+            if not info:
+                errors.append("torch/version.py has no readable constants")
+        if isinstance(info.get("__version__"), str):
+            version = str(info["__version__"])
+    conda_build = conda.build if conda else None
+    build, evidence = _torch_build(info, version, conda_build)
+    cuda = info.get("cuda") if isinstance(info.get("cuda"), str) else None
+    if cuda is None and build == "cuda":
+        cuda = _cuda_from_label(_local_label(version))
+    archs: tuple[str, ...] = ()
+    archs_src = None
+    if read_archs and build == "cuda" and location:
+        lib = Path(location) / "lib" / "libtorch_cuda.so"
+        if lib.exists():
+            archs, err = fatbin_archs(lib)
+            archs_src = str(lib)
+            if err:
+                errors.append(err)
+    return FrameworkBuild(
+        name="torch",
+        version=version,
+        location=location,
+        build=build,
+        cuda=cuda,
+        hip=info.get("hip") if isinstance(info.get("hip"), str) else None,  # type: ignore[arg-type]
+        git_version=info.get("git_version") if isinstance(info.get("git_version"), str) else None,  # type: ignore[arg-type]
+        debug=info.get("debug") if isinstance(info.get("debug"), bool) else None,  # type: ignore[arg-type]
+        evidence=evidence,
+        requires=requires,
+        conda_build=conda_build,
+        cuda_archs=archs,
+        cuda_archs_source=archs_src,
+        error="; ".join(errors) or None,
+    )
+
+
+def _tensorflow(dist: Dist) -> FrameworkBuild:
+    version = read_headers(dist.path).get("Version", [dist.version])[0]
+    pkg = dist.site / "tensorflow"
+    text = read_text(pkg / "python" / "platform" / "build_info.py", 65536)
+    if text is None:
+        return FrameworkBuild(
+            name=dist.name,
+            version=version,
+            location=str(pkg),
+            error="tensorflow build_info.py not readable",
+        )
+    info = _parse_tf_build_info(text)
+    cuda = info.get("cuda_version")
+    cudnn = info.get("cudnn_version")
+    if info.get("is_rocm_build"):
+        build = "rocm"
+    elif info.get("is_cuda_build"):
+        build = "cuda"
+    elif info:
+        build = "cpu"
+    else:
+        build = None
+    caps = info.get("cuda_compute_capabilities")
+    archs = tuple(str(c) for c in caps) if isinstance(caps, (list, tuple)) else ()
+    return FrameworkBuild(
+        name=dist.name,
+        version=version,
+        location=str(pkg),
+        build=build,
+        cuda=str(cuda) if cuda else None,
+        cudnn=str(cudnn) if cudnn else None,
+        evidence="tensorflow/python/platform/build_info.py" if info else None,
+        cuda_archs=archs,
+        cuda_archs_source="tensorflow/python/platform/build_info.py" if archs else None,
+        error=None if info else "tensorflow build_info.py has no build_info dict",
+    )
+
+
+def _other(dist: Dist) -> FrameworkBuild:
+    headers = read_headers(dist.path)
+    version = headers.get("Version", [dist.version])[0]
+    name = dist.name
+    build = cuda = cudnn = None
+    evidence = None
+    m = re.match(r"^(?:jax-cuda(\d+)-(?:plugin|pjrt)|cupy-cuda(\d+)x?)$", name)
+    if m:
+        build, cuda = "cuda", m.group(1) or m.group(2)
+        if cuda and len(cuda) == 3 and name.startswith("cupy"):  # noqa: PLR2004 - cupy-cuda102
+            cuda = f"{cuda[:2]}.{cuda[2]}"
+        evidence = f"distribution name {name}"
+    elif name.startswith("cupy-rocm"):
+        build, evidence = "rocm", f"distribution name {name}"
+    elif name == "jaxlib":
+        label = _local_label(version)
+        if label and label.startswith("cuda"):
+            build, cuda = "cuda", _cuda_from_label(label)
+            m2 = re.search(r"cudnn(\d)(\d+)", label)
+            cudnn = f"{m2.group(1)}.{m2.group(2)}" if m2 else None
+            evidence = f"local version +{label}"
+    return FrameworkBuild(
+        name=name,
+        version=version,
+        location=str(dist.site),
+        build=build,
+        cuda=cuda,
+        cudnn=cudnn,
+        evidence=evidence,
+        requires=_requires_cuda(headers.get("Requires-Dist", [])),
+    )
+
+
+def probe_frameworks(
+    *,
+    root: Path = Path("/"),
+    env: Mapping[str, str] | None = None,
+    prefix: str | None = None,
+    site_dirs: Sequence[str] = (),
+    runner: Runner = run,
+    timeout: float = DEFAULT_TIMEOUT,
+    do_import: bool = False,
+    python_exe: str | None = None,
+    import_timeout: float = 60.0,
+    read_archs: bool = True,
+) -> FrameworksInfo:
+    """Record how the target's frameworks were built (and, with ``do_import``, run-time facts).
+
+    :param root: unused except for symmetry with the other probes (frameworks live in the env).
+    :param env: the environment the target interpreter runs with in ``do_import`` mode.
+    :param prefix: the target prefix (``conda-meta`` build strings).
+    :param site_dirs: the target's site directories.
+    :param runner: runs the target interpreter in ``do_import`` mode.
+    :param timeout: unused by the static part (no commands run).
+    :param do_import: also run ``python_exe`` on :data:`IMPORT_SCRIPT`.
+    :param python_exe: the target interpreter (required for ``do_import``).
+    :param import_timeout: seconds allowed for the import run.
+    :param read_archs: read GPU architectures from ``libtorch_cuda.so``'s ``.nv_fatbin``.
+    :returns: a :class:`FrameworksInfo`; ``status="absent"`` when no framework is installed.
+        Never raises.
+    """
+    del root, timeout
+    packages: list[FrameworkBuild] = []
+    conda = {r.name: r for r in conda_records(prefix)}
+    torch_conda = conda.get("pytorch")
+    torch_seen = False
+    for dist in iter_dists(site_dirs):
+        if not _FRAMEWORK_RE.match(dist.name):
+            continue
+        if dist.name == "torch":
+            packages.append(_torch(dist, torch_conda, read_archs))
+            torch_seen = True
+        elif dist.name.startswith(("tensorflow", "tf-nightly")):
+            packages.append(_tensorflow(dist))
+        else:
+            packages.append(_other(dist))
+    if torch_conda and not torch_seen:
+        packages.append(_torch(None, torch_conda, read_archs))
+    packages.sort(key=lambda p: p.name)
+
+    runtime = None
+    if do_import:
+        runtime = _import_run(python_exe, env, runner, import_timeout)
+    sources = ["dist-info"] if packages else []
+    if conda:
+        sources.append("conda-meta")
+    if runtime is not None:
+        sources.append("import")
+    return FrameworksInfo(
+        status="ok" if packages or (runtime and runtime.status == "ok") else "absent",
+        source=", ".join(sources),
+        error=None if packages else "no torch, jax, tensorflow, cupy or numba installed",
+        packages=tuple(packages),
+        runtime=runtime,
+    )
+
+
+def _import_run(
+    python_exe: str | None, env: Mapping[str, str] | None, runner: Runner, timeout: float
+) -> FrameworkRuntime:
+    if not python_exe:
+        return FrameworkRuntime(status="error", error="no target interpreter given for --import")
+    t0 = time.monotonic()
+    res = runner(
+        [python_exe, "-c", IMPORT_SCRIPT],
+        timeout=timeout,
+        env=dict(os.environ if env is None else env),
+        cwd="/",
+    )
+    elapsed = round(time.monotonic() - t0, 3)
+    source = f"{python_exe} -c <import script>"
+    if not res.ok:
+        return FrameworkRuntime(
+            status="timeout" if res.status == "timeout" else "error",
+            source=source,
+            error=res.detail,
+            duration=elapsed,
+        )
+    return _parse_import_output(res.stdout, source, elapsed)
+
+
+def _parse_import_output(
+    stdout: str, source: str, elapsed: float | None = None
+) -> FrameworkRuntime:
+    """Turn the ``ENVLOCK-JSON:`` line of :data:`IMPORT_SCRIPT`'s output into a record."""
+    line = next((ln for ln in stdout.splitlines() if ln.startswith("ENVLOCK-JSON:")), None)
+    if line is None:
+        return FrameworkRuntime(
+            status="error", source=source, error="import script printed no result"
+        )
+    try:
+        data = json.loads(line[len("ENVLOCK-JSON:") :])
+    except ValueError as exc:
+        return FrameworkRuntime(
+            status="error", source=source, error=f"import script result is not JSON: {exc}"
+        )
+    if not isinstance(data, dict):
+        return FrameworkRuntime(
+            status="error", source=source, error="import script result is not an object"
+        )
+
+    def typed(key: str, tp: type) -> object:
+        v = data.get(key)
+        if tp is int and isinstance(v, bool):
+            return None
+        return v if isinstance(v, tp) else None
+
+    pools = []
+    for p in data.get("threadpools") or []:
+        if isinstance(p, dict) and isinstance(p.get("user_api"), str):
+            pools.append(
+                ThreadPool(
+                    user_api=p["user_api"],
+                    internal_api=p.get("internal_api")
+                    if isinstance(p.get("internal_api"), str)
+                    else None,
+                    prefix=p.get("prefix") if isinstance(p.get("prefix"), str) else None,
+                    filepath=p.get("filepath") if isinstance(p.get("filepath"), str) else None,
+                    version=p.get("version") if isinstance(p.get("version"), str) else None,
+                    num_threads=p.get("num_threads")
+                    if isinstance(p.get("num_threads"), int)
+                    else None,
+                )
+            )
+    errors = [e for e in data.get("errors") or [] if isinstance(e, str)]
+    status = "ok"
+    if isinstance(data.get("absent"), str):
+        status = "absent"
+        errors.insert(0, data["absent"])
+    elif isinstance(data.get("error"), str):
+        status = "error"
+        errors.insert(0, data["error"])
+    arch = data.get("arch_list")
+    duration = data.get("duration")
+    return FrameworkRuntime(
+        status=status,
+        source=source,
+        error="; ".join(errors) or None,
+        torch_version=typed("torch_version", str),  # type: ignore[arg-type]
+        cuda_available=typed("cuda_available", bool),  # type: ignore[arg-type]
+        device_count=typed("device_count", int),  # type: ignore[arg-type]
+        cudnn_version=typed("cudnn_version", int),  # type: ignore[arg-type]
+        arch_list=tuple(a for a in arch if isinstance(a, str)) if isinstance(arch, list) else (),
+        allow_tf32_matmul=typed("allow_tf32_matmul", bool),  # type: ignore[arg-type]
+        allow_tf32_cudnn=typed("allow_tf32_cudnn", bool),  # type: ignore[arg-type]
+        deterministic=typed("deterministic", bool),  # type: ignore[arg-type]
+        cudnn_benchmark=typed("cudnn_benchmark", bool),  # type: ignore[arg-type]
+        threadpools=tuple(pools),
+        duration=elapsed
+        if elapsed is not None
+        else (round(duration, 3) if isinstance(duration, (int, float)) else None),
+    )

@@ -1,0 +1,351 @@
+"""``[gpu]`` probe: the NVIDIA driver and GPUs (and AMD ROCm), without CUDA or any framework.
+
+Sources, in order:
+
+1. the driver version from ``<root>/proc/driver/nvidia/version`` (the loaded kernel module;
+   inside a container it is the host's), else ``<root>/sys/module/nvidia/version``;
+2. the devices from NVML through the optional ``nvidia-ml-py`` binding (``pynvml``), when it
+   imports and ``libnvidia-ml.so.1`` loads (only for the real machine, ``root == /``);
+3. else ``nvidia-smi --query-gpu=… --format=csv,noheader,nounits`` found on the target's PATH
+   (drivers before the ``compute_cap`` field existed are asked again without it).
+
+The newest CUDA version the driver supports comes from NVML when used, else from NVIDIA's
+table of toolkit driver versions (CUDA Toolkit release notes, Table 3), see
+:func:`cuda_for_driver`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from envlock._run import DEFAULT_TIMEOUT, Runner, run
+from envlock.probes._stackutil import read_text, under_root, which
+from envlock.stack_model import Gpu, GpuInfo
+
+__all__ = ["probe_gpu", "cuda_for_driver", "SMI_FIELDS"]
+
+#: Fields asked of ``nvidia-smi --query-gpu``, in this order.
+SMI_FIELDS: tuple[str, ...] = (
+    "index",
+    "name",
+    "uuid",
+    "memory.total",
+    "compute_cap",
+    "mig.mode.current",
+    "driver_version",
+)
+
+_MIB = 1024 * 1024
+
+# Smallest driver of each CUDA toolkit release ("Toolkit Driver Version", Linux x86_64), from
+# NVIDIA's CUDA Toolkit release notes, Table 3 (GA releases).  A driver supports CUDA up to the
+# newest toolkit whose minimum it meets.
+_DRIVER_TABLE: tuple[tuple[tuple[int, ...], str], ...] = (
+    ((595, 45, 4), "13.2"),
+    ((590, 44, 1), "13.1"),
+    ((580, 65, 6), "13.0"),
+    ((575, 51, 3), "12.9"),
+    ((570, 26), "12.8"),
+    ((560, 28, 3), "12.6"),
+    ((555, 42, 2), "12.5"),
+    ((550, 54, 14), "12.4"),
+    ((545, 23, 6), "12.3"),
+    ((535, 54, 3), "12.2"),
+    ((530, 30, 2), "12.1"),
+    ((525, 60, 13), "12.0"),
+    ((520, 61, 5), "11.8"),
+    ((515, 43, 4), "11.7"),
+    ((510, 39, 1), "11.6"),
+    ((495, 29, 5), "11.5"),
+    ((470, 42, 1), "11.4"),
+    ((465, 19, 1), "11.3"),
+    ((460, 27, 3), "11.2"),
+    ((455, 23), "11.1"),
+    ((450, 36, 6), "11.0"),
+    ((440, 33), "10.2"),
+    ((418, 39), "10.1"),
+    ((410, 48), "10.0"),
+)
+
+_PROC_RE = re.compile(
+    r"NVRM version:.*?(?P<open>Open )?Kernel Module(?:\s+for\s+\S+)?\s+(?P<ver>\d+(?:\.\d+){1,2})\b"
+)
+_VERSION_RE = re.compile(r"^\d+(?:\.\d+){1,2}$")
+
+
+def _vtuple(version: str) -> tuple[int, ...] | None:
+    if not _VERSION_RE.match(version.strip()):
+        return None
+    return tuple(int(p) for p in version.strip().split("."))
+
+
+def cuda_for_driver(driver_version: str) -> str | None:
+    """Return the newest CUDA ``"major.minor"`` a Linux driver supports, by NVIDIA's table.
+
+    Source: CUDA Toolkit release notes, Table 3 "CUDA Toolkit and Corresponding Driver
+    Versions" (Linux x86_64, GA releases): the newest toolkit whose driver minimum is met.
+
+    :param driver_version: e.g. ``"550.54.14"`` (compared numerically, field by field).
+    :returns: e.g. ``"12.4"``; ``None`` for a driver older than CUDA 10.0's or an unparsable
+        version.
+    """
+    v = _vtuple(driver_version)
+    if v is None:
+        return None
+    for minimum, cuda in _DRIVER_TABLE:
+        if v >= minimum:
+            return cuda
+    return None
+
+
+def _parse_proc_driver_version(text: str) -> tuple[str, str] | None:
+    """Parse ``/proc/driver/nvidia/version``.
+
+    Both formats of the ``NVRM version:`` line are understood: the proprietary
+    ``NVIDIA UNIX x86_64 Kernel Module  550.54.14  <date>`` and the open kernel module's
+    ``NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build …``.
+
+    :returns: ``(version, kind)`` with kind ``"proprietary"`` or ``"open"``, or ``None``.
+    """
+    m = _PROC_RE.search(text)
+    if not m:
+        return None
+    return m.group("ver"), "open" if m.group("open") else "proprietary"
+
+
+def _na(value: str) -> str | None:
+    value = value.strip()
+    if not value or value.startswith("[") or value.upper() in ("N/A", "NOT SUPPORTED"):
+        return None
+    return value
+
+
+def _parse_nvidia_smi_csv(
+    text: str, fields: Sequence[str] = SMI_FIELDS
+) -> tuple[list[Gpu], str | None]:
+    """Parse ``nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits`` output.
+
+    :param text: the command's standard output.
+    :param fields: the queried fields, in order (must include ``index``).
+    :returns: ``(gpus, driver_version)``; lines that do not have one value per field or
+        whose index is not an integer are skipped.  ``memory.total`` (MiB) becomes bytes;
+        ``[N/A]``/``[Not Supported]`` values become ``None``.
+    """
+    gpus: list[Gpu] = []
+    driver: str | None = None
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        values = [v.strip() for v in line.split(",")]
+        if len(values) != len(fields):
+            continue
+        row = dict(zip(fields, values))
+        try:
+            index = int(row["index"])
+        except (KeyError, ValueError):
+            continue
+        memory = None
+        mem = _na(row.get("memory.total", ""))
+        if mem is not None:
+            try:
+                memory = int(float(mem.split()[0]) * _MIB)
+            except ValueError:
+                memory = None
+        cc = _na(row.get("compute_cap", ""))
+        if cc is not None and not re.fullmatch(r"\d+\.\d+", cc):
+            cc = None
+        gpus.append(
+            Gpu(
+                index=index,
+                name=_na(row.get("name", "")),
+                uuid=_na(row.get("uuid", "")),
+                memory=memory,
+                compute_capability=cc,
+                mig_mode=_na(row.get("mig.mode.current", "")),
+            )
+        )
+        dv = _na(row.get("driver_version", ""))
+        if dv and _vtuple(dv):
+            driver = driver or dv
+    gpus.sort(key=lambda g: g.index)
+    return gpus, driver
+
+
+def _parse_rocm_version(text: str) -> str | None:
+    """Parse ``/opt/rocm/.info/version`` (e.g. ``"6.0.2-115"``); ``None`` if it is not a version."""
+    first = (text.strip().splitlines() or [""])[0].strip()
+    return first if re.fullmatch(r"\d+\.\d+(?:\.\d+)?(?:-\w+)?", first) else None
+
+
+def _query_nvml() -> tuple[str, str | None, list[Gpu]] | None:
+    """Ask NVML (``pynvml`` from nvidia-ml-py) for driver, CUDA version and devices.
+
+    :returns: ``None`` when the binding is not installed or NVML does not initialise.
+    """
+    try:
+        import pynvml  # type: ignore[import-not-found]  # noqa: PLC0415
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded, …
+        return None
+    try:
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        driver = driver.decode() if isinstance(driver, bytes) else str(driver)
+        cuda_int = pynvml.nvmlSystemGetCudaDriverVersion()
+        cuda = f"{cuda_int // 1000}.{cuda_int % 1000 // 10}" if cuda_int else None
+        gpus = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            name = pynvml.nvmlDeviceGetName(h)
+            uuid = pynvml.nvmlDeviceGetUUID(h)
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(h)
+            try:
+                current, _pending = pynvml.nvmlDeviceGetMigMode(h)
+                mig = "Enabled" if current else "Disabled"
+            except Exception:  # noqa: BLE001 - NVMLError_NotSupported on non-MIG GPUs
+                mig = None
+            gpus.append(
+                Gpu(
+                    index=i,
+                    name=name.decode() if isinstance(name, bytes) else str(name),
+                    uuid=uuid.decode() if isinstance(uuid, bytes) else str(uuid),
+                    memory=int(pynvml.nvmlDeviceGetMemoryInfo(h).total),
+                    compute_capability=f"{major}.{minor}",
+                    mig_mode=mig,
+                )
+            )
+        return driver, cuda, gpus
+    except Exception:  # noqa: BLE001 - any NVML failure: fall back to nvidia-smi
+        return None
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001, S110
+            pass
+
+
+def probe_gpu(
+    *,
+    root: Path = Path("/"),
+    env: Mapping[str, str] | None = None,
+    path_dirs: Sequence[str] = (),
+    runner: Runner = run,
+    timeout: float = DEFAULT_TIMEOUT,
+    use_nvml: bool = True,
+) -> GpuInfo:
+    """Observe the GPU driver and devices.
+
+    :param root: file-system root (``/``; a directory in tests).
+    :param env: the target's environment (``CUDA_VISIBLE_DEVICES`` is read from it).
+    :param path_dirs: the target's ``PATH`` directories, searched for ``nvidia-smi``.
+    :param runner: runs ``nvidia-smi`` (see :func:`envlock._run.run`).
+    :param timeout: seconds allowed for each ``nvidia-smi`` call.
+    :param use_nvml: try NVML first (ignored unless ``root`` is ``/``).
+    :returns: a :class:`GpuInfo`; ``status="absent"`` with ``error`` starting
+        ``"no NVIDIA driver"`` when neither the kernel module nor ``nvidia-smi`` answers.
+        Never raises for a missing or failing tool.
+    """
+    env = dict(os.environ if env is None else env)
+    visible = env.get("CUDA_VISIBLE_DEVICES")
+    rocm_visible = env.get("ROCR_VISIBLE_DEVICES") or env.get("HIP_VISIBLE_DEVICES")
+    sources: list[str] = []
+
+    driver = kind = None
+    for rel in ("/proc/driver/nvidia/version", "/sys/module/nvidia/version"):
+        text = read_text(under_root(root, rel), 8192)
+        if text is None:
+            continue
+        parsed = _parse_proc_driver_version(text)
+        if parsed is None and rel.startswith("/sys") and _vtuple(text.strip()):
+            parsed = (text.strip(), None)  # type: ignore[assignment]
+        if parsed:
+            driver, kind = parsed
+            sources.append(rel)
+            break
+
+    rocm = None
+    rocm_text = read_text(under_root(root, "/opt/rocm/.info/version"), 4096)
+    if rocm_text is not None:
+        rocm = _parse_rocm_version(rocm_text)
+        if rocm:
+            sources.append("/opt/rocm/.info/version")
+
+    cuda_ver = cuda_src = None
+    gpus: list[Gpu] = []
+    status, error = "ok", None
+
+    nvml = _query_nvml() if use_nvml and root == Path("/") else None
+    if nvml is not None:
+        nvml_driver, cuda_ver, gpus = nvml
+        driver = driver or nvml_driver
+        cuda_src = "nvml" if cuda_ver else None
+        sources.append("nvml")
+    else:
+        smi = which("nvidia-smi", path_dirs)
+        if smi is None and root == Path("/"):
+            smi = which("nvidia-smi", ["/usr/bin", "/usr/local/nvidia/bin"])
+        if smi is not None:
+            child_env = {**env, "LC_ALL": "C"}
+            fields = SMI_FIELDS
+            res = runner(_smi_argv(smi, fields), timeout=timeout, env=child_env)
+            if res.status == "failed" and "compute_cap" in (res.stdout + res.stderr):
+                # Drivers before ~510 do not know the compute_cap field.
+                fields = tuple(f for f in SMI_FIELDS if f != "compute_cap")
+                res = runner(_smi_argv(smi, fields), timeout=timeout, env=child_env)
+            if res.ok:
+                gpus, smi_driver = _parse_nvidia_smi_csv(res.stdout, fields)
+                driver = driver or smi_driver
+                sources.append(smi)
+                if not gpus:
+                    status, error = "error", f"{smi}: no GPU in its output"
+            elif driver is None:
+                detail = res.detail or res.status
+                if res.status == "timeout":
+                    status, error = "timeout", detail
+                else:
+                    status, error = "absent", f"no NVIDIA driver: {detail}"
+            else:
+                status = "timeout" if res.status == "timeout" else "error"
+                error = f"GPUs not listed: {res.detail}"
+        elif driver is not None:
+            status, error = "error", "NVIDIA driver loaded but nvidia-smi not found on PATH"
+
+    if driver is None and status == "ok" and not gpus:
+        if rocm:
+            return GpuInfo(
+                status="ok",
+                source=", ".join(sources),
+                vendor="amd",
+                rocm_version=rocm,
+                rocm_visible_devices=rocm_visible,
+                visible_devices=visible,
+            )
+        status = "absent"
+        error = "no NVIDIA driver (no /proc/driver/nvidia/version, no nvidia-smi on PATH)"
+
+    if driver and not cuda_ver:
+        cuda_ver = cuda_for_driver(driver)
+        cuda_src = "driver table" if cuda_ver else None
+    return GpuInfo(
+        status=status,
+        source=", ".join(sources),
+        error=error,
+        vendor="nvidia" if driver or gpus else ("amd" if rocm else None),
+        driver_version=driver,
+        driver_kind=kind,
+        cuda_driver_version=cuda_ver,
+        cuda_driver_source=cuda_src,
+        gpus=tuple(gpus),
+        visible_devices=visible,
+        rocm_version=rocm,
+        rocm_visible_devices=rocm_visible,
+    )
+
+
+def _smi_argv(smi: str, fields: Sequence[str]) -> list[str]:
+    return [smi, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"]

@@ -1,0 +1,355 @@
+"""``[toolchain]`` probe: compilers, MPI and CMake on the target's PATH; glibc; libstdc++ versions.
+
+* Tools are looked up in the target's ``PATH`` order (a conda env's ``bin`` first) and asked
+  their version (``--version``; ``mpicc -show``/``--showme`` to see the compiler an MPI wrapper
+  runs).  All commands run concurrently, each with a timeout.
+* glibc: ``os.confstr("CS_GNU_LIBC_VERSION")`` on the real machine; for another root, the
+  ``"GNU C Library … release version X.Y"`` banner inside ``libc.so.6``.
+* libstdc++: the highest ``GLIBCXX_*``/``CXXABI_*`` version definitions (ELF ``Verdef``,
+  read with pyelftools) of ``<prefix>/lib/libstdc++.so.6`` and of the system's copy.
+* ``built_with``: the ``.comment`` section of key binaries (torch, numpy), which names the
+  compilers that produced them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from envlock._run import DEFAULT_TIMEOUT, Runner, RunResult, run
+from envlock.probes._stackutil import iter_dists, under_root, which
+from envlock.stack_model import BuiltWith, Libstdcxx, Tool, ToolchainInfo
+
+__all__ = ["probe_toolchain", "TOOLS"]
+
+#: Tools looked up, in the order recorded.
+TOOLS: tuple[str, ...] = (
+    "gcc",
+    "g++",
+    "gfortran",
+    "clang",
+    "clang++",
+    "icx",
+    "icpx",
+    "nvcc",
+    "mpicc",
+    "mpirun",
+    "cmake",
+)
+
+_SYSTEM_LIB_DIRS = (
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib64",
+    "/lib/x86_64-linux-gnu",
+    "/lib64",
+    "/usr/lib/aarch64-linux-gnu",
+    "/usr/lib",
+)
+
+
+# -- pure parsers ----------------------------------------------------------------------------
+def _parse_cc_version(text: str) -> tuple[str | None, str | None]:
+    """Parse ``<compiler> --version`` of GCC, Clang or Intel oneAPI compilers.
+
+    :returns: ``(vendor, version)``: ``("gcc", "12.2.0")``, ``("clang", "17.0.6")``,
+        ``("intel", "2024.0.0")``; ``(None, None)`` when unrecognised.
+    """
+    first = (text.strip().splitlines() or [""])[0]
+    m = re.search(r"clang version (\d+(?:\.\d+)+)", first)
+    if m:
+        return "clang", m.group(1)
+    m = re.search(r"Intel\(R\) oneAPI .*?Compiler (\d+(?:\.\d+)+)", first)
+    if m:
+        return "intel", m.group(1)
+    m = re.search(r"\)\s+(\d+\.\d+(?:\.\d+)?)\b", first)
+    if m and (
+        "GCC" in first or "gcc" in first or "g++" in first or "Fortran" in first or "GNU" in first
+    ):
+        return "gcc", m.group(1)
+    return None, None
+
+
+def _parse_mpirun_version(text: str) -> tuple[str | None, str | None]:
+    """Parse ``mpirun --version``: Open MPI, MPICH (Hydra) or Intel MPI.
+
+    :returns: ``(vendor, version)``, e.g. ``("Open MPI", "4.1.4")``, or ``(None, None)``.
+    """
+    m = re.search(r"\((Open MPI|OpenRTE|PRRTE)\)\s+(\d+(?:\.\d+)+\w*)", text)
+    if m:
+        return "Open MPI", m.group(2)
+    m = re.search(r"Intel\(R\) MPI Library.*?Version\s+(\d+(?:\.\d+)+)", text)
+    if m:
+        return "Intel MPI", m.group(1)
+    if "HYDRA build details" in text:
+        m = re.search(r"^\s*Version:\s+(\S+)", text, re.M)
+        return "MPICH", m.group(1) if m else None
+    return None, None
+
+
+def _parse_cmake_version(text: str) -> str | None:
+    """``"cmake version 3.25.1"`` → ``"3.25.1"``."""
+    m = re.search(r"cmake version (\d+(?:\.\d+)+\S*)", text)
+    return m.group(1) if m else None
+
+
+def _parse_nvcc_release(text: str) -> str | None:
+    m = re.search(r"release \d+\.\d+, V(\d+(?:\.\d+)+)", text)
+    if m:
+        return m.group(1)
+    m = re.search(r"release (\d+\.\d+)", text)
+    return m.group(1) if m else None
+
+
+def _parse_mpicc_show(text: str) -> str | None:
+    """First word of ``mpicc -show``/``--showme``: the compiler the wrapper runs."""
+    words = text.split()
+    return words[0] if words else None
+
+
+def _parse_glibc_banner(data: bytes) -> str | None:
+    """Find ``"GNU C Library … release version 2.36"`` in the bytes of ``libc.so.6``."""
+    m = re.search(rb"GNU C Library [^\n\0]*?release version (\d+\.\d+(?:\.\d+)?)", data)
+    return m.group(1).decode() if m else None
+
+
+def _max_version(names: Sequence[str], prefix: str) -> str | None:
+    """Highest ``<prefix>X.Y.Z`` among version-definition names, compared numerically."""
+    best: tuple[int, ...] | None = None
+    for n in names:
+        if not n.startswith(prefix):
+            continue
+        rest = n[len(prefix) :]
+        if not re.fullmatch(r"\d+(?:\.\d+)*", rest):
+            continue
+        v = tuple(int(p) for p in rest.split("."))
+        if best is None or v > best:
+            best = v
+    return ".".join(map(str, best)) if best else None
+
+
+# -- small private ELF readers (the loader's envlock.elf may replace these) -------------------
+def _elf_verdef_names(path: str | os.PathLike[str]) -> list[str]:
+    """Names of the version definitions (``.gnu.version_d``) of an ELF file.
+
+    :raises OSError: the file cannot be read.
+    :raises ValueError: it is not an ELF file.
+    """
+    from elftools.common.exceptions import ELFError  # noqa: PLC0415
+    from elftools.elf.elffile import ELFFile  # noqa: PLC0415
+    from elftools.elf.gnuversions import GNUVerDefSection  # noqa: PLC0415
+
+    with open(path, "rb") as fh:
+        try:
+            elf = ELFFile(fh)
+            names = []
+            for sec in elf.iter_sections():
+                if isinstance(sec, GNUVerDefSection):
+                    for _verdef, auxiter in sec.iter_versions():
+                        for aux in auxiter:
+                            names.append(aux.name)
+                            break  # the first aux entry names the version itself
+            return names
+        except ELFError as exc:
+            raise ValueError(f"not an ELF file: {exc}") from None
+
+
+def _elf_comment(path: str | os.PathLike[str], limit: int = 1 << 16) -> tuple[str, ...]:
+    """The distinct NUL-separated strings of an ELF file's ``.comment`` (first ``limit`` bytes).
+
+    :raises OSError: the file cannot be read.
+    :raises ValueError: it is not an ELF file.
+    """
+    from elftools.common.exceptions import ELFError  # noqa: PLC0415
+    from elftools.elf.elffile import ELFFile  # noqa: PLC0415
+
+    with open(path, "rb") as fh:
+        try:
+            sec = ELFFile(fh).get_section_by_name(".comment")
+        except ELFError as exc:
+            raise ValueError(f"not an ELF file: {exc}") from None
+        if sec is None:
+            return ()
+        fh.seek(sec["sh_offset"])
+        data = fh.read(min(sec["sh_size"], limit))
+    out: list[str] = []
+    for part in data.split(b"\0"):
+        s = part.decode("utf-8", "replace").strip()
+        if s and s not in out:
+            out.append(s)
+    return tuple(out)
+
+
+# -- probe -----------------------------------------------------------------------------------
+def _probe_tool(name: str, path: str, runner: Runner, timeout: float, env: dict[str, str]) -> Tool:
+    def call(*args: str) -> RunResult:
+        return runner([path, *args], timeout=timeout, env=env)
+
+    if name == "mpicc":
+        res = call("-show")
+        if not res.ok:
+            res2 = call("--showme")
+            res = res2 if res2.ok else res
+        if not res.ok:
+            return Tool(name=name, path=path, status=res.status, error=res.detail)
+        return Tool(name=name, path=path, wraps=_parse_mpicc_show(res.stdout))
+    res = call("--version")
+    if not res.ok:
+        return Tool(name=name, path=path, status=res.status, error=res.detail)
+    out = res.stdout or res.stderr
+    if name == "mpirun":
+        vendor, version = _parse_mpirun_version(out)
+    elif name == "cmake":
+        vendor, version = None, _parse_cmake_version(out)
+    elif name == "nvcc":
+        vendor, version = "nvidia", _parse_nvcc_release(out)
+    else:
+        vendor, version = _parse_cc_version(out)
+    if version is None:
+        first = (out.strip().splitlines() or [""])[0][:120]
+        return Tool(
+            name=name,
+            path=path,
+            vendor=vendor,
+            status="error",
+            error=f"unrecognised version output: {first!r}",
+        )
+    return Tool(name=name, path=path, version=version, vendor=vendor)
+
+
+def probe_toolchain(  # noqa: PLR0912
+    *,
+    root: Path = Path("/"),
+    env: Mapping[str, str] | None = None,
+    prefix: str | None = None,
+    site_dirs: Sequence[str] = (),
+    path_dirs: Sequence[str] = (),
+    runner: Runner = run,
+    timeout: float = DEFAULT_TIMEOUT,
+    tools: Sequence[str] = TOOLS,
+    confstr: Callable[[str], str | None] | None = None,
+) -> ToolchainInfo:
+    """Record compilers, MPI, CMake, glibc and libstdc++ of the target.
+
+    :param root: file-system root for the system libraries (``/``; a directory in tests).
+    :param env: the target's environment (the tools run with it, plus ``LC_ALL=C``).
+    :param prefix: the target prefix (its ``lib/libstdc++.so.6``).
+    :param site_dirs: the target's site directories (binaries for ``built_with``).
+    :param path_dirs: the target's ``PATH``, in order.
+    :param runner: runs each tool.
+    :param timeout: seconds allowed per tool.
+    :param tools: tool names to look for.
+    :param confstr: ``os.confstr`` (injectable); used only when ``root`` is ``/``.
+    :returns: a :class:`ToolchainInfo`.  Never raises.
+    """
+    child_env = {**(os.environ if env is None else env), "LC_ALL": "C"}
+    found = [(t, p) for t in tools if (p := which(t, path_dirs))]
+    recorded: list[Tool] = []
+    if found:
+        with ThreadPoolExecutor(max_workers=min(8, len(found))) as pool:
+            futures = [pool.submit(_probe_tool, t, p, runner, timeout, child_env) for t, p in found]
+            recorded = [f.result() for f in futures]
+    sources = ["PATH"] if found else []
+    errors: list[str] = []
+
+    # glibc
+    glibc = glibc_src = None
+    if root == Path("/"):
+        cs = confstr or os.confstr
+        try:
+            value = cs("CS_GNU_LIBC_VERSION")
+        except (ValueError, OSError):
+            value = None
+        if value and value.startswith("glibc "):
+            glibc, glibc_src = value.split()[1], 'os.confstr("CS_GNU_LIBC_VERSION")'
+    if glibc is None:
+        for d in _SYSTEM_LIB_DIRS:
+            libc = under_root(root, d) / "libc.so.6"
+            try:
+                with open(libc, "rb") as fh:
+                    data = fh.read(8 << 20)
+            except OSError:
+                continue
+            glibc = _parse_glibc_banner(data)
+            if glibc:
+                glibc_src = f"{d}/libc.so.6"
+                break
+    if glibc_src:
+        sources.append("glibc")
+
+    # libstdc++
+    stdcxx: list[Libstdcxx] = []
+    seen: set[str] = set()
+    cands: list[tuple[Path, str, str]] = []
+    if prefix:
+        cands.append((Path(prefix) / "lib" / "libstdc++.so.6", str(Path(prefix) / "lib"), "env"))
+    for d in _SYSTEM_LIB_DIRS:
+        cands.append((under_root(root, d) / "libstdc++.so.6", d, "system"))
+    for path, shown_dir, origin in cands:
+        if not path.exists():
+            continue
+        real = os.path.realpath(path)
+        if real in seen:
+            continue
+        seen.add(real)
+        shown = f"{shown_dir}/{os.path.basename(real)}" if origin == "system" else real
+        try:
+            names = _elf_verdef_names(real)
+        except (OSError, ValueError) as exc:
+            stdcxx.append(Libstdcxx(path=shown, origin=origin, error=str(exc)))
+            continue
+        stdcxx.append(
+            Libstdcxx(
+                path=shown,
+                origin=origin,
+                glibcxx=_max_version(names, "GLIBCXX_"),
+                cxxabi=_max_version(names, "CXXABI_"),
+            )
+        )
+
+    # compilers that built key binaries
+    built: list[BuiltWith] = []
+    for dist in iter_dists(site_dirs):
+        for binary in _key_binaries(dist.name, dist.site):
+            try:
+                comments = _elf_comment(binary)
+            except (OSError, ValueError) as exc:
+                errors.append(f"{binary}: {exc}")
+                continue
+            if comments:
+                built.append(BuiltWith(package=dist.name, path=str(binary), compilers=comments))
+            break
+
+    status = "ok" if (recorded or glibc or stdcxx) else "absent"
+    return ToolchainInfo(
+        status=status,
+        source=", ".join(sources),
+        error="; ".join(errors)
+        or (None if status == "ok" else "no compiler, glibc or libstdc++ found"),
+        tools=tuple(recorded),
+        glibc=glibc,
+        glibc_source=glibc_src,
+        libstdcxx=tuple(stdcxx),
+        built_with=tuple(built),
+    )
+
+
+def _key_binaries(name: str, site: Path) -> list[Path]:
+    """Candidate binaries of ``name`` whose ``.comment`` is recorded (first existing wins)."""
+    if name == "torch":
+        lib = site / "torch" / "lib"
+        return [p for p in (lib / "libtorch_cpu.so", lib / "libtorch_python.so") if p.exists()]
+    if name == "numpy":
+        out = []
+        for sub in ("_core", "core"):
+            d = site / "numpy" / sub
+            try:
+                out += sorted(
+                    d / n for n in os.listdir(d) if n.startswith("_multiarray_umath") and ".so" in n
+                )
+            except OSError:
+                continue
+        return out
+    return []

@@ -1,0 +1,51 @@
+"""The real torch venvs: a CPU build with numpy 1.24/scipy 1.10 against a CUDA 13.0 build with
+numpy 2.4/scipy 1.17 (``pytest --realenv``).
+
+Both venvs are observed with :func:`envlock.snapshot` (with the stack probes: ``[blas]``
+reads the bundled OpenBLAS of numpy and scipy, ``[frameworks]`` torch's ``version.py``) and
+written as manifests, which ``envlock diff`` reads back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import envlock
+from envlock.diff import diff
+from envlock.diff.engine import PairDiff
+
+
+def _manifest(venv: Path, path: Path) -> Path:
+    manifest = envlock.snapshot(python=str(venv / "bin" / "python"))
+    assert manifest.blas is not None and manifest.frameworks is not None
+    manifest.write(path)
+    return path
+
+
+@pytest.mark.realenv
+def test_cpu_venv_against_cuda_venv(cpu_venv: Path, cuda_venv: Path, tmp_path: Path) -> None:
+    result = diff([_manifest(cpu_venv, tmp_path / "cpu.toml"),
+                   _manifest(cuda_venv, tmp_path / "cuda.toml")])
+    assert isinstance(result, PairDiff)
+    top = result.explanations[:5]
+    ids = [e.id for e in top]
+    assert ids[0] == "torch-variant"
+    assert top[0].title.startswith(
+        "torch is a CPU-only build in cpu.toml and a CUDA 13.0 build in cuda.toml")
+    assert set(ids[:4]) == {"torch-variant", "numpy:package:numpy", "scipy:package:scipy",
+                            "blas"}
+    titles = [e.title for e in top]
+    assert "numpy 1.24.4 → 2.4.1 (major)" in titles
+    assert "scipy 1.10.1 → 1.17.0 (minor)" in titles
+    blas = next(e for e in top if e.id == "blas")
+    assert "numpy openblas 0.3.21" in blas.title and "openblas 0.3.30" in blas.title
+    assert "scipy openblas 0.3.18" in blas.title
+    for e in top:
+        assert e.why and e.do
+    # the nvidia-* wheels and triton come with the CUDA build: explained by it, not listed apart
+    absorbed = {c.key for c in top[0].changes}
+    assert {"torch", "nvidia-cublas", "cudnn", "triton"} <= absorbed
+    everywhere = {c.key for e in result.explanations for c in e.changes}
+    assert not everywhere & {"pip", "setuptools", "wheel"}
