@@ -133,12 +133,12 @@ def fake_root(tmp_path: Path, proc_version: str | None) -> Path:
     return root
 
 
-def snapshot_to(venv: Path, path: Path, environ: dict[str, str] | None = None) -> Path:
+def snapshot_to(venv: Path, path: Path, environ: dict[str, str] | None = None, **kw: object) -> Path:
     """Take a real snapshot of ``venv`` into ``path`` (what a user would have done earlier)."""
     import envlock
 
     env = dict(environ or {"PATH": "/usr/bin:/bin"})
-    m = envlock.snapshot(python=str(venv / "bin" / "python"), environ=env, command=["envlock", "snapshot"])
+    m = envlock.snapshot(python=str(venv / "bin" / "python"), environ=env, command=["envlock", "snapshot"], **kw)
     m.write(path, force=True)
     return path
 

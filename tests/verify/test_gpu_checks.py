@@ -106,7 +106,9 @@ def test_c05_cpu_build_when_manifest_expects_cuda(tmp_path, venv, job_env):
     assert f.severity == "error"
     assert f.title == "torch 2.13.0+cpu is a CPU-only build; the manifest expects a CUDA 13.0 build (2.14.1)"
     assert f.evidence[0].startswith("torch build: torch/version.py cuda=None hip=None; local version +cpu")
-    assert "manifest: torch 2.14.1 with nvidia-cuda-runtime 13.0.96 (a CUDA 13.0 build)" in f.evidence
+    # The snapshot's [frameworks] table records the build (torch/version.py); a manifest without
+    # it falls back on the CUDA runtime wheel next to torch.
+    assert "manifest [frameworks] torch: torch/version.py cuda='13.0' (a CUDA 13.0 build)" in f.evidence
     assert "download.pytorch.org/whl/cu130" in f.fix[0]
     v = by_id(r, "packages.version-mismatch")
     assert v.title.startswith("torch 2.13.0+cpu is installed; the manifest (cuda.toml) has 2.14.1")
@@ -314,7 +316,7 @@ def test_expected_build_from_a_frameworks_table(tmp_path, venv, job_env):
     recorded build from there (whether this envlock models the table or keeps it as extra)."""
     site = site_packages(venv)
     install_torch(site, "2.13.0+cpu", None)
-    m = snapshot_to(venv, tmp_path / "m.toml")
+    m = snapshot_to(venv, tmp_path / "m.toml", stack=False)
     m.write_text(m.read_text() + '\n[[frameworks.packages]]\nname = "torch"\nversion = "2.5.1+cu121"\n'
                  'build = "cuda"\ncuda = "12.1"\nevidence = "torch/version.py cuda=\'12.1\'; local version +cu121"\n')
     r = verify(python=str(venv / "bin/python"), manifest=str(m), environ=job_env,
@@ -322,3 +324,17 @@ def test_expected_build_from_a_frameworks_table(tmp_path, venv, job_env):
     f = by_id(r, "gpu.cpu-only-build")
     assert f.title == "torch 2.13.0+cpu is a CPU-only build; the manifest expects a CUDA 12.1 build (2.5.1+cu121)"
     assert "manifest [frameworks] torch: torch/version.py cuda='12.1'; local version +cu121 (a CUDA 12.1 build)" in f.evidence
+
+
+def test_expected_cuda_build_from_the_runtime_wheel_without_frameworks_table(tmp_path, venv, job_env):
+    """A manifest without [frameworks] (taken with the stack probes off, or by an older envlock):
+    PyPI's torch 2.14.1 has no local label; the nvidia-cuda-runtime wheel beside it tells."""
+    site = site_packages(venv)
+    install_torch(site, "2.14.1", "13.0")
+    install_dist(site, "nvidia-cuda-runtime", "13.0.96")
+    manifest = snapshot_to(venv, tmp_path / "cuda.toml", stack=False)
+    (site / "torch/version.py").write_text((site / "torch/version.py").read_text().replace("'13.0'", "None"))
+    r = verify(python=str(venv / "bin/python"), manifest=str(manifest), environ=job_env,
+               root=str(fake_root(tmp_path, None)), checks=only("cpu-build"), use_stack=False)
+    f = by_id(r, "gpu.cpu-only-build")
+    assert "manifest: torch 2.14.1 with nvidia-cuda-runtime 13.0.96 (a CUDA 13.0 build)" in f.evidence

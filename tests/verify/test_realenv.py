@@ -43,7 +43,7 @@ def test_cpu_venv_against_the_cuda_manifest_names_build_and_versions(manifests, 
     for f in doc["findings"]:
         by.setdefault(f["id"], []).append(f)
     build = by["gpu.cpu-only-build"][0]
-    assert build["title"] == "torch 2.13.0+cpu is a CPU-only build; the manifest expects a CUDA 13.0 build (2.14.1)"
+    assert build["title"] == "torch 2.13.0+cpu is a CPU-only build; the manifest expects a CUDA 13.0 build (2.14.1+cu130)"
     titles = [f["title"] for f in by["packages.version-mismatch"]]
     assert "torch 2.13.0+cpu is installed; the manifest (cuda.toml) has 2.14.1 (installed is a CPU-only build)" in titles
     assert "numpy 1.24.4 is installed; the manifest (cuda.toml) has 2.4.1" in titles
