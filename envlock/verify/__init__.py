@@ -170,7 +170,6 @@ def verify(
     config_dir: str | None = None,
     statvfs: Callable[[str], Any] = os.statvfs,
     checks: Sequence[tuple[str, Callable[[Any], list[Finding]]]] | None = None,
-    use_stack: bool = True,
 ) -> VerifyReport:
     """Check the target environment and this node against a manifest and/or lockfiles.
 
@@ -189,7 +188,6 @@ def verify(
         manifest's directory, else ``cwd``).
     :param statvfs: :func:`os.statvfs` or a replacement (tests).
     :param checks: the checks to run (default :data:`envlock.checks.CHECKS`).
-    :param use_stack: use the stack probes for GPU/framework facts when installed.
     :raises ManifestError: the manifest or a lockfile is missing or malformed.
     :raises ConfigError: the policy file is malformed.
     :raises TargetError: the target environment cannot be found.
@@ -208,7 +206,7 @@ def verify(
     from envlock.target import resolve_target  # noqa: PLC0415
 
     target = resolve_target(python=python, prefix=prefix, environ=env)
-    live = Live(target, environ=env, root=root, runner=runner, deadline=deadline, use_stack=use_stack)
+    live = Live(target, environ=env, root=root, runner=runner, deadline=deadline)
     # Start the interpreter query now: nearly every check needs it, and loading the inputs
     # below overlaps with it.
     threading.Thread(target=lambda: live.python, name="envlock-verify-python", daemon=True).start()

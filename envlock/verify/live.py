@@ -4,89 +4,26 @@
 time a check asks for it, under a per-fact lock, so the interpreter query or ``nvidia-smi``
 runs once however many checks need it, and a check that needs nothing slow never waits.
 
-The GPU and framework facts come from the stack probes (:func:`envlock.probes.gpu.probe_gpu`,
-:func:`envlock.probes.frameworks.probe_frameworks`) when they are installed; otherwise from
-the small readers here (:func:`read_gpu`, :func:`read_torch_build`), which produce records
-with the same attribute names (``driver_version``, ``gpus[i].compute_capability``,
-``build``, ``cuda``, ``cuda_archs`` …), so the checks work with either.
+The GPU and framework facts come from the stack probes (:func:`envlock.probes.gpu.probe_gpu`:
+``/proc/driver/nvidia/version``, NVML or ``nvidia-smi``; :func:`envlock.probes.frameworks.
+probe_frameworks`: ``torch/version.py``, local version labels, conda build strings, the
+``.nv_fatbin`` architectures), as :class:`~envlock.stack_model.GpuInfo` and
+:class:`~envlock.stack_model.FrameworkBuild` records.  The processes using the GPUs come from
+``nvidia-smi --query-compute-apps`` (:func:`read_compute_apps`).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 from envlock._run import DEFAULT_TIMEOUT, Runner, run
 
-__all__ = [
-    "Live",
-    "GpuDevice",
-    "GpuFacts",
-    "BuildFacts",
-    "ComputeApp",
-    "AppsFacts",
-    "read_gpu",
-    "read_torch_build",
-    "read_compute_apps",
-    "parse_proc_driver_version",
-    "local_label",
-    "SMI_FIELDS",
-]
-
-#: Fields asked of ``nvidia-smi --query-gpu`` (the same as the stack probe's).
-SMI_FIELDS: tuple[str, ...] = (
-    "index", "name", "uuid", "memory.total", "compute_cap", "mig.mode.current", "driver_version",
-)
-
-# /proc/driver/nvidia/version, both the proprietary and the open kernel module's line
-# (reference §4.4).
-_PROC_RE = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+){1,2})\b")
-
-
-class GpuDevice(NamedTuple):
-    """A GPU as the driver lists it (attribute names of ``stack_model.Gpu``)."""
-
-    index: int
-    name: str | None = None
-    uuid: str | None = None
-    memory: int | None = None
-    compute_capability: str | None = None
-
-
-class GpuFacts(NamedTuple):
-    """The driver and GPUs (attribute names of ``stack_model.GpuInfo``).
-
-    :ivar status: ``"ok"``, ``"absent"`` (no NVIDIA driver), ``"error"`` or ``"timeout"``.
-    :ivar nvidia_smi: the ``nvidia-smi`` used, if any.
-    """
-
-    status: str = "ok"
-    source: str = ""
-    error: str | None = None
-    driver_version: str | None = None
-    cuda_driver_version: str | None = None
-    gpus: tuple[GpuDevice, ...] = ()
-    nvidia_smi: str | None = None
-
-
-class BuildFacts(NamedTuple):
-    """How a framework was built (attribute names of ``stack_model.FrameworkBuild``)."""
-
-    name: str
-    version: str | None = None
-    location: str | None = None
-    build: str | None = None
-    cuda: str | None = None
-    evidence: str | None = None
-    conda_build: str | None = None
-    cuda_archs: tuple[str, ...] = ()
-    cuda_archs_source: str | None = None
-    error: str | None = None
+__all__ = ["Live", "ComputeApp", "AppsFacts", "read_compute_apps", "find_nvidia_smi", "local_label"]
 
 
 class ComputeApp(NamedTuple):
@@ -98,21 +35,12 @@ class ComputeApp(NamedTuple):
 
 
 class AppsFacts(NamedTuple):
-    """The compute processes on the GPUs; ``status`` as for :class:`GpuFacts`."""
+    """The compute processes on the GPUs; ``status`` ``"ok"``, ``"absent"`` (no nvidia-smi),
+    ``"error"`` or ``"timeout"``."""
 
     status: str = "ok"
     error: str | None = None
     apps: tuple[ComputeApp, ...] = ()
-
-
-def parse_proc_driver_version(text: str) -> str | None:
-    """The driver version in ``/proc/driver/nvidia/version`` text (both module flavours).
-
-    >>> parse_proc_driver_version("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.95.05  Release Build")
-    '580.95.05'
-    """
-    m = _PROC_RE.search(text)
-    return m.group(1) if m else None
 
 
 def local_label(version: str | None) -> str | None:
@@ -120,18 +48,6 @@ def local_label(version: str | None) -> str | None:
     if not version or "+" not in version:
         return None
     return version.split("+", 1)[1]
-
-
-def _read(path: str, limit: int = 65536) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read(limit)
-    except OSError:
-        return None
-
-
-def _under(root: str, path: str) -> str:
-    return path if root in ("", "/") else os.path.join(root, path.lstrip("/"))
 
 
 def find_nvidia_smi(environ: Mapping[str, str], root: str = "/") -> str | None:
@@ -147,75 +63,6 @@ def _na(value: str) -> str | None:
     if not value or value.startswith("[") or value.upper() in ("N/A", "NOT SUPPORTED"):
         return None
     return value
-
-
-def read_gpu(
-    *, root: str = "/", environ: Mapping[str, str], runner: Runner = run, timeout: float = DEFAULT_TIMEOUT
-) -> GpuFacts:
-    """Read the NVIDIA driver version and GPUs (the fallback when the stack probe is absent).
-
-    Sources: ``<root>/proc/driver/nvidia/version`` (else ``/sys/module/nvidia/version``), then
-    ``nvidia-smi --query-gpu=<SMI_FIELDS> --format=csv,noheader,nounits`` (one run, with
-    ``timeout``).  Never raises.
-    """
-    from envlock.verify.cudacompat import max_cuda_for_driver  # noqa: PLC0415
-
-    driver = None
-    sources = []
-    text = _read(_under(root, "/proc/driver/nvidia/version"), 8192)
-    if text:
-        driver = parse_proc_driver_version(text)
-        if driver:
-            sources.append("/proc/driver/nvidia/version")
-    if driver is None:
-        text = _read(_under(root, "/sys/module/nvidia/version"), 256)
-        if text and re.fullmatch(r"\d+(\.\d+){1,2}", text.strip()):
-            driver = text.strip()
-            sources.append("/sys/module/nvidia/version")
-    smi = find_nvidia_smi(environ, root)
-    gpus: list[GpuDevice] = []
-    status, error = "ok", None
-    if smi is not None:
-        env = {**environ, "LC_ALL": "C"}
-        res = runner([smi, f"--query-gpu={','.join(SMI_FIELDS)}", "--format=csv,noheader,nounits"],
-                     timeout=timeout, env=env)
-        if res.ok:
-            sources.append(smi)
-            for line in res.stdout.splitlines():
-                values = [v.strip() for v in line.split(",")]
-                if len(values) != len(SMI_FIELDS):
-                    continue
-                row = dict(zip(SMI_FIELDS, values))
-                try:
-                    index = int(row["index"])
-                except ValueError:
-                    continue
-                mem = _na(row["memory.total"])
-                cc = _na(row["compute_cap"])
-                gpus.append(GpuDevice(
-                    index=index,
-                    name=_na(row["name"]),
-                    uuid=_na(row["uuid"]),
-                    memory=int(float(mem)) * 1024 * 1024 if mem and mem.replace(".", "").isdigit() else None,
-                    compute_capability=cc if cc and re.fullmatch(r"\d+\.\d+", cc) else None,
-                ))
-                driver = driver or _na(row["driver_version"])
-        else:
-            status = "timeout" if res.status == "timeout" else ("error" if driver else "absent")
-            error = res.detail
-    if driver is None and not gpus and status == "ok":
-        status, error = "absent", "no NVIDIA driver (no /proc/driver/nvidia/version, no nvidia-smi on PATH)"
-    elif driver is not None and smi is None:
-        status, error = "error", "NVIDIA driver loaded but nvidia-smi not found on PATH"
-    return GpuFacts(
-        status=status,
-        source=", ".join(sources),
-        error=error,
-        driver_version=driver,
-        cuda_driver_version=max_cuda_for_driver(driver) if driver else None,
-        gpus=tuple(sorted(gpus, key=lambda g: g.index)),
-        nvidia_smi=smi,
-    )
 
 
 def read_compute_apps(
@@ -241,88 +88,6 @@ def read_compute_apps(
     return AppsFacts(apps=tuple(apps))
 
 
-def _version_py(text: str) -> dict[str, object]:
-    """Constant assignments of a generated ``torch/version.py`` (read with :mod:`ast`, never run)."""
-    import ast  # noqa: PLC0415
-
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return {}
-    out: dict[str, object] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = node.targets[0], node.value
-        elif isinstance(node, ast.AnnAssign) and node.value is not None:
-            target, value = node.target, node.value
-        else:
-            continue
-        if isinstance(target, ast.Name) and isinstance(value, ast.Constant):
-            out[target.id] = value.value
-    return out
-
-
-def read_torch_build(pip_packages: Sequence[Any], conda_packages: Sequence[Any]) -> BuildFacts | None:
-    """How torch was built, from ``torch/version.py``, the local version and the conda build
-    string (the fallback when the stack probe is absent; GPU architectures are not read).
-
-    :param pip_packages: the target's ``PipPackage`` records.
-    :param conda_packages: its ``CondaPackage`` records (``pytorch``'s build string, C05).
-    :returns: ``None`` when torch is not installed.
-    """
-    dist = next((p for p in pip_packages if p.name == "torch"), None)
-    conda = next((c for c in conda_packages if c.name == "pytorch"), None)
-    if dist is None and conda is None:
-        return None
-    version = dist.version if dist else conda.version
-    evidence: list[str] = []
-    info: dict[str, object] = {}
-    location = None
-    if dist is not None:
-        location = os.path.join(dist.location, "torch")
-        text = _read(os.path.join(location, "version.py"))
-        if text is not None:
-            info = _version_py(text)
-    label = local_label(version)
-    conda_build = conda.build if conda else None
-    build = None
-    cuda = info.get("cuda") if isinstance(info.get("cuda"), str) else None
-    if info:
-        if isinstance(info.get("hip"), str) and info.get("hip"):
-            build = "rocm"
-            evidence.append(f"torch/version.py hip={info['hip']!r}")
-        elif cuda:
-            build = "cuda"
-            evidence.append(f"torch/version.py cuda={cuda!r}")
-        else:
-            build = "cpu"
-            evidence.append("torch/version.py cuda=None hip=None")
-    if label:
-        evidence.append(f"local version +{label}")
-        if build is None:
-            build = "cpu" if label.startswith("cpu") else ("cuda" if label.startswith("cu") else None)
-            m = re.fullmatch(r"cu(\d+)(\d)", label)
-            if m and cuda is None:
-                cuda = f"{m.group(1)}.{m.group(2)}"
-    if conda_build:
-        evidence.append(f"conda build {conda_build}")
-        if build is None:
-            build = "cpu" if "cpu" in conda_build else ("cuda" if "cuda" in conda_build else None)
-            m = re.search(r"cuda(\d+)\.(\d+)", conda_build)
-            if m and cuda is None:
-                cuda = f"{m.group(1)}.{m.group(2)}"
-    return BuildFacts(
-        name="torch",
-        version=str(info.get("__version__") or version),
-        location=location,
-        build=build,
-        cuda=cuda,
-        evidence="; ".join(evidence) or None,
-        conda_build=conda_build,
-        error=None if build else "torch/version.py unreadable and nothing else tells the build",
-    )
-
-
 class Live:
     """The live facts of one verify run, each computed at most once (thread-safe).
 
@@ -332,9 +97,9 @@ class Live:
     :param runner: the command runner.
     :param deadline: ``time.monotonic()`` value by which everything must be done; commands get
         at most the time left.
-    :param use_stack: use the stack probes when importable (tests may force the fallback).
-    :param preset: facts given instead of observed (``{"gpu": GpuFacts(...)}``); used by callers
-        that already hold them, e.g. an earlier snapshot in the same process.
+    :param preset: facts given instead of observed, by name (``"gpu"``: a ``GpuInfo``,
+        ``"frameworks"``/``"frameworks+archs"``: ``FrameworkBuild`` tuples); for callers that
+        already hold them, e.g. an earlier snapshot in the same process.
     """
 
     def __init__(
@@ -345,7 +110,6 @@ class Live:
         root: str = "/",
         runner: Runner = run,
         deadline: float | None = None,
-        use_stack: bool = True,
         preset: Mapping[str, Any] | None = None,
     ) -> None:
         self.target = target
@@ -353,7 +117,6 @@ class Live:
         self.root = root
         self.runner = runner
         self.deadline = deadline if deadline is not None else time.monotonic() + 60.0
-        self.use_stack = use_stack
         self._values: dict[str, Any] = dict(preset or {})
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -423,21 +186,16 @@ class Live:
 
     @property
     def gpu(self) -> Any:
-        """The driver and GPUs (:class:`GpuFacts` or the stack's ``GpuInfo``)."""
+        """The driver and GPUs: :class:`~envlock.stack_model.GpuInfo` (``status="absent"``
+        without an NVIDIA driver)."""
         def compute() -> Any:
-            timeout = self.command_timeout()
-            if self.use_stack:
-                try:
-                    from envlock.probes.gpu import probe_gpu  # noqa: PLC0415
-                except ImportError:
-                    pass
-                else:
-                    from pathlib import Path  # noqa: PLC0415
+            from pathlib import Path  # noqa: PLC0415
 
-                    path_dirs = [d for d in self.environ.get("PATH", "").split(os.pathsep) if d]
-                    return probe_gpu(root=Path(self.root), env=self.environ, path_dirs=path_dirs,
-                                     runner=self.runner, timeout=timeout, use_nvml=self.root in ("", "/"))
-            return read_gpu(root=self.root, environ=self.environ, runner=self.runner, timeout=timeout)
+            from envlock.probes.gpu import probe_gpu  # noqa: PLC0415
+
+            path_dirs = [d for d in self.environ.get("PATH", "").split(os.pathsep) if d]
+            return probe_gpu(root=Path(self.root), env=self.environ, path_dirs=path_dirs, runner=self.runner,
+                             timeout=self.command_timeout(), use_nvml=self.root in ("", "/"))
         return self._get("gpu", compute)
 
     @property
@@ -452,8 +210,8 @@ class Live:
         return self._get("compute_apps", compute)
 
     def frameworks(self, *, archs: bool = False) -> tuple[Any, ...]:
-        """How the target's frameworks were built (torch, and with the stack probe also jax,
-        tensorflow, cupy), as ``FrameworkBuild``/:class:`BuildFacts` records.
+        """How the target's frameworks (torch, jax, tensorflow, cupy, numba) were built, as
+        :class:`~envlock.stack_model.FrameworkBuild` records.
 
         :param archs: also read the GPU architectures from the CUDA libraries (costly: only
             when there is a GPU to compare them with).
@@ -463,17 +221,10 @@ class Live:
             return self._values["frameworks+archs"]
 
         def compute() -> tuple[Any, ...]:
-            if self.use_stack:
-                try:
-                    from envlock.probes.frameworks import probe_frameworks  # noqa: PLC0415
-                except ImportError:
-                    pass
-                else:
-                    site = [p for p in self.python.path if os.path.isdir(p)]
-                    info = probe_frameworks(prefix=self.target.prefix, site_dirs=site,
-                                            read_archs=archs, env=self.environ)
-                    return tuple(info.packages)
-            conda = self.conda.packages if self.conda else ()
-            torch = read_torch_build(self.pip.packages, conda)
-            return (torch,) if torch else ()
+            from envlock.probes.frameworks import probe_frameworks  # noqa: PLC0415
+
+            site = [p for p in self.python.path if os.path.isdir(p)]
+            info = probe_frameworks(prefix=self.target.prefix, site_dirs=site, read_archs=archs,
+                                    env=self.environ)
+            return tuple(info.packages)
         return self._get(key, compute)

@@ -144,6 +144,6 @@ def snapshot_to(venv: Path, path: Path, environ: dict[str, str] | None = None, *
 
 
 def gpu_line(index: int, name: str, uuid: str, mem_mib: int, cc: str, driver: str) -> str:
-    """One ``--query-gpu`` CSV line in :data:`envlock.verify.live.SMI_FIELDS` order."""
+    """One ``--query-gpu`` CSV line in :data:`envlock.probes.gpu.SMI_FIELDS` order."""
     return f"{index}, {name}, {uuid}, {mem_mib}, {cc}, [N/A], {driver}"
 

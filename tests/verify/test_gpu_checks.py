@@ -12,7 +12,8 @@ from envlock.target import resolve_target
 from envlock.verify import verify
 from envlock.verify.context import Context
 from envlock.verify.expected import Expected, read_lock
-from envlock.verify.live import BuildFacts, GpuDevice, Live, read_gpu
+from envlock.stack_model import FrameworkBuild, Gpu
+from envlock.verify.live import Live
 from tests.verify.conftest import (
     PROC_396,
     PROC_580_OPEN,
@@ -44,18 +45,15 @@ def by_id(report, fid):
     return found[0]
 
 
-def test_read_gpu_parses_proc_and_nvidia_smi(tmp_path, job_env):
+def test_live_gpu_facts_from_proc_and_nvidia_smi(tmp_path, venv, job_env):
     root = fake_root(tmp_path, PROC_580_OPEN)
     fake_nvidia_smi(tmp_path / "bin", [RTX3090, H100])
-    g = read_gpu(root=str(root), environ=job_env)
+    target = resolve_target(python=str(venv / "bin/python"), environ=job_env)
+    g = Live(target, environ=job_env, root=str(root)).gpu
     assert (g.status, g.driver_version, g.cuda_driver_version) == ("ok", "580.95.05", "13.0")
-    assert [(d.index, d.compute_capability, d.memory) for d in g.gpus] == [
-        (0, "8.6", 24576 * 1024 * 1024), (1, "9.0", 81559 * 1024 * 1024)]
-    assert g.gpus[1].name == "NVIDIA H100 80GB HBM3"
-
-
-def test_read_gpu_without_driver(tmp_path, job_env):
-    g = read_gpu(root=str(fake_root(tmp_path, None)), environ=job_env)
+    assert [(d.index, d.compute_capability) for d in g.gpus] == [(0, "8.6"), (1, "9.0")]
+    bare = {**job_env, "PATH": "/usr/bin:/bin"}  # no nvidia-smi either
+    g = Live(target, environ=bare, root=str(fake_root(tmp_path / "none", None))).gpu
     assert g.status == "absent" and g.driver_version is None and "no NVIDIA driver" in g.error
 
 
@@ -64,7 +62,7 @@ def test_c06_cuda10_torch_on_a_cuda9_driver(tmp_path, venv, job_env):
     root = fake_root(tmp_path, PROC_396)
     fake_nvidia_smi(tmp_path / "bin", [GTX1070TI])
     r = verify(python=str(venv / "bin/python"), environ=job_env, root=str(root),
-               checks=only("driver"), use_stack=False)
+               checks=only("driver"))
     f = by_id(r, "gpu.driver-too-old")
     assert f.severity == "error"
     assert f.title == "torch 1.3.0 was built with CUDA 10.0; driver 396.44 supports up to CUDA 9.2; needs ≥ 410.48"
@@ -78,13 +76,11 @@ def test_driver_new_enough_gives_nothing_and_minor_compat_is_info(tmp_path, venv
     install_torch(site_packages(venv), "2.14.1+cu130", "13.0")
     root = fake_root(tmp_path, PROC_580_OPEN)
     fake_nvidia_smi(tmp_path / "bin", [RTX3090])
-    r = verify(python=str(venv / "bin/python"), environ=job_env, root=str(root), checks=only("driver"),
-               use_stack=False)
+    r = verify(python=str(venv / "bin/python"), environ=job_env, root=str(root), checks=only("driver"))
     assert r.findings == () and r.exit_code == 0
     (site_packages(venv) / "torch/version.py").write_text(
         (site_packages(venv) / "torch/version.py").read_text().replace("'13.0'", "'13.1'"))
-    r = verify(python=str(venv / "bin/python"), environ=job_env, root=str(root), checks=only("driver"),
-               use_stack=False)
+    r = verify(python=str(venv / "bin/python"), environ=job_env, root=str(root), checks=only("driver"))
     assert ids(r) == ["gpu.driver-minor-compat"] and r.exit_code == 0
     assert "590.44.01" in r.findings[0].title
 
@@ -101,7 +97,7 @@ def test_c05_cpu_build_when_manifest_expects_cuda(tmp_path, venv, job_env):
     (site / "torch/version.py").write_text((site / "torch/version.py").read_text()
                                            .replace("'2.14.1'", "'2.13.0+cpu'").replace("'13.0'", "None"))
     r = verify(python=str(venv / "bin/python"), manifest=str(manifest), environ=job_env,
-               root=str(fake_root(tmp_path, None)), checks=only("cpu-build", "packages"), use_stack=False)
+               root=str(fake_root(tmp_path, None)), checks=only("cpu-build", "packages"))
     f = by_id(r, "gpu.cpu-only-build")
     assert f.severity == "error"
     assert f.title == "torch 2.13.0+cpu is a CPU-only build; the manifest expects a CUDA 13.0 build (2.14.1)"
@@ -133,7 +129,7 @@ def test_c05_conda_cpu_build_with_gpus_allocated(tmp_path, job_env):
     env = {**job_env, "SLURM_JOB_ID": "4242", "SLURM_JOB_GPUS": "2", "SLURM_GPUS_ON_NODE": "1",
            "CUDA_VISIBLE_DEVICES": "0"}
     r = verify(prefix=str(prefix), environ=env, root=str(fake_root(tmp_path, None)),
-               checks=only("cpu-build"), use_stack=False)
+               checks=only("cpu-build"))
     f = by_id(r, "gpu.cpu-only-build")
     assert f.title.startswith("torch 1.9.0 is a CPU-only build")
     assert "conda build py3.8_cpu_0" in f.evidence[0]
@@ -143,14 +139,12 @@ def test_c05_conda_cpu_build_with_gpus_allocated(tmp_path, job_env):
 def test_no_driver_is_a_warning_on_a_login_node_and_an_error_with_gpus_allocated(tmp_path, venv, job_env):
     install_torch(site_packages(venv), "2.14.1+cu130", "13.0")
     root = fake_root(tmp_path, None)
-    r = verify(python=str(venv / "bin/python"), environ=job_env, root=str(root), checks=only("driver"),
-               use_stack=False)
+    r = verify(python=str(venv / "bin/python"), environ=job_env, root=str(root), checks=only("driver"))
     f = by_id(r, "gpu.no-driver")
     assert f.severity == "warning" and "torch 2.14.1+cu130 is a CUDA 13.0 build" in f.title
     assert r.exit_code == 0
     env = {**job_env, "SLURM_JOB_ID": "7", "SLURM_GPUS_ON_NODE": "2", "SLURM_JOB_GPUS": "0,1"}
-    r = verify(python=str(venv / "bin/python"), environ=env, root=str(root), checks=only("driver"),
-               use_stack=False)
+    r = verify(python=str(venv / "bin/python"), environ=env, root=str(root), checks=only("driver"))
     assert by_id(r, "gpu.no-driver").severity == "error" and r.exit_code == 1
 
 
@@ -203,14 +197,14 @@ def test_lock_requiring_cuda_on_a_node_without_driver_and_with_an_old_one(tmp_pa
     assert [(p.name, p.build, p.cuda) for p in parsed.packages] == [
         ("pytorch", "cuda126_py311h1763f0e_306", ""), ("cuda-version", "h7480c83_3", ">=12")]
     r = verify(python=str(venv / "bin/python"), locks=[str(lock)], environ=job_env,
-               root=str(fake_root(tmp_path, None)), checks=only("driver"), use_stack=False)
+               root=str(fake_root(tmp_path, None)), checks=only("driver"))
     f = by_id(r, "gpu.no-driver")
     assert f.severity == "error" and "needs __cuda" in f.title
     # A CUDA 11.4 driver on the node: cuda-version needs __cuda >=12.
     root = fake_root(tmp_path / "n2", "NVRM version: NVIDIA UNIX x86_64 Kernel Module  470.82.01  Tue Oct 26 2021\n")
     fake_nvidia_smi(tmp_path / "bin", [gpu_line(0, "Tesla V100-SXM2-32GB", "GPU-aa", 32510, "7.0", "470.82.01")])
     r = verify(python=str(venv / "bin/python"), locks=[str(lock)], environ=job_env, root=str(root),
-               checks=only("driver"), use_stack=False)
+               checks=only("driver"))
     f = by_id(r, "gpu.driver-too-old")
     assert "needs __cuda >=12; driver 470.82.01 supports up to CUDA 11.4" in f.title
     assert "CONDA_OVERRIDE_CUDA" in f.fix[1]
@@ -221,13 +215,13 @@ def _ctx(tmp_path, venv, job_env, gpus, build, environ=None, proc=PROC_580_OPEN)
     env = {**job_env, **(environ or {})}
     root = fake_root(tmp_path, proc)
     fake_nvidia_smi(tmp_path / "bin", gpus)
-    live = Live(target, environ=env, root=str(root), use_stack=False,
+    live = Live(target, environ=env, root=str(root),
                 preset={"frameworks": (build,), "frameworks+archs": (build,)})
     return Context(live=live, expected=Expected(), environ=env)
 
 
 def test_c07_gtx1070ti_with_a_cu111_nightly(tmp_path, venv, job_env):
-    build = BuildFacts(name="torch", version="1.9.0.dev20210302+cu111", build="cuda", cuda="11.1",
+    build = FrameworkBuild(name="torch", version="1.9.0.dev20210302+cu111", build="cuda", cuda="11.1",
                        evidence="torch/version.py cuda='11.1'",
                        cuda_archs=("sm_50", "sm_70", "sm_80", "sm_86"),
                        cuda_archs_source="torch/lib/libtorch_cuda.so")
@@ -243,7 +237,7 @@ def test_c07_gtx1070ti_with_a_cu111_nightly(tmp_path, venv, job_env):
 
 
 def test_c07_reverse_rtx3090_with_cu102_and_only_visible_gpus_count(tmp_path, venv, job_env):
-    build = BuildFacts(name="torch", version="1.7.1+cu102", build="cuda", cuda="10.2",
+    build = FrameworkBuild(name="torch", version="1.7.1+cu102", build="cuda", cuda="10.2",
                        evidence="torch/version.py cuda='10.2'", cuda_archs=("sm_37", "sm_50", "sm_60", "sm_70"))
     ctx = _ctx(tmp_path, venv, job_env, [RTX3090, H100], build, {"CUDA_VISIBLE_DEVICES": "1"})
     out = check_arch(ctx)
@@ -253,7 +247,7 @@ def test_c07_reverse_rtx3090_with_cu102_and_only_visible_gpus_count(tmp_path, ve
 
 
 def test_ptx_only_gpu_warns_and_errors_when_the_driver_cannot_jit(tmp_path, venv, job_env):
-    build = BuildFacts(name="torch", version="2.7.0+cu128", build="cuda", cuda="12.8",
+    build = FrameworkBuild(name="torch", version="2.7.0+cu128", build="cuda", cuda="12.8",
                        cuda_archs=("sm_80", "compute_80"))
     ctx = _ctx(tmp_path, venv, job_env, [gpu_line(0, "NVIDIA H100", "GPU-h", 81559, "9.0", "580.95.05")], build)
     assert [f.id for f in check_arch(ctx)] == ["gpu.arch-ptx-only"]
@@ -266,7 +260,7 @@ def test_ptx_only_gpu_warns_and_errors_when_the_driver_cannot_jit(tmp_path, venv
 
 
 def test_arch_unknown_is_info_and_no_gpu_means_no_finding(tmp_path, venv, job_env):
-    build = BuildFacts(name="torch", version="2.14.1", build="cuda", cuda="13.0", error="no .nv_fatbin section")
+    build = FrameworkBuild(name="torch", version="2.14.1", build="cuda", cuda="13.0", error="no .nv_fatbin section")
     ctx = _ctx(tmp_path, venv, job_env, [RTX3090], build)
     out = check_arch(ctx)
     assert [(f.id, f.severity) for f in out] == [("gpu.arch-unknown", "info")]
@@ -274,7 +268,7 @@ def test_arch_unknown_is_info_and_no_gpu_means_no_finding(tmp_path, venv, job_en
 
 
 def test_visible_gpus_follows_cuda_runtime_rules():
-    gpus = [GpuDevice(index=0, uuid="GPU-aaa"), GpuDevice(index=1, uuid="GPU-bbb"), GpuDevice(index=2, uuid="GPU-ccc")]
+    gpus = [Gpu(index=0, uuid="GPU-aaa"), Gpu(index=1, uuid="GPU-bbb"), Gpu(index=2, uuid="GPU-ccc")]
     assert visible_gpus(gpus, {}) == gpus
     assert [g.index for g in visible_gpus(gpus, {"CUDA_VISIBLE_DEVICES": "2,0"})] == [2, 0]
     assert [g.index for g in visible_gpus(gpus, {"CUDA_VISIBLE_DEVICES": "GPU-bb"})] == [1]
@@ -285,7 +279,7 @@ def test_visible_gpus_follows_cuda_runtime_rules():
 def test_cpu_build_without_any_reason_is_fine(tmp_path, venv, job_env):
     install_torch(site_packages(venv), "2.13.0+cpu", None)
     target = resolve_target(python=str(venv / "bin/python"), environ=job_env)
-    live = Live(target, environ=job_env, root=str(fake_root(tmp_path, None)), use_stack=False)
+    live = Live(target, environ=job_env, root=str(fake_root(tmp_path, None)))
     assert check_cpu_build(Context(live=live, environ=job_env)) == []
     assert check_driver(Context(live=live, environ=job_env)) == []
     assert Path(live.frameworks()[0].location).name == "torch"
@@ -299,15 +293,14 @@ def test_cpu_build_severity_depends_on_what_was_meant(tmp_path, venv, job_env):
     root = fake_root(tmp_path, PROC_580_OPEN)
     fake_nvidia_smi(tmp_path / "bin", [RTX3090])
     py = str(venv / "bin/python")
-    r = verify(python=py, environ=job_env, root=str(root), checks=only("cpu-build"), use_stack=False)
+    r = verify(python=py, environ=job_env, root=str(root), checks=only("cpu-build"))
     assert [(f.id, f.severity) for f in r.findings] == [("gpu.cpu-only-build", "warning")]
     assert "this node has 1 NVIDIA GPU(s), driver 580.95.05" in r.findings[0].evidence
     m = snapshot_to(venv, tmp_path / "cpu.toml")
-    r = verify(python=py, manifest=str(m), environ=job_env, root=str(root), checks=only("cpu-build"),
-               use_stack=False)
+    r = verify(python=py, manifest=str(m), environ=job_env, root=str(root), checks=only("cpu-build"))
     assert r.findings == ()
     env = {**job_env, "SLURM_JOB_ID": "3", "SLURM_GPUS_ON_NODE": "1", "CUDA_VISIBLE_DEVICES": "0"}
-    r = verify(python=py, manifest=str(m), environ=env, root=str(root), checks=only("cpu-build"), use_stack=False)
+    r = verify(python=py, manifest=str(m), environ=env, root=str(root), checks=only("cpu-build"))
     assert [(f.id, f.severity) for f in r.findings] == [("gpu.cpu-only-build", "warning")]
 
 
@@ -320,7 +313,7 @@ def test_expected_build_from_a_frameworks_table(tmp_path, venv, job_env):
     m.write_text(m.read_text() + '\n[[frameworks.packages]]\nname = "torch"\nversion = "2.5.1+cu121"\n'
                  'build = "cuda"\ncuda = "12.1"\nevidence = "torch/version.py cuda=\'12.1\'; local version +cu121"\n')
     r = verify(python=str(venv / "bin/python"), manifest=str(m), environ=job_env,
-               root=str(fake_root(tmp_path, None)), checks=only("cpu-build"), use_stack=False)
+               root=str(fake_root(tmp_path, None)), checks=only("cpu-build"))
     f = by_id(r, "gpu.cpu-only-build")
     assert f.title == "torch 2.13.0+cpu is a CPU-only build; the manifest expects a CUDA 12.1 build (2.5.1+cu121)"
     assert "manifest [frameworks] torch: torch/version.py cuda='12.1'; local version +cu121 (a CUDA 12.1 build)" in f.evidence
@@ -335,6 +328,6 @@ def test_expected_cuda_build_from_the_runtime_wheel_without_frameworks_table(tmp
     manifest = snapshot_to(venv, tmp_path / "cuda.toml", stack=False)
     (site / "torch/version.py").write_text((site / "torch/version.py").read_text().replace("'13.0'", "None"))
     r = verify(python=str(venv / "bin/python"), manifest=str(manifest), environ=job_env,
-               root=str(fake_root(tmp_path, None)), checks=only("cpu-build"), use_stack=False)
+               root=str(fake_root(tmp_path, None)), checks=only("cpu-build"))
     f = by_id(r, "gpu.cpu-only-build")
     assert "manifest: torch 2.14.1 with nvidia-cuda-runtime 13.0.96 (a CUDA 13.0 build)" in f.evidence

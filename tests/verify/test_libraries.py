@@ -30,7 +30,7 @@ def gcc(*args: str) -> None:
 
 def ctx_for(tmp_path, venv, env, modules=()):
     target = resolve_target(python=str(venv / "bin/python"), environ=env)
-    live = Live(target, environ=env, root="/", use_stack=False)
+    live = Live(target, environ=env, root="/")
     return Context(live=live, environ=env, config=Config(modules=tuple(modules)))
 
 

@@ -28,7 +28,7 @@ def ctx_for(tmp_path, venv, env, *, gpus=(), apps=(), proc=PROC_580_OPEN, **kw):
     root = fake_root(tmp_path, proc)
     if gpus or apps:
         fake_nvidia_smi(tmp_path / "bin", list(gpus), list(apps))
-    live = Live(target, environ=env, root=str(root), use_stack=False)
+    live = Live(target, environ=env, root=str(root))
     return Context(live=live, environ=env, **kw)
 
 
@@ -93,7 +93,7 @@ def test_gpu_processes_query_failure_is_reported(tmp_path, venv, job_env):
         "  --query-compute-apps=*)", "  --query-compute-apps=*) echo 'Failed to initialize NVML: Unknown Error' >&2; exit 255\n    ;;\n  --unused=*)")
     (bindir / "nvidia-smi").write_text(script)
     target = resolve_target(python=str(venv / "bin/python"), environ=job_env)
-    live = Live(target, environ=job_env, root=str(fake_root(tmp_path, PROC_580_OPEN)), use_stack=False)
+    live = Live(target, environ=job_env, root=str(fake_root(tmp_path, PROC_580_OPEN)))
     (f,) = check_gpu_processes(Context(live=live, environ=job_env))
     assert f.id == "allocation.query-failed" and "Failed to initialize NVML" in f.title
 
@@ -228,6 +228,6 @@ def test_isolation_conda_base_and_system_python(tmp_path, job_env):
     target = resolve_target(prefix=str(system), environ=job_env)
     if target.kind != "system":
         pytest.skip("the base interpreter here lives in a venv/conda prefix")
-    live = Live(target, environ=job_env, root=str(fake_root(tmp_path, None)), use_stack=False)
+    live = Live(target, environ=job_env, root=str(fake_root(tmp_path, None)))
     found = check_isolation(Context(live=live, environ=job_env))
     assert "isolation.system-python" in ids(found)

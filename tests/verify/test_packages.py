@@ -23,7 +23,7 @@ PACKAGE_CHECKS = [c for c in CHECKS if c[0] in ("python", "packages", "locks", "
 
 def run(venv, job_env, tmp_path, **kw):
     return verify(python=str(venv / "bin/python"), environ=job_env, checks=PACKAGE_CHECKS,
-                  root=str(tmp_path), use_stack=False, **kw)
+                  root=str(tmp_path), **kw)
 
 
 def by_id(report, fid):
@@ -93,7 +93,7 @@ def test_shadowed_by_pythonpath(tmp_path, venv, job_env):
     m = snapshot_to(venv, tmp_path / "m.toml")
     env = {**job_env, "PYTHONPATH": str(extra)}
     r = verify(python=str(venv / "bin/python"), environ=env, manifest=str(m), checks=PACKAGE_CHECKS,
-               root=str(tmp_path), use_stack=False)
+               root=str(tmp_path))
     (f,) = by_id(r, "packages.shadowed")
     assert f.title == f"numpy 1.21.0 from {extra} hides 1.26.4 at {site_packages(venv)}"
     assert "PYTHONPATH comes before the environment" in f.cause
@@ -127,8 +127,7 @@ def conda_prefix(tmp_path: Path) -> Path:
 
 
 def test_c11_conda_package_overwritten_by_pip(tmp_path, conda_prefix, job_env):
-    r = verify(prefix=str(conda_prefix), environ=job_env, checks=PACKAGE_CHECKS, root=str(tmp_path),
-               use_stack=False)
+    r = verify(prefix=str(conda_prefix), environ=job_env, checks=PACKAGE_CHECKS, root=str(tmp_path))
     (f,) = by_id(r, "packages.overwritten-by-pip")
     assert f.severity == "warning"
     assert f.title == "conda package twine 1.10.0 was overwritten by pip: Python imports 4.0.2"
@@ -149,7 +148,7 @@ def test_conda_build_and_md5_mismatch_against_the_manifest(tmp_path, conda_prefi
     data["md5"] = "a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5"
     rec.write_text(json.dumps(data))
     r = verify(prefix=str(conda_prefix), environ=job_env, manifest=str(path), checks=PACKAGE_CHECKS,
-               root=str(tmp_path), use_stack=False)
+               root=str(tmp_path))
     (f,) = by_id(r, "packages.build-mismatch")
     assert f.title == "conda package numpy 1.26.4: build py311h5f6a2c7_1 vs py311h64a7726_0 (the manifest (m.toml))"
     assert f.fix == ("conda install 'numpy=1.26.4=py311h64a7726_0'",)
@@ -232,7 +231,7 @@ package:
   hash: {md5: 24ca5107ab75c5521067b8ba505dfae5}
 """)
     r = verify(prefix=str(conda_prefix), environ=job_env, locks=[str(lock)], checks=PACKAGE_CHECKS,
-               root=str(tmp_path), use_stack=False)
+               root=str(tmp_path))
     missing = by_id(r, "packages.missing")
     assert [f.evidence for f in missing] == [("scipy 1.12.0 (conda)",)]
     md5 = [f for f in by_id(r, "packages.build-mismatch") if "numpy" in f.title]
@@ -262,7 +261,7 @@ def test_pylock_in_a_conda_env_does_not_call_conda_packages_extra(tmp_path, cond
     lock.write_text('lock-version = "1.0"\ncreated-by = "uv"\n\n[[packages]]\nname = "twine"\nversion = "4.0.2"\n\n'
                     '[[packages]]\nname = "oddpkg"\nversion = "0.1"\n')
     r = verify(prefix=str(conda_prefix), environ=job_env, locks=[str(lock)], checks=PACKAGE_CHECKS[2:3],
-               root=str(tmp_path), use_stack=False)
+               root=str(tmp_path))
     # numpy and requests belong to conda packages; mylab-tools too: none is a pip-lock extra.
     assert [f.id for f in r.findings] == [], [(f.id, f.title) for f in r.findings]
 
