@@ -3,7 +3,8 @@
 Usage: ``python benchmarks/bench_verify.py [--python VENV/bin/python] [--runs 7]``
 
 Times whole commands (interpreter start included; each run a new process), median of
-``--runs`` runs after one warm-up: ``envlock verify --manifest <fresh snapshot>`` of the venv,
+``--runs`` rounds after one warm-up round; the commands run interleaved, one of each per round,
+so that a change in the machine's load hits all of them alike: ``envlock verify --manifest <fresh snapshot>`` of the venv,
 ``pip freeze`` and ``python -c "import torch"`` in it.  Targets (issue 7): verify ≤ 0.5 ×
 ``pip freeze`` and ≤ 0.1 × ``import torch``.  Prints the medians and both ratios.
 """
@@ -17,7 +18,33 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _timing import default_venv, envlock_argv, report, time_command
+import statistics
+import time
+from collections.abc import Sequence
+
+from _timing import default_venv, envlock_argv, report
+
+
+def time_interleaved(commands: Sequence[tuple[str, Sequence[str]]], runs: int,
+                     env: dict[str, str]) -> list[tuple[str, float | None]]:
+    """Median wall time (seconds) of each command over ``runs`` rounds, after one warm-up round;
+    ``None`` for a command that failed."""
+    times: dict[str, list[float]] = {name: [] for name, _ in commands}
+    failed: set[str] = set()
+    for round_ in range(runs + 1):
+        for name, argv in commands:
+            if name in failed:
+                continue
+            t0 = time.perf_counter()
+            proc = subprocess.run(list(argv), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                                  timeout=600, check=False)
+            dt = time.perf_counter() - t0
+            if proc.returncode != 0:
+                sys.stderr.write(f"  ! {name} exited {proc.returncode}: {proc.stderr.decode(errors='replace')[-300:]}\n")
+                failed.add(name)
+            elif round_ > 0:
+                times[name].append(dt)
+    return [(name, None if name in failed else statistics.median(times[name])) for name, _ in commands]
 
 
 def main() -> int:
@@ -37,16 +64,17 @@ def main() -> int:
     import envlock
 
     compileall.compile_dir(os.path.dirname(envlock.__file__), quiet=1)
-    rows: list[tuple[str, float | None]] = []
     with tempfile.TemporaryDirectory() as tmp:
         manifest = str(Path(tmp) / "m.toml")
         subprocess.run([*envlock_argv(), "snapshot", "--python", py, "-o", manifest, "-q"],
                        check=True, env=env, timeout=300)
         verify = [*envlock_argv(), "verify", "--python", py, "--manifest", manifest, "-q"]
-        rows.append(("envlock verify", time_command(verify, args.runs, env=env)))
-        rows.append(("pip freeze", time_command([py, "-m", "pip", "freeze"], args.runs, env=env)))
-        rows.append(("import torch", time_command([py, "-c", "import torch"], args.runs, env=env)))
-    print(f"target: {py}  (median of {args.runs} runs each)")
+        rows = time_interleaved([
+            ("envlock verify", verify),
+            ("pip freeze", [py, "-m", "pip", "freeze"]),
+            ("import torch", [py, "-c", "import torch"]),
+        ], args.runs, env)
+    print(f"target: {py}  (median of {args.runs} interleaved rounds)")
     report(rows, "pip freeze")
     t = dict(rows)
     ok = True
