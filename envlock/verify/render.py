@@ -19,7 +19,8 @@ def summary_line(report: Any) -> str:
     """The one-line verdict, e.g. ``envlock verify: ok (14 checks, 0.21 s)``."""
     c = report.counts
     n = len(report.checks)
-    where = f" against {report.manifest}" if report.manifest else ""
+    inputs = [x for x in (report.manifest, *report.locks) if x]
+    where = f" against {', '.join(inputs)}" if inputs else ""
     if report.status == "ok":
         notes = f", {c['info']} note(s) in --format json" if c["info"] else ""
         return f"envlock verify: ok{where} ({n} checks, {report.duration:.2f} s{notes})"

@@ -248,3 +248,12 @@ def test_skip_checks_by_name(tmp_path, venv, job_env):
     (tmp_path / "envlock.toml").write_text('[verify]\nskip = ["gpu"]\n')
     with pytest.raises(ConfigError, match="unknown check 'gpu' in 'skip'"):
         load_config(tmp_path)
+
+
+def test_summary_names_manifest_and_lockfiles(tmp_path, venv, clean_env, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    m = snapshot_to(venv, tmp_path / "m.toml", clean_env)
+    (tmp_path / "pylock.toml").write_text('lock-version = "1.0"\ncreated-by = "uv"\n\n[[packages]]\nname = "numpy"\n'
+                                          'version = "1.26.4"\n\n[[packages]]\nname = "requests"\nversion = "2.31.0"\n')
+    r = invoke("--python", str(venv / "bin/python"), "--manifest", str(m), "--lock", "pylock.toml")
+    assert r.exit_code == 0 and r.output.startswith(f"envlock verify: ok against {m}, pylock.toml (14 checks")
