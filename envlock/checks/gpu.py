@@ -250,14 +250,14 @@ def check_driver(ctx: Any) -> list[Finding]:
                 title=f"{_label(b)} was built with CUDA {v.cuda}; driver {driver} supports up to "
                       f"CUDA {supports or '< 7.0'}; needs ≥ {v.needs}",
                 cause="The CUDA runtime refuses to start (cudaErrorInsufficientDriver: \"CUDA driver "
-                      "version is insufficient for CUDA runtime version\"); torch reports "
-                      "cuda.is_available() == False. The CUDA toolkit in /usr/local does not matter "
+                      "version is insufficient for CUDA runtime version\"); the framework sees no GPU "
+                      "(torch.cuda.is_available() is False). The CUDA toolkit in /usr/local does not matter "
                       "to wheels: they bring their own runtime.",
                 evidence=ev,
                 fix=(f"Upgrade the NVIDIA driver to ≥ {v.needs} (ask the admins), or run on nodes that have it.",
-                     f"Or install a build for CUDA ≤ {supports}" + (
-                         f" (e.g. pip install torch --index-url https://download.pytorch.org/whl/cu{supports.replace('.', '')})"
-                         if supports and b.name == "torch" else "") if supports else
+                     (f"Or install a build made for CUDA ≤ {supports}"
+                      + (f" (PyTorch: a https://download.pytorch.org/whl/cuXY index with X.Y ≤ {supports})"
+                         if b.name == "torch" else "")) if supports else
                      "Or install an older build this driver supports.",
                      "Data-center GPUs: the cuda-compat package can run a newer CUDA on an older driver."),
             ))
