@@ -29,6 +29,7 @@ def gcc(*args: str) -> None:
 
 
 def ctx_for(tmp_path, venv, env, modules=()):
+    env = {**env, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     target = resolve_target(python=str(venv / "bin/python"), environ=env)
     live = Live(target, environ=env, root="/")
     return Context(live=live, environ=env, config=Config(modules=tuple(modules)))
@@ -148,3 +149,56 @@ def test_c04_tensorflow_dlopens_libcudart_from_a_dir_on_no_search_path(tmp_path,
     assert f.severity in ("error", "warning") and f.cause and f.fix
     assert any(str(env_lib / "libcudart.so.11.0") in e for e in f.evidence)
     assert any(f"LD_LIBRARY_PATH={env_lib}" in x for x in f.fix)
+
+
+def _c01_layout(tmp_path, venv):
+    """The C01 layout: an extension with RUNPATH to the wheel's cuDNN, a module's cuDNN on
+    LD_LIBRARY_PATH.  Returns (wheel lib dir, module lib dir, C source of the extension)."""
+    site = site_packages(venv)
+    wheel_lib = site / "nvidia/cudnn/lib"
+    wheel_lib.mkdir(parents=True)
+    src = tmp_path / "cudnn.c"
+    src.write_text('const char *cudnn_version(void) { return "8.3.2"; }\n')
+    gcc("-shared", "-fPIC", "-Wl,-soname,libcudnn.so.8", "-o", str(wheel_lib / "libcudnn.so.8"), str(src))
+    module_dir = tmp_path / "mod/cudnn/v8.0.3/lib64"
+    module_dir.mkdir(parents=True)
+    gcc("-shared", "-fPIC", "-Wl,-soname,libcudnn.so.8", "-o", str(module_dir / "libcudnn.so.8"), str(src))
+    pkg = site / "mylab"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    ext = tmp_path / "ext.c"
+    ext.write_text("const char *cudnn_version(void);\nconst char *v(void) { return cudnn_version(); }\n")
+    gcc("-shared", "-fPIC", "-o", str(pkg / f"_fast.{EXT}"), str(ext), f"-L{wheel_lib}", "-l:libcudnn.so.8",
+        "-Wl,--enable-new-dtags", "-Wl,-rpath,$ORIGIN/../nvidia/cudnn/lib")
+    return wheel_lib, module_dir
+
+
+@needs_loader
+def test_result_cache_is_reused_only_while_every_input_is_unchanged(tmp_path, venv, job_env):
+    from envlock.libanalysis import analyze_module
+
+    calls = []
+
+    def counting(*args, **kwargs):
+        calls.append(args[1])
+        return analyze_module(*args, **kwargs)
+
+    wheel_lib, module_dir = _c01_layout(tmp_path, venv)
+    env = {**job_env, "LD_LIBRARY_PATH": str(module_dir)}
+
+    def run():
+        return check_libraries(ctx_for(tmp_path, venv, env, modules=["mylab._fast"]), analyze=counting)
+
+    first = run()
+    assert "libs.shadowed" in [f.id for f in first] and len(calls) == 1
+    assert run() == first and len(calls) == 1                       # reused
+    (module_dir / "libcudnn_ops.so.8").write_bytes(b"")             # a new file where the loader looks
+    assert run() == first and len(calls) == 2
+    assert run() == first and len(calls) == 2
+    (module_dir / "libcudnn.so.8").unlink()                        # the shadowing copy is gone
+    gone = run()
+    assert "libs.shadowed" not in [f.id for f in gone] and len(calls) == 3
+    env = {**job_env}                                               # another LD_LIBRARY_PATH: another entry
+    run()
+    assert len(calls) == 4
+    assert list((tmp_path / "cache/envlock/verify-libs-v1").glob("*.json"))
