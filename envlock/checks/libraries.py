@@ -124,10 +124,14 @@ def _cache_file(ctx: Any, module: str, exe: str, sys_path: list[str]) -> str:
 
     from envlock import __version__  # noqa: PLC0415
 
-    spec = importlib.util.find_spec("envlock.libanalysis")
+    code = []  # the loader's code: a changed model must not reuse old answers
+    for name in ("envlock.libanalysis", "envlock.loader", "envlock.elf", "envlock.ldcache",
+                 "envlock.libruntime", "envlock.libowners"):
+        spec = importlib.util.find_spec(name)
+        code.append(_sig(spec.origin) if spec and spec.origin else None)
+    code.append(_sig(__file__))
     key = {
-        "v": CACHE_VERSION, "envlock": __version__,
-        "loader": _sig(spec.origin) if spec and spec.origin else None,
+        "v": CACHE_VERSION, "envlock": __version__, "code": code,
         "module": module, "exe": exe, "exe_sig": _sig(exe), "sys_path": sys_path,
         "prefix": ctx.live.target.prefix, "root": ctx.live.root, "host": socket.gethostname(),
         "env": {k: ctx.environ.get(k) for k in ("LD_LIBRARY_PATH", "LD_PRELOAD", "LD_BIND_NOW", "LD_ASSUME_KERNEL")},
