@@ -14,6 +14,7 @@ __all__ = [
     "ManifestVersionError",
     "TargetError",
     "OutputExistsError",
+    "ConfigError",
     "MissingDependencyError",
     "LockError",
     "SolveError",
@@ -38,6 +39,11 @@ class TargetError(EnvlockError):
 
 class OutputExistsError(EnvlockError):
     """The output file exists and ``--force`` was not given."""
+
+
+class ConfigError(EnvlockError):
+    """A configuration file (``envlock.toml``, ``[tool.envlock]`` in ``pyproject.toml``) is
+    malformed or has a setting of the wrong type."""
 
 
 class MissingDependencyError(EnvlockError):

@@ -1,0 +1,335 @@
+"""Package checks: the installed distributions against the manifest and lockfiles, conda records
+overwritten by pip (C11), distributions shadowed on ``sys.path``, the Python version.
+
+Finding ids: ``packages.missing``, ``packages.extra``, ``packages.version-mismatch``,
+``packages.build-mismatch``, ``packages.overwritten-by-pip``, ``packages.shadowed``,
+``packages.metadata-error``, ``python.version-mismatch``, ``python.unusable``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from envlock.findings import Finding
+
+__all__ = [
+    "check_manifest_packages",
+    "check_lock_packages",
+    "check_overwritten",
+    "check_shadowed",
+    "check_python_version",
+    "describe_build",
+    "same_version",
+]
+
+#: Installer tooling: a different version does not change what the job computes.
+TOOLING = frozenset({"pip", "setuptools", "wheel", "uv", "envlock", "distribute"})
+_LIST = 6  # names shown in a title before "+N more"
+
+
+def describe_build(label: str | None) -> str | None:
+    """Say what a local version label means for GPU frameworks' wheels.
+
+    >>> describe_build("cpu"), describe_build("cu130"), describe_build("rocm6.1")
+    ('CPU-only build', 'CUDA 13.0 build', 'ROCm 6.1 build')
+    """
+    if not label:
+        return None
+    if label.startswith("cpu"):
+        return "CPU-only build"
+    m = re.fullmatch(r"cu(\d+)(\d)", label)
+    if m:
+        return f"CUDA {m.group(1)}.{m.group(2)} build"
+    m = re.fullmatch(r"rocm([\d.]+)", label)
+    if m:
+        return f"ROCm {m.group(1)} build"
+    return f"local build +{label}"
+
+
+def _split_local(version: str) -> tuple[str, str | None]:
+    public, _, local = version.partition("+")
+    return public, local or None
+
+
+def same_version(a: str, b: str) -> bool:
+    """Equal as strings, or as PEP 440 versions (``"1.0"`` == ``"1.0.0"``); packaging is only
+    imported when the strings differ."""
+    if a == b:
+        return True
+    try:
+        from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+    except ImportError:  # pragma: no cover - packaging is a dependency
+        return False
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return False
+
+
+def _names(items: Iterable[str]) -> str:
+    items = list(items)
+    shown = ", ".join(items[:_LIST])
+    return shown + (f" (+{len(items) - _LIST} more)" if len(items) > _LIST else "")
+
+
+def _compare(
+    expected: Mapping[str, tuple[str | None, str | None, str | None]],
+    live: Mapping[str, tuple[str, str | None, str | None]],
+    *,
+    source: str,
+    kind: str,
+    extras: bool = True,
+    not_extra: frozenset[str] = frozenset(),
+) -> list[Finding]:
+    """Compare ``{name: (version, build, md5)}`` maps; ``kind`` is ``"pip"`` or ``"conda"``."""
+    out: list[Finding] = []
+    missing = sorted(n for n in expected if n not in live)
+    if missing:
+        out.append(Finding(
+            id="packages.missing",
+            severity="error",
+            title=f"{len(missing)} package(s) of {source} not installed: {_names(missing)}",
+            cause=f"{source} lists them but the target's {'conda-meta' if kind == 'conda' else 'sys.path'} "
+                  "has no such distribution; code importing them fails.",
+            evidence=tuple(f"{n} {expected[n][0] or ''} ({kind})".replace("  ", " ") for n in missing),
+            fix=(f"Recreate the environment from {source} (envlock restore), or install them.",),
+        ))
+    for name in sorted(n for n in expected if n in live):
+        exp_v, exp_b, exp_md5 = expected[name]
+        live_v, live_b, live_md5 = live[name]
+        if exp_v is None:
+            continue
+        tooling = name in TOOLING
+        if not same_version(exp_v, live_v):
+            e_pub, e_loc = _split_local(exp_v)
+            l_pub, l_loc = _split_local(live_v)
+            if kind == "pip" and (e_loc or l_loc) and same_version(e_pub, l_pub):
+                what_e = describe_build(e_loc) or "no local label"
+                what_l = describe_build(l_loc) or "no local label"
+                out.append(Finding(
+                    id="packages.build-mismatch",
+                    severity="warning" if tooling else "error",
+                    title=f"{name} {live_v} is a {what_l}; {source} has {exp_v} ({what_e})",
+                    cause="Same release, different build: the compiled code (CUDA/CPU variant, "
+                          "linked libraries) differs.",
+                    evidence=(f"installed: {name} {live_v}", f"{source}: {name} {exp_v}"),
+                    fix=(f"Install the build {source} records: {name}=={exp_v}"
+                         + (" (from the matching PyTorch index, e.g. https://download.pytorch.org/whl/"
+                            f"{e_loc})" if e_loc and re.fullmatch(r"cu\d+|cpu|rocm[\d.]+", e_loc) else ""),),
+                ))
+                continue
+            builds = [b for b in (
+                f"installed is a {describe_build(l_loc)}" if l_loc else None,
+                f"{source} has a {describe_build(e_loc)}" if e_loc else None,
+            ) if b]
+            out.append(Finding(
+                id="packages.version-mismatch",
+                severity="warning" if tooling else "error",
+                title=f"{name} {live_v} is installed; {source} has {exp_v}"
+                      + (f" ({'; '.join(builds)})" if builds else ""),
+                cause="A different release than the one recorded: results and APIs may differ.",
+                evidence=(f"installed: {name} {live_v}" + (f" (build {live_b})" if live_b else ""),
+                          f"{source}: {name} {exp_v}" + (f" (build {exp_b})" if exp_b else "")),
+                fix=(f"{'conda install' if kind == 'conda' else 'pip install'} "
+                     f"'{name}{'=' if kind == 'conda' else '=='}{exp_v}'"
+                     + (f"  (or recreate the environment from {source})"),),
+            ))
+            continue
+        if kind == "conda" and ((exp_b and live_b and exp_b != live_b) or (exp_md5 and live_md5 and exp_md5 != live_md5)):
+            detail = (f"build {live_b} vs {exp_b}" if exp_b != live_b else f"md5 {live_md5} vs {exp_md5}")
+            out.append(Finding(
+                id="packages.build-mismatch",
+                severity="warning" if tooling else "error",
+                title=f"conda package {name} {live_v}: {detail} ({source})",
+                cause="Same version, different conda build: another variant (e.g. cpu vs cuda, "
+                      "mkl vs openblas) or a rebuilt archive.",
+                evidence=(f"installed: {name} {live_v} {live_b or ''} md5 {live_md5 or '?'}".strip(),
+                          f"{source}: {name} {exp_v} {exp_b or ''} md5 {exp_md5 or '?'}".strip()),
+                fix=(f"conda install '{name}={exp_v}={exp_b}'" if exp_b else f"reinstall {name} from {source}",),
+            ))
+    if extras:
+        extra = sorted(n for n in live if n not in expected and n not in TOOLING and n not in not_extra)
+        if extra:
+            out.append(Finding(
+                id="packages.extra",
+                severity="warning",
+                title=f"{len(extra)} package(s) installed that {source} does not list: {_names(extra)}",
+                cause="They were added after the environment was recorded; an import may now pick "
+                      "them up (plugins, optional backends).",
+                evidence=tuple(f"{n} {live[n][0]} ({kind})" for n in extra),
+                fix=(f"Remove them, or take a new snapshot if they belong ({source}).",),
+            ))
+    return out
+
+
+def _live_pip(ctx: Any, *, skip_conda_owned: bool) -> dict[str, tuple[str, None, None]]:
+    return {p.name: (p.version, None, None) for p in ctx.live.pip.packages
+            if not (skip_conda_owned and p.origin == "conda")}
+
+
+def _live_conda(ctx: Any) -> dict[str, tuple[str, str | None, str | None]]:
+    conda = ctx.live.conda
+    if conda is None:
+        return {}
+    return {c.name: (c.pip_version if c.overwritten_by_pip and c.pip_version else c.version, c.build, c.md5)
+            for c in conda.packages}
+
+
+def check_manifest_packages(ctx: Any) -> list[Finding]:
+    """Installed packages against the manifest's ``[pip]`` and ``[conda]`` tables."""
+    m = ctx.expected.manifest
+    if m is None or (m.pip is None and m.conda is None):
+        return []
+    source = f"the manifest ({os.path.basename(ctx.expected.manifest_path or 'manifest')})"
+    out: list[Finding] = []
+    both_conda = m.conda is not None and ctx.live.conda is not None
+    if both_conda:
+        exp = {c.name: (c.pip_version if c.overwritten_by_pip and c.pip_version else c.version, c.build, c.md5)
+               for c in m.conda.packages}
+        out += _compare(exp, _live_conda(ctx), source=source, kind="conda")
+    if m.pip is not None:
+        exp_pip = {p.name: (p.version, None, None) for p in m.pip.packages
+                   if not (both_conda and p.origin == "conda")}
+        out += _compare(exp_pip, _live_pip(ctx, skip_conda_owned=both_conda), source=source, kind="pip")
+    return out
+
+
+def check_lock_packages(ctx: Any) -> list[Finding]:
+    """Installed packages against each ``--lock`` file."""
+    out: list[Finding] = []
+    for lock in ctx.expected.locks:
+        source = f"lockfile {os.path.basename(lock.path)}"
+        conda_entries = {p.name: (p.version, p.build, p.md5) for p in lock.packages if p.manager == "conda"}
+        pip_entries = {p.name: (p.version, None, None) for p in lock.packages if p.manager == "pip"}
+        live_conda = _live_conda(ctx)
+        if conda_entries:
+            if not live_conda:
+                out.append(Finding(
+                    id="packages.missing", severity="error",
+                    title=f"{source} holds conda packages but the target is not a conda environment",
+                    cause=f"The target {ctx.live.target.prefix} has no conda-meta/ directory.",
+                    evidence=(f"target kind: {ctx.live.target.kind}", f"{len(conda_entries)} conda packages in {lock.path}"),
+                    fix=("Point verify at the conda prefix (--prefix), or create it from the lock "
+                         "(envlock restore / conda-lock install).",),
+                ))
+            else:
+                out += _compare(conda_entries, live_conda, source=source, kind="conda")
+        if pip_entries or lock.kind == "pylock":
+            live = _live_pip(ctx, skip_conda_owned=bool(conda_entries and live_conda))
+            # Distributions conda installed are conda's to account for, not a pip lock's extras.
+            conda_owned = frozenset(p.name for p in ctx.live.pip.packages if p.origin == "conda")
+            out += _compare(pip_entries, live, source=source, kind="pip",
+                            extras=lock.kind == "pylock" or not conda_entries, not_extra=conda_owned)
+    return out
+
+
+def check_overwritten(ctx: Any) -> list[Finding]:
+    """Conda packages whose files another installer replaced (case C11)."""
+    conda = ctx.live.conda
+    if conda is None:
+        return []
+    by_name = {p.name: p for p in ctx.live.pip.packages}
+    out = []
+    for c in conda.packages:
+        if not c.overwritten_by_pip:
+            continue
+        imported = by_name.get(c.name) or next(
+            (p for p in ctx.live.pip.packages if c.python_dist and p.name in c.python_dist.lower()), None)
+        installer = (imported.installer if imported and imported.installer else "pip")
+        where = os.path.join(imported.location, imported.dist_info) if imported and imported.dist_info else None
+        out.append(Finding(
+            id="packages.overwritten-by-pip",
+            severity="warning",
+            title=f"conda package {c.name} {c.version} was overwritten by {installer}: Python imports "
+                  f"{c.pip_version or '?'}",
+            cause="Two installers own one package: conda-meta still records the conda version, so "
+                  "conda, `conda env export` and conda lockfiles report a version that is not the one "
+                  "imported, and a later conda transaction may break the other copy.",
+            evidence=tuple(e for e in (
+                f"conda-meta: {c.name}-{c.version}-{c.build}.json ({c.channel or 'unknown channel'})",
+                f"its dist-info {c.python_dist} is gone" if c.python_dist else None,
+                f"imported: {where} (INSTALLER {installer})" if where else None,
+            ) if e),
+            fix=(f"Let one installer own it: `pip uninstall {c.name}` then "
+                 f"`conda install {c.name}={c.pip_version or c.version}`",
+                 f"or `conda remove --force {c.name}` and keep the {installer} copy"),
+        ))
+    return out
+
+
+def check_shadowed(ctx: Any) -> list[Finding]:
+    """Distributions hidden by an earlier copy on ``sys.path`` (user site, ``PYTHONPATH``),
+    and distributions whose metadata cannot be read."""
+    py = ctx.live.python
+    user_site = getattr(py, "user_site", None)
+    pythonpath = [p for p in ctx.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    out = []
+    for p in ctx.live.pip.packages:
+        if p.error:
+            out.append(Finding(
+                id="packages.metadata-error", severity="warning",
+                title=f"{p.name}: metadata unreadable at {p.location}",
+                cause="A broken installation (interrupted install, broken symlink, corrupt METADATA); "
+                      "importing or upgrading it may fail.",
+                evidence=(p.error,),
+                fix=(f"pip install --force-reinstall --no-deps '{p.name}'",),
+            ))
+        if not p.shadowed:
+            continue
+        why = None
+        if user_site and os.path.realpath(p.location) == os.path.realpath(user_site):
+            why = "the user site-packages"
+            fix = (f"export PYTHONNOUSERSITE=1 in the job script, or `pip uninstall --user {p.name}`",)
+        elif any(os.path.realpath(p.location) == os.path.realpath(d) for d in pythonpath):
+            why = "PYTHONPATH"
+            fix = (f"unset PYTHONPATH (or remove {p.location} from it) in the job script",)
+        else:
+            fix = (f"remove the extra copy: `pip uninstall {p.name}` until one remains",)
+        out.append(Finding(
+            id="packages.shadowed",
+            severity="warning",
+            title=f"{p.name} {p.version} from {p.location} hides " + ", ".join(p.shadowed),
+            cause=f"The first copy on sys.path wins at import{f' ({why} comes before the environment)' if why else ''}; "
+                  "the environment's own copy is never used.",
+            evidence=(f"imported: {p.name} {p.version} at {p.location}",
+                      *(f"hidden: {s}" for s in p.shadowed)),
+            fix=fix,
+        ))
+    return out
+
+
+def check_python_version(ctx: Any) -> list[Finding]:
+    """The interpreter answers, and its version matches the manifest's ``[python] version``."""
+    py = ctx.live.python
+    if py.status != "ok":
+        return [Finding(
+            id="python.unusable",
+            severity="error",
+            title=f"the target interpreter did not answer: {py.error}",
+            cause="The job's `python` would fail the same way (missing, crashing, hanging: a broken "
+                  "environment, a wrong PATH, a hung file system). Packages were read from the "
+                  "prefix's site-packages instead.",
+            evidence=(f"interpreter: {ctx.live.target.python or 'none'}", f"status: {py.status}",
+                      f"sys.path fallback: {', '.join(py.path) or 'none'}"),
+            fix=("Run the interpreter by hand (`<env>/bin/python -c pass`) and repair or recreate the "
+                 "environment.",),
+        )]
+    m = ctx.expected.manifest
+    exp = m.python.version if m is not None and m.python is not None else None
+    live = py.version
+    if not exp or not live or exp == live:
+        return []
+    major_minor_differs = exp.split(".")[:2] != live.split(".")[:2]
+    return [Finding(
+        id="python.version-mismatch",
+        severity="error" if major_minor_differs else "warning",
+        title=f"Python {live} runs; the manifest has {exp}",
+        cause=("A different minor version: compiled extensions and pinned wheels differ."
+               if major_minor_differs else "A different patch release of the same Python."),
+        evidence=(f"interpreter: {ctx.live.python.executable or ctx.live.target.python}",
+                  f"manifest: python {exp}"),
+        fix=(f"Use a Python {'.'.join(exp.split('.')[:2])} environment.",),
+    )]

@@ -1,0 +1,67 @@
+"""``envlock verify``: check that this job will run as intended (a job prologue)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from envlock.commands._common import handle_errors, target_options
+
+__all__ = ["verify"]
+
+
+@click.command()
+@click.option("--manifest", "-m", type=click.Path(dir_okay=False, path_type=str),
+              help="The manifest this environment must match (envlock snapshot).")
+@click.option("--lock", "locks", multiple=True, type=click.Path(dir_okay=False, path_type=str),
+              help="A pylock.toml or conda-lock.yml it must match. Repeatable.")
+@target_options
+@click.option("--output-dir", type=click.Path(path_type=str),
+              help="Directory the job writes to: must exist, be writable, have free space and inodes.")
+@click.option("--strict", is_flag=True, help="Treat warnings as errors.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="Output format (json: see docs/verify.md).")
+@click.option("-q", "--quiet", is_flag=True, help="Print nothing when all is well (text format).")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
+              metavar="SECONDS", help="Deadline for all checks; unfinished ones are reported as errors.")
+@handle_errors
+def verify(
+    manifest: str | None,
+    locks: tuple[str, ...],
+    python: str | None,
+    prefix: str | None,
+    output_dir: str | None,
+    strict: bool,
+    fmt: str,
+    quiet: bool,
+    timeout: float,
+) -> None:
+    """Check that this job will run as intended.
+
+    Compares the target environment with a manifest and/or lockfiles (packages, builds, Python)
+    and checks this node: NVIDIA driver vs the CUDA builds, GPU architectures, the Slurm GPU
+    allocation, the output directory, isolation. Exit status: 0 ok (warnings allowed), 1 at
+    least one error, 2 verify could not run. Use it in a job script:
+
+    \b
+        envlock verify --manifest manifest.toml || exit 1
+    """
+    from envlock.verify import verify as run_verify  # noqa: PLC0415
+
+    report = run_verify(manifest=manifest, locks=locks, python=python, prefix=prefix,
+                        output_dir=output_dir, strict=strict, timeout=timeout)
+    if fmt == "json":
+        click.echo(json.dumps(report.to_json(), indent=2))
+    elif report.status == "ok" and not any(f.severity != "info" for f in report.findings):
+        if not quiet:
+            from envlock.verify.render import summary_line  # noqa: PLC0415
+
+            click.echo(summary_line(report))
+    else:
+        from envlock.verify.render import print_report  # noqa: PLC0415
+
+        print_report(report)
+    sys.stdout.flush()
+    sys.exit(report.exit_code)

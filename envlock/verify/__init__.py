@@ -1,0 +1,246 @@
+"""``envlock verify``: will this job run as intended?  Checks for a job prologue.
+
+:func:`verify` compares the live target environment with a manifest and/or lockfiles and checks
+the node (driver, GPUs, allocation, output directory, isolation).  Each check is a plain
+function ``check_x(ctx) -> list[Finding]`` (:mod:`envlock.checks`); all run in threads under
+one deadline, and a check still running at the deadline is reported as a ``verify.timeout``
+finding — :func:`verify` always returns within ``timeout`` seconds (plus the time to load the
+inputs).  Only cheap probes run: file reads, one interpreter query, ``nvidia-smi`` when a
+driver is present, each command with a timeout that ends before the deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from envlock._run import Runner, run
+from envlock.findings import Finding, counts, sort_findings
+
+__all__ = ["verify", "VerifyReport", "CheckResult", "JSON_SCHEMA", "DEFAULT_TIMEOUT"]
+
+#: Version of the ``--format json`` document.
+JSON_SCHEMA = 1
+#: Default global deadline, seconds.
+DEFAULT_TIMEOUT = 30.0
+
+
+class CheckResult(NamedTuple):
+    """How one check ran: ``status`` ``"ok"`` (no finding), ``"findings"``, ``"timeout"`` or
+    ``"error"`` (it raised; a bug, reported as a ``verify.internal-error`` finding);
+    ``duration`` in seconds (``None`` when it timed out)."""
+
+    name: str
+    status: str
+    duration: float | None
+    findings: int = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class VerifyReport:
+    """The result of :func:`verify` (policy applied).
+
+    :ivar findings: most severe first.
+    :ivar checks: every check, in :data:`envlock.checks.CHECKS` order.
+    :ivar target: the target environment (``kind``, ``prefix``, ``python``, ``chosen_by``).
+    :ivar manifest: the manifest path, if any; ``locks``: the lockfile paths.
+    :ivar config: the policy file used, if any.
+    :ivar strict: ``--strict`` was given.
+    :ivar timeout: the deadline, seconds; ``duration``: seconds verify took.
+    """
+
+    findings: tuple[Finding, ...]
+    checks: tuple[CheckResult, ...]
+    target: Mapping[str, Any]
+    manifest: str | None
+    locks: tuple[str, ...]
+    config: str | None
+    strict: bool
+    timeout: float
+    duration: float
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """``{"error": n, "warning": n, "info": n}``."""
+        return counts(self.findings)
+
+    @property
+    def status(self) -> str:
+        """``"error"``, ``"warning"`` or ``"ok"`` (info findings do not count)."""
+        c = self.counts
+        return "error" if c["error"] else ("warning" if c["warning"] else "ok")
+
+    @property
+    def exit_code(self) -> int:
+        """0 when no error (warnings allowed), 1 otherwise."""
+        return 1 if self.counts["error"] else 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document of ``envlock verify --format json`` (``docs/verify.md``)."""
+        return {
+            "schema": JSON_SCHEMA,
+            "status": self.status,
+            "exit": self.exit_code,
+            "counts": self.counts,
+            "target": dict(self.target),
+            "manifest": self.manifest,
+            "locks": list(self.locks),
+            "config": self.config,
+            "strict": self.strict,
+            "timeout": self.timeout,
+            "duration": round(self.duration, 3),
+            "checks": [{"name": c.name, "status": c.status,
+                        "duration": None if c.duration is None else round(c.duration, 4),
+                        "findings": c.findings} for c in self.checks],
+            "findings": [f.to_json() for f in self.findings],
+        }
+
+
+def _run_checks(
+    ctx: Any, checks: Sequence[tuple[str, Callable[[Any], list[Finding]]]], deadline: float, timeout: float
+) -> tuple[list[Finding], list[CheckResult]]:
+    results: dict[str, tuple[str, float, list[Finding]]] = {}
+    lock = threading.Lock()
+
+    def work(name: str, fn: Callable[[Any], list[Finding]]) -> None:
+        t0 = time.monotonic()
+        try:
+            found = list(fn(ctx))
+            status = "findings" if found else "ok"
+        except Exception as exc:  # noqa: BLE001 - one broken check must not hide the others
+            found = [Finding(
+                id="verify.internal-error", severity="error",
+                title=f"check {name} failed: {type(exc).__name__}: {exc}",
+                cause="A bug in envlock: this check could not run, so its problems are unknown.",
+                evidence=(f"{type(exc).__name__}: {exc}",),
+                fix=("Report it to envlock's developers with `envlock verify --format json` output.",),
+            )]
+            status = "error"
+        with lock:
+            results[name] = (status, time.monotonic() - t0, found)
+
+    threads = []
+    for name, fn in checks:
+        t = threading.Thread(target=work, args=(name, fn), name=f"envlock-verify-{name}", daemon=True)
+        t.start()
+        threads.append((name, t))
+    for _name, t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    findings: list[Finding] = []
+    done: list[CheckResult] = []
+    with lock:
+        snapshot = dict(results)
+    for name, _fn in checks:
+        if name in snapshot:
+            status, dt, found = snapshot[name]
+            findings += found
+            done.append(CheckResult(name=name, status=status, duration=dt, findings=len(found)))
+        else:
+            findings.append(Finding(
+                id="verify.timeout", severity="error",
+                title=f"check {name} did not finish within {timeout:g} s",
+                cause="Something it needs did not answer in time (a hung driver or nvidia-smi, a "
+                      "stalled network file system): what it checks is unknown, and the job may hang "
+                      "on the same thing.",
+                evidence=(f"--timeout {timeout:g}",),
+                fix=("Look at the node (nvidia-smi, df on the output directory); raise --timeout if the "
+                     "node is merely slow.",),
+            ))
+            done.append(CheckResult(name=name, status="timeout", duration=None, findings=1))
+    return findings, done
+
+
+def verify(
+    *,
+    manifest: str | None = None,
+    locks: Iterable[str] = (),
+    python: str | None = None,
+    prefix: str | None = None,
+    output_dir: str | None = None,
+    strict: bool = False,
+    timeout: float = DEFAULT_TIMEOUT,
+    environ: Mapping[str, str] | None = None,
+    root: str = "/",
+    runner: Runner = run,
+    cwd: str | None = None,
+    config_dir: str | None = None,
+    statvfs: Callable[[str], Any] = os.statvfs,
+    checks: Sequence[tuple[str, Callable[[Any], list[Finding]]]] | None = None,
+) -> VerifyReport:
+    """Check the target environment and this node against a manifest and/or lockfiles.
+
+    :param manifest: a manifest file (``envlock snapshot``).
+    :param locks: ``pylock.toml`` / ``conda-lock.yml`` files.
+    :param python: the target interpreter (``--python``); ``prefix``: its prefix (``--prefix``);
+        neither: the active environment (see :func:`envlock.target.resolve_target`).
+    :param output_dir: the directory the job writes to (checked for space, inodes, writability).
+    :param strict: turn warnings into errors.
+    :param timeout: global deadline in seconds for all checks.
+    :param environ: the job's environment (``os.environ`` when ``None``).
+    :param root: file-system root for ``/proc`` (tests use a fake root).
+    :param runner: the command runner.
+    :param cwd: the job's working directory (default: the current one).
+    :param config_dir: where to look for ``envlock.toml``/``pyproject.toml`` (default: the
+        manifest's directory, else ``cwd``).
+    :param statvfs: :func:`os.statvfs` or a replacement (tests).
+    :param checks: the checks to run (default :data:`envlock.checks.CHECKS`).
+    :raises ManifestError: the manifest or a lockfile is missing or malformed.
+    :raises ConfigError: the policy file is malformed.
+    :raises TargetError: the target environment cannot be found.
+    :returns: a :class:`VerifyReport`.
+    """
+    from envlock.verify.context import Context  # noqa: PLC0415
+    from envlock.verify.expected import Expected, read_lock  # noqa: PLC0415
+    from envlock.verify.live import Live  # noqa: PLC0415
+    from envlock.verify.policy import apply_policy, load_config  # noqa: PLC0415
+
+    started = time.monotonic()
+    deadline = started + timeout
+    locks = tuple(str(p) for p in locks)
+    env = dict(os.environ if environ is None else environ)
+    cwd = cwd or os.getcwd()
+    from envlock.target import resolve_target  # noqa: PLC0415
+
+    target = resolve_target(python=python, prefix=prefix, environ=env)
+    live = Live(target, environ=env, root=root, runner=runner, deadline=deadline)
+    # Start the interpreter query now: nearly every check needs it, and loading the inputs
+    # below overlaps with it.
+    threading.Thread(target=lambda: live.python, name="envlock-verify-python", daemon=True).start()
+    m = None
+    if manifest is not None:
+        from envlock import load  # noqa: PLC0415
+
+        m = load(manifest)
+    lock_list = tuple(read_lock(p) for p in locks)
+    config = load_config(config_dir or (os.path.dirname(os.path.abspath(manifest)) if manifest else cwd))
+    ctx = Context(
+        live=live,
+        expected=Expected(manifest=m, manifest_path=manifest, locks=lock_list),
+        environ=env,
+        config=config,
+        output_dir=output_dir,
+        cwd=cwd,
+        statvfs=statvfs,
+    )
+    if checks is None:
+        from envlock.checks import CHECKS  # noqa: PLC0415
+
+        checks = [c for c in CHECKS if c[0] not in config.skip]
+    raw, results = _run_checks(ctx, checks, deadline, timeout)
+    findings = sort_findings(apply_policy(raw, config, strict=strict))
+    return VerifyReport(
+        findings=tuple(findings),
+        checks=tuple(results),
+        target={"kind": target.kind, "prefix": target.prefix, "python": target.python,
+                "chosen_by": target.chosen_by},
+        manifest=manifest,
+        locks=locks,
+        config=config.source,
+        strict=strict,
+        timeout=timeout,
+        duration=time.monotonic() - started,
+    )

@@ -1,0 +1,61 @@
+"""What every check receives: live facts, expected facts, the job's environment, the policy."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from envlock.verify.expected import Expected
+from envlock.verify.live import Live
+from envlock.verify.policy import Config
+
+__all__ = ["Context", "slurm_gpu_ids", "slurm_gpu_count"]
+
+
+def slurm_gpu_ids(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The GPUs Slurm gave this step (``SLURM_STEP_GPUS``, else ``SLURM_JOB_GPUS``), as the
+    comma-separated ids it writes (indices, sometimes UUIDs)."""
+    for var in ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS"):
+        value = environ.get(var, "").strip()
+        if value:
+            return tuple(v.strip() for v in value.split(",") if v.strip())
+    return ()
+
+
+def slurm_gpu_count(environ: Mapping[str, str]) -> int | None:
+    """``SLURM_GPUS_ON_NODE`` as an int, else the number of ids in :func:`slurm_gpu_ids`, else
+    ``None`` (no GPU allocation known)."""
+    raw = environ.get("SLURM_GPUS_ON_NODE", "").strip()
+    if raw.isdigit():
+        return int(raw)
+    ids = slurm_gpu_ids(environ)
+    return len(ids) if ids else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Context:
+    """The input of every ``check_x(ctx)``.
+
+    :ivar live: the live facts (lazy, shared, thread-safe).
+    :ivar expected: manifest and lockfiles.
+    :ivar environ: the job's environment variables.
+    :ivar config: thresholds and policy.
+    :ivar output_dir: ``--output-dir``, or ``None``.
+    :ivar cwd: the working directory of the job.
+    :ivar statvfs: :func:`os.statvfs` (tests inject values).
+    """
+
+    live: Live
+    expected: Expected = field(default_factory=Expected)
+    environ: Mapping[str, str] = field(default_factory=dict)
+    config: Config = field(default_factory=Config)
+    output_dir: str | None = None
+    cwd: str = field(default_factory=os.getcwd)
+    statvfs: Callable[[str], Any] = os.statvfs
+
+    def gpus_allocated(self) -> int | None:
+        """GPUs Slurm allocated on this node (``None`` outside a GPU allocation)."""
+        n = slurm_gpu_count(self.environ)
+        return n if n else None
