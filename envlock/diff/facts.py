@@ -217,6 +217,24 @@ def _lockfiles(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> N
             put_fact(out, "lockfiles", name, f"sha256:{str(f.get('sha256', ''))[:16]}")
 
 
+def _libraries(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
+    """One fact per resolved SONAME: which package's copy the loader picks (its version is a
+    package fact already), or the file itself when no package owns it (case C01: a module
+    tree on ``LD_LIBRARY_PATH``).  Paths inside the two
+    environments' own prefixes differ on every machine and are not compared."""
+    for r in t.get("resolved") or ():
+        if not isinstance(r, Mapping) or not r.get("soname"):
+            continue
+        soname = str(r["soname"])
+        if r.get("path") is None and r.get("realpath") is None:
+            put_fact(out, "libraries", soname, "not found")
+            continue
+        owner = r.get("owner")
+        kind = r.get("owner-kind")
+        where = f"{kind} package {owner}" if owner else f"unowned file {r.get('realpath') or r.get('path')}"
+        put_fact(out, "libraries", soname, where)
+
+
 #: keys never compared by the generic flattener: they differ without meaning anything.
 _NOISE = frozenset({"status", "source", "error", "path", "paths", "location", "created",
                     "duration", "host", "command", "filepath", "job-id", "node", "nodelist",
@@ -258,6 +276,7 @@ EXTRACTORS: dict[str, tuple[str, Extractor]] = {
     "conda": ("package", _conda),
     "pip": ("package", _pip),
     "lockfiles": ("lockfiles", _lockfiles),
+    "libraries": ("libraries", _libraries),
 }
 
 

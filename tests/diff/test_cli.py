@@ -162,8 +162,8 @@ def test_failed_probes(write) -> None:  # noqa: ANN001
 
 def test_unknown_table_is_compared_generically(write) -> None:  # noqa: ANN001
     def libs(cudnn: str) -> dict:
-        # a table this envlock has no extractor for (say, a later [libraries] layout)
-        return {"libraries": {"status": "ok", "source": "loader model", "resolved": [
+        # a table this envlock has no extractor for (from a newer envlock)
+        return {"accelerators": {"status": "ok", "source": "loader model", "resolved": [
             {"soname": "libcudnn.so.9", "version": cudnn, "path": f"/opt/cudnn-{cudnn}/lib"},
             {"soname": "libstdc++.so.6", "version": "3.4.30", "path": "/usr/lib64"}],
             "search": {"ld-library-path": ["/opt/cudnn/lib"], "cache": "/etc/ld.so.cache"}}}
@@ -172,5 +172,30 @@ def test_unknown_table_is_compared_generically(write) -> None:  # noqa: ANN001
                    write("b.toml", build_manifest(stack=libs("9.5.1")))])
     assert isinstance(result, PairDiff)
     assert [(c.area, c.key, c.values, c.cls) for c in result.changes] == [
-        ("libraries", "resolved[libcudnn.so.9].version", ("9.1.0", "9.5.1"), "gpu-runtime")]
-    assert result.identical["libraries"] == 5  # sonames, libstdc++ version, search settings
+        ("accelerators", "resolved[libcudnn.so.9].version", ("9.1.0", "9.5.1"), "other")]
+    assert result.identical["accelerators"] == 5  # sonames, libstdc++ version, search settings
+
+
+def test_libraries_compared_by_owner_not_path(write) -> None:  # noqa: ANN001
+    """[libraries]: the same package's copy under another prefix is no difference; a copy that
+    no package owns (case C01: a module tree on LD_LIBRARY_PATH) is, and ranks as CUDA libs."""
+    def libs(prefix: str, cudnn_owner: str | None, cudnn_path: str) -> dict:
+        owned = {"owner": cudnn_owner, "owner-kind": "pip", "version": "9.24.0.43"} if cudnn_owner else {}
+        return {"libraries": {"status": "ok", "module": "torch", "resolved": [
+            {"soname": "libcudnn.so.9", "path": cudnn_path, "realpath": cudnn_path,
+             "rule": "rpath" if cudnn_owner else "ld_library_path", **owned},
+            {"soname": "libgomp.so.1", "path": f"{prefix}/torch/lib/libgomp.so.1",
+             "realpath": f"{prefix}/torch/lib/libgomp.so.1", "rule": "rpath", "owner": "torch",
+             "owner-kind": "pip", "version": "2.14.1"}]}}
+
+    wheel_a = libs("/a", "nvidia-cudnn-cu13", "/a/nvidia/cudnn/lib/libcudnn.so.9")
+    wheel_b = libs("/b", "nvidia-cudnn-cu13", "/b/nvidia/cudnn/lib/libcudnn.so.9")
+    module = libs("/a", None, "/apps/cudnn/v8.0.3/lib64/libcudnn.so.9")
+    same = diff([write("a.toml", build_manifest(stack=wheel_a)), write("b.toml", build_manifest(stack=wheel_b))])
+    assert [c for c in same.changes if c.area == "libraries"] == []
+    shadowed = diff([write("c.toml", build_manifest(stack=wheel_a)), write("d.toml", build_manifest(stack=module))])
+    (change,) = [c for c in shadowed.changes if c.area == "libraries"]
+    assert change.key == "libcudnn.so.9"
+    assert change.values == ("pip package nvidia-cudnn-cu13",
+                             "unowned file /apps/cudnn/v8.0.3/lib64/libcudnn.so.9")
+    assert change.cls == "gpu-runtime"
