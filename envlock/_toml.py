@@ -17,7 +17,7 @@ from typing import Any
 
 from envlock.errors import ManifestError, OutputExistsError
 
-__all__ = ["loads", "load_file", "dumps", "atomic_write"]
+__all__ = ["read_text", "loads", "load_file", "dumps", "atomic_write"]
 
 
 def _tomllib() -> Any:
@@ -52,10 +52,11 @@ def loads(text: str, *, name: str = "<string>") -> dict[str, Any]:
         raise ManifestError(f"{name}: malformed TOML ({exc})") from None
 
 
-def load_file(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read and parse a TOML/JSON file.
+def read_text(path: str | os.PathLike[str]) -> str:
+    """Read a UTF-8 text file that must not be empty.
 
-    :raises ManifestError: the file cannot be read, is not UTF-8, or is malformed.
+    :raises ManifestError: missing, a directory, unreadable, not UTF-8, or empty (one line
+        naming the file).
     """
     p = Path(path)
     try:
@@ -70,7 +71,15 @@ def load_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         raise ManifestError(f"{p}: cannot read ({exc.strerror})") from None
     if not text.strip():
         raise ManifestError(f"{p}: empty file")
-    return loads(text, name=str(p))
+    return text
+
+
+def load_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read and parse a TOML/JSON file.
+
+    :raises ManifestError: the file cannot be read, is not UTF-8, is empty or is malformed.
+    """
+    return loads(read_text(path), name=str(Path(path)))
 
 
 def dumps(data: dict[str, Any], fmt: str = "toml") -> str:

@@ -1,6 +1,6 @@
 """The manifest model, schema v1: what an environment was.
 
-A manifest is a tree of frozen dataclasses, one per TOML table (see ``docs/manifest.md`` for
+A manifest is a tree of frozen dataclasses, one per TOML table (see ``docs/snapshot.md`` for
 every field).  :func:`envlock._model.to_dict` / :func:`~envlock._model.from_dict` map it to
 plain dicts; only :mod:`envlock._toml` touches TOML or JSON text.
 
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from envlock import _model
-from envlock.errors import ManifestError, ManifestVersionError
+from envlock._schema import SCHEMA, check_header
 from envlock.libraries_model import LibrariesInfo
 from envlock.stack_model import (
     BlasInfo,
@@ -55,8 +55,6 @@ __all__ = [
     "LockfilesInfo",
 ]
 
-#: Major version of the manifest schema this envlock writes and reads.
-SCHEMA = 1
 
 _EMPTY: Mapping[str, str] = _model.freeze_mapping({})
 
@@ -376,19 +374,7 @@ class Manifest:
         :raises ManifestVersionError: when ``[envlock] schema`` is a newer major than :data:`SCHEMA`.
         :raises ManifestError: when the data is not a manifest or a value has the wrong type.
         """
-        if not isinstance(data, Mapping):
-            raise ManifestError("not an envlock manifest (top level is not a table)")
-        head = data.get("envlock")
-        if not isinstance(head, Mapping) or "schema" not in head:
-            raise ManifestError("not an envlock manifest (no [envlock] table with a schema key)")
-        schema = head["schema"]
-        if isinstance(schema, bool) or not isinstance(schema, int):
-            raise ManifestError(f"[envlock] schema must be an integer, got {schema!r}")
-        if schema > SCHEMA:
-            raise ManifestVersionError(
-                f"manifest schema {schema} is newer than this envlock reads ({SCHEMA}); "
-                "upgrade envlock"
-            )
+        check_header(data)
         known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
         extra = {k: v for k, v in data.items() if k not in known}
         core = {k: v for k, v in data.items() if k in known}

@@ -24,14 +24,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from envlock._names import canonicalize
+from envlock._schema import SCHEMA, check_header
+from envlock._toml import read_text
 from envlock.errors import ManifestError
 from envlock.redact import REDACTED, redact_url
 
 __all__ = ["read", "parse_conda_url", "KINDS", "SCHEMA"]
 
-#: the manifest schema major this reader accepts: ``envlock.manifest.SCHEMA``, repeated here
-#: so that reading does not import the model (a test keeps the two equal).
-SCHEMA = 1
 
 #: every format ``read`` recognises, in the words used by reports.
 KINDS = ("manifest", "environment.yml", "conda-explicit", "requirements", "conda-lock",
@@ -51,19 +50,7 @@ def read(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any], str]:
     :raises ManifestVersionError: a manifest of a newer schema.
     """
     p = os.fspath(path)
-    try:
-        with open(p, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        raise ManifestError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise ManifestError(f"{p}: is a directory") from None
-    except UnicodeDecodeError:
-        raise ManifestError(f"{p}: not a text file (invalid UTF-8)") from None
-    except OSError as exc:
-        raise ManifestError(f"{p}: cannot read ({exc.strerror})") from None
-    if not text.strip():
-        raise ManifestError(f"{p}: empty file")
+    text = read_text(p)
     try:
         return _sniff(p, text)
     except ManifestError as exc:
@@ -140,28 +127,9 @@ def _try_toml(p: str, text: str) -> dict[str, Any] | None:
         return None
 
 
-def _check_header(data: dict[str, Any]) -> None:
-    """The checks of ``Manifest.from_dict`` on ``[envlock]``, without building the model.
-
-    The diff reads tables tolerantly (unknown or mistyped keys are skipped), so only the
-    schema decides whether a manifest can be compared.
-    """
-    from envlock.errors import ManifestVersionError  # noqa: PLC0415
-
-    head = data.get("envlock")
-    if not isinstance(head, Mapping) or "schema" not in head:
-        raise ManifestError("not an envlock manifest (no [envlock] table with a schema key)")
-    schema = head["schema"]
-    if isinstance(schema, bool) or not isinstance(schema, int):
-        raise ManifestError(f"[envlock] schema must be an integer, got {schema!r}")
-    if schema > SCHEMA:
-        raise ManifestVersionError(f"manifest schema {schema} is newer than this envlock reads "
-                                   f"({SCHEMA}); upgrade envlock")
-
-
 def _toml_kind(data: dict[str, Any]) -> tuple[str, dict[str, Any], str]:
     if "envlock" in data:
-        _check_header(data)
+        check_header(data)
         return "manifest", data, "complete"
     if "lock-version" in data and isinstance(data.get("packages"), list):
         return "pylock", _pylock(data), "complete"
