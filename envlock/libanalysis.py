@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envlock.elf import ElfCache, read_elf
+from envlock.findings import Finding
 from envlock.libowners import OwnerIndex, Pin, conda_pins, read_pins
 from envlock.libruntime import (
     RuntimeDlopen,
@@ -63,31 +64,6 @@ FINDING_IDS: dict[str, str] = {
 #: GCC release that introduced each GLIBCXX version (libstdc++ manual, "ABI Policy").
 _GLIBCXX_GCC = {"3.4.28": "9.3", "3.4.29": "11.1", "3.4.30": "12.1", "3.4.31": "13.1",
                 "3.4.32": "13.2", "3.4.33": "14.1"}
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Finding:
-    """A problem with the libraries, explained.
-
-    :ivar id: one of :data:`FINDING_IDS`.
-    :ivar severity: ``"error"`` (the import or the feature fails), ``"warning"`` (it works, maybe
-        not as intended) or ``"info"``.
-    :ivar title: one line.
-    :ivar cause: why it happens, in the loader's terms.
-    :ivar evidence: paths, versions and owner packages, one fact per line.
-    :ivar fix: what to do, one option per line.
-    :ivar library: the name requested (a SONAME) it is about.
-    :ivar requester: the object that asked for it.
-    """
-
-    id: str
-    severity: str
-    title: str
-    cause: str
-    evidence: tuple[str, ...] = ()
-    fix: tuple[str, ...] = ()
-    library: str | None = None
-    requester: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
