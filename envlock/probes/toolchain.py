@@ -18,11 +18,15 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from envlock._run import DEFAULT_TIMEOUT, Runner, RunResult, run
 from envlock.manifest import PipPackage
 from envlock.probes._stackutil import site_dists, under_root, which
 from envlock.stack_model import BuiltWith, Libstdcxx, Tool, ToolchainInfo
+
+if TYPE_CHECKING:
+    from envlock.elf import ElfInfo
 
 __all__ = ["probe_toolchain", "TOOLS"]
 
@@ -132,55 +136,18 @@ def _max_version(names: Sequence[str], prefix: str) -> str | None:
 
 
 # -- small private ELF readers (the loader's envlock.elf may replace these) -------------------
-def _elf_verdef_names(path: str | os.PathLike[str]) -> list[str]:
-    """Names of the version definitions (``.gnu.version_d``) of an ELF file.
+def _elf_facts(path: str | os.PathLike[str]) -> ElfInfo:
+    """The ELF facts of ``path`` (version definitions, ``.comment``) through envlock's ELF
+    reader and its on-disk cache.
 
-    :raises OSError: the file cannot be read.
-    :raises ValueError: it is not an ELF file.
+    :raises ValueError: the file cannot be read or is not a valid ELF file.
     """
-    from elftools.common.exceptions import ELFError  # noqa: PLC0415
-    from elftools.elf.elffile import ELFFile  # noqa: PLC0415
-    from elftools.elf.gnuversions import GNUVerDefSection  # noqa: PLC0415
+    from envlock.elf import ElfCache, read_elf  # noqa: PLC0415 - pyelftools only when needed
 
-    with open(path, "rb") as fh:
-        try:
-            elf = ELFFile(fh)
-            names = []
-            for sec in elf.iter_sections():
-                if isinstance(sec, GNUVerDefSection):
-                    for _verdef, auxiter in sec.iter_versions():
-                        for aux in auxiter:
-                            names.append(aux.name)
-                            break  # the first aux entry names the version itself
-            return names
-        except ELFError as exc:
-            raise ValueError(f"not an ELF file: {exc}") from None
-
-
-def _elf_comment(path: str | os.PathLike[str], limit: int = 1 << 16) -> tuple[str, ...]:
-    """The distinct NUL-separated strings of an ELF file's ``.comment`` (first ``limit`` bytes).
-
-    :raises OSError: the file cannot be read.
-    :raises ValueError: it is not an ELF file.
-    """
-    from elftools.common.exceptions import ELFError  # noqa: PLC0415
-    from elftools.elf.elffile import ELFFile  # noqa: PLC0415
-
-    with open(path, "rb") as fh:
-        try:
-            sec = ELFFile(fh).get_section_by_name(".comment")
-        except ELFError as exc:
-            raise ValueError(f"not an ELF file: {exc}") from None
-        if sec is None:
-            return ()
-        fh.seek(sec["sh_offset"])
-        data = fh.read(min(sec["sh_size"], limit))
-    out: list[str] = []
-    for part in data.split(b"\0"):
-        s = part.decode("utf-8", "replace").strip()
-        if s and s not in out:
-            out.append(s)
-    return tuple(out)
+    info = read_elf(path, cache=ElfCache())
+    if info.error is not None:
+        raise ValueError(f"{info.error.kind}: {info.error.message}")
+    return info
 
 
 # -- probe -----------------------------------------------------------------------------------
@@ -300,8 +267,8 @@ def probe_toolchain(  # noqa: PLR0912
         seen.add(real)
         shown = f"{shown_dir}/{os.path.basename(real)}" if origin == "system" else real
         try:
-            names = _elf_verdef_names(real)
-        except (OSError, ValueError) as exc:
+            names = _elf_facts(real).defined_versions()
+        except ValueError as exc:
             stdcxx.append(Libstdcxx(path=shown, origin=origin, error=str(exc)))
             continue
         stdcxx.append(
@@ -318,8 +285,8 @@ def probe_toolchain(  # noqa: PLR0912
     for dist in site_dists(site_dirs, dists):
         for binary in _key_binaries(dist.name, dist.site):
             try:
-                comments = _elf_comment(binary)
-            except (OSError, ValueError) as exc:
+                comments = _elf_facts(binary).comments
+            except ValueError as exc:
                 errors.append(f"{binary}: {exc}")
                 continue
             if comments:
