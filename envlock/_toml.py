@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -96,11 +97,23 @@ def dumps(data: dict[str, Any], fmt: str = "toml") -> str:
 def atomic_write(path: Path, text: str, *, force: bool = False) -> None:
     """Write ``text`` to ``path`` atomically.
 
+    A symbolic link is written through (its target is replaced, the link kept).  A path that
+    exists but is not a regular file (``/dev/stdout``, a FIFO, a device) is written to directly,
+    with ``--force`` only: it cannot be replaced by a rename.
+
     :raises OutputExistsError: ``path`` exists and ``force`` is false.
     :raises OSError: the directory is not writable, the disk is full, …
     """
-    if path.exists() and not force:
-        raise OutputExistsError(f"{path} exists; use --force to replace it")
+    if path.exists() or path.is_symlink():
+        if not force:
+            raise OutputExistsError(f"{path} exists; use --force to replace it")
+        if path.is_symlink():
+            path = Path(os.path.realpath(path))
+        if path.exists() and not stat.S_ISREG(path.stat().st_mode):
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+            return
     directory = path.parent if str(path.parent) else Path(".")
     directory.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)

@@ -34,7 +34,7 @@ from envlock.probes.git import probe_git
 from envlock.probes.pip import canonicalize, conda_build_url, scan_distributions
 from envlock.probes.system import probe_cpu, probe_platform
 from envlock.redact import redact_text_urls
-from envlock.target import ResolvedTarget, query_interpreter, resolve_target
+from envlock.target import ResolvedTarget, query_interpreter, refine_target, resolve_target
 
 __all__ = ["snapshot", "attribute_conda", "utc_now"]
 
@@ -164,7 +164,7 @@ def snapshot(
     env = dict(os.environ if environ is None else environ)
     if target is None:
         target = resolve_target(python=python, prefix=prefix, environ=env)
-    warnings: list[str] = []
+    warnings: list[str] = [f"target: {note}" for note in target.skipped]
     with ThreadPoolExecutor(max_workers=8, thread_name_prefix="envlock-probe") as pool:
         f_python = pool.submit(query_interpreter, target, runner=runner, environ=env)
         f_git = pool.submit(probe_git, repo or os.getcwd(), runner=runner, environ=env)
@@ -174,6 +174,9 @@ def snapshot(
         cpu_info = probe_cpu(root)
         env_info = probe_env(env, allow=env_allow, deny=env_deny)
         python_info = f_python.result()
+        target = refine_target(target, python_info)
+        if f_conda is None and target.kind == "conda":
+            f_conda = pool.submit(read_conda_prefix, target.prefix)
         f_libs = pool.submit(_libraries, target, python_info.path, env, root) if (
             libraries and target.python) else None
         if python_info.status != "ok":

@@ -76,5 +76,25 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> Any:
-    """Console-script entry point."""
-    return cli.main(args=argv, prog_name="envlock")
+    """Console-script entry point.
+
+    Every failure is one line on stderr: click's usage errors (exit 2) become
+    ``Error: <message> (see 'envlock <command> --help')`` instead of usage text, and an
+    interrupt (Ctrl-C, ``SIGINT`` from a job scheduler) is ``Error: interrupted`` (exit 130).
+    """
+    import sys  # noqa: PLC0415
+
+    try:
+        rv = cli.main(args=argv, prog_name="envlock", standalone_mode=False)
+    except click.UsageError as exc:
+        ctx = exc.ctx
+        where = ctx.command_path if ctx is not None else "envlock"
+        click.echo(f"Error: {exc.format_message()} (see '{where} --help')", err=True)
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("Error: interrupted", err=True)
+        sys.exit(130)
+    sys.exit(rv if isinstance(rv, int) else 0)

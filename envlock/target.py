@@ -25,7 +25,9 @@ from envlock._run import Runner, run
 from envlock.errors import TargetError
 from envlock.manifest import PythonInfo, Target
 
-__all__ = ["QUERY_SCRIPT", "ResolvedTarget", "resolve_target", "query_interpreter", "target_kind"]
+__all__ = [
+    "QUERY_SCRIPT", "ResolvedTarget", "resolve_target", "query_interpreter", "refine_target", "target_kind",
+]
 
 #: Run by the target interpreter with ``-c``; prints one JSON object on stdout.
 QUERY_SCRIPT = r"""
@@ -61,12 +63,15 @@ class ResolvedTarget:
     :ivar python: interpreter path, or ``None`` when the prefix has none.
     :ivar chosen_by: what selected it: ``"--python"``, ``"--prefix"``, ``"CONDA_PREFIX"``,
         ``"VIRTUAL_ENV"`` or ``"PATH"``.
+    :ivar skipped: why earlier choices were passed over (``"CONDA_PREFIX=/x is not a
+        directory"``): a stale variable is said, not silently ignored.
     """
 
     kind: str
     prefix: str
     python: str | None
     chosen_by: str
+    skipped: tuple[str, ...] = ()
 
     def to_model(self) -> Target:
         """The ``[target]`` table for this target."""
@@ -133,19 +138,24 @@ def resolve_target(
         return ResolvedTarget(
             kind=target_kind(root), prefix=str(root), python=_prefix_python(root), chosen_by="--prefix"
         )
+    skipped: list[str] = []
     for var in ("CONDA_PREFIX", "VIRTUAL_ENV"):
         value = env.get(var)
         if value and Path(value).is_dir():
             root = Path(os.path.abspath(value))
             return ResolvedTarget(
-                kind=target_kind(root), prefix=str(root), python=_prefix_python(root), chosen_by=var
+                kind=target_kind(root), prefix=str(root), python=_prefix_python(root), chosen_by=var,
+                skipped=tuple(skipped),
             )
+        if value:
+            skipped.append(f"{var}={value} is not a directory; ignored")
     found = shutil.which("python3", path=env.get("PATH"))
     if not found:
         raise TargetError("no target: no CONDA_PREFIX or VIRTUAL_ENV, and no python3 on PATH")
     exe = Path(found)
     root = _prefix_of(exe)
-    return ResolvedTarget(kind=target_kind(root), prefix=str(root), python=str(exe), chosen_by="PATH")
+    return ResolvedTarget(kind=target_kind(root), prefix=str(root), python=str(exe), chosen_by="PATH",
+                          skipped=tuple(skipped))
 
 
 def query_interpreter(
@@ -188,6 +198,23 @@ def query_interpreter(
         )
     except (ValueError, KeyError, TypeError) as exc:
         return _fallback(target, "error", f"unexpected answer from {target.python}: {exc}")
+
+
+def refine_target(target: ResolvedTarget, info: PythonInfo) -> ResolvedTarget:
+    """Correct the target's prefix with what its interpreter reported (``sys.prefix``).
+
+    The prefix guessed from an interpreter path (``<prefix>/bin/python``) is wrong for a
+    wrapper: a pyenv shim (``~/.pyenv/shims/python3``, a shell script) or a module system's
+    wrapper runs an interpreter elsewhere.  When the query succeeded and ``sys.prefix``
+    differs, that is the environment; its kind is classified again.  ``--prefix`` targets are
+    kept as given.
+    """
+    if info.status != "ok" or not info.prefix or target.chosen_by == "--prefix":
+        return target
+    if os.path.realpath(info.prefix) == os.path.realpath(target.prefix):
+        return target
+    return ResolvedTarget(kind=target_kind(info.prefix), prefix=info.prefix, python=target.python,
+                          chosen_by=target.chosen_by, skipped=target.skipped)
 
 
 def _fallback(target: ResolvedTarget, status: str, detail: str) -> PythonInfo:

@@ -126,3 +126,37 @@ def test_help_imports_nothing_heavy() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                          env={**os.environ, "COLUMNS": "80"})
     assert "HEAVY []" in out.stdout, out.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["snapshot", "--bogus"], "Error: No such option '--bogus'. (see 'envlock snapshot --help')"),
+        (["nosuch"], "Error: No such command 'nosuch'. (see 'envlock --help')"),
+        (["show", "/"], "Error: Invalid value for 'MANIFEST': File '/' is a directory. (see 'envlock show --help')"),
+    ],
+    ids=["option", "command", "directory"],
+)
+def test_usage_errors_are_one_line(args: list[str], line: str) -> None:
+    out = subprocess.run([sys.executable, "-m", "envlock", *args], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert out.stderr.splitlines() == [line]
+    assert out.stdout == ""
+
+
+def test_interrupt_is_one_line(tmp_path: Path) -> None:
+    """SIGINT (Ctrl-C, a scheduler's signal) while the target interpreter hangs: one line, exit 130."""
+    import signal
+    import time
+
+    hang = tmp_path / "env" / "bin" / "python"
+    hang.parent.mkdir(parents=True)
+    hang.write_text("#!/bin/sh\nsleep 30\n")
+    hang.chmod(0o755)
+    proc = subprocess.Popen([sys.executable, "-m", "envlock", "snapshot", "--python", str(hang), "-o", "-"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.0)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert [ln for ln in err.splitlines() if ln.strip()] == ["Error: interrupted"]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -107,3 +109,27 @@ def test_atomic_write_refuses_existing_and_leaves_no_temp(tmp_path: Path) -> Non
         m.write(out)
     m.write(out, force=True)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.toml"]
+
+
+def test_force_writes_through_symlink_and_into_special_files(tmp_path: Path) -> None:
+    m = envlock.load(str(GOLDEN))
+    real = tmp_path / "real.toml"
+    real.write_text("old")
+    link = tmp_path / "link.toml"
+    link.symlink_to(real)
+    m.write(link, force=True)
+    assert link.is_symlink() and real.read_bytes() == GOLDEN.read_bytes()
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    import threading
+
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    m.write(fifo, force=True)
+    reader.join(10)
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert got == [GOLDEN.read_bytes()]
+    with pytest.raises(OSError, match="No space left"):
+        m.write(Path("/dev/full"), force=True)
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)

@@ -79,22 +79,22 @@ def snapshot(
     from envlock.capture import snapshot as take  # noqa: PLC0415
     from envlock.target import resolve_target  # noqa: PLC0415
 
+    path = expand_output(output) if output != "-" else "-"
     target = resolve_target(python=python, prefix=prefix)
-    if not quiet:
-        click.echo(
-            f"target: {target.kind} environment {target.prefix} "
-            f"(chosen by {target.chosen_by}; interpreter {target.python or 'none'})",
-            err=True,
-        )
     manifest = take(target=target, repo=repo, env_allow=env_allow, env_deny=env_deny,
                     command=["envlock", *sys.argv[1:]], do_import=do_import)
     if not quiet:
+        t = manifest.target
+        click.echo(
+            f"target: {t.kind} environment {t.prefix} "
+            f"(chosen by {t.chosen_by}; interpreter {t.python or 'none'})",
+            err=True,
+        )
         for line in manifest.envlock.warnings:
             click.echo(f"warning: {line}", err=True)
     if output == "-":
         click.echo(manifest.dumps(fmt or "toml"), nl=False)
         return
-    path = expand_output(output)
     written = manifest.write(path, fmt=fmt, force=force)
     if not quiet:
         n_pip = len(manifest.pip.packages) if manifest.pip else 0

@@ -238,7 +238,10 @@ def scan_distributions(path_entries: Iterable[str]) -> PipInfo:
         seen_dirs.add(real)
         for entry in _entries(location):
             pkg = _read_one(location, entry)
-            if pkg.name in winners:
+            first = winners.get(pkg.name)
+            if first is not None and first.location == location and first.version == pkg.version:
+                continue  # one install described twice (Debian ships .egg-info beside .dist-info)
+            if first is not None:
                 shadows.setdefault(pkg.name, []).append(f"{pkg.version} at {location}")
             else:
                 winners[pkg.name] = pkg

@@ -97,8 +97,11 @@ def render_show(manifest: Manifest, console: Console, *, path: str = "") -> None
     console.print(f"target: {t.kind} {t.prefix} (chosen by {t.chosen_by})")
     if m.python:
         py = m.python
-        state = "" if py.status == "ok" else f" [{py.status}: {py.error}]"
-        console.print(f"python: {py.implementation or '?'} {py.version or '?'} at {py.executable}{state}")
+        if py.status == "ok":
+            console.print(f"python: {py.implementation} {py.version} at {py.executable}")
+        else:
+            console.print(f"python: not asked ({py.status}: {py.error}); packages read from "
+                          f"{', '.join(py.path) or 'nowhere'}", markup=False)
     if m.platform:
         p = m.platform
         console.print(f"os: {p.os_name or p.os_id or '?'}, kernel {p.kernel}, {p.machine}, glibc {p.glibc}")
@@ -143,8 +146,8 @@ def render_show(manifest: Manifest, console: Console, *, path: str = "") -> None
         table_data = data.get(area)
         if isinstance(table_data, dict):
             status = table_data.get("status", "ok")
-            console.print(f"{area}: {status}" + (f" ({table_data['error']})" if table_data.get("error")
-                                                 else f" {_scalars(table_data)}"))
+            detail = f"({table_data['error']})" if table_data.get("error") else _scalars(table_data)
+            console.print(f"{area}: {status} {detail}".rstrip(), markup=False)
     if head.warnings:
         console.print(f"[yellow]{len(head.warnings)} warning(s) recorded:[/yellow]")
         for w in head.warnings:

@@ -240,3 +240,16 @@ def test_cuda_venv_snapshot_records_torch_libraries(cuda_venv: Path) -> None:
     assert cudnn.realpath == str(cuda_venv / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
                                  / "site-packages" / "nvidia" / "cudnn" / "lib" / "libcudnn.so.9")
     assert "libcuda.so.1" in libs and libs["libcuda.so.1"].path is None  # no driver on this machine
+
+
+def test_same_install_described_twice_is_not_shadowing(tmp_path: Path) -> None:
+    """Debian's python3-* packages ship an .egg-info beside pip's .dist-info of the same release."""
+    site = _site(tmp_path)
+    d = site / "cryptography-38.0.4.dist-info"
+    d.mkdir()
+    (d / "METADATA").write_text("Name: cryptography\nVersion: 38.0.4\n")
+    e = site / "cryptography-38.0.4.egg-info"
+    e.mkdir()
+    (e / "PKG-INFO").write_text("Name: cryptography\nVersion: 38.0.4\n")
+    (pkg,) = scan_distributions([str(site)]).packages
+    assert pkg.shadowed == ()

@@ -94,3 +94,22 @@ def test_prefix_without_python(tmp_path: Path) -> None:
     info = query_interpreter(t)
     assert info.status == "absent"
     assert os.fspath(tmp_path) in info.error
+
+
+def test_wrapper_script_target_uses_interpreter_prefix(tmp_path: Path, small_venv: Path) -> None:
+    """A pyenv-style shim (a shell script that execs the real interpreter) is not the env root."""
+    shim = _fake_python(tmp_path / "shims" / "python3", f'exec "{small_venv}/bin/python" "$@"')
+    m = envlock.snapshot(python=str(shim), stack=False, libraries=False)
+    assert m.target.prefix == str(small_venv)
+    assert m.target.kind == "venv"
+    assert m.target.python == str(shim)
+    assert "alpha" in {p.name for p in m.pip.packages}
+
+
+def test_stale_activation_variable_is_said(small_venv: Path) -> None:
+    env = {"PATH": str(small_venv / "bin"), "CONDA_PREFIX": "/nonexistent/env"}
+    t = resolve_target(environ=env)
+    assert t.chosen_by == "PATH"
+    assert t.skipped == ("CONDA_PREFIX=/nonexistent/env is not a directory; ignored",)
+    m = envlock.snapshot(environ={**os.environ, **env}, stack=False, libraries=False)
+    assert "target: CONDA_PREFIX=/nonexistent/env is not a directory; ignored" in m.envlock.warnings
