@@ -221,6 +221,8 @@ def lock_manifest(
         texts[out_dir / "pylock.toml"] = pylock_text(uv_out, tool=tool, header=header,
                                                       expected=expected)
     if not texts:
+        if manifest.python is None or manifest.python.status != "ok":
+            check_interpreter(manifest)  # the package list may be incomplete: say why
         raise LockError(f"{source}: no conda or pip packages found to lock")
     files = write_all(texts, force=force)
     return LockResult(files=files, skipped=tuple(skipped), notes=tuple(notes))

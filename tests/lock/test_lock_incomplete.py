@@ -159,3 +159,14 @@ def test_conda_only_prefix_locks_without_an_interpreter(tmp_path, conda_prefix):
     result = invoke("lock", "--from-env", "--prefix", str(conda_prefix), "-o", str(out))
     assert result.exit_code == 0, result.output
     assert written(out) == ["conda-lock.yml"]
+
+
+def test_nothing_found_with_a_broken_interpreter_names_the_interpreter(tmp_path, h):
+    """Without an answer from the interpreter the package list is a guess: say why."""
+    venv = h.make_venv(tmp_path / "env", tmp_path)  # no packages at all
+    python = fake_python(venv, "echo 'Fatal Python error: init_fs_encoding' >&2\nexit 1\n")
+    result = invoke("lock", "--from-env", "--prefix", str(venv), "-o", str(tmp_path / "lock"))
+    assert result.exit_code == 2
+    assert result.output == (
+        f"Error: cannot lock the pip packages of {venv}: the target interpreter {python} does "
+        "not run (exited with status 1: Fatal Python error: init_fs_encoding)\n")
