@@ -80,7 +80,9 @@ def lock_environment(
     from envlock import snapshot  # noqa: PLC0415
     from envlock.lock._fromenv import lock_manifest  # noqa: PLC0415
 
-    manifest = snapshot(python=python, prefix=prefix, runner=runner, command=())
+    # A lock needs the packages and the interpreter, not the GPU, driver or loader probes.
+    manifest = snapshot(python=python, prefix=prefix, runner=runner, command=(), stack=False,
+                        libraries=False)
     return lock_manifest(manifest, Path(out_dir), index=index, use_pip_config=use_pip_config,
                          force=force, runner=runner)
 

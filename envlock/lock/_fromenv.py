@@ -22,7 +22,7 @@ from envlock.redact import redact_text_urls
 if TYPE_CHECKING:
     from envlock.manifest import Manifest
 
-__all__ = ["lock_manifest", "environment_platform"]
+__all__ = ["lock_manifest", "environment_platform", "check_complete", "check_interpreter"]
 
 
 def environment_platform(manifest: Manifest) -> str:
@@ -40,6 +40,79 @@ def environment_platform(manifest: Manifest) -> str:
     return {"x86_64": "linux-64", "aarch64": "linux-aarch64", "ppc64le": "linux-ppc64le"}.get(
         machine, f"linux-{machine}"
     )
+
+
+def check_complete(manifest: Manifest) -> None:
+    """Refuse to lock an environment that could not be read completely.
+
+    A ``conda-meta`` record that cannot be parsed, or a ``.dist-info`` whose METADATA (or
+    ``direct_url.json``, PEP 610) cannot be read, would silently drop its package from the
+    lock, or pin it wrongly; the snapshot records these as ``[conda] status = "error"`` and in
+    ``[envlock] warnings`` and as ``error`` of the pip entry.
+
+    :param manifest: the snapshot of the target.
+    :raises LockError: one line naming how many records are unreadable and the first of them.
+    """
+    where = manifest.target.prefix
+    conda = manifest.conda
+    if conda is not None and conda.status in ("error", "timeout"):
+        meta = conda.source.rstrip("/") + "/" if conda.source else None
+        bad = [w for w in (manifest.envlock.warnings if manifest.envlock else ())
+               if meta is not None and w.startswith(meta)]
+        if bad:
+            first = bad[0]
+            raise LockError(
+                f"cannot lock {where}: {len(bad)} conda-meta record(s) could not be read "
+                f"(first: {first}); the lock would lack their packages. Repair or reinstall "
+                "them, then lock again"
+            )
+        raise LockError(f"cannot lock {where}: conda-meta could not be read completely "
+                        f"({conda.error or conda.status}); the lock would be incomplete")
+    pip = manifest.pip
+    if pip is not None and pip.status in ("error", "timeout"):
+        raise LockError(f"cannot lock {where}: its pip packages could not be read "
+                        f"({pip.error or pip.status})")
+    broken = [p for p in pip.packages if p.error] if pip is not None else []
+    if broken:
+        first = broken[0]
+        raise LockError(
+            f"cannot lock {where}: {len(broken)} pip distribution(s) could not be read "
+            f"(first: {first.name}: {first.error}); the lock would lack "
+            "or mis-pin them. Reinstall them, then lock again"
+        )
+
+
+def check_interpreter(manifest: Manifest) -> tuple[str | None, str | None]:
+    """Check that the target interpreter answered, before uv is asked to resolve for it.
+
+    uv runs the interpreter given with ``--python`` to learn its version and tags; a hanging
+    or broken one makes uv hang or fail with the interpreter's traceback.  The snapshot has
+    already asked it (``[python] status``), so its answer decides here.
+
+    :returns: ``(python, None)`` to resolve for that interpreter, or ``(None, version)`` for a
+        manifest taken elsewhere whose interpreter is not on this machine (uv's
+        ``--python-version``).
+    :raises LockError: the interpreter is missing, did not answer in time or failed; one line.
+    """
+    import re  # noqa: PLC0415
+
+    info = manifest.python
+    python = manifest.target.python or (info.executable if info else None)
+    head = f"cannot lock the pip packages of {manifest.target.prefix}"
+    if info is None or python is None or info.status == "absent":
+        raise LockError(f"{head}: it has no Python interpreter to resolve them for")
+    detail = (info.error or "").removeprefix(f"{python}: ").removeprefix(f"{python} ")
+    if info.status == "timeout":
+        m = re.search(r"within (\S+ s)", detail)
+        within = f" within {m.group(1)}" if m else ""
+        raise LockError(f"{head}: the target interpreter {python} did not answer{within}; "
+                        f"check that `{python} -c pass` returns")
+    if info.status != "ok":
+        raise LockError(f"{head}: the target interpreter {python} does not run "
+                        f"({detail or info.status})")
+    if Path(python).exists():
+        return python, None
+    return None, info.version
 
 
 def _conda_part(manifest: Manifest, source: str) -> tuple[str | None, list[Skipped], list[str]]:
@@ -103,6 +176,7 @@ def lock_manifest(
     :raises LockError: uv cannot find an installed version (wrong index options?).
     :returns: what was written and what was left out.
     """
+    check_complete(manifest)
     texts: dict[Path, str] = {}
     notes: list[str] = []
     source = manifest.target.prefix
@@ -110,7 +184,6 @@ def lock_manifest(
     if conda_text is not None:
         texts[out_dir / "conda-lock.yml"] = conda_text
     notes += conda_notes
-    python = manifest.target.python or (manifest.python.executable if manifest.python else None)
     pins: list[str] = []
     expected: dict[str, str] = {}
     for pkg in manifest.pip.packages if manifest.pip else ():
@@ -121,6 +194,7 @@ def lock_manifest(
             pins.append(req)
             expected[pkg.name] = pkg.version
     if pins:
+        python, version = check_interpreter(manifest)
         if index is None:
             found = None
             if use_pip_config and python:
@@ -128,11 +202,9 @@ def lock_manifest(
             index = found or IndexOptions(source="uv defaults (PyPI)")
         shown = " ".join(redact_text_urls(a) for a in index.uv_args()) or "none"
         notes.append(f"pip index options from {index.source}: {shown}")
-        version = manifest.python.version if manifest.python else None
-        usable = python is not None and Path(python).exists()
         uv_out = _pip.compile_requirements(
-            pins, index=index, python=python if usable else None,
-            python_version=None if usable else version, no_deps=True, runner=runner,
+            pins, index=index, python=python, python_version=version, no_deps=True, runner=runner,
+            what=f"the {len(pins)} installed pip package(s) of {source}", one_line=True,
         )
         tool = {
             "source": "envlock lock --from-env",
@@ -149,6 +221,8 @@ def lock_manifest(
         texts[out_dir / "pylock.toml"] = pylock_text(uv_out, tool=tool, header=header,
                                                       expected=expected)
     if not texts:
+        if manifest.python is None or manifest.python.status != "ok":
+            check_interpreter(manifest)  # the package list may be incomplete: say why
         raise LockError(f"{source}: no conda or pip packages found to lock")
     files = write_all(texts, force=force)
     return LockResult(files=files, skipped=tuple(skipped), notes=tuple(notes))

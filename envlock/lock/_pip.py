@@ -230,6 +230,8 @@ def compile_requirements(
     no_deps: bool = False,
     fmt: str = "pylock.toml",
     extra: Sequence[str] = (),
+    what: str | None = None,
+    one_line: bool = False,
     runner: Runner = run,
 ) -> str:
     """Resolve requirements with ``uv pip compile`` and return the lockfile text.
@@ -241,6 +243,8 @@ def compile_requirements(
     :param no_deps: pin exactly these requirements (a freeze), without adding dependencies.
     :param fmt: ``"pylock.toml"`` or ``"requirements.txt"`` (both with hashes).
     :param extra: further ``uv pip compile`` options.
+    :param what: how error messages name the requirements (default: the file's name).
+    :param one_line: errors are one line (uv's last meaningful line), not uv's report.
     :raises SolveError: uv found no solution; the message holds uv's explanation.
     :raises LockError: uv failed otherwise (index unreachable, build failure, timeout).
     """
@@ -264,7 +268,7 @@ def compile_requirements(
         argv += list(extra)
         result = runner(argv, timeout=SOLVE_TIMEOUT, env=_uv_env())
         if not result.ok:
-            raise _uv_error(result, source.name)
+            raise _uv_error(result, what or source.name, one_line=one_line)
         return out.read_text(encoding="utf-8")
 
 
@@ -278,7 +282,17 @@ def _uv_env() -> dict[str, str]:
     return env
 
 
-def _uv_error(result: Any, what: str) -> LockError:
+def _last_meaningful(lines: Sequence[str]) -> str:
+    """uv's conclusion: the last line that is not a traceback frame or decoration."""
+    for line in reversed(lines):
+        text = line.strip().lstrip("×╰─▶│ ").strip()
+        text = text.removeprefix("Caused by: ").removeprefix("cause: ").removeprefix("error: ")
+        if text and not text.startswith(("File \"", "Traceback", "^", "help: ")):
+            return text
+    return ""
+
+
+def _uv_error(result: Any, what: str, *, one_line: bool = False) -> LockError:
     if result.status == "absent":
         return LockError(f"uv could not be run: {result.detail}")
     if result.status == "timeout":
@@ -286,8 +300,10 @@ def _uv_error(result: Any, what: str) -> LockError:
     text = (result.stderr or result.stdout).strip()
     lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
     detail = "\n".join(lines[:12]) or result.detail
+    last = _last_meaningful(lines) or result.detail
     if "No solution found" in text or "unsatisfiable" in text:
-        return SolveError(f"uv found no solution for {what}:\n{detail}")
+        return SolveError(f"uv found no solution for {what}:" + (f" {last}" if one_line
+                                                                  else f"\n{detail}"))
     causes = [ln.strip().removeprefix("cause: ").removeprefix("error: ") for ln in lines]
     fetch = next((c for c in causes if c.startswith("Failed to fetch")), None)
     if fetch is not None:
@@ -296,6 +312,8 @@ def _uv_error(result: Any, what: str) -> LockError:
             "check --index-url/--find-links, or use a local wheel directory "
             "(--no-index --find-links DIR)"
         )
+    if one_line:
+        return LockError(f"uv could not resolve {what}: {last}")
     return LockError(f"uv pip compile failed for {what}:\n{detail}")
 
 

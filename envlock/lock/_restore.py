@@ -26,7 +26,7 @@ from envlock.lock._find import _sha256, lockfile_kind
 if TYPE_CHECKING:
     from envlock.manifest import Manifest
 
-__all__ = ["Step", "RestorePlan", "plan_restore", "run_plan"]
+__all__ = ["Step", "RestorePlan", "plan_restore", "run_plan", "validate_lockfile"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -154,6 +154,106 @@ def _pylock_not_locked(path: Path) -> list[str]:
     return out
 
 
+def validate_lockfile(path: str | Path, kind: str) -> None:
+    """Check that a lockfile is one its installer will accept, before anything runs.
+
+    * ``conda-lock``: conda-lock's own parser (``conda_lock.lockfile.parse_conda_lock_file``);
+      without conda-lock installed, a structural check of the same version-1 layout.
+    * ``pylock``: packaging's reference PEP 751 parser (``packaging.pylock``, packaging >= 25),
+      which also refuses a ``lock-version`` it does not support (PEP 751: a tool must not
+      install from a major version it does not know).
+    * ``conda-explicit``: UTF-8 text whose lines after ``@EXPLICIT`` are package URLs
+      (conda's explicit-spec format).
+    * ``requirements``: every requirement parses as a PEP 508 requirement
+      (``packaging.requirements``).
+
+    :param kind: as :func:`envlock.lock._find.lockfile_kind` names it.
+    :raises ManifestError: one line naming the file and what is wrong with it.
+    """
+    from envlock._toml import load_file, read_text  # noqa: PLC0415
+    from envlock.errors import MissingDependencyError  # noqa: PLC0415
+
+    path = Path(path)
+    if kind == "conda-lock":
+        from envlock.lock import _condalock  # noqa: PLC0415
+
+        try:
+            _condalock.read(path)
+        except MissingDependencyError:
+            _check_conda_lock_layout(path, read_text(path))
+    elif kind == "pylock":
+        data = load_file(path)
+        try:
+            from packaging.pylock import Pylock  # noqa: PLC0415, F401
+        except ImportError:  # packaging < 25: check what installing depends on
+            version = str(data.get("lock-version", ""))
+            if version.split(".")[0] != "1" or not isinstance(data.get("packages"), list):
+                raise ManifestError(f"{path}: not a valid PEP 751 lock file (lock-version "
+                                    f"{version or 'missing'}, or no packages array)") from None
+            return
+        from envlock.lock._pip import validate_pylock  # noqa: PLC0415
+
+        validate_pylock(data, str(path))
+    elif kind == "conda-explicit":
+        _check_explicit(path, read_text(path))
+    elif kind == "requirements":
+        _check_requirements(path, read_text(path))
+
+
+def _check_conda_lock_layout(path: Path, text: str) -> None:
+    import yaml  # noqa: PLC0415
+
+    def bad(reason: str) -> ManifestError:
+        return ManifestError(f"{path}: not a valid conda-lock file ({reason})")
+
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise bad(str(exc).splitlines()[0]) from None
+    if not isinstance(doc, dict) or doc.get("version") != 1:
+        raise bad("no 'version: 1' mapping at the top")
+    if not isinstance(doc.get("metadata"), dict) or not isinstance(doc.get("package"), list):
+        raise bad("no 'metadata' mapping and 'package' list")
+    for i, pkg in enumerate(doc["package"]):
+        need = ("name", "version", "manager", "platform", "url", "hash")
+        missing = [k for k in need if not isinstance(pkg, dict) or k not in pkg]
+        if missing:
+            raise bad(f"package[{i}] lacks {missing[0]!r}")
+
+
+def _check_explicit(path: Path, text: str) -> None:
+    from urllib.parse import urlparse  # noqa: PLC0415
+
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.strip() == "@EXPLICIT"), None)
+    if start is None:
+        raise ManifestError(f"{path}: not a conda explicit lock (no @EXPLICIT line)")
+    for number, line in enumerate(lines[start + 1:], start + 2):
+        entry = line.strip()
+        if not entry or entry.startswith("#"):
+            continue
+        url = entry.split("#", 1)[0]
+        if not urlparse(url).scheme or not url.endswith((".conda", ".tar.bz2")):
+            raise ManifestError(f"{path}: line {number} is not a conda package URL: {entry[:80]}")
+
+
+def _check_requirements(path: Path, text: str) -> None:
+    import re  # noqa: PLC0415
+
+    from packaging.requirements import InvalidRequirement, Requirement  # noqa: PLC0415
+
+    for number, line in enumerate(text.replace("\\\n", " ").splitlines(), 1):
+        entry = line.strip()
+        if not entry or entry.startswith(("#", "-")):
+            continue
+        req = re.sub(r"\s--hash[= ]\S+", "", entry).split(" #", 1)[0].strip()
+        try:
+            Requirement(req)
+        except InvalidRequirement as exc:
+            raise ManifestError(f"{path}: requirement {req[:80]!r} is not valid PEP 508 "
+                                f"({str(exc).splitlines()[0]})") from None
+
+
 def plan_restore(
     inputs: Sequence[str | Path], prefix: str | Path, *, python_version: str | None = None
 ) -> RestorePlan:
@@ -163,7 +263,8 @@ def plan_restore(
         lockfiles, in any order; conda lockfiles are installed before pip ones.
     :param prefix: the environment directory to create.
     :param python_version: Python for a new venv when there is no conda-lock file.
-    :raises ManifestError: an input is neither a manifest nor a known lockfile.
+    :raises ManifestError: an input is neither a manifest nor a known lockfile, or a lockfile
+        is malformed (see :func:`validate_lockfile`); nothing is run then.
     """
     import envlock  # noqa: PLC0415
 
@@ -195,6 +296,8 @@ def plan_restore(
         warnings += [f"{p}: the manifest records no lockfile; lock the environment with "
                      "`envlock lock --from-env` first" for p in bare]
     kinds = {p: lockfile_kind(p) for p in lockfiles}
+    for p in dict.fromkeys(lockfiles):  # before any command is printed or run
+        validate_lockfile(p, kinds[p] or "")
     order = {"conda-lock": 0, "conda-explicit": 0, "pylock": 1, "requirements": 2}
     lockfiles = sorted(dict.fromkeys(lockfiles), key=lambda p: order.get(kinds[p] or "", 3))
     python = f"{prefix}/bin/python"
@@ -235,9 +338,49 @@ def run_plan(plan: RestorePlan, *, runner: Runner = run) -> list[str]:
     the ``uv`` package.
 
     :raises LockError: the prefix exists and is not empty (a restore never overwrites an
-        environment), or a step fails (its command's last lines are in the message).
+        environment), or a step fails (its command's last lines are in the message).  What
+        the failed restore created is removed first (the prefix, or the contents of the empty
+        prefix it was given), and the message's first line says so, or says what is left.
     :returns: one line per step done.
     """
+
+    from envlock.errors import EnvlockError  # noqa: PLC0415
+
+    prefix = Path(plan.prefix)
+    if prefix.exists() and (not prefix.is_dir() or any(prefix.iterdir())):
+        raise LockError(f"{prefix} exists and is not empty; restore into a new --prefix")
+    created = not prefix.exists()
+    try:
+        return _run_steps(plan, runner)
+    except (EnvlockError, OSError) as exc:
+        note = _remove_partial(prefix, created)
+        first, _, rest = (str(exc) if isinstance(exc, EnvlockError)
+                          else f"{exc.filename or prefix}: {exc.strerror or exc}").partition("\n")
+        raise LockError(f"{first.rstrip(':')}; {note}" + (f"\n{rest}" if rest else "")) from None
+
+
+def _remove_partial(prefix: Path, created: bool) -> str:
+    """Undo a failed restore: remove the prefix it created, or empty the one it was given."""
+    import shutil  # noqa: PLC0415
+
+    if not prefix.exists():
+        return "nothing was created"
+    try:
+        if created:
+            shutil.rmtree(prefix)
+            return f"removed the partial environment {prefix}"
+        for child in prefix.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
+        return f"emptied {prefix} again"
+    except OSError as exc:
+        return (f"a partial environment is left at {prefix} (removing it failed: "
+                f"{exc.strerror or exc}); delete it before restoring again")
+
+
+def _run_steps(plan: RestorePlan, runner: Runner) -> list[str]:
     from envlock.lock import _condalock  # noqa: PLC0415
     from envlock.lock._pip import _uv_env  # noqa: PLC0415
     from envlock.lock._tools import (  # noqa: PLC0415
@@ -248,9 +391,6 @@ def run_plan(plan: RestorePlan, *, runner: Runner = run) -> list[str]:
         uv_bin,
     )
 
-    prefix = Path(plan.prefix)
-    if prefix.exists() and (not prefix.is_dir() or any(prefix.iterdir())):
-        raise LockError(f"{prefix} exists and is not empty; restore into a new --prefix")
     done = []
     for step in plan.steps:
         if step.kind == "conda-lock" and step.argv[0] == "conda-lock":

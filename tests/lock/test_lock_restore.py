@@ -33,7 +33,7 @@ from envlock.manifest import (
 )
 from envlock.stack_model import CudaInfo, CudaToolkit, Gpu, GpuInfo, Tool, ToolchainInfo
 
-PYLOCK = 'lock-version = "1.0"\ncreated-by = "test"\n'
+PYLOCK = 'lock-version = "1.0"\ncreated-by = "test"\npackages = []\n'
 HASHED = "alpha==1.0 \\\n    --hash=sha256:" + "ab" * 32 + "\n"
 
 
@@ -153,9 +153,18 @@ def test_restore_warns_about_changed_and_missing_lockfiles(tmp_path):
     )
 
 
+def write_conda_lock(path: Path) -> Path:
+    """A conda-lock.yml of one package, written by conda-lock's own models."""
+    entry = _condalock.entry_from_conda_package(conda_pkg("zlib", "1.3.1"), "linux-64")
+    path.write_text(_condalock.render([entry], platforms=["linux-64"],
+                                      channels=["conda-forge"], sources=["environment.yml"],
+                                      content_hashes={"linux-64": "0" * 64}))
+    return path
+
+
 def test_restore_orders_conda_before_pip(tmp_path):
     (tmp_path / "pylock.toml").write_text(PYLOCK)
-    (tmp_path / "conda-lock.yml").write_text("version: 1\n")
+    write_conda_lock(tmp_path / "conda-lock.yml")
     plan = plan_restore([tmp_path / "pylock.toml", tmp_path / "conda-lock.yml"], "/p")
     assert [s.shell for s in plan.steps] == [
         f"conda-lock install --prefix /p {tmp_path / 'conda-lock.yml'}",
