@@ -537,6 +537,63 @@ def _searched_summary(res: Resolution, cfg: SearchConfig) -> list[str]:
     return out
 
 
+#: What each :class:`~envlock.elf.ElfError` kind means, for the finding's cause.
+_ELF_ERROR_TEXT = {
+    "not-elf": "not an ELF file at all",
+    "truncated": "shorter than its own headers say (cut short)",
+    "corrupt": "inconsistent (its headers point outside the file)",
+    "unreadable": "not readable",
+}
+
+
+def _unreadable_finding(o: LoadedObject) -> Finding:
+    """``invalid-elf`` for a loaded object whose file could not be fully read as ELF."""
+    err = o.info.error
+    assert err is not None
+    what = _ELF_ERROR_TEXT.get(err.kind, err.kind)
+    requester = o.resolution.requester if o.resolution else None
+    evidence = [f"{o.path}: {err.message}"]
+    if o.kind == "executable":
+        head = b""
+        try:
+            with open(o.path, "rb") as f:
+                head = f.read(128)
+        except OSError:
+            pass
+        script = head.startswith(b"#!")
+        if script:
+            evidence.append(f"{o.path} starts with {head.splitlines()[0].decode('utf-8', 'replace')}")
+        return Finding(
+            id="invalid-elf", severity="error",
+            title=f"{o.path} is not an ELF program ({err.message})",
+            cause=(f"{o.path} is {what}"
+                   + ("; it is a script, so the kernel runs the interpreter its #! line names and "
+                      "the dynamic loader never sees this file." if script else
+                      "; the kernel cannot start it with the dynamic loader.")),
+            evidence=tuple(evidence),
+            fix=("Give --python the real interpreter (the file sys.executable names when the "
+                 "wrapper runs), so that its libraries can be modelled.",),
+            library=os.path.basename(o.path), requester=None)
+    return Finding(
+        id="invalid-elf", severity="error",
+        title=f"{o.path} is not a loadable shared object ({err.message})",
+        cause=(f"Its ELF header passes the loader's first checks, but the file is {what}; "
+               "mapping it fails."),
+        evidence=tuple(evidence),
+        fix=(f"Reinstall the package that owns {o.path} (a download or copy was cut short).",),
+        library=o.info.soname or os.path.basename(o.path), requester=requester)
+
+
+def _fatal_attempt(res: Resolution) -> Any:
+    """The file whose check stopped the search for ``res`` (glibc ``open_verify`` fails
+    with a fatal error: invalid ELF header, file too short, unreadable), or ``None``."""
+    for a in reversed(res.tried):
+        if a.outcome not in ("found", "absent") and not a.outcome.startswith(
+                ("wrong ELF class", "wrong machine")):
+            return a
+    return None
+
+
 def _search_dirs_of(tried: Sequence[Any]) -> list[str]:
     return list(dict.fromkeys(os.path.dirname(a.path) for a in tried))
 
@@ -569,6 +626,8 @@ def _findings(
 
     for res in proc.resolutions:
         rt = runtime_by_res.get(id(res))
+        if res.path is None and res.kind == "preload":
+            continue  # the loader prints an error and ignores the entry: preload-failed below
         if res.path is None:
             key = ("missing", res.name, res.requester)
             if key in seen:
@@ -580,18 +639,18 @@ def _findings(
             places = [f"tried {a.path} ({a.source}): {a.outcome}" for a in res.tried
                       if a.outcome != "absent"] + _searched_summary(res, cfg)
             err = res.error or ""
-            if "invalid ELF header" in err or "file too short" in err or err.endswith(
-                    ("not little-endian", "not big-endian", "OS ABI invalid", "can be loaded")):
-                bad = err.split(": ", 1)[0]
+            bad = _fatal_attempt(res)
+            if bad is not None:
                 out.append(Finding(
                     id="invalid-elf", severity="error",
                     title=f"{res.name}: the loader meets a file that is not a usable shared object",
-                    cause=(f"While searching for {res.name} ({where}) the loader opened {bad}, "
-                           f"which fails its checks ({err.split(': ', 1)[-1]}); this stops the "
+                    cause=(f"While searching for {res.name} ({where}) the loader opened {bad.path}, "
+                           f"which fails its checks ({bad.outcome}); this stops the "
                            "whole load instead of moving on."),
-                    evidence=(err, *places),
-                    fix=((f"Remove or rename {bad} (e.g. a linker script or a truncated copy), or "
-                          "make the directory of the real library come earlier in the search."),),
+                    evidence=(f"{bad.path}: {bad.outcome}", *places),
+                    fix=((f"Remove or rename {bad.path} (e.g. a linker script or a truncated copy)"
+                          + (", or make the directory of the real library come earlier in the "
+                             "search." if "/" not in res.name else ".")),),
                     library=res.name, requester=res.requester))
                 continue
             if err.startswith("wrong ELF class"):
@@ -620,8 +679,11 @@ def _findings(
                 continue
             if strays is None:
                 strays = _stray_dirs(sys_path, prefix, cfg.root)
-            copies = [os.path.join(d, res.name) for d in strays
-                      if os.path.exists(os.path.join(d, res.name)) and d not in tried_dirs]
+            # A name with a slash is not searched for, so copies elsewhere do not matter;
+            # only regular files (or links to them) count as copies.
+            copies = [] if "/" in res.name else [
+                os.path.join(d, res.name) for d in strays
+                if os.path.isfile(os.path.join(d, res.name)) and d not in tried_dirs]
             fixes = []
             evidence = [f"{res.name} {where}", *places]
             requester_obj = objects_by_path.get(res.requester)
@@ -635,7 +697,10 @@ def _findings(
                         ":$LD_LIBRARY_PATH" if cfg.ld_library_path else "")
                         + f"  (the loader would then find {c})")
                     break
-            if not fixes:
+            if not fixes and "/" in res.name:
+                fixes.append(f"{res.name} does not exist: reinstall the package that should "
+                             "contain it, or correct the path.")
+            elif not fixes:
                 fixes.append(f"Install the package that provides {res.name}, or add its directory "
                              "to LD_LIBRARY_PATH.")
             if rt and rt.framework == "cuda" and res.name == "libcuda.so.1":
@@ -723,15 +788,7 @@ def _findings(
     # Objects whose file is not (fully) readable ELF although its header passed.
     for o in proc.objects:
         if o.info.error is not None and o.kind != "interpreter":
-            out.append(Finding(
-                id="invalid-elf", severity="error",
-                title=f"{o.path} is not a loadable shared object ({o.info.error.message})",
-                cause=("Its ELF header passes the loader's first checks, but the file is "
-                       f"{o.info.error.kind}; mapping it fails."),
-                evidence=(f"{o.path}: {o.info.error.kind}: {o.info.error.message}",),
-                fix=("Reinstall the package that owns it (a download or copy was cut short).",),
-                library=o.info.soname or os.path.basename(o.path),
-                requester=o.resolution.requester if o.resolution else None))
+            out.append(_unreadable_finding(o))
 
     for msg in proc.preload_errors:
         out.append(Finding(id="preload-failed", severity="warning", title="an LD_PRELOAD entry is ignored",

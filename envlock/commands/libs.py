@@ -279,13 +279,15 @@ def render_text(report: LibsReport, *, check: dict[str, Any] | None = None) -> s
         lines.append("interpreter start-up: " + ", ".join(os.path.basename(o.path) for o in startup))
     lines.append("")
     expanded: set[int] = set()
+    # A node is (text, children); nodes are built depth-first (the first request of an
+    # object expands it) and drawn afterwards, so that the connector of the last child
+    # *drawn* is └── even when later requests are not drawn.
+    Node = tuple[str, list[Any]]
 
-    def node(r: Any, prefix: str, last: bool, depth: int) -> None:
-        branch = "└── " if last else "├── "
+    def node(r: Any) -> Node | None:
         o = by_id.get(r.object_id) if r.object_id is not None else None
         if o is None:
-            lines.append(f"{prefix}{branch}{r.name} => NOT FOUND ({r.error})")
-            return
+            return (f"{r.name} => NOT FOUND ({r.error})", [])
         first = o.id not in expanded and o.name == r.name and o.requested_by == (r.requester or None) \
             and r.rule != "already-loaded"
         rule = _RULE_TEXT.get(r.rule or "", r.rule or "")
@@ -294,15 +296,21 @@ def render_text(report: LibsReport, *, check: dict[str, Any] | None = None) -> s
         shown = r.name if r.name == o.path else f"{r.name} => {o.path}"
         if not first:
             if o.stage == "startup" or o.kind == "interpreter" or o.rule in ("ld.so.cache", "default"):
-                return  # system libraries seen before: not repeated (see --why or JSON)
+                return None  # system libraries seen before: not repeated (see --why or JSON)
             how = "already loaded" if r.rule == "already-loaded" else f"{rule}, same file already loaded"
-            lines.append(f"{prefix}{branch}{shown}  [{how}]")
-            return
+            return (f"{shown}  [{how}]", [])
         expanded.add(o.id)
-        lines.append(f"{prefix}{branch}{shown}  [{rule}]{_label(o)}")
-        kids = children.get(o.path, [])
-        for i, k in enumerate(kids):
-            node(k, prefix + ("    " if last else "│   "), i == len(kids) - 1, depth + 1)
+        kids = [n for n in (node(k) for k in children.get(o.path, [])) if n is not None]
+        return (f"{shown}  [{rule}]{_label(o)}", kids)
+
+    def draw(nodes: list[Node], prefix: str) -> None:
+        for i, (text, kids) in enumerate(nodes):
+            last = i == len(nodes) - 1
+            lines.append(f"{prefix}{'└── ' if last else '├── '}{text}")
+            draw(kids, prefix + ("    " if last else "│   "))
+
+    def grow(requests: list[Any]) -> list[Node]:
+        return [n for n in (node(r) for r in requests) if n is not None]
 
     roots = [r for r in report.requests if r.kind == "dlopen" and r.requester and
              not any(r is rt.resolution for rt in report.runtime)]
@@ -311,20 +319,14 @@ def render_text(report: LibsReport, *, check: dict[str, Any] | None = None) -> s
                     or r.object_id is None]
     if import_roots:
         lines.append(f"import {report.target}")
-        for i, r in enumerate(import_roots):
-            o = by_id.get(r.object_id) if r.object_id is not None else None
-            if o is not None and o.via and i and (by_id.get(import_roots[i - 1].object_id) or o).via != o.via:
-                pass
-            node(r, "", i == len(import_roots) - 1, 0)
+        draw(grow(import_roots), "")
         notes = list(dict.fromkeys(o.via for o in objs if o.stage == "import" and o.via))
         for n in notes:
             lines.append(f"  note: {n}")
     elif report.files and objs:
         main = objs[0]
         lines.append(f"{main.path}")
-        kids = children.get(main.path, [])
-        for i, k in enumerate(kids):
-            node(k, "", i == len(kids) - 1, 1)
+        draw(grow(children.get(main.path, [])), "")
     if not report.files and not report.errors:
         lines.append(f"{report.target} has no extension modules: importing it loads no shared "
                      "object beyond the interpreter's (name an extension module to see its own).")
@@ -425,6 +427,7 @@ def libs(
     well-known run-time dlopens (libcuda.so.1, cuDNN sub-libraries). Nothing is imported
     unless --runtime is given.
     """
+    _check_arguments(targets, why)
     environ = dict(os.environ)
     if no_cache or runtime:
         out, err, code = _compute(targets, python, prefix, fmt, why, runtime, no_cache, environ, symbols)
@@ -451,6 +454,27 @@ def libs(
     sys.stdout.write(out)
     if code:
         sys.exit(code)
+
+
+def _check_arguments(targets: Sequence[str], why: str | None) -> None:
+    """Reject arguments that cannot name anything: an empty ``--why``, a FILE (an argument
+    with a slash or ending in ``.so``) that does not exist or is a directory.
+
+    :raises TargetError: (shown as one ``Error:`` line, exit status 2).
+    """
+    from envlock.errors import TargetError
+
+    if why is not None and not why.strip():
+        raise TargetError("--why needs a SONAME or file name (got an empty string)")
+    for name in targets:
+        if not name.strip():
+            raise TargetError("an empty MODULE|FILE argument")
+        if "/" not in name and not name.endswith(".so"):
+            continue
+        if os.path.isdir(name):
+            raise TargetError(f"{name}: is a directory, not a shared object")
+        if not os.path.exists(name):
+            raise TargetError(f"{name}: no such file")
 
 
 def _compute(
