@@ -792,7 +792,13 @@ class Process:
             for p in re.split(r"[ :\t\n]+", preload_root.strip()):
                 if p:
                     res, obj, is_new = self.map_object(p, main, kind="preload")
-                    if obj is not None and is_new:
+                    if obj is None:
+                        why = re.sub(r": (No such file or directory|Is a directory)$", "",
+                                     res.error or "")
+                        self.preload_errors.append(
+                            f"ERROR: ld.so: object '{p}' from /etc/ld.so.preload cannot be "
+                            f"preloaded ({why}): ignored.")
+                    elif is_new:
                         preloads.append(obj)
         new = self._load_deps([main, *preloads])
         self._check_versions([main, *preloads, *new])

@@ -173,3 +173,22 @@ def test_tree_draws_last_child_with_corner(build: Builder, tmp_path: Path) -> No
         assert line[col] == ("├" if later_sibling else "└"), "\n".join(tree)
         checked += 1
     assert checked == len(tree) - 1
+
+
+def test_bad_etc_ld_so_preload_entry_is_reported_like_glibc(build: Builder) -> None:
+    """An unusable /etc/ld.so.preload entry is ignored with glibc's message (rtld.c
+    ``do_preload``: ``object '%s' from %s cannot be preloaded (%s): ignored.``)."""
+    root = build.root / "sysroot"
+    build.exe("sysroot/usr/bin/prog")
+    (root / "etc").mkdir()
+    (root / "etc" / "ld.so.preload").write_text("/usr/lib/empty.so\n")
+    (root / "usr" / "lib").mkdir(parents=True)
+    (root / "usr" / "lib" / "empty.so").write_bytes(b"")
+    from envlock.loader import Process, detect_config
+
+    proc = Process(detect_config(root=str(root), env={}))
+    proc.start("/usr/bin/prog")
+    assert proc.preload_errors == [
+        "ERROR: ld.so: object '/usr/lib/empty.so' from /etc/ld.so.preload cannot be preloaded "
+        "(file too short): ignored."]
+    assert [o.path for o in proc.objects if o.kind == "preload"] == []
