@@ -140,6 +140,8 @@ class LibsReport:
     :ivar runtime: the run-time dlopens resolved.
     :ivar findings: problems, most severe first.
     :ivar errors: problems of the analysis itself (unreadable module, …).
+    :ivar launcher: the wrapper script given as the interpreter (a pyenv shim), when
+        ``python`` is the real interpreter it runs (its ``sys.executable``); else ``None``.
     """
 
     python: str
@@ -151,6 +153,7 @@ class LibsReport:
     runtime: tuple[RuntimeResult, ...] = ()
     findings: tuple[Finding, ...] = ()
     errors: tuple[str, ...] = ()
+    launcher: str | None = None
 
     def closure(self, path: str) -> list[LibEntry]:
         """The objects reachable through DT_NEEDED from the object at ``path`` (itself first)."""
@@ -179,6 +182,7 @@ class LibsReport:
         return {
             "schema": SCHEMA,
             "python": self.python,
+            "launcher": self.launcher,
             "target": self.target,
             "files": list(self.files),
             "config": {

@@ -21,7 +21,7 @@ from envlock.commands._common import handle_errors, target_options
 if TYPE_CHECKING:
     from envlock.libanalysis import LibEntry, LibsReport
 
-__all__ = ["libs", "render_text", "render_why", "runtime_check", "target_sys_path"]
+__all__ = ["libs", "render_text", "render_why", "runtime_check", "target_query", "target_sys_path"]
 
 #: Seconds allowed for the target interpreter to report its sys.path.
 QUERY_TIMEOUT = 20.0
@@ -54,13 +54,27 @@ def _stat_key(path: str) -> list[int] | None:
 def target_sys_path(
     python: str, prefix: str, *, environ: Mapping[str, str], cache_dir: str | None,
 ) -> tuple[list[str], str | None]:
-    """The target interpreter's ``sys.path``, asked once (with a timeout) and cached.
+    """The target interpreter's ``sys.path`` (see :func:`target_query`).
+
+    :returns: ``(sys_path, error)``; on failure the prefix's ``site-packages`` and a message.
+    """
+    path, _executable, error = target_query(python, prefix, environ=environ, cache_dir=cache_dir)
+    return path, error
+
+
+def target_query(
+    python: str, prefix: str, *, environ: Mapping[str, str], cache_dir: str | None,
+) -> tuple[list[str], str | None, str | None]:
+    """The target interpreter's ``sys.path`` and ``sys.executable``, asked once (with a
+    timeout, :func:`envlock.target.query_interpreter`) and cached (``query-*.json``).
 
     The cached answer is reused only while the interpreter file, ``pyvenv.cfg``, the
     ``PYTHON*`` variables and the modification times of every ``sys.path`` directory (a new
-    ``.pth`` file changes them) are unchanged.
+    ``.pth`` file changes them) are unchanged.  ``sys.executable`` is the program that really
+    runs when ``python`` is a wrapper script (a pyenv shim execs the real interpreter).
 
-    :returns: ``(sys_path, error)``; on failure the prefix's ``site-packages`` and a message.
+    :returns: ``(sys_path, executable, error)``; on failure the prefix's ``site-packages``,
+        ``None`` and a message.
     """
     import hashlib
 
@@ -71,13 +85,15 @@ def target_sys_path(
         "env": {k: environ.get(k) for k in _ENV_KEYS},
     }
     key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
-    cache_file = os.path.join(cache_dir, f"syspath-{key}.json") if cache_dir else None
+    cache_file = os.path.join(cache_dir, f"query-{key}.json") if cache_dir else None
     if cache_file:
         try:
             with open(cache_file, encoding="utf-8") as f:
                 data = json.load(f)
-            if all(_stat_key(p) == s for p, s in data["dirs"]):
-                return list(data["path"]), None
+            executable = data["executable"]
+            if all(_stat_key(p) == s for p, s in data["dirs"]) and (
+                    executable is None or _stat_key(executable) == data["executable_stat"]):
+                return list(data["path"]), executable, None
         except (OSError, ValueError, KeyError, TypeError):
             pass
     from envlock.target import ResolvedTarget, query_interpreter
@@ -86,17 +102,29 @@ def target_sys_path(
     info = query_interpreter(target, timeout=QUERY_TIMEOUT, environ=dict(environ))
     path = list(info.path)
     if info.status != "ok":
-        return path, f"could not ask {python} for sys.path ({info.error}); using {path}"
+        return path, None, f"could not ask {python} for sys.path ({info.error}); using {path}"
+    executable = info.executable or None
     if cache_file:
         try:
             os.makedirs(cache_dir, exist_ok=True)  # type: ignore[arg-type]
             tmp = cache_file + f".{os.getpid()}.tmp"
             with open(tmp, "w", encoding="utf-8") as f:
-                json.dump({"path": path, "dirs": [[p, _stat_key(p)] for p in path]}, f)
+                json.dump({"path": path, "dirs": [[p, _stat_key(p)] for p in path],
+                           "executable": executable,
+                           "executable_stat": _stat_key(executable) if executable else None}, f)
             os.replace(tmp, cache_file)
         except OSError:
             pass
-    return path, None
+    return path, executable, None
+
+
+def _is_elf(path: str) -> bool:
+    """Whether ``path`` starts with the ELF magic (a wrapper script does not)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
 
 
 def resolve_cached(
@@ -185,7 +213,8 @@ def runtime_check(
     """
     from envlock._run import run
 
-    res = run([python, "-c", RUNTIME_SCRIPT, module], timeout=IMPORT_TIMEOUT, env=dict(environ), cwd="/")
+    res = run([report.launcher or python, "-c", RUNTIME_SCRIPT, module], timeout=IMPORT_TIMEOUT,
+              env=dict(environ), cwd="/")
     if not res.ok:
         return {"status": res.status, "error": res.detail, "matched": [], "explained": [],
                 "unexplained": [], "not_loaded": []}
@@ -266,10 +295,12 @@ def render_text(report: LibsReport, *, check: dict[str, Any] | None = None) -> s
         if r.kind == "needed" and (r.requester, r.name) not in seen_req:
             seen_req.add((r.requester, r.name))
             children.setdefault(r.requester, []).append(r)
+    wrapper = f"; started by the wrapper {report.launcher}" if report.launcher else ""
     if report.target == report.python:
-        lines.append(f"target: {report.python} (the interpreter itself, as the main program)")
+        lines.append(f"target: {report.python} (the interpreter itself, as the main program{wrapper})")
     else:
-        lines.append(f"target: {report.python} importing {report.target}")
+        lines.append(f"target: {report.python} importing {report.target}"
+                     + (f" ({wrapper[2:]})" if wrapper else ""))
     env_bits = [f"LD_LIBRARY_PATH={cfg.ld_library_path}" if cfg.ld_library_path else "LD_LIBRARY_PATH unset",
                 f"LD_PRELOAD={cfg.ld_preload}" if cfg.ld_preload else "LD_PRELOAD unset"]
     lines.append(f"loader: glibc {'.'.join(map(str, cfg.glibc))}, {', '.join(env_bits)}, "
@@ -492,8 +523,14 @@ def _compute(
         from envlock.errors import TargetError
 
         raise TargetError(f"{target_prefix}: no interpreter (bin/python) in this environment")
-    sys_path, warn = target_sys_path(target_python, target_prefix, environ=environ, cache_dir=cache_dir)
+    sys_path, executable, warn = target_query(target_python, target_prefix, environ=environ,
+                                              cache_dir=cache_dir)
     err = f"warning: {warn}\n" if warn else ""
+    launcher = None
+    if executable and not _is_elf(target_python) and _is_elf(executable):
+        # A wrapper script (pyenv shim): the kernel runs its #! interpreter, which execs the
+        # real Python; that program, as sys.executable names it, is what the loader sees.
+        launcher, target_python = target_python, executable
     names = list(targets) or [target_python]
     documents = []
     chunks: list[str] = []
@@ -507,6 +544,10 @@ def _compute(
                                   extra_first=bool(extra), check_symbols=symbols)
 
         report = analyze()
+        if launcher:
+            import dataclasses
+
+            report = dataclasses.replace(report, launcher=launcher)
         check = None
         if runtime and mode == "import":
             check = runtime_check(report, target_python, name, environ=environ, reanalyze=analyze)

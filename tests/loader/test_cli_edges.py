@@ -124,6 +124,28 @@ def test_bad_ld_preload_entry_is_only_a_warning(build: Builder, tmp_path: Path, 
     assert doc["findings"][0]["cause"] == real.stderr.strip()
 
 
+def test_wrapper_script_interpreter_models_the_real_one(tmp_path: Path) -> None:
+    """A pyenv-style shim (a script that execs the real interpreter) is not modelled as the
+    program: the interpreter's own ``sys.executable`` is."""
+    real_exe = os.path.realpath(sys.executable)
+    shim = tmp_path / "shims" / "python3"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nexec "{real_exe}" "$@"\n')
+    shim.chmod(0o755)
+    cache = tmp_path / "cache"
+    result = _libs(["--python", str(shim), "--format", "json"], cache)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["findings"] == []
+    assert doc["python"] == real_exe and doc["launcher"] == str(shim)
+    assert doc["objects"][0]["path"] == real_exe and doc["objects"][0]["kind"] == "executable"
+    # the same through the caches (sys.path and executable cached together), and in text
+    again = _libs(["--python", str(shim)], cache)
+    assert again.exit_code == 0, again.output
+    assert again.output.splitlines()[0] == (f"target: {real_exe} (the interpreter itself, as the "
+                                            f"main program; started by the wrapper {shim})")
+
+
 def test_script_that_is_no_interpreter_says_so(tmp_path: Path) -> None:
     script = tmp_path / "notpython"
     script.write_text("#!/bin/sh\necho hello\n")
