@@ -529,6 +529,8 @@ def _searched_summary(res: Resolution, cfg: SearchConfig) -> list[str]:
     no_entry = (cfg.cache is not None and "/" not in res.name
                 and not any(a.rule == "ld.so.cache" for a in res.tried))
     for source, dirs in groups.items():
+        if res.tried and res.tried[0].rule == "slash":
+            break  # a path is opened, not searched: the tried lines say it all
         if source == "system search path" and no_entry:
             out.append(f"searched {cfg.cache.path}: no entry for {res.name}")  # type: ignore[union-attr]
             no_entry = False
@@ -641,7 +643,7 @@ def _findings(
             where = f"needed by {res.requester}" if res.kind == "needed" else (
                 f"dlopen'ed by {res.requester}" + (f" ({rt.when})" if rt else ""))
             places = [f"tried {a.path} ({a.source}): {a.outcome}" for a in res.tried
-                      if a.outcome != "absent"] + _searched_summary(res, cfg)
+                      if a.outcome != "absent" or a.rule == "slash"] + _searched_summary(res, cfg)
             err = res.error or ""
             bad = _fatal_attempt(res)
             if bad is not None:
@@ -717,7 +719,10 @@ def _findings(
                 id="runtime-not-found" if is_runtime else "not-found",
                 severity=("error" if (rt.required and copies) else "warning") if rt else "error",
                 title=f"{res.name} will not be found" + (f" ({rt.when})" if rt else ""),
-                cause=(f"{res.name} is {where}; the loader searched every place in order and "
+                cause=(f"{res.name} is {where}; the name contains a slash, so the loader opens "
+                       "exactly that path (no search), and there is no such file."
+                       if "/" in res.name else
+                       f"{res.name} is {where}; the loader searched every place in order and "
                        f"found no file named {res.name}. " + (note if copies else "")).strip(),
                 evidence=tuple(evidence), fix=tuple(fixes),
                 library=res.name, requester=res.requester))

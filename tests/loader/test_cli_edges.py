@@ -214,3 +214,20 @@ def test_bad_etc_ld_so_preload_entry_is_reported_like_glibc(build: Builder) -> N
         "ERROR: ld.so: object '/usr/lib/empty.so' from /etc/ld.so.preload cannot be preloaded "
         "(file too short): ignored."]
     assert [o.path for o in proc.objects if o.kind == "preload"] == []
+
+
+def test_missing_path_is_opened_not_searched(build: Builder, dlopen_prog: Path) -> None:
+    """Through the library API (the CLI rejects it first): a dlopen'ed path that does not
+    exist is one open, not a search; the finding says so and names no stray copies."""
+    missing = build.root / "gone" / "ext.so"
+    real = real_dlopen(dlopen_prog, str(missing))
+    assert real.error == f"{missing}: cannot open shared object file: No such file or directory"
+    report = analyze_module(sys.executable, str(missing), sys_path=[], env={}, runtime=False,
+                            owners=False)
+    res = next(r for r in report.requests if r.name == str(missing))
+    assert f"{missing}: {res.error}" == real.error
+    f = next(f for f in report.findings if f.id == "not-found")
+    assert "the name contains a slash, so the loader opens exactly that path" in f.cause
+    assert f.evidence[1:] == (f"tried {missing} (the name contains a slash): absent",)
+    assert f.fix == (f"{missing} does not exist: reinstall the package that should contain it, "
+                     "or correct the path.",)
