@@ -140,6 +140,8 @@ class LibsReport:
     :ivar runtime: the run-time dlopens resolved.
     :ivar findings: problems, most severe first.
     :ivar errors: problems of the analysis itself (unreadable module, …).
+    :ivar launcher: the wrapper script given as the interpreter (a pyenv shim), when
+        ``python`` is the real interpreter it runs (its ``sys.executable``); else ``None``.
     """
 
     python: str
@@ -151,6 +153,7 @@ class LibsReport:
     runtime: tuple[RuntimeResult, ...] = ()
     findings: tuple[Finding, ...] = ()
     errors: tuple[str, ...] = ()
+    launcher: str | None = None
 
     def closure(self, path: str) -> list[LibEntry]:
         """The objects reachable through DT_NEEDED from the object at ``path`` (itself first)."""
@@ -179,6 +182,7 @@ class LibsReport:
         return {
             "schema": SCHEMA,
             "python": self.python,
+            "launcher": self.launcher,
             "target": self.target,
             "files": list(self.files),
             "config": {
@@ -525,6 +529,8 @@ def _searched_summary(res: Resolution, cfg: SearchConfig) -> list[str]:
     no_entry = (cfg.cache is not None and "/" not in res.name
                 and not any(a.rule == "ld.so.cache" for a in res.tried))
     for source, dirs in groups.items():
+        if res.tried and res.tried[0].rule == "slash":
+            break  # a path is opened, not searched: the tried lines say it all
         if source == "system search path" and no_entry:
             out.append(f"searched {cfg.cache.path}: no entry for {res.name}")  # type: ignore[union-attr]
             no_entry = False
@@ -535,6 +541,63 @@ def _searched_summary(res: Resolution, cfg: SearchConfig) -> list[str]:
     if no_entry:
         out.append(f"searched {cfg.cache.path}: no entry for {res.name}")  # type: ignore[union-attr]
     return out
+
+
+#: What each :class:`~envlock.elf.ElfError` kind means, for the finding's cause.
+_ELF_ERROR_TEXT = {
+    "not-elf": "not an ELF file at all",
+    "truncated": "shorter than its own headers say (cut short)",
+    "corrupt": "inconsistent (its headers point outside the file)",
+    "unreadable": "not readable",
+}
+
+
+def _unreadable_finding(o: LoadedObject) -> Finding:
+    """``invalid-elf`` for a loaded object whose file could not be fully read as ELF."""
+    err = o.info.error
+    assert err is not None
+    what = _ELF_ERROR_TEXT.get(err.kind, err.kind)
+    requester = o.resolution.requester if o.resolution else None
+    evidence = [f"{o.path}: {err.message}"]
+    if o.kind == "executable":
+        head = b""
+        try:
+            with open(o.path, "rb") as f:
+                head = f.read(128)
+        except OSError:
+            pass
+        script = head.startswith(b"#!")
+        if script:
+            evidence.append(f"{o.path} starts with {head.splitlines()[0].decode('utf-8', 'replace')}")
+        return Finding(
+            id="invalid-elf", severity="error",
+            title=f"{o.path} is not an ELF program ({err.message})",
+            cause=(f"{o.path} is {what}"
+                   + ("; it is a script, so the kernel runs the interpreter its #! line names and "
+                      "the dynamic loader never sees this file." if script else
+                      "; the kernel cannot start it with the dynamic loader.")),
+            evidence=tuple(evidence),
+            fix=("Give --python the real interpreter (the file sys.executable names when the "
+                 "wrapper runs), so that its libraries can be modelled.",),
+            library=os.path.basename(o.path), requester=None)
+    return Finding(
+        id="invalid-elf", severity="error",
+        title=f"{o.path} is not a loadable shared object ({err.message})",
+        cause=(f"Its ELF header passes the loader's first checks, but the file is {what}; "
+               "mapping it fails."),
+        evidence=tuple(evidence),
+        fix=(f"Reinstall the package that owns {o.path} (a download or copy was cut short).",),
+        library=o.info.soname or os.path.basename(o.path), requester=requester)
+
+
+def _fatal_attempt(res: Resolution) -> Any:
+    """The file whose check stopped the search for ``res`` (glibc ``open_verify`` fails
+    with a fatal error: invalid ELF header, file too short, unreadable), or ``None``."""
+    for a in reversed(res.tried):
+        if a.outcome not in ("found", "absent") and not a.outcome.startswith(
+                ("wrong ELF class", "wrong machine")):
+            return a
+    return None
 
 
 def _search_dirs_of(tried: Sequence[Any]) -> list[str]:
@@ -569,6 +632,8 @@ def _findings(
 
     for res in proc.resolutions:
         rt = runtime_by_res.get(id(res))
+        if res.path is None and res.kind == "preload":
+            continue  # the loader prints an error and ignores the entry: preload-failed below
         if res.path is None:
             key = ("missing", res.name, res.requester)
             if key in seen:
@@ -578,20 +643,20 @@ def _findings(
             where = f"needed by {res.requester}" if res.kind == "needed" else (
                 f"dlopen'ed by {res.requester}" + (f" ({rt.when})" if rt else ""))
             places = [f"tried {a.path} ({a.source}): {a.outcome}" for a in res.tried
-                      if a.outcome != "absent"] + _searched_summary(res, cfg)
+                      if a.outcome != "absent" or a.rule == "slash"] + _searched_summary(res, cfg)
             err = res.error or ""
-            if "invalid ELF header" in err or "file too short" in err or err.endswith(
-                    ("not little-endian", "not big-endian", "OS ABI invalid", "can be loaded")):
-                bad = err.split(": ", 1)[0]
+            bad = _fatal_attempt(res)
+            if bad is not None:
                 out.append(Finding(
                     id="invalid-elf", severity="error",
                     title=f"{res.name}: the loader meets a file that is not a usable shared object",
-                    cause=(f"While searching for {res.name} ({where}) the loader opened {bad}, "
-                           f"which fails its checks ({err.split(': ', 1)[-1]}); this stops the "
+                    cause=(f"While searching for {res.name} ({where}) the loader opened {bad.path}, "
+                           f"which fails its checks ({bad.outcome}); this stops the "
                            "whole load instead of moving on."),
-                    evidence=(err, *places),
-                    fix=((f"Remove or rename {bad} (e.g. a linker script or a truncated copy), or "
-                          "make the directory of the real library come earlier in the search."),),
+                    evidence=(f"{bad.path}: {bad.outcome}", *places),
+                    fix=((f"Remove or rename {bad.path} (e.g. a linker script or a truncated copy)"
+                          + (", or make the directory of the real library come earlier in the "
+                             "search." if "/" not in res.name else ".")),),
                     library=res.name, requester=res.requester))
                 continue
             if err.startswith("wrong ELF class"):
@@ -620,8 +685,11 @@ def _findings(
                 continue
             if strays is None:
                 strays = _stray_dirs(sys_path, prefix, cfg.root)
-            copies = [os.path.join(d, res.name) for d in strays
-                      if os.path.exists(os.path.join(d, res.name)) and d not in tried_dirs]
+            # A name with a slash is not searched for, so copies elsewhere do not matter;
+            # only regular files (or links to them) count as copies.
+            copies = [] if "/" in res.name else [
+                os.path.join(d, res.name) for d in strays
+                if os.path.isfile(os.path.join(d, res.name)) and d not in tried_dirs]
             fixes = []
             evidence = [f"{res.name} {where}", *places]
             requester_obj = objects_by_path.get(res.requester)
@@ -635,7 +703,10 @@ def _findings(
                         ":$LD_LIBRARY_PATH" if cfg.ld_library_path else "")
                         + f"  (the loader would then find {c})")
                     break
-            if not fixes:
+            if not fixes and "/" in res.name:
+                fixes.append(f"{res.name} does not exist: reinstall the package that should "
+                             "contain it, or correct the path.")
+            elif not fixes:
                 fixes.append(f"Install the package that provides {res.name}, or add its directory "
                              "to LD_LIBRARY_PATH.")
             if rt and rt.framework == "cuda" and res.name == "libcuda.so.1":
@@ -648,7 +719,10 @@ def _findings(
                 id="runtime-not-found" if is_runtime else "not-found",
                 severity=("error" if (rt.required and copies) else "warning") if rt else "error",
                 title=f"{res.name} will not be found" + (f" ({rt.when})" if rt else ""),
-                cause=(f"{res.name} is {where}; the loader searched every place in order and "
+                cause=(f"{res.name} is {where}; the name contains a slash, so the loader opens "
+                       "exactly that path (no search), and there is no such file."
+                       if "/" in res.name else
+                       f"{res.name} is {where}; the loader searched every place in order and "
                        f"found no file named {res.name}. " + (note if copies else "")).strip(),
                 evidence=tuple(evidence), fix=tuple(fixes),
                 library=res.name, requester=res.requester))
@@ -723,15 +797,7 @@ def _findings(
     # Objects whose file is not (fully) readable ELF although its header passed.
     for o in proc.objects:
         if o.info.error is not None and o.kind != "interpreter":
-            out.append(Finding(
-                id="invalid-elf", severity="error",
-                title=f"{o.path} is not a loadable shared object ({o.info.error.message})",
-                cause=("Its ELF header passes the loader's first checks, but the file is "
-                       f"{o.info.error.kind}; mapping it fails."),
-                evidence=(f"{o.path}: {o.info.error.kind}: {o.info.error.message}",),
-                fix=("Reinstall the package that owns it (a download or copy was cut short).",),
-                library=o.info.soname or os.path.basename(o.path),
-                requester=o.resolution.requester if o.resolution else None))
+            out.append(_unreadable_finding(o))
 
     for msg in proc.preload_errors:
         out.append(Finding(id="preload-failed", severity="warning", title="an LD_PRELOAD entry is ignored",

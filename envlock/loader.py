@@ -461,6 +461,10 @@ class Process:
         try:
             with open(self._host(path), "rb") as f:
                 head = f.read(64)
+        except IsADirectoryError:
+            # open(2) succeeds on a directory and read(2) fails with EISDIR: a fatal
+            # open_verify error ("cannot read file data"), not a miss (glibc elf/dl-load.c).
+            return ("fatal", "cannot read file data: Is a directory")
         except OSError:
             return ("absent", "")
         v = check_ident(head, self.config.host)
@@ -777,7 +781,7 @@ class Process:
                 res, obj, is_new = self.map_object(p, main, kind="preload")
                 if obj is None:
                     # glibc prints the error string without the errno text.
-                    why = (res.error or "").split(": No such file", 1)[0]
+                    why = re.sub(r": (No such file or directory|Is a directory)$", "", res.error or "")
                     self.preload_errors.append(
                         f"ERROR: ld.so: object '{p}' from LD_PRELOAD cannot be preloaded "
                         f"({why}): ignored.")
@@ -788,7 +792,13 @@ class Process:
             for p in re.split(r"[ :\t\n]+", preload_root.strip()):
                 if p:
                     res, obj, is_new = self.map_object(p, main, kind="preload")
-                    if obj is not None and is_new:
+                    if obj is None:
+                        why = re.sub(r": (No such file or directory|Is a directory)$", "",
+                                     res.error or "")
+                        self.preload_errors.append(
+                            f"ERROR: ld.so: object '{p}' from /etc/ld.so.preload cannot be "
+                            f"preloaded ({why}): ignored.")
+                    elif is_new:
                         preloads.append(obj)
         new = self._load_deps([main, *preloads])
         self._check_versions([main, *preloads, *new])

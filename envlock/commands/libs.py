@@ -21,7 +21,7 @@ from envlock.commands._common import handle_errors, target_options
 if TYPE_CHECKING:
     from envlock.libanalysis import LibEntry, LibsReport
 
-__all__ = ["libs", "render_text", "render_why", "runtime_check", "target_sys_path"]
+__all__ = ["libs", "render_text", "render_why", "runtime_check", "target_query", "target_sys_path"]
 
 #: Seconds allowed for the target interpreter to report its sys.path.
 QUERY_TIMEOUT = 20.0
@@ -54,13 +54,27 @@ def _stat_key(path: str) -> list[int] | None:
 def target_sys_path(
     python: str, prefix: str, *, environ: Mapping[str, str], cache_dir: str | None,
 ) -> tuple[list[str], str | None]:
-    """The target interpreter's ``sys.path``, asked once (with a timeout) and cached.
+    """The target interpreter's ``sys.path`` (see :func:`target_query`).
+
+    :returns: ``(sys_path, error)``; on failure the prefix's ``site-packages`` and a message.
+    """
+    path, _executable, error = target_query(python, prefix, environ=environ, cache_dir=cache_dir)
+    return path, error
+
+
+def target_query(
+    python: str, prefix: str, *, environ: Mapping[str, str], cache_dir: str | None,
+) -> tuple[list[str], str | None, str | None]:
+    """The target interpreter's ``sys.path`` and ``sys.executable``, asked once (with a
+    timeout, :func:`envlock.target.query_interpreter`) and cached (``query-*.json``).
 
     The cached answer is reused only while the interpreter file, ``pyvenv.cfg``, the
     ``PYTHON*`` variables and the modification times of every ``sys.path`` directory (a new
-    ``.pth`` file changes them) are unchanged.
+    ``.pth`` file changes them) are unchanged.  ``sys.executable`` is the program that really
+    runs when ``python`` is a wrapper script (a pyenv shim execs the real interpreter).
 
-    :returns: ``(sys_path, error)``; on failure the prefix's ``site-packages`` and a message.
+    :returns: ``(sys_path, executable, error)``; on failure the prefix's ``site-packages``,
+        ``None`` and a message.
     """
     import hashlib
 
@@ -71,13 +85,15 @@ def target_sys_path(
         "env": {k: environ.get(k) for k in _ENV_KEYS},
     }
     key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
-    cache_file = os.path.join(cache_dir, f"syspath-{key}.json") if cache_dir else None
+    cache_file = os.path.join(cache_dir, f"query-{key}.json") if cache_dir else None
     if cache_file:
         try:
             with open(cache_file, encoding="utf-8") as f:
                 data = json.load(f)
-            if all(_stat_key(p) == s for p, s in data["dirs"]):
-                return list(data["path"]), None
+            executable = data["executable"]
+            if all(_stat_key(p) == s for p, s in data["dirs"]) and (
+                    executable is None or _stat_key(executable) == data["executable_stat"]):
+                return list(data["path"]), executable, None
         except (OSError, ValueError, KeyError, TypeError):
             pass
     from envlock.target import ResolvedTarget, query_interpreter
@@ -86,17 +102,29 @@ def target_sys_path(
     info = query_interpreter(target, timeout=QUERY_TIMEOUT, environ=dict(environ))
     path = list(info.path)
     if info.status != "ok":
-        return path, f"could not ask {python} for sys.path ({info.error}); using {path}"
+        return path, None, f"could not ask {python} for sys.path ({info.error}); using {path}"
+    executable = info.executable or None
     if cache_file:
         try:
             os.makedirs(cache_dir, exist_ok=True)  # type: ignore[arg-type]
             tmp = cache_file + f".{os.getpid()}.tmp"
             with open(tmp, "w", encoding="utf-8") as f:
-                json.dump({"path": path, "dirs": [[p, _stat_key(p)] for p in path]}, f)
+                json.dump({"path": path, "dirs": [[p, _stat_key(p)] for p in path],
+                           "executable": executable,
+                           "executable_stat": _stat_key(executable) if executable else None}, f)
             os.replace(tmp, cache_file)
         except OSError:
             pass
-    return path, None
+    return path, executable, None
+
+
+def _is_elf(path: str) -> bool:
+    """Whether ``path`` starts with the ELF magic (a wrapper script does not)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
 
 
 def resolve_cached(
@@ -185,7 +213,8 @@ def runtime_check(
     """
     from envlock._run import run
 
-    res = run([python, "-c", RUNTIME_SCRIPT, module], timeout=IMPORT_TIMEOUT, env=dict(environ), cwd="/")
+    res = run([report.launcher or python, "-c", RUNTIME_SCRIPT, module], timeout=IMPORT_TIMEOUT,
+              env=dict(environ), cwd="/")
     if not res.ok:
         return {"status": res.status, "error": res.detail, "matched": [], "explained": [],
                 "unexplained": [], "not_loaded": []}
@@ -266,10 +295,12 @@ def render_text(report: LibsReport, *, check: dict[str, Any] | None = None) -> s
         if r.kind == "needed" and (r.requester, r.name) not in seen_req:
             seen_req.add((r.requester, r.name))
             children.setdefault(r.requester, []).append(r)
+    wrapper = f"; started by the wrapper {report.launcher}" if report.launcher else ""
     if report.target == report.python:
-        lines.append(f"target: {report.python} (the interpreter itself, as the main program)")
+        lines.append(f"target: {report.python} (the interpreter itself, as the main program{wrapper})")
     else:
-        lines.append(f"target: {report.python} importing {report.target}")
+        lines.append(f"target: {report.python} importing {report.target}"
+                     + (f" ({wrapper[2:]})" if wrapper else ""))
     env_bits = [f"LD_LIBRARY_PATH={cfg.ld_library_path}" if cfg.ld_library_path else "LD_LIBRARY_PATH unset",
                 f"LD_PRELOAD={cfg.ld_preload}" if cfg.ld_preload else "LD_PRELOAD unset"]
     lines.append(f"loader: glibc {'.'.join(map(str, cfg.glibc))}, {', '.join(env_bits)}, "
@@ -279,13 +310,15 @@ def render_text(report: LibsReport, *, check: dict[str, Any] | None = None) -> s
         lines.append("interpreter start-up: " + ", ".join(os.path.basename(o.path) for o in startup))
     lines.append("")
     expanded: set[int] = set()
+    # A node is (text, children); nodes are built depth-first (the first request of an
+    # object expands it) and drawn afterwards, so that the connector of the last child
+    # *drawn* is └── even when later requests are not drawn.
+    Node = tuple[str, list[Any]]
 
-    def node(r: Any, prefix: str, last: bool, depth: int) -> None:
-        branch = "└── " if last else "├── "
+    def node(r: Any) -> Node | None:
         o = by_id.get(r.object_id) if r.object_id is not None else None
         if o is None:
-            lines.append(f"{prefix}{branch}{r.name} => NOT FOUND ({r.error})")
-            return
+            return (f"{r.name} => NOT FOUND ({r.error})", [])
         first = o.id not in expanded and o.name == r.name and o.requested_by == (r.requester or None) \
             and r.rule != "already-loaded"
         rule = _RULE_TEXT.get(r.rule or "", r.rule or "")
@@ -294,15 +327,21 @@ def render_text(report: LibsReport, *, check: dict[str, Any] | None = None) -> s
         shown = r.name if r.name == o.path else f"{r.name} => {o.path}"
         if not first:
             if o.stage == "startup" or o.kind == "interpreter" or o.rule in ("ld.so.cache", "default"):
-                return  # system libraries seen before: not repeated (see --why or JSON)
+                return None  # system libraries seen before: not repeated (see --why or JSON)
             how = "already loaded" if r.rule == "already-loaded" else f"{rule}, same file already loaded"
-            lines.append(f"{prefix}{branch}{shown}  [{how}]")
-            return
+            return (f"{shown}  [{how}]", [])
         expanded.add(o.id)
-        lines.append(f"{prefix}{branch}{shown}  [{rule}]{_label(o)}")
-        kids = children.get(o.path, [])
-        for i, k in enumerate(kids):
-            node(k, prefix + ("    " if last else "│   "), i == len(kids) - 1, depth + 1)
+        kids = [n for n in (node(k) for k in children.get(o.path, [])) if n is not None]
+        return (f"{shown}  [{rule}]{_label(o)}", kids)
+
+    def draw(nodes: list[Node], prefix: str) -> None:
+        for i, (text, kids) in enumerate(nodes):
+            last = i == len(nodes) - 1
+            lines.append(f"{prefix}{'└── ' if last else '├── '}{text}")
+            draw(kids, prefix + ("    " if last else "│   "))
+
+    def grow(requests: list[Any]) -> list[Node]:
+        return [n for n in (node(r) for r in requests) if n is not None]
 
     roots = [r for r in report.requests if r.kind == "dlopen" and r.requester and
              not any(r is rt.resolution for rt in report.runtime)]
@@ -311,20 +350,14 @@ def render_text(report: LibsReport, *, check: dict[str, Any] | None = None) -> s
                     or r.object_id is None]
     if import_roots:
         lines.append(f"import {report.target}")
-        for i, r in enumerate(import_roots):
-            o = by_id.get(r.object_id) if r.object_id is not None else None
-            if o is not None and o.via and i and (by_id.get(import_roots[i - 1].object_id) or o).via != o.via:
-                pass
-            node(r, "", i == len(import_roots) - 1, 0)
+        draw(grow(import_roots), "")
         notes = list(dict.fromkeys(o.via for o in objs if o.stage == "import" and o.via))
         for n in notes:
             lines.append(f"  note: {n}")
     elif report.files and objs:
         main = objs[0]
         lines.append(f"{main.path}")
-        kids = children.get(main.path, [])
-        for i, k in enumerate(kids):
-            node(k, "", i == len(kids) - 1, 1)
+        draw(grow(children.get(main.path, [])), "")
     if not report.files and not report.errors:
         lines.append(f"{report.target} has no extension modules: importing it loads no shared "
                      "object beyond the interpreter's (name an extension module to see its own).")
@@ -425,6 +458,7 @@ def libs(
     well-known run-time dlopens (libcuda.so.1, cuDNN sub-libraries). Nothing is imported
     unless --runtime is given.
     """
+    _check_arguments(targets, why)
     environ = dict(os.environ)
     if no_cache or runtime:
         out, err, code = _compute(targets, python, prefix, fmt, why, runtime, no_cache, environ, symbols)
@@ -453,6 +487,27 @@ def libs(
         sys.exit(code)
 
 
+def _check_arguments(targets: Sequence[str], why: str | None) -> None:
+    """Reject arguments that cannot name anything: an empty ``--why``, a FILE (an argument
+    with a slash or ending in ``.so``) that does not exist or is a directory.
+
+    :raises TargetError: (shown as one ``Error:`` line, exit status 2).
+    """
+    from envlock.errors import TargetError
+
+    if why is not None and not why.strip():
+        raise TargetError("--why needs a SONAME or file name (got an empty string)")
+    for name in targets:
+        if not name.strip():
+            raise TargetError("an empty MODULE|FILE argument")
+        if "/" not in name and not name.endswith(".so"):
+            continue
+        if os.path.isdir(name):
+            raise TargetError(f"{name}: is a directory, not a shared object")
+        if not os.path.exists(name):
+            raise TargetError(f"{name}: no such file")
+
+
 def _compute(
     targets: tuple[str, ...], python: str | None, prefix: str | None, fmt: str, why: str | None,
     runtime: bool, no_cache: bool, environ: dict[str, str], symbols: bool = False,
@@ -468,8 +523,14 @@ def _compute(
         from envlock.errors import TargetError
 
         raise TargetError(f"{target_prefix}: no interpreter (bin/python) in this environment")
-    sys_path, warn = target_sys_path(target_python, target_prefix, environ=environ, cache_dir=cache_dir)
+    sys_path, executable, warn = target_query(target_python, target_prefix, environ=environ,
+                                              cache_dir=cache_dir)
     err = f"warning: {warn}\n" if warn else ""
+    launcher = None
+    if executable and not _is_elf(target_python) and _is_elf(executable):
+        # A wrapper script (pyenv shim): the kernel runs its #! interpreter, which execs the
+        # real Python; that program, as sys.executable names it, is what the loader sees.
+        launcher, target_python = target_python, executable
     names = list(targets) or [target_python]
     documents = []
     chunks: list[str] = []
@@ -483,6 +544,10 @@ def _compute(
                                   extra_first=bool(extra), check_symbols=symbols)
 
         report = analyze()
+        if launcher:
+            import dataclasses
+
+            report = dataclasses.replace(report, launcher=launcher)
         check = None
         if runtime and mode == "import":
             check = runtime_check(report, target_python, name, environ=environ, reanalyze=analyze)

@@ -69,8 +69,9 @@ def test_json_document_shape(build: Builder) -> None:
     report = analyze_module(sys.executable, "torch", sys_path=[str(site)], env={})
     doc = json.loads(json.dumps(report.to_json()))
     assert doc["schema"] == SCHEMA == 1
-    assert set(doc) == {"schema", "python", "target", "files", "config", "objects", "requests",
-                        "runtime", "findings", "errors"}
+    assert set(doc) == {"schema", "python", "launcher", "target", "files", "config", "objects",
+                        "requests", "runtime", "findings", "errors"}
+    assert doc["launcher"] is None
     assert doc["files"] == [f"{site}/torch/_C.{EXT}"]
     obj = next(o for o in doc["objects"] if o["soname"] == "libcudnn.so.9")
     assert obj["owner"] == {"kind": "pip", "name": "nvidia-cudnn-cu12", "version": "9.1.0.70"}
