@@ -241,7 +241,7 @@ def _simd(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explana
 def _threads(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explanation]:
     names = set(kb.rules.get("threads", {}).get("vars", ()))
     env = [c for c in changes if c.area == "env" and c.key in names]
-    cores = [c for c in changes if c.component == "cores"]
+    cores = [c for c in changes if c.component == "thread-count" and c.area != "env"]
     unset = any(("env", n) not in f for n in ("OMP_NUM_THREADS",) for f in (a.facts, b.facts))
     if not env and not (cores and unset):
         return []

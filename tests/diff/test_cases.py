@@ -98,7 +98,22 @@ def test_c09_core_count_matters_only_without_thread_settings(write) -> None:
     fixed = {"OMP_NUM_THREADS": "4"}
     result = _pair(write, build_manifest(usable_cores=40, env=fixed),
                    build_manifest(usable_cores=8, env=fixed))
-    assert result.explanations[0].id == "cores"
+    assert result.explanations[0].id == "thread-count"
+
+
+def test_c09_every_thread_count_variable_is_a_thread_count(write) -> None:
+    # MKL/OpenBLAS/BLIS/… thread counts set alone, without OMP_NUM_THREADS: same class and
+    # component as OMP_NUM_THREADS, and explained by the thread rule.
+    names = ["MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS",
+             "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS", "GOTO_NUM_THREADS"]
+    for name in names:
+        result = _pair(write, build_manifest(env={name: "8"}), build_manifest(env={name: "1"}))
+        [change] = result.changes
+        assert (change.component, change.cls) == ("thread-count", "numerical-core"), name
+        assert result.explanations[0].title == f"thread counts differ: {name} 8 → 1"
+    omp = _pair(write, build_manifest(env={"OMP_NUM_THREADS": "8"}),
+                build_manifest(env={"OMP_NUM_THREADS": "1"})).changes[0]
+    assert (omp.component, omp.cls) == ("thread-count", "numerical-core")
 
 
 def test_c10_blas_vendor_outranks_version_bumps(write) -> None:
