@@ -48,9 +48,14 @@ def _code_rows(result: PairDiff | ManyDiff) -> list[dict[str, Any]]:
                 if vals[0] is not None:
                     parts.append(_SAME[what].format(_short(distinct[0])))
                 continue
-            if what != "branch":
+            tracked_same = what == "untracked" and not row["differs"] and _clean_or_hashed(
+                [f.get(("code", f"{scope}.uncommitted")) for f in facts])
+            if what != "branch" and not tracked_same:
                 row["differs"] = True
-            if len(vals) == 2:  # noqa: PLR2004
+            if len(vals) == 2 and tracked_same:  # noqa: PLR2004
+                parts.append(f"untracked files {display(vals[0])} → {display(vals[1])} "
+                             "(new manifests count too)")
+            elif len(vals) == 2:  # noqa: PLR2004
                 parts.append(f"{_WHAT[what]} differ: {_short(display(vals[0]))} → "
                              f"{_short(display(vals[1]))}")
             else:
@@ -64,6 +69,13 @@ def _code_rows(result: PairDiff | ManyDiff) -> list[dict[str, Any]]:
         row["text"] = "; ".join(parts)
         rows.append(row)
     return rows
+
+
+def _clean_or_hashed(values: list[Any]) -> bool:
+    """Whether every input has the same known uncommitted state (clean, or one diff hash)."""
+    first = values[0]
+    return isinstance(first, str) and all(v == first for v in values) and (
+        first == "none" or first.startswith("sha256:"))
 
 
 _SAME = {"commit": "same commit {}", "uncommitted": "same uncommitted changes ({})",

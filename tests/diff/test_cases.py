@@ -177,3 +177,61 @@ def test_c14_no_tf32_rule_from_torch_1_12(write) -> None:
     result = _pair(write, build_manifest(conda=rows, stack=gpu_table("RTX 3090", "8.6")),
                    build_manifest(conda=rows, stack=gpu_table("GTX 1080 Ti", "6.1")))
     assert result.explanations[0].id == "gpu-arch:gpu:compute-capability"
+
+
+def _repo(untracked: int, **kw) -> "GitInfo":  # noqa: ANN003
+    from envlock.manifest import GitInfo
+
+    state = {"commit": "9" * 40, "dirty": False, **kw}
+    return GitInfo(source="git", path="/home/ana/proj", branch="main",
+                   describe="v0.3-4-g9999999", untracked=untracked, **state)
+
+
+def test_c09_new_manifest_in_the_repo_is_not_the_code(write) -> None:
+    # `envlock snapshot -o a.toml; OMP_NUM_THREADS=1 envlock snapshot -o b.toml`: a.toml is
+    # untracked when b.toml is taken, so b records one more untracked file.
+    a = build_manifest(git=_repo(3))
+    b = build_manifest(git=_repo(4), env={"OMP_NUM_THREADS": "1"})
+    result = _pair(write, a, b)
+    assert [e.id for e in result.explanations] == ["threads", "untracked"]
+    assert result.explanations[0].title == "thread counts differ: OMP_NUM_THREADS unset → 1"
+    low = result.explanations[1]
+    assert low.cls == "plumbing"
+    assert low.title == ("untracked files in the repository: 3 → 4 (same commit, same "
+                         "uncommitted changes)")
+    from envlock.diff.render import to_json
+
+    [row] = to_json(result)["code"]
+    assert row["differs"] is False
+    assert row["text"] == ("same commit 999999999999; same uncommitted changes (none); "
+                           "untracked files 3 → 4 (new manifests count too); branch main")
+
+
+def test_c05_new_manifest_ranks_below_cpu_vs_cuda_torch(write) -> None:
+    rows = [r for r in CONDA_PACKAGES if r[0] != "pytorch"]
+    diff_hash = "c" * 64
+    cpu = build_manifest(conda=[*rows, ("pytorch", "2.1.2", "cpu_py311h6d93b4c_0")],
+                         git=_repo(3, dirty=True, diff_sha256=diff_hash))
+    cuda = build_manifest(conda=[*rows, ("pytorch", "2.1.2", "cuda120_py311h25b6552_301")],
+                          git=_repo(4, dirty=True, diff_sha256=diff_hash))
+    result = _pair(write, cpu, cuda)
+    assert [e.id for e in result.explanations] == ["torch-variant", "untracked"]
+
+
+def test_c13_commit_change_still_ranks_first_with_untracked_change(write) -> None:
+    a = build_manifest(git=_repo(3))
+    b = build_manifest(git=_repo(4, commit="8" * 40), env={"OMP_NUM_THREADS": "1"})
+    result = _pair(write, a, b)
+    top = result.explanations[0]
+    assert top.id == "code"
+    assert top.title == ("the code differs: the repository: commit 999999999999 → "
+                         "888888888888; untracked 3 → 4")
+
+
+def test_untracked_with_unhashed_dirty_trees_is_still_the_code(write) -> None:
+    # both dirty, no diff hash recorded: the tracked code is not known to be the same
+    a = build_manifest(git=_repo(3, dirty=True))
+    b = build_manifest(git=_repo(4, dirty=True))
+    result = _pair(write, a, b)
+    assert result.explanations[0].id == "code"
+    assert result.explanations[0].title == "the code differs: the repository: untracked 3 → 4"
