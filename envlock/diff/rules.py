@@ -298,7 +298,14 @@ def _plainv(v: Any) -> str:
     return v.version if isinstance(v, Pkg) and v.version else display(v)
 
 
+#: rank of a fact from a table without an extractor (raw generic keys): below every
+#: explained class of the shipped model (plumbing is 20), above tooling (0).
+GENERIC_RANK = 10
+
+
 def _score(kb: KB, c: Change) -> int:
+    if c.generic:
+        return GENERIC_RANK * 10 + kb.sizes.get(c.size, 1)
     comp = kb.component(c.area, c.key)
     if c.size == "build" and comp.build_size is not None:
         return kb.rank(c.cls) * 10 + int(comp.build_size)
