@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from envlock.diff import diff
 from envlock.diff.engine import PairDiff
+from envlock.manifest import GitInfo
 
 from .conftest import (
     AVX2,
@@ -179,9 +180,7 @@ def test_c14_no_tf32_rule_from_torch_1_12(write) -> None:
     assert result.explanations[0].id == "gpu-arch:gpu:compute-capability"
 
 
-def _repo(untracked: int, **kw) -> "GitInfo":  # noqa: ANN003
-    from envlock.manifest import GitInfo
-
+def _repo(untracked: int, **kw) -> GitInfo:  # noqa: ANN003
     state = {"commit": "9" * 40, "dirty": False, **kw}
     return GitInfo(source="git", path="/home/ana/proj", branch="main",
                    describe="v0.3-4-g9999999", untracked=untracked, **state)

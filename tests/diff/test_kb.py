@@ -68,29 +68,29 @@ CASES = [
     ("positional-empty", 'schema = 1\n[rules.threads]\ndo = "Set {} to 1"\n',
      "positional placeholder {} in 'rules.threads.do'; use a named one ({what})"),
     ("unknown-placeholder", 'schema = 1\n[rules.blas-vendor]\ntitle = "BLAS {vendor}"\n',
-     "unknown placeholder {vendor} in 'rules.blas-vendor.title' (known: {a}, {b}, {la}, "
-     "{lb})"),
+     ("unknown placeholder {vendor} in 'rules.blas-vendor.title' (known: {a}, {b}, {la}, "
+     "{lb})")),
     ("unbalanced", _component(why='"costs {a"'),
      "bad placeholder in 'component[0].why': expected '}' before end of string"),
     ("why-int", _component(why="3"), "expected a string in 'component[0].why', got an integer"),
     ("torch-spec", 'schema = 1\n[rules.tf32]\ntorch = "not a specifier"\n',
-     "'rules.tf32.torch' is not a version specifier (PEP 440, e.g. \">=1.7,<1.12\"): "
-     "'not a specifier'"),
+     ("'rules.tf32.torch' is not a version specifier (PEP 440, e.g. \">=1.7,<1.12\"): "
+     "'not a specifier'")),
     ("rank-str", 'schema = 1\n[classes.lab]\nrank = "high"\n',
      "expected an integer in 'classes.lab.rank', got a string ('high')"),
     ("rank-range", 'schema = 1\n[classes.lab]\nrank = 500\n',
      "expected an integer from 0 to 100 in 'classes.lab.rank', got 500"),
     ("unknown-rule", 'schema = 1\n[rules.mine]\ntitle = "x"\n',
-     "unknown rule 'rules.mine' (envlock implements: blas-vendor, code, simd, tf32, threads, "
-     "torch-variant, untracked)"),
+     ("unknown rule 'rules.mine' (envlock implements: blas-vendor, code, simd, tf32, threads, "
+     "torch-variant, untracked)")),
     ("no-tables", 'schema = 1\n', "no impact-model table"),
     ("components-table", 'schema = 1\n[component]\nid = "x"\n',
      "expected an array of tables ([[component]]) in 'component', got a table"),
     ("needs-match", 'schema = 1\n[[component]]\nid = "x"\nclass = "other"\n',
      "'component[0]' needs id, class and match (lacks match)"),
     ("typo", _component().replace("why =", "whyy ="),
-     "unknown key 'component[0].whyy' (expected one of: build-size, class, do, group, id, "
-     "match, title, why)"),
+     ("unknown key 'component[0].whyy' (expected one of: build-size, class, do, group, id, "
+     "match, title, why)")),
 ]
 
 
@@ -153,3 +153,12 @@ def test_shipped_model_passes_its_own_validation() -> None:
     validate(_shipped(), "impact.toml")
     with pytest.raises(ManifestError, match=r"^x\.toml: expected a table in 'sizes'"):
         validate({"sizes": [1]}, "x.toml")
+
+
+def test_thread_count_component_and_threads_rule_name_the_same_variables() -> None:
+    kb = load_kb()
+    comp = next(c for c in kb.components if c.id == "thread-count")
+    env = {p.split(":", 1)[1] for p in comp.patterns if p.startswith("env:")}
+    assert env == set(kb.rules["threads"]["vars"])
+    for name in env:
+        assert kb.component("env", name).id == "thread-count"
