@@ -196,6 +196,8 @@ def test_c09_new_manifest_in_the_repo_is_not_the_code(write) -> None:
     assert result.explanations[0].title == "thread counts differ: OMP_NUM_THREADS unset → 1"
     low = result.explanations[1]
     assert low.cls == "plumbing"
+    assert [(c.key, c.component, c.cls) for c in low.changes] == [
+        ("repository.untracked", "untracked", "plumbing")]
     assert low.title == ("untracked files in the repository: 3 → 4 (same commit, same "
                          "uncommitted changes)")
     from envlock.diff.render import to_json
