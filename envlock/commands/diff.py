@@ -40,7 +40,8 @@ def diff(inputs: tuple[str, ...], fmt: str, only: tuple[str, ...], ignore: tuple
     stands for the *.toml manifests in it.  With three or more inputs each is compared with the
     majority, and the inputs that deviate are named.
 
-    Exit status: 0 identical, 1 different, 2 error.
+    Exit status (as diff(1)): 0 identical, 1 different, 2 trouble: an unreadable or invalid
+    input, or inputs with no fact in common to compare.
     """
     from envlock.diff import diff as run_diff  # noqa: PLC0415
     from envlock.diff import render  # noqa: PLC0415

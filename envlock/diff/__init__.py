@@ -25,7 +25,12 @@ from envlock.diff.facts import FactSet, areas_of, extract
 from envlock.diff.impact import KB, load_kb
 from envlock.errors import EnvlockError, ManifestError
 
-__all__ = ["diff", "load_inputs", "expand_paths", "PairDiff", "ManyDiff", "FactSet"]
+
+class NothingToCompareError(EnvlockError):
+    """The inputs share no fact that could be compared: not "identical" (exit status 2)."""
+
+__all__ = ["diff", "load_inputs", "expand_paths", "PairDiff", "ManyDiff", "FactSet",
+           "NothingToCompareError"]
 
 
 PathLike = str | os.PathLike[str]
@@ -58,15 +63,19 @@ def load_inputs(paths: Sequence[PathLike], kb: KB) -> list[FactSet]:
     The label of a manifest is its ``[envlock] host`` (for many node manifests), else the
     file name; repeated labels get the path appended.
 
-    :raises ManifestError: an input is unreadable, empty, malformed or of unknown format.
+    :raises ManifestError: an input is unreadable, empty, malformed or of unknown format, or a
+        value diff reads has the wrong type (:func:`envlock.diff.shape.check`).
     :raises ManifestVersionError: a manifest has a newer schema.
     """
     from envlock.diff import foreign  # noqa: PLC0415
+    from envlock.diff.shape import check as check_shape  # noqa: PLC0415
 
     sets = []
     many = len(paths) > 2  # noqa: PLR2004
     for p in paths:
         kind, data, listing = foreign.read(p)
+        if kind == "manifest":
+            check_shape(data, os.fspath(p))
         head = data.get("envlock") if isinstance(data.get("envlock"), dict) else {}
         label = str(head.get("host")) if many and head.get("host") else os.path.basename(p)
         sets.append(extract(data, label=label, path=os.fspath(p), kind=kind, aliases=kb.aliases,
@@ -86,6 +95,8 @@ def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),
     :returns: a :class:`PairDiff` for two inputs, a :class:`ManyDiff` for more.
     :raises ManifestError: fewer than two inputs, or an input cannot be read.
     :raises EnvlockError: ``only`` names an area none of the inputs has.
+    :raises NothingToCompareError: no fact could be compared (no table both inputs record,
+        or all of them filtered out): that is not "identical", so it is an error.
     """
     files = expand_paths(paths)
     if len(files) < 2:  # noqa: PLR2004
@@ -97,7 +108,22 @@ def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),
     if unknown:
         raise EnvlockError(f"unknown area {unknown[0]!r} for --only (these inputs have: "
                            f"{', '.join(known)})")
-    ignore = [*kb.noise, *ignore]
+    globs = [*kb.noise, *ignore]
     if len(sets) == 2:  # noqa: PLR2004
-        return compare_pair(sets[0], sets[1], kb, only=only, ignore=ignore)
-    return compare_many(sets, kb, only=only, ignore=ignore)
+        result: PairDiff | ManyDiff = compare_pair(sets[0], sets[1], kb, only=only, ignore=globs)
+        compared = result.changes or result.identical or result.unlisted
+    else:
+        result = compare_many(sets, kb, only=only, ignore=globs)
+        compared = result.varying or result.identical
+    if not compared:
+        raise NothingToCompareError(_nothing(files, result.not_compared, only, ignore))
+    return result
+
+
+def _nothing(files: Sequence[str], not_compared: Sequence[tuple[str, str]],
+             only: Sequence[str], ignore: Sequence[str]) -> str:
+    names = ", ".join(os.path.basename(f) for f in files)
+    why = "; ".join(f"{area}: {reason}" for area, reason in not_compared)
+    filters = " after --only/--ignore" if only or ignore else ""
+    return (f"nothing to compare: {names} have no fact in common{filters}"
+            + (f" (not compared: {why})" if why else " (no table envlock diff reads)"))

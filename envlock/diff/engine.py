@@ -28,6 +28,7 @@ class Change:
     :ivar size: :func:`envlock.diff.impact.change_size` of it.
     :ivar component, cls: what the impact model says it is.
     :ivar majority_count: in a many-input diff, how many inputs have value ``a``.
+    :ivar generic: the fact comes from a table without an extractor (flattened generically).
     """
 
     area: str
@@ -37,6 +38,7 @@ class Change:
     component: str
     cls: str
     majority_count: int | None = None
+    generic: bool = False
 
 
 @dataclass
@@ -144,7 +146,8 @@ def compare_pair(a: FactSet, b: FactSet, kb: KB, *, only: Sequence[str] = (),
         comp = kb.component(*key)
         size = change_size(va, vb)
         changes.append(Change(area, key[1], (va, vb), size, comp.id, comp.cls,
-                              counts.get(key) if counts else None))
+                              counts.get(key) if counts else None,
+                              area in a.generic or area in b.generic))
     order = {x: i for i, x in enumerate(areas)}
     changes.sort(key=lambda c: (order.get(c.area, 99), c.key))
     explanations = rules.explain(a, b, changes, kb)
@@ -189,7 +192,8 @@ def compare_many(inputs: Sequence[FactSet], kb: KB, *, only: Sequence[str] = (),
             odd = {s.label: s.facts.get(key) for s in holders if s.facts.get(key) != value}
             varying.append((key[0], key[1], value, count, odd))
     majority = FactSet(label="the majority", path="", kind="majority", facts=facts,
-                       areas=majority_areas)
+                       areas=majority_areas,
+                       generic={a for s in inputs for a in s.generic})
     deviants = []
     for s in inputs:
         if any(s.label in odd for *_, odd in varying):

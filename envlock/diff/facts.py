@@ -107,6 +107,8 @@ class FactSet:
         ``"error: …"``).
     :ivar listing: for ``"package"``: ``"complete"`` when a package absent from the input is
         really not installed, ``"partial"`` when the input only lists some (requirements).
+    :ivar generic: areas of tables without an extractor, flattened generically (raw keys such
+        as ``resolved[libgomp.so.1].realpath``); their facts rank below classified ones.
     """
 
     label: str
@@ -115,6 +117,7 @@ class FactSet:
     facts: dict[tuple[str, str], Any] = field(default_factory=dict)
     areas: dict[str, str] = field(default_factory=dict)
     listing: str = "complete"
+    generic: set[str] = field(default_factory=set)
 
 
 # -- extractors ---------------------------------------------------------------------------
@@ -313,6 +316,8 @@ def extract(data: Mapping[str, Any], *, label: str, path: str, kind: str = "mani
         body = data[table]
         if table in _SKIP or not isinstance(body, Mapping):
             continue
+        if table not in EXTRACTORS:
+            fs.generic.add(table)
         area, fn = EXTRACTORS.get(table, (table, _generic(table)))
         status = body.get("status", "ok")
         if status not in ("ok", "absent"):

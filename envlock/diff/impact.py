@@ -119,33 +119,28 @@ class KB:
 
 
 def _read_toml(path: str) -> dict[str, Any]:
+    from envlock._toml import read_text  # noqa: PLC0415
     from envlock.diff.foreign import parse_toml  # noqa: PLC0415
+    from envlock.diff.kbcheck import validate  # noqa: PLC0415
 
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise ManifestError(f"{path}: cannot read ({exc.strerror})") from None
-    data = parse_toml(text, path)
+    data = parse_toml(read_text(path), path)
+    validate(data, path)
     schema = data.get("schema", 1)
     if schema != 1:
         raise ManifestError(f"{path}: impact model schema {schema!r} is not supported (1)")
     return data
 
 
-def _components(data: Mapping[str, Any], where: str) -> list[Component]:
+def _components(data: Mapping[str, Any]) -> list[Component]:
+    """The ``[[component]]`` entries of a file checked by :func:`envlock.diff.kbcheck.validate`."""
     out = []
-    for i, c in enumerate(data.get("component") or ()):
-        try:
-            patterns = c["match"]
-            out.append(Component(
-                id=str(c["id"]), cls=str(c["class"]),
-                patterns=tuple(patterns if isinstance(patterns, list) else [patterns]),
-                why=str(c.get("why", "")), do=str(c.get("do", "")), title=str(c.get("title", "")),
-                group=bool(c.get("group", False)), build_size=c.get("build-size")))
-        except (KeyError, TypeError):
-            raise ManifestError(
-                f"{where}: component {i + 1} needs id, class and match") from None
+    for c in data.get("component") or ():
+        patterns = c["match"]
+        out.append(Component(
+            id=c["id"], cls=c["class"],
+            patterns=tuple(patterns if isinstance(patterns, list) else [patterns]),
+            why=c.get("why", ""), do=c.get("do", ""), title=c.get("title", ""),
+            group=c.get("group", False), build_size=c.get("build-size")))
     return out
 
 
@@ -159,15 +154,17 @@ def load_kb(extra: Iterable[str | os.PathLike[str]] = ()) -> KB:
     """Load the shipped model and any extra files (later files take precedence).
 
     :param extra: paths of ``--kb`` files, same layout as ``envlock/data/impact.toml``.
-    :raises ManifestError: a file is unreadable, malformed, of another schema, or a component
-        lacks ``id``/``class``/``match``, or names an unknown class.
+    :raises ManifestError: a file is unreadable, not UTF-8, empty, malformed, of another
+        schema, not laid out as an impact model (:func:`envlock.diff.kbcheck.validate`: wrong
+        value types, unknown rules or placeholders, bad specifiers), or a component or rule
+        names an unknown class; the message names the file and the key path.
     """
     base = _shipped()
     classes = {k: dict(v) for k, v in base["classes"].items()}
     sizes = dict(base["sizes"])
     aliases = dict(base.get("aliases", {}))
     rules = {k: dict(v) for k, v in base.get("rules", {}).items()}
-    components = _components(base, "impact.toml")
+    components = _components(base)
     noise = list(base.get("noise", {}).get("patterns", []))
     for path in extra:
         data = _read_toml(os.fspath(path))
@@ -177,11 +174,16 @@ def load_kb(extra: Iterable[str | os.PathLike[str]] = ()) -> KB:
         aliases.update({_norm(k): _norm(v) for k, v in data.get("aliases", {}).items()})
         for k, v in data.get("rules", {}).items():
             rules.setdefault(k, {}).update(v)
-        components = _components(data, str(path)) + components
+        components = _components(data) + components
         noise += list(data.get("noise", {}).get("patterns", []))
-    for c in components:
-        if c.cls not in classes:
-            raise ManifestError(f"component {c.id!r} names unknown class {c.cls!r}")
+        for i, c in enumerate(data.get("component") or ()):
+            if c["class"] not in classes:
+                raise ManifestError(f"{path}: 'component[{i}].class' names unknown class "
+                                    f"{c['class']!r} (known: {', '.join(sorted(classes))})")
+        for rid, body in data.get("rules", {}).items():
+            if body.get("class", "numerical-core") not in classes:
+                raise ManifestError(f"{path}: 'rules.{rid}.class' names unknown class "
+                                    f"{body['class']!r} (known: {', '.join(sorted(classes))})")
     return KB(classes, sizes, aliases, rules, components, noise)
 
 

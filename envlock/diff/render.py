@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from envlock.diff.engine import Change, Explanation, ManyDiff, PairDiff
-from envlock.diff.facts import display
+from envlock.diff.facts import Pkg, display
 
-__all__ = ["to_json", "render_json", "render_markdown", "render_text", "JSON_SCHEMA"]
+__all__ = ["to_json", "render_json", "render_markdown", "render_text", "JSON_SCHEMA",
+           "layout_columns", "ellipsize", "compact_values"]
 
 #: version of the JSON output layout (``"schema"`` key).
 JSON_SCHEMA = 1
@@ -48,9 +49,14 @@ def _code_rows(result: PairDiff | ManyDiff) -> list[dict[str, Any]]:
                 if vals[0] is not None:
                     parts.append(_SAME[what].format(_short(distinct[0])))
                 continue
-            if what != "branch":
+            tracked_same = what == "untracked" and not row["differs"] and _clean_or_hashed(
+                [f.get(("code", f"{scope}.uncommitted")) for f in facts])
+            if what != "branch" and not tracked_same:
                 row["differs"] = True
-            if len(vals) == 2:  # noqa: PLR2004
+            if len(vals) == 2 and tracked_same:  # noqa: PLR2004
+                parts.append(f"untracked files {display(vals[0])} → {display(vals[1])} "
+                             "(new manifests count too)")
+            elif len(vals) == 2:  # noqa: PLR2004
                 parts.append(f"{_WHAT[what]} differ: {_short(display(vals[0]))} → "
                              f"{_short(display(vals[1]))}")
             else:
@@ -64,6 +70,13 @@ def _code_rows(result: PairDiff | ManyDiff) -> list[dict[str, Any]]:
         row["text"] = "; ".join(parts)
         rows.append(row)
     return rows
+
+
+def _clean_or_hashed(values: list[Any]) -> bool:
+    """Whether every input has the same known uncommitted state (clean, or one diff hash)."""
+    first = values[0]
+    return isinstance(first, str) and all(v == first for v in values) and (
+        first == "none" or first.startswith("sha256:"))
 
 
 _SAME = {"commit": "same commit {}", "uncommitted": "same uncommitted changes ({})",
@@ -216,38 +229,70 @@ def render_markdown(result: PairDiff | ManyDiff, *, show_all: bool = False) -> s
 
 
 # -- text (rich) ------------------------------------------------------------------------------
-def layout_columns(head: list[str], rows: list[list[str]], width: int, gap: int = 3
+def compact_values(values: tuple[Any, Any]) -> list[str]:
+    """The two values of a change as short table cells: for packages only what differs
+    besides the version (the build string, the channel); commit ids and hashes shortened.
+    The JSON and markdown outputs keep the whole values."""
+    a, b = values
+    if isinstance(a, Pkg) and isinstance(b, Pkg):
+        def short(p: Pkg) -> str:
+            extra = []
+            if p.build and b.build != a.build:
+                extra.append(p.build)
+            if p.channel and b.channel != a.channel:
+                extra.append(p.channel)
+            text = p.version or "(any version)"
+            return f"{text} ({', '.join(extra)})" if extra else text
+
+        return [short(a), short(b)]
+    return [_short(display(v)) if v is not None else "(absent)" for v in values]
+
+
+def ellipsize(text: str, width: int) -> str:
+    """Shorten ``text`` to ``width`` characters by replacing its middle with ``…``; a path
+    keeps its file name whole when that fits (``/cvmfs/…/libgomp.so.1``)."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    tail = (width - 1) - width // 2
+    if "/" in text:  # keep the file name whole when it fits
+        tail = max(tail, min(len(text.rsplit("/", 1)[1]) + 1, width - 2))
+    return text[:width - 1 - tail] + "…" + text[len(text) - tail:]
+
+
+def layout_columns(head: list[str], rows: list[list[str]], width: int, gap: int = 2
                    ) -> list[str]:
-    """Lay out a table as text lines: header, a rule, then rows; long cells wrap in place.
+    """Lay out a table as text lines: header, a rule, then one line per row.
 
-    Columns get their natural width; when the table is wider than ``width``, value columns are
-    narrowed first, then keys beyond 30 characters; short columns are never narrowed.  Rich's
-    ``Table`` does more, but takes ~3 ms per row, which a 500-row diff cannot afford.
+    Columns get their natural width.  When the table is wider than ``width``, the widest of
+    the key and value columns (all but the first and the last two) is narrowed, one
+    character at a time, down to 20 characters or its header up to 30 (the key to 24),
+    which it never goes below; short columns (area,
+    change, class) keep their width.  A cell or header wider than its column is shortened
+    in the middle with ``…`` (:func:`ellipsize`), never wrapped, so a file name or a path
+    stays on one line.  Rich's ``Table`` does more, but takes ~3 ms per row, which a 500-row
+    diff cannot afford.
     """
-    import textwrap  # noqa: PLC0415
-
     n = len(head)
     widths = [max([len(head[i])] + [len(r[i]) for r in rows]) for i in range(n)]
-    # short columns (area, change, class) keep their width, keys up to 30, values shrink first
-    floor = [w if w <= 16 else (min(w, 30) if i < 2 else 12) for i, w in enumerate(widths)]
+    shrink = [i for i in range(1, n) if n <= 4 or i < n - 2]  # noqa: PLR2004
+    # a value column keeps its header (an input's file name) whole up to 30 characters
+    floor = {i: min(widths[i], 24 if i == 1 else max(20, min(len(head[i]), 30)))
+             for i in shrink}
     while sum(widths) + gap * (n - 1) > width:
-        i = max(range(n), key=lambda j: widths[j] - floor[j])
+        i = max(shrink, key=lambda j: (widths[j] - floor[j], j))
         if widths[i] <= floor[i]:
             break
         widths[i] -= 1
     sep = " " * gap
 
-    def line(cols: list[str]) -> list[str]:
-        wrapped = [textwrap.wrap(c, w, break_on_hyphens=False) or [""]
-                   for c, w in zip(cols, widths, strict=True)]
-        height = max(len(w) for w in wrapped)
-        return [sep.join((w[k] if k < len(w) else "").ljust(widths[i])
-                         for i, w in enumerate(wrapped)).rstrip() for k in range(height)]
+    def line(cols: list[str]) -> str:
+        return sep.join(ellipsize(c, widths[i]).ljust(widths[i])
+                        for i, c in enumerate(cols)).rstrip()
 
-    out = line(head)
-    out.append("─" * min(width, sum(widths) + gap * (n - 1)))
-    for r in rows:
-        out.extend(line(r))
+    out = [line(head), "─" * min(width, sum(widths) + gap * (n - 1))]
+    out.extend(line(r) for r in rows)
     return out
 
 
@@ -302,9 +347,10 @@ def render_text(result: PairDiff | ManyDiff, console: Any, *, show_all: bool = F
         console.print()
         console.print(Text(f"Differences ({len(doc['differences'])})", style="bold underline"))
         if doc["differences"]:
+            assert isinstance(result, PairDiff)
             table(["area", "key", names[0], names[1], "change", "class"],
-                  [[d["area"], d["key"], _cell(d["values"][0]), _cell(d["values"][1]),
-                    d["change"], d["class"]] for d in doc["differences"]])
+                  [[c.area, c.key, *compact_values(c.values), c.size, c.cls]
+                   for c in result.changes])
     else:
         console.print(Text(f"Inputs that deviate from the majority ({len(doc['deviants'])})",
                            style="bold underline"))

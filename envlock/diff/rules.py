@@ -5,7 +5,10 @@ version even when it is the same on both sides), returns an :class:`Explanation`
 changes it accounts for; those changes are not explained again.  The texts, ranks and
 parameters of the rules are in the impact model (``[rules.*]`` of ``impact.toml``):
 
-* ``code`` — a checkout's commit or uncommitted diff differs (case C13);
+* ``code`` — a checkout's commit or uncommitted diff differs (case C13); when only the
+  number of untracked files differs and the tracked code is the same (same commit and diff
+  hash, or both clean), ``untracked`` explains it with a low rank (new manifests are
+  untracked files too);
 * ``torch-variant`` — torch is a CPU build on one side and a CUDA build on the other, or
   builds for different CUDA versions (case C05);
 * ``tf32`` — GPU compute capability ≥ 8.0 with torch 1.7–1.11 on one side only: float32
@@ -65,6 +68,14 @@ def _code(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explana
         if c.area == "code" and not c.key.endswith(".branch"):
             by_scope.setdefault(c.key.rsplit(".", 1)[0], []).append(c)
     for scope, cs in by_scope.items():
+        where = "the repository" if scope == "repository" else f"{scope} (editable checkout)"
+        if all(c.key.endswith(".untracked") for c in cs) and _tracked_same(a, b, scope):
+            c = cs[0]
+            va, vb = (_unset(v) for v in c.values)
+            if c.majority_count is not None:
+                va, vb = f"{va} on {c.majority_count} inputs", f"{vb} on {b.label}"
+            out.append(_rule(kb, "untracked", cs, "value", where=where, a=va, b=vb))
+            continue
         parts = []
         for c in cs:
             what = c.key.rsplit(".", 1)[1]
@@ -73,9 +84,18 @@ def _code(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explana
                 parts.append(f"{b.label} has {what} {vb} while {c.majority_count} others have {va}")
             else:
                 parts.append(f"{what} {va} → {vb}")
-        where = "the repository" if scope == "repository" else f"{scope} (editable checkout)"
         out.append(_rule(kb, "code", cs, "major", what=f"{where}: " + "; ".join(parts)))
     return out
+
+
+def _tracked_same(a: FactSet, b: FactSet, scope: str) -> bool:
+    """Whether the tracked code of checkout ``scope`` is known to be the same on both sides:
+    the same commit and the same uncommitted diff hash, or both clean (``git diff HEAD``
+    empty).  Two dirty trees without a hash are not known to be the same."""
+    commit = [f.get(("code", f"{scope}.commit")) for f in (a.facts, b.facts)]
+    diff = [f.get(("code", f"{scope}.uncommitted")) for f in (a.facts, b.facts)]
+    return (commit[0] is not None and commit[0] == commit[1] and diff[0] == diff[1]
+            and isinstance(diff[0], str) and (diff[0] == "none" or diff[0].startswith("sha256:")))
 
 
 def _short(v: Any) -> str:
@@ -241,7 +261,7 @@ def _simd(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explana
 def _threads(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explanation]:
     names = set(kb.rules.get("threads", {}).get("vars", ()))
     env = [c for c in changes if c.area == "env" and c.key in names]
-    cores = [c for c in changes if c.component == "cores"]
+    cores = [c for c in changes if c.component == "thread-count" and c.area != "env"]
     unset = any(("env", n) not in f for n in ("OMP_NUM_THREADS",) for f in (a.facts, b.facts))
     if not env and not (cores and unset):
         return []
@@ -278,7 +298,14 @@ def _plainv(v: Any) -> str:
     return v.version if isinstance(v, Pkg) and v.version else display(v)
 
 
+#: rank of a fact from a table without an extractor (raw generic keys): below every
+#: explained class of the shipped model (plumbing is 20), above tooling (0).
+GENERIC_RANK = 10
+
+
 def _score(kb: KB, c: Change) -> int:
+    if c.generic:
+        return GENERIC_RANK * 10 + kb.sizes.get(c.size, 1)
     comp = kb.component(c.area, c.key)
     if c.size == "build" and comp.build_size is not None:
         return kb.rank(c.cls) * 10 + int(comp.build_size)

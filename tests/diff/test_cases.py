@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from envlock.diff import diff
 from envlock.diff.engine import PairDiff
+from envlock.manifest import GitInfo
 
 from .conftest import (
     AVX2,
@@ -98,7 +99,22 @@ def test_c09_core_count_matters_only_without_thread_settings(write) -> None:
     fixed = {"OMP_NUM_THREADS": "4"}
     result = _pair(write, build_manifest(usable_cores=40, env=fixed),
                    build_manifest(usable_cores=8, env=fixed))
-    assert result.explanations[0].id == "cores"
+    assert result.explanations[0].id == "thread-count"
+
+
+def test_c09_every_thread_count_variable_is_a_thread_count(write) -> None:
+    # MKL/OpenBLAS/BLIS/… thread counts set alone, without OMP_NUM_THREADS: same class and
+    # component as OMP_NUM_THREADS, and explained by the thread rule.
+    names = ["MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "BLIS_NUM_THREADS",
+             "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS", "GOTO_NUM_THREADS"]
+    for name in names:
+        result = _pair(write, build_manifest(env={name: "8"}), build_manifest(env={name: "1"}))
+        [change] = result.changes
+        assert (change.component, change.cls) == ("thread-count", "numerical-core"), name
+        assert result.explanations[0].title == f"thread counts differ: {name} 8 → 1"
+    omp = _pair(write, build_manifest(env={"OMP_NUM_THREADS": "8"}),
+                build_manifest(env={"OMP_NUM_THREADS": "1"})).changes[0]
+    assert (omp.component, omp.cls) == ("thread-count", "numerical-core")
 
 
 def test_c10_blas_vendor_outranks_version_bumps(write) -> None:
@@ -162,3 +178,61 @@ def test_c14_no_tf32_rule_from_torch_1_12(write) -> None:
     result = _pair(write, build_manifest(conda=rows, stack=gpu_table("RTX 3090", "8.6")),
                    build_manifest(conda=rows, stack=gpu_table("GTX 1080 Ti", "6.1")))
     assert result.explanations[0].id == "gpu-arch:gpu:compute-capability"
+
+
+def _repo(untracked: int, **kw) -> GitInfo:  # noqa: ANN003
+    state = {"commit": "9" * 40, "dirty": False, **kw}
+    return GitInfo(source="git", path="/home/ana/proj", branch="main",
+                   describe="v0.3-4-g9999999", untracked=untracked, **state)
+
+
+def test_c09_new_manifest_in_the_repo_is_not_the_code(write) -> None:
+    # `envlock snapshot -o a.toml; OMP_NUM_THREADS=1 envlock snapshot -o b.toml`: a.toml is
+    # untracked when b.toml is taken, so b records one more untracked file.
+    a = build_manifest(git=_repo(3))
+    b = build_manifest(git=_repo(4), env={"OMP_NUM_THREADS": "1"})
+    result = _pair(write, a, b)
+    assert [e.id for e in result.explanations] == ["threads", "untracked"]
+    assert result.explanations[0].title == "thread counts differ: OMP_NUM_THREADS unset → 1"
+    low = result.explanations[1]
+    assert low.cls == "plumbing"
+    assert [(c.key, c.component, c.cls) for c in low.changes] == [
+        ("repository.untracked", "untracked", "plumbing")]
+    assert low.title == ("untracked files in the repository: 3 → 4 (same commit, same "
+                         "uncommitted changes)")
+    from envlock.diff.render import to_json
+
+    [row] = to_json(result)["code"]
+    assert row["differs"] is False
+    assert row["text"] == ("same commit 999999999999; same uncommitted changes (none); "
+                           "untracked files 3 → 4 (new manifests count too); branch main")
+
+
+def test_c05_new_manifest_ranks_below_cpu_vs_cuda_torch(write) -> None:
+    rows = [r for r in CONDA_PACKAGES if r[0] != "pytorch"]
+    diff_hash = "c" * 64
+    cpu = build_manifest(conda=[*rows, ("pytorch", "2.1.2", "cpu_py311h6d93b4c_0")],
+                         git=_repo(3, dirty=True, diff_sha256=diff_hash))
+    cuda = build_manifest(conda=[*rows, ("pytorch", "2.1.2", "cuda120_py311h25b6552_301")],
+                          git=_repo(4, dirty=True, diff_sha256=diff_hash))
+    result = _pair(write, cpu, cuda)
+    assert [e.id for e in result.explanations] == ["torch-variant", "untracked"]
+
+
+def test_c13_commit_change_still_ranks_first_with_untracked_change(write) -> None:
+    a = build_manifest(git=_repo(3))
+    b = build_manifest(git=_repo(4, commit="8" * 40), env={"OMP_NUM_THREADS": "1"})
+    result = _pair(write, a, b)
+    top = result.explanations[0]
+    assert top.id == "code"
+    assert top.title == ("the code differs: the repository: commit 999999999999 → "
+                         "888888888888; untracked 3 → 4")
+
+
+def test_untracked_with_unhashed_dirty_trees_is_still_the_code(write) -> None:
+    # both dirty, no diff hash recorded: the tracked code is not known to be the same
+    a = build_manifest(git=_repo(3, dirty=True))
+    b = build_manifest(git=_repo(4, dirty=True))
+    result = _pair(write, a, b)
+    assert result.explanations[0].id == "code"
+    assert result.explanations[0].title == "the code differs: the repository: untracked 3 → 4"

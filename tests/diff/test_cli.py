@@ -92,7 +92,9 @@ def test_bad_kb_is_one_line(drift: list[str], tmp_path: Path) -> None:
     kb.write_text('[[component]]\nid = "x"\nclass = "nonsense"\nmatch = ["*"]\n')
     res = CliRunner().invoke(cli, ["diff", *drift, "--kb", str(kb)])
     assert res.exit_code == 2
-    assert res.output == "Error: component 'x' names unknown class 'nonsense'\n"
+    assert res.output == (f"Error: {kb}: 'component[0].class' names unknown class 'nonsense' "
+                          "(known: code, domain, gpu-runtime, interpreter, numerical-core, "
+                          "other, plumbing, tooling)\n")
 
 
 def test_reader_schema_matches_model() -> None:

@@ -49,3 +49,61 @@ def test_cpu_venv_against_cuda_venv(cpu_venv: Path, cuda_venv: Path, tmp_path: P
     assert {"torch", "nvidia-cublas", "cudnn", "triton"} <= absorbed
     everywhere = {c.key for e in result.explanations for c in e.changes}
     assert not everywhere & {"pip", "setuptools", "wheel"}
+
+
+def _repo(path: Path) -> Path:
+    """A real git checkout with a commit and three untracked files (notes, an old result)."""
+    from envlock._run import run
+
+    path.mkdir()
+    (path / "train.py").write_text("import torch\nprint(torch.ones(3).sum())\n")
+    env = {"GIT_AUTHOR_NAME": "Ana", "GIT_AUTHOR_EMAIL": "ana@example.org",
+           "GIT_COMMITTER_NAME": "Ana", "GIT_COMMITTER_EMAIL": "ana@example.org",
+           "PATH": "/usr/bin:/bin", "HOME": str(path)}
+    for argv in (["git", "init", "-q", "-b", "main"], ["git", "add", "train.py"],
+                 ["git", "commit", "-q", "-m", "train"]):
+        assert run(argv, timeout=30, env=env, cwd=str(path)).status == "ok"
+    for name in ("notes.txt", "loss.csv", "run.log"):
+        (path / name).write_text("x\n")
+    return path
+
+
+def _snap_in_repo(venv: Path, repo: Path, name: str, environ: dict[str, str]) -> Path:
+    """``envlock snapshot -o <repo>/<name>`` run inside the checkout: the previous manifest
+    is an untracked file of that checkout by now."""
+    import os
+
+    manifest = envlock.snapshot(python=str(venv / "bin" / "python"), repo=str(repo),
+                                environ={**os.environ, **environ})
+    manifest.write(repo / name)
+    return repo / name
+
+
+@pytest.mark.realenv
+def test_c09_second_snapshot_in_the_repo_blames_the_threads(cpu_venv: Path,
+                                                            tmp_path: Path) -> None:
+    repo = _repo(tmp_path / "proj")
+    a = _snap_in_repo(cpu_venv, repo, "a.toml", {})
+    b = _snap_in_repo(cpu_venv, repo, "b.toml", {"OMP_NUM_THREADS": "1"})
+    result = diff([a, b])
+    assert isinstance(result, PairDiff)
+    untracked = [c.values for c in result.changes if c.key == "repository.untracked"]
+    assert untracked == [(3, 4)]
+    assert result.explanations[0].id == "threads"
+    assert "OMP_NUM_THREADS" in result.explanations[0].title
+    assert "code" not in [e.id for e in result.explanations]
+    assert result.explanations[-1].id == "untracked"
+
+
+@pytest.mark.realenv
+def test_c05_cpu_and_cuda_snapshots_in_one_repo(cpu_venv: Path, cuda_venv: Path,
+                                                tmp_path: Path) -> None:
+    repo = _repo(tmp_path / "proj")
+    a = _snap_in_repo(cpu_venv, repo, "cpu.toml", {})
+    b = _snap_in_repo(cuda_venv, repo, "cuda.toml", {})
+    result = diff([a, b])
+    assert isinstance(result, PairDiff)
+    ids = [e.id for e in result.explanations]
+    assert ids[0] == "torch-variant"
+    assert "code" not in ids
+    assert ids.index("untracked") > ids.index("blas")

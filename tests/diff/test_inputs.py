@@ -1,0 +1,101 @@
+"""Manifests with wrong value types, and inputs with nothing in common, are errors (exit 2).
+
+``show``/``restore`` check every value through the manifest model; diff checks the values it
+reads (:mod:`envlock.diff.shape`) with the same wording, so garbage is never compared.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from envlock.cli import cli
+from envlock.diff import NothingToCompareError, diff
+from envlock.diff.shape import SHAPES
+from envlock.manifest import Manifest
+
+from .conftest import build_manifest, editable, gpu_table
+
+BAD = [
+    ("pip-ints", lambda d: d["pip"].__setitem__("packages", [1, 2, 3]),
+     "expected a table, got int in 'pip.packages[0]'"),
+    ("cores-str", lambda d: d["cpu"].__setitem__("logical-cores", "two"),
+     "expected int, got str in 'cpu.logical-cores'"),
+    ("conda-version-int", lambda d: d["conda"]["packages"][3].__setitem__("version", 12),
+     "expected str, got int in 'conda.packages[3].version'"),
+    ("env-var-int", lambda d: d["env"]["vars"].__setitem__("OMP_NUM_THREADS", 1),
+     "expected str, got int in 'env.vars.OMP_NUM_THREADS'"),
+    ("flags-str", lambda d: d["cpu"].__setitem__("flags", "avx2 fma"),
+     "expected an array, got str in 'cpu.flags'"),
+    ("cpu-array", lambda d: d.__setitem__("cpu", [1]), "expected a table, got list in 'cpu'"),
+    ("git-untracked", lambda d: d["git"].__setitem__("untracked", "3"),
+     "expected int, got str in 'git.untracked'"),
+    ("editable-git", lambda d: d["pip"]["packages"][-1]["git"].__setitem__("dirty", "yes"),
+     "expected bool, got str in 'pip.packages[10].git.dirty'"),
+    ("gpu-cc", lambda d: d["gpu"]["gpus"][0].__setitem__("compute-capability", 8.6),
+     "expected str, got float in 'gpu.gpus[0].compute-capability'"),
+]
+
+
+def _good() -> dict[str, Any]:
+    return build_manifest(extra_pip=[editable("zlib-tools", "/home/ana/src/zt",
+                                              commit="1" * 40, dirty=False, untracked=0)],
+                          stack=gpu_table("NVIDIA A100-SXM4-80GB", "8.0"))
+
+
+@pytest.mark.parametrize(("mutate", "message"), [b[1:] for b in BAD], ids=[b[0] for b in BAD])
+def test_wrong_type_is_one_line(write, mutate, message: str) -> None:  # noqa: ANN001
+    data = _good()
+    assert data["pip"]["packages"][-1]["name"] == "zlib-tools"
+    mutate(data)
+    good, bad = write("good.toml", _good()), write("bad.toml", data)
+    res = CliRunner().invoke(cli, ["diff", str(good), str(bad)])
+    assert res.exit_code == 2
+    assert res.output == f"Error: {bad}: {message}\n"
+    # the same words as the model that `envlock show` uses
+    with pytest.raises(Exception, match=message.replace("[", r"\[").replace("]", r"\]")):
+        Manifest.from_dict(data)
+
+
+def test_shapes_name_only_tables_of_the_model() -> None:
+    from dataclasses import fields
+
+    tables = {f.name for f in fields(Manifest)}
+    assert set(SHAPES) <= tables
+
+
+def _header_only(write, name: str) -> Path:  # noqa: ANN001
+    path = write(name, {"envlock": {"schema": 1}})
+    return path
+
+
+def test_header_only_manifests_are_not_identical(write) -> None:  # noqa: ANN001
+    a, b = _header_only(write, "a.toml"), _header_only(write, "b.toml")
+    res = CliRunner().invoke(cli, ["diff", str(a), str(b)])
+    assert res.exit_code == 2
+    assert res.output == ("Error: nothing to compare: a.toml, b.toml have no fact in common "
+                          "(no table envlock diff reads)\n")
+
+
+def test_header_only_against_a_real_manifest(write) -> None:  # noqa: ANN001
+    a, b = _header_only(write, "a.toml"), write("b.toml", build_manifest())
+    with pytest.raises(NothingToCompareError, match=r"^nothing to compare: a\.toml, b\.toml "
+                       r"have no fact in common \(not compared: code: a\.toml lacks it; "):
+        diff([a, b])
+
+
+def test_everything_ignored_is_nothing_to_compare(write) -> None:  # noqa: ANN001
+    a, b = write("a.toml", build_manifest()), write("b.toml", build_manifest())
+    assert diff([a, b]).differ is False
+    res = CliRunner().invoke(cli, ["diff", str(a), str(b), "--ignore", "*"])
+    assert res.exit_code == 2
+    assert "have no fact in common after --only/--ignore" in res.output
+
+
+def test_three_header_only_manifests(write) -> None:  # noqa: ANN001
+    paths = [_header_only(write, f"n{i}.toml") for i in range(3)]
+    with pytest.raises(NothingToCompareError):
+        diff(paths)
