@@ -31,6 +31,15 @@ def time_command(argv: Sequence[str], runs: int = 7, warmup: int = 1, env: dict 
     return statistics.median(times)
 
 
+def bench_env(**extra: str) -> dict[str, str]:
+    """The environment for timed commands: this one without ``PYTHONDONTWRITEBYTECODE``, so
+    that envlock runs from cached bytecode as an installed copy does (pip's own modules are
+    compiled at install time; timing envlock's compilation on every run would be unfair)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(extra)
+    return env
+
+
 def envlock_argv() -> list[str]:
     """The envlock console script installed beside this interpreter (else ``python -m envlock``)."""
     script = Path(sys.executable).parent / "envlock"

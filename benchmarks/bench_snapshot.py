@@ -15,7 +15,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from _timing import default_venv, envlock_argv, report, time_command, uv_binary
+from _timing import bench_env, default_venv, envlock_argv, report, time_command, uv_binary
 
 
 def main() -> None:
@@ -25,7 +25,7 @@ def main() -> None:
     ap.add_argument("--collect-env-runs", type=int, default=3)
     args = ap.parse_args()
     py = args.python
-    env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    env = bench_env(PIP_DISABLE_PIP_VERSION_CHECK="1")
     rows: list[tuple[str, float | None]] = []
     with tempfile.TemporaryDirectory() as tmp:
         out = str(Path(tmp) / "m.toml")

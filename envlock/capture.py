@@ -259,12 +259,13 @@ def target_path_dirs(target: ResolvedTarget, environ: Mapping[str, str]) -> tupl
 def _libraries(
     target: ResolvedTarget, sys_path: Sequence[str], environ: Mapping[str, str], root: str
 ) -> object:
-    """``[libraries]`` for torch, through the loader model (never raises)."""
+    """``[libraries]`` for torch, through the loader model (never raises); parsed ELF facts and
+    the answer itself are cached, valid while every file it depends on is unchanged."""
     from envlock.elf import ElfCache  # noqa: PLC0415 - pyelftools only when needed
     from envlock.libanalysis import probe_libraries  # noqa: PLC0415
 
     return probe_libraries(python_exe=str(target.python), sys_path=sys_path, prefix=target.prefix,
-                           env=environ, root=root, module="torch", elf_cache=ElfCache())
+                           env=environ, root=root, module="torch", elf_cache=ElfCache(), cache=True)
 
 
 def _stack(

@@ -1072,8 +1072,14 @@ def probe_libraries(
     root: str = "/",
     module: str = "torch",
     elf_cache: ElfCache | None = None,
+    cache: bool = False,
 ) -> Any:
     """The ``[libraries]`` table: how ``module``'s key libraries resolve. Never raises.
+
+    With ``cache``, the table is kept on disk (:mod:`envlock._statcache`, namespace
+    ``snapshot-libs``, key :func:`envlock.libcache.cache_key`) with the signatures of every
+    file it depends on (:func:`envlock.libcache.witness_paths`), and reused while they are all
+    unchanged.
 
     :param python_exe: the target interpreter.
     :param sys_path: its ``sys.path``.
@@ -1082,13 +1088,24 @@ def probe_libraries(
     :param root: system root.
     :param module: the framework to analyse.
     :param elf_cache: optional cache of parsed ELF facts.
+    :param cache: use and fill the answer cache.
     :returns: :class:`~envlock.libraries_model.LibrariesInfo`; ``status="absent"`` when the
         module is not installed, ``"error"`` (with ``error``) when the analysis failed.
     """
     from envlock.libraries_model import LibrariesInfo, LibraryRecord
 
     source = f"envlock loader model ({module})"
+    entry = None
     try:
+        if cache:
+            from envlock import _model, _statcache, libcache
+
+            entry = _statcache.entry_path("snapshot-libs", libcache.cache_key(
+                module=module, exe=python_exe, sys_path=sys_path, prefix=prefix, root=root,
+                environ=env, purpose="snapshot-libraries"), env)
+            payload = _statcache.load(entry)
+            if payload is not None:
+                return _model.from_dict(LibrariesInfo, payload)
         _package_dir, files = find_module_files(module, sys_path)
         if not files:
             return LibrariesInfo(status="absent", source=source, module=module)
@@ -1107,13 +1124,19 @@ def probe_libraries(
                 records[rt.name] = LibraryRecord(soname=rt.name, rule=None, stage="runtime",
                                                  error=r.error)
         cfg = report.config
-        return LibrariesInfo(
+        info = LibrariesInfo(
             status="ok", source=source, module=module,
             glibc=".".join(map(str, cfg.glibc)), ld_library_path=cfg.ld_library_path,
             ld_preload=cfg.ld_preload,
             resolved=tuple(records[k] for k in sorted(records)),
             findings=tuple(f"{f.severity} [{f.id}] {f.title}" for f in report.findings),
         )
+        if entry is not None:
+            from envlock import _model, _statcache, libcache
+
+            _statcache.store(entry, libcache.witness_paths(report, module, list(sys_path), prefix, root),
+                             _model.to_dict(info))
+        return info
     except Exception as exc:  # noqa: BLE001 - a probe never raises (docs: principles)
         return LibrariesInfo(status="error", source=source, module=module,
                              error=f"{type(exc).__name__}: {exc}")

@@ -253,3 +253,18 @@ def test_same_install_described_twice_is_not_shadowing(tmp_path: Path) -> None:
     (e / "PKG-INFO").write_text("Name: cryptography\nVersion: 38.0.4\n")
     (pkg,) = scan_distributions([str(site)]).packages
     assert pkg.shadowed == ()
+
+
+@pytest.mark.realenv
+def test_libraries_answer_cache_matches_fresh_answer(cpu_venv: Path, tmp_path: Path) -> None:
+    """[libraries] from the answer cache equals a fresh analysis; a changed LD_LIBRARY_PATH is
+    another question (another entry)."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    py = str(cpu_venv / "bin" / "python")
+    first = envlock.snapshot(python=py, environ=env, stack=False).libraries
+    assert list((tmp_path / "cache" / "envlock" / "snapshot-libs").glob("*.json"))
+    again = envlock.snapshot(python=py, environ=env, stack=False).libraries
+    assert again == first and first.status == "ok"
+    other = envlock.snapshot(python=py, environ={**env, "LD_LIBRARY_PATH": str(tmp_path)}, stack=False).libraries
+    assert other.ld_library_path == str(tmp_path)
+    assert len(list((tmp_path / "cache" / "envlock" / "snapshot-libs").glob("*.json"))) == 2

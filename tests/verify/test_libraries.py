@@ -201,4 +201,4 @@ def test_result_cache_is_reused_only_while_every_input_is_unchanged(tmp_path, ve
     env = {**job_env}                                               # another LD_LIBRARY_PATH: another entry
     run()
     assert len(calls) == 4
-    assert list((tmp_path / "cache/envlock/verify-libs-v1").glob("*.json"))
+    assert list((tmp_path / "cache/envlock/verify-libs").glob("*.json"))
