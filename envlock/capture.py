@@ -261,7 +261,19 @@ def _libraries(
 ) -> object:
     """``[libraries]`` for torch, through the loader model (never raises); parsed ELF facts and
     the answer itself are cached, valid while every file it depends on is unchanged."""
-    from envlock.elf import ElfCache  # noqa: PLC0415 - pyelftools only when needed
+    from envlock import _model, _statcache, libcache  # noqa: PLC0415
+    from envlock.errors import ManifestError  # noqa: PLC0415
+    from envlock.libraries_model import LibrariesInfo  # noqa: PLC0415
+
+    entry = libcache.libraries_entry(module="torch", exe=str(target.python), sys_path=sys_path,
+                                     prefix=target.prefix, root=root, environ=environ)
+    hit = _statcache.load(entry)
+    if hit is not None:
+        try:
+            return _model.from_dict(LibrariesInfo, hit)
+        except ManifestError:  # a damaged or outdated entry is recomputed
+            pass
+    from envlock.elf import ElfCache  # noqa: PLC0415 - the loader model only on a miss
     from envlock.libanalysis import probe_libraries  # noqa: PLC0415
 
     return probe_libraries(python_exe=str(target.python), sys_path=sys_path, prefix=target.prefix,

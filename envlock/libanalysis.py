@@ -1077,7 +1077,7 @@ def probe_libraries(
     """The ``[libraries]`` table: how ``module``'s key libraries resolve. Never raises.
 
     With ``cache``, the table is kept on disk (:mod:`envlock._statcache`, namespace
-    ``snapshot-libs``, key :func:`envlock.libcache.cache_key`) with the signatures of every
+    ``snapshot-libs``, :func:`envlock.libcache.libraries_entry`) with the signatures of every
     file it depends on (:func:`envlock.libcache.witness_paths`), and reused while they are all
     unchanged.
 
@@ -1100,9 +1100,8 @@ def probe_libraries(
         if cache:
             from envlock import _model, _statcache, libcache
 
-            entry = _statcache.entry_path("snapshot-libs", libcache.cache_key(
-                module=module, exe=python_exe, sys_path=sys_path, prefix=prefix, root=root,
-                environ=env, purpose="snapshot-libraries"), env)
+            entry = libcache.libraries_entry(module=module, exe=python_exe, sys_path=sys_path,
+                                             prefix=prefix, root=root, environ=env)
             payload = _statcache.load(entry)
             if payload is not None:
                 return _model.from_dict(LibrariesInfo, payload)

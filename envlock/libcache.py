@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["CACHE_VERSION", "witness_paths", "cache_key"]
+__all__ = ["CACHE_VERSION", "witness_paths", "cache_key", "libraries_entry"]
 
 #: Bumped when the layout of cached answers changes.
 CACHE_VERSION = 2
@@ -86,3 +86,17 @@ def cache_key(
         "prefix": prefix, "root": root, "host": socket.gethostname(),
         "env": {k: environ.get(k) for k in ("LD_LIBRARY_PATH", "LD_PRELOAD", "LD_BIND_NOW", "LD_ASSUME_KERNEL")},
     }
+
+
+def libraries_entry(
+    *, module: str, exe: str, sys_path: Sequence[str], prefix: str | None, root: str,
+    environ: Mapping[str, str],
+) -> str:
+    """The cache file of the snapshot's ``[libraries]`` table for this question (namespace
+    ``snapshot-libs``); :func:`envlock._statcache.load` on it returns the table's dict while
+    every witness is unchanged.  Importing this module loads no part of the loader model."""
+    from envlock._statcache import entry_path  # noqa: PLC0415
+
+    key = cache_key(module=module, exe=exe, sys_path=sys_path, prefix=prefix, root=root,
+                    environ=environ, purpose="snapshot-libraries")
+    return entry_path("snapshot-libs", key, environ)

@@ -151,6 +151,37 @@ def _elf_facts(path: str | os.PathLike[str]) -> ElfInfo:
 
 
 # -- probe -----------------------------------------------------------------------------------
+#: Tools whose ``--version`` output depends only on their executable file.
+_CACHEABLE = frozenset({"gcc", "g++", "gfortran", "clang", "clang++", "icx", "icpx", "nvcc", "cmake"})
+
+
+def _version_output(name: str, path: str, call: Callable[..., RunResult], *, cache: bool) -> str | RunResult:
+    """``<tool> --version``'s output, or the failed :class:`RunResult`.
+
+    For compilers and cmake the output is kept on disk (:mod:`envlock._statcache`, namespace
+    ``tool-versions``) while the executable file (symlinks resolved) is unchanged: the same
+    binary prints the same version, and a job prologue need not start four compilers.
+    """
+    entry = real = None
+    if cache and name in _CACHEABLE:
+        from envlock import _statcache  # noqa: PLC0415
+
+        real = os.path.realpath(path)
+        entry = _statcache.entry_path("tool-versions", {"v": 1, "tool": name, "path": real})
+        hit = _statcache.load(entry)
+        if isinstance(hit, str):
+            return hit
+    res = call("--version")
+    if not res.ok:
+        return res
+    out = res.stdout or res.stderr
+    if entry is not None and real is not None:
+        from envlock import _statcache  # noqa: PLC0415
+
+        _statcache.store(entry, [real], out)
+    return out
+
+
 def _probe_tool(name: str, path: str, runner: Runner, timeout: float, env: dict[str, str]) -> Tool:
     def call(*args: str) -> RunResult:
         return runner([path, *args], timeout=timeout, env=env)
@@ -163,10 +194,9 @@ def _probe_tool(name: str, path: str, runner: Runner, timeout: float, env: dict[
         if not res.ok:
             return Tool(name=name, path=path, status=res.status, error=res.detail)
         return Tool(name=name, path=path, wraps=_parse_mpicc_show(res.stdout))
-    res = call("--version")
-    if not res.ok:
-        return Tool(name=name, path=path, status=res.status, error=res.detail)
-    out = res.stdout or res.stderr
+    out = _version_output(name, path, call, cache=runner is run)
+    if isinstance(out, RunResult):
+        return Tool(name=name, path=path, status=out.status, error=out.detail)
     if name == "mpirun":
         vendor, version = _parse_mpirun_version(out)
     elif name == "cmake":
