@@ -8,8 +8,7 @@ frameworks' run-time ``dlopen`` targets) and carries each finding over as
 ``libs.<loader id>`` (``libs.shadowed``, ``libs.missing-version``, ``libs.not-found``,
 ``libs.runtime-not-found`` …) with the loader's severity, cause, evidence and fix.
 
-When the loader model is not installed the check reports one ``libs.unavailable`` info
-finding instead of guessing.  The loader's answer is cached with the signatures of everything
+The loader's answer is cached with the signatures of everything
 it depends on (:func:`envlock.libcache.witness_paths`), so that repeated verifies of an unchanged environment
 skip the model and its imports.
 """
@@ -80,17 +79,6 @@ def check_libraries(ctx: Any, *, analyze: Any = None, cache: bool = True) -> lis
     py = ctx.live.python
     sys_path = [p for p in py.path if p]
     exe = py.executable or ctx.live.target.python
-    if analyze is None:
-        import importlib.util  # noqa: PLC0415
-
-        if importlib.util.find_spec("envlock.libanalysis") is None:
-            return [Finding(
-                id="libs.unavailable", severity="info",
-                title="shared libraries not checked: the loader model (envlock.libanalysis) is not installed",
-                cause="verify cannot tell whether the libraries of " + ", ".join(modules) + " will resolve.",
-                evidence=(f"modules: {', '.join(modules)}",),
-                fix=("Install an envlock with the libs area (envlock libs).",),
-            )]
     out: list[Finding] = []
     seen: set[tuple[str, str, str]] = set()
     elf_cache: Any = False
