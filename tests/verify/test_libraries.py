@@ -1,11 +1,9 @@
 """The library check: loader findings carried into verify (C01 shadowing through
 LD_LIBRARY_PATH; C02/C03 a version node missing in the library picked), on ELF files compiled
-here with gcc.  These need the loader model (``envlock.libanalysis``); without it the check
-says so in one info finding."""
+here with gcc, through the loader model (``envlock.libanalysis``)."""
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import sys
