@@ -279,7 +279,9 @@ def probe_gpu(
     gpus: list[Gpu] = []
     status, error = "ok", None
 
-    nvml = _query_nvml() if use_nvml and root == Path("/") else None
+    # NVML talks to the loaded kernel module: without /proc/driver/nvidia (or /sys/module/nvidia)
+    # it cannot answer, so its binding is not even imported.
+    nvml = _query_nvml() if use_nvml and root == Path("/") and driver is not None else None
     if nvml is not None:
         nvml_driver, cuda_ver, gpus = nvml
         driver = driver or nvml_driver
