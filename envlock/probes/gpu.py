@@ -4,8 +4,9 @@ Sources, in order:
 
 1. the driver version from ``<root>/proc/driver/nvidia/version`` (the loaded kernel module;
    inside a container it is the host's), else ``<root>/sys/module/nvidia/version``;
-2. the devices from NVML through the optional ``nvidia-ml-py`` binding (``pynvml``), when it
-   imports and ``libnvidia-ml.so.1`` loads (only for the real machine, ``root == /``);
+2. the devices from NVML through the optional ``nvidia-ml-py`` binding (``pynvml``), when the
+   kernel module is loaded (step 1 found it), the binding imports and ``libnvidia-ml.so.1``
+   loads (only for the real machine, ``root == /``);
 3. else ``nvidia-smi --query-gpu=… --format=csv,noheader,nounits`` found on the target's PATH
    (drivers before the ``compute_cap`` field existed are asked again without it).
 
