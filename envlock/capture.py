@@ -34,7 +34,13 @@ from envlock.probes.git import probe_git
 from envlock.probes.pip import canonicalize, conda_build_url, scan_distributions
 from envlock.probes.system import probe_cpu, probe_platform
 from envlock.redact import redact_text_urls
-from envlock.target import ResolvedTarget, query_interpreter, refine_target, resolve_target
+from envlock.target import (
+    ResolvedTarget,
+    query_interpreter,
+    query_interpreter_cached,
+    refine_target,
+    resolve_target,
+)
 
 __all__ = ["snapshot", "attribute_conda", "utc_now"]
 
@@ -166,7 +172,8 @@ def snapshot(
         target = resolve_target(python=python, prefix=prefix, environ=env)
     warnings: list[str] = [f"target: {note}" for note in target.skipped]
     with ThreadPoolExecutor(max_workers=8, thread_name_prefix="envlock-probe") as pool:
-        f_python = pool.submit(query_interpreter, target, runner=runner, environ=env)
+        query = query_interpreter_cached if runner is run else query_interpreter
+        f_python = pool.submit(query, target, runner=runner, environ=env)
         f_git = pool.submit(probe_git, repo or os.getcwd(), runner=runner, environ=env)
         f_conda = pool.submit(read_conda_prefix, target.prefix) if target.kind == "conda" else None
         lockfiles_info = find_lockfiles(lock_dir or os.getcwd())

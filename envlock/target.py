@@ -26,7 +26,8 @@ from envlock.errors import TargetError
 from envlock.manifest import PythonInfo, Target
 
 __all__ = [
-    "QUERY_SCRIPT", "ResolvedTarget", "resolve_target", "query_interpreter", "refine_target", "target_kind",
+    "QUERY_SCRIPT", "ResolvedTarget", "resolve_target", "query_interpreter", "query_interpreter_cached",
+    "refine_target", "target_kind",
 ]
 
 #: Run by the target interpreter with ``-c``; prints one JSON object on stdout.
@@ -198,6 +199,56 @@ def query_interpreter(
         )
     except (ValueError, KeyError, TypeError) as exc:
         return _fallback(target, "error", f"unexpected answer from {target.python}: {exc}")
+
+
+#: Variables that change the interpreter's answer (``sys.path``, prefixes, user site).
+_QUERY_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONNOUSERSITE", "PYTHONSAFEPATH",
+              "PYTHONPLATLIBDIR", "HOME", "VIRTUAL_ENV")
+
+
+def query_interpreter_cached(
+    target: ResolvedTarget,
+    *,
+    runner: Runner = run,
+    timeout: float = QUERY_TIMEOUT,
+    environ: Mapping[str, str] | None = None,
+) -> PythonInfo:
+    """:func:`query_interpreter`, with its answer kept on disk (:mod:`envlock._statcache`,
+    namespace ``python-query``) while nothing it depends on has changed: the interpreter file,
+    ``pyvenv.cfg``, ``sys.executable``, every ``sys.path`` directory (installing a package or a
+    ``.pth`` file changes its mtime), the user site directory, and the ``PYTHON*`` variables,
+    ``HOME`` and the user id (part of the key).  Only successful answers are kept.
+    """
+    from envlock import _model, _statcache  # noqa: PLC0415
+
+    env = os.environ if environ is None else environ
+    if target.python is None:
+        return query_interpreter(target, runner=runner, timeout=timeout, environ=environ)
+    real = os.path.realpath(target.python)
+    cfg = os.path.join(target.prefix, "pyvenv.cfg")
+    key = {"v": 1, "python": target.python, "real": real, "uid": os.geteuid(),
+           "env": {k: env.get(k) for k in _QUERY_ENV}}
+    entry = _statcache.entry_path("python-query", key, env)
+    hit = _statcache.load(entry)
+    if hit is not None:
+        try:
+            return _model.from_dict(PythonInfo, hit)
+        except ValueError:
+            pass
+    info = query_interpreter(target, runner=runner, timeout=timeout, environ=environ)
+    if info.status == "ok":
+        witnesses = [real, cfg, *info.path]
+        if info.executable:
+            witnesses.append(info.executable)
+        if info.user_site:
+            witnesses.append(info.user_site)
+        elif info.version and (env.get("PYTHONUSERBASE") or env.get("HOME")):
+            # not there yet: its creation would add it to sys.path (PEP 370)
+            base = env.get("PYTHONUSERBASE") or os.path.join(env["HOME"], ".local")
+            major_minor = ".".join(info.version.split(".")[:2])
+            witnesses.append(os.path.join(base, "lib", f"python{major_minor}", "site-packages"))
+        _statcache.store(entry, witnesses, _model.to_dict(info))
+    return info
 
 
 def refine_target(target: ResolvedTarget, info: PythonInfo) -> ResolvedTarget:

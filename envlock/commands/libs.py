@@ -39,18 +39,6 @@ _RULE_TEXT = {
     "already-loaded": "already loaded",
 }
 
-_ENV_KEYS = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONNOUSERSITE", "PYTHONSAFEPATH",
-             "PYTHONPLATLIBDIR", "HOME")
-
-
-def _stat_key(path: str) -> list[int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
-
-
 def target_sys_path(
     python: str, prefix: str, *, environ: Mapping[str, str], cache_dir: str | None,
 ) -> tuple[list[str], str | None]:
@@ -66,56 +54,22 @@ def target_query(
     python: str, prefix: str, *, environ: Mapping[str, str], cache_dir: str | None,
 ) -> tuple[list[str], str | None, str | None]:
     """The target interpreter's ``sys.path`` and ``sys.executable``, asked once (with a
-    timeout, :func:`envlock.target.query_interpreter`) and cached (``query-*.json``).
-
-    The cached answer is reused only while the interpreter file, ``pyvenv.cfg``, the
-    ``PYTHON*`` variables and the modification times of every ``sys.path`` directory (a new
-    ``.pth`` file changes them) are unchanged.  ``sys.executable`` is the program that really
+    timeout) and cached while valid (:func:`envlock.target.query_interpreter_cached`; not
+    cached when ``cache_dir`` is ``None``, i.e. ``--no-cache``).  ``sys.executable`` is the program that really
     runs when ``python`` is a wrapper script (a pyenv shim execs the real interpreter).
 
     :returns: ``(sys_path, executable, error)``; on failure the prefix's ``site-packages``,
         ``None`` and a message.
     """
-    import hashlib
-
-    real = os.path.realpath(python)
-    ident = {
-        "python": python, "real": real, "exe": _stat_key(real),
-        "cfg": _stat_key(os.path.join(prefix, "pyvenv.cfg")),
-        "env": {k: environ.get(k) for k in _ENV_KEYS},
-    }
-    key = hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:24]
-    cache_file = os.path.join(cache_dir, f"query-{key}.json") if cache_dir else None
-    if cache_file:
-        try:
-            with open(cache_file, encoding="utf-8") as f:
-                data = json.load(f)
-            executable = data["executable"]
-            if all(_stat_key(p) == s for p, s in data["dirs"]) and (
-                    executable is None or _stat_key(executable) == data["executable_stat"]):
-                return list(data["path"]), executable, None
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-    from envlock.target import ResolvedTarget, query_interpreter
+    from envlock.target import ResolvedTarget, query_interpreter, query_interpreter_cached
 
     target = ResolvedTarget(kind="venv", prefix=prefix, python=python, chosen_by="--python")
-    info = query_interpreter(target, timeout=QUERY_TIMEOUT, environ=dict(environ))
+    query = query_interpreter_cached if cache_dir else query_interpreter
+    info = query(target, timeout=QUERY_TIMEOUT, environ=dict(environ))
     path = list(info.path)
     if info.status != "ok":
         return path, None, f"could not ask {python} for sys.path ({info.error}); using {path}"
-    executable = info.executable or None
-    if cache_file:
-        try:
-            os.makedirs(cache_dir, exist_ok=True)  # type: ignore[arg-type]
-            tmp = cache_file + f".{os.getpid()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump({"path": path, "dirs": [[p, _stat_key(p)] for p in path],
-                           "executable": executable,
-                           "executable_stat": _stat_key(executable) if executable else None}, f)
-            os.replace(tmp, cache_file)
-        except OSError:
-            pass
-    return path, executable, None
+    return path, info.executable or None, None
 
 
 def _is_elf(path: str) -> bool:

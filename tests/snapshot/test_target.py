@@ -113,3 +113,26 @@ def test_stale_activation_variable_is_said(small_venv: Path) -> None:
     assert t.skipped == ("CONDA_PREFIX=/nonexistent/env is not a directory; ignored",)
     m = envlock.snapshot(environ={**os.environ, **env}, stack=False, libraries=False)
     assert "target: CONDA_PREFIX=/nonexistent/env is not a directory; ignored" in m.envlock.warnings
+
+
+def test_cached_query_is_invalidated_by_a_new_pth_file(tmp_path: Path, small_venv: Path) -> None:
+    """The interpreter's answer is reused only while sys.path's directories are unchanged."""
+    from envlock.target import query_interpreter_cached
+
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    target = resolve_target(python=str(small_venv / "bin" / "python"))
+    first = query_interpreter_cached(target, environ=env)
+    assert first.status == "ok"
+    assert list((tmp_path / "cache" / "envlock" / "python-query").glob("*.json"))
+    assert query_interpreter_cached(target, environ=env) == first
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    site = Path(first.path[-1])
+    pth = site / "zz-envlock-test.pth"
+    pth.write_text(str(extra) + "\n")
+    try:
+        again = query_interpreter_cached(target, environ=env)
+        assert str(extra) in again.path
+    finally:
+        pth.unlink()
+    assert str(extra) not in query_interpreter_cached(target, environ=env).path
