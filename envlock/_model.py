@@ -74,8 +74,14 @@ def _dump(value: Any) -> Any:
 
 @functools.lru_cache(maxsize=None)
 def _hints(cls: type) -> dict[str, Any]:
+    """The resolved field types of ``cls``.  A module may define ``_type_namespace()``
+    returning further names for its (string) annotations, imported only when needed."""
     module = sys.modules.get(cls.__module__)
-    return typing.get_type_hints(cls, globalns=vars(module) if module else None)
+    namespace = dict(vars(module)) if module else {}
+    extra = namespace.get("_type_namespace")
+    if callable(extra):
+        namespace.update(extra())
+    return typing.get_type_hints(cls, globalns=namespace)
 
 
 def _type_name(tp: Any) -> str:

@@ -21,19 +21,32 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envlock import _model
 from envlock._schema import SCHEMA, check_header
-from envlock.libraries_model import LibrariesInfo
-from envlock.stack_model import (
-    BlasInfo,
-    CudaInfo,
-    FrameworksInfo,
-    GpuInfo,
-    SlurmInfo,
-    ToolchainInfo,
-)
+
+if TYPE_CHECKING:
+    from envlock.libraries_model import LibrariesInfo
+    from envlock.stack_model import (
+        BlasInfo,
+        CudaInfo,
+        FrameworksInfo,
+        GpuInfo,
+        SlurmInfo,
+        ToolchainInfo,
+    )
+
+
+def _type_namespace() -> dict[str, Any]:
+    """Names of the table classes defined in other modules, for resolving this module's
+    annotations when a manifest is read (:func:`envlock._model.from_dict`).  Imported only then,
+    so that writing a snapshot does not wait for classes its probes create in other threads."""
+    from envlock import libraries_model, stack_model  # noqa: PLC0415
+
+    names = {n: getattr(stack_model, n) for n in stack_model.__all__}
+    names["LibrariesInfo"] = libraries_model.LibrariesInfo
+    return names
 
 __all__ = [
     "SCHEMA",
