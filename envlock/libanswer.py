@@ -4,8 +4,8 @@ The loader model reads many things: directory listings (is there a ``libfoo.so.1
 search directory?), ELF headers, ``ld.so.cache``, RECORD files, ``conda-meta``, dpkg lists,
 ``torch/__init__.py``.  While an answer is computed, :class:`InputTracer` records every path
 it lists, stats or opens, with a signature (inode, size, modification time; ``None`` for a
-path that did not exist).  :func:`load_answer` returns a stored answer only if every one of
-these signatures is still the same, so a new file in a search directory (the directory's
+path that did not exist).  The answer is kept by :mod:`envlock._statcache` with those paths as
+witnesses and returned only while every one of them is unchanged, so a new file in a search directory (the directory's
 mtime changes), a replaced library, an upgraded package or a new ``ld.so.cache`` all force a
 fresh computation.  Everything that is not a file — the command line, ``LD_LIBRARY_PATH`` and
 the other variables, the working directory, the CPU's flags, envlock's own code — is part of
@@ -19,13 +19,12 @@ from __future__ import annotations
 
 import builtins
 import hashlib
-import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["InputTracer", "answer_key", "cache_root", "load_answer", "store_answer"]
+__all__ = ["InputTracer", "answer_entry"]
 
 #: Environment variables that change an answer.
 KEY_VARS = ("LD_LIBRARY_PATH", "LD_PRELOAD", "PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE",
@@ -116,12 +115,6 @@ class InputTracer:
             builtins.open = real_open
 
 
-def cache_root(environ: Mapping[str, str]) -> str:
-    """``$XDG_CACHE_HOME/envlock`` (``~/.cache/envlock``), as :func:`envlock.elf.default_cache_dir`."""
-    base = environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "envlock")
-
-
 def _code_stamp() -> list[Any]:
     """envlock's version and the signature of every module file (code changes invalidate)."""
     from envlock import __version__
@@ -146,8 +139,12 @@ def _cpu_key() -> str:
     return hashlib.sha256("\n".join(keep).encode()).hexdigest()[:16]
 
 
-def answer_key(argv: Sequence[str], environ: Mapping[str, str]) -> str:
-    """The cache key of an ``envlock libs`` run: arguments, variables, cwd, CPU, envlock code."""
+def answer_entry(argv: Sequence[str], environ: Mapping[str, str]) -> str:
+    """The cache file (:mod:`envlock._statcache`, namespace ``libs-answers``) of an
+    ``envlock libs`` run, keyed by its arguments, variables, cwd, CPU, user and envlock's code.
+    Store the answer there with :func:`envlock._statcache.store`, the traced inputs as witnesses."""
+    from envlock._statcache import entry_path
+
     ident = {
         "argv": list(argv),
         "env": {k: environ.get(k) for k in KEY_VARS},
@@ -156,36 +153,4 @@ def answer_key(argv: Sequence[str], environ: Mapping[str, str]) -> str:
         "code": _code_stamp(),
         "uid": os.getuid(),
     }
-    return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:32]
-
-
-def load_answer(cache_dir: str, key: str) -> dict[str, Any] | None:
-    """The stored answer for ``key`` if every recorded input is unchanged, else ``None``."""
-    try:
-        with open(os.path.join(cache_dir, f"answer-{key}.json"), encoding="utf-8") as f:
-            data = json.load(f)
-        for path, follow, sig in data["inputs"]:
-            if _sig(path, follow=follow) != sig:
-                return None
-        return {"stdout": str(data["stdout"]), "stderr": "", "exit": int(data["exit"])}
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def store_answer(cache_dir: str, key: str, tracer: InputTracer, stdout: str, exit_code: int) -> None:
-    """Store an answer with the inputs ``tracer`` recorded (errors ignored)."""
-    import tempfile
-
-    data = {
-        "inputs": [[p, follow, sig] for p, (follow, sig) in tracer.inputs.items()],
-        "stdout": stdout,
-        "exit": exit_code,
-    }
-    try:
-        os.makedirs(cache_dir, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=cache_dir, prefix=".tmp-")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, separators=(",", ":"))
-        os.replace(tmp, os.path.join(cache_dir, f"answer-{key}.json"))
-    except OSError:
-        return
+    return entry_path("libs-answers", ident, environ)

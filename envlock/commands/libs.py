@@ -417,23 +417,21 @@ def libs(
     if no_cache or runtime:
         out, err, code = _compute(targets, python, prefix, fmt, why, runtime, no_cache, environ, symbols)
     else:
-        from envlock import libanswer
+        from envlock import _statcache, libanswer
 
-        root = libanswer.cache_root(environ)
-        answers = os.path.join(root, "answers-v1")
-        key = libanswer.answer_key(["libs", *targets, f"--python={python}", f"--prefix={prefix}",
-                                    f"--format={fmt}", f"--why={why}", f"--symbols={symbols}"],
-                                   environ)
-        hit = libanswer.load_answer(answers, key)
-        if hit is not None:
-            out, err, code = hit["stdout"], hit.get("stderr", ""), hit["exit"]
+        entry = libanswer.answer_entry(["libs", *targets, f"--python={python}", f"--prefix={prefix}",
+                                        f"--format={fmt}", f"--why={why}", f"--symbols={symbols}"],
+                                       environ)
+        hit = _statcache.load(entry)
+        if isinstance(hit, dict) and isinstance(hit.get("stdout"), str) and isinstance(hit.get("exit"), int):
+            out, err, code = hit["stdout"], "", hit["exit"]
         else:
-            tracer = libanswer.InputTracer(ignore=[root])
+            tracer = libanswer.InputTracer(ignore=[os.path.dirname(_statcache.cache_dir("", environ))])
             with tracer.active():
                 out, err, code = _compute(targets, python, prefix, fmt, why, runtime, no_cache, environ,
                                           symbols)
             if not err:  # an answer with warnings (e.g. a failed sys.path query) is not kept
-                libanswer.store_answer(answers, key, tracer, out, code)
+                _statcache.store(entry, tracer.inputs, {"stdout": out, "exit": code})
     if err:
         click.echo(err, err=True, nl=False)
     sys.stdout.write(out)

@@ -136,13 +136,14 @@ def test_answer_cache_is_reused_and_invalidated(build: Builder, tmp_path: Path) 
     runner = CliRunner()
     first = runner.invoke(cli, args, env=env)
     assert first.exit_code == 0, first.output
-    stored = list((tmp_path / "cache/envlock/answers-v1").glob("answer-*.json"))
+    stored = list((tmp_path / "cache/envlock/libs-answers").glob("*.json"))
     assert len(stored) == 1
     cudnn = next(r for r in json.loads(first.output)["requests"] if r["name"] == "libcudnn.so.8")
     assert cudnn["rule"] == "runpath"
     # Same inputs: the stored answer is printed (make that visible by editing it).
     data = json.loads(stored[0].read_text())
-    data["stdout"] = data["stdout"].replace('"schema": 1', '"schema": 1, "from-cache": true', 1)
+    payload = data["payload"]
+    payload["stdout"] = payload["stdout"].replace('"schema": 1', '"schema": 1, "from-cache": true', 1)
     stored[0].write_text(json.dumps(data))
     again = runner.invoke(cli, args, env=env)
     assert json.loads(again.output).get("from-cache") is True
