@@ -156,6 +156,23 @@ def list_conda_meta(prefix: str | os.PathLike[str] | None) -> tuple[CondaMetaRec
     return tuple(out)
 
 
+def _unreadable_spec_lines(text: str) -> list[int]:
+    """Line numbers (1-based) of ``# … specs:`` lines whose list cannot be read."""
+    import ast  # noqa: PLC0415
+
+    bad = []
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if re.match(r"^#\s*(update|remove|neutered)\s+specs:", stripped):
+            m = _SPEC_LINE.match(stripped)
+            try:
+                if m is None or not isinstance(ast.literal_eval(m.group(2)), (list, tuple)):
+                    bad.append(number)
+            except (ValueError, SyntaxError):
+                bad.append(number)
+    return bad
+
+
 @dataclass(frozen=True, slots=True)
 class CondaRead:
     """What :func:`read_conda_prefix` found.
@@ -215,6 +232,7 @@ def read_conda_prefix(prefix: str | os.PathLike[str]) -> CondaRead | None:
         return None
     dist_owner: dict[str, str] = {}
     warnings: list[str] = []
+    unreadable = 0
     packages: list[CondaPackage] = []
     for fname in _record_files(meta):
         path = meta / fname
@@ -222,18 +240,24 @@ def read_conda_prefix(prefix: str | os.PathLike[str]) -> CondaRead | None:
             packages.append(_one(path, root, dist_owner))
         except (OSError, ValueError, UnicodeDecodeError) as exc:
             warnings.append(f"{path}: unreadable conda record ({exc})")
+            unreadable += 1
     requested: tuple[str, ...] = ()
     history = meta / "history"
     if history.is_file():
         try:
-            requested = parse_history(history.read_text(encoding="utf-8", errors="replace"))
+            text = history.read_text(encoding="utf-8", errors="replace")
+            requested = parse_history(text)
+            bad = _unreadable_spec_lines(text)
+            if bad:
+                warnings.append(f"{history}: {len(bad)} unreadable specs line(s), first at line "
+                                f"{bad[0]}; the requested specs may be incomplete")
         except OSError as exc:
             warnings.append(f"{history}: {exc.strerror}")
     packages.sort(key=lambda p: (p.name, p.version, p.build))
     info = CondaInfo(
-        status="ok" if not warnings else "error",
+        status="ok" if not unreadable else "error",
         source=str(meta),
-        error=f"{len(warnings)} unreadable record(s)" if warnings else None,
+        error=f"{unreadable} unreadable record(s)" if unreadable else None,
         requested=requested,
         packages=tuple(packages),
     )

@@ -135,3 +135,12 @@ def test_short_channel(channel: str | None, url: str | None, expected: str | Non
 def test_parse_history_handles_junk() -> None:
     text = "# update specs: [not python\n# update specs: ['a>=1']\n+junk\n# remove specs: []\n"
     assert parse_history(text) == ("a>=1",)
+
+
+def test_corrupt_history_is_a_warning(conda_prefix: Path) -> None:
+    history = conda_prefix / "conda-meta" / "history"
+    history.write_text(history.read_text() + "# update specs: ['scipy', \n# remove specs: oops\n")
+    m = envlock.snapshot(prefix=str(conda_prefix), stack=False, libraries=False)
+    assert "private-chan::mylab-tools" in m.conda.requested
+    assert any("history: 2 unreadable specs line(s)" in w for w in m.envlock.warnings)
+    assert m.conda.status == "ok"  # the package records themselves were all read
