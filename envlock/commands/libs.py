@@ -21,7 +21,7 @@ from envlock.commands._common import handle_errors, target_options
 if TYPE_CHECKING:
     from envlock.libanalysis import LibEntry, LibsReport
 
-__all__ = ["libs", "render_text", "render_why", "runtime_check", "target_query", "target_sys_path"]
+__all__ = ["libs", "render_text", "render_why", "runtime_check", "target_query"]
 
 #: Seconds allowed for the target interpreter to report its sys.path.
 QUERY_TIMEOUT = 20.0
@@ -39,23 +39,12 @@ _RULE_TEXT = {
     "already-loaded": "already loaded",
 }
 
-def target_sys_path(
-    python: str, prefix: str, *, environ: Mapping[str, str], cache_dir: str | None,
-) -> tuple[list[str], str | None]:
-    """The target interpreter's ``sys.path`` (see :func:`target_query`).
-
-    :returns: ``(sys_path, error)``; on failure the prefix's ``site-packages`` and a message.
-    """
-    path, _executable, error = target_query(python, prefix, environ=environ, cache_dir=cache_dir)
-    return path, error
-
-
 def target_query(
-    python: str, prefix: str, *, environ: Mapping[str, str], cache_dir: str | None,
+    python: str, prefix: str, *, environ: Mapping[str, str], cache: bool = True,
 ) -> tuple[list[str], str | None, str | None]:
     """The target interpreter's ``sys.path`` and ``sys.executable``, asked once (with a
     timeout) and cached while valid (:func:`envlock.target.query_interpreter_cached`; not
-    cached when ``cache_dir`` is ``None``, i.e. ``--no-cache``).  ``sys.executable`` is the program that really
+    with ``cache=False``, i.e. ``--no-cache``).  ``sys.executable`` is the program that really
     runs when ``python`` is a wrapper script (a pyenv shim execs the real interpreter).
 
     :returns: ``(sys_path, executable, error)``; on failure the prefix's ``site-packages``,
@@ -64,7 +53,7 @@ def target_query(
     from envlock.target import ResolvedTarget, query_interpreter, query_interpreter_cached
 
     target = ResolvedTarget(kind="venv", prefix=prefix, python=python, chosen_by="--python")
-    query = query_interpreter_cached if cache_dir else query_interpreter
+    query = query_interpreter_cached if cache else query_interpreter
     info = query(target, timeout=QUERY_TIMEOUT, environ=dict(environ))
     path = list(info.path)
     if info.status != "ok":
@@ -79,46 +68,6 @@ def _is_elf(path: str) -> bool:
             return f.read(4) == b"\x7fELF"
     except OSError:
         return False
-
-
-def resolve_cached(
-    python: str | None, prefix: str | None, *, environ: Mapping[str, str], cache_dir: str | None,
-) -> tuple[str, str | None]:
-    """``(prefix, python)`` of the target, as :func:`envlock.target.resolve_target` chooses it.
-
-    Its answer is cached (``target-v1/resolve-*.json``) for the choices that depend only on
-    the arguments and ``CONDA_PREFIX``/``VIRTUAL_ENV`` (not on a ``PATH`` search), and reused
-    while the interpreter file and the prefix still exist; this saves importing the target
-    and manifest modules on every run.
-    """
-    import hashlib
-
-    ident = [python, prefix, environ.get("CONDA_PREFIX"), environ.get("VIRTUAL_ENV"), os.getcwd()]
-    key = hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:24]
-    cache_file = os.path.join(cache_dir, f"resolve-{key}.json") if cache_dir else None
-    if cache_file:
-        try:
-            with open(cache_file, encoding="utf-8") as f:
-                got = json.load(f)
-            if os.path.isdir(got["prefix"]) and (got["python"] is None or os.path.isfile(got["python"])):
-                return got["prefix"], got["python"]
-        except (OSError, ValueError, KeyError, TypeError):
-            pass
-    from envlock.target import resolve_target
-
-    target = resolve_target(python=python, prefix=prefix, environ=environ)
-    cacheable = target.chosen_by in ("--prefix", "CONDA_PREFIX", "VIRTUAL_ENV") or (
-        target.chosen_by == "--python" and python is not None and "/" in python)
-    if cache_file and cacheable:
-        try:
-            os.makedirs(cache_dir, exist_ok=True)  # type: ignore[arg-type]
-            tmp = cache_file + f".{os.getpid()}.tmp"
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump({"prefix": target.prefix, "python": target.python}, f)
-            os.replace(tmp, cache_file)
-        except OSError:
-            pass
-    return target.prefix, target.python
 
 
 # -- --runtime -----------------------------------------------------------------------------
@@ -465,18 +414,19 @@ def _compute(
     runtime: bool, no_cache: bool, environ: dict[str, str], symbols: bool = False,
 ) -> tuple[str, str, int]:
     """Run the analysis: returns ``(stdout, stderr, exit status)``."""
-    from envlock.elf import ElfCache, default_cache_dir
+    from envlock.elf import ElfCache
+    from envlock.target import resolve_target
     from envlock.libanalysis import analyze_module
 
     elf_cache = None if no_cache else ElfCache()
-    cache_dir = None if no_cache else str(default_cache_dir().parent / "target-v1")
-    target_prefix, target_python = resolve_cached(python, prefix, environ=environ, cache_dir=cache_dir)
+    target = resolve_target(python=python, prefix=prefix, environ=environ)
+    target_prefix, target_python = target.prefix, target.python
     if target_python is None:
         from envlock.errors import TargetError
 
         raise TargetError(f"{target_prefix}: no interpreter (bin/python) in this environment")
     sys_path, executable, warn = target_query(target_python, target_prefix, environ=environ,
-                                              cache_dir=cache_dir)
+                                              cache=not no_cache)
     err = f"warning: {warn}\n" if warn else ""
     launcher = None
     if executable and not _is_elf(target_python) and _is_elf(executable):
