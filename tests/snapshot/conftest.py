@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -81,18 +80,3 @@ def pip_list(python: Path) -> dict[str, str]:
     return {re.sub(r"[-_.]+", "-", d["name"]).lower(): d["version"] for d in json.loads(out)}
 
 
-@pytest.fixture()
-def conda_prefix(tmp_path: Path) -> Path:
-    """A copy of ``fixtures/conda-prefix`` (conda-meta JSON, history, site-packages) with a
-    real interpreter: ``python -m venv --without-pip`` over it gives it ``bin/python`` whose
-    site-packages is the fixture's.  ``conda-meta/`` makes it a conda target."""
-    prefix = tmp_path / "md"
-    shutil.copytree(FIXTURES / "conda-prefix", prefix, symlinks=True)
-    want = f"python{sys.version_info[0]}.{sys.version_info[1]}"
-    lib = prefix / "lib"
-    if not (lib / want).exists():
-        (lib / "python3.11").rename(lib / want)
-        for meta in (prefix / "conda-meta").glob("*.json"):
-            meta.write_text(meta.read_text().replace("python3.11/", f"{want}/"))
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(prefix)], check=True, timeout=300)
-    return prefix

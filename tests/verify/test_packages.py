@@ -4,10 +4,7 @@ shadowed distributions, Python version."""
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -16,7 +13,7 @@ from envlock.checks.packages import describe_build, same_version
 from envlock.errors import ManifestError
 from envlock.verify import verify
 from envlock.verify.expected import read_lock
-from tests.verify.conftest import FIXTURES, install_dist, remove_dist, site_packages, snapshot_to
+from tests.verify.conftest import install_dist, remove_dist, site_packages, snapshot_to
 
 PACKAGE_CHECKS = [c for c in CHECKS if c[0] in ("python", "packages", "locks", "overwritten", "shadowed")]
 
@@ -108,22 +105,6 @@ def test_broken_metadata_is_reported(tmp_path, venv, job_env):
     r = run(venv, job_env, tmp_path)
     (f,) = by_id(r, "packages.metadata-error")
     assert "METADATA: missing" in f.evidence[0] and f.severity == "warning"
-
-
-@pytest.fixture()
-def conda_prefix(tmp_path: Path) -> Path:
-    """``fixtures/conda-prefix`` (C11: conda's twine 1.10.0 overwritten by pip's 4.0.2) with a
-    real interpreter over it."""
-    prefix = tmp_path / "md"
-    shutil.copytree(FIXTURES / "conda-prefix", prefix, symlinks=True)
-    want = f"python{sys.version_info[0]}.{sys.version_info[1]}"
-    lib = prefix / "lib"
-    if not (lib / want).exists():
-        (lib / "python3.11").rename(lib / want)
-        for meta in (prefix / "conda-meta").glob("*.json"):
-            meta.write_text(meta.read_text().replace("python3.11/", f"{want}/"))
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(prefix)], check=True, timeout=300)
-    return prefix
 
 
 def test_c11_conda_package_overwritten_by_pip(tmp_path, conda_prefix, job_env):
