@@ -11,36 +11,29 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from envlock._version import __version__
 
 __all__ = ["__version__", "snapshot", "load", "Manifest"]
 
 if TYPE_CHECKING:
     from envlock.manifest import Manifest
-    from envlock.capture import snapshot
+    from envlock.probes.snapshot import snapshot
 
 
 def load(path: str) -> Manifest:
-    """Read a manifest file (TOML or JSON).
+    """Read a manifest file (TOML or JSON); see :func:`envlock.manifest.load`.
 
-    :param path: the file.
     :raises ManifestError: the file is missing, not valid TOML/JSON, or not a manifest.
     :raises ManifestVersionError: its schema major is newer than this envlock reads.
     """
-    from envlock._toml import load_file  # noqa: PLC0415
-    from envlock.errors import ManifestError  # noqa: PLC0415
-    from envlock.manifest import Manifest  # noqa: PLC0415
+    from envlock.manifest import load as _load  # noqa: PLC0415
 
-    data = load_file(path)
-    try:
-        return Manifest.from_dict(data)
-    except ManifestError as exc:
-        raise type(exc)(f"{path}: {exc}") from None
+    return _load(path)
 
 
 def __getattr__(name: str) -> Any:
     if name == "snapshot":
-        from envlock.capture import snapshot  # noqa: PLC0415
+        from envlock.probes.snapshot import snapshot  # noqa: PLC0415
 
         return snapshot
     if name == "Manifest":

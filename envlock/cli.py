@@ -56,7 +56,7 @@ def _exists(module: str) -> bool:
 
 
 def _version() -> str:
-    from envlock import __version__  # noqa: PLC0415
+    from envlock._version import __version__  # noqa: PLC0415
 
     return __version__
 

@@ -2,7 +2,7 @@
 
 A :class:`Finding` names its *cause*, the *evidence* (paths, versions, variables; one fact per
 line) and a *fix* (one option per line).  The fields are those of the loader's findings
-(:mod:`envlock.libanalysis`: ``id``, ``severity``, ``title``, ``cause``, ``evidence``, ``fix``,
+(:mod:`envlock.libs.analysis`: ``id``, ``severity``, ``title``, ``cause``, ``evidence``, ``fix``,
 ``library``, ``requester``) so that one type serves every area; verify's identifiers are
 dotted, ``<area>.<what>`` (``packages.version-mismatch``, ``gpu.driver-too-old``), and the
 loader's are carried over as ``libs.<id>``.

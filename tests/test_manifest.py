@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import envlock
-from envlock import _toml
+from envlock.manifest import _toml
 from envlock.errors import ManifestError, ManifestVersionError
 from envlock.manifest import Manifest
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from envlock import _statcache
+from envlock import cache as _statcache
 
 
 def test_reused_while_unchanged_and_dropped_when_a_witness_changes(tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ def diff(inputs: tuple[str, ...], fmt: str, only: tuple[str, ...], ignore: tuple
     input, or inputs with no fact in common to compare.
     """
     from envlock.diff import diff as run_diff  # noqa: PLC0415
-    from envlock.diff import render  # noqa: PLC0415
+    from envlock.render import diff as render  # noqa: PLC0415
 
     result = run_diff(list(inputs), kb_files=kb, only=_split(only), ignore=_split(ignore))
     if fmt == "json":

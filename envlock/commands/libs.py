@@ -1,6 +1,6 @@
 """``envlock libs``: which shared libraries a module will really load, and why.
 
-The answer comes from envlock's model of glibc's loader (:mod:`envlock.loader`), without
+The answer comes from envlock's model of glibc's loader (:mod:`envlock.libs.search`), without
 importing the module; ``--runtime`` then imports it in the target interpreter and compares
 ``/proc/self/maps`` with the model.  Exit status: 0 fine, 1 an error-level finding (or an
 unexplained ``--runtime`` difference), 2 envlock could not run.
@@ -19,7 +19,7 @@ import click
 from envlock.commands._common import handle_errors, target_options
 
 if TYPE_CHECKING:
-    from envlock.libanalysis import LibEntry, LibsReport
+    from envlock.libs.analysis import LibEntry, LibsReport
 
 __all__ = ["libs", "render_text", "render_why", "runtime_check", "target_query"]
 
@@ -43,14 +43,14 @@ def target_query(
     python: str, prefix: str, *, environ: Mapping[str, str], cache: bool = True,
 ) -> tuple[list[str], str | None, str | None]:
     """The target interpreter's ``sys.path`` and ``sys.executable``, asked once (with a
-    timeout) and cached while valid (:func:`envlock.target.query_interpreter_cached`; not
+    timeout) and cached while valid (:func:`envlock.probes.target.query_interpreter_cached`; not
     with ``cache=False``, i.e. ``--no-cache``).  ``sys.executable`` is the program that really
     runs when ``python`` is a wrapper script (a pyenv shim execs the real interpreter).
 
     :returns: ``(sys_path, executable, error)``; on failure the prefix's ``site-packages``,
         ``None`` and a message.
     """
-    from envlock.target import ResolvedTarget, query_interpreter, query_interpreter_cached
+    from envlock.probes.target import ResolvedTarget, query_interpreter, query_interpreter_cached
 
     target = ResolvedTarget(kind="venv", prefix=prefix, python=python, chosen_by="--python")
     query = query_interpreter_cached if cache else query_interpreter
@@ -266,7 +266,7 @@ def render_text(report: LibsReport, *, check: dict[str, Any] | None = None) -> s
                      "object beyond the interpreter's (name an extension module to see its own).")
     if report.runtime:
         lines.append("")
-        lines.append("loaded later with dlopen (run-time, from the table in envlock.libruntime):")
+        lines.append("loaded later with dlopen (run-time, from the table in envlock.libs.runtime):")
         for rt in report.runtime:
             r = rt.resolution
             caller = os.path.basename(rt.caller)
@@ -366,7 +366,8 @@ def libs(
     if no_cache or runtime:
         out, err, code = _compute(targets, python, prefix, fmt, why, runtime, no_cache, environ, symbols)
     else:
-        from envlock import _statcache, libanswer
+        from envlock import cache as _statcache
+        from envlock.libs import answer as libanswer
 
         entry = libanswer.answer_entry(["libs", *targets, f"--python={python}", f"--prefix={prefix}",
                                         f"--format={fmt}", f"--why={why}", f"--symbols={symbols}"],
@@ -414,9 +415,9 @@ def _compute(
     runtime: bool, no_cache: bool, environ: dict[str, str], symbols: bool = False,
 ) -> tuple[str, str, int]:
     """Run the analysis: returns ``(stdout, stderr, exit status)``."""
-    from envlock.elf import ElfCache
-    from envlock.target import resolve_target
-    from envlock.libanalysis import analyze_module
+    from envlock.libs.elf import ElfCache
+    from envlock.probes.target import resolve_target
+    from envlock.libs.analysis import analyze_module
 
     elf_cache = None if no_cache else ElfCache()
     target = resolve_target(python=python, prefix=prefix, environ=environ)

@@ -16,7 +16,7 @@ def show(manifest: str) -> None:
     """Summarize MANIFEST (an envlock manifest, TOML or JSON)."""
     from rich.console import Console  # noqa: PLC0415
 
-    from envlock import load  # noqa: PLC0415
+    from envlock.manifest import load  # noqa: PLC0415
     from envlock.render.show import render_show  # noqa: PLC0415
 
     m = load(manifest)

@@ -76,8 +76,8 @@ def snapshot(
     The target is --python, --prefix, the active conda env (CONDA_PREFIX), the active venv
     (VIRTUAL_ENV), or the first python3 on PATH, in that order.
     """
-    from envlock.capture import snapshot as take  # noqa: PLC0415
-    from envlock.target import resolve_target  # noqa: PLC0415
+    from envlock.probes.snapshot import snapshot as take  # noqa: PLC0415
+    from envlock.probes.target import resolve_target  # noqa: PLC0415
 
     path = expand_output(output) if output != "-" else "-"
     target = resolve_target(python=python, prefix=prefix)

@@ -56,11 +56,11 @@ def verify(
         click.echo(json.dumps(report.to_json(), indent=2))
     elif report.status == "ok" and not any(f.severity != "info" for f in report.findings):
         if not quiet:
-            from envlock.verify.render import summary_line  # noqa: PLC0415
+            from envlock.render.verify import summary_line  # noqa: PLC0415
 
             click.echo(summary_line(report))
     else:
-        from envlock.verify.render import print_report  # noqa: PLC0415
+        from envlock.render.verify import print_report  # noqa: PLC0415
 
         print_report(report)
     sys.stdout.flush()

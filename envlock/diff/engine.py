@@ -15,43 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envlock.diff.facts import FactSet, areas_of, same
+from envlock.diff.changes import Change, Explanation
 from envlock.diff.impact import KB, Globs, change_size
 
 __all__ = ["Change", "Explanation", "PairDiff", "ManyDiff", "compare_pair", "compare_many"]
-
-
-@dataclass
-class Change:
-    """One fact whose value differs.
-
-    :ivar values: ``(a, b)``; ``None`` where the input lacks the fact.
-    :ivar size: :func:`envlock.diff.impact.change_size` of it.
-    :ivar component, cls: what the impact model says it is.
-    :ivar majority_count: in a many-input diff, how many inputs have value ``a``.
-    :ivar generic: the fact comes from a table without an extractor (flattened generically).
-    """
-
-    area: str
-    key: str
-    values: tuple[Any, Any]
-    size: str
-    component: str
-    cls: str
-    majority_count: int | None = None
-    generic: bool = False
-
-
-@dataclass
-class Explanation:
-    """A ranked likely cause: a title, why it matters, what to do, and the facts behind it."""
-
-    id: str
-    title: str
-    cls: str
-    score: int
-    why: str
-    do: str
-    changes: list[Change] = field(default_factory=list)
 
 
 @dataclass

@@ -14,126 +14,26 @@ reason, never "removed".
 Fields that differ between any two machines without meaning anything (times, host names,
 paths of the snapshot itself, job ids) are not facts at all.
 """
-
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
-from envlock._names import canonicalize
+from envlock.diff import stackfacts
+from envlock.diff.factset import (
+    FactSet,
+    Impl,
+    Pkg,
+    Sink,
+    display,
+    normalize_name,
+    put_fact,
+    same,
+    str_or_none,
+)
 
-__all__ = ["Pkg", "Impl", "FactSet", "extract", "normalize_name", "display"]
-
-
-
-normalize_name = canonicalize
-
-
-class Pkg(NamedTuple):
-    """An installed (or listed) package: the value of a ``("package", name)`` fact.
-
-    :ivar version: the version as recorded (``"2.13.0+cpu"``), or a spec (``">=1.2"``) from a
-        file that lists requirements rather than installs.
-    :ivar build: the conda build string, when known.
-    :ivar channel: the conda channel, when known.
-    :ivar manager: ``"pip"`` or ``"conda"``.
-    :ivar name: the name as that manager spells it (``"pytorch"`` for conda's torch).
-    """
-
-    version: str
-    build: str | None = None
-    channel: str | None = None
-    manager: str = "pip"
-    name: str = ""
-
-    def same(self, other: Pkg) -> bool:
-        """Equal where both sides know: version always, build and channel when both have one."""
-        if self.version != other.version:
-            return False
-        if self.build and other.build and self.build != other.build:
-            return False
-        return not (self.channel and other.channel and self.channel != other.channel)
-
-
-class Impl(NamedTuple):
-    """A library implementation: the value of a ``("blas", user)`` fact (``openblas 0.3.27``)."""
-
-    name: str
-    version: str | None = None
-    detail: str | None = None
-
-
-def _natural(text: str) -> list[Any]:
-    """Sort key putting ``sm_75`` before ``sm_100`` (digit runs compare as numbers)."""
-    return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", text)]
-
-
-def display(value: Any) -> str:
-    """Return the one-line text form of a fact value (``"(absent)"`` for ``None``)."""
-    if value is None:
-        return "(absent)"
-    if isinstance(value, Pkg):
-        extra = [x for x in (value.build, value.channel) if x]
-        shown = value.version or "(any version)"
-        return f"{shown} ({', '.join(extra)})" if extra else shown
-    if isinstance(value, Impl):
-        return " ".join(x for x in (value.name, value.version) if x) + (
-            f" ({value.detail})" if value.detail else ""
-        )
-    if isinstance(value, frozenset):
-        return " ".join(sorted(value, key=_natural)) or "(none)"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    return str(value)
-
-
-def same(a: Any, b: Any) -> bool:
-    """Whether two values of one fact are equal (packages compare as :meth:`Pkg.same`)."""
-    if isinstance(a, Pkg) and isinstance(b, Pkg):
-        return a.same(b)
-    return a == b
-
-
-@dataclass
-class FactSet:
-    """The facts of one input.
-
-    :ivar label: short name used in reports (host name, else file stem).
-    :ivar path: the file read; ``kind``: ``"manifest"``, ``"environment.yml"``, ….
-    :ivar facts: ``(area, key) → value``.
-    :ivar areas: area → ``""`` when compared, or why it cannot be (``"input lacks it"``,
-        ``"error: …"``).
-    :ivar listing: for ``"package"``: ``"complete"`` when a package absent from the input is
-        really not installed, ``"partial"`` when the input only lists some (requirements).
-    :ivar generic: areas of tables without an extractor, flattened generically (raw keys such
-        as ``resolved[libgomp.so.1].realpath``); their facts rank below classified ones.
-    """
-
-    label: str
-    path: str
-    kind: str
-    facts: dict[tuple[str, str], Any] = field(default_factory=dict)
-    areas: dict[str, str] = field(default_factory=dict)
-    listing: str = "complete"
-    generic: set[str] = field(default_factory=set)
-
-
-# -- extractors ---------------------------------------------------------------------------
-
-Sink = dict[tuple[str, str], Any]
-
-
-def str_or_none(v: Any) -> str | None:
-    """``str(v)``, or ``None`` for ``None`` and ``""``."""
-    return None if v is None or v == "" else str(v)
-
-
-def put_fact(out: Sink, area: str, key: str, value: Any) -> None:
-    """Record ``(area, key) → value`` unless the value is empty (``None``, ``""``, no set)."""
-    if value is not None and value != "" and value != frozenset():
-        out[(area, key)] = value
+__all__ = ["Pkg", "Impl", "FactSet", "extract", "normalize_name", "display", "same", "areas_of",
+           "put_fact", "str_or_none"]
 
 
 def _python(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
@@ -283,14 +183,8 @@ EXTRACTORS: dict[str, tuple[str, Extractor]] = {
 }
 
 
-def _stack_extractors() -> None:
-    from envlock.diff import stackfacts  # noqa: PLC0415 - it imports this module's helpers
-
-    for name in ("gpu", "cuda", "frameworks", "blas", "toolchain", "slurm"):
-        EXTRACTORS[name] = (name, getattr(stackfacts, name))
-
-
-_stack_extractors()
+for _name in ("gpu", "cuda", "frameworks", "blas", "toolchain", "slurm"):
+    EXTRACTORS[_name] = (_name, getattr(stackfacts, _name))
 
 #: tables that describe the file rather than the environment.
 _SKIP = frozenset({"envlock", "target"})

@@ -24,8 +24,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from envlock._names import canonicalize
-from envlock._schema import SCHEMA, check_header
-from envlock._toml import read_text
+from envlock.manifest._schema import SCHEMA, check_header
+from envlock.manifest._toml import read_text
 from envlock.errors import ManifestError
 from envlock.redact import REDACTED, redact_url
 
@@ -97,7 +97,7 @@ def parse_toml(text: str, name: str) -> dict[str, Any]:
     """Parse TOML (or JSON, starting with ``{``) text.
 
     With ``rtoml`` installed (Rust; ~15x faster than :mod:`tomllib` on a 1,000-package
-    manifest) it parses first; on any failure :func:`envlock._toml.loads` parses again, so
+    manifest) it parses first; on any failure :func:`envlock.manifest._toml.loads` parses again, so
     errors are always worded the same way.
 
     :raises ManifestError: malformed text.
@@ -113,7 +113,7 @@ def parse_toml(text: str, name: str) -> dict[str, Any]:
             pass
         except Exception:  # noqa: BLE001, S110 - any rtoml failure: tomllib judges and words it
             pass
-    from envlock import _toml  # noqa: PLC0415
+    from envlock.manifest import _toml  # noqa: PLC0415
 
     return _toml.loads(text, name=name)
 

@@ -119,7 +119,7 @@ class KB:
 
 
 def _read_toml(path: str) -> dict[str, Any]:
-    from envlock._toml import read_text  # noqa: PLC0415
+    from envlock.manifest._toml import read_text  # noqa: PLC0415
     from envlock.diff.foreign import parse_toml  # noqa: PLC0415
     from envlock.diff.kbcheck import validate  # noqa: PLC0415
 

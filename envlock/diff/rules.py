@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from envlock.diff.engine import Change, Explanation
+from envlock.diff.changes import Change, Explanation
 from envlock.diff.facts import FactSet, Impl, Pkg, display
 from envlock.diff.impact import KB, version_in
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from envlock.diff.facts import Impl, Sink, normalize_name, put_fact, str_or_none
+from envlock.diff.factset import Impl, Sink, normalize_name, put_fact, str_or_none
 
 __all__ = ["gpu", "cuda", "frameworks", "blas", "toolchain", "slurm"]
 

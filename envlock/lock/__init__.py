@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envlock._run import Runner, run
-from envlock.lock._find import find_lockfiles
+from envlock.probes.lockfiles import find_lockfiles
 
 if TYPE_CHECKING:
     from envlock.lock._output import LockResult
@@ -77,7 +77,7 @@ def lock_environment(
     :raises LockError: uv cannot find an installed version; :raises MissingDependencyError:
         ``envlock[lock]`` is not installed.
     """
-    from envlock import snapshot  # noqa: PLC0415
+    from envlock.probes.snapshot import snapshot  # noqa: PLC0415
     from envlock.lock._fromenv import lock_manifest  # noqa: PLC0415
 
     # A lock needs the packages and the interpreter, not the GPU, driver or loader probes.

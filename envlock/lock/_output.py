@@ -1,7 +1,7 @@
 """What a lock produced, and writing it: all files or none.
 
 Every lockfile's text is computed before the first one is written, then each is written
-atomically (temporary file, fsync, rename; :func:`envlock._toml.atomic_write`), so a failed
+atomically (temporary file, fsync, rename; :func:`envlock.manifest._toml.atomic_write`), so a failed
 solve or an interrupted job never leaves a partial lockfile behind.
 """
 
@@ -41,7 +41,7 @@ def write_all(texts: Mapping[Path, str], *, force: bool = False) -> tuple[Path, 
     :raises OSError: a directory is not writable.
     :returns: the paths written.
     """
-    from envlock._toml import atomic_write  # noqa: PLC0415
+    from envlock.manifest._toml import atomic_write  # noqa: PLC0415
 
     if not force:
         for path in texts:
@@ -71,7 +71,7 @@ def pylock_text(
     """
     import tomli_w  # noqa: PLC0415
 
-    from envlock._toml import loads  # noqa: PLC0415
+    from envlock.manifest._toml import loads  # noqa: PLC0415
     from envlock.errors import LockError  # noqa: PLC0415
     from envlock.probes.pip import canonicalize  # noqa: PLC0415
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from envlock._run import Runner, run
 from envlock.errors import LockError, ManifestError
-from envlock.lock._find import _sha256, lockfile_kind
+from envlock.probes.lockfiles import _sha256, lockfile_kind
 
 if TYPE_CHECKING:
     from envlock.manifest import Manifest
@@ -143,7 +143,7 @@ def _not_restored(manifest: Manifest) -> list[str]:
 
 
 def _pylock_not_locked(path: Path) -> list[str]:
-    from envlock._toml import load_file  # noqa: PLC0415
+    from envlock.manifest._toml import load_file  # noqa: PLC0415
 
     data = load_file(path)
     table = data.get("tool", {}).get("envlock", {}) if isinstance(data.get("tool"), dict) else {}
@@ -167,10 +167,10 @@ def validate_lockfile(path: str | Path, kind: str) -> None:
     * ``requirements``: every requirement parses as a PEP 508 requirement
       (``packaging.requirements``).
 
-    :param kind: as :func:`envlock.lock._find.lockfile_kind` names it.
+    :param kind: as :func:`envlock.probes.lockfiles.lockfile_kind` names it.
     :raises ManifestError: one line naming the file and what is wrong with it.
     """
-    from envlock._toml import load_file, read_text  # noqa: PLC0415
+    from envlock.manifest._toml import load_file, read_text  # noqa: PLC0415
     from envlock.errors import MissingDependencyError  # noqa: PLC0415
 
     path = Path(path)
@@ -266,7 +266,7 @@ def plan_restore(
     :raises ManifestError: an input is neither a manifest nor a known lockfile, or a lockfile
         is malformed (see :func:`validate_lockfile`); nothing is run then.
     """
-    import envlock  # noqa: PLC0415
+    from envlock.manifest import load  # noqa: PLC0415
 
     prefix = str(prefix)
     lockfiles: list[Path] = []
@@ -279,7 +279,7 @@ def plan_restore(
             raise ManifestError(f"{path}: no such file")
         kind = lockfile_kind(path)
         if kind is None and path.suffix in (".toml", ".json"):
-            manifest = envlock.load(str(path))
+            manifest = load(str(path))
             found, warns = _lockfiles_of(path, manifest)
             lockfiles += found
             warnings += warns

@@ -277,7 +277,7 @@ def _pip_entries(
         list(spec.pip), index=index, python_version=str(python.version),
         python_platform=target, runner=runner,
     )
-    from envlock._toml import loads  # noqa: PLC0415
+    from envlock.manifest._toml import loads  # noqa: PLC0415
 
     out = []
     for pkg in loads(text, name="uv's pylock.toml").get("packages", []):

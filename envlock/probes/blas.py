@@ -28,7 +28,7 @@ from pathlib import Path
 from envlock.manifest import PipPackage
 from envlock.probes._stackutil import read_text, site_dists
 from envlock.probes.conda import CondaMetaRecord, list_conda_meta
-from envlock.stack_model import BlasInfo, BlasLibrary, OpenMPRuntime
+from envlock.manifest.stack import BlasInfo, BlasLibrary, OpenMPRuntime
 
 __all__ = ["probe_blas"]
 

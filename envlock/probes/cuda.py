@@ -36,7 +36,7 @@ from envlock.probes._stackutil import (
 )
 from envlock.probes.conda import CondaMetaRecord, list_conda_meta
 from envlock.probes.pip import canonicalize
-from envlock.stack_model import CudaInfo, CudaLibrary, CudaToolkit
+from envlock.manifest.stack import CudaInfo, CudaLibrary, CudaToolkit
 
 __all__ = ["probe_cuda", "COMPONENTS"]
 

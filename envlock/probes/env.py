@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 
-from envlock import _model
+from envlock.manifest import _model
 from envlock.manifest import EnvVars
 from envlock.redact import REDACTED, redact_text_urls, secret_name, secret_value
 

@@ -33,7 +33,7 @@ from envlock.manifest import PipPackage
 from envlock.probes._stackutil import Dist, read_headers, read_text, site_dists
 from envlock.probes.conda import CondaMetaRecord, list_conda_meta
 from envlock.probes.pip import canonicalize
-from envlock.stack_model import FrameworkBuild, FrameworkRuntime, FrameworksInfo, ThreadPool
+from envlock.manifest.stack import FrameworkBuild, FrameworkRuntime, FrameworksInfo, ThreadPool
 
 __all__ = ["probe_frameworks", "IMPORT_SCRIPT", "fatbin_archs", "cached_fatbin_archs"]
 
@@ -310,10 +310,10 @@ def _arch_key(arch: str) -> tuple[int, str]:
 
 # -- probes per framework --------------------------------------------------------------------
 def cached_fatbin_archs(path: str | os.PathLike[str]) -> tuple[tuple[str, ...], str | None]:
-    """:func:`fatbin_archs`, kept on disk (:mod:`envlock._statcache`, namespace
+    """:func:`fatbin_archs`, kept on disk (:mod:`envlock.cache`, namespace
     ``fatbin-archs``) while the file's signature is unchanged: reading thousands of entry
     headers of a 1 GB ``libtorch_cuda.so`` costs ~0.1 s warm and ~0.5 s on a cold page cache."""
-    from envlock import _statcache  # noqa: PLC0415
+    from envlock import cache as _statcache  # noqa: PLC0415
 
     real = os.path.realpath(path)
     entry = _statcache.entry_path("fatbin-archs", {"v": 1, "path": real})

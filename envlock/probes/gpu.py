@@ -24,7 +24,7 @@ from pathlib import Path
 
 from envlock._run import DEFAULT_TIMEOUT, Runner, run
 from envlock.probes._stackutil import read_text, under_root, which
-from envlock.stack_model import Gpu, GpuInfo
+from envlock.manifest.stack import Gpu, GpuInfo
 
 __all__ = ["probe_gpu", "cuda_for_driver", "SMI_FIELDS"]
 

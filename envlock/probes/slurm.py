@@ -12,10 +12,10 @@ import os
 import re
 from collections.abc import Mapping
 
-from envlock._model import freeze_mapping
-from envlock.stack_model import SlurmInfo
+from envlock.manifest._model import freeze_mapping
+from envlock.manifest.stack import SlurmInfo
 
-__all__ = ["probe_slurm", "SLURM_VARS", "PBS_VARS", "LSF_VARS"]
+__all__ = ["probe_slurm", "slurm_gpu_ids", "slurm_gpu_count", "SLURM_VARS", "PBS_VARS", "LSF_VARS"]
 
 #: Slurm variables recorded in ``vars`` (allow-list).
 SLURM_VARS: tuple[str, ...] = (
@@ -152,3 +152,23 @@ def probe_slurm(*, env: Mapping[str, str] | None = None) -> SlurmInfo:
             vars=freeze_mapping({k: env[k] for k in LSF_VARS if k in env}),
         )
     return SlurmInfo(status="absent", source="environment", error="not in a Slurm, PBS or LSF job")
+
+
+def slurm_gpu_ids(environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The GPUs Slurm gave this step (``SLURM_STEP_GPUS``, else ``SLURM_JOB_GPUS``), as the
+    comma-separated ids it writes (indices, sometimes UUIDs)."""
+    for var in ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS"):
+        value = environ.get(var, "").strip()
+        if value:
+            return tuple(v.strip() for v in value.split(",") if v.strip())
+    return ()
+
+
+def slurm_gpu_count(environ: Mapping[str, str]) -> int | None:
+    """``SLURM_GPUS_ON_NODE`` as an int, else the number of ids in :func:`slurm_gpu_ids`, else
+    ``None`` (no GPU allocation known)."""
+    raw = environ.get("SLURM_GPUS_ON_NODE", "").strip()
+    if raw.isdigit():
+        return int(raw)
+    ids = slurm_gpu_ids(environ)
+    return len(ids) if ids else None

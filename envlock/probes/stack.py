@@ -25,7 +25,7 @@ from envlock.probes.gpu import probe_gpu
 from envlock.probes.pip import scan_distributions
 from envlock.probes.slurm import probe_slurm
 from envlock.probes.toolchain import probe_toolchain
-from envlock.stack_model import (
+from envlock.manifest.stack import (
     BlasInfo,
     CudaInfo,
     FrameworksInfo,

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING
 from envlock._run import DEFAULT_TIMEOUT, Runner, RunResult, run
 from envlock.manifest import PipPackage
 from envlock.probes._stackutil import site_dists, under_root, which
-from envlock.stack_model import BuiltWith, Libstdcxx, Tool, ToolchainInfo
+from envlock.manifest.stack import BuiltWith, Libstdcxx, Tool, ToolchainInfo
 
 if TYPE_CHECKING:
-    from envlock.elf import ElfInfo
+    from envlock.libs.elf import ElfInfo
 
 __all__ = ["probe_toolchain", "TOOLS"]
 
@@ -135,14 +135,14 @@ def _max_version(names: Sequence[str], prefix: str) -> str | None:
     return ".".join(map(str, best)) if best else None
 
 
-# -- small private ELF readers (the loader's envlock.elf may replace these) -------------------
+# -- small private ELF readers (the loader's envlock.libs.elf may replace these) -------------------
 def _elf_facts(path: str | os.PathLike[str]) -> ElfInfo:
     """The ELF facts of ``path`` (version definitions, ``.comment``) through envlock's ELF
     reader and its on-disk cache.
 
     :raises ValueError: the file cannot be read or is not a valid ELF file.
     """
-    from envlock.elf import ElfCache, read_elf  # noqa: PLC0415 - pyelftools only when needed
+    from envlock.libs.elf import ElfCache, read_elf  # noqa: PLC0415 - pyelftools only when needed
 
     info = read_elf(path, cache=ElfCache())
     if info.error is not None:
@@ -158,13 +158,13 @@ _CACHEABLE = frozenset({"gcc", "g++", "gfortran", "clang", "clang++", "icx", "ic
 def _version_output(name: str, path: str, call: Callable[..., RunResult], *, cache: bool) -> str | RunResult:
     """``<tool> --version``'s output, or the failed :class:`RunResult`.
 
-    For compilers and cmake the output is kept on disk (:mod:`envlock._statcache`, namespace
+    For compilers and cmake the output is kept on disk (:mod:`envlock.cache`, namespace
     ``tool-versions``) while the executable file (symlinks resolved) is unchanged: the same
     binary prints the same version, and a job prologue need not start four compilers.
     """
     entry = real = None
     if cache and name in _CACHEABLE:
-        from envlock import _statcache  # noqa: PLC0415
+        from envlock import cache as _statcache  # noqa: PLC0415
 
         real = os.path.realpath(path)
         entry = _statcache.entry_path("tool-versions", {"v": 1, "tool": name, "path": real})
@@ -176,7 +176,7 @@ def _version_output(name: str, path: str, call: Callable[..., RunResult], *, cac
         return res
     out = res.stdout or res.stderr
     if entry is not None and real is not None:
-        from envlock import _statcache  # noqa: PLC0415
+        from envlock import cache as _statcache  # noqa: PLC0415
 
         _statcache.store(entry, [real], out)
     return out

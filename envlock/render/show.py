@@ -67,7 +67,7 @@ def _render_stack(m: Manifest, console: Console) -> None:
 
 
 def _as_dict(obj: Any) -> dict[str, Any]:
-    from envlock import _model  # noqa: PLC0415
+    from envlock.manifest import _model  # noqa: PLC0415
 
     return _model.to_dict(obj)
 

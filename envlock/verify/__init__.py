@@ -2,7 +2,7 @@
 
 :func:`verify` compares the live target environment with a manifest and/or lockfiles and checks
 the node (driver, GPUs, allocation, output directory, isolation).  Each check is a plain
-function ``check_x(ctx) -> list[Finding]`` (:mod:`envlock.checks`); all run in threads under
+function ``check_x(ctx) -> list[Finding]`` (:mod:`envlock.verify.checks`); all run in threads under
 one deadline, and a check still running at the deadline is reported as a ``verify.timeout``
 finding — :func:`verify` always returns within ``timeout`` seconds (plus the time to load the
 inputs).  Only cheap probes run: file reads, one interpreter query, ``nvidia-smi`` when a
@@ -45,7 +45,7 @@ class VerifyReport:
     """The result of :func:`verify` (policy applied).
 
     :ivar findings: most severe first.
-    :ivar checks: every check, in :data:`envlock.checks.CHECKS` order.
+    :ivar checks: every check, in :data:`envlock.verify.checks.CHECKS` order.
     :ivar target: the target environment (``kind``, ``prefix``, ``python``, ``chosen_by``).
     :ivar manifest: the manifest path, if any; ``locks``: the lockfile paths.
     :ivar config: the policy file used, if any.
@@ -176,7 +176,7 @@ def verify(
     :param manifest: a manifest file (``envlock snapshot``).
     :param locks: ``pylock.toml`` / ``conda-lock.yml`` files.
     :param python: the target interpreter (``--python``); ``prefix``: its prefix (``--prefix``);
-        neither: the active environment (see :func:`envlock.target.resolve_target`).
+        neither: the active environment (see :func:`envlock.probes.target.resolve_target`).
     :param output_dir: the directory the job writes to (checked for space, inodes, writability).
     :param strict: turn warnings into errors.
     :param timeout: global deadline in seconds for all checks.
@@ -187,7 +187,7 @@ def verify(
     :param config_dir: where to look for ``envlock.toml``/``pyproject.toml`` (default: the
         manifest's directory, else ``cwd``).
     :param statvfs: :func:`os.statvfs` or a replacement (tests).
-    :param checks: the checks to run (default :data:`envlock.checks.CHECKS`).
+    :param checks: the checks to run (default :data:`envlock.verify.checks.CHECKS`).
     :raises ManifestError: the manifest or a lockfile is missing or malformed.
     :raises ConfigError: the policy file is malformed.
     :raises TargetError: the target environment cannot be found.
@@ -203,7 +203,7 @@ def verify(
     locks = tuple(str(p) for p in locks)
     env = dict(os.environ if environ is None else environ)
     cwd = cwd or os.getcwd()
-    from envlock.target import resolve_target  # noqa: PLC0415
+    from envlock.probes.target import resolve_target  # noqa: PLC0415
 
     target = resolve_target(python=python, prefix=prefix, environ=env)
     live = Live(target, environ=env, root=root, runner=runner, deadline=deadline)
@@ -212,7 +212,7 @@ def verify(
     threading.Thread(target=lambda: live.python, name="envlock-verify-python", daemon=True).start()
     m = None
     if manifest is not None:
-        from envlock import load  # noqa: PLC0415
+        from envlock.manifest import load  # noqa: PLC0415
 
         m = load(manifest)
     lock_list = tuple(read_lock(p) for p in locks)
@@ -227,7 +227,7 @@ def verify(
         statvfs=statvfs,
     )
     if checks is None:
-        from envlock.checks import CHECKS  # noqa: PLC0415
+        from envlock.verify.checks import CHECKS  # noqa: PLC0415
 
         checks = [c for c in CHECKS if c[0] not in config.skip]
     raw, results = _run_checks(ctx, checks, deadline, timeout)

@@ -7,31 +7,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from envlock.probes.slurm import slurm_gpu_count, slurm_gpu_ids
 from envlock.verify.expected import Expected
 from envlock.verify.live import Live
 from envlock.verify.policy import Config
 
 __all__ = ["Context", "slurm_gpu_ids", "slurm_gpu_count"]
-
-
-def slurm_gpu_ids(environ: Mapping[str, str]) -> tuple[str, ...]:
-    """The GPUs Slurm gave this step (``SLURM_STEP_GPUS``, else ``SLURM_JOB_GPUS``), as the
-    comma-separated ids it writes (indices, sometimes UUIDs)."""
-    for var in ("SLURM_STEP_GPUS", "SLURM_JOB_GPUS"):
-        value = environ.get(var, "").strip()
-        if value:
-            return tuple(v.strip() for v in value.split(",") if v.strip())
-    return ()
-
-
-def slurm_gpu_count(environ: Mapping[str, str]) -> int | None:
-    """``SLURM_GPUS_ON_NODE`` as an int, else the number of ids in :func:`slurm_gpu_ids`, else
-    ``None`` (no GPU allocation known)."""
-    raw = environ.get("SLURM_GPUS_ON_NODE", "").strip()
-    if raw.isdigit():
-        return int(raw)
-    ids = slurm_gpu_ids(environ)
-    return len(ids) if ids else None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -125,7 +125,7 @@ def _read_conda_lock(path: Path, platform: str) -> Lock:
 
 
 def _read_pylock(path: Path, marker_env: Mapping[str, str] | None) -> Lock:
-    from envlock._toml import load_file  # noqa: PLC0415
+    from envlock.manifest._toml import load_file  # noqa: PLC0415
 
     data = load_file(path)
     pkgs = data.get("packages")
@@ -193,7 +193,7 @@ class Expected:
             if value is None:
                 value = self.manifest.extra.get(name)
             elif not isinstance(value, Mapping):
-                from envlock import _model  # noqa: PLC0415
+                from envlock.manifest import _model  # noqa: PLC0415
 
                 value = _model.to_dict(value)
             self._tables[name] = value

@@ -7,8 +7,8 @@ runs once however many checks need it, and a check that needs nothing slow never
 The GPU and framework facts come from the stack probes (:func:`envlock.probes.gpu.probe_gpu`:
 ``/proc/driver/nvidia/version``, NVML or ``nvidia-smi``; :func:`envlock.probes.frameworks.
 probe_frameworks`: ``torch/version.py``, local version labels, conda build strings, the
-``.nv_fatbin`` architectures), as :class:`~envlock.stack_model.GpuInfo` and
-:class:`~envlock.stack_model.FrameworkBuild` records.  The processes using the GPUs come from
+``.nv_fatbin`` architectures), as :class:`~envlock.manifest.stack.GpuInfo` and
+:class:`~envlock.manifest.stack.FrameworkBuild` records.  The processes using the GPUs come from
 ``nvidia-smi --query-compute-apps`` (:func:`read_compute_apps`).
 """
 
@@ -91,7 +91,7 @@ def read_compute_apps(
 class Live:
     """The live facts of one verify run, each computed at most once (thread-safe).
 
-    :param target: the resolved target (:class:`envlock.target.ResolvedTarget`).
+    :param target: the resolved target (:class:`envlock.probes.target.ResolvedTarget`).
     :param environ: the job's environment.
     :param root: file-system root for ``/proc`` files (a directory in tests).
     :param runner: the command runner.
@@ -141,7 +141,7 @@ class Live:
     def python(self) -> Any:
         """The target interpreter's :class:`~envlock.manifest.PythonInfo`."""
         def compute() -> Any:
-            from envlock.target import query_interpreter  # noqa: PLC0415
+            from envlock.probes.target import query_interpreter  # noqa: PLC0415
 
             return query_interpreter(self.target, runner=self.runner, environ=self.environ,
                                      timeout=self.command_timeout(10.0))
@@ -168,7 +168,7 @@ class Live:
                 return pip, None
             # The snapshot's cross-check of dist-infos and conda records (C11, C12); imported
             # only for conda targets (it brings the whole snapshot machinery).
-            from envlock.capture import attribute_conda  # noqa: PLC0415
+            from envlock.probes.snapshot import attribute_conda  # noqa: PLC0415
 
             new_pip, conda, _warnings = attribute_conda(pip, conda_read)
             return new_pip, conda
@@ -186,7 +186,7 @@ class Live:
 
     @property
     def gpu(self) -> Any:
-        """The driver and GPUs: :class:`~envlock.stack_model.GpuInfo` (``status="absent"``
+        """The driver and GPUs: :class:`~envlock.manifest.stack.GpuInfo` (``status="absent"``
         without an NVIDIA driver)."""
         def compute() -> Any:
             from pathlib import Path  # noqa: PLC0415
@@ -211,7 +211,7 @@ class Live:
 
     def frameworks(self, *, archs: bool = False) -> tuple[Any, ...]:
         """How the target's frameworks (torch, jax, tensorflow, cupy, numba) were built, as
-        :class:`~envlock.stack_model.FrameworkBuild` records.
+        :class:`~envlock.manifest.stack.FrameworkBuild` records.
 
         :param archs: also read the GPU architectures from the CUDA libraries (costly: only
             when there is a GPU to compare them with).

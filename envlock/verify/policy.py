@@ -48,7 +48,7 @@ class Config:
     :ivar min_free_bytes: free space ``--output-dir`` must have, bytes.
     :ivar min_free_inodes: free inodes it must have.
     :ivar modules: extra extension modules for the library check.
-    :ivar skip: names of checks not to run (see :data:`envlock.checks.CHECKS`).
+    :ivar skip: names of checks not to run (see :data:`envlock.verify.checks.CHECKS`).
     :ivar source: the file the policy came from (``None``: defaults).
     """
 
@@ -107,7 +107,7 @@ def _from_table(table: Mapping[str, Any], source: str) -> Config:
     if not isinstance(modules, list) or not all(isinstance(m, str) for m in modules):
         raise ConfigError(f"{source}: 'modules' must be a list of module names")
     skip = table.get("skip", [])
-    from envlock.checks import CHECKS  # noqa: PLC0415
+    from envlock.verify.checks import CHECKS  # noqa: PLC0415
 
     names = [name for name, _ in CHECKS]
     if not isinstance(skip, list) or not all(isinstance(c, str) for c in skip):
@@ -132,7 +132,7 @@ def load_config(directory: str | Path) -> Config:
     :raises ConfigError: a file is malformed or a setting has the wrong type.
     :returns: the :class:`Config` (defaults when neither file has a verify table).
     """
-    from envlock._toml import load_file  # noqa: PLC0415
+    from envlock.manifest._toml import load_file  # noqa: PLC0415
     from envlock.errors import ConfigError, ManifestError  # noqa: PLC0415
 
     d = Path(directory)

@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
-from envlock import _model, _toml
+from envlock.manifest import _model
+
+from envlock.manifest import _toml
 from envlock.manifest import (
     CondaInfo,
     CondaPackage,

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from envlock.cli import cli
 from envlock.diff import diff
 from envlock.diff.engine import PairDiff
-from envlock.diff.render import ellipsize, layout_columns
+from envlock.render.diff import ellipsize, layout_columns
 
 from .conftest import CONDA_PACKAGES, PREFIX, build_manifest, replace
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from envlock.capture import snapshot, target_path_dirs
+from envlock.probes.snapshot import snapshot, target_path_dirs
 from envlock.probes.conda import list_conda_meta
 from envlock.probes.pip import scan_distributions
 from envlock.probes.stack import STACK_AREAS, probe_stack
-from envlock.target import resolve_target
+from envlock.probes.target import resolve_target
 
 TORCH_VERSION_PY = "__version__ = '2.5.1+cu124'\ncuda = '12.4'\nhip = None\ndebug = False\n"
 NVCC = """

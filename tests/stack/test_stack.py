@@ -12,7 +12,7 @@ import tomllib
 from envlock._run import run
 from envlock.manifest import EnvlockInfo, Manifest, Target
 from envlock.probes.stack import STACK_AREAS, probe_stack
-from envlock.stack_model import (
+from envlock.manifest.stack import (
     BlasInfo,
     CudaInfo,
     FrameworksInfo,

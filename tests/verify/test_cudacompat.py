@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from envlock.verify.cudacompat import (
+from envlock.nvidia import (
     MINOR_COMPAT_FLOOR,
     TOOLKIT_DRIVERS,
     assess_arch,

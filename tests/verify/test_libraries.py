@@ -1,6 +1,6 @@
 """The library check: loader findings carried into verify (C01 shadowing through
 LD_LIBRARY_PATH; C02/C03 a version node missing in the library picked), on ELF files compiled
-here with gcc, through the loader model (``envlock.libanalysis``)."""
+here with gcc, through the loader model (``envlock.libs.analysis``)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from envlock.checks.libraries import check_libraries
-from envlock.target import resolve_target
+from envlock.verify.checks.libraries import check_libraries
+from envlock.probes.target import resolve_target
 from envlock.verify.context import Context
 from envlock.verify.live import Live
 from envlock.verify.policy import Config
@@ -163,7 +163,7 @@ def _c01_layout(tmp_path, venv):
 
 @needs_loader
 def test_result_cache_is_reused_only_while_every_input_is_unchanged(tmp_path, venv, job_env):
-    from envlock.libanalysis import analyze_module
+    from envlock.libs.analysis import analyze_module
 
     calls = []
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from envlock.checks.allocation import check_gpu_processes, check_visible_devices
-from envlock.checks.isolation import check_isolation
-from envlock.checks.output import check_output_dir, check_workdir, human_bytes
-from envlock.target import resolve_target
+from envlock.verify.checks.allocation import check_gpu_processes, check_visible_devices
+from envlock.verify.checks.isolation import check_isolation
+from envlock.verify.checks.output import check_output_dir, check_workdir, human_bytes
+from envlock.probes.target import resolve_target
 from envlock.verify.context import Context, slurm_gpu_count, slurm_gpu_ids
 from envlock.verify.live import Live
 from envlock.verify.policy import Config

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from envlock.checks import CHECKS
-from envlock.checks.packages import describe_build, same_version
+from envlock.verify.checks import CHECKS
+from envlock.verify.checks.packages import describe_build, same_version
 from envlock.errors import ManifestError
 from envlock.verify import verify
 from envlock.verify.expected import read_lock

@@ -1,8 +1,8 @@
 """Caching the loader model's answers: what they depend on, and the key they are kept under.
 
-The analysis of a module (:func:`envlock.libanalysis.analyze_module`) reads many files; its
+The analysis of a module (:func:`envlock.libs.analysis.analyze_module`) reads many files; its
 answer stays right while none of them changes.  :func:`witness_paths` lists them and
-:func:`cache_key` names an answer; :mod:`envlock._statcache` stores answers with those
+:func:`cache_key` names an answer; :mod:`envlock.cache` stores answers with those
 witnesses.  ``envlock verify`` keeps the findings, ``envlock snapshot`` the ``[libraries]``
 table, each under its own namespace.
 """
@@ -19,8 +19,8 @@ __all__ = ["CACHE_VERSION", "witness_paths", "cache_key", "libraries_entry"]
 CACHE_VERSION = 2
 
 #: Modules whose code decides the answer: a changed model must not reuse old answers.
-_MODEL_MODULES = ("envlock.libanalysis", "envlock.loader", "envlock.elf", "envlock.ldcache",
-                  "envlock.libruntime", "envlock.libowners", "envlock.libcache")
+_MODEL_MODULES = ("envlock.libs.analysis", "envlock.libs.search", "envlock.libs.elf", "envlock.libs.ldcache",
+                  "envlock.libs.runtime", "envlock.libs.owners", "envlock.libs.cache")
 
 
 def _under(root: str, path: str) -> str:
@@ -73,8 +73,8 @@ def cache_key(
     import importlib.util  # noqa: PLC0415
     import socket  # noqa: PLC0415
 
-    from envlock import __version__  # noqa: PLC0415
-    from envlock._statcache import signature  # noqa: PLC0415
+    from envlock._version import __version__  # noqa: PLC0415
+    from envlock.cache import signature  # noqa: PLC0415
 
     code = []
     for name in _MODEL_MODULES:
@@ -93,9 +93,9 @@ def libraries_entry(
     environ: Mapping[str, str],
 ) -> str:
     """The cache file of the snapshot's ``[libraries]`` table for this question (namespace
-    ``snapshot-libs``); :func:`envlock._statcache.load` on it returns the table's dict while
+    ``snapshot-libs``); :func:`envlock.cache.load` on it returns the table's dict while
     every witness is unchanged.  Importing this module loads no part of the loader model."""
-    from envlock._statcache import entry_path  # noqa: PLC0415
+    from envlock.cache import entry_path  # noqa: PLC0415
 
     key = cache_key(module=module, exe=exe, sys_path=sys_path, prefix=prefix, root=root,
                     environ=environ, purpose="snapshot-libraries")

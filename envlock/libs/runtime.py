@@ -3,7 +3,7 @@
 A static closure of DT_NEEDED misses these, yet they are where CUDA set-ups fail most
 ("libcudnn.so.8: cannot open shared object file" at the first convolution).  This module
 holds a small documented table of them and the import-time sequence of ``torch/__init__.py``,
-so that :mod:`envlock.libanalysis` can resolve them with the loader model.
+so that :mod:`envlock.libs.analysis` can resolve them with the loader model.
 
 The table (:data:`RUNTIME_DLOPENS`):
 

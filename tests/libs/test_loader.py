@@ -1,4 +1,4 @@
-"""envlock.loader against the real loader, scenario by scenario.
+"""envlock.libs.search against the real loader, scenario by scenario.
 
 Each test builds a small tree of gcc-compiled objects, asks the model, and asks glibc
 (``ldd``, a ``dlopen`` program, or ``LD_DEBUG=libs``) the same question.
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from envlock.loader import Process, detect_config, expand_dst, split_path_list
+from envlock.libs.search import Process, detect_config, expand_dst, split_path_list
 
 from .conftest import (
     DLOPEN_CALLER,
@@ -184,7 +184,7 @@ def test_wrong_class_candidate_is_skipped(build: Builder) -> None:
     assert w.path == f"{build.root}/good/libw.so.1"
     assert any(a.outcome == "wrong ELF class: ELFCLASS32" for a in w.tried)
     assert_same_as_ldd(proc, exe)
-    from envlock.libanalysis import analyze_module
+    from envlock.libs.analysis import analyze_module
 
     report = analyze_module(str(exe), str(exe), sys_path=[], env={}, mode="ldd")
     info = [f for f in report.findings if f.id == "wrong-class"]
@@ -315,7 +315,7 @@ def test_truncated_library_is_picked_then_fails(build: Builder) -> None:
     good = build.lib("d/libcut.so.1", soname="libcut.so.1")
     exe = build.exe("prog", needed=["d/libcut.so.1"], rpath=f"{build.root}/d")
     good.write_bytes(good.read_bytes()[:300])  # a copy cut short: header intact, tables gone
-    from envlock.libanalysis import analyze_module
+    from envlock.libs.analysis import analyze_module
 
     report = analyze_module(str(exe), str(exe), sys_path=[], env={}, mode="ldd")
     req = next(r for r in report.requests if r.name == "libcut.so.1")
@@ -370,7 +370,7 @@ def test_system_binaries_resolve_like_ldd() -> None:
 
 
 def test_preload_failure_message_is_glibcs(build: Builder) -> None:
-    from envlock.libanalysis import analyze_module
+    from envlock.libs.analysis import analyze_module
 
     exe = build.exe("prog")
     env = {"LD_PRELOAD": f"{build.root}/nonexistent.so"}
@@ -382,7 +382,7 @@ def test_preload_failure_message_is_glibcs(build: Builder) -> None:
 
 
 def test_preload_shadows_the_rpath_copy(build: Builder) -> None:
-    from envlock.libanalysis import analyze_module
+    from envlock.libs.analysis import analyze_module
 
     build.lib("good/libdnn.so.8", soname="libdnn.so.8")
     pre = build.lib("elsewhere/libdnn.so.8", soname="libdnn.so.8")
@@ -397,7 +397,7 @@ def test_preload_shadows_the_rpath_copy(build: Builder) -> None:
 def test_two_files_with_one_soname_and_two_openmp_runtimes(build: Builder) -> None:
     import os
 
-    from envlock.libanalysis import analyze_module
+    from envlock.libs.analysis import analyze_module
 
     a = build.lib("a/libdup.so.1", soname="libdup.so.1")
     b = build.lib("b/libdup.so.1", soname="libdup.so.1")

@@ -4,7 +4,7 @@ The model follows ``elf/dl-load.c`` (``_dl_map_object``, ``open_path``, ``open_v
 ``elf/dl-deps.c`` (breadth-first dependency loading) and ``elf/dl-version.c`` (symbol
 versions) of glibc 2.36, the version on Debian 12; see ``docs/libs.md`` for the order with
 source references.  It never runs the code it looks at: it reads ELF headers (through
-:mod:`envlock.elf`), ``ld.so.cache`` (:mod:`envlock.ldcache`) and directory entries.
+:mod:`envlock.libs.elf`), ``ld.so.cache`` (:mod:`envlock.libs.ldcache`) and directory entries.
 
 Use :class:`Process`: :meth:`Process.start` models ``execve`` of a program (LD_PRELOAD,
 then its DT_NEEDED breadth-first); :meth:`Process.dlopen` models ``dlopen`` from a caller
@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from envlock.elf import HOST, ElfCache, ElfInfo, HostAbi, check_ident, read_elf
-from envlock.ldcache import LdCache, read_ld_cache
+from envlock.libs.elf import HOST, ElfCache, ElfInfo, HostAbi, check_ident, read_elf
+from envlock.libs.ldcache import LdCache, read_ld_cache
 
 __all__ = [
     "RULES",
@@ -368,7 +368,7 @@ class Process:
     """The link map of one modelled process, grown by :meth:`start` and :meth:`dlopen`.
 
     :param config: the :class:`SearchConfig`.
-    :param elf_cache: an :class:`~envlock.elf.ElfCache` for parsed facts, or ``None``.
+    :param elf_cache: an :class:`~envlock.libs.elf.ElfCache` for parsed facts, or ``None``.
     """
 
     def __init__(self, config: SearchConfig, *, elf_cache: ElfCache | None = None) -> None:

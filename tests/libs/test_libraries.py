@@ -8,10 +8,10 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from envlock import _model
+from envlock.manifest import _model
 from envlock.cli import cli
-from envlock.libanalysis import SCHEMA, analyze_module, probe_libraries
-from envlock.libraries_model import LibrariesInfo
+from envlock.libs.analysis import SCHEMA, analyze_module, probe_libraries
+from envlock.manifest.libraries import LibrariesInfo
 from envlock.manifest import EnvlockInfo, Manifest, Target
 
 from .conftest import Builder, real_ldd
@@ -160,7 +160,7 @@ def test_answer_cache_is_reused_and_invalidated(build: Builder, tmp_path: Path) 
 def test_input_tracer_records_and_restores(tmp_path: Path) -> None:
     import os
 
-    from envlock.libanswer import InputTracer
+    from envlock.libs.answer import InputTracer
 
     (tmp_path / "d").mkdir()
     (tmp_path / "f").write_text("x")
@@ -180,7 +180,7 @@ def test_input_tracer_records_and_restores(tmp_path: Path) -> None:
 
 
 def test_find_module_files_packages_subpackages_and_pure_python(build: Builder) -> None:
-    from envlock.libanalysis import find_module_files
+    from envlock.libs.analysis import find_module_files
 
     site = build.root / "site"
     build.lib(f"site/pkg/core/_impl.{EXT}")

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from envlock.cli import cli
-from envlock.libanalysis import analyze_module
+from envlock.libs.analysis import analyze_module
 
 from .conftest import DLOPEN_CALLER, DLOPEN_MAIN, Builder, real_dlopen
 
@@ -206,7 +206,7 @@ def test_bad_etc_ld_so_preload_entry_is_reported_like_glibc(build: Builder) -> N
     (root / "etc" / "ld.so.preload").write_text("/usr/lib/empty.so\n")
     (root / "usr" / "lib").mkdir(parents=True)
     (root / "usr" / "lib" / "empty.so").write_bytes(b"")
-    from envlock.loader import Process, detect_config
+    from envlock.libs.search import Process, detect_config
 
     proc = Process(detect_config(root=str(root), env={}))
     proc.start("/usr/bin/prog")

@@ -1,8 +1,8 @@
 """The manifest model, schema v1: what an environment was.
 
 A manifest is a tree of frozen dataclasses, one per TOML table (see ``docs/snapshot.md`` for
-every field).  :func:`envlock._model.to_dict` / :func:`~envlock._model.from_dict` map it to
-plain dicts; only :mod:`envlock._toml` touches TOML or JSON text.
+every field).  :func:`envlock.manifest._model.to_dict` / :func:`~envlock.manifest._model.from_dict` map it to
+plain dicts; only :mod:`envlock.manifest._toml` touches TOML or JSON text.
 
 Conventions used by every table:
 
@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envlock import _model
-from envlock._schema import SCHEMA, check_header
+from envlock.manifest import _model
+from envlock.manifest._schema import SCHEMA, check_header
 
 if TYPE_CHECKING:
-    from envlock.libraries_model import LibrariesInfo
-    from envlock.stack_model import (
+    from envlock.manifest.libraries import LibrariesInfo
+    from envlock.manifest.stack import (
         BlasInfo,
         CudaInfo,
         FrameworksInfo,
@@ -40,15 +40,17 @@ if TYPE_CHECKING:
 
 def _type_namespace() -> dict[str, Any]:
     """Names of the table classes defined in other modules, for resolving this module's
-    annotations when a manifest is read (:func:`envlock._model.from_dict`).  Imported only then,
+    annotations when a manifest is read (:func:`envlock.manifest._model.from_dict`).  Imported only then,
     so that writing a snapshot does not wait for classes its probes create in other threads."""
-    from envlock import libraries_model, stack_model  # noqa: PLC0415
+    from envlock.manifest import libraries as libraries_model  # noqa: PLC0415
+    from envlock.manifest import stack as stack_model  # noqa: PLC0415
 
     names = {n: getattr(stack_model, n) for n in stack_model.__all__}
     names["LibrariesInfo"] = libraries_model.LibrariesInfo
     return names
 
 __all__ = [
+    "load",
     "SCHEMA",
     "AREAS",
     "Manifest",
@@ -397,7 +399,7 @@ class Manifest:
     # -- files ------------------------------------------------------------------------------
     def dumps(self, fmt: str = "toml") -> str:
         """Serialize to ``"toml"`` or ``"json"`` text (deterministic)."""
-        from envlock import _toml  # noqa: PLC0415 - keeps tomli_w off the import path
+        from envlock.manifest import _toml  # noqa: PLC0415 - keeps tomli_w off the import path
 
         return _toml.dumps(self.to_dict(), fmt)
 
@@ -410,7 +412,7 @@ class Manifest:
         :raises OutputExistsError: when ``path`` exists and ``force`` is false.
         :returns: the path written.
         """
-        from envlock import _toml  # noqa: PLC0415
+        from envlock.manifest import _toml  # noqa: PLC0415
 
         path = Path(path)
         fmt = fmt or ("json" if path.suffix == ".json" else "toml")
@@ -432,3 +434,20 @@ class Manifest:
 
 #: The manifest's tables in the order they are written.
 AREAS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Manifest) if f.name != "extra")
+
+
+def load(path: str) -> Manifest:
+    """Read a manifest file (TOML or JSON) into a :class:`Manifest`.
+
+    :param path: the file.
+    :raises ManifestError: the file is missing, not valid TOML/JSON, or not a manifest.
+    :raises ManifestVersionError: its schema major is newer than this envlock reads.
+    """
+    from envlock.errors import ManifestError  # noqa: PLC0415
+    from envlock.manifest._toml import load_file  # noqa: PLC0415
+
+    data = load_file(path)
+    try:
+        return Manifest.from_dict(data)
+    except ManifestError as exc:
+        raise type(exc)(f"{path}: {exc}") from None

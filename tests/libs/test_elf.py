@@ -1,4 +1,4 @@
-"""envlock.elf on real gcc-built files, checked against readelf, plus broken files."""
+"""envlock.libs.elf on real gcc-built files, checked against readelf, plus broken files."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from envlock.elf import (
+from envlock.libs.elf import (
     DF_1_NODEFLIB,
     ElfCache,
     ElfInfo,

@@ -4,7 +4,7 @@ compute capabilities against the builds' architectures (C07), lockfiles needing 
 Finding ids: ``gpu.cpu-only-build``, ``gpu.no-driver``, ``gpu.query-failed``,
 ``gpu.driver-too-old``, ``gpu.driver-minor-compat``, ``gpu.driver-unknown``,
 ``gpu.arch-unsupported``, ``gpu.arch-ptx-only``, ``gpu.ptx-driver-too-old``,
-``gpu.arch-unknown``.  The rules are in :mod:`envlock.verify.cudacompat`.
+``gpu.arch-unknown``.  The rules are in :mod:`envlock.nvidia`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 from envlock.findings import Finding
-from envlock.verify.cudacompat import (
+from envlock.nvidia import (
     assess_arch,
     assess_driver,
     max_cuda_for_driver,

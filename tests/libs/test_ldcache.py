@@ -1,4 +1,4 @@
-"""envlock.ldcache against ``ldconfig -p`` (the oracle), on this machine and on caches that
+"""envlock.libs.ldcache against ``ldconfig -p`` (the oracle), on this machine and on caches that
 ldconfig writes in each format for a test directory."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from envlock.ldcache import flags_text, libcmp, parse_ld_cache, read_ld_cache
+from envlock.libs.ldcache import flags_text, libcmp, parse_ld_cache, read_ld_cache
 
 LDCONFIG = shutil.which("ldconfig") or "/sbin/ldconfig"
 

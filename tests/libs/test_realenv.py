@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from envlock.cli import cli
-from envlock.libanalysis import analyze_module
+from envlock.libs.analysis import analyze_module
 
 from .conftest import real_ldd
 

@@ -6,8 +6,8 @@ import json
 import sys
 from pathlib import Path
 
-from envlock.libanalysis import analyze_module
-from envlock.libowners import OwnerIndex, Pin, conda_pins, normalize_name, read_pins
+from envlock.libs.analysis import analyze_module
+from envlock.libs.owners import OwnerIndex, Pin, conda_pins, normalize_name, read_pins
 
 from .conftest import Builder
 from .test_cases import EXT, make_dist

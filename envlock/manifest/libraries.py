@@ -1,7 +1,7 @@
 """The ``[libraries]`` table of the manifest: which shared libraries the main framework loads.
 
 Kept in its own tiny module (dataclasses only) so that :mod:`envlock.manifest` can import it
-without pulling in the loader model; :func:`envlock.libanalysis.probe_libraries` fills it.
+without pulling in the loader model; :func:`envlock.libs.analysis.probe_libraries` fills it.
 """
 
 from __future__ import annotations

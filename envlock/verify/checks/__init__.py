@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from envlock.checks.allocation import check_gpu_processes, check_visible_devices
-from envlock.checks.gpu import check_arch, check_cpu_build, check_driver
-from envlock.checks.isolation import check_isolation
-from envlock.checks.libraries import check_libraries
-from envlock.checks.output import check_output_dir, check_workdir
-from envlock.checks.packages import (
+from envlock.verify.checks.allocation import check_gpu_processes, check_visible_devices
+from envlock.verify.checks.gpu import check_arch, check_cpu_build, check_driver
+from envlock.verify.checks.isolation import check_isolation
+from envlock.verify.checks.libraries import check_libraries
+from envlock.verify.checks.output import check_output_dir, check_workdir
+from envlock.verify.checks.packages import (
     check_lock_packages,
     check_manifest_packages,
     check_overwritten,

@@ -11,7 +11,7 @@ import pytest
 
 import envlock
 from envlock.errors import TargetError
-from envlock.target import query_interpreter, resolve_target
+from envlock.probes.target import query_interpreter, resolve_target
 
 
 def _fake_python(path: Path, body: str) -> Path:
@@ -117,7 +117,7 @@ def test_stale_activation_variable_is_said(small_venv: Path) -> None:
 
 def test_cached_query_is_invalidated_by_a_new_pth_file(tmp_path: Path, small_venv: Path) -> None:
     """The interpreter's answer is reused only while sys.path's directories are unchanged."""
-    from envlock.target import query_interpreter_cached
+    from envlock.probes.target import query_interpreter_cached
 
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
     target = resolve_target(python=str(small_venv / "bin" / "python"))

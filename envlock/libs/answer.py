@@ -4,7 +4,7 @@ The loader model reads many things: directory listings (is there a ``libfoo.so.1
 search directory?), ELF headers, ``ld.so.cache``, RECORD files, ``conda-meta``, dpkg lists,
 ``torch/__init__.py``.  While an answer is computed, :class:`InputTracer` records every path
 it lists, stats or opens, with a signature (inode, size, modification time; ``None`` for a
-path that did not exist).  The answer is kept by :mod:`envlock._statcache` with those paths as
+path that did not exist).  The answer is kept by :mod:`envlock.cache` with those paths as
 witnesses and returned only while every one of them is unchanged, so a new file in a search directory (the directory's
 mtime changes), a replaced library, an upgraded package or a new ``ld.so.cache`` all force a
 fresh computation.  Everything that is not a file — the command line, ``LD_LIBRARY_PATH`` and
@@ -117,9 +117,9 @@ class InputTracer:
 
 def _code_stamp() -> list[Any]:
     """envlock's version and the signature of every module file (code changes invalidate)."""
-    from envlock import __version__
+    from envlock._version import __version__
 
-    pkg = os.path.dirname(os.path.abspath(__file__))
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out: list[Any] = [__version__]
     for base, _dirs, files in os.walk(pkg):
         for name in sorted(files):
@@ -140,10 +140,10 @@ def _cpu_key() -> str:
 
 
 def answer_entry(argv: Sequence[str], environ: Mapping[str, str]) -> str:
-    """The cache file (:mod:`envlock._statcache`, namespace ``libs-answers``) of an
+    """The cache file (:mod:`envlock.cache`, namespace ``libs-answers``) of an
     ``envlock libs`` run, keyed by its arguments, variables, cwd, CPU, user and envlock's code.
-    Store the answer there with :func:`envlock._statcache.store`, the traced inputs as witnesses."""
-    from envlock._statcache import entry_path
+    Store the answer there with :func:`envlock.cache.store`, the traced inputs as witnesses."""
+    from envlock.cache import entry_path
 
     ident = {
         "argv": list(argv),

@@ -17,7 +17,7 @@ import os
 from typing import Any
 
 from envlock.findings import Finding
-from envlock.verify.context import slurm_gpu_ids
+from envlock.probes.slurm import slurm_gpu_ids
 
 __all__ = ["check_visible_devices", "check_gpu_processes"]
 
@@ -99,7 +99,7 @@ def check_visible_devices(ctx: Any) -> list[Finding]:
 def check_gpu_processes(ctx: Any) -> list[Finding]:
     """Processes other than this one already holding memory on the job's GPUs (leftovers of an
     earlier job, or a neighbour on a shared GPU)."""
-    from envlock.checks.gpu import visible_gpus  # noqa: PLC0415
+    from envlock.verify.checks.gpu import visible_gpus  # noqa: PLC0415
 
     gpu = ctx.live.gpu
     if not gpu.gpus:

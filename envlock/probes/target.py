@@ -213,13 +213,14 @@ def query_interpreter_cached(
     timeout: float = QUERY_TIMEOUT,
     environ: Mapping[str, str] | None = None,
 ) -> PythonInfo:
-    """:func:`query_interpreter`, with its answer kept on disk (:mod:`envlock._statcache`,
+    """:func:`query_interpreter`, with its answer kept on disk (:mod:`envlock.cache`,
     namespace ``python-query``) while nothing it depends on has changed: the interpreter file,
     ``pyvenv.cfg``, ``sys.executable``, every ``sys.path`` directory (installing a package or a
     ``.pth`` file changes its mtime), the user site directory, and the ``PYTHON*`` variables,
     ``HOME`` and the user id (part of the key).  Only successful answers are kept.
     """
-    from envlock import _model, _statcache  # noqa: PLC0415
+    from envlock.manifest import _model  # noqa: PLC0415
+    from envlock import cache as _statcache  # noqa: PLC0415
 
     env = os.environ if environ is None else environ
     if target.python is None:

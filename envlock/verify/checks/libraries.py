@@ -1,6 +1,6 @@
 """Library check: the loader model's findings (cases C01–C04) for the target's frameworks.
 
-An adapter over :func:`envlock.libanalysis.analyze_module` (the ``libs`` area): for torch,
+An adapter over :func:`envlock.libs.analysis.analyze_module` (the ``libs`` area): for torch,
 tensorflow, jaxlib and cupy when installed, plus the modules listed in the policy's
 ``modules``, it models the target interpreter importing the module (its real
 ``LD_LIBRARY_PATH``/``LD_PRELOAD``, RPATH/RUNPATH, ``ld.so.cache``, symbol versions, the
@@ -9,7 +9,7 @@ frameworks' run-time ``dlopen`` targets) and carries each finding over as
 ``libs.runtime-not-found`` …) with the loader's severity, cause, evidence and fix.
 
 The loader's answer is cached with the signatures of everything
-it depends on (:func:`envlock.libcache.witness_paths`), so that repeated verifies of an unchanged environment
+it depends on (:func:`envlock.libs.cache.witness_paths`), so that repeated verifies of an unchanged environment
 skip the model and its imports.
 """
 
@@ -65,12 +65,12 @@ def check_libraries(ctx: Any, *, analyze: Any = None, cache: bool = True) -> lis
     """Loader findings for each framework module of the target.
 
     The loader's findings for a module are kept on disk (``~/.cache/envlock/verify-libs``,
-    keyed by :func:`envlock.libcache.cache_key`) with the signature of every file and
-    directory they depend on (:func:`envlock.libcache.witness_paths`); they are reused only
-    while all of them are unchanged (:mod:`envlock._statcache`), so a later verify of the same
+    keyed by :func:`envlock.libs.cache.cache_key`) with the signature of every file and
+    directory they depend on (:func:`envlock.libs.cache.witness_paths`); they are reused only
+    while all of them are unchanged (:mod:`envlock.cache`), so a later verify of the same
     environment skips the model (and its imports) entirely.
 
-    :param analyze: the analysis function (default :func:`envlock.libanalysis.analyze_module`).
+    :param analyze: the analysis function (default :func:`envlock.libs.analysis.analyze_module`).
     :param cache: use and update the result cache.
     """
     modules = _modules(ctx)
@@ -86,7 +86,8 @@ def check_libraries(ctx: Any, *, analyze: Any = None, cache: bool = True) -> lis
         cache_file = None
         found = None
         if cache:
-            from envlock import _statcache, libcache  # noqa: PLC0415
+            from envlock import cache as _statcache  # noqa: PLC0415
+            from envlock.libs import cache as libcache  # noqa: PLC0415
 
             cache_file = _statcache.entry_path("verify-libs", libcache.cache_key(
                 module=module, exe=exe, sys_path=sys_path, prefix=ctx.live.target.prefix,
@@ -99,10 +100,10 @@ def check_libraries(ctx: Any, *, analyze: Any = None, cache: bool = True) -> lis
                          for f in payload]
         if found is None:
             if analyze is None:
-                from envlock.libanalysis import analyze_module as analyze  # noqa: PLC0415
+                from envlock.libs.analysis import analyze_module as analyze  # noqa: PLC0415
             if elf_cache is False:
                 try:
-                    from envlock.elf import ElfCache  # noqa: PLC0415
+                    from envlock.libs.elf import ElfCache  # noqa: PLC0415
 
                     elf_cache = ElfCache()
                 except (ImportError, OSError):

@@ -3,8 +3,8 @@
 :func:`analyze_module` models a target interpreter importing a module: the executable and
 its dependencies start, the module's extension files are ``dlopen``'ed by path (torch's
 ``_load_global_deps`` and wheel preloading first, read from ``torch/__init__.py``), and the
-well-known run-time ``dlopen`` targets (:mod:`envlock.libruntime`) are resolved from their
-callers.  Each object gets its owner package (:mod:`envlock.libowners`), and the result is
+well-known run-time ``dlopen`` targets (:mod:`envlock.libs.runtime`) are resolved from their
+callers.  Each object gets its owner package (:mod:`envlock.libs.owners`), and the result is
 checked for the problems in :class:`Finding` (``FINDING_IDS``).  Nothing of the target is
 imported or run.
 """
@@ -18,17 +18,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from envlock.elf import ElfCache, read_elf
+from envlock.libs.elf import ElfCache, read_elf
 from envlock.findings import Finding
-from envlock.libowners import OwnerIndex, Pin, conda_pins, read_pins
-from envlock.libruntime import (
+from envlock.libs.owners import OwnerIndex, Pin, conda_pins, read_pins
+from envlock.libs.runtime import (
     RuntimeDlopen,
     TorchPlan,
     caller_matches,
     read_torch_plan,
     runtime_dlopens_for,
 )
-from envlock.loader import LoadedObject, Process, Resolution, SearchConfig, detect_config
+from envlock.libs.search import LoadedObject, Process, Resolution, SearchConfig, detect_config
 
 __all__ = [
     "FINDING_IDS",
@@ -115,7 +115,7 @@ class RuntimeResult:
     """A run-time ``dlopen`` from the table, resolved.
 
     :ivar framework, name, caller, when, required: the table entry
-        (:class:`~envlock.libruntime.RuntimeDlopen`); ``caller`` is the caller's path here.
+        (:class:`~envlock.libs.runtime.RuntimeDlopen`); ``caller`` is the caller's path here.
     :ivar resolution: the loader's answer.
     """
 
@@ -543,7 +543,7 @@ def _searched_summary(res: Resolution, cfg: SearchConfig) -> list[str]:
     return out
 
 
-#: What each :class:`~envlock.elf.ElfError` kind means, for the finding's cause.
+#: What each :class:`~envlock.libs.elf.ElfError` kind means, for the finding's cause.
 _ELF_ERROR_TEXT = {
     "not-elf": "not an ELF file at all",
     "truncated": "shorter than its own headers say (cut short)",
@@ -977,7 +977,7 @@ def _symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence
                      prefix: str | None, cfg: SearchConfig) -> list[Finding]:
     """Versioned undefined symbols the picked provider does not define (``undefined symbol:
     S, version V`` at relocation time; glibc ``elf/dl-lookup.c``)."""
-    from envlock.elf import read_symbols
+    from envlock.libs.elf import read_symbols
 
     cache: dict[str, Any] = {}
 
@@ -1076,9 +1076,9 @@ def probe_libraries(
 ) -> Any:
     """The ``[libraries]`` table: how ``module``'s key libraries resolve. Never raises.
 
-    With ``cache``, the table is kept on disk (:mod:`envlock._statcache`, namespace
-    ``snapshot-libs``, :func:`envlock.libcache.libraries_entry`) with the signatures of every
-    file it depends on (:func:`envlock.libcache.witness_paths`), and reused while they are all
+    With ``cache``, the table is kept on disk (:mod:`envlock.cache`, namespace
+    ``snapshot-libs``, :func:`envlock.libs.cache.libraries_entry`) with the signatures of every
+    file it depends on (:func:`envlock.libs.cache.witness_paths`), and reused while they are all
     unchanged.
 
     :param python_exe: the target interpreter.
@@ -1089,16 +1089,18 @@ def probe_libraries(
     :param module: the framework to analyse.
     :param elf_cache: optional cache of parsed ELF facts.
     :param cache: use and fill the answer cache.
-    :returns: :class:`~envlock.libraries_model.LibrariesInfo`; ``status="absent"`` when the
+    :returns: :class:`~envlock.manifest.libraries.LibrariesInfo`; ``status="absent"`` when the
         module is not installed, ``"error"`` (with ``error``) when the analysis failed.
     """
-    from envlock.libraries_model import LibrariesInfo, LibraryRecord
+    from envlock.manifest.libraries import LibrariesInfo, LibraryRecord
 
     source = f"envlock loader model ({module})"
     entry = None
     try:
         if cache:
-            from envlock import _model, _statcache, libcache
+            from envlock.manifest import _model
+            from envlock import cache as _statcache
+            from envlock.libs import cache as libcache
 
             entry = libcache.libraries_entry(module=module, exe=python_exe, sys_path=sys_path,
                                              prefix=prefix, root=root, environ=env)
@@ -1131,7 +1133,9 @@ def probe_libraries(
             findings=tuple(f"{f.severity} [{f.id}] {f.title}" for f in report.findings),
         )
         if entry is not None:
-            from envlock import _model, _statcache, libcache
+            from envlock.manifest import _model
+            from envlock import cache as _statcache
+            from envlock.libs import cache as libcache
 
             _statcache.store(entry, libcache.witness_paths(report, module, list(sys_path), prefix, root),
                              _model.to_dict(info))

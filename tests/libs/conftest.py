@@ -27,7 +27,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if GCC is None:
         skip = pytest.mark.skip(reason="gcc is needed to build the ELF fixtures")
         for item in items:
-            if "tests/loader" in str(item.fspath):
+            if "tests/libs" in str(item.fspath):
                 item.add_marker(skip)
 
 

@@ -10,7 +10,7 @@ Conventions are those of :mod:`envlock.manifest`: every area table starts with `
 versions are strings exactly as the tool or file states them; ``None`` means "not known" and
 is not written.
 
-This module imports only :mod:`dataclasses`, :mod:`typing` and :mod:`envlock._model`, so that
+This module imports only :mod:`dataclasses`, :mod:`typing` and :mod:`envlock.manifest._model`, so that
 the manifest can be read without loading any probe.
 """
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from envlock import _model
+from envlock.manifest import _model
 
 __all__ = [
     "Gpu",

@@ -27,14 +27,14 @@ from envlock.manifest import (
     PipInfo,
     PipPackage,
 )
-from envlock.lock._find import find_lockfiles
+from envlock.probes.lockfiles import find_lockfiles
 from envlock.probes.conda import CondaMetaRecord, CondaRead, list_conda_meta, read_conda_prefix
 from envlock.probes.env import probe_env
 from envlock.probes.git import probe_git
 from envlock.probes.pip import canonicalize, conda_build_url, scan_distributions
 from envlock.probes.system import probe_cpu, probe_platform
 from envlock.redact import redact_text_urls
-from envlock.target import (
+from envlock.probes.target import (
     ResolvedTarget,
     query_interpreter,
     query_interpreter_cached,
@@ -153,7 +153,7 @@ def snapshot(
     :param env_allow: extra variable names/prefixes (``NAME*``) to record in ``[env]``.
     :param env_deny: variable names/prefixes never to record.
     :param command: the command line to record (``sys.argv`` when ``None``).
-    :param target: an already resolved target (skips :func:`~envlock.target.resolve_target`).
+    :param target: an already resolved target (skips :func:`~envlock.probes.target.resolve_target`).
     :param do_import: also run the target interpreter to import torch and ask it what only an
         import can tell (``--import``; seconds, opt-in).
     :param stack: probe the numerical stack (``[gpu]`` … ``[slurm]``).
@@ -268,9 +268,11 @@ def _libraries(
 ) -> object:
     """``[libraries]`` for torch, through the loader model (never raises); parsed ELF facts and
     the answer itself are cached, valid while every file it depends on is unchanged."""
-    from envlock import _model, _statcache, libcache  # noqa: PLC0415
+    from envlock.manifest import _model  # noqa: PLC0415
+    from envlock import cache as _statcache  # noqa: PLC0415
+    from envlock.libs import cache as libcache  # noqa: PLC0415
     from envlock.errors import ManifestError  # noqa: PLC0415
-    from envlock.libraries_model import LibrariesInfo  # noqa: PLC0415
+    from envlock.manifest.libraries import LibrariesInfo  # noqa: PLC0415
 
     entry = libcache.libraries_entry(module="torch", exe=str(target.python), sys_path=sys_path,
                                      prefix=target.prefix, root=root, environ=environ)
@@ -280,8 +282,8 @@ def _libraries(
             return _model.from_dict(LibrariesInfo, hit)
         except ManifestError:  # a damaged or outdated entry is recomputed
             pass
-    from envlock.elf import ElfCache  # noqa: PLC0415 - the loader model only on a miss
-    from envlock.libanalysis import probe_libraries  # noqa: PLC0415
+    from envlock.libs.elf import ElfCache  # noqa: PLC0415 - the loader model only on a miss
+    from envlock.libs.analysis import probe_libraries  # noqa: PLC0415
 
     return probe_libraries(python_exe=str(target.python), sys_path=sys_path, prefix=target.prefix,
                            env=environ, root=root, module="torch", elf_cache=ElfCache(), cache=True)
@@ -318,6 +320,6 @@ def _stack(
 
 
 def _version() -> str:
-    from envlock import __version__  # noqa: PLC0415
+    from envlock._version import __version__  # noqa: PLC0415
 
     return __version__

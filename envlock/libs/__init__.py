@@ -1,0 +1,1 @@
+"""The loader model: how glibc's ld.so finds, accepts and binds shared objects."""

@@ -1,0 +1,151 @@
+"""The import graph of ``envlock/``, read from the source: no cycles, and no lower layer importing
+a higher one (docs/ARCHITECTURE.md draws the layers).
+
+Every ``import`` counts, also those inside functions (lazy imports) and under ``TYPE_CHECKING``:
+a lazy import still ties the two modules together.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "envlock"
+
+#: top-level part of envlock → layer; a module may import only its own layer or lower ones.
+LAYERS: dict[str, int] = {
+    "_version": 0, "_names": 0, "_run": 0, "errors": 0, "redact": 0, "findings": 0, "cache": 0,
+    "nvidia": 0, "facts": 0, "_io": 0,
+    "manifest": 1,
+    "libs": 2,
+    "probes": 3,
+    "diff": 4, "verify": 4, "lock": 4, "reproduce": 4, "runrec": 4,
+    "render": 5,
+    "commands": 6,
+    "cli": 7, "__main__": 7, "": 8,  # "" is the package face, envlock/__init__.py
+}
+HIGHER_THAN_PROBES = ("diff", "verify", "lock", "render", "commands", "cli")
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for p in PKG.rglob("*.py"):
+        parts = list(p.relative_to(PKG.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        mods[".".join(parts)] = p
+    return mods
+
+
+MODULES = _modules()
+
+
+def _resolve(name: str) -> str:
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def _imports(path: Path) -> set[str]:
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            out.update(_resolve(a.name) for a in node.names if a.name.split(".")[0] == "envlock")
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                and node.module.split(".")[0] == "envlock":
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                out.add(full if full in MODULES else _resolve(node.module))
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            raise AssertionError(f"{path}: relative import; envlock uses absolute imports")
+    return out
+
+
+GRAPH = {m: _imports(p) - {m} for m, p in MODULES.items()}
+
+
+def _top(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def _cycles() -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = 0
+    for root in GRAPH:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(GRAPH[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(GRAPH.get(w, ())))))
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+    return out
+
+
+def test_graph_is_read() -> None:
+    assert "envlock.manifest" in GRAPH and "envlock.libs.search" in GRAPH
+    assert "envlock.libs.elf" in GRAPH["envlock.libs.search"]
+
+
+def test_no_import_cycles() -> None:
+    assert _cycles() == []
+
+
+def test_cycle_finder_finds_a_cycle() -> None:
+    saved = dict(GRAPH)
+    try:
+        GRAPH["envlock.errors"] = {"envlock.manifest"}
+        found = _cycles()
+    finally:
+        GRAPH.clear()
+        GRAPH.update(saved)
+    assert any("envlock.errors" in c and "envlock.manifest" in c for c in found)
+
+
+@pytest.mark.parametrize("module", sorted(GRAPH))
+def test_layers(module: str) -> None:
+    top = _top(module)
+    assert top in LAYERS, f"{module}: new top-level part {top!r}; give it a layer in LAYERS"
+    bad = [m for m in GRAPH[module] if LAYERS[_top(m)] > LAYERS[top]]
+    assert not bad, f"{module} (layer {LAYERS[top]}) imports higher layers: {bad}"
+
+
+def test_lower_layers_do_not_climb() -> None:
+    """The issue's rule in its own words: manifest, probes and libs import none of the higher parts."""
+    for module, deps in GRAPH.items():
+        if _top(module) in ("manifest", "probes", "libs"):
+            assert not [d for d in deps if _top(d) in HIGHER_THAN_PROBES or d == "envlock"], module
