@@ -17,11 +17,12 @@ PKG = Path(__file__).resolve().parents[1] / "envlock"
 #: top-level part of envlock → layer; a module may import only its own layer or lower ones.
 LAYERS: dict[str, int] = {
     "_version": 0, "_names": 0, "_run": 0, "errors": 0, "redact": 0, "findings": 0, "cache": 0,
-    "nvidia": 0, "facts": 0, "_io": 0,
+    "nvidia": 0, "_io": 0,
     "manifest": 1,
+    "formats": 2,
     "libs": 2,
     "probes": 3,
-    "diff": 4, "verify": 4, "lock": 4, "reproduce": 4, "runrec": 4,
+    "diff": 4, "verify": 4, "lock": 4, "reproduce": 4, "record": 4,
     "render": 5,
     "commands": 6,
     "cli": 7, "__main__": 7, "": 8,  # "" is the package face, envlock/__init__.py

@@ -1,0 +1,56 @@
+"""envlock._io: bounded reads of regular files only (FIFOs, devices and directories refused at once)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from envlock._io import InputError, one_line, read_bytes, read_text
+
+
+def test_regular_file(tmp_path: Path) -> None:
+    p = tmp_path / "a.txt"
+    p.write_bytes("\ufeffnumpy==1.26.4\n".encode())
+    assert read_text(p) == "numpy==1.26.4\n"
+    assert read_bytes(p).endswith(b"1.26.4\n")
+
+
+def test_fifo_is_refused_without_blocking(tmp_path: Path) -> None:
+    fifo = tmp_path / "pylock.toml"
+    os.mkfifo(fifo)
+    t0 = time.monotonic()
+    with pytest.raises(InputError, match="FIFO"):
+        read_text(fifo)
+    assert time.monotonic() - t0 < 1.0
+
+
+@pytest.mark.parametrize(("path", "what"), [("/dev/null", "character device"), ("/", "directory")])
+def test_non_regular(path: str, what: str) -> None:
+    with pytest.raises(InputError, match=what):
+        read_bytes(path)
+
+
+def test_size_cap(tmp_path: Path) -> None:
+    p = tmp_path / "big"
+    p.write_bytes(b"x" * 2000)
+    with pytest.raises(InputError, match="too large"):
+        read_bytes(p, limit=1000)
+    assert len(read_bytes(p, limit=2000)) == 2000
+
+
+def test_invalid_utf8_and_missing(tmp_path: Path) -> None:
+    p = tmp_path / "bad"
+    p.write_bytes(b"ok\xff\xfe")
+    with pytest.raises(InputError, match="invalid UTF-8 at byte 2"):
+        read_text(p)
+    with pytest.raises(InputError, match="no such file"):
+        read_text(tmp_path / "nope")
+
+
+def test_one_line() -> None:
+    assert one_line("a\nb\tc") == "a b c"
+    cut = one_line("x" * 1000, 200)
+    assert len(cut) == 200 and "…" in cut and "\n" not in cut
