@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from envlock._run import DEFAULT_TIMEOUT, Runner, run
+from envlock.nvidia import max_cuda_for_driver
 from envlock.probes._stackutil import read_text, under_root, which
 from envlock.manifest.stack import Gpu, GpuInfo
 
@@ -41,36 +42,6 @@ SMI_FIELDS: tuple[str, ...] = (
 
 _MIB = 1024 * 1024
 
-# Smallest driver of each CUDA toolkit release ("Toolkit Driver Version", Linux x86_64), from
-# NVIDIA's CUDA Toolkit release notes, Table 3 (GA releases).  A driver supports CUDA up to the
-# newest toolkit whose minimum it meets.
-_DRIVER_TABLE: tuple[tuple[tuple[int, ...], str], ...] = (
-    ((595, 45, 4), "13.2"),
-    ((590, 44, 1), "13.1"),
-    ((580, 65, 6), "13.0"),
-    ((575, 51, 3), "12.9"),
-    ((570, 26), "12.8"),
-    ((560, 28, 3), "12.6"),
-    ((555, 42, 2), "12.5"),
-    ((550, 54, 14), "12.4"),
-    ((545, 23, 6), "12.3"),
-    ((535, 54, 3), "12.2"),
-    ((530, 30, 2), "12.1"),
-    ((525, 60, 13), "12.0"),
-    ((520, 61, 5), "11.8"),
-    ((515, 43, 4), "11.7"),
-    ((510, 39, 1), "11.6"),
-    ((495, 29, 5), "11.5"),
-    ((470, 42, 1), "11.4"),
-    ((465, 19, 1), "11.3"),
-    ((460, 27, 3), "11.2"),
-    ((455, 23), "11.1"),
-    ((450, 36, 6), "11.0"),
-    ((440, 33), "10.2"),
-    ((418, 39), "10.1"),
-    ((410, 48), "10.0"),
-)
-
 _PROC_RE = re.compile(
     r"NVRM version:.*?(?P<open>Open )?Kernel Module(?:\s+for\s+\S+)?\s+(?P<ver>\d+(?:\.\d+){1,2})\b"
 )
@@ -84,22 +55,15 @@ def _vtuple(version: str) -> tuple[int, ...] | None:
 
 
 def cuda_for_driver(driver_version: str) -> str | None:
-    """Return the newest CUDA ``"major.minor"`` a Linux driver supports, by NVIDIA's table.
+    """The newest CUDA ``"major.minor"`` a Linux driver supports: :func:`envlock.nvidia.max_cuda_for_driver`
+    (NVIDIA's toolkit driver table, the one table envlock has), for a well-formed driver version.
 
-    Source: CUDA Toolkit release notes, Table 3 "CUDA Toolkit and Corresponding Driver
-    Versions" (Linux x86_64, GA releases): the newest toolkit whose driver minimum is met.
-
-    :param driver_version: e.g. ``"550.54.14"`` (compared numerically, field by field).
-    :returns: e.g. ``"12.4"``; ``None`` for a driver older than CUDA 10.0's or an unparsable
-        version.
+    :param driver_version: e.g. ``"550.54.14"``.
+    :returns: e.g. ``"12.4"``; ``None`` for a driver older than CUDA 7.0's or an unparsable version.
     """
-    v = _vtuple(driver_version)
-    if v is None:
+    if not _VERSION_RE.match(driver_version.strip()):
         return None
-    for minimum, cuda in _DRIVER_TABLE:
-        if v >= minimum:
-            return cuda
-    return None
+    return max_cuda_for_driver(driver_version.strip())
 
 
 def _parse_proc_driver_version(text: str) -> tuple[str, str] | None:

@@ -8,9 +8,7 @@ version from ``os.confstr("CS_GNU_LIBC_VERSION")`` when ``root`` is ``/`` (else 
 
 from __future__ import annotations
 
-import glob
 import os
-import re
 from pathlib import Path
 
 from envlock.manifest import CpuInfo, PlatformInfo
@@ -48,19 +46,10 @@ def parse_os_release(text: str) -> dict[str, str]:
 
 
 def _glibc_version(root: Path) -> str | None:
-    if str(root) == "/":
-        try:
-            value = os.confstr("CS_GNU_LIBC_VERSION")  # e.g. "glibc 2.36"
-        except (ValueError, OSError):
-            value = None
-        if value and value.startswith("glibc "):
-            return value.split()[1]
-    for pattern in ("lib*/libc-2.*.so", "lib*/*/libc-2.*.so", "usr/lib*/libc-2.*.so"):
-        for path in glob.glob(str(root / pattern)):
-            m = re.search(r"libc-(\d+\.\d+)\.so$", path)
-            if m:
-                return m.group(1)
-    return None
+    from envlock.libs.glibc import detect_glibc  # noqa: PLC0415
+
+    found = detect_glibc(root)
+    return found.version if found else None
 
 
 def probe_platform(root: str | os.PathLike[str] = "/") -> PlatformInfo:

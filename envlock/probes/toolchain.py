@@ -114,12 +114,6 @@ def _parse_mpicc_show(text: str) -> str | None:
     return words[0] if words else None
 
 
-def _parse_glibc_banner(data: bytes) -> str | None:
-    """Find ``"GNU C Library … release version 2.36"`` in the bytes of ``libc.so.6``."""
-    m = re.search(rb"GNU C Library [^\n\0]*?release version (\d+\.\d+(?:\.\d+)?)", data)
-    return m.group(1).decode() if m else None
-
-
 def _max_version(names: Sequence[str], prefix: str) -> str | None:
     """Highest ``<prefix>X.Y.Z`` among version-definition names, compared numerically."""
     best: tuple[int, ...] | None = None
@@ -255,28 +249,11 @@ def probe_toolchain(  # noqa: PLR0912
     sources = ["PATH"] if found else []
     errors: list[str] = []
 
-    # glibc
-    glibc = glibc_src = None
-    if root == Path("/"):
-        cs = confstr or os.confstr
-        try:
-            value = cs("CS_GNU_LIBC_VERSION")
-        except (ValueError, OSError):
-            value = None
-        if value and value.startswith("glibc "):
-            glibc, glibc_src = value.split()[1], 'os.confstr("CS_GNU_LIBC_VERSION")'
-    if glibc is None:
-        for d in _SYSTEM_LIB_DIRS:
-            libc = under_root(root, d) / "libc.so.6"
-            try:
-                with open(libc, "rb") as fh:
-                    data = fh.read(8 << 20)
-            except OSError:
-                continue
-            glibc = _parse_glibc_banner(data)
-            if glibc:
-                glibc_src = f"{d}/libc.so.6"
-                break
+    # glibc: the one detector (envlock.libs.glibc)
+    from envlock.libs.glibc import detect_glibc  # noqa: PLC0415
+
+    found_glibc = detect_glibc(root, confstr=confstr)
+    glibc, glibc_src = (found_glibc.version, found_glibc.source) if found_glibc else (None, None)
     if glibc_src:
         sources.append("glibc")
 

@@ -15,7 +15,7 @@ from envlock.probes.toolchain import (
     _max_version,
     _parse_cc_version,
     _parse_cmake_version,
-    _parse_glibc_banner,
+
     _parse_mpicc_show,
     _parse_mpirun_version,
     probe_toolchain,
@@ -137,6 +137,8 @@ def test_parse_mpicc_show(text: str, expected) -> None:
     ],
 )
 def test_parse_glibc_banner(data: bytes, expected) -> None:
+    from envlock.libs.glibc import parse_banner as _parse_glibc_banner
+
     assert _parse_glibc_banner(data) == expected
 
 
