@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from envlock import libfamilies
 from envlock.libs.elf import ElfCache, read_elf
 from envlock.findings import Finding
 from envlock.libs.owners import OwnerIndex, Pin, conda_pins, read_pins
@@ -1055,12 +1056,9 @@ def _symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence
 
 # -- the manifest's [libraries] table ------------------------------------------------------
 
-#: SONAMEs recorded in ``[libraries]``: CUDA libraries, the driver, C++/OpenMP runtimes, libc.
-_KEY_LIBS = re.compile(
-    r"^lib(cuda|cudart|cublas|cublasLt|cudnn(_\w+)?|cufft|cufftw|curand|cusolver|cusolverMg|cusparse"
-    r"|cusparseLt|nccl|nvrtc|nvrtc-builtins|nvJitLink|cupti|nvshmem_host|cufile|nvToolsExt"
-    r"|nvidia-ml|stdc\+\+|gcc_s|gomp|iomp5|omp|c|m|mkl_\w+|openblas\w*)(\.so.*|-[0-9a-f]+\.so.*)$"
-)
+#: SONAMEs recorded in ``[libraries]``: CUDA libraries, the driver, C++/OpenMP runtimes, libc
+#: (the ``recorded`` families of envlock.libfamilies).
+_KEY_LIBS = libfamilies.key_library_re()
 
 
 def probe_libraries(

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from envlock.manifest import PipPackage
 from envlock.probes._stackutil import read_text, site_dists
+from envlock import libfamilies
 from envlock.probes.conda import CondaMetaRecord, list_conda_meta
 from envlock.manifest.stack import BlasInfo, BlasLibrary, OpenMPRuntime
 
@@ -48,7 +49,7 @@ _BUNDLED_RE = re.compile(
     r"^lib(?P<stem>scipy_openblas(?P<s64>64_)?|openblas(?P<o64>64_)?p?)"
     r"(?:-r\d+)?-[0-9a-f]+(?:\.(?P<ver>\d+\.\d+(?:\.\d+)?))?\.so(?:\.\d+)*$"
 )
-_OMP_RE = re.compile(r"^(?P<name>libgomp|libiomp5|libomp)(?:[-.][^/]*)?\.so(?:\.\d+)*$")
+_OMP_RE = libfamilies.openmp_file_re()
 
 
 def _implementation(name: str | None) -> str | None:

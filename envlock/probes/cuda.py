@@ -25,6 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from envlock import libfamilies
 from envlock._run import DEFAULT_TIMEOUT, Runner, run
 from envlock.manifest import PipPackage
 from envlock.probes._stackutil import (
@@ -40,79 +41,19 @@ from envlock.manifest.stack import CudaInfo, CudaLibrary, CudaToolkit
 
 __all__ = ["probe_cuda", "COMPONENTS"]
 
-#: pip component name (after ``nvidia-`` and without ``-cuNN``) → envlock's component name.
-COMPONENTS: Mapping[str, str] = {
-    "cuda-runtime": "cudart",
-    "cudnn": "cudnn",
-    "nccl": "nccl",
-    "cublas": "cublas",
-    "cufft": "cufft",
-    "cusparse": "cusparse",
-    "cusolver": "cusolver",
-    "nvjitlink": "nvjitlink",
-    "cuda-nvrtc": "nvrtc",
-    "cuda-cupti": "cupti",
-    "curand": "curand",
-    "cusparselt": "cusparselt",
-    "nvshmem": "nvshmem",
-    "nvtx": "nvtx",
-    "cufile": "cufile",
-    "cuda-nvcc": "nvcc",
-    "npp": "npp",
-    "nvjpeg": "nvjpeg",
-}
+#: pip component name (after ``nvidia-`` and without ``-cuNN``) → envlock's component name;
+#: this and the tables below come from the one table of library families (envlock.libfamilies).
+COMPONENTS: Mapping[str, str] = libfamilies.pip_components()
 
 # conda package name → component (toolkit meta-packages handled separately).
-_CONDA: Mapping[str, str] = {
-    "cuda-cudart": "cudart",
-    "cudnn": "cudnn",
-    "nccl": "nccl",
-    "libcublas": "cublas",
-    "libcufft": "cufft",
-    "libcusparse": "cusparse",
-    "libcusolver": "cusolver",
-    "libnvjitlink": "nvjitlink",
-    "cuda-nvrtc": "nvrtc",
-    "cuda-cupti": "cupti",
-    "libcurand": "curand",
-    "cusparselt": "cusparselt",
-    "libcusparselt": "cusparselt",
-    "cuda-nvcc": "nvcc",
-    "libnvshmem": "nvshmem",
-    "cuda-nvtx": "nvtx",
-    "libcufile": "cufile",
-}
+_CONDA: Mapping[str, str] = libfamilies.conda_components()
 _CONDA_TOOLKITS = ("cudatoolkit", "cuda-version", "cuda-toolkit", "cuda-runtime")
 
 # version.json key → component.
-_VERSION_JSON: Mapping[str, str] = {
-    "cuda_cudart": "cudart",
-    "libcublas": "cublas",
-    "libcufft": "cufft",
-    "libcusparse": "cusparse",
-    "libcusolver": "cusolver",
-    "libnvjitlink": "nvjitlink",
-    "cuda_nvrtc": "nvrtc",
-    "cuda_cupti": "cupti",
-    "libcurand": "curand",
-    "cuda_nvcc": "nvcc",
-    "libnpp": "npp",
-    "libnvjpeg": "nvjpeg",
-}
+_VERSION_JSON: Mapping[str, str] = libfamilies.version_json_components()
 
 # Library file stems whose file names carry full versions in toolkit/system installs.
-_LIB_STEMS: Mapping[str, str] = {
-    "libcudart": "cudart",
-    "libcudnn": "cudnn",
-    "libnccl": "nccl",
-    "libcublas": "cublas",
-    "libcufft": "cufft",
-    "libcusparse": "cusparse",
-    "libcusolver": "cusolver",
-    "libnvJitLink": "nvjitlink",
-    "libnvrtc": "nvrtc",
-    "libcurand": "curand",
-}
+_LIB_STEMS: Mapping[str, str] = libfamilies.versioned_file_stems()
 _SYSTEM_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib/aarch64-linux-gnu")
 
 _DIST_RE = re.compile(r"^nvidia-(?P<comp>[a-z0-9-]+?)(?:-cu(?P<cuda>\d+))?$")
