@@ -31,3 +31,23 @@ def test_no_second_driver_table() -> None:
                                                                   and isinstance(e.value, int) for e in n.elts)
                   and ".".join(str(e.value) for e in n.elts) in drivers}
         assert len(found) < 3, f"{p}: looks like another driver table: {sorted(found)}"
+
+
+def test_one_nvidia_smi_reader() -> None:
+    """Only envlock/probes/nvsmi.py builds nvidia-smi queries; the [gpu] probe and verify use it."""
+    from envlock.probes import nvsmi
+    from envlock.verify import live
+
+    for p in PKG.rglob("*.py"):
+        text = p.read_text(encoding="utf-8")
+        if p.name != "nvsmi.py":
+            assert "--query-gpu=" not in text and "--query-compute-apps=" not in text, p
+    assert live.read_compute_apps is nvsmi.read_compute_apps
+    assert gpu.SMI_FIELDS is nvsmi.SMI_FIELDS
+
+
+def test_one_glibc_detector() -> None:
+    for p in PKG.rglob("*.py"):
+        text = p.read_text(encoding="utf-8")
+        if p.name != "glibc.py":
+            assert "CS_GNU_LIBC_VERSION" not in text and "libc-2." not in text, p

@@ -145,7 +145,7 @@ class PlatformInfo:
     :ivar os_id: ``ID`` from ``/etc/os-release`` (``"debian"``, ``"rhel"``, ``"ubuntu"``).
     :ivar os_version: ``VERSION_ID`` from os-release; ``os_name``: ``PRETTY_NAME``.
     :ivar kernel: kernel release (``uname -r``); ``machine``: ``uname -m``.
-    :ivar glibc: the system glibc version (``os.confstr("CS_GNU_LIBC_VERSION")``), e.g. ``"2.36"``.
+    :ivar glibc: the system glibc version (:func:`envlock.libs.glibc.detect_glibc`), e.g. ``"2.36"``.
     """
 
     status: str = "ok"

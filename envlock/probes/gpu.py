@@ -7,7 +7,7 @@ Sources, in order:
 2. the devices from NVML through the optional ``nvidia-ml-py`` binding (``pynvml``), when the
    kernel module is loaded (step 1 found it), the binding imports and ``libnvidia-ml.so.1``
    loads (only for the real machine, ``root == /``);
-3. else ``nvidia-smi --query-gpu=… --format=csv,noheader,nounits`` found on the target's PATH
+3. else ``nvidia-smi``'s ``--query-gpu`` answer (:mod:`envlock.probes.nvsmi`), found on the target's PATH
    (drivers before the ``compute_cap`` field existed are asked again without it).
 
 The newest CUDA version the driver supports comes from NVML when used, else from NVIDIA's
@@ -24,21 +24,11 @@ from pathlib import Path
 
 from envlock._run import DEFAULT_TIMEOUT, Runner, run
 from envlock.nvidia import max_cuda_for_driver
-from envlock.probes._stackutil import read_text, under_root, which
+from envlock.probes._stackutil import read_text, under_root
 from envlock.manifest.stack import Gpu, GpuInfo
+from envlock.probes.nvsmi import SMI_FIELDS, find_nvidia_smi, parse_query_gpu, query_gpu_argv
 
 __all__ = ["probe_gpu", "cuda_for_driver", "SMI_FIELDS"]
-
-#: Fields asked of ``nvidia-smi --query-gpu``, in this order.
-SMI_FIELDS: tuple[str, ...] = (
-    "index",
-    "name",
-    "uuid",
-    "memory.total",
-    "compute_cap",
-    "mig.mode.current",
-    "driver_version",
-)
 
 _MIB = 1024 * 1024
 
@@ -79,64 +69,6 @@ def _parse_proc_driver_version(text: str) -> tuple[str, str] | None:
     if not m:
         return None
     return m.group("ver"), "open" if m.group("open") else "proprietary"
-
-
-def _na(value: str) -> str | None:
-    value = value.strip()
-    if not value or value.startswith("[") or value.upper() in ("N/A", "NOT SUPPORTED"):
-        return None
-    return value
-
-
-def _parse_nvidia_smi_csv(
-    text: str, fields: Sequence[str] = SMI_FIELDS
-) -> tuple[list[Gpu], str | None]:
-    """Parse ``nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits`` output.
-
-    :param text: the command's standard output.
-    :param fields: the queried fields, in order (must include ``index``).
-    :returns: ``(gpus, driver_version)``; lines that do not have one value per field or
-        whose index is not an integer are skipped.  ``memory.total`` (MiB) becomes bytes;
-        ``[N/A]``/``[Not Supported]`` values become ``None``.
-    """
-    gpus: list[Gpu] = []
-    driver: str | None = None
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        values = [v.strip() for v in line.split(",")]
-        if len(values) != len(fields):
-            continue
-        row = dict(zip(fields, values))
-        try:
-            index = int(row["index"])
-        except (KeyError, ValueError):
-            continue
-        memory = None
-        mem = _na(row.get("memory.total", ""))
-        if mem is not None:
-            try:
-                memory = int(float(mem.split()[0]) * _MIB)
-            except ValueError:
-                memory = None
-        cc = _na(row.get("compute_cap", ""))
-        if cc is not None and not re.fullmatch(r"\d+\.\d+", cc):
-            cc = None
-        gpus.append(
-            Gpu(
-                index=index,
-                name=_na(row.get("name", "")),
-                uuid=_na(row.get("uuid", "")),
-                memory=memory,
-                compute_capability=cc,
-                mig_mode=_na(row.get("mig.mode.current", "")),
-            )
-        )
-        dv = _na(row.get("driver_version", ""))
-        if dv and _vtuple(dv):
-            driver = driver or dv
-    gpus.sort(key=lambda g: g.index)
-    return gpus, driver
 
 
 def _parse_rocm_version(text: str) -> str | None:
@@ -253,19 +185,17 @@ def probe_gpu(
         cuda_src = "nvml" if cuda_ver else None
         sources.append("nvml")
     else:
-        smi = which("nvidia-smi", path_dirs)
-        if smi is None and root == Path("/"):
-            smi = which("nvidia-smi", ["/usr/bin", "/usr/local/nvidia/bin"])
+        smi = find_nvidia_smi(path_dirs, root=str(root))
         if smi is not None:
             child_env = {**env, "LC_ALL": "C"}
             fields = SMI_FIELDS
-            res = runner(_smi_argv(smi, fields), timeout=timeout, env=child_env)
+            res = runner(query_gpu_argv(smi, fields), timeout=timeout, env=child_env)
             if res.status == "failed" and "compute_cap" in (res.stdout + res.stderr):
                 # Drivers before ~510 do not know the compute_cap field.
                 fields = tuple(f for f in SMI_FIELDS if f != "compute_cap")
-                res = runner(_smi_argv(smi, fields), timeout=timeout, env=child_env)
+                res = runner(query_gpu_argv(smi, fields), timeout=timeout, env=child_env)
             if res.ok:
-                gpus, smi_driver = _parse_nvidia_smi_csv(res.stdout, fields)
+                gpus, smi_driver = parse_query_gpu(res.stdout, fields)
                 driver = driver or smi_driver
                 sources.append(smi)
                 if not gpus:
@@ -314,5 +244,5 @@ def probe_gpu(
     )
 
 
-def _smi_argv(smi: str, fields: Sequence[str]) -> list[str]:
-    return [smi, f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits"]
+#: the query-gpu parser, under the name the tests knew
+_parse_nvidia_smi_csv = parse_query_gpu

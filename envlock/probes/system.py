@@ -2,8 +2,8 @@
 
 Sources: ``<root>/etc/os-release`` (os-release(5)), ``<root>/proc/cpuinfo``,
 ``<root>/proc/meminfo``; the kernel release and machine from :func:`os.uname`, and the glibc
-version from ``os.confstr("CS_GNU_LIBC_VERSION")`` when ``root`` is ``/`` (else from the
-``libc.so.6`` file name's target under ``<root>``).
+version from :func:`envlock.libs.glibc.detect_glibc` (glibc's own answer on this machine; the
+``ld.so.cache`` generator or the ``libc.so.6`` banner under another ``root``).
 """
 
 from __future__ import annotations

@@ -3,8 +3,7 @@
 * Tools are looked up in the target's ``PATH`` order (a conda env's ``bin`` first) and asked
   their version (``--version``; ``mpicc -show``/``--showme`` to see the compiler an MPI wrapper
   runs).  All commands run concurrently, each with a timeout.
-* glibc: ``os.confstr("CS_GNU_LIBC_VERSION")`` on the real machine; for another root, the
-  ``"GNU C Library … release version X.Y"`` banner inside ``libc.so.6``.
+* glibc: :func:`envlock.libs.glibc.detect_glibc`, the detector ``[platform]`` uses too.
 * libstdc++: the highest ``GLIBCXX_*``/``CXXABI_*`` version definitions (ELF ``Verdef``,
   read with pyelftools) of ``<prefix>/lib/libstdc++.so.6`` and of the system's copy.
 * ``built_with``: the ``.comment`` section of key binaries (torch, numpy), which names the

@@ -15,32 +15,22 @@ probe_frameworks`: ``torch/version.py``, local version labels, conda build strin
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from envlock._run import DEFAULT_TIMEOUT, Runner, run
+from envlock.probes.nvsmi import AppsFacts, ComputeApp, read_compute_apps
+from envlock.probes.nvsmi import find_nvidia_smi as _find_smi
 
 __all__ = ["Live", "ComputeApp", "AppsFacts", "read_compute_apps", "find_nvidia_smi", "local_label"]
 
 
-class ComputeApp(NamedTuple):
-    """One process using a GPU (``nvidia-smi --query-compute-apps``); memory in bytes."""
-
-    pid: int
-    used_memory: int | None
-    gpu_uuid: str
-
-
-class AppsFacts(NamedTuple):
-    """The compute processes on the GPUs; ``status`` ``"ok"``, ``"absent"`` (no nvidia-smi),
-    ``"error"`` or ``"timeout"``."""
-
-    status: str = "ok"
-    error: str | None = None
-    apps: tuple[ComputeApp, ...] = ()
+def find_nvidia_smi(environ: Mapping[str, str], root: str = "/") -> str | None:
+    """``nvidia-smi`` on the job's ``PATH``, else where drivers install it (real root only);
+    see :func:`envlock.probes.nvsmi.find_nvidia_smi`."""
+    return _find_smi(environ.get("PATH", "").split(os.pathsep), root=root)
 
 
 def local_label(version: str | None) -> str | None:
@@ -48,44 +38,6 @@ def local_label(version: str | None) -> str | None:
     if not version or "+" not in version:
         return None
     return version.split("+", 1)[1]
-
-
-def find_nvidia_smi(environ: Mapping[str, str], root: str = "/") -> str | None:
-    """``nvidia-smi`` on the job's ``PATH``, else in ``/usr/bin`` (real root only)."""
-    found = shutil.which("nvidia-smi", path=environ.get("PATH", ""))
-    if found is None and root in ("", "/"):
-        found = shutil.which("nvidia-smi", path="/usr/bin:/usr/local/nvidia/bin")
-    return found
-
-
-def _na(value: str) -> str | None:
-    value = value.strip()
-    if not value or value.startswith("[") or value.upper() in ("N/A", "NOT SUPPORTED"):
-        return None
-    return value
-
-
-def read_compute_apps(
-    smi: str, *, environ: Mapping[str, str], runner: Runner = run, timeout: float = DEFAULT_TIMEOUT
-) -> AppsFacts:
-    """Processes holding GPU memory: ``nvidia-smi --query-compute-apps=pid,used_memory,gpu_uuid
-    --format=csv,noheader,nounits`` (memory in MiB, returned in bytes).  Never raises."""
-    res = runner([smi, "--query-compute-apps=pid,used_memory,gpu_uuid", "--format=csv,noheader,nounits"],
-                 timeout=timeout, env={**environ, "LC_ALL": "C"})
-    if not res.ok:
-        return AppsFacts(status="timeout" if res.status == "timeout" else "error", error=res.detail)
-    apps = []
-    for line in res.stdout.splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) != 3 or not parts[0].isdigit():  # noqa: PLR2004
-            continue
-        mem = _na(parts[1])
-        apps.append(ComputeApp(
-            pid=int(parts[0]),
-            used_memory=int(mem) * 1024 * 1024 if mem and mem.isdigit() else None,
-            gpu_uuid=parts[2],
-        ))
-    return AppsFacts(apps=tuple(apps))
 
 
 class Live:
