@@ -14,13 +14,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal, get_args
 
-__all__ = ["SEVERITIES", "Finding", "severity_rank", "sort_findings", "counts"]
+__all__ = ["Severity", "SEVERITIES", "Finding", "severity_rank", "sort_findings", "counts"]
 
 #: Severities, most severe first.  ``error``: the job will fail or compute something other
 #: than intended; ``warning``: it runs, maybe not as intended; ``info``: worth knowing.
-SEVERITIES: tuple[str, ...] = ("error", "warning", "info")
+Severity = Literal["error", "warning", "info"]
+SEVERITIES: tuple[Severity, ...] = get_args(Severity)
 
 _RANK = {s: i for i, s in enumerate(SEVERITIES)}
 
@@ -46,7 +47,7 @@ class Finding:
     """
 
     id: str
-    severity: str
+    severity: Severity
     title: str
     cause: str = ""
     evidence: tuple[str, ...] = ()
@@ -54,7 +55,7 @@ class Finding:
     library: str | None = None
     requester: str | None = None
 
-    def with_severity(self, severity: str) -> Finding:
+    def with_severity(self, severity: Severity) -> Finding:
         """A copy with another severity."""
         return replace(self, severity=severity)
 

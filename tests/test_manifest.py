@@ -133,3 +133,20 @@ def test_force_writes_through_symlink_and_into_special_files(tmp_path: Path) -> 
     with pytest.raises(OSError, match="No space left"):
         m.write(Path("/dev/full"), force=True)
     assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+
+
+def test_status_is_typed_and_forward_compatible() -> None:
+    """``status`` is a Literal of the known values; reading checks its type (a str) and keeps a
+    value a newer envlock may write."""
+    import typing
+
+    from envlock.manifest import PythonInfo
+    from envlock.manifest._model import STATUSES, from_dict
+    from envlock.errors import ManifestError
+
+    assert STATUSES == ("ok", "absent", "error", "timeout")
+    hints = typing.get_type_hints(PythonInfo, globalns=vars(__import__("envlock.manifest", fromlist=["x"])))
+    assert typing.get_args(hints["status"]) == STATUSES
+    assert from_dict(PythonInfo, {"status": "partial"}).status == "partial"
+    with pytest.raises(ManifestError, match="expected str, got int in 'python.status'"):
+        from_dict(PythonInfo, {"status": 3}, "python")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envlock.manifest import _model
+from envlock.manifest._model import Status
 from envlock.manifest._schema import SCHEMA, check_header
 
 if TYPE_CHECKING:
@@ -126,7 +127,7 @@ class PythonInfo:
     :ivar user_site: the user site-packages directory, when it is enabled and exists.
     """
 
-    status: str = "ok"
+    status: Status = "ok"
     source: str = ""
     error: str | None = None
     version: str | None = None
@@ -148,7 +149,7 @@ class PlatformInfo:
     :ivar glibc: the system glibc version (:func:`envlock.libs.glibc.detect_glibc`), e.g. ``"2.36"``.
     """
 
-    status: str = "ok"
+    status: Status = "ok"
     source: str = ""
     error: str | None = None
     os_id: str | None = None
@@ -172,7 +173,7 @@ class CpuInfo:
     :ivar memory: total memory in bytes (``MemTotal``).
     """
 
-    status: str = "ok"
+    status: Status = "ok"
     source: str = ""
     error: str | None = None
     vendor: str | None = None
@@ -205,7 +206,7 @@ class GitInfo:
     :ivar remotes: remotes sorted by name, URLs without user-info or tokens.
     """
 
-    status: str = "ok"
+    status: Status = "ok"
     source: str = ""
     error: str | None = None
     path: str | None = None
@@ -263,7 +264,7 @@ class PipPackage:
 class PipInfo:
     """``[pip]``: every distribution found on the target's ``sys.path``, sorted by name."""
 
-    status: str = "ok"
+    status: Status = "ok"
     source: str = ""
     error: str | None = None
     packages: tuple[PipPackage, ...] = ()
@@ -308,7 +309,7 @@ class CondaInfo:
     :ivar packages: every ``conda-meta/*.json`` record, sorted by name.
     """
 
-    status: str = "ok"
+    status: Status = "ok"
     source: str = ""
     error: str | None = None
     requested: tuple[str, ...] = ()
@@ -323,7 +324,7 @@ class EnvVars:
     :ivar redacted: names whose value was redacted.
     """
 
-    status: str = "ok"
+    status: Status = "ok"
     source: str = "allow-list"
     vars: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     redacted: tuple[str, ...] = ()
@@ -342,7 +343,7 @@ class LockfileRef:
 class LockfilesInfo:
     """``[lockfiles]``: lockfiles found beside the snapshot (``conda-lock.yml``, ``pylock.toml``)."""
 
-    status: str = "ok"
+    status: Status = "ok"
     source: str = ""
     files: tuple[LockfileRef, ...] = ()
 

@@ -29,7 +29,14 @@ from typing import Any, TypeVar
 
 from envlock.errors import ManifestError
 
-__all__ = ["from_dict", "to_dict", "freeze_mapping"]
+__all__ = ["from_dict", "to_dict", "freeze_mapping", "Status", "STATUSES"]
+
+#: The ``status`` of every manifest table: ``ok`` (read), ``absent`` (nothing of the kind on the
+#: target), ``error`` (the probe failed; ``error`` says why), ``timeout`` (it did not answer in
+#: time).  Reading accepts any string here, so that a newer envlock's status does not make an
+#: older one fail (the schema's forward-compatibility rule); writers use only these.
+Status = typing.Literal["ok", "absent", "error", "timeout"]
+STATUSES: tuple[str, ...] = typing.get_args(Status)
 
 T = TypeVar("T")
 
@@ -141,6 +148,12 @@ def _load(tp: Any, value: Any, path: str) -> Any:  # noqa: PLR0911, PLR0912
             raise ManifestError(f"expected a table, got {type(value).__name__}" + _where(path))
         item = args[1] if len(args) == 2 else Any  # noqa: PLR2004
         return freeze_mapping({str(k): _load(item, v, f"{path}.{k}") for k, v in value.items()})
+    if origin is typing.Literal:
+        kinds = {type(a) for a in args}
+        if not isinstance(value, tuple(kinds)) or (isinstance(value, bool) and bool not in kinds):
+            want = " or ".join(sorted(k.__name__ for k in kinds))
+            raise ManifestError(f"expected {want}, got {type(value).__name__}" + _where(path))
+        return value  # an unknown value is kept: newer writers may add one
     if dataclasses.is_dataclass(tp):
         return from_dict(tp, value, path)
     if tp is Any:

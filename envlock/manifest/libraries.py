@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from envlock.manifest._model import Status
+
 __all__ = ["LibrariesInfo", "LibraryRecord"]
 
 
@@ -52,7 +54,7 @@ class LibrariesInfo:
     :ivar findings: one line per problem found (``"warning [shadowed] …"``).
     """
 
-    status: str = "ok"
+    status: Status = "ok"
     source: str = ""
     error: str | None = None
     module: str | None = None

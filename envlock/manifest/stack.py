@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from envlock.manifest import _model
+from envlock.manifest._model import Status
 
 __all__ = [
     "Gpu",
@@ -82,7 +83,7 @@ class GpuInfo:
     :ivar rocm_visible_devices: ``ROCR_VISIBLE_DEVICES`` / ``HIP_VISIBLE_DEVICES``.
     """
 
-    status: str = "ok"
+    status: Status = "ok"
     source: str = ""
     error: str | None = None
     vendor: str | None = None
@@ -149,7 +150,7 @@ class CudaInfo:
     :ivar libraries: library copies, sorted by name then origin.
     """
 
-    status: str = "ok"
+    status: Status = "ok"
     source: str = ""
     error: str | None = None
     toolkits: tuple[CudaToolkit, ...] = ()
@@ -235,7 +236,7 @@ class FrameworkRuntime:
     :ivar duration: seconds the import run took.
     """
 
-    status: str = "ok"
+    status: Status = "ok"
     source: str = ""
     error: str | None = None
     torch_version: str | None = None
@@ -259,7 +260,7 @@ class FrameworksInfo:
     :ivar runtime: the ``--import`` facts, when asked for.
     """
 
-    status: str = "ok"
+    status: Status = "ok"
     source: str = ""
     error: str | None = None
     packages: tuple[FrameworkBuild, ...] = ()
@@ -321,7 +322,7 @@ class OpenMPRuntime:
 class BlasInfo:
     """``[blas]``: BLAS/LAPACK implementations of the numerical packages, and OpenMP runtimes."""
 
-    status: str = "ok"
+    status: Status = "ok"
     source: str = ""
     error: str | None = None
     libraries: tuple[BlasLibrary, ...] = ()
@@ -348,7 +349,7 @@ class Tool:
     version: str | None = None
     vendor: str | None = None
     wraps: str | None = None
-    status: str = "ok"
+    status: Status = "ok"
     error: str | None = None
 
 
@@ -394,7 +395,7 @@ class ToolchainInfo:
     :ivar built_with: compilers that built key binaries of the target.
     """
 
-    status: str = "ok"
+    status: Status = "ok"
     source: str = ""
     error: str | None = None
     tools: tuple[Tool, ...] = ()
@@ -433,7 +434,7 @@ class SlurmInfo:
     :ivar vars: the scheduler variables read (allow-listed names only).
     """
 
-    status: str = "ok"
+    status: Status = "ok"
     source: str = ""
     error: str | None = None
     scheduler: str | None = None
