@@ -2,10 +2,9 @@
 
 ``envlock show``/``restore`` build the whole manifest model (:meth:`Manifest.from_dict`), which
 checks every value but costs ~20 ms per 1,000-package manifest plus ~100 ms of imports; diff
-reads raw dicts to stay fast and tolerant of newer tables.  This module checks only the keys
-the extractors of :mod:`envlock.diff.facts` and :mod:`envlock.diff.stackfacts` read, with the
-types of the model (``envlock/manifest.py``, ``envlock/stack_model.py``,
-``envlock/libraries_model.py``), and words errors like the model does:
+reads raw dicts to stay fast and tolerant of newer tables.  This module checks their values
+against the shapes derived from the model's type hints (:mod:`envlock.manifest.shape`), and
+words errors like the model does:
 ``expected int, got str in 'cpu.logical-cores'``.  Keys it does not list are not checked
 (a newer envlock may add them); tables without an extractor are flattened generically.
 """
@@ -16,55 +15,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from envlock.errors import ManifestError
+from envlock.manifest import shape as _shape
 
-__all__ = ["SHAPES", "check"]
+__all__ = ["shapes", "check"]
 
-#: a table whose values are all strings (``[env] vars``).
-STR_MAP = "str-map"
+STR_MAP = _shape.STR_MAP
 
-_GIT = {"status": str, "commit": str, "branch": str, "dirty": bool, "diff-sha256": str,
-        "untracked": int}
 
-#: table → key → type; ``[X]`` is an array of X, a dict is a (sub)table.
-SHAPES: dict[str, dict[str, Any]] = {
-    "python": {"version": str, "implementation": str},
-    "platform": {"os-id": str, "os-version": str, "kernel": str, "machine": str, "glibc": str},
-    "cpu": {"vendor": str, "model": str, "logical-cores": int, "usable-cores": int,
-            "memory": int, "flags": [str]},
-    "env": {"vars": STR_MAP},
-    "git": _GIT,
-    "conda": {"packages": [{"name": str, "version": str, "pip-version": str, "build": str,
-                           "channel": str}]},
-    "pip": {"packages": [{"name": str, "version": str, "origin": str, "conda-package": str,
-                         "vcs": str, "commit": str, "git": _GIT}]},
-    "lockfiles": {"files": [{"path": str, "sha256": str}]},
-    "libraries": {"resolved": [{"soname": str, "path": str, "realpath": str, "owner": str,
-                                "owner-kind": str}]},
-    "gpu": {"vendor": str, "driver-version": str, "driver-kind": str,
-            "cuda-driver-version": str, "visible-devices": str, "rocm-version": str,
-            "gpus": [{"name": str, "compute-capability": str}]},
-    "cuda": {"nvcc-version": str, "toolkits": [{"version": str, "origin": str}],
-             "libraries": [{"name": str, "version": str, "origin": str}]},
-    "frameworks": {
-        "packages": [{"name": str, "build": str, "cuda": str, "cudnn": str, "hip": str,
-                      "debug": bool, "conda-build": str, "cuda-archs": [str]}],
-        "runtime": {"status": str, "cuda-available": bool, "device-count": int,
-                    "cudnn-version": int, "allow-tf32-matmul": bool, "allow-tf32-cudnn": bool,
-                    "deterministic": bool, "cudnn-benchmark": bool,
-                    "threadpools": [{"num-threads": int, "internal-api": str,
-                                     "user-api": str}]}},
-    "blas": {"libraries": [{"user": str, "implementation": str, "version": str,
-                            "int64": bool}],
-             "openmp": [{"name": str, "package": str, "version": str}]},
-    "toolchain": {"tools": [{"name": str, "version": str, "vendor": str}],
-                  "libstdcxx": [{"glibcxx": str, "origin": str}],
-                  "built-with": [{"package": str, "compilers": [str]}]},
-    "slurm": {"scheduler": str, "partition": str, "cluster": str, "num-nodes": int,
-              "ntasks": int, "cpus-on-node": int, "cpus-per-task": int, "mem-per-node": int,
-              "mem-per-cpu": int, "gpus-on-node": int},
-}
+def shapes() -> dict[str, dict[str, Any]]:
+    """table → key → type, derived from the model (:func:`envlock.manifest.shape.table_shapes`);
+    ``[X]`` is an array of X, a dict is a (sub)table."""
+    return _shape.table_shapes()
 
-_NAMES = {str: "str", int: "int", bool: "bool"}
+
+_NAMES = {str: "str", int: "int", bool: "bool", float: "float"}
 
 
 class _Bad(Exception):
@@ -93,6 +57,9 @@ def _value(spec: Any, value: Any, where: str) -> None:
     elif spec is int:
         if isinstance(value, bool) or not isinstance(value, int):
             _fail("int", value, where)
+    elif spec is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            _fail("float", value, where)
     elif not isinstance(value, spec):
         _fail(_NAMES[spec], value, where)
 
@@ -108,13 +75,13 @@ def _table(spec: dict[str, Any], value: Any, where: str) -> None:
 
 def check(data: Mapping[str, Any], path: str) -> None:
     """Check the tables of manifest ``data`` that diff reads (their ``status`` and the keys in
-    :data:`SHAPES`).
+    :func:`shapes`).
 
     :param path: the file, the start of the message.
     :raises ManifestError: ``"<path>: expected int, got str in 'cpu.logical-cores'"``.
     """
     try:
-        for table, spec in SHAPES.items():
+        for table, spec in shapes().items():
             body = data.get(table)
             if body is None:
                 continue

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from envlock.cli import cli
 from envlock.diff import NothingToCompareError, diff
-from envlock.diff.shape import SHAPES
+from envlock.diff.shape import shapes
 from envlock.manifest import Manifest
 
 from .conftest import build_manifest, editable, gpu_table
@@ -60,11 +60,19 @@ def test_wrong_type_is_one_line(write, mutate, message: str) -> None:  # noqa: A
         Manifest.from_dict(data)
 
 
-def test_shapes_name_only_tables_of_the_model() -> None:
+def test_shapes_are_the_models() -> None:
+    """diff checks the types the model declares: every table of the model, its keys in
+    kebab-case, arrays of sub-tables (no second description of the schema)."""
     from dataclasses import fields
 
-    tables = {f.name for f in fields(Manifest)}
-    assert set(SHAPES) <= tables
+    tables = {f.name for f in fields(Manifest) if f.name != "extra"}
+    got = shapes()
+    assert set(got) == tables
+    assert got["cpu"]["logical-cores"] is int
+    assert got["python"]["status"] is str  # a Literal of strings
+    assert got["env"]["vars"] == "str-map"
+    assert got["pip"]["packages"][0]["version"] is str
+    assert got["libraries"]["resolved"][0]["owner-kind"] is str
 
 
 def _header_only(write, name: str) -> Path:  # noqa: ANN001
