@@ -16,10 +16,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from envlock._run import Runner, run
 from envlock.findings import Finding, counts, sort_findings
+
+if TYPE_CHECKING:
+    from envlock.verify.context import Context
 
 __all__ = ["verify", "VerifyReport", "CheckResult", "JSON_SCHEMA", "DEFAULT_TIMEOUT"]
 
@@ -101,7 +104,7 @@ class VerifyReport:
 
 
 def _run_checks(
-    ctx: Any, checks: Sequence[tuple[str, Callable[[Any], list[Finding]]]], deadline: float, timeout: float
+    ctx: Context, checks: Sequence[tuple[str, Callable[[Context], list[Finding]]]], deadline: float, timeout: float
 ) -> tuple[list[Finding], list[CheckResult]]:
     results: dict[str, tuple[str, float, list[Finding]]] = {}
     lock = threading.Lock()

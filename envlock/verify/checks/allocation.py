@@ -13,11 +13,16 @@ Finding ids: ``allocation.visible-devices-unset``, ``allocation.no-visible-devic
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import os
 from typing import Any
 
 from envlock.findings import Finding
 from envlock.probes.slurm import slurm_gpu_ids
+
+if TYPE_CHECKING:
+    from envlock.verify.context import Context
 
 __all__ = ["check_visible_devices", "check_gpu_processes"]
 
@@ -27,7 +32,7 @@ def _slurm_evidence(environ: Any) -> tuple[str, ...]:
                  if k in environ)
 
 
-def check_visible_devices(ctx: Any) -> list[Finding]:
+def check_visible_devices(ctx: Context) -> list[Finding]:
     """``CUDA_VISIBLE_DEVICES`` consistent with the Slurm GPU allocation and the GPUs present."""
     env = ctx.environ
     allocated = ctx.gpus_allocated()
@@ -96,7 +101,7 @@ def check_visible_devices(ctx: Any) -> list[Finding]:
     return out
 
 
-def check_gpu_processes(ctx: Any) -> list[Finding]:
+def check_gpu_processes(ctx: Context) -> list[Finding]:
     """Processes other than this one already holding memory on the job's GPUs (leftovers of an
     earlier job, or a neighbour on a shared GPU)."""
     from envlock.verify.checks.gpu import visible_gpus  # noqa: PLC0415

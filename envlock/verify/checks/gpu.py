@@ -9,6 +9,8 @@ Finding ids: ``gpu.cpu-only-build``, ``gpu.no-driver``, ``gpu.query-failed``,
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -23,6 +25,9 @@ from envlock.nvidia import (
     vtuple,
 )
 from envlock.verify.live import local_label
+
+if TYPE_CHECKING:
+    from envlock.verify.context import Context
 
 __all__ = [
     "ExpectedBuild",
@@ -115,7 +120,7 @@ def visible_gpus(gpus: Sequence[Any], environ: Mapping[str, str]) -> list[Any]:
     return out
 
 
-def _cuda_builds(ctx: Any, *, archs: bool = False) -> list[Any]:
+def _cuda_builds(ctx: Context, *, archs: bool = False) -> list[Any]:
     return [b for b in ctx.live.frameworks(archs=archs) if b.build == "cuda" and b.cuda]
 
 
@@ -130,7 +135,7 @@ def _evidence(build: Any) -> tuple[str, ...]:
     return (f"{build.name} build: {build.evidence}{where}",)
 
 
-def _needs_cuda_from_conda(ctx: Any) -> list[tuple[str, str]]:
+def _needs_cuda_from_conda(ctx: Context) -> list[tuple[str, str]]:
     """``(who, spec)`` for every installed conda package and lockfile entry depending on
     ``__cuda`` (the virtual package conda sets from the driver)."""
     out = []
@@ -153,7 +158,7 @@ def _spec_min(spec: str) -> str | None:
     return m.group(1) if m else None
 
 
-def check_cpu_build(ctx: Any) -> list[Finding]:
+def check_cpu_build(ctx: Context) -> list[Finding]:
     """torch is a CPU-only build where the manifest expects a CUDA build or Slurm allocated GPUs
     (error), or where the node merely has GPUs (warning) — case C05.  A CPU build the manifest
     also records is only questioned when GPUs were allocated (warning)."""
@@ -194,7 +199,7 @@ def check_cpu_build(ctx: Any) -> list[Finding]:
     )]
 
 
-def check_driver(ctx: Any) -> list[Finding]:
+def check_driver(ctx: Context) -> list[Finding]:
     """The NVIDIA driver against the CUDA runtime each framework was built with (case C06), and
     against ``__cuda`` requirements of conda packages and lockfiles."""
     builds = _cuda_builds(ctx)
@@ -299,7 +304,7 @@ def check_driver(ctx: Any) -> list[Finding]:
     return out
 
 
-def check_arch(ctx: Any) -> list[Finding]:
+def check_arch(ctx: Context) -> list[Finding]:
     """Each visible GPU's compute capability against each CUDA build's architectures (C07).
 
     SASS ``sm_XY`` serves ``X.Z`` with ``Z ≥ Y``; otherwise PTX ``compute_XY`` ≤ the GPU is JIT-

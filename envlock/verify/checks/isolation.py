@@ -12,15 +12,19 @@ Finding ids: ``isolation.system-python``, ``isolation.conda-base``, ``isolation.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import os
-from typing import Any
 
 from envlock.findings import Finding
+
+if TYPE_CHECKING:
+    from envlock.verify.context import Context
 
 __all__ = ["check_isolation"]
 
 
-def check_isolation(ctx: Any) -> list[Finding]:
+def check_isolation(ctx: Context) -> list[Finding]:
     """Where the target's packages can come from besides the environment itself."""
     t = ctx.live.target
     out: list[Finding] = []

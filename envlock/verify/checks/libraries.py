@@ -15,10 +15,15 @@ skip the model and its imports.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import os
 from typing import Any
 
 from envlock.findings import Finding
+
+if TYPE_CHECKING:
+    from envlock.verify.context import Context
 
 __all__ = ["check_libraries", "FRAMEWORK_MODULES", "to_finding"]
 
@@ -51,7 +56,7 @@ def to_finding(f: Any, module: str) -> Finding:
     )
 
 
-def _modules(ctx: Any) -> list[str]:
+def _modules(ctx: Context) -> list[str]:
     names = {p.name for p in ctx.live.pip.packages}
     conda = ctx.live.conda
     if conda is not None and any(c.name == "pytorch" for c in conda.packages):
@@ -61,7 +66,7 @@ def _modules(ctx: Any) -> list[str]:
     return list(dict.fromkeys(mods))
 
 
-def check_libraries(ctx: Any, *, analyze: Any = None, cache: bool = True) -> list[Finding]:
+def check_libraries(ctx: Context, *, analyze: Any = None, cache: bool = True) -> list[Finding]:
     """Loader findings for each framework module of the target.
 
     The loader's findings for a module are kept on disk (``~/.cache/envlock/verify-libs``,

@@ -11,10 +11,14 @@ Finding ids: ``output.missing``, ``output.not-writable``, ``output.low-space``,
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import os
-from typing import Any
 
 from envlock.findings import Finding
+
+if TYPE_CHECKING:
+    from envlock.verify.context import Context
 
 __all__ = ["check_output_dir", "check_workdir", "human_bytes"]
 
@@ -29,7 +33,7 @@ def human_bytes(n: int) -> str:
     return f"{n} B"  # pragma: no cover
 
 
-def check_output_dir(ctx: Any) -> list[Finding]:
+def check_output_dir(ctx: Context) -> list[Finding]:
     """The directory the job will write to (``--output-dir``)."""
     d = ctx.output_dir
     if not d:
@@ -98,7 +102,7 @@ def check_output_dir(ctx: Any) -> list[Finding]:
     return out
 
 
-def check_workdir(ctx: Any) -> list[Finding]:
+def check_workdir(ctx: Context) -> list[Finding]:
     """The job runs in a directory other than the one it was submitted from."""
     submit = ctx.environ.get("SLURM_SUBMIT_DIR")
     if not submit:

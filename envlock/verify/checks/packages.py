@@ -8,12 +8,16 @@ Finding ids: ``packages.missing``, ``packages.extra``, ``packages.version-mismat
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import os
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from envlock.findings import Finding
+
+if TYPE_CHECKING:
+    from envlock.verify.context import Context
 
 __all__ = [
     "check_manifest_packages",
@@ -165,12 +169,12 @@ def _compare(
     return out
 
 
-def _live_pip(ctx: Any, *, skip_conda_owned: bool) -> dict[str, tuple[str, None, None]]:
+def _live_pip(ctx: Context, *, skip_conda_owned: bool) -> dict[str, tuple[str, None, None]]:
     return {p.name: (p.version, None, None) for p in ctx.live.pip.packages
             if not (skip_conda_owned and p.origin == "conda")}
 
 
-def _live_conda(ctx: Any) -> dict[str, tuple[str, str | None, str | None]]:
+def _live_conda(ctx: Context) -> dict[str, tuple[str, str | None, str | None]]:
     conda = ctx.live.conda
     if conda is None:
         return {}
@@ -178,7 +182,7 @@ def _live_conda(ctx: Any) -> dict[str, tuple[str, str | None, str | None]]:
             for c in conda.packages}
 
 
-def check_manifest_packages(ctx: Any) -> list[Finding]:
+def check_manifest_packages(ctx: Context) -> list[Finding]:
     """Installed packages against the manifest's ``[pip]`` and ``[conda]`` tables."""
     m = ctx.expected.manifest
     if m is None or (m.pip is None and m.conda is None):
@@ -197,7 +201,7 @@ def check_manifest_packages(ctx: Any) -> list[Finding]:
     return out
 
 
-def check_lock_packages(ctx: Any) -> list[Finding]:
+def check_lock_packages(ctx: Context) -> list[Finding]:
     """Installed packages against each ``--lock`` file."""
     out: list[Finding] = []
     for lock in ctx.expected.locks:
@@ -226,7 +230,7 @@ def check_lock_packages(ctx: Any) -> list[Finding]:
     return out
 
 
-def check_overwritten(ctx: Any) -> list[Finding]:
+def check_overwritten(ctx: Context) -> list[Finding]:
     """Conda packages whose files another installer replaced (case C11)."""
     conda = ctx.live.conda
     if conda is None:
@@ -260,7 +264,7 @@ def check_overwritten(ctx: Any) -> list[Finding]:
     return out
 
 
-def check_shadowed(ctx: Any) -> list[Finding]:
+def check_shadowed(ctx: Context) -> list[Finding]:
     """Distributions hidden by an earlier copy on ``sys.path`` (user site, ``PYTHONPATH``),
     and distributions whose metadata cannot be read."""
     py = ctx.live.python
@@ -301,7 +305,7 @@ def check_shadowed(ctx: Any) -> list[Finding]:
     return out
 
 
-def check_python_version(ctx: Any) -> list[Finding]:
+def check_python_version(ctx: Context) -> list[Finding]:
     """The interpreter answers, and its version matches the manifest's ``[python] version``."""
     py = ctx.live.python
     if py.status != "ok":
