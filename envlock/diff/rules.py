@@ -507,9 +507,10 @@ def explain(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Expla
             score = _score(kb, c)
             if score > ex.score:
                 ex.score, ex.cls = score, c.cls
-    # an explanation accounts for facts that are shown: with --only/--ignore leaving all of
-    # them out, it is not shown either (and does not make the inputs "differ")
-    out = [ex for ex in out if ex.changes]
+    # an explanation accounts for facts that are shown: with --only/--ignore leaving out all
+    # of them, or all of its causes, it is not shown either (its consequences stay in the
+    # table, explained by nothing else)
+    out = [ex for ex in out if ex.changes and ex.causes]
     out.sort(key=lambda e: (-e.score, e.title))
     return out
 

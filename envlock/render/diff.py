@@ -261,10 +261,10 @@ def varying_cells(v: dict[str, Any]) -> list[str]:
 
 
 # -- text (rich) ------------------------------------------------------------------------------
-def compact_values(values: tuple[Any, Any]) -> list[str]:
+def compact_values(values: tuple[Any, Any], *, full: bool = False) -> list[str]:
     """The two values of a change as short table cells: for packages only what differs
-    besides the version (the build string, the channel); commit ids and hashes shortened.
-    The JSON and markdown outputs keep the whole values."""
+    besides the version (the build string, the channel); commit ids and hashes shortened
+    unless ``full`` (piped output, which is never cut).  The JSON keeps the whole values."""
     a, b = values
     if isinstance(a, Pkg) and isinstance(b, Pkg):
         def short(p: Pkg) -> str:
@@ -277,7 +277,8 @@ def compact_values(values: tuple[Any, Any]) -> list[str]:
             return f"{text} ({', '.join(extra)})" if extra else text
 
         return [short(a), short(b)]
-    return [_short(display(v)) if v is not None else "(absent)" for v in values]
+    show = display if full else (lambda v: _short(display(v)))
+    return [show(v) if v is not None else "(absent)" for v in values]
 
 
 #: a version-like word: ``0.3.21``, ``2.13.0+cpu``, ``(12.4)``.
@@ -425,7 +426,7 @@ def render_text(result: PairDiff | ManyDiff, console: Any, *, show_all: bool = F
         if doc["differences"]:
             assert isinstance(result, PairDiff)
             table(["area", "key", names[0], names[1], "change", "class"],
-                  [[c.area, c.key, *compact_values(c.values), c.size, c.cls]
+                  [[c.area, c.key, *compact_values(c.values, full=not cut), c.size, c.cls]
                    for c in result.changes],
                   lambda r: f"{r[0]} {r[1]}: {r[2]} → {r[3]} ({r[4]}, {r[5]})")
     else:
