@@ -77,9 +77,9 @@ def torch_fix(variants: tuple[str, str], labels: tuple[str, str],
     versions = [_public(p.version) if isinstance(p, Pkg) else None for p in packages]
     if versions[0] and versions[0] == versions[1]:
         spec, vnote = f"torch=={versions[0]}", ""
-    elif all(versions):
-        spec = "torch==<version>"
-        vnote = f"; <version>: {versions[0]} in {labels[0]}, {versions[1]} in {labels[1]}"
+    elif all(versions):  # a placeholder would not parse as a requirement: b's, a's noted
+        spec = f"torch=={versions[1]}"
+        vnote = f"; torch=={versions[0]} for {labels[0]}'s version"
     else:
         spec, vnote = "torch", ""
     shown = [f"{t} for the {v} build of {lab}" for t, v, lab in zip(tags, variants, labels,
