@@ -229,7 +229,7 @@ def render_markdown(result: PairDiff | ManyDiff, *, show_all: bool = False) -> s
     else:
         out += ["", "## Inputs that deviate from the majority", ""]
         for d in doc["deviants"]:
-            out += [f"### {d['label']}", ""]
+            out += [f"### {_named(d)}", ""]
             out += _md_explanations(d["explanations"], d["more_explanations"])
             out.append("")
         if not doc["deviants"]:
@@ -240,6 +240,13 @@ def render_markdown(result: PairDiff | ManyDiff, *, show_all: bool = False) -> s
             else ["(none)"]
     out += [""] + _md_summary(doc)
     return "\n".join(out) + "\n"
+
+
+def _named(d: dict[str, Any]) -> str:
+    """A deviant input by its label and, where that is a host name, its file."""
+    name = d["path"].rsplit("/", 1)[-1]
+    return d["label"] if not name or name == d["label"] or d["label"].endswith(name) \
+        else f"{d['label']} ({name})"
 
 
 def varying_cells(v: dict[str, Any]) -> list[str]:
@@ -433,7 +440,7 @@ def render_text(result: PairDiff | ManyDiff, console: Any, *, show_all: bool = F
         console.print(Text(f"Inputs that deviate from the majority ({len(doc['deviants'])})",
                            style="bold underline"))
         for d in doc["deviants"]:
-            console.print(Text(f"  {d['label']}", style="bold"))
+            console.print(Text(f"  {_named(d)}", style="bold"))
             explanations(d["explanations"], d["more_explanations"], indent="    ")
         if not doc["deviants"]:
             console.print("  (none)")
