@@ -194,3 +194,20 @@ def test_pip_packages_of_one_cuda_build(write) -> None:  # noqa: ANN001
                                            "triton"}
     assert "`pip install torch==2.14.1 --index-url https://download.pytorch.org/whl/<variant>`" \
         in ex.do
+
+
+def test_kb_edge_makes_a_consequence(write, tmp_path) -> None:  # noqa: ANN001
+    """A lab's own causal link (--kb): its driver module also loads another MPI build."""
+    kb = tmp_path / "lab.toml"
+    kb.write_text('schema = 1\n[[edge]]\ncause = "driver"\naccounts = ["package:openmpi"]\n')
+    a = build_manifest(conda=[*CONDA_PACKAGES, ("openmpi", "4.1.6", "h1")],
+                       stack=gpu_table("NVIDIA A100-SXM4-80GB", "8.0", driver="550.54.14"))
+    b = build_manifest(conda=[*CONDA_PACKAGES, ("openmpi", "5.0.3", "h1")],
+                       stack=gpu_table("NVIDIA A100-SXM4-80GB", "8.0", driver="535.104.05"))
+    paths = [write("a.toml", a), write("b.toml", b)]
+    plain = diff(paths)
+    assert sorted(e.id for e in plain.explanations) == ["driver", "plumbing:package:openmpi"]
+    linked = diff(paths, kb_files=[kb])
+    (ex,) = linked.explanations
+    assert ex.id == "driver" and {c.key for c in ex.changes} == {"driver", "openmpi"}
+    assert [c.key for c in ex.causes] == ["driver"]

@@ -88,6 +88,12 @@ CASES = [
      "expected an array of tables ([[component]]) in 'component', got a table"),
     ("needs-match", 'schema = 1\n[[component]]\nid = "x"\nclass = "other"\n',
      "'component[0]' needs id, class and match (lacks match)"),
+    ("edge-when", 'schema = 1\n[[edge]]\ncause = "driver"\naccounts = ["gpu:*"]\nwhen = "x"\n',
+     "unknown condition 'edge[0].when' = 'x' (known: one-side, moved)"),
+    ("edge-needs-accounts", 'schema = 1\n[[edge]]\ncause = "driver"\n',
+     "'edge[0]' needs cause and accounts (lacks accounts)"),
+    ("edge-accounts-int", 'schema = 1\n[[edge]]\ncause = "driver"\naccounts = 3\n',
+     "expected a string or an array of strings in 'edge[0].accounts', got an integer (3)"),
     ("typo", _component().replace("why =", "whyy ="),
      ("unknown key 'component[0].whyy' (expected one of: build-size, class, do, group, id, "
      "match, title, why)")),
