@@ -8,6 +8,10 @@ requirement specifiers and conda's MatchSpec through py-rattler):
   (``cpu``, ``cu118``, ``cu121``, ``cu130``, ``rocm6.1``; https://pytorch.org/get-started/locally/):
   a ``+cpu`` or ``+cu130`` build is only on that index, so the command names it, with
   ``<variant>`` left as a visible placeholder and its value for each input spelled out;
+* conda-forge selects the BLAS by the build string of its ``libblas`` "mutex" package
+  (``libblas=*=*openblas``, ``*mkl``, ``*blis``; conda-forge docs, "Switching BLAS
+  implementation"); the defaults channel by the ``blas`` metapackage (``blas=*=mkl``,
+  ``blas=*=openblas``);
 * conda-forge selects the variant by build string and the ``cuda-version`` metapackage
   (``pytorch * cuda*``, ``cuda-version=13.0``; conda-forge docs, "CUDA builds"); the
   ``pytorch`` channel used ``pytorch-cuda=<x.y>`` and ``cpuonly``, only for CUDA 11.6–12.4
@@ -21,7 +25,7 @@ import shlex
 
 from envlock.diff.factset import Pkg
 
-__all__ = ["variant_tag", "torch_fix", "PYTORCH_INDEX", "PYTORCH_CUDA_CHANNEL"]
+__all__ = ["variant_tag", "torch_fix", "blas_fix", "PYTORCH_INDEX", "PYTORCH_CUDA_CHANNEL"]
 
 #: PyTorch's per-variant pip index; ``<variant>`` is the placeholder the user fills in.
 PYTORCH_INDEX = "https://download.pytorch.org/whl/<variant>"
@@ -92,3 +96,28 @@ def torch_fix(variants: tuple[str, str], labels: tuple[str, str],
             if cmd:
                 parts.append(f"conda ({p.channel or 'its channel'}, for {lab}'s build): `{cmd}`")
     return "; ".join(parts)
+
+
+_DEFAULTS = ("defaults", "anaconda", "pkgs/main")
+
+
+def blas_fix(vendors: tuple[str, str], packages: tuple[object, object]) -> str:
+    """The conda command that selects each side's BLAS, in its channel's names.
+
+    :param vendors: the two implementations (``"openblas"``, ``"mkl"``, ``"blis"``, …), each
+        the single vendor of a side, or ``""`` when a side has several or none.
+    :param packages: each side's ``libblas`` (conda-forge) or ``blas`` (defaults) package fact.
+    :returns: text with the commands in backticks, e.g. ``conda-forge: `conda install -c
+        conda-forge 'libblas=*=*mkl'` (MKL) or `… '*openblas'` (OpenBLAS)``.
+    """
+    channel = next((p.channel for p in packages if isinstance(p, Pkg) and p.channel), None)
+    cmds = []
+    for v in dict.fromkeys(x for x in vendors if x in ("openblas", "mkl", "blis", "netlib",
+                                                        "accelerate")):
+        if channel in _DEFAULTS and v in ("openblas", "mkl"):
+            cmds.append(f"`conda install {shlex.quote('blas=*=' + v)}`")
+        else:
+            cmds.append(f"`conda install -c conda-forge {shlex.quote('libblas=*=*' + v)}`")
+    where = "defaults" if channel in _DEFAULTS else "conda-forge"
+    return f"conda ({where}): " + " or ".join(cmds) if cmds else \
+        "pin the same BLAS build on both sides"

@@ -26,7 +26,7 @@ RULE_FIELDS: dict[str, frozenset[str]] = {
     "untracked": frozenset({"where", "a", "b"}),
     "torch-variant": frozenset({"a", "b", "la", "lb", "fix"}),
     "tf32": frozenset({"on", "off", "cc_on", "torch_on", "spec"}),
-    "blas-vendor": frozenset({"a", "b", "la", "lb"}),
+    "blas-vendor": frozenset({"a", "b", "la", "lb", "fix"}),
     "simd": frozenset({"a", "b", "la", "lb", "numpy"}),
     "threads": frozenset({"what"}),
     "loader-path": frozenset({"var", "a", "b", "la", "lb", "libs", "moved", "lb_or_la"}),

@@ -280,9 +280,14 @@ def _blas(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explana
     def names(v: frozenset[str]) -> str:
         return " + ".join(sorted(_VENDOR_NAMES.get(x, x) for x in v))
 
+    from envlock.diff.fixes import blas_fix  # noqa: PLC0415
+
     causes = [c for c in absorbed if c.area == "blas"] or absorbed[:1]
+    one = tuple(next(iter(v)) if len(v) == 1 else "" for v in (va, vb))
+    pkgs = tuple(f.get(("package", "libblas")) or f.get(("package", "blas"))
+                 for f in (a.facts, b.facts))
     return [_rule(kb, "blas-vendor", absorbed, "vendor", causes=causes, a=names(va), b=names(vb),
-                  la=a.label, lb=b.label)]
+                  la=a.label, lb=b.label, fix=blas_fix(one, pkgs))]  # type: ignore[arg-type]
 
 
 # -- SIMD -------------------------------------------------------------------------------------

@@ -128,6 +128,9 @@ def test_c10_blas_vendor_outranks_version_bumps(write) -> None:
     assert top.title == "BLAS/LAPACK vendor differs: OpenBLAS in a.toml, MKL in b.toml"
     assert {c.key for c in top.changes} == {"libblas", "libcblas", "liblapack", "libopenblas",
                                             "mkl"}
+    # the fix in the names of the manifest's channel (conda-forge's libblas mutex)
+    assert ("conda (conda-forge): `conda install -c conda-forge 'libblas=*=*openblas'` or "
+            "`conda install -c conda-forge 'libblas=*=*mkl'`") in top.do
     assert [e.title for e in result.explanations[1:]] == [
         "OpenMP runtimes: llvm-openmp 17.0.6 (h4dfa4b3_0, conda-forge) added",
         "pandas 2.2.0 → 2.2.1 (patch)"]

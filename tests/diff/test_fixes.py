@@ -20,7 +20,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from envlock.diff.facts import Pkg
-from envlock.diff.fixes import torch_fix
+from envlock.diff.fixes import blas_fix, torch_fix
 from envlock.diff.impact import _shipped  # the parsed impact.toml
 
 #: commands the texts may name (anything else in backticks is a Python expression or a path)
@@ -99,7 +99,7 @@ def test_every_command_of_the_impact_model_parses() -> None:
             if span.split(None, 1)[0] in _COMMANDS:
                 seen.append((where, check_command(span)))
     tools = {t for _, t in seen}
-    assert {"conda", "env", "git"} <= tools, seen
+    assert {"env", "git", "pip"} <= tools, seen
 
 
 _VARIANTS = ["CPU-only", "CUDA 11.8", "CUDA 12.1", "CUDA 12.4", "CUDA 13.0", "ROCm 6.1"]
@@ -121,6 +121,16 @@ def test_every_generated_torch_fix_parses(va: str, vb: str) -> None:
             if v in ("CUDA 13.0",) and p is not None and p.manager == "conda":
                 assert "pytorch-cuda=13" not in text
         assert "pytorch-cuda=13.0" not in text
+
+
+@pytest.mark.parametrize("channel", ["conda-forge", "pkgs/main", None])
+def test_every_generated_blas_fix_parses(channel: str | None) -> None:
+    pkg = Pkg("3.9.0", "21_linux64_mkl", channel, "conda", "libblas")
+    for va, vb in itertools.permutations(["openblas", "mkl", "blis", "netlib", ""], 2):
+        text = blas_fix((va, vb), (pkg, None))
+        spans = _spans(text)
+        assert all(check_command(s) == "conda" for s in spans), text
+        assert len(spans) == len({va, vb} - {""}), text
 
 
 def test_the_lock_extra_is_worded_as_the_readme() -> None:

@@ -68,8 +68,8 @@ CASES = [
     ("positional-empty", 'schema = 1\n[rules.threads]\ndo = "Set {} to 1"\n',
      "positional placeholder {} in 'rules.threads.do'; use a named one ({what})"),
     ("unknown-placeholder", 'schema = 1\n[rules.blas-vendor]\ntitle = "BLAS {vendor}"\n',
-     ("unknown placeholder {vendor} in 'rules.blas-vendor.title' (known: {a}, {b}, {la}, "
-     "{lb})")),
+     ("unknown placeholder {vendor} in 'rules.blas-vendor.title' (known: {a}, {b}, {fix}, "
+     "{la}, {lb})")),
     ("unbalanced", _component(why='"costs {a"'),
      "bad placeholder in 'component[0].why': expected '}' before end of string"),
     ("why-int", _component(why="3"), "expected a string in 'component[0].why', got an integer"),
