@@ -15,7 +15,16 @@ parameters of the rules are in the impact model (``[rules.*]`` of ``impact.toml`
   matmul on TF32 tensor cores by default (case C14; pytorch/pytorch#58434, torch 1.12 notes);
 * ``blas-vendor`` — OpenBLAS vs MKL vs BLIS (case C10);
 * ``simd`` — AVX-512 on one side only with numpy ≥ 1.22 (case C08; numpy/numpy#23289);
-* ``threads`` — BLAS/OpenMP thread settings or, when unset, usable cores (case C09).
+* ``threads`` — BLAS/OpenMP thread settings or, when unset, usable cores (case C09);
+* ``loader-path`` — ``LD_LIBRARY_PATH``/``LD_PRELOAD`` differs and moved libraries of
+  ``[libraries]`` (found through it by the loader model, or shadowed; case C01);
+* ``scheduler`` — the allocation (nodes, tasks, GPUs and CPUs per task) differs.
+
+The result is a cause graph: each explanation has its ``causes`` and the consequences the
+model's ``[[edge]]`` entries link to them (:func:`accounted`: the CUDA build → the
+``nvidia-*`` wheels and CUDA libraries; the driver → driver-CUDA and libcuda; the BLAS vendor →
+the BLAS libraries; ``LD_LIBRARY_PATH`` → every library it moved).  A consequence is never an
+explanation of its own, and a cause scores as high as its most important consequence.
 """
 
 from __future__ import annotations
