@@ -29,7 +29,9 @@ def _split(values: tuple[str, ...]) -> list[str]:
               help="Show every explanation, not only the ten most likely.")
 @click.option("--kb", "kb", multiple=True, type=click.Path(dir_okay=False, path_type=str),
               help="An extra impact-model TOML file (see docs/diff.md); repeatable.")
-@click.option("--width", type=int, default=None, hidden=True)
+@click.option("--width", type=click.IntRange(min=40), default=None, metavar="COLUMNS",
+              help="Lay the text out for this many columns (default: the terminal's, else 80). "
+                   "Piped output is never cut; it wraps.")
 @handle_errors
 def diff(inputs: tuple[str, ...], fmt: str, only: tuple[str, ...], ignore: tuple[str, ...],
          show_all: bool, kb: tuple[str, ...], width: int | None) -> None:
@@ -56,5 +58,6 @@ def diff(inputs: tuple[str, ...], fmt: str, only: tuple[str, ...], ignore: tuple
 
         console = Console(file=sys.stdout, width=width, soft_wrap=False,
                           highlight=False)
-        render.render_text(result, console, show_all=show_all)
+        render.render_text(result, console, show_all=show_all,
+                           cut=console.is_terminal and sys.stdout.isatty())
     sys.exit(1 if result.differ else 0)

@@ -1,4 +1,4 @@
-"""``envlock show``: summarize a manifest file."""
+"""``envlock show``: summarize a manifest file, list its packages, or print it as JSON."""
 
 from __future__ import annotations
 
@@ -11,13 +11,31 @@ __all__ = ["show"]
 
 @click.command()
 @click.argument("manifest", type=click.Path(dir_okay=False))
+@click.option("--all", "show_all", is_flag=True,
+              help="After the summary, list every package (name, version, where from).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="text: the summary; json: the manifest itself as JSON.")
+@click.option("--width", type=click.IntRange(min=40), default=None, metavar="COLUMNS",
+              help="Wrap the text to this many columns (default: the terminal's, else 80).")
 @handle_errors
-def show(manifest: str) -> None:
-    """Summarize MANIFEST (an envlock manifest, TOML or JSON)."""
-    from rich.console import Console  # noqa: PLC0415
+def show(manifest: str, show_all: bool, fmt: str, width: int | None) -> None:
+    """Summarize MANIFEST (an envlock manifest, TOML or JSON).
 
+    The summary: platform and CPU, Python, the numerical stack, GPU and CUDA, BLAS and
+    threads, the code, numerics variables, then key packages.  `--format json` prints the
+    manifest as JSON (what `envlock snapshot --format json` writes; it reads back the same).
+    """
     from envlock.manifest import load  # noqa: PLC0415
-    from envlock.render.show import render_show  # noqa: PLC0415
 
     m = load(manifest)
-    render_show(m, Console(highlight=False, soft_wrap=True), path=manifest)
+    if fmt == "json":
+        click.echo(m.dumps("json"), nl=False)
+        return
+    from rich.console import Console  # noqa: PLC0415
+
+    from envlock.render.show import render_packages, render_show  # noqa: PLC0415
+
+    console = Console(highlight=False, soft_wrap=True, width=width)
+    render_show(m, console, path=manifest)
+    if show_all:
+        render_packages(m, console)

@@ -32,7 +32,13 @@ class Change:
 
 @dataclass
 class Explanation:
-    """A ranked likely cause: a title, why it matters, what to do, and the facts behind it."""
+    """A ranked likely cause: a title, why it matters, what to do, and the facts it accounts
+    for.
+
+    :ivar changes: every differing fact it accounts for (causes first or in table order).
+    :ivar causes: those of ``changes`` that are the cause; the others are its consequences
+        (the ``[[edge]]`` entries of the impact model), never explanations of their own.
+    """
 
     id: str
     title: str
@@ -41,3 +47,4 @@ class Explanation:
     why: str
     do: str
     changes: list[Change] = field(default_factory=list)
+    causes: list[Change] = field(default_factory=list)

@@ -12,13 +12,35 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from envlock.diff.facts import FactSet, areas_of, same
 from envlock.diff.changes import Change, Explanation
 from envlock.diff.impact import KB, Globs, change_size
 
-__all__ = ["Change", "Explanation", "PairDiff", "ManyDiff", "compare_pair", "compare_many"]
+__all__ = ["Change", "Explanation", "PairDiff", "ManyDiff", "Varying", "compare_pair",
+           "compare_many"]
+
+
+class Varying(NamedTuple):
+    """A fact that is not the same in every input of a many-input diff.
+
+    :ivar majority: the value more than half of the inputs that record the area hold, or
+        ``None`` when no value has more than half (then ``has_majority`` is false; ``None``
+        with ``has_majority`` true means the majority lacks the fact).
+    :ivar count: how many inputs hold ``majority`` (the largest count when there is none).
+    :ivar deviants: ``{label: value}`` of the inputs that do not hold the majority value
+        (every input when there is no majority).
+    :ivar values: every distinct value, most common first: ``(value, count, labels)``.
+    """
+
+    area: str
+    key: str
+    majority: Any
+    count: int
+    deviants: dict[str, Any]
+    values: tuple[tuple[Any, int, tuple[str, ...]], ...] = ()
+    has_majority: bool = True
 
 
 @dataclass
@@ -32,6 +54,7 @@ class PairDiff:
     identical: dict[str, int]
     not_compared: list[tuple[str, str]]
     unlisted: dict[str, int]
+    context: list[str] = field(default_factory=list)
 
     @property
     def differ(self) -> bool:
@@ -46,9 +69,10 @@ class ManyDiff:
     inputs: list[FactSet]
     majority: FactSet
     deviants: list[PairDiff]
-    varying: list[tuple[str, str, Any, int, dict[str, Any]]]
+    varying: list[Varying]
     identical: dict[str, int]
     not_compared: list[tuple[str, str]]
+    context: list[str] = field(default_factory=list)
 
     @property
     def differ(self) -> bool:
@@ -78,13 +102,14 @@ def _reason(fs: FactSet, area: str) -> str:
 
 
 def compare_pair(a: FactSet, b: FactSet, kb: KB, *, only: Sequence[str] = (),
-                 ignore: Sequence[str] = (), counts: dict[tuple[str, str], int] | None = None
-                 ) -> PairDiff:
+                 ignore: Sequence[str] = (), counts: dict[tuple[str, str], int] | None = None,
+                 skip: frozenset[tuple[str, str]] = frozenset()) -> PairDiff:
     """Compare two fact sets.
 
     :param only: compare these areas only (empty: all).
     :param ignore: fnmatch patterns over ``area:key`` or ``key`` to leave out.
     :param counts: for a majority comparison, how many inputs hold ``a``'s value of each fact.
+    :param skip: facts not to compare (in a majority comparison: those without a majority).
     :returns: the changes (ordered by area, then key), ranked explanations and counts.
     """
     from envlock.diff import rules  # noqa: PLC0415
@@ -100,7 +125,7 @@ def compare_pair(a: FactSet, b: FactSet, kb: KB, *, only: Sequence[str] = (),
     keep = _Filter(only, ignore).keep
     for key in fa.keys() | fb.keys():
         area = key[0]
-        if area not in compared or not keep(area, key[1]):
+        if area not in compared or key in skip or not keep(area, key[1]):
             continue
         va, vb = fa.get(key), fb.get(key)
         if va is not None and vb is not None and same(va, vb):
@@ -118,16 +143,22 @@ def compare_pair(a: FactSet, b: FactSet, kb: KB, *, only: Sequence[str] = (),
     order = {x: i for i, x in enumerate(areas)}
     changes.sort(key=lambda c: (order.get(c.area, 99), c.key))
     explanations = rules.explain(a, b, changes, kb)
-    return PairDiff(a, b, changes, explanations, dict(identical), not_compared, dict(unlisted))
+    return PairDiff(a, b, changes, explanations, dict(identical), not_compared, dict(unlisted),
+                    rules.context([a, b]) if counts is None else [])
 
 
 def compare_many(inputs: Sequence[FactSet], kb: KB, *, only: Sequence[str] = (),
                  ignore: Sequence[str] = ()) -> ManyDiff:
     """Compare three or more fact sets through the majority value of each fact.
 
-    An input deviates in a fact when its value is not the most common one (absent counts as a
-    value).  Each deviating input is compared with the majority by :func:`compare_pair`.
+    A value is the majority of a fact when more than half of the inputs that record its area
+    hold it (absent counts as a value); an input deviates when its value is not the majority.
+    A fact without a majority (2/2/1 of five) is listed with its distinct values and who
+    holds each, and is left out of the per-input comparisons: no input is "the odd one".
+    Each deviating input is compared with the majority by :func:`compare_pair`.
     """
+    from envlock.diff import rules  # noqa: PLC0415
+
     n = len(inputs)
     areas = areas_of(inputs)
     majority_areas = {x: "" for x in areas
@@ -137,9 +168,10 @@ def compare_many(inputs: Sequence[FactSet], kb: KB, *, only: Sequence[str] = (),
                     and (not only or x in only)]
     facts: dict[tuple[str, str], Any] = {}
     counts: dict[tuple[str, str], int] = {}
-    varying: list[tuple[str, str, Any, int, dict[str, Any]]] = []
+    varying: list[Varying] = []
     identical: Counter[str] = Counter()
     keys: set[tuple[str, str]] = set()
+    no_majority: set[tuple[str, str]] = set()
     for s in inputs:
         keys.update(s.facts)
     order = {x: i for i, x in enumerate(areas)}
@@ -148,33 +180,44 @@ def compare_many(inputs: Sequence[FactSet], kb: KB, *, only: Sequence[str] = (),
         if key[0] not in majority_areas or not keep(key[0], key[1]):
             continue
         holders = [s for s in inputs if s.areas.get(key[0]) == ""]
-        tally = Counter(s.facts.get(key) for s in holders)
-        value, count = _most_common(tally)
-        if value is not None:
-            facts[key] = value
-        counts[key] = count
+        groups: dict[Any, list[str]] = {}
+        for s in holders:
+            v = s.facts.get(key)
+            match = next((g for g in groups if g is not None and v is not None and same(g, v)),
+                         v)
+            groups.setdefault(match, []).append(s.label)
+        # most common first; ties in the order of the inputs (stable sort)
+        ranked = sorted(groups.items(), key=lambda kv: -len(kv[1]))
+        value, labels = ranked[0]
+        count = len(labels)
         if count == len(holders):
             identical[key[0]] += 1
+            if value is not None:
+                facts[key] = value
+            counts[key] = count
+            continue
+        values = tuple((v, len(ls), tuple(ls)) for v, ls in ranked)
+        if count * 2 > len(holders):
+            if value is not None:
+                facts[key] = value
+            counts[key] = count
+            odd = {lab: v for v, ls in ranked[1:] for lab in ls}
+            varying.append(Varying(key[0], key[1], value, count, odd, values, True))
         else:
-            odd = {s.label: s.facts.get(key) for s in holders if s.facts.get(key) != value}
-            varying.append((key[0], key[1], value, count, odd))
+            no_majority.add(key)
+            odd = {lab: v for v, ls in ranked for lab in ls}
+            varying.append(Varying(key[0], key[1], None, count, odd, values, False))
     majority = FactSet(label="the majority", path="", kind="majority", facts=facts,
                        areas=majority_areas,
                        generic={a for s in inputs for a in s.generic})
     deviants = []
+    skip = frozenset(no_majority)
     for s in inputs:
-        if any(s.label in odd for *_, odd in varying):
+        if any(s.label in v.deviants for v in varying if v.has_majority):
             deviants.append(compare_pair(majority, s, kb, only=only, ignore=ignore,
-                                         counts=counts))
-    return ManyDiff(list(inputs), majority, deviants, varying, dict(identical), not_compared)
-
-
-def _most_common(tally: Counter[Any]) -> tuple[Any, int]:
-    best = max(tally.values())
-    tied = [v for v, c in tally.items() if c == best]
-    # deterministic choice among ties: a present value before absence, then by text
-    tied.sort(key=lambda v: (v is None, str(v)))
-    return tied[0], best
+                                         counts=counts, skip=skip))
+    return ManyDiff(list(inputs), majority, deviants, varying, dict(identical), not_compared,
+                    rules.context(inputs))
 
 
 def unique_labels(sets: Iterable[FactSet]) -> None:

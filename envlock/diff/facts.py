@@ -16,6 +16,7 @@ paths of the snapshot itself, job ids) are not facts at all.
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -23,6 +24,7 @@ from envlock.diff import stackfacts
 from envlock.diff.factset import (
     FactSet,
     Impl,
+    Lib,
     Pkg,
     Sink,
     display,
@@ -32,7 +34,7 @@ from envlock.diff.factset import (
     str_or_none,
 )
 
-__all__ = ["Pkg", "Impl", "FactSet", "extract", "normalize_name", "display", "same", "areas_of",
+__all__ = ["Pkg", "Impl", "Lib", "FactSet", "extract", "normalize_name", "display", "same", "areas_of",
            "put_fact", "str_or_none"]
 
 
@@ -120,22 +122,36 @@ def _lockfiles(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> N
             put_fact(out, "lockfiles", name, f"sha256:{str(f.get('sha256', ''))[:16]}")
 
 
+_SHADOWED = re.compile(r"\[shadowed\] (\S+) is shadowed: (\S+) is loaded instead of (\S+)")
+
+
 def _libraries(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
     """One fact per resolved SONAME: which package's copy the loader picks (its version is a
     package fact already), or the file itself when no package owns it (case C01: a module
-    tree on ``LD_LIBRARY_PATH``).  Paths inside the two
-    environments' own prefixes differ on every machine and are not compared."""
+    tree on ``LD_LIBRARY_PATH``), as a :class:`Lib` that also keeps the loader model's rule.
+    A ``shadowed`` finding (``libpython3.11.so.1.0 is shadowed: X is loaded instead of Y``)
+    names a library the loader takes from elsewhere than its owner expects: it is a fact too,
+    moved through ``LD_LIBRARY_PATH`` when X lies in one of its directories.  Paths inside the
+    two environments' own prefixes differ on every machine and are not compared."""
     for r in t.get("resolved") or ():
         if not isinstance(r, Mapping) or not r.get("soname"):
             continue
         soname = str(r["soname"])
+        rule = str_or_none(r.get("rule"))
         if r.get("path") is None and r.get("realpath") is None:
-            put_fact(out, "libraries", soname, "not found")
+            put_fact(out, "libraries", soname, Lib("not found", rule))
             continue
         owner = r.get("owner")
         kind = r.get("owner-kind")
         where = f"{kind} package {owner}" if owner else f"unowned file {r.get('realpath') or r.get('path')}"
-        put_fact(out, "libraries", soname, where)
+        put_fact(out, "libraries", soname, Lib(where, rule))
+    dirs = {d.rstrip("/") for d in str(t.get("ld-library-path") or "").split(":") if d}
+    for line in t.get("findings") or ():
+        m = _SHADOWED.search(str(line))
+        if m and ("libraries", m.group(1)) not in out:
+            loaded = m.group(2)
+            via = "ld_library_path" if loaded.rsplit("/", 1)[0] in dirs else "shadowed"
+            out[("libraries", m.group(1))] = Lib(f"unowned file {loaded}", via)
 
 
 #: keys never compared by the generic flattener: they differ without meaning anything.
@@ -230,6 +246,7 @@ def extract(data: Mapping[str, Any], *, label: str, path: str, kind: str = "mani
         fs.areas.setdefault(area, "")
         if status == "ok":
             fn(body, fs.facts, aliases)
+    _scheduler_vars(fs)
     # conda's python package and [python] say the same: keep one fact, the interpreter's
     py = fs.facts.pop(("package", "python"), None)
     if isinstance(py, Pkg) and ("python", "version") not in fs.facts and fs.areas.get(
@@ -238,6 +255,23 @@ def extract(data: Mapping[str, Any], *, label: str, path: str, kind: str = "mani
     for area, _ in fs.facts:
         fs.areas.setdefault(area, "")
     return fs
+
+
+#: environment variables of batch schedulers: facts of the ``slurm`` area (one area for the
+#: allocation, whether [slurm] or [env] recorded it).
+SCHEDULER_PREFIXES = ("SLURM_", "PBS_", "LSB_", "SGE_")
+
+
+def _scheduler_vars(fs: FactSet) -> None:
+    """Move ``env:SLURM_*``/``PBS_*``/``LSB_*``/``SGE_*`` facts to the ``slurm`` area, so that
+    the allocation is one area (and one explanation), not one per variable in two areas."""
+    moved = [k for k in fs.facts if k[0] == "env" and k[1].startswith(SCHEDULER_PREFIXES)]
+    for key in moved:
+        fs.facts[("slurm", key[1])] = fs.facts.pop(key)
+    if moved and fs.areas.get("env") == "":
+        fs.areas.setdefault("slurm", "")
+    elif moved and "slurm" in fs.areas and fs.areas["slurm"] != "":
+        fs.areas["slurm"] = ""  # the table failed (not in a job) but the variables say more
 
 
 def areas_of(sets: Iterable[FactSet]) -> list[str]:

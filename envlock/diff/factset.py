@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from envlock._names import canonicalize
 
-__all__ = ["Pkg", "Impl", "FactSet", "Sink", "normalize_name", "display", "same", "put_fact", "str_or_none"]
+__all__ = ["Pkg", "Impl", "Lib", "FactSet", "Sink", "normalize_name", "display", "same", "put_fact", "str_or_none"]
 
 
 
@@ -50,6 +50,24 @@ class Impl(NamedTuple):
     detail: str | None = None
 
 
+#: how the loader model says a library was found, as a person reads it (``[libraries]`` rule).
+VIA = {"ld_library_path": "LD_LIBRARY_PATH", "preload": "LD_PRELOAD"}
+
+
+class Lib(NamedTuple):
+    """Where the loader finds one SONAME: the value of a ``("libraries", soname)`` fact.
+
+    :ivar where: the package owning the copy it picks (``"pip package torch"``), ``"unowned
+        file <path>"``, or ``"not found"``; this is what is compared.
+    :ivar via: the loader model's rule (``"ld_library_path"``, ``"preload"``, ``"runpath"``, …)
+        or ``"shadowed"``: it tells which variable moved the library, and is not compared
+        (the same copy found another way is the same library).
+    """
+
+    where: str
+    via: str | None = None
+
+
 def _natural(text: str) -> list[Any]:
     """Sort key putting ``sm_75`` before ``sm_100`` (digit runs compare as numbers)."""
     return [(0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.split(r"(\d+)", text)]
@@ -67,6 +85,9 @@ def display(value: Any) -> str:
         return " ".join(x for x in (value.name, value.version) if x) + (
             f" ({value.detail})" if value.detail else ""
         )
+    if isinstance(value, Lib):
+        via = VIA.get(value.via or "")
+        return f"{value.where} (via {via})" if via else value.where
     if isinstance(value, frozenset):
         return " ".join(sorted(value, key=_natural)) or "(none)"
     if isinstance(value, bool):
@@ -78,6 +99,8 @@ def same(a: Any, b: Any) -> bool:
     """Whether two values of one fact are equal (packages compare as :meth:`Pkg.same`)."""
     if isinstance(a, Pkg) and isinstance(b, Pkg):
         return a.same(b)
+    if isinstance(a, Lib) and isinstance(b, Lib):
+        return a.where == b.where
     return a == b
 
 

@@ -89,7 +89,8 @@ def _sniff(p: str, text: str) -> tuple[str, dict[str, Any], str]:
         raise ManifestError(_UNKNOWN)
     content = _content(text)
     if content and all(_REQ_LINE.match(ln) for ln in content):
-        return "requirements", _requirements(content), "partial"
+        return "requirements", _requirements(content), "complete" if _frozen(content) \
+            else "partial"
     raise ManifestError(_UNKNOWN)
 
 
@@ -269,6 +270,35 @@ def _requirement(line: str) -> dict[str, Any] | None:
     spec = m.group(2).replace(" ", "")
     version = spec[2:] if spec.startswith("==") and "," not in spec else spec
     return {"name": canonicalize(m.group(1)), "version": version.lstrip("=")}
+
+
+#: options a ``pip freeze`` (or ``uv export``/``pip-compile``) output may carry besides pins.
+_FREEZE_OPTIONS = ("--index-url", "--extra-index-url", "-i ", "--find-links", "-f ",
+                   "--hash", "--trusted-host", "--no-index", "--pre")
+
+
+def _frozen(lines: list[str]) -> bool:
+    """Whether a requirements file is a complete listing: ``pip freeze`` output (or a lockfile
+    export) pins every installed distribution with ``==``, a direct reference (``name @ url``)
+    or ``-e``; a hand-written file with a range (``>=``), a bare name or an include (``-r``,
+    ``-c``) lists only what someone asked for."""
+    pins = 0
+    for ln in lines:
+        text = ln.split(" #", 1)[0].strip().rstrip("\\").strip()
+        if not text or text.startswith(_FREEZE_OPTIONS):
+            continue
+        if text.startswith(("-e ", "--editable")):
+            pins += 1
+            continue
+        if text.startswith("-"):
+            return False
+        spec = text.split(";", 1)[0].split(" --hash", 1)[0].strip()
+        if " @ " in spec or re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.\-]*(?:\[[^\]]*\])?\s*===?\s*"
+                                         r"[^,\s*]+", spec):
+            pins += 1
+            continue
+        return False
+    return pins > 0
 
 
 def _requirements(lines: list[str]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import Any
 from envlock.diff.facts import Impl, Pkg
 from envlock.errors import ManifestError
 
-__all__ = ["KB", "Component", "Globs", "load_kb", "change_size", "parse_version", "plain_release",
+__all__ = ["KB", "Component", "Edge", "Globs", "load_kb", "change_size", "parse_version", "plain_release",
            "version_in"]
 
 
@@ -82,6 +82,34 @@ class Component:
             object.__setattr__(self, "globs", Globs(self.patterns))
         return self.globs.match(fact)  # type: ignore[union-attr]
 
+    def names(self, fact: str) -> bool:
+        """Whether ``fact`` is one of the patterns written without a wildcard."""
+        if self.globs is None:
+            object.__setattr__(self, "globs", Globs(self.patterns))
+        return fact in self.globs.exact  # type: ignore[union-attr]
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One ``[[edge]]`` of the model: a known causal link.
+
+    :ivar cause: the rule id (``torch-variant``) or component id (``driver``) that is the cause.
+    :ivar accounts: fnmatch globs over ``area:key`` of the facts it accounts for.
+    :ivar when: ``""`` (every matching fact), ``"one-side"`` (only a fact one input lacks) or
+        ``"moved"`` (only a library whose resolution went through the cause's variable).
+    """
+
+    cause: str
+    accounts: tuple[str, ...]
+    when: str = ""
+    globs: Globs | None = field(default=None, compare=False, repr=False)
+
+    def matches(self, fact: str) -> bool:
+        """Whether ``fact`` (``"area:key"``) is one this edge accounts for."""
+        if self.globs is None:
+            object.__setattr__(self, "globs", Globs(self.accounts))
+        return self.globs.match(fact)  # type: ignore[union-attr]
+
 
 @dataclass
 class KB:
@@ -93,16 +121,25 @@ class KB:
     rules: dict[str, dict[str, Any]]
     components: list[Component]
     noise: list[str] = field(default_factory=list)
+    edges: list[Edge] = field(default_factory=list)
     _cache: dict[tuple[str, str], Component] = field(default_factory=dict, repr=False)
 
     def component(self, area: str, key: str) -> Component:
-        """Return the first component matching ``area:key`` (the catch-all ``other`` last)."""
+        """Return the component of ``area:key``: the first one that names it exactly, else the
+        first whose glob matches it (the catch-all ``other`` last).  An exact entry beats a
+        glob wherever they are (``package:accelerate`` is HuggingFace's library, not a BLAS
+        matched by ``package:accelerate*``)."""
         hit = self._cache.get((area, key))
         if hit is None:
             fact = f"{area}:{key}"
-            hit = next(c for c in self.components if c.matches(fact))
+            hit = next((c for c in self.components if c.names(fact)), None) or next(
+                c for c in self.components if c.matches(fact))
             self._cache[(area, key)] = hit
         return hit
+
+    def edges_of(self, cause: str) -> list[Edge]:
+        """The causal edges whose cause is the rule or component ``cause``."""
+        return [e for e in self.edges if e.cause == cause]
 
     def rank(self, cls: str) -> int:
         """The rank (0–100) of class ``cls``."""
@@ -144,6 +181,16 @@ def _components(data: Mapping[str, Any]) -> list[Component]:
     return out
 
 
+def _edges(data: Mapping[str, Any]) -> list[Edge]:
+    """The ``[[edge]]`` entries of a validated file."""
+    out = []
+    for e in data.get("edge") or ():
+        acc = e["accounts"]
+        out.append(Edge(e["cause"], tuple(acc if isinstance(acc, list) else [acc]),
+                        e.get("when", "")))
+    return out
+
+
 @functools.lru_cache(maxsize=1)
 def _shipped() -> dict[str, Any]:
     return _read_toml(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -166,6 +213,7 @@ def load_kb(extra: Iterable[str | os.PathLike[str]] = ()) -> KB:
     rules = {k: dict(v) for k, v in base.get("rules", {}).items()}
     components = _components(base)
     noise = list(base.get("noise", {}).get("patterns", []))
+    edges = _edges(base)
     for path in extra:
         data = _read_toml(os.fspath(path))
         for k, v in data.get("classes", {}).items():
@@ -175,6 +223,7 @@ def load_kb(extra: Iterable[str | os.PathLike[str]] = ()) -> KB:
         for k, v in data.get("rules", {}).items():
             rules.setdefault(k, {}).update(v)
         components = _components(data) + components
+        edges = _edges(data) + edges
         noise += list(data.get("noise", {}).get("patterns", []))
         for i, c in enumerate(data.get("component") or ()):
             if c["class"] not in classes:
@@ -184,7 +233,7 @@ def load_kb(extra: Iterable[str | os.PathLike[str]] = ()) -> KB:
             if body.get("class", "numerical-core") not in classes:
                 raise ManifestError(f"{path}: 'rules.{rid}.class' names unknown class "
                                     f"{body['class']!r} (known: {', '.join(sorted(classes))})")
-    return KB(classes, sizes, aliases, rules, components, noise)
+    return KB(classes, sizes, aliases, rules, components, noise, edges)
 
 
 def _norm(name: str) -> str:

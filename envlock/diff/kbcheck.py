@@ -24,12 +24,20 @@ __all__ = ["validate", "RULE_FIELDS", "COMPONENT_FIELDS"]
 RULE_FIELDS: dict[str, frozenset[str]] = {
     "code": frozenset({"what"}),
     "untracked": frozenset({"where", "a", "b"}),
-    "torch-variant": frozenset({"a", "b", "la", "lb"}),
+    "torch-variant": frozenset({"a", "b", "la", "lb", "fix"}),
     "tf32": frozenset({"on", "off", "cc_on", "torch_on", "spec"}),
-    "blas-vendor": frozenset({"a", "b", "la", "lb"}),
+    "blas-vendor": frozenset({"a", "b", "la", "lb", "fix"}),
     "simd": frozenset({"a", "b", "la", "lb", "numpy"}),
     "threads": frozenset({"what"}),
+    "loader-path": frozenset({"var", "a", "b", "la", "lb", "libs", "moved", "lb_or_la"}),
+    "scheduler": frozenset({"what"}),
 }
+
+#: rule texts beyond title/why/do: ``why-cuda`` is torch-variant's reason for two CUDA builds.
+_RULE_TEXTS: dict[str, tuple[str, ...]] = {"torch-variant": ("why-cuda",)}
+
+#: the ``when`` conditions of an ``[[edge]]`` (implemented in envlock.diff.rules).
+EDGE_WHEN = frozenset({"", "one-side", "moved"})
 
 #: placeholders of a component's ``why`` and ``do`` (its ``title`` is shown as written).
 COMPONENT_FIELDS = frozenset({"a", "b", "key"})
@@ -41,7 +49,7 @@ _RULE_PARAMS: dict[str, dict[str, str]] = {
     "threads": {"vars": "strings"},
 }
 
-_TOP = ("schema", "classes", "sizes", "aliases", "noise", "rules", "component")
+_TOP = ("schema", "classes", "sizes", "aliases", "noise", "rules", "component", "edge")
 _CLASS_KEYS = frozenset({"rank", "title", "explain"})
 _COMPONENT_KEYS = frozenset({"id", "class", "match", "title", "why", "do", "group", "build-size"})
 _SIMPLE_CLAUSE = re.compile(r"(>=|<=|>|<|==)\s*\d+(?:\.\d+)*")
@@ -174,12 +182,13 @@ def _rules(t: Mapping[str, Any]) -> None:
                        f"{', '.join(sorted(RULE_FIELDS))})")
         body = _table(body, path)
         params = _RULE_PARAMS.get(rid, {})
-        _unknown(body, frozenset({"class", "rank", "title", "why", "do", *params}), path)
+        texts = _RULE_TEXTS.get(rid, ())
+        _unknown(body, frozenset({"class", "rank", "title", "why", "do", *texts, *params}), path)
         if "class" in body:
             _str(body["class"], f"{path}.class")
         if "rank" in body:
             _int(body["rank"], f"{path}.rank", 0, 100)
-        for key in ("title", "why", "do"):
+        for key in ("title", "why", "do", *texts):
             if key in body:
                 _template(body[key], f"{path}.{key}", RULE_FIELDS[rid])
         for key, kind in params.items():
@@ -220,6 +229,28 @@ def _components(value: Any) -> None:
             _int(body["build-size"], f"{path}.build-size", 0, 9)
 
 
+def _edges(value: Any) -> None:
+    _expect(isinstance(value, list), "an array of tables ([[edge]])", "edge", value)
+    for i, body in enumerate(value):
+        path = f"edge[{i}]"
+        body = _table(body, path)
+        _unknown(body, frozenset({"cause", "accounts", "when"}), path)
+        for key in ("cause", "accounts"):
+            if key not in body:
+                raise _Bad(f"'{path}' needs cause and accounts (lacks {key})")
+        _str(body["cause"], f"{path}.cause")
+        acc = body["accounts"]
+        if isinstance(acc, list):
+            _strings(acc, f"{path}.accounts")
+        else:
+            _expect(isinstance(acc, str), "a string or an array of strings",
+                    f"{path}.accounts", acc)
+        when = body.get("when", "")
+        _str(when, f"{path}.when") if when else None
+        if when not in EDGE_WHEN:
+            raise _Bad(f"unknown condition '{path}.when' = {when!r} (known: one-side, moved)")
+
+
 def validate(data: Any, where: str) -> None:
     """Check the layout and value types of one impact-model file.
 
@@ -256,5 +287,7 @@ def validate(data: Any, where: str) -> None:
             _rules(_table(data["rules"], "rules"))
         if "component" in data:
             _components(data["component"])
+        if "edge" in data:
+            _edges(data["edge"])
     except _Bad as exc:
         raise ManifestError(f"{where}: {exc}") from None

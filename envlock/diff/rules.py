@@ -15,20 +15,29 @@ parameters of the rules are in the impact model (``[rules.*]`` of ``impact.toml`
   matmul on TF32 tensor cores by default (case C14; pytorch/pytorch#58434, torch 1.12 notes);
 * ``blas-vendor`` — OpenBLAS vs MKL vs BLIS (case C10);
 * ``simd`` — AVX-512 on one side only with numpy ≥ 1.22 (case C08; numpy/numpy#23289);
-* ``threads`` — BLAS/OpenMP thread settings or, when unset, usable cores (case C09).
+* ``threads`` — BLAS/OpenMP thread settings or, when unset, usable cores (case C09);
+* ``loader-path`` — ``LD_LIBRARY_PATH``/``LD_PRELOAD`` differs and moved libraries of
+  ``[libraries]`` (found through it by the loader model, or shadowed; case C01);
+* ``scheduler`` — the allocation (nodes, tasks, GPUs and CPUs per task) differs.
+
+The result is a cause graph: each explanation has its ``causes`` and the consequences the
+model's ``[[edge]]`` entries link to them (:func:`accounted`: the CUDA build → the
+``nvidia-*`` wheels and CUDA libraries; the driver → driver-CUDA and libcuda; the BLAS vendor →
+the BLAS libraries; ``LD_LIBRARY_PATH`` → every library it moved).  A consequence is never an
+explanation of its own, and a cause scores as high as its most important consequence.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from envlock.diff.changes import Change, Explanation
-from envlock.diff.facts import FactSet, Impl, Pkg, display
+from envlock.diff.facts import FactSet, Impl, Lib, Pkg, display
 from envlock.diff.impact import KB, version_in
 
-__all__ = ["explain", "torch_variant", "blas_vendors"]
+__all__ = ["explain", "torch_variant", "blas_vendors", "accounted", "context"]
 
 Facts = Mapping[tuple[str, str], Any]
 
@@ -41,14 +50,38 @@ def _fmt(text: str, **kw: Any) -> str:
     return text.format_map(_Keep(kw))
 
 
-def _rule(kb: KB, rid: str, changes: list[Change], size: str = "value", **kw: Any
-          ) -> Explanation:
+def _rule(kb: KB, rid: str, changes: list[Change], size: str = "value", *,
+          causes: list[Change] | None = None, why: str = "why", **kw: Any) -> Explanation:
     spec = kb.rules.get(rid, {})
     rank = int(spec.get("rank", 90))
+    text = spec.get(why) or spec.get("why", "")
     return Explanation(rid, _fmt(str(spec.get("title", rid)), **kw),
                        str(spec.get("class", "numerical-core")),
-                       rank * 10 + kb.sizes.get(size, 1), _fmt(str(spec.get("why", "")), **kw),
-                       _fmt(str(spec.get("do", "")), **kw), changes)
+                       rank * 10 + kb.sizes.get(size, 1), _fmt(str(text), **kw),
+                       _fmt(str(spec.get("do", "")), **kw), changes,
+                       causes if causes is not None else list(changes))
+
+
+def accounted(kb: KB, cause: str, changes: Iterable[Change],
+              moved: Callable[[Change], bool] | None = None) -> list[Change]:
+    """The changes that the ``[[edge]]`` entries of ``cause`` account for (its consequences).
+
+    :param moved: for ``when = "moved"`` edges, whether a change went through the cause.
+    """
+    edges = kb.edges_of(cause)
+    out = []
+    for c in changes:
+        fact = f"{c.area}:{c.key}"
+        for e in edges:
+            if not e.matches(fact):
+                continue
+            if e.when == "one-side" and None not in c.values:
+                continue
+            if e.when == "moved" and (moved is None or not moved(c)):
+                continue
+            out.append(c)
+            break
+    return out
 
 
 def _spec_ok(version: str | None, spec: str) -> bool:
@@ -148,17 +181,42 @@ def torch_variant(facts: Facts) -> str | None:
 
 
 def _torch(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explanation]:
+    from envlock.diff.fixes import torch_fix  # noqa: PLC0415
+
     va, vb = torch_variant(a.facts), torch_variant(b.facts)
     if not va or not vb or va == vb or "CUDA" in (va, vb):  # "CUDA": version unknown
         return []
-    absorbed = [c for c in changes if c.component in ("torch", "cuda-libs")]
+    absorbed = accounted(kb, "torch-variant", changes)
+    causes = [c for c in absorbed if (c.area, c.key) == ("package", "torch")
+              or c.key in ("torch.build", "torch.cuda", "torch.hip")]
     version = next((c for c in absorbed if c.area == "package" and c.key == "torch"), None)
-    ex = _rule(kb, "torch-variant", absorbed, "variant", a=va, b=vb, la=a.label, lb=b.label)
+    pkgs = tuple(f.get(("package", "torch")) for f in (a.facts, b.facts))
+    fix = torch_fix((va, vb), (a.label, b.label), pkgs)  # type: ignore[arg-type]
+    both_gpu = "CPU-only" not in (va, vb)
+    ex = _rule(kb, "torch-variant", absorbed, "variant", causes=causes,
+               why="why-cuda" if both_gpu else "why", a=va, b=vb, la=a.label, lb=b.label,
+               fix=fix)
+    extra = []
     if version is not None:
         va_, vb_ = (v.version if isinstance(v, Pkg) else display(v) for v in version.values)
         if va_.split("+")[0] != vb_.split("+")[0]:
-            ex.title += f" (torch {va_} → {vb_})"
+            extra.append(f"torch {va_} → {vb_}")
+    cudnn = _both_differ(absorbed, ("frameworks", "torch.cudnn"), ("package", "cudnn"))
+    if cudnn is not None:
+        extra.append(f"cuDNN {_plainv(cudnn.values[0])} → {_plainv(cudnn.values[1])}")
+    if extra:
+        ex.title += f" ({'; '.join(extra)})"
     return [ex]
+
+
+def _both_differ(changes: Iterable[Change], *keys: tuple[str, str]) -> Change | None:
+    """The first change among ``keys`` that both sides have (a version bump, not an addition)."""
+    by_key = {(c.area, c.key): c for c in changes}
+    for k in keys:
+        c = by_key.get(k)
+        if c is not None and None not in c.values:
+            return c
+    return None
 
 
 # -- TF32 -------------------------------------------------------------------------------------
@@ -226,13 +284,19 @@ def _blas(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explana
     va, vb = blas_vendors(a.facts), blas_vendors(b.facts)
     if not va or not vb or va == vb:
         return []
-    absorbed = [c for c in changes if c.component in ("blas", "blas-package")]
+    absorbed = accounted(kb, "blas-vendor", changes)
 
     def names(v: frozenset[str]) -> str:
         return " + ".join(sorted(_VENDOR_NAMES.get(x, x) for x in v))
 
-    return [_rule(kb, "blas-vendor", absorbed, "vendor", a=names(va), b=names(vb),
-                  la=a.label, lb=b.label)]
+    from envlock.diff.fixes import blas_fix  # noqa: PLC0415
+
+    causes = [c for c in absorbed if c.area == "blas"] or absorbed[:1]
+    one = tuple(next(iter(v)) if len(v) == 1 else "" for v in (va, vb))
+    pkgs = tuple(f.get(("package", "libblas")) or f.get(("package", "blas"))
+                 for f in (a.facts, b.facts))
+    return [_rule(kb, "blas-vendor", absorbed, "vendor", causes=causes, a=names(va), b=names(vb),
+                  la=a.label, lb=b.label, fix=blas_fix(one, pkgs))]  # type: ignore[arg-type]
 
 
 # -- SIMD -------------------------------------------------------------------------------------
@@ -274,8 +338,75 @@ def _unset(v: Any) -> str:
     return "unset" if v is None else display(v)
 
 
+# -- LD_LIBRARY_PATH / LD_PRELOAD ------------------------------------------------------------
+_LOADER_VARS = ("LD_PRELOAD", "LD_LIBRARY_PATH")
+
+
+def _through(c: Change, rule: str) -> bool:
+    """Whether either side of a ``libraries`` change was found through the variable whose
+    loader-model rule is ``rule`` (``ld_library_path`` or ``preload``), or was shadowed."""
+    return any(isinstance(v, Lib) and v.via in (rule, "shadowed") for v in c.values)
+
+
+def _loader_path(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explanation]:
+    out = []
+    rest = list(changes)
+    for var, rule in (("LD_PRELOAD", "preload"), ("LD_LIBRARY_PATH", "ld_library_path")):
+        cause = next((c for c in rest if (c.area, c.key) == ("env", var)), None)
+        if cause is None:
+            continue
+        moved = accounted(kb, "loader-path", rest, lambda c, r=rule: _through(c, r))
+        if not moved:
+            continue  # the variable changed nothing the loader model saw: plumbing
+        rest = [c for c in rest if c not in moved and c is not cause]
+        va, vb = cause.values
+        side = b if vb is not None else a
+        libs = ", ".join(c.key for c in moved)
+        here = 1 if vb is not None else 0
+        shown = ", ".join(f"{c.key} from {_where(c.values[here])}" for c in moved)
+        la = a.label if cause.majority_count is None else f"{cause.majority_count} inputs"
+        out.append(_rule(kb, "loader-path", [cause, *moved], "value", causes=[cause], var=var,
+                         a=_unset(va), b=_unset(vb), la=la, lb=b.label, libs=libs,
+                         moved=shown, lb_or_la=side.label))
+    return out
+
+
+def _where(v: Any) -> str:
+    if isinstance(v, Lib):
+        return v.where.removeprefix("unowned file ")
+    return _plainv(v)
+
+
+# -- scheduler --------------------------------------------------------------------------------
+#: the few facts of an allocation that matter, each from [slurm] or a scheduler variable.
+_ALLOCATION = (
+    ("nodes", ("num-nodes", "SLURM_NNODES", "SLURM_JOB_NUM_NODES", "PBS_NUM_NODES")),
+    ("tasks", ("ntasks", "SLURM_NTASKS", "SLURM_NPROCS", "PBS_NP")),
+    ("GPUs per task", ("gpus-per-task", "SLURM_GPUS_PER_TASK")),
+    ("CPUs per task", ("cpus-per-task", "SLURM_CPUS_PER_TASK", "PBS_NUM_PPN")),
+)
+
+
+def _scheduler(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explanation]:
+    absorbed = accounted(kb, "scheduler", changes)
+    if not absorbed:
+        return []
+    by_key = {c.key: c for c in absorbed}
+    parts, causes = [], []
+    for name, keys in _ALLOCATION:
+        c = next((by_key[k] for k in keys if k in by_key), None)
+        if c is not None:
+            causes.append(c)
+            parts.append(_describe(c, b.label).replace(c.key, name, 1))
+    others = len(absorbed) - len(causes)
+    if others:
+        parts.append(f"{others} other scheduler setting{'s' if others > 1 else ''}")
+    return [_rule(kb, "scheduler", absorbed, "value", causes=causes or absorbed,
+                  what="; ".join(parts))]
+
+
 RULES: tuple[Callable[[FactSet, FactSet, list[Change], KB], list[Explanation]], ...] = (
-    _code, _torch, _tf32, _blas, _simd, _threads)
+    _code, _torch, _tf32, _blas, _simd, _threads, _loader_path, _scheduler)
 
 
 # -- the rest: one explanation per component (grouped) or per fact ----------------------------
@@ -295,6 +426,8 @@ def _describe(c: Change, label: str = "") -> str:
 
 
 def _plainv(v: Any) -> str:
+    if v is None:
+        return "(absent)"
     return v.version if isinstance(v, Pkg) and v.version else display(v)
 
 
@@ -315,6 +448,18 @@ def _score(kb: KB, c: Change) -> int:
 def _plain(rest: Iterable[Change], kb: KB, label: str) -> list[Explanation]:
     groups: dict[str, list[Change]] = {}
     compilers: list[Change] = []
+    rest = list(rest)
+    # a component that is the cause of [[edge]]s takes its consequences into its explanation
+    causes: dict[str, list[Change]] = {}
+    pulled: set[int] = set()
+    for cause in dict.fromkeys(e.cause for e in kb.edges):
+        roots = [c for c in rest if c.component == cause and not accounted(kb, cause, [c])]
+        if roots:
+            found = [c for c in accounted(kb, cause, rest) if id(c) not in pulled]
+            causes[cause] = roots
+            pulled.update(id(c) for c in roots + found)
+            groups[cause] = roots + found
+    rest = [c for c in rest if id(c) not in pulled]
     for c in rest:
         if not kb.explains(c.cls):
             continue
@@ -335,6 +480,8 @@ def _plain(rest: Iterable[Change], kb: KB, label: str) -> list[Explanation]:
     out = []
     for gid, cs in groups.items():
         comp = kb.component(cs[0].area, cs[0].key)
+        if gid in causes:
+            comp = next(c for c in kb.components if c.id == gid)
         first = cs[0]
         kw = {"a": _plainv(first.values[0]), "b": _plainv(first.values[1]), "key": first.key}
         if comp.group:
@@ -347,7 +494,8 @@ def _plain(rest: Iterable[Change], kb: KB, label: str) -> list[Explanation]:
             if first.area != "package" and first.majority_count is None:
                 title = f"{first.area} {title}"
         out.append(Explanation(gid, title, comp.cls, max(_score(kb, c) for c in cs),
-                               _fmt(comp.why, **kw), _fmt(comp.do, **kw), cs))
+                               _fmt(comp.why, **kw), _fmt(comp.do, **kw), cs,
+                               causes.get(gid, cs[:1] if not comp.group else list(cs))))
     return out
 
 
@@ -364,5 +512,42 @@ def explain(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Expla
             used.update(id(c) for c in ex.changes)
             out.append(ex)
     out.extend(_plain((c for c in changes if id(c) not in used), kb, b.label))
+    # a cause is as likely to change results as its most important consequence
+    for ex in out:
+        roots = {id(c) for c in ex.causes}
+        for c in ex.changes:
+            if id(c) in roots or not kb.explains(c.cls):
+                continue
+            score = _score(kb, c)
+            if score > ex.score:
+                ex.score, ex.cls = score, c.cls
+    # an explanation accounts for facts that are shown: with --only/--ignore leaving out all
+    # of them, or all of its causes, it is not shown either (its consequences stay in the
+    # table, explained by nothing else)
+    out = [ex for ex in out if ex.changes and ex.causes]
     out.sort(key=lambda e: (-e.score, e.title))
+    return out
+
+
+def context(sets: Sequence[FactSet]) -> list[str]:
+    """Facts that hold for every input and frame the explanations, most important first.
+
+    "neither side has a GPU" (or "no input has a GPU"): every input recorded ``[gpu]`` and
+    none lists a GPU, so every run computed on the CPU whatever its torch build.
+    """
+    out = []
+    recorded = all(s.areas.get("gpu") == "" for s in sets)
+    gpus = [s for s in sets if ("gpu", "models") in s.facts
+            or ("gpu", "compute-capability") in s.facts]
+    if recorded and not gpus:
+        who = "neither side has" if len(sets) == 2 else "no input has"  # noqa: PLR2004
+        out.append(f"{who} a GPU (no NVIDIA driver or device recorded): every run computed "
+                   "on the CPU, whatever its torch build")
+    elif recorded and len(gpus) < len(sets):
+        names = ", ".join(s.label for s in gpus)
+        out.append(f"only {names} {'has' if len(gpus) == 1 else 'have'} a GPU")
+    for area, key, what in (("platform", "machine", "machine"), ("python", "version", "Python")):
+        vals = {s.facts.get((area, key)) for s in sets}
+        if len(vals) == 1 and None not in vals:
+            out.append(f"same {what}: {vals.pop()}")
     return out

@@ -58,7 +58,7 @@ def require(module: str) -> Any:
             raise  # a broken install of the dependency itself: show the real import error
         dist = _DISTRIBUTIONS.get(top, top)
         raise MissingDependencyError(
-            f"{dist} is not installed; install it with: pip install 'envlock[lock]'"
+            f"{dist} is not installed; install it with: pip install '.[lock]' (in envlock's checkout)"
         ) from None
 
 

@@ -7,6 +7,7 @@ explanations (at most ten unless ``show_all``), the differences by area, what is
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from envlock.diff.engine import Change, Explanation, ManyDiff, PairDiff
@@ -100,13 +101,20 @@ def _change(c: Change) -> dict[str, Any]:
 
 
 def _explanation(rank: int, e: Explanation) -> dict[str, Any]:
+    roots = {id(c) for c in e.causes}
+    facts = []
+    for c in e.changes:
+        fact = _change(c)
+        fact["role"] = "cause" if id(c) in roots else "consequence"
+        facts.append(fact)
     return {"rank": rank, "id": e.id, "title": e.title, "class": e.cls, "score": e.score,
-            "why": e.why, "do": e.do, "facts": [_change(c) for c in e.changes]}
+            "why": e.why, "do": e.do, "facts": facts}
 
 
 def _pair(p: PairDiff, show_all: bool) -> dict[str, Any]:
     shown = p.explanations if show_all else p.explanations[:LIMIT]
     return {
+        "context": list(p.context),
         "explanations": [_explanation(i + 1, e) for i, e in enumerate(shown)],
         "more_explanations": len(p.explanations) - len(shown),
         "differences": [_change(c) for c in p.changes],
@@ -128,16 +136,22 @@ def to_json(result: PairDiff | ManyDiff, *, show_all: bool = False) -> dict[str,
         return doc
     doc = {"schema": JSON_SCHEMA, "mode": "majority", "differ": result.differ,
            "inputs": [{"label": s.label, "path": s.path, "kind": s.kind} for s in result.inputs],
-           "code": _code_rows(result)}
+           "code": _code_rows(result), "context": list(result.context)}
     doc["deviants"] = []
     for d in result.deviants:
         entry = {"label": d.b.label, "path": d.b.path}
         entry.update(_pair(d, show_all))
         entry.pop("identical")
+        entry.pop("context")
         doc["deviants"].append(entry)
-    doc["varying"] = [{"area": a, "key": k, "majority": _v(v), "majority_count": n,
-                       "deviants": {lab: _v(x) for lab, x in odd.items()}}
-                      for a, k, v, n, odd in result.varying]
+    doc["varying"] = [{"area": v.area, "key": v.key,
+                       "majority": _v(v.majority) if v.has_majority else None,
+                       "majority_count": v.count if v.has_majority else None,
+                       "has_majority": v.has_majority,
+                       "values": [{"value": _v(x), "count": n, "inputs": list(labels)}
+                                  for x, n, labels in v.values],
+                       "deviants": {lab: _v(x) for lab, x in v.deviants.items()}}
+                      for v in result.varying]
     doc["identical"] = {"total": sum(result.identical.values()),
                         "areas": dict(sorted(result.identical.items()))}
     doc["not_compared"] = [{"area": a, "reason": r} for a, r in result.not_compared]
@@ -202,6 +216,8 @@ def render_markdown(result: PairDiff | ManyDiff, *, show_all: bool = False) -> s
            "", "## The code", ""]
     out += [f"- **{r['scope']}**: {r['text'] or 'not recorded'}" for r in doc["code"]] or [
         f"- {_no_code(doc)}"]
+    if doc["context"]:
+        out += ["", "## Context", ""] + [f"- {c}" for c in doc["context"]]
     if doc["mode"] == "pair":
         out += ["", "## Most likely explanations", ""]
         out += _md_explanations(doc["explanations"], doc["more_explanations"])
@@ -213,26 +229,49 @@ def render_markdown(result: PairDiff | ManyDiff, *, show_all: bool = False) -> s
     else:
         out += ["", "## Inputs that deviate from the majority", ""]
         for d in doc["deviants"]:
-            out += [f"### {d['label']}", ""]
+            out += [f"### {_named(d)}", ""]
             out += _md_explanations(d["explanations"], d["more_explanations"])
             out.append("")
         if not doc["deviants"]:
             out.append("(none)")
         out += ["## Facts that vary", ""]
-        rows = [[v["area"], v["key"], f"{v['majority']} ({v['majority_count']})",
-                 "; ".join(f"{k}: {x or '(absent)'}" for k, x in v["deviants"].items())]
-                for v in doc["varying"]]
+        rows = [varying_cells(v) for v in doc["varying"]]
         out += _md_table(rows, ["area", "key", "majority (count)", "deviants"]) if rows \
             else ["(none)"]
     out += [""] + _md_summary(doc)
     return "\n".join(out) + "\n"
 
 
+def _named(d: dict[str, Any]) -> str:
+    """A deviant input by its label and, where that is a host name, its file."""
+    name = d["path"].rsplit("/", 1)[-1]
+    return d["label"] if not name or name == d["label"] or d["label"].endswith(name) \
+        else f"{d['label']} ({name})"
+
+
+def varying_cells(v: dict[str, Any]) -> list[str]:
+    """The cells of one "facts that vary" row: area, key, the majority (or "N distinct
+    values: x (3), y (1), z (1)" when no value has more than half) and who holds what, by
+    input; each value stays next to its own inputs."""
+    def val(x: str | None) -> str:
+        return "(absent)" if x is None else x
+
+    if v["has_majority"]:
+        head = f"{val(v['majority'])} ({v['majority_count']})"
+        rest = [x for x in v["values"][1:]]
+    else:
+        head = f"{len(v['values'])} distinct values: " + ", ".join(
+            f"{val(x['value'])} ({x['count']})" for x in v["values"])
+        rest = v["values"]
+    who = "; ".join(f"{', '.join(x['inputs'])}: {val(x['value'])}" for x in rest)
+    return [v["area"], v["key"], head, who]
+
+
 # -- text (rich) ------------------------------------------------------------------------------
-def compact_values(values: tuple[Any, Any]) -> list[str]:
+def compact_values(values: tuple[Any, Any], *, full: bool = False) -> list[str]:
     """The two values of a change as short table cells: for packages only what differs
-    besides the version (the build string, the channel); commit ids and hashes shortened.
-    The JSON and markdown outputs keep the whole values."""
+    besides the version (the build string, the channel); commit ids and hashes shortened
+    unless ``full`` (piped output, which is never cut).  The JSON keeps the whole values."""
     a, b = values
     if isinstance(a, Pkg) and isinstance(b, Pkg):
         def short(p: Pkg) -> str:
@@ -245,16 +284,41 @@ def compact_values(values: tuple[Any, Any]) -> list[str]:
             return f"{text} ({', '.join(extra)})" if extra else text
 
         return [short(a), short(b)]
-    return [_short(display(v)) if v is not None else "(absent)" for v in values]
+    show = display if full else (lambda v: _short(display(v)))
+    return [show(v) if v is not None else "(absent)" for v in values]
+
+
+#: a version-like word: ``0.3.21``, ``2.13.0+cpu``, ``(12.4)``.
+_VERSION = re.compile(r"[(]?v?\d+(?:\.\d+)+\S*")
 
 
 def ellipsize(text: str, width: int) -> str:
-    """Shorten ``text`` to ``width`` characters by replacing its middle with ``…``; a path
-    keeps its file name whole when that fits (``/cvmfs/…/libgomp.so.1``)."""
+    """Shorten ``text`` to ``width`` characters with ``…``, keeping what a reader needs.
+
+    A cell with version numbers keeps every version whole and shortens the other words,
+    longest first (``openblas 0.3.21 (ilp64)`` → ``open… 0.3.21 (ilp64)``); otherwise the
+    middle is replaced, and a path keeps its file name whole when that fits
+    (``/cvmfs/…/libgomp.so.1``).  Used only for a terminal: piped output is never cut.
+    """
     if len(text) <= width:
         return text
     if width <= 1:
         return "…"[:width]
+    words = text.split(" ")
+    keep = [bool(_VERSION.fullmatch(w)) for w in words]
+    if any(keep) and "/" not in text and sum(len(w) + 1 for w, k in zip(words, keep, strict=True)
+                                             if k) <= width:
+        while len(" ".join(words)) > width:
+            cands = [i for i, w in enumerate(words) if not keep[i] and w != "…"]
+            if not cands:
+                break
+            i = max(cands, key=lambda j: (len(words[j]), -j))
+            excess = len(" ".join(words)) - width
+            w = words[i]
+            words[i] = w[:max(0, len(w) - excess - 1)] + "…"
+        out = " ".join(words)
+        if len(out) <= width:
+            return out
     tail = (width - 1) - width // 2
     if "/" in text:  # keep the file name whole when it fits
         tail = max(tail, min(len(text.rsplit("/", 1)[1]) + 1, width - 2))
@@ -296,8 +360,15 @@ def layout_columns(head: list[str], rows: list[list[str]], width: int, gap: int 
     return out
 
 
-def render_text(result: PairDiff | ManyDiff, console: Any, *, show_all: bool = False) -> None:
-    """Print the diff on a :class:`rich.console.Console`."""
+def render_text(result: PairDiff | ManyDiff, console: Any, *, show_all: bool = False,
+                cut: bool | None = None) -> None:
+    """Print the diff on a :class:`rich.console.Console`.
+
+    :param cut: whether table cells may be shortened to fit ``console.width`` (default: when
+        the console is a terminal).  When false (output to a file or a pipe, the normal case
+        on a cluster) nothing is cut: a table wider than the console becomes one fact per
+        line, wrapped at spaces, so every value reaches the log whole.
+    """
     import textwrap  # noqa: PLC0415
 
     from rich.text import Text  # noqa: PLC0415
@@ -309,6 +380,8 @@ def render_text(result: PairDiff | ManyDiff, console: Any, *, show_all: bool = F
     console.print()
     console.print(Text("The code", style="bold underline"))
     width = console.width
+    if cut is None:
+        cut = bool(console.is_terminal)
 
     def say(text: str, indent: int, style: str = "", hang: int = 0) -> None:
         lines = textwrap.wrap(text, width=max(width - indent, 20), break_long_words=False,
@@ -333,14 +406,25 @@ def render_text(result: PairDiff | ManyDiff, console: Any, *, show_all: bool = F
         if not exps:
             console.print(f"{indent}(none)")
 
-    def table(head_: list[str], rows: list[list[Any]]) -> None:
+    def table(head_: list[str], rows: list[list[Any]], one_line: Any) -> None:
         cells = [[str(c if c is not None else "(absent)") for c in r] for r in rows]
-        lines = layout_columns(head_, cells, width)
+        natural = sum(max([len(head_[i])] + [len(r[i]) for r in cells])
+                      for i in range(len(head_))) + 2 * (len(head_) - 1)
+        if not cut and natural > width:
+            for r in cells:
+                say(one_line(r), 2, "", 6)
+            return
+        lines = layout_columns(head_, cells, width if cut else natural)
         console.print(Text(lines[0], style="bold"), soft_wrap=True)
         console.print(Text(lines[1], style="dim"), soft_wrap=True)
         for line in lines[2:]:
             console.print(Text(line), soft_wrap=True)
 
+    if doc["context"]:
+        console.print(Text("Context", style="bold underline"))
+        for c in doc["context"]:
+            say(c, 2, "", 4)
+        console.print()
     if doc["mode"] == "pair":
         console.print(Text("Most likely explanations", style="bold underline"))
         explanations(doc["explanations"], doc["more_explanations"])
@@ -349,13 +433,14 @@ def render_text(result: PairDiff | ManyDiff, console: Any, *, show_all: bool = F
         if doc["differences"]:
             assert isinstance(result, PairDiff)
             table(["area", "key", names[0], names[1], "change", "class"],
-                  [[c.area, c.key, *compact_values(c.values), c.size, c.cls]
-                   for c in result.changes])
+                  [[c.area, c.key, *compact_values(c.values, full=not cut), c.size, c.cls]
+                   for c in result.changes],
+                  lambda r: f"{r[0]} {r[1]}: {r[2]} → {r[3]} ({r[4]}, {r[5]})")
     else:
         console.print(Text(f"Inputs that deviate from the majority ({len(doc['deviants'])})",
                            style="bold underline"))
         for d in doc["deviants"]:
-            console.print(Text(f"  {d['label']}", style="bold"))
+            console.print(Text(f"  {_named(d)}", style="bold"))
             explanations(d["explanations"], d["more_explanations"], indent="    ")
         if not doc["deviants"]:
             console.print("  (none)")
@@ -363,9 +448,8 @@ def render_text(result: PairDiff | ManyDiff, console: Any, *, show_all: bool = F
         console.print(Text(f"Facts that vary ({len(doc['varying'])})", style="bold underline"))
         if doc["varying"]:
             table(["area", "key", "majority (count)", "deviants"],
-                  [[v["area"], v["key"], f"{v['majority'] or '(absent)'} ({v['majority_count']})",
-                    "; ".join(f"{k}: {x or '(absent)'}" for k, x in v["deviants"].items())]
-                   for v in doc["varying"]])
+                  [varying_cells(v) for v in doc["varying"]],
+                  lambda r: f"{r[0]} {r[1]}: {r[2]}" + (f"; {r[3]}" if r[3] else ""))
     console.print()
     for line in _md_summary(doc):
         say(line.replace("**", ""), 0, "", 2)

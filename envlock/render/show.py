@@ -1,7 +1,21 @@
-"""The summary that ``envlock show`` prints for a manifest."""
+"""What ``envlock show`` prints for a manifest: the summary a person reads, every package
+(``--all``), or the manifest itself as JSON (``--format json``).
+
+The summary answers, in this order, the questions of ``docs/diff.md``'s impact classes: the
+platform and CPU, Python, the numerical stack (frameworks and their builds), GPU and CUDA,
+BLAS and threads, the code, numerics variables, then the other recorded areas and the key
+packages.  Each line is ``label: text``, wrapped at spaces to the console width with a hanging
+indent, so nothing is cut and no line is longer than the terminal.  Which variables are
+"numerics variables" and which packages are "key" comes from the impact model
+(``envlock/data/impact.toml``): its classes ``numerics-env`` and ``blas`` (thread counts) for
+``[env]``, and ``platform``, ``gpu-runtime``, ``blas``, ``numerical-core`` and ``domain`` for
+packages.
+"""
 
 from __future__ import annotations
 
+import textwrap
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from envlock.manifest import AREAS, Manifest
@@ -9,21 +23,24 @@ from envlock.manifest import AREAS, Manifest
 if TYPE_CHECKING:
     from rich.console import Console
 
-__all__ = ["KEY_PACKAGES", "render_show"]
+__all__ = ["KEY_CLASSES", "NUMERICS_ENV_CLASSES", "render_show", "render_packages",
+           "package_rows", "summary_lines"]
 
-#: Packages shown by name in the summary when present (normalized names; conda or pip).
-KEY_PACKAGES = (
-    "python", "numpy", "scipy", "torch", "pytorch", "jax", "jaxlib", "tensorflow", "cupy",
-    "numba", "scikit-learn", "pandas", "mkl", "openblas", "libblas", "libopenblas",
-    "cudatoolkit", "cuda-version", "cudnn", "nccl", "mpi4py",
-)
+#: impact classes of the packages listed as "key packages".
+KEY_CLASSES = frozenset({"platform", "gpu-runtime", "blas", "numerical-core", "domain"})
 
-_CORE = {"envlock", "target", "python", "platform", "cpu", "env", "git", "conda", "pip"}
-_STACK = {"gpu", "cuda", "frameworks", "blas", "toolchain", "slurm"}
+#: impact classes of the ``[env]`` variables listed as "numerics variables".
+NUMERICS_ENV_CLASSES = frozenset({"numerics-env", "blas"})
+
+#: key packages named before the count of the rest (CUDA wheels are summarised by "CUDA").
+_KEY_LIMIT = 16
+
+_SHOWN = {"envlock", "target", "python", "platform", "cpu", "env", "git", "conda", "pip", "gpu",
+          "cuda", "frameworks", "blas", "toolchain", "slurm", "libraries", "lockfiles"}
 
 
 def _state(table: Any) -> str | None:
-    """``None`` when a table is ok, else ``"<status> (<error>)"``."""
+    """``None`` when a table is ok, else ``"<status> (<error>)"`` or ``"not recorded"``."""
     if table is None:
         return "not recorded"
     if table.status == "ok":
@@ -31,124 +48,326 @@ def _state(table: Any) -> str | None:
     return f"{table.status}" + (f" ({table.error})" if getattr(table, "error", None) else "")
 
 
-def _render_stack(m: Manifest, console: Console) -> None:
-    """The numerical stack in a few lines: driver and GPUs, frameworks, CUDA libraries, BLAS."""
-    out = console.print
-    if m.gpu is not None:
-        g = m.gpu
-        if _state(g):
-            out(f"gpu: {_state(g)}", markup=False)
-        else:
-            gpus = ", ".join(f"{x.index}: {x.name} (cc {x.compute_capability})" for x in g.gpus)
-            out(f"gpu: driver {g.driver_version} (CUDA ≤ {g.cuda_driver_version}); {gpus or 'no GPU listed'}",
-                markup=False)
-    if m.frameworks is not None:
-        for f in m.frameworks.packages:
-            bits = [f"{f.name} {f.version}", f"{f.build or '?'} build"]
-            if f.cuda:
-                bits.append(f"CUDA {f.cuda}")
-            if f.cuda_archs:
-                bits.append("archs " + " ".join(f.cuda_archs))
-            out("framework: " + ", ".join(bits), markup=False)
-    if m.cuda is not None and m.cuda.libraries:
-        seen: dict[str, str] = {}
-        for lib in m.cuda.libraries:
-            if lib.version and lib.name not in seen:
-                seen[lib.name] = f"{lib.name} {lib.version} ({lib.origin})"
-        out("cuda: " + ", ".join(seen.values()), markup=False)
-    if m.blas is not None:
-        for b in m.blas.libraries:
-            out(f"blas: {b.user} → {b.implementation} {b.version or '?'}", markup=False)
-    if m.toolchain is not None:
-        tools = ", ".join(f"{t.name} {t.version}" for t in m.toolchain.tools if t.version)
-        out(f"toolchain: glibc {m.toolchain.glibc}; {tools or 'no compilers on PATH'}", markup=False)
-    if m.slurm is not None and not _state(m.slurm):
-        out("batch job: " + _scalars({k: v for k, v in _as_dict(m.slurm).items()}), markup=False)
-
-
-def _as_dict(obj: Any) -> dict[str, Any]:
-    from envlock.manifest import _model  # noqa: PLC0415
-
-    return _model.to_dict(obj)
-
-
 def _fmt_bytes(n: int | None) -> str:
-    if n is None:
-        return "?"
-    return f"{n / 2**30:.1f} GiB"
+    return "?" if n is None else f"{n / 2**30:.1f} GiB"
 
 
-def _scalars(table: dict[str, Any], limit: int = 6) -> str:
-    items = [f"{k}={v}" for k, v in table.items()
-             if k not in ("status", "source") and isinstance(v, (str, int, float, bool))]
-    return ", ".join(items[:limit])
+def _simd(flags: Iterable[str]) -> str:
+    fl = set(flags)
+    if "avx512f" in fl:
+        return "AVX-512"
+    return "AVX2, no AVX-512" if "avx2" in fl else "no AVX2"
 
 
-def render_show(manifest: Manifest, console: Console, *, path: str = "") -> None:
-    """Print a summary of ``manifest`` on ``console``: provenance, target, Python, OS, CPU,
-    git, package counts, the key numerical packages, other recorded areas, and warnings."""
-    from rich.table import Table  # noqa: PLC0415
+def _kb() -> Any:
+    from envlock.diff.impact import load_kb  # noqa: PLC0415
 
-    m = manifest
+    return load_kb()
+
+
+def package_rows(m: Manifest) -> list[tuple[str, str, str]]:
+    """Every package of the manifest as ``(name, version, from)``, sorted by name: the
+    Python distributions (``pip list`` shows the same ones) and the conda packages that are
+    not a Python distribution.
+
+    ``from`` is ``"pip (index)"``, ``"pip (editable)"``, ``"conda (<conda name>)"`` for a
+    distribution conda installed, or ``"conda <channel> <build>"``.
+    """
+    rows: dict[str, tuple[str, str, str]] = {}
+    owned: set[str] = set()
+    for p in m.pip.packages if m.pip else ():
+        if p.origin == "conda":
+            src = f"conda ({p.conda_package})"
+            owned.add(p.conda_package or p.name)
+        else:
+            src = f"pip ({p.origin})"
+        rows[p.name] = (p.name, p.version, src)
+    for c in m.conda.packages if m.conda else ():
+        if c.name in owned or c.name in rows:
+            continue
+        rows[c.name] = (c.name, c.version, f"conda {c.channel or '?'} {c.build}")
+    return [rows[k] for k in sorted(rows)]
+
+
+def _key_packages(m: Manifest) -> tuple[list[tuple[str, str, str]], int]:
+    """The numerical packages (by impact class) and how many CUDA wheels/packages there are."""
+    kb = _kb()
+    key, cuda = [], 0
+    for row in package_rows(m):
+        name = kb.aliases.get(row[0], row[0])
+        comp = kb.component("package", name)
+        if comp.id == "cuda-libs":
+            cuda += 1
+        elif comp.cls in KEY_CLASSES:
+            key.append(row)
+    return key, cuda
+
+
+def _gpu(m: Manifest) -> str:
+    g = m.gpu
+    if g is None:
+        return "not recorded"
+    if g.status == "absent":
+        return f"none ({g.error})" if g.error else "none"
+    if _state(g):
+        return str(_state(g))
+    names: dict[str, int] = {}
+    for x in g.gpus:
+        label = f"{x.name or '?'} (compute capability {x.compute_capability or '?'})"
+        names[label] = names.get(label, 0) + 1
+    gpus = ", ".join(f"{n} × {k}" for k, n in names.items()) or "no GPU listed"
+    driver = f"driver {g.driver_version}" if g.driver_version else "driver ?"
+    if g.cuda_driver_version:
+        driver += f" (runs CUDA ≤ {g.cuda_driver_version})"
+    vis = f"; CUDA_VISIBLE_DEVICES={g.visible_devices}" if g.visible_devices else ""
+    return f"{gpus}; {driver}{vis}"
+
+
+def _cuda(m: Manifest) -> str | None:
+    c = m.cuda
+    if c is None:
+        return None
+    if _state(c):
+        return str(_state(c))
+    parts = []
+    kits = ", ".join(f"{k.version or '?'} ({k.origin})" for k in c.toolkits)
+    if kits:
+        parts.append(f"toolkits {kits}")
+    if c.nvcc_version:
+        parts.append(f"nvcc {c.nvcc_version}")
+    seen: dict[str, str] = {}
+    for lib in c.libraries:
+        if lib.version and lib.name not in seen:
+            seen[lib.name] = f"{lib.name} {lib.version} ({lib.origin})"
+    if seen:
+        parts.append("libraries " + ", ".join(seen.values()))
+    return "; ".join(parts) or "no CUDA toolkit or library found"
+
+
+def _frameworks(m: Manifest) -> list[str]:
+    f = m.frameworks
+    if f is None:
+        return []
+    if _state(f):
+        return [f"frameworks: {_state(f)}"]
+    out = []
+    for p in f.packages:
+        bits = [f"{p.name} {p.version or '?'}", f"{p.build or '?'} build"]
+        if p.cuda:
+            bits.append(f"CUDA {p.cuda}")
+        if p.cudnn:
+            bits.append(f"cuDNN {p.cudnn}")
+        if p.hip:
+            bits.append(f"ROCm {p.hip}")
+        if p.cuda_archs:
+            bits.append("GPU code for " + " ".join(p.cuda_archs))
+        out.append("framework: " + ", ".join(bits))
+    rt = f.runtime
+    if rt is not None:
+        if _state(rt):
+            out.append(f"torch at run time (--import): {_state(rt)}")
+        else:
+            bits = []
+            for label, v in (("CUDA available", rt.cuda_available),
+                             ("TF32 matmul", rt.allow_tf32_matmul),
+                             ("TF32 cuDNN", rt.allow_tf32_cudnn),
+                             ("deterministic algorithms", rt.deterministic),
+                             ("cuDNN benchmark", rt.cudnn_benchmark)):
+                if v is not None:
+                    bits.append(f"{label} {'yes' if v else 'no'}")
+            if rt.device_count is not None:
+                bits.append(f"{rt.device_count} device(s)")
+            if rt.cudnn_version:
+                bits.append(f"cuDNN loaded {rt.cudnn_version}")
+            out.append("torch at run time (--import): " + (", ".join(bits) or "recorded"))
+    return out
+
+
+def _blas(m: Manifest) -> str | None:
+    b = m.blas
+    if b is None:
+        return None
+    if _state(b):
+        return str(_state(b))
+    libs = [f"{x.user}: {x.implementation or '?'} {x.version or ''}".rstrip() for x in b.libraries]
+    omp = [f"OpenMP {o.name}" + (f" ({o.package})" if o.package else "") for o in b.openmp]
+    return "; ".join(libs + omp) or "no BLAS library found"
+
+
+def _threads(m: Manifest, env: dict[str, str], kb: Any) -> str:
+    names = [n for n in env if kb.component("env", n).id == "thread-count"]
+    parts = [f"{n}={env[n]}" for n in names]
+    if "OMP_NUM_THREADS" not in env:
+        cores = m.cpu.usable_cores if m.cpu and not _state(m.cpu) else None
+        parts.append("OMP_NUM_THREADS unset" + (f" (one thread per usable core: {cores})"
+                                                if cores else ""))
+    rt = m.frameworks.runtime if m.frameworks is not None else None
+    if rt is not None and not _state(rt):
+        pools = [f"{p.internal_api or p.user_api} {p.num_threads}" for p in rt.threadpools
+                 if p.num_threads is not None]
+        if pools:
+            parts.append("thread pools (--import): " + ", ".join(pools))
+    return "; ".join(parts)
+
+
+def _code(m: Manifest) -> list[str]:
+    out = []
+    g = m.git
+    if g is None:
+        out.append("code: no git checkout recorded")
+    elif _state(g):
+        out.append(f"code: git {_state(g)}")
+    else:
+        state = "clean" if not g.dirty else (
+            f"uncommitted changes (sha256:{g.diff_sha256[:12]}…)" if getattr(g, "diff_sha256", None)
+            else "uncommitted changes")
+        untracked = f", {g.untracked} untracked files" if g.untracked else ""
+        out.append(f"code: {g.path} at {(g.commit or 'no commit')[:12]} on "
+                   f"{g.branch or 'detached HEAD'}, {state}{untracked}")
+    for p in m.pip.packages if m.pip else ():
+        if p.git is not None and p.git.status == "ok":
+            dirty = "clean" if not p.git.dirty else "uncommitted changes"
+            out.append(f"editable: {p.name} {p.version} at {(p.git.commit or '?')[:12]} "
+                       f"({p.editable_path or p.git.path}), {dirty}")
+    return out
+
+
+def summary_lines(m: Manifest, *, path: str = "") -> list[str]:
+    """The summary as ``label: text`` lines (not yet wrapped)."""
+    kb = _kb()
     head = m.envlock
-    console.print(f"[bold]{path or 'manifest'}[/bold]: envlock {head.version}, schema {head.schema}, "
-                  f"taken {head.created} on {head.host}")
+    out = [path or "manifest",
+           f"snapshot: envlock {head.version}, schema {head.schema}, taken {head.created} on "
+           f"{head.host}"]
     t = m.target
-    console.print(f"target: {t.kind} {t.prefix} (chosen by {t.chosen_by})")
-    if m.python:
-        py = m.python
-        if py.status == "ok":
-            console.print(f"python: {py.implementation} {py.version} at {py.executable}")
-        else:
-            console.print(f"python: not asked ({py.status}: {py.error}); packages read from "
-                          f"{', '.join(py.path) or 'nowhere'}", markup=False)
-    if m.platform:
+    out.append(f"target: {t.kind} {t.prefix} (chosen by {t.chosen_by})")
+    if m.platform is not None:
         p = m.platform
-        console.print(f"os: {p.os_name or p.os_id or '?'}, kernel {p.kernel}, {p.machine}, glibc {p.glibc}")
-    if m.cpu:
+        out.append(f"platform: {_state(p)}" if _state(p) else
+                   f"platform: {p.os_name or p.os_id or '?'}, {p.machine}, glibc {p.glibc}, "
+                   f"kernel {p.kernel}")
+    if m.cpu is not None:
         c = m.cpu
-        console.print(f"cpu: {c.model or '?'} ({c.vendor or '?'}), {c.logical_cores} logical cores"
-                      f" ({c.usable_cores} usable), {_fmt_bytes(c.memory)}; ISA: {' '.join(c.flags) or '-'}")
-    if m.git:
-        g = m.git
-        if g.status == "ok":
-            dirty = ", uncommitted changes" if g.dirty else ", clean"
-            console.print(f"git: {g.path} at {(g.commit or 'no commit')[:12]} on {g.branch or 'detached HEAD'}{dirty}")
+        out.append(f"cpu: {_state(c)}" if _state(c) else
+                   f"cpu: {c.model or '?'} ({c.vendor or '?'}), {c.usable_cores} usable of "
+                   f"{c.logical_cores} logical cores, {_fmt_bytes(c.memory)}; {_simd(c.flags)} "
+                   f"({' '.join(c.flags) or 'no flags'})")
+    if m.python is not None:
+        py = m.python
+        out.append(f"python: {py.implementation} {py.version} at {py.executable}"
+                   if py.status == "ok" else
+                   f"python: not asked ({py.status}: {py.error}); packages read from "
+                   f"{', '.join(py.path) or 'nowhere'}")
+    out += _frameworks(m)
+    key, n_cuda = _key_packages(m)
+    by_name = {r[0]: r for r in key}
+    core = [f"{n} {by_name[n][1]}" for n in ("torch", "numpy", "scipy", "jax", "jaxlib",
+                                            "tensorflow", "cupy", "numba") if n in by_name]
+    if core:
+        out.append("numerical stack: " + ", ".join(core))
+    out.append(f"gpu: {_gpu(m)}")
+    cuda = _cuda(m)
+    if cuda:
+        out.append(f"cuda: {cuda}" + (f"; {n_cuda} CUDA packages" if n_cuda else ""))
+    blas = _blas(m)
+    if blas:
+        out.append(f"blas: {blas}")
+    env = dict(m.env.vars) if m.env is not None and not _state(m.env) else {}
+    out.append(f"threads: {_threads(m, env, kb)}")
+    out += _code(m)
+    numerics = [f"{n}={v}" for n, v in sorted(env.items())
+                if kb.component("env", n).cls in NUMERICS_ENV_CLASSES
+                and kb.component("env", n).id != "thread-count"]
+    out.append("numerics variables: " + (", ".join(numerics) or "none set"))
+    others = [f"{n}={v}" for n, v in sorted(env.items())
+              if kb.component("env", n).cls not in NUMERICS_ENV_CLASSES]
+    if others:
+        out.append("other variables: " + ", ".join(others))
+    if m.slurm is not None:
+        s = m.slurm
+        if _state(s):
+            out.append(f"batch job: {_state(s)}")
         else:
-            console.print(f"git: {g.status} ({g.error})")
+            bits = [f"{label} {v}" for label, v in (
+                ("scheduler", s.scheduler), ("partition", s.partition),
+                ("nodes", s.num_nodes), ("tasks", s.ntasks),
+                ("CPUs per task", s.cpus_per_task), ("GPUs on node", s.gpus_on_node))
+                if v is not None]
+            out.append("batch job: " + ", ".join(bits))
+    if m.toolchain is not None and not _state(m.toolchain):
+        tools = ", ".join(f"{x.name} {x.version}" for x in m.toolchain.tools if x.version)
+        out.append(f"toolchain: {tools or 'no compilers on PATH'}")
+    if m.libraries is not None:
+        lib = m.libraries
+        if _state(lib):
+            out.append(f"libraries: {_state(lib)}")
+        else:
+            moved = [r.soname for r in lib.resolved if r.rule in ("ld_library_path", "preload")]
+            text = f"{len(lib.resolved)} libraries of {lib.module or '?'} resolved"
+            if moved:
+                text += " (through LD_LIBRARY_PATH/LD_PRELOAD: " + ", ".join(moved) + ")"
+            if lib.findings:
+                text += f"; {len(lib.findings)} finding(s): " + "; ".join(lib.findings)
+            out.append(f"libraries: {text}")
     n_pip = len(m.pip.packages) if m.pip else 0
     n_conda = len(m.conda.packages) if m.conda else 0
     line = f"packages: {n_pip} Python distributions"
     if m.conda:
         line += f", {n_conda} conda packages"
-    console.print(line)
-
-    table = Table(title="key packages", show_edge=False, box=None, pad_edge=False)
-    table.add_column("name")
-    table.add_column("version")
-    table.add_column("from")
-    pip = {p.name: p for p in (m.pip.packages if m.pip else ())}
-    conda = {c.name: c for c in (m.conda.packages if m.conda else ())}
-    for name in KEY_PACKAGES:
-        if name in pip:
-            p = pip[name]
-            src = f"conda ({p.conda_package})" if p.origin == "conda" else f"pip ({p.origin})"
-            table.add_row(name, p.version, src)
-        elif name in conda:
-            c = conda[name]
-            table.add_row(name, c.version, f"conda {c.channel or '?'} {c.build}")
-    if table.row_count:
-        console.print(table)
-
-    _render_stack(m, console)
+    out.append(line + " (--all lists every one)")
     data = m.to_dict()
-    for area in [a for a in AREAS if a not in _CORE | _STACK] + list(m.extra):
-        table_data = data.get(area)
-        if isinstance(table_data, dict):
-            status = table_data.get("status", "ok")
-            detail = f"({table_data['error']})" if table_data.get("error") else _scalars(table_data)
-            console.print(f"{area}: {status} {detail}".rstrip(), markup=False)
-    if head.warnings:
-        console.print(f"[yellow]{len(head.warnings)} warning(s) recorded:[/yellow]")
-        for w in head.warnings:
-            console.print(f"  - {w}", markup=False)
+    for area in [a for a in AREAS if a not in _SHOWN] + list(m.extra):
+        table = data.get(area)
+        if isinstance(table, dict):
+            status = table.get("status", "ok")
+            detail = f" ({table['error']})" if table.get("error") else ""
+            out.append(f"{area}: {status}{detail}")
+    if m.lockfiles is not None:
+        lf = m.lockfiles
+        out.append(f"lockfiles: {_state(lf)}" if _state(lf) else
+                   "lockfiles: " + (", ".join(f.path for f in lf.files) or "none"))
+    return out
+
+
+def _wrap(line: str, width: int) -> list[str]:
+    label, sep, _ = line.partition(": ")
+    hang = len(label) + 2 if sep and len(label) < 22 else 4  # noqa: PLR2004
+    # a word longer than the line (a PATH) is broken too: no line is wider than the console
+    return textwrap.wrap(line, width=max(width, 40), subsequent_indent=" " * hang,
+                         break_long_words=True, break_on_hyphens=False) or [""]
+
+
+def render_show(manifest: Manifest, console: Console, *, path: str = "") -> None:
+    """Print the summary of ``manifest`` on ``console``, wrapped to its width, then the key
+    packages (name, version, where from) and any warnings the snapshot recorded."""
+    width = console.width
+    m = manifest
+    for line in summary_lines(m, path=path):
+        for part in _wrap(line, width):
+            console.print(part, markup=False, highlight=False, soft_wrap=True)
+    key, n_cuda = _key_packages(m)
+    if key:
+        console.print("key packages" + (f" ({len(key) - _KEY_LIMIT} more with --all)"
+                                        if len(key) > _KEY_LIMIT else ""), markup=False)
+        _table(console, key[:_KEY_LIMIT])
+    if m.envlock.warnings:
+        console.print(f"{len(m.envlock.warnings)} warning(s) recorded:", markup=False,
+                      style="yellow")
+        for w in m.envlock.warnings:
+            for part in textwrap.wrap(f"  - {w}", width=max(width, 40), subsequent_indent="    ",
+                                      break_long_words=True, break_on_hyphens=False):
+                console.print(part, markup=False, highlight=False, soft_wrap=True)
+
+
+def _table(console: Console, rows: list[tuple[str, str, str]]) -> None:
+    widths = [max(len(r[i]) for r in [("name", "version", "from"), *rows]) for i in range(3)]
+    for r in [("name", "version", "from"), *rows]:
+        console.print("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip(),
+                      markup=False, highlight=False, soft_wrap=True)
+
+
+def render_packages(manifest: Manifest, console: Console) -> None:
+    """Print every package (``show --all``): one per line, name, version and where from."""
+    rows = package_rows(manifest)
+    console.print(f"every package ({len(rows)})", markup=False)
+    _table(console, rows)

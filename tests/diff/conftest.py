@@ -8,6 +8,7 @@ added as plain tables, which the manifest keeps in ``extra``.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -179,3 +180,69 @@ def gpu_table(name: str, cc: str, *, driver: str = "470.182.03", count: int = 1
                     "gpus": [{"index": i, "name": name, "uuid": f"GPU-{i:08x}-0000",
                               "memory": 11_811_160_064, "compute-capability": cc}
                              for i in range(count)]}}
+
+
+# -- every diff of these tests, piped: every version string reaches the log whole ----------------
+_VERSION_WORD = re.compile(r"\d+(?:\.\d+)+[\w.+!-]*")
+
+
+def _versions(value: Any) -> list[str]:
+    """The version strings of one fact value, as its text shows them."""
+    from envlock.diff.facts import Impl, Pkg, display  # noqa: PLC0415
+
+    if isinstance(value, Pkg):
+        return [value.version] if value.version else []
+    if isinstance(value, Impl):
+        return [value.version] if value.version else []
+    if value is None:
+        return []
+    return [w for w in re.split(r"[\s,;()]+", display(value)) if _VERSION_WORD.fullmatch(w)]
+
+
+def _check_piped(result: Any) -> None:
+    """Render ``result`` as ``envlock diff … | cat`` does (not a terminal, 80 columns) and
+    check that every version of every differing fact is in it, whole."""
+    import io  # noqa: PLC0415
+
+    from rich.console import Console  # noqa: PLC0415
+
+    from envlock.diff.engine import ManyDiff  # noqa: PLC0415
+    from envlock.render.diff import render_text  # noqa: PLC0415
+
+    console = Console(file=io.StringIO(), width=80, highlight=False, soft_wrap=False,
+                      color_system=None, force_terminal=False)
+    render_text(result, console, show_all=True)
+    text = console.file.getvalue()
+    words = set(re.split(r"[\s,;()]+", text))
+    if isinstance(result, ManyDiff):
+        values = [x for v in result.varying for x, _, _ in v.values]
+    else:
+        values = [x for c in result.changes for x in c.values]
+    for value in values:
+        for version in _versions(value):
+            assert version in words, (version, text)
+    assert "…" not in text[text.find("Differences ("):] if "Differences (" in text else True
+
+
+@pytest.fixture(autouse=True)
+def _piped_output_holds_every_version(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Every diff a test of this folder computes is also rendered as piped text and checked
+    (the acceptance "piped output of every diff in the tests holds every version in full")."""
+    import envlock.diff as api  # noqa: PLC0415
+
+    seen: list[Any] = []
+    pair, many = api.compare_pair, api.compare_many
+
+    def _pair(*args: Any, **kw: Any) -> Any:
+        seen.append(pair(*args, **kw))
+        return seen[-1]
+
+    def _many(*args: Any, **kw: Any) -> Any:
+        seen.append(many(*args, **kw))
+        return seen[-1]
+
+    monkeypatch.setattr(api, "compare_pair", _pair)
+    monkeypatch.setattr(api, "compare_many", _many)
+    yield seen
+    for result in seen:
+        _check_piped(result)

@@ -110,11 +110,11 @@ def test_c09_every_thread_count_variable_is_a_thread_count(write) -> None:
     for name in names:
         result = _pair(write, build_manifest(env={name: "8"}), build_manifest(env={name: "1"}))
         [change] = result.changes
-        assert (change.component, change.cls) == ("thread-count", "numerical-core"), name
+        assert (change.component, change.cls) == ("thread-count", "blas"), name
         assert result.explanations[0].title == f"thread counts differ: {name} 8 → 1"
     omp = _pair(write, build_manifest(env={"OMP_NUM_THREADS": "8"}),
                 build_manifest(env={"OMP_NUM_THREADS": "1"})).changes[0]
-    assert (omp.component, omp.cls) == ("thread-count", "numerical-core")
+    assert (omp.component, omp.cls) == ("thread-count", "blas")
 
 
 def test_c10_blas_vendor_outranks_version_bumps(write) -> None:
@@ -128,6 +128,9 @@ def test_c10_blas_vendor_outranks_version_bumps(write) -> None:
     assert top.title == "BLAS/LAPACK vendor differs: OpenBLAS in a.toml, MKL in b.toml"
     assert {c.key for c in top.changes} == {"libblas", "libcblas", "liblapack", "libopenblas",
                                             "mkl"}
+    # the fix in the names of the manifest's channel (conda-forge's libblas mutex)
+    assert ("conda (conda-forge): `conda install -c conda-forge 'libblas=*=*openblas'` or "
+            "`conda install -c conda-forge 'libblas=*=*mkl'`") in top.do
     assert [e.title for e in result.explanations[1:]] == [
         "OpenMP runtimes: llvm-openmp 17.0.6 (h4dfa4b3_0, conda-forge) added",
         "pandas 2.2.0 → 2.2.1 (patch)"]
@@ -219,14 +222,17 @@ def test_c05_new_manifest_ranks_below_cpu_vs_cuda_torch(write) -> None:
     assert [e.id for e in result.explanations] == ["torch-variant", "untracked"]
 
 
-def test_c13_commit_change_still_ranks_first_with_untracked_change(write) -> None:
-    a = build_manifest(git=_repo(3))
-    b = build_manifest(git=_repo(4, commit="8" * 40), env={"OMP_NUM_THREADS": "1"})
+def test_c13_commit_change_ranks_by_its_class_with_untracked_change(write) -> None:
+    # the documented order: BLAS vendor and threads > numerical packages > the code >
+    # numerics variables > plumbing; the untracked count joins the commit's explanation
+    a = build_manifest(git=_repo(3), env={"MKL_CBWR": "AUTO"})
+    b = build_manifest(git=_repo(4, commit="8" * 40), env={"OMP_NUM_THREADS": "1",
+                                                            "MKL_CBWR": "COMPATIBLE"})
     result = _pair(write, a, b)
-    top = result.explanations[0]
-    assert top.id == "code"
-    assert top.title == ("the code differs: the repository: commit 999999999999 → "
-                         "888888888888; untracked 3 → 4")
+    assert [e.id for e in result.explanations] == [
+        "threads", "code", "determinism-env:env:MKL_CBWR"]
+    assert result.explanations[1].title == ("the code differs: the repository: commit "
+                                            "999999999999 → 888888888888; untracked 3 → 4")
 
 
 def test_untracked_with_unhashed_dirty_trees_is_still_the_code(write) -> None:

@@ -13,6 +13,7 @@ from envlock import manifest
 from envlock.cli import cli
 from envlock.diff import diff, foreign
 from envlock.diff.engine import PairDiff
+from envlock.diff.facts import display
 from envlock.errors import ManifestError
 
 from .conftest import CONDA_PACKAGES, build_manifest, replace
@@ -93,8 +94,8 @@ def test_bad_kb_is_one_line(drift: list[str], tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["diff", *drift, "--kb", str(kb)])
     assert res.exit_code == 2
     assert res.output == (f"Error: {kb}: 'component[0].class' names unknown class 'nonsense' "
-                          "(known: code, domain, gpu-runtime, interpreter, numerical-core, "
-                          "other, plumbing, tooling)\n")
+                          "(known: blas, code, domain, gpu-runtime, interpreter, numerical-core, "
+                          "numerics-env, other, platform, plumbing, tooling)\n")
 
 
 def test_reader_schema_matches_model() -> None:
@@ -198,6 +199,7 @@ def test_libraries_compared_by_owner_not_path(write) -> None:  # noqa: ANN001
     shadowed = diff([write("c.toml", build_manifest(stack=wheel_a)), write("d.toml", build_manifest(stack=module))])
     (change,) = [c for c in shadowed.changes if c.area == "libraries"]
     assert change.key == "libcudnn.so.9"
-    assert change.values == ("pip package nvidia-cudnn-cu13",
-                             "unowned file /apps/cudnn/v8.0.3/lib64/libcudnn.so.9")
+    assert [display(v) for v in change.values] == [
+        "pip package nvidia-cudnn-cu13",
+        "unowned file /apps/cudnn/v8.0.3/lib64/libcudnn.so.9 (via LD_LIBRARY_PATH)"]
     assert change.cls == "gpu-runtime"

@@ -61,7 +61,8 @@ def test_conda_url(url: str, expected: tuple[str, ...]) -> None:
 
 def test_requirements_pins_and_editable() -> None:
     kind, data, listing = foreign.read(FIXTURES / "requirements.txt")
-    assert (kind, listing) == ("requirements", "partial")
+    # a pip freeze pins everything installed: a complete listing (what it lacks is absent)
+    assert (kind, listing) == ("requirements", "complete")
     pkgs = {p["name"]: p for p in data["pip"]["packages"]}
     assert pkgs["torch"]["version"] == "2.2.1+cu121"
     assert pkgs["jinja2"]["version"] == "3.1.3"
@@ -181,3 +182,16 @@ def test_json_manifest_against_toml(write, tmp_path: Path) -> None:  # noqa: ANN
     assert not result.differ
     assert result.identical == {"code": 4, "package": 27, "cpu": 6, "platform": 4, "env": 2,
                                 "target": 1, "python": 2}
+
+
+@pytest.mark.parametrize(("text", "listing"), [
+    ("numpy==1.26.4\nscipy==1.12.0\n", "complete"),
+    ("--index-url https://download.pytorch.org/whl/cu121\ntorch==2.2.1+cu121\n", "complete"),
+    ("numpy>=1.26\nscipy==1.12.0\n", "partial"),
+    ("numpy\n", "partial"),
+    ("-r base.txt\nnumpy==1.26.4\n", "partial"),
+], ids=["freeze", "freeze-with-index", "range", "bare-name", "include"])
+def test_pip_freeze_is_a_complete_listing(tmp_path: Path, text: str, listing: str) -> None:
+    path = tmp_path / "requirements.txt"
+    path.write_text(text)
+    assert foreign.read(path)[2] == listing

@@ -55,7 +55,7 @@ def test_pair_json_schema(pair: list[str]) -> None:
     doc = json.loads(CliRunner().invoke(cli, ["diff", *pair, "--format", "json"]).output)
     assert doc["schema"] == 1 and doc["mode"] == "pair"
     assert next(e["id"] for e in doc["explanations"]) == "tf32"
-    assert set(doc) == {"schema", "mode", "differ", "inputs", "code", "explanations",
+    assert set(doc) == {"schema", "mode", "differ", "inputs", "code", "context", "explanations",
                         "more_explanations", "differences", "identical", "not_compared",
                         "unlisted"}
 

@@ -68,8 +68,8 @@ CASES = [
     ("positional-empty", 'schema = 1\n[rules.threads]\ndo = "Set {} to 1"\n',
      "positional placeholder {} in 'rules.threads.do'; use a named one ({what})"),
     ("unknown-placeholder", 'schema = 1\n[rules.blas-vendor]\ntitle = "BLAS {vendor}"\n',
-     ("unknown placeholder {vendor} in 'rules.blas-vendor.title' (known: {a}, {b}, {la}, "
-     "{lb})")),
+     ("unknown placeholder {vendor} in 'rules.blas-vendor.title' (known: {a}, {b}, {fix}, "
+     "{la}, {lb})")),
     ("unbalanced", _component(why='"costs {a"'),
      "bad placeholder in 'component[0].why': expected '}' before end of string"),
     ("why-int", _component(why="3"), "expected a string in 'component[0].why', got an integer"),
@@ -81,13 +81,19 @@ CASES = [
     ("rank-range", 'schema = 1\n[classes.lab]\nrank = 500\n',
      "expected an integer from 0 to 100 in 'classes.lab.rank', got 500"),
     ("unknown-rule", 'schema = 1\n[rules.mine]\ntitle = "x"\n',
-     ("unknown rule 'rules.mine' (envlock implements: blas-vendor, code, simd, tf32, threads, "
-     "torch-variant, untracked)")),
+     ("unknown rule 'rules.mine' (envlock implements: blas-vendor, code, loader-path, "
+      "scheduler, simd, tf32, threads, torch-variant, untracked)")),
     ("no-tables", 'schema = 1\n', "no impact-model table"),
     ("components-table", 'schema = 1\n[component]\nid = "x"\n',
      "expected an array of tables ([[component]]) in 'component', got a table"),
     ("needs-match", 'schema = 1\n[[component]]\nid = "x"\nclass = "other"\n',
      "'component[0]' needs id, class and match (lacks match)"),
+    ("edge-when", 'schema = 1\n[[edge]]\ncause = "driver"\naccounts = ["gpu:*"]\nwhen = "x"\n',
+     "unknown condition 'edge[0].when' = 'x' (known: one-side, moved)"),
+    ("edge-needs-accounts", 'schema = 1\n[[edge]]\ncause = "driver"\n',
+     "'edge[0]' needs cause and accounts (lacks accounts)"),
+    ("edge-accounts-int", 'schema = 1\n[[edge]]\ncause = "driver"\naccounts = 3\n',
+     "expected a string or an array of strings in 'edge[0].accounts', got an integer (3)"),
     ("typo", _component().replace("why =", "whyy ="),
      ("unknown key 'component[0].whyy' (expected one of: build-size, class, do, group, id, "
      "match, title, why)")),

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
+
+from rich.console import Console
 
 from click.testing import CliRunner
 
 from envlock.cli import cli
 from envlock.diff import diff
 from envlock.diff.engine import PairDiff
-from envlock.render.diff import ellipsize, layout_columns
+from envlock.render.diff import ellipsize, layout_columns, render_text
 
 from .conftest import CONDA_PACKAGES, PREFIX, build_manifest, replace
 
@@ -37,10 +40,11 @@ def test_long_file_names_and_paths_stay_on_one_line(write, tmp_path, monkeypatch
     write("gra-login3-with-modules.toml", build_manifest(
         host="gra", stack=_libraries("module"),
         conda=replace(CONDA_PACKAGES, pandas=("2.1.4", "py311h320fe9a_0"))))
-    res = CliRunner().invoke(cli, ["diff", "vm-nojob.toml", "gra-login3-with-modules.toml",
-                                   "--width", "100"])
-    assert res.exit_code == 1, res.output
-    lines = res.output.splitlines()
+    result = diff(["vm-nojob.toml", "gra-login3-with-modules.toml"])
+    console = Console(file=io.StringIO(), width=100, highlight=False, soft_wrap=False,
+                      color_system=None)
+    render_text(result, console, cut=True)  # a terminal: cells are cut to fit
+    lines = console.file.getvalue().splitlines()
     table = lines[lines.index("Differences (2)") + 1:]
     assert max(len(x) for x in table) <= 100
     head = table[0].split()
@@ -66,6 +70,29 @@ def test_layout_never_wraps_and_ellipsizes_in_the_middle() -> None:
     assert ellipsize(path, 20) == "/ho…/libtorch_cpu.so"
     assert ellipsize("1 × NVIDIA GeForce RTX 3090", 20) == "1 × NVIDIA… RTX 3090"
     assert ellipsize("short", 20) == "short"
+    # a cut cell keeps its versions whole
+    cell = ellipsize("openblas 0.3.21 (ilp64)", 20)
+    assert len(cell) <= 20 and "0.3.21" in cell
+    cell = ellipsize("13.0.96 (pip) 13.0.96 (toolkit)", 20)
+    assert len(cell) <= 20 and cell.count("13.0.96") == 2
+
+
+def test_piped_output_is_never_cut(write, tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    monkeypatch.chdir(tmp_path)
+    write("vm-nojob.toml", build_manifest(host="vm", stack=_libraries("conda")))
+    write("gra-login3-with-modules.toml", build_manifest(
+        host="gra", stack=_libraries("module"),
+        conda=replace(CONDA_PACKAGES, pandas=("2.1.4", "py311h320fe9a_0"))))
+    res = CliRunner().invoke(cli, ["diff", "vm-nojob.toml", "gra-login3-with-modules.toml",
+                                   "--width", "100"])
+    assert res.exit_code == 1, res.output
+    assert "…" not in res.output
+    lines = res.output.splitlines()
+    facts = lines[lines.index("Differences (2)") + 1:]
+    # too wide for a table at 100 columns: one fact per line, wrapped at spaces
+    assert facts[0] == "  package pandas: 2.2.1 → 2.1.4 (minor, domain)"
+    assert f"{MODULES}/gcc/12.3/lib64/libgomp.so.1.0.0" in res.output
+    assert all(len(x) <= 100 or " " not in x.strip() for x in lines)
 
 
 def test_generic_table_facts_rank_below_classified_ones(write) -> None:  # noqa: ANN001

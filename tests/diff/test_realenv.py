@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from click.testing import CliRunner
+
 import envlock
+from envlock.cli import cli
 from envlock.diff import diff
 from envlock.diff.engine import PairDiff
 
@@ -49,6 +52,65 @@ def test_cpu_venv_against_cuda_venv(cpu_venv: Path, cuda_venv: Path, tmp_path: P
     assert {"torch", "nvidia-cublas", "cudnn", "triton"} <= absorbed
     everywhere = {c.key for e in result.explanations for c in e.changes}
     assert not everywhere & {"pip", "setuptools", "wheel"}
+    # a cause graph: the CUDA build accounts for every nvidia-* wheel, every CUDA library and
+    # the libcuda/libnvidia-ml the CPU build never asks for; no false "driver" explanation
+    ids = [e.id for e in result.explanations]
+    assert "driver" not in ids and not any(i.startswith("driver") for i in ids)
+    cudaish = [c for c in result.changes if c.key.startswith(("nvidia-", "libcu", "libnv"))
+               or c.area == "cuda" or c.key in ("triton", "cudnn", "nccl")]
+    assert len(cudaish) > 40
+    owner = {id(c): e.id for e in result.explanations for c in e.changes}
+    assert {owner.get(id(c)) for c in cudaish} == {"torch-variant"}
+    roles = {c.key for c in top[0].causes}
+    assert "torch" in roles and "nvidia-cublas" not in roles
+    # both snapshots come from this GPU-less host: said once, first among the context facts
+    assert result.context[0].startswith("neither side has a GPU")
+    res = CliRunner().invoke(cli, ["diff", str(tmp_path / "cpu.toml"),
+                                   str(tmp_path / "cuda.toml")])
+    assert res.exit_code == 1
+    assert res.output.count("neither side has a GPU") == 1
+    assert "driver is too old" not in res.output and "ask the admins" not in res.output
+    # piped: every version of every differing fact is in the output whole
+    table = res.output[res.output.index("Differences ("):]
+    assert "openblas 0.3.21 (ilp64)" in table and "…" not in table
+    # the fix names PyTorch's per-variant index, with the variant of each side
+    assert "--index-url https://download.pytorch.org/whl/<variant>" in top[0].do
+    assert "cpu for the CPU-only build of cpu.toml" in top[0].do
+    assert "cu130 for the CUDA 13.0 build of cuda.toml" in top[0].do
+    assert "pytorch-cuda" not in top[0].do
+
+
+@pytest.mark.realenv
+def test_ld_library_path_pair_is_one_explanation(cpu_venv: Path, tmp_path: Path) -> None:
+    """The same venv snapshotted twice, with LD_LIBRARY_PATH set to the system library
+    directory in the second: torch's libgomp and the interpreter's libpython resolve to
+    Debian's copies.  One explanation names the variable and what it moved."""
+    import os
+
+    libdir = "/usr/lib/x86_64-linux-gnu"
+    if not os.path.exists(f"{libdir}/libgomp.so.1"):
+        pytest.skip(f"no libgomp.so.1 in {libdir}")
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
+    a, b = tmp_path / "plain.toml", tmp_path / "ldpath.toml"
+    envlock.snapshot(python=str(cpu_venv / "bin" / "python"), environ=env).write(a)
+    envlock.snapshot(python=str(cpu_venv / "bin" / "python"),
+                     environ={**env, "LD_LIBRARY_PATH": libdir}).write(b)
+    result = diff([a, b])
+    assert isinstance(result, PairDiff)
+    loader = [e for e in result.explanations if e.id == "loader-path"]
+    assert len(loader) == 1
+    ex = loader[0]
+    assert "LD_LIBRARY_PATH" in ex.title and "libgomp.so.1" in ex.title
+    moved = {c.key for c in ex.changes if c.area == "libraries"}
+    assert "libgomp.so.1" in moved
+    assert any(k.startswith("libpython") for k in moved), moved
+    assert [c.key for c in ex.causes] == ["LD_LIBRARY_PATH"]
+    # ranked above plumbing, and no library it moved is an explanation of its own
+    assert ex.score > 20 * 10 + 9
+    assert result.explanations[0] is ex
+    others = {c.key for e in result.explanations if e is not ex for c in e.changes}
+    assert not others & (moved | {"LD_LIBRARY_PATH"})
+    assert "Python 3.11 environment" not in ex.do
 
 
 def _repo(path: Path) -> Path:
@@ -93,6 +155,7 @@ def test_c09_second_snapshot_in_the_repo_blames_the_threads(cpu_venv: Path,
     assert "OMP_NUM_THREADS" in result.explanations[0].title
     assert "code" not in [e.id for e in result.explanations]
     assert result.explanations[-1].id == "untracked"
+    assert "neither side has a GPU" in result.context[0]
 
 
 @pytest.mark.realenv

@@ -253,7 +253,7 @@ def test_missing_conda_lock_is_one_line(tmp_path, monkeypatch):
     result = CliRunner().invoke(cli, ["lock", "-f", str(spec), "-p", "linux-64"])
     assert result.exit_code == 2
     assert result.output == ("Error: conda-lock is not installed; install it with: "
-                             "pip install 'envlock[lock]'\n")
+                             "pip install '.[lock]' (in envlock's checkout)\n")
 
 
 def test_lock_needs_exactly_one_source():

@@ -194,8 +194,12 @@ def check_cpu_build(ctx: Context) -> list[Finding]:
               "(a CPU wheel, or a conda solve that fell back to a *_cpu_* build).",
         evidence=(*_evidence(torch), *reasons),
         fix=(f"pip install 'torch=={(exp.version if want and exp.version else torch.version or '').split('+')[0]}' --index-url {index}",
-             "conda: install a CUDA build (e.g. `pytorch-cuda=12.x` from the pytorch channel, or "
-             "conda-forge `pytorch=*=cuda*`) and check the build string contains 'cuda'"),
+             # the pytorch channel's pytorch-cuda exists for CUDA 11.6-12.4 only (torch <= 2.5)
+             f"conda: install a CUDA build (`conda install -c pytorch -c nvidia pytorch "
+             f"pytorch-cuda={want}`)" if want in ("11.6", "11.7", "11.8", "12.1", "12.4") else
+             "conda: install a CUDA build (conda-forge: `conda install -c conda-forge "
+             f"'pytorch * cuda*' cuda-version={want or '<x.y>'}`) and check the build string "
+             "contains 'cuda'"),
     )]
 
 
