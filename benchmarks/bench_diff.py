@@ -78,7 +78,8 @@ def main() -> None:
         a.write_text(_toml.dumps(manifest(args.packages, 0)))
         b.write_text(_toml.dumps(manifest(args.packages, 1)))
 
-        from envlock.diff import diff, render
+        from envlock.diff import diff
+        from envlock.render import diff as render
 
         best = float("inf")
         for _ in range(args.runs):
