@@ -27,6 +27,7 @@ from envlock.manifest import _model
 from envlock.manifest._schema import SCHEMA, check_header
 
 if TYPE_CHECKING:
+    from envlock.manifest.build import BuildInfo
     from envlock.manifest.libraries import LibrariesInfo
     from envlock.manifest.stack import (
         BlasInfo,
@@ -47,6 +48,9 @@ def _type_namespace() -> dict[str, Any]:
 
     names = {n: getattr(stack_model, n) for n in stack_model.__all__}
     names["LibrariesInfo"] = libraries_model.LibrariesInfo
+    from envlock.manifest import build as build_model  # noqa: PLC0415
+
+    names.update({n: getattr(build_model, n) for n in build_model.__all__})
     return names
 
 __all__ = [
@@ -372,6 +376,7 @@ class Manifest:
     toolchain: ToolchainInfo | None = None
     slurm: SlurmInfo | None = None
     libraries: LibrariesInfo | None = None
+    build: BuildInfo | None = None
     extra: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
     # -- conversion -------------------------------------------------------------------------

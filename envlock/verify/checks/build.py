@@ -35,7 +35,6 @@ from envlock.nvidia import (
     assess_host_compiler,
     host_compiler_range,
     max_cuda_for_driver,
-    parse_arch,
     sm_name,
     vtuple,
 )
@@ -384,8 +383,8 @@ def check_build_arch(ctx: Any) -> list[Finding]:
         )]
     entries = _expand(b.arch_list)
     valid = set(b.torch_supported_archs)
-    bad = [e for e in entries if (valid and e.split("+")[0] not in valid) or not parse_arch(e)
-           or (e.endswith("+PTX") is False and "+" in e)]
+    bad = [e for e in entries if not re.fullmatch(r"\d+\.\d+a?(\+PTX)?", e)
+           or (valid and e.split("+")[0] not in valid)]
     out: list[Finding] = []
     if bad:
         out.append(Finding(
