@@ -539,10 +539,14 @@ def probe_build(
         host_spec = (environ["NVCC_CCBIN"], "NVCC_CCBIN")
     else:
         host_spec = ("gcc", "nvcc's default: gcc on PATH")
+    # Only the /usr/local/cuda step names a system path (re-rooted under ``root``); the other
+    # steps give paths as the environment states them.
+    home_dir = (under_root(root, home) if found_by == "/usr/local/cuda" else Path(home)) if home else None
     nvcc = os.path.join(home, "bin", "nvcc") if home else None
+    nvcc_file = str(home_dir / "bin" / "nvcc") if home_dir else None
     with ThreadPoolExecutor(max_workers=3) as pool:
-        f_nvcc = pool.submit(_version_text, nvcc, runner, timeout, environ) \
-            if nvcc and os.path.isfile(nvcc) else None
+        f_nvcc = pool.submit(_version_text, nvcc_file, runner, timeout, environ) \
+            if nvcc_file and os.path.isfile(nvcc_file) else None
         f_cxx = pool.submit(_compiler, "c++", cxx_spec[0], cxx_spec[1], dirs, runner, timeout, environ, "g++")
         f_host = pool.submit(_compiler, "nvcc-host", host_spec[0], host_spec[1], dirs, runner, timeout,
                              environ, "gcc") if home else None
@@ -559,8 +563,8 @@ def probe_build(
             nvcc_err = f"{nvcc} --version: no 'release X.Y' in its output"
 
     toolkit_version = gcc_max = clang_max = header = None
-    if home:
-        h = under_root(root, home) if root != Path("/") else Path(home)
+    if home_dir is not None:
+        h = home_dir
         inc = [h / "include", *([Path(environ["CUDA_INC_PATH"])] if environ.get("CUDA_INC_PATH") else [])]
         header = next((str(d / "cuda_runtime.h") for d in inc if (d / "cuda_runtime.h").is_file()), None)
         text = read_text(h / "version.json", 1 << 18)
