@@ -175,13 +175,16 @@ def read_torch_gcc_bounds(text: str) -> dict[str, tuple[tuple[int, ...], tuple[i
 
     :returns: ``{}`` when the table is missing or not literal.
     """
+    start = text.find("\nCUDA_GCC_VERSIONS")
+    if start < 0:
+        return {}
     names: dict[str, object] = {}
-    for m in re.finditer(r"^(MINIMUM_\w+)\s*=\s*(\([^)\n]*\))", text, re.M):
+    for m in re.finditer(r"^(MINIMUM_\w+)\s*=\s*(\([^)\n]*\))", text[max(0, start - 4000):start], re.M):
         try:
             names[m.group(1)] = ast.literal_eval(m.group(2))
         except (ValueError, SyntaxError):
             continue
-    m = re.search(r"^CUDA_GCC_VERSIONS\b[^=\n]*=\s*(\{.*?^\})", text, re.M | re.S)
+    m = re.match(r"\nCUDA_GCC_VERSIONS\b[^=\n]*=\s*(\{.*?^\})", text[start:start + 20000], re.M | re.S)
     if not m:
         return {}
     try:
@@ -264,7 +267,7 @@ def read_cxx11_abi(torch_dir: Path) -> tuple[bool | None, str | None]:
         if not data:
             continue
         new = data.count(b"__cxx11")
-        old = len(re.findall(rb"_Z\w*?(?:RKSs|Ss[EI_0-9])", data))
+        old = 0 if new else len(re.findall(rb"_Z\w*?(?:RKSs|Ss[EI_0-9])", data))
         if new:
             return True, f"{lib} .dynstr: {new} names with __cxx11 (std::__cxx11::basic_string)"
         if old:
@@ -480,6 +483,7 @@ def probe_build(
     runner: Runner = run,
     timeout: float = DEFAULT_TIMEOUT,
     virtual: Sequence[VirtualPackage] | None = None,
+    libraries: bool = True,
 ) -> BuildInfo:
     """Record what an extension build in this target would use (module docstring).
 
@@ -491,7 +495,9 @@ def probe_build(
     :param runner: runs ``nvcc``/compilers ``--version``.
     :param timeout: seconds per command.
     :param virtual: the conda virtual packages (:func:`envlock.probes.virtual.probe_virtual`),
-        recorded as given.
+        recorded as given; ``None`` probes them (the driver from ``/proc/driver/nvidia/version``).
+    :param libraries: also read torch's and libstdc++'s ELF files (GCC of ``.comment``, the C++
+        ABI, ``GLIBCXX_*``); ``False`` leaves those fields unset (cheaper: no ELF reader).
     :returns: a :class:`BuildInfo`; ``status="absent"`` when there is neither a torch nor a CUDA
         home.  Never raises.
     """
@@ -586,12 +592,13 @@ def probe_build(
     abi = None
     torch_bounds = None
     if torch_dir is not None:
-        torch_gcc, torch_gcc_src = _torch_gcc(torch_dir)
-        abi, abi_src = read_cxx11_abi(torch_dir)
+        if libraries:
+            torch_gcc, torch_gcc_src = _torch_gcc(torch_dir)
+            abi, abi_src = read_cxx11_abi(torch_dir)
         if release and release in bounds:
             lo, hi = bounds[release]
             torch_bounds = f">={'.'.join(map(str, lo))}, <{'.'.join(map(str, hi))}"
-    libstdcxx, glibcxx = _libstdcxx(prefix, root)
+    libstdcxx, glibcxx = _libstdcxx(prefix, root) if libraries else (None, None)
     conda_pkg = _conda_nvcc(prefix, nvcc) if found_by == "nvcc on PATH" else None
     from envlock.probes.virtual import conda_overrides, probe_virtual  # noqa: PLC0415
 

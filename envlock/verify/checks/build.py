@@ -23,6 +23,7 @@ what ``envlock verify --build`` runs.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from pathlib import Path
@@ -63,10 +64,16 @@ NAMED_ARCHES: tuple[tuple[str, str], ...] = (
 )
 
 
-def build_facts(ctx: Any) -> Any:
+def build_facts(ctx: Any, *, libraries: bool = False) -> Any:
     """The run's :class:`~envlock.manifest.build.BuildInfo`, computed once (shared by the
-    checks through the :class:`~envlock.verify.live.Live` fact cache)."""
+    checks through the :class:`~envlock.verify.live.Live` fact cache).
+
+    :param libraries: also the facts read from ELF files (torch's GCC and C++ ABI, the
+        libstdc++ loaded); without them the ELF reader is not even imported.
+    """
     live = ctx.live
+    if not libraries and "build+libraries" in live._values:  # noqa: SLF001
+        return live._values["build+libraries"]  # noqa: SLF001
 
     def compute() -> Any:
         from envlock.probes.buildenv import probe_build  # noqa: PLC0415
@@ -74,8 +81,8 @@ def build_facts(ctx: Any) -> Any:
         site = [p for p in live.python.path if os.path.isdir(p)]
         return probe_build(env=live.environ, prefix=live.target.prefix, site_dirs=site, runner=live.runner,
                            timeout=live.command_timeout(5.0),
-                           root=Path(live.root), virtual=())
-    return live._get("build", compute)  # noqa: SLF001 - Live's once-per-run fact cache
+                           root=Path(live.root), virtual=(), libraries=libraries)
+    return live._get("build+libraries" if libraries else "build", compute)  # noqa: SLF001 - Live's fact cache
 
 
 def _gpu(ctx: Any) -> Any:
@@ -289,7 +296,7 @@ def _binary_build(version: str | None) -> bool:
 def check_build_abi(ctx: Any) -> list[Finding]:
     """torch built with the old C++ ABI (``_GLIBCXX_USE_CXX11_ABI=0``); and the C++ compiler's
     GCC major against the GCC in torch's ``.comment`` (info)."""
-    b = build_facts(ctx)
+    b = build_facts(ctx, libraries=True)
     out: list[Finding] = []
     if b.torch_cxx11_abi is False:
         out.append(Finding(
@@ -325,7 +332,7 @@ def check_build_libstdcxx(ctx: Any) -> list[Finding]:
     target loads (libstdc++ manual, "ABI Policy and Guidelines"; case C03)."""
     from envlock.probes.buildenv import glibcxx_for_gcc  # noqa: PLC0415
 
-    b = build_facts(ctx)
+    b = build_facts(ctx, libraries=True)
     if not b.libstdcxx_glibcxx:
         return []
     out = []
@@ -511,7 +518,11 @@ def check_build(ctx: Any) -> list[Finding]:
     """The build checks of a plain ``envlock verify``, as one check: the toolkit against torch
     (:func:`check_build_cuda`), the host compilers (:func:`check_build_compiler`) and conda's
     virtual packages (:func:`check_build_virtual`) — each silent unless a build is in view."""
-    return [*check_build_cuda(ctx), *check_build_compiler(ctx), *check_build_virtual(ctx)]
+    out = check_build_virtual(ctx)
+    # Only a CUDA torch can get a CUDA extension: the toolchain is not even looked at otherwise.
+    if any(b.name == "torch" and b.build == "cuda" for b in ctx.live.frameworks()):
+        out = [*check_build_cuda(ctx), *check_build_compiler(ctx), *out]
+    return out
 
 
 #: In every ``envlock verify`` (silent unless a build is in view).
@@ -519,12 +530,22 @@ DEFAULT_BUILD_CHECKS: tuple[tuple[str, Callable[[Any], list[Finding]]], ...] = (
     ("build", check_build),
 )
 
+def _with_libraries(fn: Callable[[Any], list[Finding]]) -> Callable[[Any], list[Finding]]:
+    """``fn`` run on the complete facts (one probe shared by all of ``--build``'s checks)."""
+    @functools.wraps(fn)
+    def run(ctx: Any) -> list[Finding]:
+        build_facts(ctx, libraries=True)
+        return fn(ctx)
+    return run
+
+
 #: ``envlock verify --build``: all build-toolchain checks, in this order.
-BUILD_CHECKS: tuple[tuple[str, Callable[[Any], list[Finding]]], ...] = (
-    ("build-cuda", check_build_toolkit),
-    ("build-compiler", check_build_compiler),
-    ("build-abi", check_build_abi),
-    ("build-libstdcxx", check_build_libstdcxx),
-    ("build-arch", check_build_arch),
-    ("build-virtual", check_build_virtual),
-)
+BUILD_CHECKS: tuple[tuple[str, Callable[[Any], list[Finding]]], ...] = tuple(
+    (name, _with_libraries(fn)) for name, fn in (
+        ("build-cuda", check_build_toolkit),
+        ("build-compiler", check_build_compiler),
+        ("build-abi", check_build_abi),
+        ("build-libstdcxx", check_build_libstdcxx),
+        ("build-arch", check_build_arch),
+        ("build-virtual", check_build_virtual),
+    ))
