@@ -27,7 +27,7 @@ where envlock reads each step (nothing of the target is imported):
 5. **What it will be loaded into** — torch's ``version.py`` (``cuda``), the GCC in the
    ``.comment`` section of ``torch/lib/libtorch_cpu.so``, torch's ``_GLIBCXX_USE_CXX11_ABI``
    (``-D_GLIBCXX_USE_CXX11_ABI=N`` in ``torch/share/cmake/Torch/TorchConfig.cmake`` where
-   torch writes it, else the ``.dynstr`` of ``libc10.so``: mangled names with ``__cxx11``
+   older releases write it, else the ``.dynstr`` of ``libc10.so``: mangled names with ``__cxx11``
    (``std::__cxx11::basic_string``) mean the new ABI, ``Ss`` (old ``std::string``) without any
    ``__cxx11`` the old one), and the ``libstdc++.so.6`` a process loads (the env's
    ``lib/`` copy, else the system's) with its highest ``GLIBCXX_*``.
@@ -248,8 +248,8 @@ def _dynstr(path: str | os.PathLike[str], limit: int = 16 << 20) -> bytes | None
 def read_cxx11_abi(torch_dir: Path) -> tuple[bool | None, str | None]:
     """torch's ``_GLIBCXX_USE_CXX11_ABI`` read without importing torch.
 
-    First ``-D_GLIBCXX_USE_CXX11_ABI=N`` in ``share/cmake/Torch/TorchConfig.cmake`` (torch
-    ≤ 2.6 writes its ABI there for CMake users), else the mangled names in the ``.dynstr`` of
+    First ``-D_GLIBCXX_USE_CXX11_ABI=N`` in ``share/cmake/Torch/TorchConfig.cmake`` (older
+    torch releases write their ABI there for CMake users; the 2.13/2.14 wheels do not), else the mangled names in the ``.dynstr`` of
     ``lib/libc10.so`` (``lib/libtorch_cpu.so``): any ``__cxx11`` (``std::__cxx11::basic_string``,
     ``[abi:cxx11]``) → new ABI; ``Ss`` (``std::string`` of the old ABI) and no ``__cxx11`` → old.
 
