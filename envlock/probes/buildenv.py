@@ -10,7 +10,8 @@ where envlock reads each step (nothing of the target is imported):
    ``$CUDA_PATH`` (the first non-empty), then ``nvcc`` on ``PATH`` — the CUDA home is its
    parent's parent, **without resolving symlinks** (``/usr/local/bin/nvcc`` gives
    ``/usr/local``), then ``/usr/local/cuda`` if it exists (torch 1.x ran ``which nvcc``,
-   2.x ``shutil.which("nvcc")``).  conda's ``cuda-nvcc`` is found through ``PATH``: its
+   recent 2.x ``shutil.which("nvcc")``); torch 0.4's first version tried ``/usr/local/cuda``
+   before ``which nvcc``.  conda's ``cuda-nvcc`` is found through ``PATH``: its
    ``nvcc`` is ``<prefix>/bin/nvcc``, so the CUDA home is the prefix; the conda record that
    installed it is named.
 2. **nvcc** — ``_check_cuda_version()`` runs ``<CUDA home>/bin/nvcc --version`` and takes

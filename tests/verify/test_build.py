@@ -245,6 +245,33 @@ def test_cuda_home_order_is_read_from_the_targets_cpp_extension(world):
                f"{site}/torch/utils/cpp_extension.py _find_cuda_home" in e for e in f.evidence)
 
 
+def test_torch_0_4_order_with_usr_local_cuda_before_which(tmp_path):
+    """torch 0.4's _find_cuda_home tried /usr/local/cuda before `which nvcc` (its structure here)."""
+    text = ("def _find_cuda_home():\n"
+            "    cuda_home = os.environ.get('CUDA_HOME') or os.environ.get('CUDA_PATH')\n"
+            "    if cuda_home is None:\n"
+            "        if sys.platform == 'win32':\n"
+            "            cuda_home = glob.glob('C:/Program Files/NVIDIA GPU Computing Toolkit/CUDA/v*.*')\n"
+            "        else:\n"
+            "            cuda_home = '/usr/local/cuda'\n"
+            "        if not os.path.exists(cuda_home):\n"
+            "            try:\n"
+            "                which = 'where' if sys.platform == 'win32' else 'which'\n"
+            "                nvcc = subprocess.check_output([which, 'nvcc']).decode()\n"
+            "                cuda_home = os.path.dirname(os.path.dirname(nvcc))\n"
+            "            except Exception:\n"
+            "                cuda_home = None\n"
+            "    return cuda_home\n")
+    order = read_cuda_home_order(text)
+    assert order == ("CUDA_HOME", "CUDA_PATH", "/usr/local/cuda", "nvcc on PATH")
+    kit = fake_toolkit(tmp_path / "cuda-11.8", "11.8")
+    (tmp_path / "usr" / "local").mkdir(parents=True)
+    (tmp_path / "usr" / "local" / "cuda").symlink_to(kit)
+    other = fake_toolkit(tmp_path / "cuda-12.4", "12.4")
+    assert find_cuda_home(order, {}, [str(other / "bin")], tmp_path)[:2] == ("/usr/local/cuda", "/usr/local/cuda")
+    assert find_cuda_home(DEFAULT_CUDA_HOME_ORDER, {}, [str(other / "bin")], tmp_path)[:2] == (str(other), "nvcc on PATH")
+
+
 def test_find_cuda_home_does_not_resolve_symlinks(tmp_path):
     kit = fake_toolkit(tmp_path / "cuda-11.8", "11.8")
     (tmp_path / "usr" / "bin").mkdir(parents=True)
