@@ -26,7 +26,14 @@ from envlock.probes.buildenv import (
 )
 from envlock.verify import verify
 from envlock.verify.checks.build import BUILD_CHECKS
-from tests.verify.conftest import fake_nvidia_smi, fake_root, gpu_line, install_torch, site_packages, write_exe
+from tests.verify.conftest import (
+    fake_nvidia_smi,
+    fake_root,
+    gpu_line,
+    install_torch,
+    site_packages,
+    write_exe,
+)
 
 NVCC_VERSION = """\
 nvcc: NVIDIA (R) Cuda compiler driver
@@ -91,7 +98,8 @@ def fake_toolkit(d: Path, release: str, *, host_config: bool = True, nvcc_dir: s
 
 
 def fake_gcc(bindir: Path, version: str, name: str = "gcc") -> Path:
-    return write_exe(bindir / name, "#!/bin/sh\ncat <<'EOF'\n" + GCC_VERSION.format(name=name, version=version) + "EOF\n")
+    text = GCC_VERSION.format(name=name, version=version)
+    return write_exe(bindir / name, "#!/bin/sh\ncat <<'EOF'\n" + text + "EOF\n")
 
 
 @pytest.fixture()
@@ -269,7 +277,8 @@ def test_torch_0_4_order_with_usr_local_cuda_before_which(tmp_path):
     (tmp_path / "usr" / "local" / "cuda").symlink_to(kit)
     other = fake_toolkit(tmp_path / "cuda-12.4", "12.4")
     assert find_cuda_home(order, {}, [str(other / "bin")], tmp_path)[:2] == ("/usr/local/cuda", "/usr/local/cuda")
-    assert find_cuda_home(DEFAULT_CUDA_HOME_ORDER, {}, [str(other / "bin")], tmp_path)[:2] == (str(other), "nvcc on PATH")
+    found = find_cuda_home(DEFAULT_CUDA_HOME_ORDER, {}, [str(other / "bin")], tmp_path)
+    assert found[:2] == (str(other), "nvcc on PATH")
 
 
 def test_find_cuda_home_does_not_resolve_symlinks(tmp_path):
@@ -378,7 +387,8 @@ def test_torch_built_with_the_old_cxx_abi_is_named(world):
 def test_torchconfig_cmake_abi_flag_wins(tmp_path):
     cfg = tmp_path / "torch" / "share" / "cmake" / "Torch" / "TorchConfig.cmake"
     cfg.parent.mkdir(parents=True)
-    cfg.write_text('if(CMAKE_SYSTEM_NAME STREQUAL "Linux")\n  set(TORCH_CXX_FLAGS "-D_GLIBCXX_USE_CXX11_ABI=0")\nendif()\n')
+    cfg.write_text('if(CMAKE_SYSTEM_NAME STREQUAL "Linux")\n'
+                   '  set(TORCH_CXX_FLAGS "-D_GLIBCXX_USE_CXX11_ABI=0")\nendif()\n')
     abi, how = read_cxx11_abi(tmp_path / "torch")
     assert abi is False and how == f"{cfg}: -D_GLIBCXX_USE_CXX11_ABI=0"
     assert read_cxx11_abi(tmp_path / "nothing") == (None, None)
@@ -409,8 +419,11 @@ def test_gcc_glibcxx_table_matches_this_machines_gcc():
     from envlock.libs.elf import read_elf
     from envlock.probes.buildenv import glibcxx_for_gcc
 
-    version = subprocess.run(["gcc", "-dumpfullversion"], capture_output=True, text=True, timeout=30).stdout.strip()
-    so = subprocess.run(["gcc", "-print-file-name=libstdc++.so.6"], capture_output=True, text=True, timeout=30).stdout.strip()
+    def gcc(*args: str) -> str:
+        return subprocess.run(["gcc", *args], check=True, capture_output=True, text=True, timeout=30).stdout.strip()
+
+    version = gcc("-dumpfullversion")
+    so = gcc("-print-file-name=libstdc++.so.6")
     if not Path(so).exists():
         pytest.skip("gcc's libstdc++.so.6 not found")
     names = [n[8:] for n in read_elf(so).defined_versions() if n.startswith("GLIBCXX_") and n[8:9].isdigit()]

@@ -26,8 +26,8 @@ from __future__ import annotations
 import functools
 import os
 import re
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from envlock.findings import Finding
@@ -154,8 +154,8 @@ def _toolkit(ctx: Any, *, required: bool) -> list[Finding]:
                   f"version that was used to compile PyTorch ({b.torch_cuda})\".",
             evidence=ev,
             fix=(f"export CUDA_HOME=<a CUDA {b.torch_cuda} toolkit> (CUDA_HOME is looked up first)",
-                 f"or install a torch built for CUDA {b.nvcc_release.split('.')[0]}.x "
-                 f"(https://download.pytorch.org/whl/cu{b.nvcc_release.replace('.', '')} if it exists)",
+                 (f"or install a torch built for CUDA {b.nvcc_release.split('.')[0]}.x "
+                 f"(https://download.pytorch.org/whl/cu{b.nvcc_release.replace('.', '')} if it exists)"),
                  f"or conda install cuda-nvcc={b.torch_cuda} in the environment"),
         ))
     elif have[:2] != want[:2]:
@@ -238,8 +238,8 @@ def check_build_compiler(ctx: Any) -> list[Finding]:
                       + (" — here -allow-unsupported-compiler is set, so it compiles, at your own risk."
                          if b.allow_unsupported_compiler else ""),
                 evidence=tuple(ev),
-                fix=(f"Use a supported host compiler: export CC=<gcc ≤ {gate or (row.gcc_max if row else '?')}> "
-                     "(cpp_extension passes -ccbin $CC) or NVCC_CCBIN=<it>",
+                fix=((f"Use a supported host compiler: export CC=<gcc ≤ {gate or (row.gcc_max if row else '?')}> "
+                     "(cpp_extension passes -ccbin $CC) or NVCC_CCBIN=<it>"),
                      "or a newer CUDA toolkit whose nvcc supports this compiler"),
             ))
         elif table == "too-new":
@@ -309,8 +309,8 @@ def check_build_abi(ctx: Any) -> list[Finding]:
             evidence=(f"read from {b.torch_cxx11_abi_source}",
                       *(f"C++ compiler: {c.vendor} {c.version} ({c.found_by}): new ABI by default"
                         for c in _compilers(b, "c++") if c.vendor == "gcc")),
-            fix=("Build through torch.utils.cpp_extension, or add -D_GLIBCXX_USE_CXX11_ABI=0 (CMake: "
-                 "${TORCH_CXX_FLAGS} from find_package(Torch)).",
+            fix=(("Build through torch.utils.cpp_extension, or add -D_GLIBCXX_USE_CXX11_ABI=0 (CMake: "
+                 "${TORCH_CXX_FLAGS} from find_package(Torch))."),
                  "Or install a torch built with the new ABI (PyPI wheels are, from torch 2.7)."),
         ))
     if b.torch_gcc:
@@ -349,12 +349,12 @@ def check_build_libstdcxx(ctx: Any) -> list[Finding]:
                       f"target loads has up to GLIBCXX_{b.libstdcxx_glibcxx}",
                 cause="Code compiled by a GCC references libstdc++ symbols of that GCC's version; loading it "
                       f"then fails with \"version `GLIBCXX_{need}' not found (required by …so)\".",
-                evidence=(f"{c.role} compiler: {c.path or c.command} ({c.found_by}): gcc {c.version} ships "
-                          f"GLIBCXX_{need} (libstdc++ manual, ABI policy)",
+                evidence=((f"{c.role} compiler: {c.path or c.command} ({c.found_by}): gcc {c.version} ships "
+                          f"GLIBCXX_{need} (libstdc++ manual, ABI policy)"),
                           f"loaded at run time: {b.libstdcxx} (GLIBCXX_{b.libstdcxx_glibcxx})"),
                 fix=("Build with the GCC whose libstdc++ is loaded, or link with -static-libstdc++.",
-                     f"Or load a newer libstdc++ (conda: libstdcxx-ng ≥ the gcc; or that gcc's lib64 on "
-                     f"LD_LIBRARY_PATH)."),
+                     ("Or load a newer libstdc++ (conda: libstdcxx-ng ≥ the gcc; or that gcc's lib64 on "
+                     "LD_LIBRARY_PATH).")),
             ))
     return out
 
@@ -385,8 +385,8 @@ def check_build_arch(ctx: Any) -> list[Finding]:
                   "(a login node, CUDA_VISIBLE_DEVICES empty) torch 2.x's _get_cuda_arch_flags has an empty "
                   "list (an IndexError in 2.14), older releases built for a default list.",
             evidence=(gpu.error or "no visible GPU", "TORCH_CUDA_ARCH_LIST: unset"),
-            fix=("export TORCH_CUDA_ARCH_LIST=\"<the compute capabilities of the GPUs the job runs on>\" "
-                 "(e.g. \"8.0;9.0+PTX\")",),
+            fix=(("export TORCH_CUDA_ARCH_LIST=\"<the compute capabilities of the GPUs the job runs on>\" "
+                 "(e.g. \"8.0;9.0+PTX\")"),),
         )]
     entries = _expand(b.arch_list)
     valid = set(b.torch_supported_archs)
@@ -451,8 +451,8 @@ def check_build_virtual(ctx: Any) -> list[Finding]:
                 cause="conda's __cuda virtual package is the CUDA the driver supports; the override replaces it, so "
                       "solves here pick CUDA builds that cannot run on this node.",
                 evidence=(f"CONDA_OVERRIDE_CUDA={v} → __cuda={v}", node, *need_ev),
-                fix=("Fine for solving on a login node for GPU nodes; unset it in jobs that run here "
-                     "(unset CONDA_OVERRIDE_CUDA).",),
+                fix=(("Fine for solving on a login node for GPU nodes; unset it in jobs that run here "
+                     "(unset CONDA_OVERRIDE_CUDA)."),),
             ))
         elif supports:
             try:
@@ -486,8 +486,8 @@ def check_build_virtual(ctx: Any) -> list[Finding]:
             cause="Without a driver there is no __cuda virtual package: a solve or install of these packages "
                   "here (conda install/update, conda-lock install) fails with \"nothing provides __cuda\".",
             evidence=(node, "CONDA_OVERRIDE_CUDA: unset", *need_ev),
-            fix=(f"To solve here for GPU nodes: CONDA_OVERRIDE_CUDA={low or '<version>'} conda … "
-                 "(the override is then what makes the solver believe in CUDA)",
+            fix=((f"To solve here for GPU nodes: CONDA_OVERRIDE_CUDA={low or '<version>'} conda … "
+                 "(the override is then what makes the solver believe in CUDA)"),
                  "or solve on a GPU node"),
         ))
     if glibc_override and glibc_override.strip():
