@@ -251,8 +251,9 @@ def read_cxx11_abi(torch_dir: Path) -> tuple[bool | None, str | None]:
 
     First ``-D_GLIBCXX_USE_CXX11_ABI=N`` in ``share/cmake/Torch/TorchConfig.cmake`` (older
     torch releases write their ABI there for CMake users; the 2.13/2.14 wheels do not), else
-    the mangled names in the ``.dynstr`` of ``lib/libc10.so`` (``lib/libtorch_cpu.so``): any ``__cxx11`` (``std::__cxx11::basic_string``,
-    ``[abi:cxx11]``) → new ABI; ``Ss`` (``std::string`` of the old ABI) and no ``__cxx11`` → old.
+    the mangled names in the ``.dynstr`` of ``lib/libc10.so`` (``lib/libtorch_cpu.so``): any
+    ``__cxx11`` (``std::__cxx11::basic_string``, ``[abi:cxx11]``) → new ABI; ``Ss``
+    (``std::string`` of the old ABI) and no ``__cxx11`` → old.
 
     :returns: ``(True = new ABI / False = old / None, how it was read)``.
     """
