@@ -82,3 +82,32 @@ def test_nvidia_table_agrees_with_the_real_host_config_h():
         gcc_max, clang_max = parse_host_config(hc.read_text())
         assert row is not None, release
         assert (gcc_max, clang_max) == (int(row.gcc_max.split(".")[0]), int(row.clang_max.split(".")[0]))
+
+
+ORACLE = """
+import json, os
+from torch.utils import cpp_extension as c
+out = {"cuda_home": c.CUDA_HOME}
+try:
+    c._get_cuda_arch_flags()
+    out["arch_flags"] = "ok"
+except Exception as exc:
+    out["arch_flags"] = type(exc).__name__
+print("ORACLE" + json.dumps(out))
+"""
+
+
+def test_torch_itself_agrees_on_cuda_home_and_arch_flags(cuda_venv, tmp_path):
+    """The oracle: torch's own cpp_extension, run in the target interpreter (imports torch, ~3 s)."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "LC_ALL": "C"}
+    r = subprocess.run([str(cuda_venv / "bin/python"), "-c", ORACLE], check=True, env=env, cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    told = json.loads(next(l for l in r.stdout.splitlines() if l.startswith("ORACLE"))[6:])
+    b = probe_build(env=env, prefix=str(cuda_venv), site_dirs=[str(_site(cuda_venv))])
+    assert told["cuda_home"] == b.cuda_home
+    doc = json.loads(subprocess.run(
+        [sys.executable, "-m", "envlock", "verify", "--build", "--python", str(cuda_venv / "bin/python"),
+         "--format", "json"], check=False, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300).stdout)
+    found = {f["id"] for f in doc["findings"]}
+    if b.cuda_home:  # no GPU here: torch 2.14.1 fails to choose architectures, envlock says so
+        assert (told["arch_flags"] == "IndexError") == ("build.arch-list-unset" in found)
