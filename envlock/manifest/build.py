@@ -80,7 +80,7 @@ class BuildInfo:
     :ivar nvcc_version, nvcc_release: from its ``--version`` (``"12.4.131"``, ``"12.4"``).
     :ivar toolkit_version: the toolkit's ``version.json`` ``cuda.version``, when present.
     :ivar cuda_runtime_header: ``<cuda_home>/include/cuda_runtime.h`` (or under
-        ``$CUDA_INC_PATH``) when it exists: the include path cpp_extension adds.
+        ``$CUDA_INC_PATH``, or conda's ``<cuda_home>/targets/<arch>/include``) when it exists.
     :ivar nvcc_error: why that nvcc could not be asked.
     :ivar path_nvcc: the first ``nvcc`` on ``PATH`` (whether or not it is the one used).
     :ivar host_config_gcc_max, host_config_clang_max: the newest GCC / Clang major the

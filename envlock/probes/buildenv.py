@@ -573,7 +573,10 @@ def probe_build(
     toolkit_version = gcc_max = clang_max = header = None
     if home_dir is not None:
         h = home_dir
-        inc = [h / "include", *([Path(environ["CUDA_INC_PATH"])] if environ.get("CUDA_INC_PATH") else [])]
+        # cpp_extension adds <home>/include (and $CUDA_INC_PATH); conda's CUDA 12+ packages keep
+        # the headers in <prefix>/targets/<arch>/include, which their compiler activation adds.
+        inc = [h / "include", *([Path(environ["CUDA_INC_PATH"])] if environ.get("CUDA_INC_PATH") else []),
+               *sorted((h / "targets").glob("*/include"))]
         header = next((str(d / "cuda_runtime.h") for d in inc if (d / "cuda_runtime.h").is_file()), None)
         text = read_text(h / "version.json", 1 << 18)
         if text:
