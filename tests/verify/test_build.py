@@ -346,6 +346,13 @@ def test_cc_is_the_host_compiler_cpp_extension_passes_to_nvcc(world):
     assert "gcc 14.1.0" in f.title and "NVCC_CCBIN" in f.evidence[0]
 
 
+def test_a_host_compiler_that_does_not_exist_is_named(world):
+    r, _kit = _kit12_world(world, "11.4.0", NVCC_CCBIN="clang-99")
+    f = the(r, "build.compiler-missing")
+    assert f.title == "nvcc's host compiler 'clang-99' (NVCC_CCBIN) is not found"
+    assert "Failed to preprocess host compiler properties" in f.cause
+
+
 def test_cxx_outside_torchs_bounds_is_refused_by_torch(world):
     site = site_packages(world["venv"])
     (site / "torch" / "utils").mkdir(parents=True, exist_ok=True)

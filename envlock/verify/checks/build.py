@@ -7,8 +7,8 @@ computed once per verify run and shared by the checks.  Finding ids, in check or
 * ``build.no-cuda-home``, ``build.nvcc-failed``, ``build.cuda-mismatch``,
   ``build.cuda-minor-mismatch``, ``build.cuda-home-incomplete`` — the toolkit
   (torch's ``_find_cuda_home`` / ``_check_cuda_version``);
-* ``build.host-compiler-unsupported``, ``build.compiler-rejected-by-torch``,
-  ``build.compiler-differs`` — the compilers (the toolkit's ``host_config.h``, NVIDIA's table
+* ``build.compiler-missing``, ``build.host-compiler-unsupported``,
+  ``build.compiler-rejected-by-torch``, ``build.compiler-differs`` — the compilers (the toolkit's ``host_config.h``, NVIDIA's table
   :data:`envlock.nvidia.HOST_COMPILERS`, torch's ``CUDA_GCC_VERSIONS``);
 * ``build.old-cxx-abi`` — torch's ``_GLIBCXX_USE_CXX11_ABI``;
 * ``build.libstdcxx-too-old`` — the libstdc++ loaded vs what a new build may need;
@@ -216,6 +216,18 @@ def check_build_compiler(ctx: Any) -> list[Finding]:
     row = host_compiler_range(b.nvcc_release)
     documented = (f"NVIDIA CUDA Installation Guide for Linux, CUDA {row.cuda}: GCC {row.gcc_min}–{row.gcc_max}, "
                   f"Clang {row.clang_min}–{row.clang_max}") if row else None
+    for c in b.compilers:
+        if c.path is None and c.error:
+            what = "nvcc's host compiler" if c.role == "nvcc-host" else "the C++ compiler"
+            out.append(Finding(
+                id="build.compiler-missing", severity="error",
+                title=f"{what} {c.command!r} ({c.found_by}) is not found",
+                cause=("nvcc cannot run it: \"nvcc fatal : Failed to preprocess host compiler properties\"."
+                       if c.role == "nvcc-host" else
+                       "The build's C++ compile and link steps fail: the compiler does not exist."),
+                evidence=(c.error, f"CUDA {b.nvcc_release} at {b.cuda_home} ({b.cuda_home_found_by})"),
+                fix=("Install it, or point CC/CXX (or NVCC_CCBIN) at a compiler that exists.",),
+            ))
     for c in _compilers(b, "nvcc-host"):
         who = f"{c.vendor} {c.version} ({c.path or c.command}, {c.found_by})"
         major = vtuple(c.version)[0]
