@@ -219,10 +219,14 @@ def test_nvcc_wrapper_outside_the_toolkit_makes_an_incomplete_cuda_home(world):
     assert not [i for i in ids(r) if i.startswith("build.cuda-mismatch")]
 
 
-def test_default_verify_reports_the_mismatch_too(world):
-    r = verify(python=str(world["venv"] / "bin" / "python"), root=str(world["root"]),
+def test_default_verify_reports_the_mismatch_as_a_warning(world, tmp_path):
+    r = verify(python=str(world["venv"] / "bin" / "python"), root=str(world["root"]), cwd=str(tmp_path),
                environ={**world["env"], "CUDA_HOME": str(world["kits"]["12.4"])})
-    assert "build.cuda-mismatch" in ids(r) and "build" in [c.name for c in r.checks]
+    assert the(r, "build.cuda-mismatch").severity == "warning" and "build" in [c.name for c in r.checks]
+    (tmp_path / "envlock.toml").write_text('[verify]\nseverity = { "build.*" = "error" }\n')
+    r = verify(python=str(world["venv"] / "bin" / "python"), root=str(world["root"]), cwd=str(tmp_path),
+               environ={**world["env"], "CUDA_HOME": str(world["kits"]["12.4"])})
+    assert the(r, "build.cuda-mismatch").severity == "error"
 
 
 # -- the lookup order, read from torch's cpp_extension.py -----------------------------------------

@@ -529,12 +529,15 @@ def check_build_virtual(ctx: Any) -> list[Finding]:
 def check_build(ctx: Any) -> list[Finding]:
     """The build checks of a plain ``envlock verify``, as one check: the toolkit against torch
     (:func:`check_build_cuda`), the host compilers (:func:`check_build_compiler`) and conda's
-    virtual packages (:func:`check_build_virtual`) — each silent unless a build is in view."""
+    virtual packages (:func:`check_build_virtual`) — each silent unless a build is in view.
+
+    A job need not build anything, so here an error is reported as a warning (``verify --build``
+    and the policy's ``severity`` give it back its weight)."""
     out = check_build_virtual(ctx)
     # Only a CUDA torch can get a CUDA extension: the toolchain is not even looked at otherwise.
     if any(b.name == "torch" and b.build == "cuda" for b in ctx.live.frameworks()):
         out = [*check_build_cuda(ctx), *check_build_compiler(ctx), *out]
-    return out
+    return [f.with_severity("warning") if f.severity == "error" else f for f in out]
 
 
 #: In every ``envlock verify`` (silent unless a build is in view).
