@@ -319,3 +319,97 @@ def sm_name(cc: str) -> str:
     """``"8.6"`` → ``"sm_86"``, ``"12.0"`` → ``"sm_120"``."""
     major, _, minor = cc.partition(".")
     return f"sm_{major}{minor}"
+
+
+# -- host compilers (nvcc) -------------------------------------------------------------------
+# Source: NVIDIA CUDA Installation Guide for Linux, section "Host Compiler Support Policy" /
+# table "Supported Compilers" (x86_64 column), one edition per CUDA release,
+# https://docs.nvidia.com/cuda/archive/<X.Y.Z>/cuda-installation-guide-linux/ .  Each row is the
+# documented range of GCC and Clang host compilers for ``nvcc`` of that release.  The gate
+# nvcc itself applies is ``include/crt/host_config.h`` of the toolkit ("unsupported GNU
+# version! gcc versions later than N are not supported!"): it checks only the major version,
+# and :mod:`envlock.probes.buildenv` reads it from the toolkit when present; this table is used
+# when that header cannot be read, and to name the documented range.
+
+class HostCompilerRange(NamedTuple):
+    """The host compilers NVIDIA documents for one CUDA release (x86_64 Linux).
+
+    :ivar cuda: ``"major.minor"``.
+    :ivar gcc_min, gcc_max: oldest / newest supported GCC, as NVIDIA writes it (``"6"``,
+        ``"13.2"``); a major-only value means every release of that major.
+    :ivar clang_min, clang_max: likewise for Clang.
+    """
+
+    cuda: str
+    gcc_min: str
+    gcc_max: str
+    clang_min: str
+    clang_max: str
+
+
+#: Newest CUDA release first (CUDA Installation Guide for Linux, "Supported Compilers").
+HOST_COMPILERS: tuple[HostCompilerRange, ...] = (
+    HostCompilerRange("13.0", "6", "15", "7", "20"),
+    HostCompilerRange("12.9", "6", "14", "7", "19"),
+    HostCompilerRange("12.8", "6", "14", "7", "19"),
+    HostCompilerRange("12.6", "6", "13.2", "7", "18"),
+    HostCompilerRange("12.5", "6", "13.2", "7", "17"),
+    HostCompilerRange("12.4", "6", "13.2", "7", "17"),
+    HostCompilerRange("12.3", "6", "12.2", "7", "16"),
+    HostCompilerRange("12.2", "6", "12.2", "7", "15"),
+    HostCompilerRange("12.1", "6", "12.2", "7", "15"),
+    HostCompilerRange("12.0", "6", "12.1", "7", "14"),
+    HostCompilerRange("11.8", "6", "11", "7", "14"),
+    HostCompilerRange("11.7", "6", "11", "7", "13"),
+    HostCompilerRange("11.6", "6", "11", "7", "13"),
+    HostCompilerRange("11.5", "6", "11", "7", "12"),
+    HostCompilerRange("11.4", "6", "11", "7", "12"),
+    HostCompilerRange("11.3", "5", "10", "3.3", "11"),
+    HostCompilerRange("11.2", "5", "10", "3.3", "11"),
+    HostCompilerRange("11.1", "5", "10", "3.3", "10"),
+    HostCompilerRange("11.0", "5", "9", "3.3", "9"),
+    HostCompilerRange("10.2", "5", "8", "3.3", "8"),
+    HostCompilerRange("10.1", "5", "8", "3.3", "8"),
+    HostCompilerRange("10.0", "5", "7", "3.3", "6"),
+)
+
+
+def host_compiler_range(cuda: str) -> HostCompilerRange | None:
+    """The documented host-compiler range of CUDA ``major.minor`` (:data:`HOST_COMPILERS`).
+
+    :param cuda: ``"12.4"``, ``"12.4.131"``.
+    :returns: ``None`` for a release not in the table.
+    :raises ValueError: ``cuda`` is not a version.
+    """
+    major, minor = cuda_major_minor(cuda)
+    key = f"{major}.{minor if minor is not None else 0}"
+    return next((r for r in HOST_COMPILERS if r.cuda == key), None)
+
+
+def assess_host_compiler(cuda: str, vendor: str, version: str) -> str | None:
+    """Judge a host compiler against :data:`HOST_COMPILERS` for CUDA ``cuda``.
+
+    Compared as NVIDIA writes the bounds: a major-only bound covers the whole major
+    (``"15"`` admits 15.2.0), a ``major.minor`` bound is compared on major and minor.
+
+    :param vendor: ``"gcc"`` or ``"clang"`` (others are not judged).
+    :param version: the compiler's version (``"13.2.0"``).
+    :returns: ``"too-new"``, ``"too-old"``, ``"ok"``, or ``None`` when the release or vendor
+        is not in the table.
+    :raises ValueError: a version string is not a version.
+    """
+    row = host_compiler_range(cuda)
+    if row is None or vendor not in ("gcc", "clang"):
+        return None
+    low, high = (row.gcc_min, row.gcc_max) if vendor == "gcc" else (row.clang_min, row.clang_max)
+    have = vtuple(version)
+    hi = vtuple(high)
+    lo = vtuple(low)
+    if have[: len(hi)] > hi:
+        return "too-new"
+    if have[: len(lo)] < lo:
+        return "too-old"
+    return "ok"
+
+
+__all__ += ["HostCompilerRange", "HOST_COMPILERS", "host_compiler_range", "assess_host_compiler"]

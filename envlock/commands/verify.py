@@ -21,6 +21,8 @@ __all__ = ["verify"]
 @click.option("--output-dir", type=click.Path(path_type=str),
               help="Directory the job writes to: must exist, be writable, have free space and inodes.")
 @click.option("--strict", is_flag=True, help="Treat warnings as errors.")
+@click.option("--build", "build", is_flag=True,
+              help="Run only the build-toolchain checks: would a CUDA/C++ extension built here match torch?")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="Output format (json: see docs/verify.md).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing when all is well (text format).")
@@ -34,6 +36,7 @@ def verify(
     prefix: str | None,
     output_dir: str | None,
     strict: bool,
+    build: bool,
     fmt: str,
     quiet: bool,
     timeout: float,
@@ -51,7 +54,7 @@ def verify(
     from envlock.verify import verify as run_verify  # noqa: PLC0415
 
     report = run_verify(manifest=manifest, locks=locks, python=python, prefix=prefix,
-                        output_dir=output_dir, strict=strict, timeout=timeout)
+                        output_dir=output_dir, strict=strict, timeout=timeout, build=build)
     if fmt == "json":
         click.echo(json.dumps(report.to_json(), indent=2))
     elif report.status == "ok" and not any(f.severity != "info" for f in report.findings):

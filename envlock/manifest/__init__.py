@@ -28,6 +28,7 @@ from envlock.manifest._model import Status
 from envlock.manifest._schema import SCHEMA, check_header
 
 if TYPE_CHECKING:
+    from envlock.manifest.build import BuildInfo
     from envlock.manifest.libraries import LibrariesInfo
     from envlock.manifest.stack import (
         BlasInfo,
@@ -48,6 +49,9 @@ def _type_namespace() -> dict[str, Any]:
 
     names = {n: getattr(stack_model, n) for n in stack_model.__all__}
     names["LibrariesInfo"] = libraries_model.LibrariesInfo
+    from envlock.manifest import build as build_model  # noqa: PLC0415
+
+    names.update({n: getattr(build_model, n) for n in build_model.__all__})
     return names
 
 __all__ = [
@@ -373,6 +377,7 @@ class Manifest:
     toolchain: ToolchainInfo | None = None
     slurm: SlurmInfo | None = None
     libraries: LibrariesInfo | None = None
+    build: BuildInfo | None = None
     extra: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
     # -- conversion -------------------------------------------------------------------------

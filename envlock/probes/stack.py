@@ -17,7 +17,9 @@ from typing import Any, TypeVar
 
 from envlock._run import DEFAULT_TIMEOUT, Runner, run
 from envlock.manifest import PipPackage
+from envlock.manifest.build import BuildInfo
 from envlock.probes.blas import probe_blas
+from envlock.probes.buildenv import probe_build
 from envlock.probes.conda import CondaMetaRecord, list_conda_meta
 from envlock.probes.cuda import probe_cuda
 from envlock.probes.frameworks import probe_frameworks
@@ -44,6 +46,7 @@ STACK_AREAS: Mapping[str, type] = {
     "blas": BlasInfo,
     "toolchain": ToolchainInfo,
     "slurm": SlurmInfo,
+    "build": BuildInfo,
 }
 
 
@@ -164,6 +167,15 @@ def probe_stack(
             timeout=per_cmd,
         ),
         "slurm": lambda: probe_slurm(env=env),
+        "build": lambda: probe_build(
+            env=env,
+            prefix=prefix,
+            site_dirs=site_dirs,
+            path_dirs=path_dirs,
+            root=root,
+            runner=runner,
+            timeout=per_cmd,
+        ),
     }
     wanted = [a for a in STACK_AREAS if areas is None or a in areas]
     results: dict[str, Any] = {}

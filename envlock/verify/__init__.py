@@ -173,6 +173,7 @@ def verify(
     config_dir: str | None = None,
     statvfs: Callable[[str], Any] = os.statvfs,
     checks: Sequence[tuple[str, Callable[[Any], list[Finding]]]] | None = None,
+    build: bool = False,
 ) -> VerifyReport:
     """Check the target environment and this node against a manifest and/or lockfiles.
 
@@ -191,6 +192,8 @@ def verify(
         manifest's directory, else ``cwd``).
     :param statvfs: :func:`os.statvfs` or a replacement (tests).
     :param checks: the checks to run (default :data:`envlock.verify.checks.CHECKS`).
+    :param build: run only the build-toolchain checks
+        (:data:`envlock.verify.checks.build.BUILD_CHECKS`, ``verify --build``).
     :raises ManifestError: the manifest or a lockfile is missing or malformed.
     :raises ConfigError: the policy file is malformed.
     :raises TargetError: the target environment cannot be found.
@@ -229,6 +232,10 @@ def verify(
         cwd=cwd,
         statvfs=statvfs,
     )
+    if checks is None and build:
+        from envlock.verify.checks.build import BUILD_CHECKS  # noqa: PLC0415
+
+        checks = [c for c in BUILD_CHECKS if c[0] not in config.skip]
     if checks is None:
         from envlock.verify.checks import CHECKS  # noqa: PLC0415
 

@@ -109,7 +109,10 @@ def _from_table(table: Mapping[str, Any], source: str) -> Config:
     skip = table.get("skip", [])
     from envlock.verify.checks import CHECKS  # noqa: PLC0415
 
+    from envlock.verify.checks.build import BUILD_CHECKS  # noqa: PLC0415
+
     names = [name for name, _ in CHECKS]
+    names += [name for name, _ in BUILD_CHECKS if name not in names]  # verify --build
     if not isinstance(skip, list) or not all(isinstance(c, str) for c in skip):
         raise ConfigError(f"{source}: 'skip' must be a list of check names")
     for c in skip:

@@ -14,6 +14,7 @@ from envlock.cli import cli
 from envlock.errors import ConfigError
 from envlock.findings import Finding
 from envlock.verify import verify
+from envlock.verify.checks import CHECKS
 from envlock.verify.policy import Config, apply_policy, level_for, load_config, parse_size
 from tests.verify.conftest import fake_nvidia_smi, install_dist, install_torch, site_packages, snapshot_to
 
@@ -39,7 +40,7 @@ def test_all_well_is_one_line_and_quiet_is_nothing(tmp_path, venv, clean_env, mo
     r = invoke("--python", str(venv / "bin/python"), "--manifest", str(m))
     assert r.exit_code == 0, r.output
     lines = r.output.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"envlock verify: ok against {m} (14 checks")
+    assert len(lines) == 1 and lines[0].startswith(f"envlock verify: ok against {m} ({len(CHECKS)} checks")
     r = invoke("--python", str(venv / "bin/python"), "--manifest", str(m), "-q")
     assert r.exit_code == 0 and r.output == ""
 
@@ -256,4 +257,4 @@ def test_summary_names_manifest_and_lockfiles(tmp_path, venv, clean_env, monkeyp
     (tmp_path / "pylock.toml").write_text('lock-version = "1.0"\ncreated-by = "uv"\n\n[[packages]]\nname = "numpy"\n'
                                           'version = "1.26.4"\n\n[[packages]]\nname = "requests"\nversion = "2.31.0"\n')
     r = invoke("--python", str(venv / "bin/python"), "--manifest", str(m), "--lock", "pylock.toml")
-    assert r.exit_code == 0 and r.output.startswith(f"envlock verify: ok against {m}, pylock.toml (14 checks")
+    assert r.exit_code == 0 and r.output.startswith(f"envlock verify: ok against {m}, pylock.toml ({len(CHECKS)} checks")

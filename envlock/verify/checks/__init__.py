@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from envlock.verify.checks.allocation import check_gpu_processes, check_visible_devices
+from envlock.verify.checks.build import DEFAULT_BUILD_CHECKS
 from envlock.verify.checks.gpu import check_arch, check_cpu_build, check_driver
 from envlock.verify.checks.isolation import check_isolation
 from envlock.verify.checks.libraries import check_libraries
@@ -41,4 +42,5 @@ CHECKS: tuple[tuple[str, Callable[[Any], list[Any]]], ...] = (
     ("output-dir", check_output_dir),
     ("workdir", check_workdir),
     ("isolation", check_isolation),
+    *DEFAULT_BUILD_CHECKS,
 )

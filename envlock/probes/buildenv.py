@@ -1,0 +1,648 @@
+"""``[build]`` probe: the toolchain a CUDA/C++ extension build would use, found the way the build finds it.
+
+What ``torch.utils.cpp_extension`` (``BuildExtension``, ``load()``) does, step by step, and
+where envlock reads each step (nothing of the target is imported):
+
+1. **CUDA home** — ``_find_cuda_home()``.  The order is read from the target's own
+   ``torch/utils/cpp_extension.py`` (the function's source, parsed with :mod:`ast`: the
+   environment variables it reads, its ``which nvcc``, its ``/usr/local/cuda``), so another
+   torch release is followed as it is written.  In torch 1.x–2.14 it is: ``$CUDA_HOME``, then
+   ``$CUDA_PATH`` (the first non-empty), then ``nvcc`` on ``PATH`` — the CUDA home is its
+   parent's parent, **without resolving symlinks** (``/usr/local/bin/nvcc`` gives
+   ``/usr/local``), then ``/usr/local/cuda`` if it exists (torch 1.x ran ``which nvcc``,
+   recent 2.x ``shutil.which("nvcc")``); torch 0.4's first version tried ``/usr/local/cuda``
+   before ``which nvcc``.  conda's ``cuda-nvcc`` is found through ``PATH``: its
+   ``nvcc`` is ``<prefix>/bin/nvcc``, so the CUDA home is the prefix; the conda record that
+   installed it is named.
+2. **nvcc** — ``_check_cuda_version()`` runs ``<CUDA home>/bin/nvcc --version`` and takes
+   ``release X.Y``; envlock runs the same command (with a timeout; the output is cached per
+   executable).  The toolkit's ``version.json`` and ``include/crt/host_config.h`` (the newest
+   GCC / Clang major nvcc accepts, from its ``#error`` lines) are read from the same home.
+3. **Compilers** — ``.cpp`` files: ``$CXX``, else ``c++`` (``get_cxx_compiler()``; a
+   ``setup.py`` build takes ``$CXX`` over Python's sysconfig ``CXX``).  ``.cu`` files: nvcc's
+   host compiler: ``-ccbin $CC`` when ``CC`` is set (cpp_extension adds it), else
+   ``-ccbin``/``--compiler-bindir`` in ``NVCC_PREPEND_FLAGS``/``NVCC_APPEND_FLAGS``, else
+   ``$NVCC_CCBIN``, else ``gcc`` on ``PATH`` (nvcc's default; ``nvcc -dryrun`` shows it).
+4. **Architectures** — ``TORCH_CUDA_ARCH_LIST`` (``_get_cuda_arch_flags``); unset: the
+   visible GPUs' capabilities.
+5. **What it will be loaded into** — torch's ``version.py`` (``cuda``), the GCC in the
+   ``.comment`` section of ``torch/lib/libtorch_cpu.so``, torch's ``_GLIBCXX_USE_CXX11_ABI``
+   (``-D_GLIBCXX_USE_CXX11_ABI=N`` in ``torch/share/cmake/Torch/TorchConfig.cmake`` where
+   older releases write it, else the ``.dynstr`` of ``libc10.so``: mangled names with ``__cxx11``
+   (``std::__cxx11::basic_string``) mean the new ABI, ``Ss`` (old ``std::string``) without any
+   ``__cxx11`` the old one), and the ``libstdc++.so.6`` a process loads (the env's
+   ``lib/`` copy, else the system's) with its highest ``GLIBCXX_*``.
+6. **conda virtual packages** — :mod:`envlock.probes.virtual`.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import shlex
+import struct
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from envlock._run import DEFAULT_TIMEOUT, Runner, RunResult, run
+from envlock.manifest.build import BuildCompiler, BuildInfo, VirtualPackage
+from envlock.probes._stackutil import read_text, under_root, which
+
+__all__ = [
+    "probe_build",
+    "DEFAULT_CUDA_HOME_ORDER",
+    "read_cuda_home_order",
+    "read_torch_gcc_bounds",
+    "parse_host_config",
+    "parse_nvcc_release",
+    "read_cxx11_abi",
+    "GCC_GLIBCXX",
+    "glibcxx_for_gcc",
+    "find_cuda_home",
+]
+
+#: ``_find_cuda_home``'s order in torch 1.x–2.14 (read from torch 2.14.1's
+#: ``torch/utils/cpp_extension.py``), used when the target's copy cannot be read.
+DEFAULT_CUDA_HOME_ORDER: tuple[str, ...] = ("CUDA_HOME", "CUDA_PATH", "nvcc on PATH", "/usr/local/cuda")
+
+#: ``(GCC release, highest GLIBCXX_ symbol version its libstdc++ defines)``, newest first.
+#: Source: the libstdc++ manual, "ABI Policy and Guidelines", section "Symbol versioning"
+#: (https://gcc.gnu.org/onlinedocs/libstdc++/manual/abi.html).  Code compiled by that GCC may
+#: reference symbols up to that version.
+GCC_GLIBCXX: tuple[tuple[str, str], ...] = (
+    ("15.1", "3.4.34"),
+    ("14.1", "3.4.33"),
+    ("13.2", "3.4.32"),
+    ("13.1", "3.4.31"),
+    ("12.1", "3.4.30"),
+    ("11.1", "3.4.29"),
+    ("10.1", "3.4.28"),
+    ("9.3", "3.4.28"),
+    ("9.2", "3.4.27"),
+    ("9.1", "3.4.26"),
+    ("8.1", "3.4.25"),
+    ("7.2", "3.4.24"),
+    ("7.1", "3.4.23"),
+    ("6.1", "3.4.22"),
+    ("5.1", "3.4.21"),
+    ("4.9", "3.4.20"),
+    ("4.8.3", "3.4.19"),
+)
+
+_SYSTEM_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/lib/x86_64-linux-gnu", "/lib64",
+                    "/usr/lib/aarch64-linux-gnu", "/usr/lib")
+
+
+def _vt(v: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", v))
+
+
+def glibcxx_for_gcc(version: str) -> str | None:
+    """The highest ``GLIBCXX_`` version GCC ``version`` ships (:data:`GCC_GLIBCXX`):
+    ``"13.2.0"`` → ``"3.4.32"``; ``None`` for GCC older than 4.8.3."""
+    have = _vt(version)
+    for gcc, glibcxx in GCC_GLIBCXX:
+        if have >= _vt(gcc):
+            return glibcxx
+    return None
+
+
+# -- reading torch's cpp_extension.py ----------------------------------------------------------
+def _function_source(text: str, name: str) -> str | None:
+    m = re.search(rf"^def {re.escape(name)}\(.*?(?=^\S)", text + "\nEOF", re.S | re.M)
+    return m.group(0) if m else None
+
+
+def read_cuda_home_order(text: str) -> tuple[str, ...] | None:
+    """The CUDA-home lookup order of a ``cpp_extension.py``: ``_find_cuda_home``'s steps in
+    source order, e.g. ``("CUDA_HOME", "CUDA_PATH", "nvcc on PATH", "/usr/local/cuda")``.
+
+    Steps recognised: an environment variable read (``os.environ.get("X")``,
+    ``os.getenv("X")``, ``os.environ["X"]``) → ``"X"``; ``shutil.which("nvcc")`` or a
+    ``which``/``where`` command with ``nvcc`` → ``"nvcc on PATH"``; the literal
+    ``"/usr/local/cuda"``.  ``ROCM_*`` and Windows paths are ignored.
+
+    :returns: ``None`` when the function is missing or does not parse.
+    """
+    src = _function_source(text, "_find_cuda_home")
+    if src is None:
+        return None
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return None
+    found: list[tuple[int, int, str]] = []
+    for node in ast.walk(tree):
+        pos = (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+        if isinstance(node, ast.Call):
+            fn = ast.unparse(node.func)
+            args = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            if fn in ("os.environ.get", "os.getenv") and args:
+                found.append((*pos, args[0]))
+            elif fn.endswith("which") and "nvcc" in args:
+                found.append((*pos, "nvcc on PATH"))
+            elif any(isinstance(a, ast.List) and "nvcc" in ast.unparse(a) for a in node.args):
+                found.append((*pos, "nvcc on PATH"))
+        elif isinstance(node, ast.Subscript) and ast.unparse(node.value) == "os.environ":
+            key = node.slice
+            if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                found.append((*pos, key.value))
+        elif isinstance(node, ast.Constant) and node.value == "/usr/local/cuda":
+            found.append((*pos, "/usr/local/cuda"))
+    order: list[str] = []
+    for _l, _c, step in sorted(found):
+        if step not in order and not step.startswith("ROCM"):
+            order.append(step)
+    return tuple(order) or None
+
+
+def _literal(node: ast.AST, names: Mapping[str, object]) -> object:
+    if isinstance(node, ast.Name) and node.id in names:
+        return names[node.id]
+    if isinstance(node, ast.Tuple):
+        return tuple(_literal(e, names) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return {_literal(k, names): _literal(v, names) for k, v in zip(node.keys, node.values) if k is not None}
+    return ast.literal_eval(node)
+
+
+def read_torch_gcc_bounds(text: str) -> dict[str, tuple[tuple[int, ...], tuple[int, ...]]]:
+    """torch's own host-compiler bounds per CUDA release: ``CUDA_GCC_VERSIONS`` of
+    ``cpp_extension.py`` (``{"12.4": ((6, 0, 0), (14, 0))}``: ``min ≤ gcc < max``, the upper
+    bound exclusive).  ``_check_cuda_version`` raises ``RuntimeError`` outside them for a
+    binary (release) torch unless ``TORCH_DONT_CHECK_COMPILER_ABI`` is set.
+
+    :returns: ``{}`` when the table is missing or not literal.
+    """
+    start = text.find("\nCUDA_GCC_VERSIONS")
+    if start < 0:
+        return {}
+    names: dict[str, object] = {}
+    for m in re.finditer(r"^(MINIMUM_\w+)\s*=\s*(\([^)\n]*\))", text[max(0, start - 4000):start], re.M):
+        try:
+            names[m.group(1)] = ast.literal_eval(m.group(2))
+        except (ValueError, SyntaxError):
+            continue
+    m = re.match(r"\nCUDA_GCC_VERSIONS\b[^=\n]*=\s*(\{.*?^\})", text[start:start + 20000], re.M | re.S)
+    if not m:
+        return {}
+    try:
+        value = _literal(ast.parse(m.group(1), mode="eval").body, names)
+    except (ValueError, SyntaxError, TypeError):
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    out = {}
+    for k, v in value.items():
+        if isinstance(k, str) and isinstance(v, tuple) and len(v) == 2:  # noqa: PLR2004
+            out[k] = v
+    return out
+
+
+def parse_host_config(text: str) -> tuple[int | None, int | None]:
+    """The newest GCC and Clang majors a toolkit's ``include/crt/host_config.h`` accepts, from
+    nvcc's own errors: ``"gcc versions later than 15 are not supported!"`` → 15,
+    ``"clang version must be less than 21"`` → 20 (the Grace and HOS clang checks are skipped).
+    """
+    gcc = re.search(r"unsupported GNU version! gcc versions later than (\d+)", text)
+    clang = re.search(r"unsupported clang version! clang version must be less than (\d+)", text)
+    return (int(gcc.group(1)) if gcc else None, int(clang.group(1)) - 1 if clang else None)
+
+
+def parse_nvcc_release(text: str) -> tuple[str | None, str | None]:
+    """``nvcc --version`` → ``(release, version)``: ``"release 12.4, V12.4.131"`` →
+    ``("12.4", "12.4.131")`` (torch's ``_check_cuda_version`` takes ``release (\\d+[.]\\d+)``)."""
+    m = re.search(r"release (\d+[.]\d+)(?:, V(\d+(?:\.\d+)+))?", text)
+    return (m.group(1), m.group(2)) if m else (None, None)
+
+
+# -- ELF .dynstr (the C++ ABI of torch's libraries) --------------------------------------------
+def _dynstr(path: str | os.PathLike[str], limit: int = 16 << 20) -> bytes | None:
+    """The ``.dynstr`` section of an ELF64 little-endian file (section headers only, bounded)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:  # noqa: PLR2004
+                return None
+            shoff, = struct.unpack_from("<Q", head, 0x28)
+            shentsize, shnum, shstrndx = struct.unpack_from("<HHH", head, 0x3A)
+            if not shoff or shentsize < 64 or shnum > 4096 or shstrndx >= shnum:  # noqa: PLR2004
+                return None
+            fh.seek(shoff)
+            table = fh.read(shentsize * shnum)
+            secs = [struct.unpack_from("<IIQQQQ", table, i * shentsize) for i in range(shnum)]
+            _n, _t, _f, _a, stroff, strsize = secs[shstrndx]
+            fh.seek(stroff)
+            names = fh.read(min(strsize, 1 << 20))
+            for name_off, _typ, _flags, _addr, off, size in secs:
+                end = names.find(b"\0", name_off)
+                if names[name_off:end] == b".dynstr":
+                    fh.seek(off)
+                    return fh.read(min(size, limit))
+    except (OSError, struct.error):
+        return None
+    return None
+
+
+def read_cxx11_abi(torch_dir: Path) -> tuple[bool | None, str | None]:
+    """torch's ``_GLIBCXX_USE_CXX11_ABI`` read without importing torch.
+
+    First ``-D_GLIBCXX_USE_CXX11_ABI=N`` in ``share/cmake/Torch/TorchConfig.cmake`` (older
+    torch releases write their ABI there for CMake users; the 2.13/2.14 wheels do not), else
+    the mangled names in the ``.dynstr`` of ``lib/libc10.so`` (``lib/libtorch_cpu.so``): any
+    ``__cxx11`` (``std::__cxx11::basic_string``, ``[abi:cxx11]``) → new ABI; ``Ss``
+    (``std::string`` of the old ABI) and no ``__cxx11`` → old.
+
+    :returns: ``(True = new ABI / False = old / None, how it was read)``.
+    """
+    cfg = torch_dir / "share" / "cmake" / "Torch" / "TorchConfig.cmake"
+    text = read_text(cfg, 1 << 18)
+    if text:
+        m = re.search(r"-D_GLIBCXX_USE_CXX11_ABI=([01])\b", text)
+        if m:
+            return m.group(1) == "1", f"{cfg}: -D_GLIBCXX_USE_CXX11_ABI={m.group(1)}"
+    for name in ("libc10.so", "libtorch_cpu.so"):
+        lib = torch_dir / "lib" / name
+        data = _dynstr(lib)
+        if not data:
+            continue
+        new = data.count(b"__cxx11")
+        old = 0 if new else len(re.findall(rb"_Z\w*?(?:RKSs|Ss[EI_0-9])", data))
+        if new:
+            return True, f"{lib} .dynstr: {new} names with __cxx11 (std::__cxx11::basic_string)"
+        if old:
+            return False, f"{lib} .dynstr: {old} names with the old std::string (Ss), none with __cxx11"
+    return None, None
+
+
+# -- running a tool ---------------------------------------------------------------------------
+def _version_text(path: str, runner: Runner, timeout: float, env: Mapping[str, str]) -> str | RunResult:
+    """``<path> --version`` output; for the real runner cached per executable (namespace
+    ``tool-versions``, as the toolchain probe does), valid while the file is unchanged."""
+    entry = real = None
+    if runner is run:
+        from envlock import cache as _statcache  # noqa: PLC0415
+
+        real = os.path.realpath(path)
+        entry = _statcache.entry_path("tool-versions", {"v": 1, "tool": os.path.basename(path), "path": real})
+        hit = _statcache.load(entry)
+        if isinstance(hit, str):
+            return hit
+    res = runner([path, "--version"], timeout=timeout, env={**env, "LC_ALL": "C"})
+    if not res.ok:
+        return res
+    out = res.stdout or res.stderr
+    if entry is not None and real is not None:
+        from envlock import cache as _statcache  # noqa: PLC0415
+
+        _statcache.store(entry, [real], out)
+    return out
+
+
+def _cc_version(text: str) -> tuple[str | None, str | None]:
+    from envlock.probes.toolchain import _parse_cc_version  # noqa: PLC0415 - the toolchain probe's parser
+
+    vendor, version = _parse_cc_version(text)
+    if version is None and "Free Software Foundation" in text:
+        # ``c++``/``cc`` print their own name first (``c++ (Debian 12.2.0-14) 12.2.0``); GCC's
+        # copyright line identifies them.
+        first = (text.strip().splitlines() or [""])[0]
+        m = re.search(r"\)\s+(\d+\.\d+(?:\.\d+)?)\b", first)
+        if m:
+            return "gcc", m.group(1)
+    return vendor, version
+
+
+# -- lookups ----------------------------------------------------------------------------------
+def find_cuda_home(
+    order: Sequence[str], environ: Mapping[str, str], path_dirs: Sequence[str], root: Path = Path("/")
+) -> tuple[str | None, str | None, str | None]:
+    """Follow ``order`` (:func:`read_cuda_home_order`) as ``_find_cuda_home`` does.
+
+    :returns: ``(cuda home, the step that found it, the nvcc found on PATH)``;
+        ``(None, None, None)`` when no step gives one.
+    """
+    env_steps = [s for s in order if s not in ("nvcc on PATH", "/usr/local/cuda")]
+    for step in order:
+        if step in env_steps:
+            value = environ.get(step)
+            if value:
+                return value, step, None
+        elif step == "nvcc on PATH":
+            nvcc = which("nvcc", path_dirs)
+            if nvcc:
+                return os.path.dirname(os.path.dirname(nvcc)), step, nvcc
+        elif step == "/usr/local/cuda" and under_root(root, "/usr/local/cuda").exists():
+            return "/usr/local/cuda", step, None
+    return None, None, None
+
+
+def _ccbin_flag(environ: Mapping[str, str]) -> tuple[str, str] | None:
+    for var in ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS"):
+        try:
+            words = shlex.split(environ.get(var, ""))
+        except ValueError:
+            continue
+        for i, w in enumerate(words):
+            for flag in ("-ccbin", "--compiler-bindir"):
+                if w == flag and i + 1 < len(words):
+                    return words[i + 1], var
+                if w.startswith(flag + "="):
+                    return w.split("=", 1)[1], var
+    return None
+
+
+def _resolve(command: str, path_dirs: Sequence[str], *, default_name: str) -> str | None:
+    if "/" in command:
+        if os.path.isdir(command):
+            command = os.path.join(command, default_name)
+        return command if os.path.isfile(command) and os.access(command, os.X_OK) else None
+    return which(command, path_dirs)
+
+
+def _compiler(role: str, command: str, found_by: str, path_dirs: Sequence[str], runner: Runner,
+              timeout: float, env: Mapping[str, str], default_name: str) -> BuildCompiler:
+    path = _resolve(command, path_dirs, default_name=default_name)
+    if path is None:
+        return BuildCompiler(role=role, command=command, found_by=found_by, error=f"{command}: not found")
+    out = _version_text(path, runner, timeout, env)
+    if isinstance(out, RunResult):
+        return BuildCompiler(role=role, command=command, found_by=found_by, path=path,
+                             error=f"{command} --version: {out.status}: {out.detail}")
+    vendor, version = _cc_version(out)
+    if version is None:
+        first = (out.strip().splitlines() or [""])[0][:120]
+        return BuildCompiler(role=role, command=command, found_by=found_by, path=path,
+                             error=f"unrecognised version output: {first!r}")
+    return BuildCompiler(role=role, command=command, found_by=found_by, path=path, vendor=vendor, version=version)
+
+
+def _torch_dir(site_dirs: Sequence[str]) -> Path | None:
+    for d in site_dirs:
+        p = Path(d) / "torch"
+        if (p / "version.py").is_file():
+            return p
+    return None
+
+
+def _torch_version_py(path: Path) -> dict[str, object]:
+    text = read_text(path, 1 << 16) or ""
+    out: dict[str, object] = {}
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return out
+    for node in tree.body:
+        target = value = None
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target, value = node.targets[0], node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            target, value = node.target, node.value
+        if isinstance(target, ast.Name) and value is not None:
+            try:
+                out[target.id] = ast.literal_eval(value)
+            except ValueError:
+                continue
+    return out
+
+
+def _torch_gcc(torch_dir: Path) -> tuple[str | None, str | None]:
+    from envlock.libs.elf import ElfCache, read_elf  # noqa: PLC0415
+
+    for name in ("libtorch_cpu.so", "libtorch_python.so", "libc10.so"):
+        lib = torch_dir / "lib" / name
+        if not lib.exists():
+            continue
+        info = read_elf(lib, cache=ElfCache())
+        versions = [m.group(1) for c in info.comments if (m := re.match(r"GCC: \([^)]*\) (\d+\.\d+(?:\.\d+)?)", c))]
+        if versions:
+            return max(versions, key=_vt), f"{lib} .comment"
+    return None, None
+
+
+def _libstdcxx(prefix: str | None, root: Path) -> tuple[str | None, str | None]:
+    from envlock.libs.elf import ElfCache, read_elf  # noqa: PLC0415
+
+    cands = []
+    if prefix:
+        cands.append(Path(prefix) / "lib" / "libstdc++.so.6")
+    cands += [under_root(root, d) / "libstdc++.so.6" for d in _SYSTEM_LIB_DIRS]
+    for c in cands:
+        if not c.exists():
+            continue
+        info = read_elf(c, cache=ElfCache())
+        best = None
+        for n in info.defined_versions():
+            if n.startswith("GLIBCXX_") and re.fullmatch(r"\d+(\.\d+)*", n[8:]):
+                if best is None or _vt(n[8:]) > _vt(best):
+                    best = n[8:]
+        return os.path.realpath(c), best
+    return None, None
+
+
+def _conda_nvcc(prefix: str | None, nvcc: str | None) -> str | None:
+    if not prefix or not nvcc or not os.path.abspath(nvcc).startswith(os.path.join(prefix, "bin") + os.sep):
+        return None
+    from envlock.probes.conda import list_conda_meta  # noqa: PLC0415
+
+    for r in list_conda_meta(prefix):
+        if r.name in ("cuda-nvcc", "cuda-nvcc_linux-64", "nvcc_linux-64", "cudatoolkit-dev"):
+            return f"{r.name}={r.version}={r.build}"
+    return None
+
+
+def _proc_driver(root: Path) -> dict[str, str | None]:
+    """The driver version from ``/proc/driver/nvidia/version`` and the CUDA it supports
+    (NVIDIA's toolkit driver table) — what conda's ``__cuda`` would be, without loading libcuda."""
+    from envlock.nvidia import max_cuda_for_driver  # noqa: PLC0415
+    from envlock.probes.gpu import _parse_proc_driver_version  # noqa: PLC0415 - the GPU probe's parser
+
+    text = read_text(under_root(root, "/proc/driver/nvidia/version"), 4096)
+    parsed = _parse_proc_driver_version(text) if text else None
+    driver = parsed[0] if parsed else None
+    return {"driver_version": driver, "driver_cuda": max_cuda_for_driver(driver) if driver else None}
+
+
+def target_path(prefix: str | None, environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The ``PATH`` a build in the target would search: ``<prefix>/bin`` first, as activation
+    puts it (the same rule as the snapshot's ``target_path_dirs``)."""
+    dirs = [d for d in environ.get("PATH", "").split(os.pathsep) if d]
+    if prefix:
+        own = os.path.join(prefix, "bin")
+        dirs = [own, *[d for d in dirs if d != own]]
+    return tuple(dirs)
+
+
+def probe_build(
+    *,
+    env: Mapping[str, str] | None = None,
+    prefix: str | None = None,
+    site_dirs: Sequence[str] = (),
+    path_dirs: Sequence[str] | None = None,
+    root: Path = Path("/"),
+    runner: Runner = run,
+    timeout: float = DEFAULT_TIMEOUT,
+    virtual: Sequence[VirtualPackage] | None = None,
+    libraries: bool = True,
+) -> BuildInfo:
+    """Record what an extension build in this target would use (module docstring).
+
+    :param env: the build's environment (``os.environ`` when ``None``).
+    :param prefix: the target prefix (``<prefix>/bin`` first on ``PATH``; its ``lib/libstdc++``).
+    :param site_dirs: the target's site directories (where ``torch`` is found).
+    :param path_dirs: the ``PATH`` to search (default :func:`target_path`).
+    :param root: file-system root for ``/usr/local/cuda`` and system libraries.
+    :param runner: runs ``nvcc``/compilers ``--version``.
+    :param timeout: seconds per command.
+    :param virtual: the conda virtual packages (:func:`envlock.probes.virtual.probe_virtual`),
+        recorded as given; ``None`` probes them (the driver from ``/proc/driver/nvidia/version``).
+    :param libraries: also read torch's and libstdc++'s ELF files (GCC of ``.comment``, the C++
+        ABI, ``GLIBCXX_*``); ``False`` leaves those fields unset (cheaper: no ELF reader).
+    :returns: a :class:`BuildInfo`; ``status="absent"`` when there is neither a torch nor a CUDA
+        home.  Never raises.
+    """
+    environ = dict(os.environ if env is None else env)
+    dirs = tuple(path_dirs) if path_dirs is not None else target_path(prefix, environ)
+    errors: list[str] = []
+    torch_dir = _torch_dir(site_dirs)
+    text: str | None = None
+    order: tuple[str, ...] = DEFAULT_CUDA_HOME_ORDER
+    order_src = "default"
+    bounds: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+    tv: dict[str, object] = {}
+    if torch_dir is not None:
+        tv = _torch_version_py(torch_dir / "version.py")
+        cpp = torch_dir / "utils" / "cpp_extension.py"
+        text = read_text(cpp, 1 << 22)
+        if text is not None:
+            read = read_cuda_home_order(text)
+            if read:
+                order, order_src = read, f"{cpp} _find_cuda_home"
+            else:
+                errors.append(f"{cpp}: _find_cuda_home not readable; default order used")
+            bounds = read_torch_gcc_bounds(text)
+    home, found_by, _nvcc_on_path = find_cuda_home(order, environ, dirs, root)
+    path_nvcc = which("nvcc", dirs)
+    supported_archs: tuple[str, ...] = ()
+    if torch_dir is not None and text is not None:
+        m = re.search(r"supported_arches\s*=\s*(\[[^\]]*\])", text)
+        if m:
+            try:
+                supported_archs = tuple(str(a) for a in ast.literal_eval(m.group(1)))
+            except (ValueError, SyntaxError):
+                supported_archs = ()
+
+    # commands, concurrently: nvcc of the CUDA home, the C++ compiler, nvcc's host compiler
+    cxx_cmd = environ.get("CXX")
+    cxx_word = (shlex.split(cxx_cmd)[0] if cxx_cmd and cxx_cmd.strip() else None)
+    cxx_spec = (cxx_word, "CXX") if cxx_word else ("c++", "default c++ (cpp_extension.get_cxx_compiler)")
+    flag = _ccbin_flag(environ)
+    if environ.get("CC"):
+        host_spec = (environ["CC"].split()[0], "CC (cpp_extension passes -ccbin $CC to nvcc)")
+    elif flag:
+        host_spec = (flag[0], f"-ccbin in {flag[1]}")
+    elif environ.get("NVCC_CCBIN"):
+        host_spec = (environ["NVCC_CCBIN"], "NVCC_CCBIN")
+    else:
+        host_spec = ("gcc", "nvcc's default: gcc on PATH")
+    # Only the /usr/local/cuda step names a system path (re-rooted under ``root``); the other
+    # steps give paths as the environment states them.
+    home_dir = (under_root(root, home) if found_by == "/usr/local/cuda" else Path(home)) if home else None
+    nvcc = os.path.join(home, "bin", "nvcc") if home else None
+    nvcc_file = str(home_dir / "bin" / "nvcc") if home_dir else None
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        f_nvcc = pool.submit(_version_text, nvcc_file, runner, timeout, environ) \
+            if nvcc_file and os.path.isfile(nvcc_file) else None
+        f_cxx = pool.submit(_compiler, "c++", cxx_spec[0], cxx_spec[1], dirs, runner, timeout, environ, "g++")
+        f_host = pool.submit(_compiler, "nvcc-host", host_spec[0], host_spec[1], dirs, runner, timeout,
+                             environ, "gcc") if home else None
+        nvcc_out = f_nvcc.result() if f_nvcc else None
+        compilers = [f_cxx.result()] + ([f_host.result()] if f_host else [])
+    release = full = nvcc_err = None
+    if nvcc and nvcc_out is None:
+        nvcc_err = f"nvcc not found at {nvcc}"
+    elif isinstance(nvcc_out, RunResult):
+        nvcc_err = f"{nvcc} --version: {nvcc_out.status}: {nvcc_out.detail}"
+    elif isinstance(nvcc_out, str):
+        release, full = parse_nvcc_release(nvcc_out)
+        if release is None:
+            nvcc_err = f"{nvcc} --version: no 'release X.Y' in its output"
+
+    toolkit_version = gcc_max = clang_max = header = None
+    if home_dir is not None:
+        h = home_dir
+        # cpp_extension adds <home>/include (and $CUDA_INC_PATH); conda's CUDA 12+ packages keep
+        # the headers in <prefix>/targets/<arch>/include, which their compiler activation adds.
+        inc = [h / "include", *([Path(environ["CUDA_INC_PATH"])] if environ.get("CUDA_INC_PATH") else []),
+               *sorted((h / "targets").glob("*/include"))]
+        header = next((str(d / "cuda_runtime.h") for d in inc if (d / "cuda_runtime.h").is_file()), None)
+        text = read_text(h / "version.json", 1 << 18)
+        if text:
+            m = re.search(r'"cuda"\s*:\s*\{[^}]*"version"\s*:\s*"([^"]+)"', text)
+            toolkit_version = m.group(1) if m else None
+        for hc in [h / "include" / "crt" / "host_config.h",
+                   *sorted((h / "targets").glob("*/include/crt/host_config.h"))]:
+            text = read_text(hc, 1 << 18)
+            if text:
+                gcc_max, clang_max = parse_host_config(text)
+                break
+    allow = None
+    flags = f"{environ.get('NVCC_PREPEND_FLAGS', '')} {environ.get('NVCC_APPEND_FLAGS', '')}"
+    if home:
+        allow = bool(re.search(r"(?:^|\s)-?-allow-unsupported-compiler\b", flags))
+
+    torch_gcc = torch_gcc_src = abi_src = None
+    abi = None
+    torch_bounds = None
+    if torch_dir is not None:
+        if libraries:
+            torch_gcc, torch_gcc_src = _torch_gcc(torch_dir)
+            abi, abi_src = read_cxx11_abi(torch_dir)
+        if release and release in bounds:
+            lo, hi = bounds[release]
+            torch_bounds = f">={'.'.join(map(str, lo))}, <{'.'.join(map(str, hi))}"
+    libstdcxx, glibcxx = _libstdcxx(prefix, root) if libraries else (None, None)
+    conda_pkg = _conda_nvcc(prefix, nvcc) if found_by == "nvcc on PATH" else None
+    from envlock.probes.virtual import conda_overrides, probe_virtual  # noqa: PLC0415
+
+    if virtual is None:
+        virtual = probe_virtual(environ, **_proc_driver(root))
+
+    status = "ok" if (torch_dir is not None or home) else "absent"
+    return BuildInfo(
+        status=status,
+        source=", ".join(s for s in (order_src if torch_dir else None, nvcc if release else None) if s),
+        error="; ".join(errors) or (None if status == "ok" else "no torch and no CUDA home"),
+        cuda_home=home,
+        cuda_home_found_by=found_by,
+        cuda_home_order=order,
+        cuda_home_order_source=order_src,
+        conda_package=conda_pkg,
+        nvcc=nvcc,
+        nvcc_version=full,
+        nvcc_release=release,
+        nvcc_error=nvcc_err,
+        path_nvcc=path_nvcc,
+        toolkit_version=toolkit_version,
+        cuda_runtime_header=header,
+        host_config_gcc_max=gcc_max,
+        host_config_clang_max=clang_max,
+        allow_unsupported_compiler=allow,
+        compilers=tuple(compilers),
+        arch_list=environ.get("TORCH_CUDA_ARCH_LIST"),
+        torch_version=str(tv["__version__"]) if isinstance(tv.get("__version__"), str) else None,
+        torch_cuda=str(tv["cuda"]) if isinstance(tv.get("cuda"), str) else None,
+        torch_location=str(torch_dir) if torch_dir else None,
+        torch_supported_archs=supported_archs,
+        torch_gcc=torch_gcc,
+        torch_gcc_source=torch_gcc_src,
+        torch_gcc_bounds=torch_bounds,
+        torch_cxx11_abi=abi,
+        torch_cxx11_abi_source=abi_src,
+        libstdcxx=libstdcxx,
+        libstdcxx_glibcxx=glibcxx,
+        virtual_packages=tuple(virtual or ()),
+        conda_overrides=conda_overrides(environ),
+    )
