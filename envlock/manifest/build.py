@@ -31,7 +31,7 @@ class VirtualPackage:
     :ivar version: its version (``"12.4"``, ``"2.36"``, ``"6.1.0"``, ``"1"``).
     :ivar build: its build string (``__archspec``: the microarchitecture, e.g. ``"x86_64_v3"``).
     :ivar source: where the value came from (``"CONDA_OVERRIDE_CUDA"``, ``"driver 550.54.14"``,
-        ``'os.confstr("CS_GNU_LIBC_VERSION")'``, ``"platform.release()"``).
+        the glibc detector's source, ``"platform.release()"``).
     :ivar override: the ``CONDA_OVERRIDE_*`` variable that decided it, when one did.
     """
 

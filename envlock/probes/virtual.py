@@ -7,7 +7,8 @@ the plugins in ``conda/plugins/virtual_packages/``):
   process and asks ``cuDriverGetVersion``; no driver, no ``__cuda``.  envlock does not load
   ``libcuda``: it takes the driver's CUDA version from the GPU probe (NVML, else NVIDIA's table
   of toolkit drivers, :func:`envlock.nvidia.max_cuda_for_driver`).
-* ``__glibc``: ``os.confstr("CS_GNU_LIBC_VERSION")`` (conda's ``linux_get_libc_version``).
+* ``__glibc``: glibc's own answer on this machine (:func:`envlock.libs.glibc.detect_glibc`, which asks
+  ``confstr`` as conda's ``linux_get_libc_version`` does).
 * ``__linux``: ``platform.release()`` cut to its leading ``X.Y[.Z[.W]]`` (``6.1.0-18-amd64`` →
   ``6.1.0``); ``__unix`` on every Linux.
 * ``__archspec``: version ``1``, build = the host microarchitecture from ``archspec``
@@ -21,7 +22,6 @@ an empty ``CONDA_OVERRIDE_GLIBC`` drops ``__glibc``, an empty ``CONDA_OVERRIDE_L
 
 from __future__ import annotations
 
-import os
 import platform
 import re
 from collections.abc import Callable, Mapping
@@ -76,7 +76,7 @@ def probe_virtual(
     :param driver_cuda: the CUDA version the NVIDIA driver supports (``"12.4"``), ``None``
         without a driver.
     :param driver_version: the driver version, for the ``source`` text.
-    :param glibc: the glibc version (default ``os.confstr("CS_GNU_LIBC_VERSION")``).
+    :param glibc: the glibc version (default: :func:`envlock.libs.glibc.detect_glibc` of ``/``).
     :param release: the kernel release (default :func:`platform.release`).
     :param system: ``"Linux"``… (default :func:`platform.system`); non-Linux gives only
         ``__cuda`` and ``__archspec``.
@@ -108,12 +108,10 @@ def probe_virtual(
             g = glibc
             src = "glibc"
             if g is None:
-                try:
-                    cs = os.confstr("CS_GNU_LIBC_VERSION") or ""
-                except (ValueError, OSError):
-                    cs = ""
-                g = cs.split()[1] if cs.startswith("glibc ") else None
-                src = 'os.confstr("CS_GNU_LIBC_VERSION")'
+                from envlock.libs.glibc import detect_glibc  # noqa: PLC0415
+
+                found = detect_glibc("/")
+                g, src = (found.version, found.source) if found else (None, src)
             if g:
                 out.append(VirtualPackage(name="__glibc", version=g, build="0", source=src))
         # __linux

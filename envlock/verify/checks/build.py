@@ -503,13 +503,10 @@ def check_build_virtual(ctx: Any) -> list[Finding]:
                  "or solve on a GPU node"),
         ))
     if glibc_override and glibc_override.strip():
-        real = None
-        if ctx.live.root in ("", "/"):
-            try:
-                cs = os.confstr("CS_GNU_LIBC_VERSION") or ""
-            except (ValueError, OSError):
-                cs = ""
-            real = cs.split()[1] if cs.startswith("glibc ") else None
+        from envlock.libs.glibc import detect_glibc  # noqa: PLC0415
+
+        found = detect_glibc(ctx.live.root or "/")
+        real = found.version if found else None
         try:
             higher = real is not None and vtuple(glibc_override) > vtuple(real)
         except ValueError:
