@@ -46,7 +46,8 @@ class TorchState:
     :ivar allow_tf32_cudnn: ``torch.backends.cudnn.allow_tf32``.
     :ivar float32_matmul_precision: ``torch.get_float32_matmul_precision()`` (``highest``,
         ``high``, ``medium``).
-    :ivar num_threads: ``torch.get_num_threads()`` (intra-op pool).
+    :ivar num_threads: ``torch.get_num_threads()`` (intra-op pool); ``num_interop_threads``:
+        ``at::get_num_interop_threads()`` as ``torch.__config__.parallel_info()`` reports it.
     :ivar initial_seed: ``torch.initial_seed()`` of the CPU generator.
     :ivar seed_is_default: the CPU generator still has torch's built-in seed
         (``default_rng_seed_val`` = 67280421310721, ``c10/core/GeneratorImpl.h``): no
@@ -65,6 +66,7 @@ class TorchState:
     allow_tf32_cudnn: bool | None = None
     float32_matmul_precision: str | None = None
     num_threads: int | None = None
+    num_interop_threads: int | None = None
     initial_seed: str | None = None
     seed_is_default: bool | None = None
     rng_state_sha256: str | None = None
