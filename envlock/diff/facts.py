@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from envlock.diff import stackfacts
+from envlock.diff import processfacts, stackfacts
 from envlock.diff.factset import (
     FactSet,
     Impl,
@@ -185,6 +185,7 @@ EXTRACTORS: dict[str, tuple[str, Extractor]] = {
 
 for _name in ("gpu", "cuda", "frameworks", "blas", "toolchain", "slurm"):
     EXTRACTORS[_name] = (_name, getattr(stackfacts, _name))
+EXTRACTORS.update(processfacts.EXTRACTORS)  # [process] (envlock.record) and [run] (run.toml)
 
 #: tables that describe the file rather than the environment.
 _SKIP = frozenset({"envlock", "target"})

@@ -144,7 +144,12 @@ def render_show(manifest: Manifest, console: Console, *, path: str = "") -> None
     data = m.to_dict()
     for area in [a for a in AREAS if a not in _CORE | _STACK] + list(m.extra):
         table_data = data.get(area)
-        if isinstance(table_data, dict):
+        if area in ("run", "process") and isinstance(table_data, dict):  # envlock run / record
+            from envlock.record import summary  # noqa: PLC0415
+
+            for line in getattr(summary, f"{area}_lines")(table_data):
+                console.print(line, markup=False)
+        elif isinstance(table_data, dict):
             status = table_data.get("status", "ok")
             detail = f"({table_data['error']})" if table_data.get("error") else _scalars(table_data)
             console.print(f"{area}: {status} {detail}".rstrip(), markup=False)
