@@ -73,6 +73,7 @@ class Sampler:
     environ: Mapping[str, str]
     runner: Runner = run
     gpu_enabled: bool = True
+    driver_file: str = "/proc/driver/nvidia/version"
     peak_tree: int = 0
     samples: int = 0
     seen: dict[int, tuple[int | None, str]] = field(default_factory=dict)
@@ -88,7 +89,7 @@ class Sampler:
 
     def start(self) -> None:
         """Start sampling (and find ``nvidia-smi`` when an NVIDIA driver is loaded)."""
-        if self.gpu_enabled and os.path.exists("/proc/driver/nvidia/version"):
+        if self.gpu_enabled and os.path.exists(self.driver_file):
             from envlock.verify.live import find_nvidia_smi  # noqa: PLC0415
 
             self._smi = find_nvidia_smi(self.environ)
@@ -304,6 +305,7 @@ def supervise(  # noqa: PLR0913, PLR0915
     granted: Granted | None = None,
     grace: float = GRACE,
     gpu: bool = True,
+    driver_file: str = "/proc/driver/nvidia/version",
     envlock_command: Sequence[str] = (),
     on_findings: Callable[[Sequence[RunFinding]], None] | None = None,
 ) -> RunResult:
@@ -319,7 +321,8 @@ def supervise(  # noqa: PLR0913, PLR0915
         command itself always gets envlock's own environment, unchanged.
     :param granted: the grant (default: read now, :func:`envlock.record.granted.granted`).
     :param grace: seconds between SIGTERM and SIGKILL for leftover processes.
-    :param gpu: sample GPU memory when an NVIDIA driver and ``nvidia-smi`` are present.
+    :param gpu: sample GPU memory when an NVIDIA driver (``driver_file`` exists) and
+        ``nvidia-smi`` (on ``PATH`` of ``environ``) are present.
     :param on_findings: called with the findings before the record is written (printing).
     :returns: a :class:`RunResult`; never raises for the command's failures.
     """
@@ -359,7 +362,8 @@ def supervise(  # noqa: PLR0913, PLR0915
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, sig)
         base = replace(base, pid=proc.pid)
-        sampler = Sampler(root=os.getpid(), environ=env, runner=runner, gpu_enabled=gpu)
+        sampler = Sampler(root=os.getpid(), environ=env, runner=runner, gpu_enabled=gpu,
+                          driver_file=driver_file)
         sampler.start()
         with contextlib.suppress(OSError):
             write(base)
