@@ -180,3 +180,26 @@ def test_stdin_passes_through(tmp_path: Path) -> None:
                         "bash", "-c", "read x; echo got:$x; echo err >&2"], cwd=tmp_path,
                        input="hello\n", capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout == "got:hello\n" and "err" in r.stderr
+
+
+def test_verify_policy_stops_or_reports(tmp_path: Path) -> None:
+    """--verify error: a manifest with another click version stops the run before CMD (exit 1,
+    a not-started record); --verify report prints the same findings and runs CMD anyway."""
+    from dataclasses import replace
+
+    import envlock
+
+    m = envlock.snapshot(stack=False, libraries=False)
+    pkgs = tuple(replace(p, version="0.0.1") if p.name == "click" else p for p in m.pip.packages)
+    replace(m, pip=replace(m.pip, packages=pkgs)).write(tmp_path / "m.toml")
+    stop = envlock_run(["--dir", "v1", "--verify", "error", "-m", "m.toml", "--",
+                        sys.executable, "-c", "open('ran', 'w')"], tmp_path)
+    assert stop.returncode == 1 and not (tmp_path / "ran").exists()
+    assert "click" in stop.stderr and stop.stderr.strip().splitlines()[-1].startswith("Error: verify failed")
+    rec = run_from_dict(tomllib.loads((tmp_path / "v1" / "run.toml").read_text())["run"])
+    assert rec.outcome == "not-started" and rec.verify == "error" and rec.verify_exit == 1
+    go = envlock_run(["--dir", "v2", "--verify", "report", "-m", "m.toml", "--",
+                      sys.executable, "-c", "open('ran', 'w')"], tmp_path)
+    assert go.returncode == 0 and (tmp_path / "ran").exists() and "click" in go.stderr
+    rec = run_from_dict(tomllib.loads((tmp_path / "v2" / "run.toml").read_text())["run"])
+    assert rec.outcome == "succeeded" and rec.verify == "report" and rec.verify_exit == 1
