@@ -43,6 +43,8 @@ def run(run_dir: str, verify_policy: str, manifest: str | None, python: str | No
     """
     from envlock.record import job  # noqa: PLC0415
 
+    if manifest and verify_policy == "none":
+        fail("--manifest is what --verify compares with; add --verify error (or report, strict)")
     argv = ["envlock", *sys.argv[1:]]
     path = job.prepare_dir(job.expand_dir(run_dir), force=force)
     say = (lambda _m: None) if quiet else (lambda m: click.echo(f"envlock run: {m}", err=True))

@@ -107,6 +107,7 @@ def test_sigterm_reaches_the_command(tmp_path: Path) -> None:
         "    open('checkpoint.pt', 'w').write('step 7')\n"
         "    sys.exit(0)\n"
         "signal.signal(signal.SIGTERM, stop)\n"
+        "signal.signal(signal.SIGUSR1, lambda s, f: print('usr1', flush=True))\n"
         "print('ready', flush=True)\n"
         "time.sleep(60)\n")
     p = subprocess.Popen([sys.executable, "-m", "envlock", "run", "--dir", "t", "-q", "--",
@@ -114,13 +115,16 @@ def test_sigterm_reaches_the_command(tmp_path: Path) -> None:
                          stderr=subprocess.PIPE, text=True)
     assert p.stdout is not None
     assert p.stdout.readline().strip() == "ready"
+    p.send_signal(signal.SIGUSR1)  # Slurm's --signal warning: forwarded, the job goes on
+    assert p.stdout.readline().strip() == "usr1"
     p.send_signal(signal.SIGTERM)  # to envlock only: the command is in its own process group
     _out, err = p.communicate(timeout=30)
     assert p.returncode == 0, err
     assert (tmp_path / "checkpoint.pt").read_text() == "step 7"
     rec = run_from_dict(tomllib.loads((tmp_path / "t" / "run.toml").read_text())["run"])
     assert rec.outcome == "terminated" and rec.exit_status == 0
-    assert [s.name for s in rec.signals] == ["SIGTERM"] and rec.signals[0].forwarded
+    assert [s.name for s in rec.signals] == ["SIGUSR1", "SIGTERM"]
+    assert all(s.forwarded for s in rec.signals)
     assert any(f.id == "run.terminated" and "SIGTERM" in f.title for f in rec.findings)
 
 
