@@ -282,6 +282,24 @@ def _tcset(pgid: int) -> None:
         signal.signal(signal.SIGTTOU, old)
 
 
+def _wait(pid: int, term_owner: int | None) -> tuple[int, Any]:
+    """Wait for ``pid`` to end.  On a terminal, act as a job-control proxy: when the command is
+    stopped (Ctrl-Z) take the terminal back and stop envlock too, so the shell regains control;
+    on ``fg`` give the terminal to the command again and continue it (what a shell does,
+    POSIX "Job Control")."""
+    while True:
+        _, status, usage = os.wait4(pid, os.WUNTRACED if term_owner is not None else 0)
+        if not os.WIFSTOPPED(status):
+            return status, usage
+        _tcset(term_owner)  # type: ignore[arg-type]
+        os.kill(os.getpid(), signal.SIGSTOP)
+        with contextlib.suppress(OSError):  # resumed: in the foreground (fg) or not (bg)
+            if os.tcgetpgrp(0) == os.getpgrp():
+                _tcset(pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGCONT)
+
+
 def _outcome(exit_status: int | None, sig: str | None, received: Sequence[str]) -> str:
     if any(s in ("SIGTERM", "SIGINT") for s in received):
         return "terminated"
@@ -358,6 +376,9 @@ def supervise(  # noqa: PLR0913, PLR0915
         state["pgid"] = proc.pid
         if term_owner is not None:
             _tcset(proc.pid)
+            # a read of the terminal before the hand-over stopped it (SIGTTIN): resume it
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGCONT)
         for sig in state.pop("pending", []):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, sig)
@@ -367,7 +388,7 @@ def supervise(  # noqa: PLR0913, PLR0915
         sampler.start()
         with contextlib.suppress(OSError):
             write(base)
-        _, status, usage = os.wait4(proc.pid, 0)
+        status, usage = _wait(proc.pid, term_owner)
         proc.returncode = exit_code_of(status)[2]  # waited for here; Popen must not wait again
         wall = time.monotonic() - t0
         if term_owner is not None:

@@ -207,3 +207,16 @@ def test_verify_policy_stops_or_reports(tmp_path: Path) -> None:
     assert go.returncode == 0 and (tmp_path / "ran").exists() and "click" in go.stderr
     rec = run_from_dict(tomllib.loads((tmp_path / "v2" / "run.toml").read_text())["run"])
     assert rec.outcome == "succeeded" and rec.verify == "report" and rec.verify_exit == 1
+
+
+@pytest.mark.skipif(shutil.which("script") is None, reason="needs script(1) for a pseudo-terminal")
+def test_terminal_is_handed_to_the_command(tmp_path: Path) -> None:
+    """On a terminal the command's process group becomes the foreground group: it reads the
+    terminal without being stopped by SIGTTIN (util-linux script(1) provides the pty)."""
+    inner = (f"{sys.executable} -m envlock run -q --dir {tmp_path / 'tty'} -- "
+             "bash -c 'read x; echo got:$x'")
+    r = subprocess.run(["script", "-qec", inner, "/dev/null"], input="hello\n", text=True,
+                       capture_output=True, timeout=30, cwd=tmp_path)
+    assert r.returncode == 0 and "got:hello" in r.stdout
+    rec = run_from_dict(tomllib.loads((tmp_path / "tty" / "run.toml").read_text())["run"])
+    assert rec.outcome == "succeeded"
