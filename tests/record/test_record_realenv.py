@@ -27,6 +27,8 @@ import numpy as np
 import torch
 
 bench = sys.argv[2] == "1"
+if sys.argv[3] == "1":
+    import scipy.linalg  # a second OpenBLAS copy (scipy's own wheel bundles one)
 torch.manual_seed(0); np.random.seed(0); random.seed(0)
 torch.backends.cudnn.benchmark = bench
 torch.backends.cudnn.deterministic = True
@@ -72,20 +74,21 @@ def _deps_dir(tmp: Path) -> Path:
     return d
 
 
-def _record(venv: Path, tmp: Path, out: str, bench: bool) -> dict:
+def _record(venv: Path, tmp: Path, out: str, bench: bool, scipy: bool = False) -> dict:
     prog = tmp / "train.py"
     prog.write_text(PROGRAM)
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
     env["PYTHONPATH"] = f"{ROOT}{os.pathsep}{_deps_dir(tmp) if not (tmp / 'deps').exists() else tmp / 'deps'}"
     env["RANK"] = "3"
-    r = subprocess.run([str(venv / "bin" / "python"), str(prog), out, "1" if bench else "0"],
+    r = subprocess.run([str(venv / "bin" / "python"), str(prog), out, "1" if bench else "0",
+                        "1" if scipy else "0"],
                        cwd=tmp, capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 def test_record_in_a_torch_program(cpu_venv: Path, tmp_path: Path) -> None:
-    seen = _record(cpu_venv, tmp_path, "rec-{rank}-on.toml", True)
+    seen = _record(cpu_venv, tmp_path, "rec-{rank}-on.toml", True, scipy=True)
     assert seen["same"] is True  # RNG states, thread counts unchanged
     assert seen["cuda"] is False  # no CUDA initialisation
     frameworks = ("torch", "numpy", "scipy", "threadpoolctl", "jax", "tensorflow")
@@ -118,7 +121,11 @@ def test_record_in_a_torch_program(cpu_venv: Path, tmp_path: Path) -> None:
     omp = [p for (api, name), p in pools.items() if api == "openmp" and p.path.startswith(torch_lib)]
     assert omp and omp[0].num_threads == 1  # torch.set_num_threads(1) sets OpenMP's count
     blas = [p for (api, _), p in pools.items() if api == "openblas"]
-    assert blas and all(p.num_threads and p.num_threads >= 1 for p in blas)
+    assert len(blas) == 2 and all(p.num_threads and p.num_threads >= 1 for p in blas)
+    # each copy reports its own version (openblas_get_config), as its file name says
+    for p in blas:
+        assert p.version and f"{p.version.split('.', 1)[1]}.so" in os.path.basename(p.path)
+    assert {os.path.basename(os.path.dirname(p.path)) for p in blas} == {"numpy.libs", "scipy.libs"}
     assert proc.cost is not None and proc.cost < 0.5, proc.cost
 
 
