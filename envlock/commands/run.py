@@ -86,6 +86,8 @@ def run(run_dir: str, verify_policy: str, manifest: str | None, python: str | No
                        manifest_path=manifest_path, verify=None if verify_policy == "none"
                        else verify_policy, verify_exit=verify_exit, keep_children=keep_children,
                        envlock_command=argv, on_findings=show)
+    if result.write_error:
+        click.echo(f"Error: could not write the run record: {result.write_error}", err=True)
     if result.record.outcome == "not-started":
         click.echo(f"Error: {result.record.error}", err=True)
     say(f"{result.record.outcome}; record {result.path}")

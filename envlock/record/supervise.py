@@ -163,11 +163,13 @@ class Sampler:
 
 @dataclass(frozen=True)
 class RunResult:
-    """What :func:`supervise` did: the record written and the exit code to return."""
+    """What :func:`supervise` did: the record written (``write_error`` when it could not be:
+    the exit code is still the command's) and the exit code to return."""
 
     record: RunInfo
     path: str
     exit_code: int
+    write_error: str | None = None
 
 
 def exit_code_of(status: int) -> tuple[int | None, str | None, int]:
@@ -371,7 +373,10 @@ def supervise(  # noqa: PLR0913, PLR0915
             code = 127 if isinstance(exc, FileNotFoundError) else 126
             info = replace(base, outcome="not-started", end=_utc(), exit_code=code,
                            error=f"{command[0]}: {exc.strerror or exc}")
-            write(info)
+            try:
+                write(info)
+            except OSError as err:
+                return RunResult(info, record_path, code, write_error=f"{record_path}: {err}")
             return RunResult(info, record_path, code)
         state["pgid"] = proc.pid
         if term_owner is not None:
@@ -438,7 +443,10 @@ def supervise(  # noqa: PLR0913, PLR0915
                    resources=resources, children=children, findings=tuple(findings))
     if on_findings is not None:
         on_findings(findings)
-    write(info)
+    try:
+        write(info)
+    except OSError as exc:  # the command's exit status matters more than its record
+        return RunResult(info, record_path, code, write_error=f"{record_path}: {exc.strerror or exc}")
     return RunResult(info, record_path, code)
 
 

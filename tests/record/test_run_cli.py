@@ -220,3 +220,13 @@ def test_terminal_is_handed_to_the_command(tmp_path: Path) -> None:
     assert r.returncode == 0 and "got:hello" in r.stdout
     rec = run_from_dict(tomllib.loads((tmp_path / "tty" / "run.toml").read_text())["run"])
     assert rec.outcome == "succeeded"
+
+
+def test_unwritable_record_keeps_the_exit_status(tmp_path: Path) -> None:
+    """A record that cannot be written (here the job puts a directory where run.toml goes)
+    loses the record, not the command's exit status."""
+    d = tmp_path / "rw"
+    r = envlock_run(["--dir", "rw", "-q", "--", "bash", "-c",
+                     f"rm -f {d}/run.toml; mkdir {d}/run.toml; exit 4"], tmp_path)
+    assert r.returncode == 4
+    assert "Error: could not write the run record: " in r.stderr
