@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import resource
 import signal
 import socket
 import subprocess
@@ -449,7 +448,3 @@ def supervise(  # noqa: PLR0913, PLR0915
         return RunResult(info, record_path, code, write_error=f"{record_path}: {exc.strerror or exc}")
     return RunResult(info, record_path, code)
 
-
-def rusage_children() -> resource.struct_rusage:
-    """``getrusage(RUSAGE_CHILDREN)`` of this process (for callers comparing figures)."""
-    return resource.getrusage(resource.RUSAGE_CHILDREN)
