@@ -18,8 +18,10 @@ def test_gpu_memory_of_the_run_and_of_leftovers(tmp_path: Path) -> None:
     bindir = tmp_path / "bin"
     bindir.mkdir()
     smi = bindir / "nvidia-smi"
+    calls = tmp_path / "calls"
     smi.write_text("#!/bin/sh\n"  # pid, used_memory [MiB], gpu_uuid — as nvidia-smi prints them
-                   f"n=2048; while read p; do echo \"$p, $n, GPU-4f3c\"; n=1024; done < {pids}\n")
+                   f"n=2048; while read p; do echo \"$p, $n, GPU-4f3c\"; n=1024; done < {pids}\n"
+                   f"echo x >> {calls}\n")
     smi.chmod(0o755)
     driver = tmp_path / "version"
     driver.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15\n")
@@ -29,7 +31,16 @@ def test_gpu_memory_of_the_run_and_of_leftovers(tmp_path: Path) -> None:
         open({str(pids)!r}, "w").write(f"{{os.getpid()}}\\n")
         c = subprocess.Popen([sys.executable, "-c",
             "import os, time; open({str(pids)!r}, 'a').write(f'{{os.getpid()}}\\\\n'); time.sleep(60)"])
-        time.sleep(1.6)
+        def n():
+            try:
+                return len(open({str(calls)!r}).read().split())
+            except OSError:
+                return 0
+        while len(open({str(pids)!r}).read().split()) < 2:
+            time.sleep(0.02)
+        seen = n()
+        while n() <= seen:   # one GPU sample after both pids were listed
+            time.sleep(0.05)
     """))
     driver_code = textwrap.dedent(f"""
         import os, sys
