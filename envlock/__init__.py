@@ -4,7 +4,9 @@ The public API is small and cheap to import (nothing heavy is loaded until used)
 
 * :func:`snapshot` — observe a target environment, return a :class:`~envlock.manifest.Manifest`;
 * :func:`load` — read a manifest file;
-* :class:`Manifest` — the model; ``Manifest.write(path)`` writes it atomically.
+* :class:`Manifest` — the model; ``Manifest.write(path)`` writes it atomically;
+* :func:`record` — inside a running program: the snapshot plus a ``[process]`` table of what only
+  the live process knows (determinism flags, seeds, thread pools, mapped libraries).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from envlock._version import __version__
 
-__all__ = ["__version__", "snapshot", "load", "Manifest"]
+__all__ = ["__version__", "snapshot", "load", "Manifest", "record"]
 
 if TYPE_CHECKING:
     from envlock.manifest import Manifest
@@ -36,6 +38,11 @@ def __getattr__(name: str) -> Any:
         from envlock.probes.snapshot import snapshot  # noqa: PLC0415
 
         return snapshot
+    if name == "record":
+        # the package envlock.record is itself callable as envlock.record(path, extra=...)
+        import envlock.record as _record  # noqa: PLC0415
+
+        return _record
     if name == "Manifest":
         from envlock.manifest import Manifest  # noqa: PLC0415
 

@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "lock": ("envlock.commands.lock", "lock", "Write lockfiles from an environment or a spec."),
     "restore": ("envlock.commands.lock", "restore", "Print the commands that recreate an env."),
     "verify": ("envlock.commands.verify", "verify", "Check that this job will run as intended."),
+    "run": ("envlock.commands.run", "run", "Run a job's command and record the run (run.toml)."),
 }
 
 

@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from envlock.diff import stackfacts
+from envlock.diff import processfacts, stackfacts
 from envlock.diff.factset import (
     FactSet,
     Impl,
@@ -201,6 +201,7 @@ EXTRACTORS: dict[str, tuple[str, Extractor]] = {
 
 for _name in ("gpu", "cuda", "frameworks", "blas", "toolchain", "slurm"):
     EXTRACTORS[_name] = (_name, getattr(stackfacts, _name))
+EXTRACTORS.update(processfacts.EXTRACTORS)  # [process] (envlock.record) and [run] (run.toml)
 
 #: tables that describe the file rather than the environment.
 _SKIP = frozenset({"envlock", "target"})

@@ -212,6 +212,7 @@ def load_kb(extra: Iterable[str | os.PathLike[str]] = ()) -> KB:
     aliases = dict(base.get("aliases", {}))
     rules = {k: dict(v) for k, v in base.get("rules", {}).items()}
     components = _components(base)
+    components.sort(key=lambda c: c.patterns == ("*",))  # entries appended after it still match
     noise = list(base.get("noise", {}).get("patterns", []))
     edges = _edges(base)
     for path in extra:

@@ -318,7 +318,11 @@ def summary_lines(m: Manifest, *, path: str = "") -> list[str]:
     data = m.to_dict()
     for area in [a for a in AREAS if a not in _SHOWN] + list(m.extra):
         table = data.get(area)
-        if isinstance(table, dict):
+        if area in ("run", "process") and isinstance(table, dict):  # envlock run / record
+            from envlock.record import summary  # noqa: PLC0415
+
+            out.extend(getattr(summary, f"{area}_lines")(table))
+        elif isinstance(table, dict):
             status = table.get("status", "ok")
             detail = f" ({table['error']})" if table.get("error") else ""
             out.append(f"{area}: {status}{detail}")

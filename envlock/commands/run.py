@@ -1,0 +1,101 @@
+"""``envlock run``: run a job's command and record the run (``run.toml``, ``docs/run.md``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from envlock.commands._common import fail, handle_errors, target_options
+
+__all__ = ["run"]
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--dir", "run_dir", default="envlock-runs/{time}-{job}-{host}-{pid}", show_default=True,
+              help="Run directory for manifest.toml and run.toml. Placeholders: {host}, {job}, "
+                   "{time}, {rank}, {pid}.")
+@click.option("--verify", "verify_policy", type=click.Choice(["none", "report", "error", "strict"]),
+              default="none", show_default=True,
+              help="Run envlock verify first: report (print, run anyway), error (exit 1 on an "
+                   "error, without running), strict (on warnings too).")
+@click.option("--manifest", "-m", type=click.Path(dir_okay=False, path_type=str),
+              help="The manifest verify compares with (with --verify).")
+@target_options
+@click.option("--keep-children", is_flag=True,
+              help="Leave processes that outlive CMD running (default: kill them).")
+@click.option("--force", is_flag=True, help="Replace an earlier run.toml in the run directory.")
+@click.option("-q", "--quiet", is_flag=True, help="Print only warnings and errors of the run.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@handle_errors
+def run(run_dir: str, verify_policy: str, manifest: str | None, python: str | None,
+        prefix: str | None, keep_children: bool, force: bool, quiet: bool,
+        command: tuple[str, ...]) -> None:
+    """Run CMD, recording the run: envlock run [OPTIONS] -- CMD [ARGS...]
+
+    Takes a snapshot into the run directory, runs CMD in its own process group with stdin,
+    stdout, stderr and environment untouched, forwards SIGTERM/SIGINT/SIGUSR1, samples its
+    memory (and GPU memory), and writes run.toml: resources used against what Slurm granted,
+    the exit status or signal, leftover child processes (killed unless --keep-children).
+    Exit status: CMD's (128+n for signal n; 127/126 when CMD cannot be started); 1 when
+    --verify stopped the run; 2 when envlock could not run.
+    """
+    from envlock.record import job  # noqa: PLC0415
+
+    if manifest and verify_policy == "none":
+        fail("--manifest is what --verify compares with; add --verify error (or report, strict)")
+    argv = ["envlock", *sys.argv[1:]]
+    path = job.prepare_dir(job.expand_dir(run_dir), force=force)
+    say = (lambda _m: None) if quiet else (lambda m: click.echo(f"envlock run: {m}", err=True))
+    verify_exit = None
+    if verify_policy != "none":
+        from envlock.render.verify import print_report, summary_line  # noqa: PLC0415
+        from envlock.verify import verify  # noqa: PLC0415
+
+        report = verify(manifest=manifest, python=python, prefix=prefix, output_dir=path,
+                        strict=verify_policy == "strict")
+        verify_exit = report.exit_code
+        if report.status == "ok" and not any(f.severity != "info" for f in report.findings):
+            say(summary_line(report))
+        else:
+            print_report(report, file=sys.stderr)
+        if verify_exit and verify_policy in ("error", "strict"):
+            rec = job.record_not_started(path, command, reason="envlock verify found errors",
+                                         exit_code=verify_exit, verify=verify_policy,
+                                         verify_exit=verify_exit, target=_target(report),
+                                         envlock_command=argv)
+            fail(f"verify failed; {command[0]} not started (record: {rec})", verify_exit)
+    manifest_path, target, warnings = job.take_snapshot(path, python=python, prefix=prefix,
+                                                        command=argv)
+    for w in warnings:
+        click.echo(f"envlock run: warning: {w}", err=True)
+    if manifest_path:
+        say(f"snapshot {manifest_path}")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    from envlock.record.supervise import supervise  # noqa: PLC0415
+
+    def show(findings: object) -> None:
+        for f in findings:  # type: ignore[attr-defined]
+            if quiet and f.severity == "info":
+                continue
+            click.echo(f"envlock run: {f.severity}: {f.title}", err=True)
+
+    result = supervise(command, record_path=os.path.join(path, job.RECORD), target=target,
+                       manifest_path=manifest_path, verify=None if verify_policy == "none"
+                       else verify_policy, verify_exit=verify_exit, keep_children=keep_children,
+                       envlock_command=argv, on_findings=show)
+    if result.write_error:
+        click.echo(f"Error: could not write the run record: {result.write_error}", err=True)
+    if result.record.outcome == "not-started":
+        click.echo(f"Error: {result.record.error}", err=True)
+    say(f"{result.record.outcome}; record {result.path}")
+    sys.exit(result.exit_code)
+
+
+def _target(report: object) -> dict[str, object]:
+    t = dict(getattr(report, "target", {}) or {})
+    out = {"kind": t.get("kind") or "system", "prefix": t.get("prefix") or sys.prefix,
+           "python": t.get("python"), "chosen-by": t.get("chosen_by") or "none"}
+    return {k: v for k, v in out.items() if v is not None}

@@ -1,0 +1,90 @@
+"""Record the *run*, not only the environment.
+
+* ``envlock run -- CMD`` (:mod:`envlock.record.supervise`, :mod:`envlock.record.job`): the
+  command as a supervised child; resources used against what the scheduler granted
+  (:mod:`envlock.record.granted`), signals, leftover processes (:mod:`envlock.record.proctree`)
+  and findings in plain words (:mod:`envlock.record.findings`), written to ``run.toml``;
+* :func:`record` inside the program (:mod:`envlock.record.process`): the snapshot plus a
+  ``[process]`` table of what only the live process knows.
+
+``envlock.record`` is both this package and the function: the module is callable, so
+``envlock.record("runs/{rank}.toml")`` works whether or not a submodule was imported first.
+
+Layer: above the probes (it takes snapshots), beside verify; nothing here imports a framework.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from envlock.manifest import Manifest
+
+__all__ = ["record", "DEFAULT_PATH"]
+
+#: where :func:`record` writes when no path is given (placeholders as for ``envlock run --dir``).
+DEFAULT_PATH = "envlock-record-{rank}.toml"
+
+
+def record(path: str | None = None, *, extra: Mapping[str, Any] | None = None,
+           snapshot: bool = True) -> Manifest:
+    """Record this running program: a snapshot of its interpreter's environment plus
+    ``[process]`` (determinism and TF32 flags, seed fingerprints, thread pools, mapped
+    libraries; see :mod:`envlock.record.process`), written to ``path``.
+
+    Call it after the model is set up; it does not perturb the program (no framework import,
+    no CUDA initialisation, no random draw, no thread-pool change).  Safe on every rank of a
+    DDP job: ``{rank}`` in ``path`` is ``RANK`` or ``SLURM_PROCID`` (``0`` when unset).
+
+    :param path: the manifest file (``.json`` for JSON); placeholders ``{rank}``, ``{host}``,
+        ``{job}``, ``{time}``, ``{pid}``; default :data:`DEFAULT_PATH`. Replaced if it exists.
+    :param extra: the program's own values for ``[process.extra]`` (str, int, float, bool, or
+        lists of them), e.g. ``{"seed": 0, "config": "base.yaml"}``.
+    :param snapshot: include the environment snapshot (``False``: ``[process]`` only, ~ms).
+    :raises EnvlockError: a bad placeholder in ``path``.
+    :raises OSError: the file cannot be written.
+    :returns: the :class:`~envlock.manifest.Manifest` written (``[process]`` among its
+        ``extra`` tables; :func:`envlock.manifest.process.process_from_dict` types it).
+    """
+    import os  # noqa: PLC0415
+    from dataclasses import replace  # noqa: PLC0415
+
+    from envlock.manifest import _model  # noqa: PLC0415
+    from envlock.record.job import expand_dir  # noqa: PLC0415
+    from envlock.record.process import observe  # noqa: PLC0415
+
+    target = expand_dir(path or DEFAULT_PATH)
+    proc = observe(extra=extra)
+    if snapshot:
+        from envlock.probes.snapshot import snapshot as take  # noqa: PLC0415
+
+        m = take(python=sys.executable, command=list(sys.argv))
+    else:
+        from envlock.manifest import EnvlockInfo, Manifest, Target  # noqa: PLC0415
+        from envlock.probes.snapshot import _version, utc_now  # noqa: PLC0415
+        import socket  # noqa: PLC0415
+
+        m = Manifest(envlock=EnvlockInfo(version=_version(), created=utc_now(),
+                                         host=socket.gethostname(), command=tuple(sys.argv)),
+                     target=Target(kind="system", prefix=sys.prefix, python=sys.executable,
+                                   chosen_by="--python"))
+    m = replace(m, extra=_model.freeze_mapping({**m.extra, "process": _model.to_dict(proc)}))
+    parent = os.path.dirname(target)
+    if parent:
+        os.makedirs(parent, exist_ok=True)
+    m.write(target, force=True)
+    return m
+
+
+class _CallableModule(types.ModuleType):
+    """The package, callable as :func:`record`."""
+
+    def __call__(self, path: str | None = None, *, extra: Mapping[str, Any] | None = None,
+                 snapshot: bool = True) -> Manifest:
+        return record(path, extra=extra, snapshot=snapshot)
+
+
+sys.modules[__name__].__class__ = _CallableModule

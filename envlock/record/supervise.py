@@ -1,0 +1,450 @@
+"""``envlock run``: run a job's command as a child and record the run (``run.toml``).
+
+The command runs in its own process group with envlock's stdin, stdout, stderr and
+environment, unchanged (``close_fds=False``: other inherited descriptors pass too).  envlock
+becomes the *child subreaper* of the tree (prctl(2)), forwards SIGTERM, SIGINT and SIGUSR1 to
+the command's process group and records them, and samples the tree from ``/proc`` in a
+background thread (:class:`Sampler`).  When the command ends, the processes still alive
+below envlock outlived it: they are killed (SIGTERM, then SIGKILL after a grace period) unless
+``keep_children``.  The run record is written twice, atomically: at the start
+(``outcome = "running"``, so that a SIGKILL of envlock itself leaves an honest record) and at
+the end.
+
+The exit status is the command's; a command ended by signal ``n`` gives ``128 + n`` (as shells
+report it); a command that cannot be started gives 127 (not found) or 126 (not executable),
+as ``env`` and ``timeout`` do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from envlock._run import Runner, run
+from envlock.manifest.process import (
+    Granted,
+    GpuUse,
+    Leftover,
+    ReceivedSignal,
+    Resources,
+    RunFinding,
+    RunInfo,
+)
+from envlock.record import proctree
+
+__all__ = ["FORWARDED", "Sampler", "RunResult", "supervise", "write_record", "exit_code_of"]
+
+#: signals forwarded to the command's process group (Slurm sends SIGTERM before the time limit,
+#: ``--signal=USR1@secs`` a warning; Ctrl-C is SIGINT).
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+#: seconds between two samples of the tree; the first 10 s are sampled every 0.1 s.
+INTERVAL = 0.5
+#: at most this fraction of one core is spent sampling: a sample that cost ``c`` CPU seconds
+#: waits at least ``c / BUDGET`` before the next.
+BUDGET = 0.01
+#: seconds between two GPU samples (``nvidia-smi`` costs ~50 ms of CPU).
+GPU_INTERVAL = 15.0
+#: seconds leftover processes get between SIGTERM and SIGKILL.
+GRACE = 5.0
+
+
+@dataclass
+class Sampler:
+    """Samples the process tree below ``root`` (envlock, the subreaper) in a thread.
+
+    :ivar peak_tree: largest sum of RSS over the tree, bytes.
+    :ivar seen: pid → (start time, command line) of every process of the tree seen.
+    :ivar peak_pid: pid → largest RSS seen of it.
+    :ivar gpu: pid → (peak GPU memory bytes, GPU uuid) of the tree's processes.
+    """
+
+    root: int
+    environ: Mapping[str, str]
+    runner: Runner = run
+    gpu_enabled: bool = True
+    driver_file: str = "/proc/driver/nvidia/version"
+    peak_tree: int = 0
+    samples: int = 0
+    seen: dict[int, tuple[int | None, str]] = field(default_factory=dict)
+    peak_pid: dict[int, int] = field(default_factory=dict)
+    gpu: dict[int, tuple[int, str]] = field(default_factory=dict)
+    gpu_status: str = "absent"
+    gpu_error: str | None = None
+    cpu: float = 0.0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    _smi: str | None = None
+    _started: float = 0.0
+
+    def start(self) -> None:
+        """Start sampling (and find ``nvidia-smi`` when an NVIDIA driver is loaded)."""
+        if self.gpu_enabled and os.path.exists(self.driver_file):
+            from envlock.verify.live import find_nvidia_smi  # noqa: PLC0415
+
+            self._smi = find_nvidia_smi(self.environ)
+            if self._smi is None:
+                self.gpu_error = "NVIDIA driver loaded but nvidia-smi not found"
+        self._started = time.monotonic()
+        self._thread = threading.Thread(target=self._loop, name="envlock-run-sampler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread and wait for it (one sample at most)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10.0)
+
+    def tree(self) -> list[int]:
+        """The pids below the root now (the root excluded)."""
+        return [p for p in proctree.descendants([self.root]) if p != self.root]
+
+    def sample(self) -> list[int]:
+        """One sample: the tree's RSS; returns its pids."""
+        pids = self.tree()
+        total = 0
+        for p in pids:
+            r = proctree.rss(p)
+            if r is None:
+                continue
+            total += r
+            if p not in self.seen:
+                self.seen[p] = (proctree.start_time(p), proctree.cmdline(p))
+            if r > self.peak_pid.get(p, 0):
+                self.peak_pid[p] = r
+        self.peak_tree = max(self.peak_tree, total)
+        self.samples += 1
+        return pids
+
+    def sample_gpu(self, pids: Sequence[int]) -> None:
+        """One ``nvidia-smi --query-compute-apps`` sample; a failure stops GPU sampling."""
+        if self._smi is None:
+            return
+        from envlock.verify.live import read_compute_apps  # noqa: PLC0415
+
+        apps = read_compute_apps(self._smi, environ=self.environ, runner=self.runner, timeout=5.0)
+        if apps.status != "ok":
+            self.gpu_status, self.gpu_error, self._smi = apps.status, apps.error, None
+            return
+        self.gpu_status = "ok"
+        mine = set(pids)
+        for a in apps.apps:
+            if a.pid in mine and a.used_memory:
+                if a.used_memory > self.gpu.get(a.pid, (0, ""))[0]:
+                    self.gpu[a.pid] = (a.used_memory, a.gpu_uuid)
+
+    def _loop(self) -> None:
+        next_gpu = time.monotonic() + 1.0
+        while not self._stop.is_set():
+            c0 = time.thread_time()
+            try:
+                pids = self.sample()
+                if self._smi is not None and time.monotonic() >= next_gpu:
+                    w0 = time.monotonic()
+                    self.sample_gpu(pids)
+                    next_gpu = time.monotonic() + max(GPU_INTERVAL, (time.monotonic() - w0) / BUDGET)
+            except Exception:  # noqa: BLE001 - a sampler bug must not end the job
+                pass
+            cost = time.thread_time() - c0
+            self.cpu += cost
+            base = 0.1 if time.monotonic() - self._started < 10 else INTERVAL  # noqa: PLR2004
+            self._stop.wait(max(base, cost / BUDGET))
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What :func:`supervise` did: the record written (``write_error`` when it could not be:
+    the exit code is still the command's) and the exit code to return."""
+
+    record: RunInfo
+    path: str
+    exit_code: int
+    write_error: str | None = None
+
+
+def exit_code_of(status: int) -> tuple[int | None, str | None, int]:
+    """``(exit status, signal name, shell-style exit code)`` of a ``wait`` status."""
+    if os.WIFSIGNALED(status):
+        n = os.WTERMSIG(status)
+        return None, _signame(n), 128 + n
+    code = os.WEXITSTATUS(status)
+    return code, None, code
+
+
+def _signame(n: int) -> str:
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
+
+
+def _utc() -> str:
+    from envlock.probes.snapshot import utc_now  # noqa: PLC0415
+
+    return utc_now()
+
+
+def write_record(path: str, info: RunInfo, *, target: Mapping[str, Any] | None,
+                 command: Sequence[str]) -> str:
+    """Write ``run.toml`` atomically: ``[envlock]`` (schema, version, created, host, command),
+    ``[target]`` (from the snapshot), ``[run]``.  Returns the path."""
+    from envlock._version import __version__  # noqa: PLC0415
+    from envlock.manifest import _model, _toml  # noqa: PLC0415
+    from envlock.manifest._schema import SCHEMA  # noqa: PLC0415
+    from envlock.redact import redact_text_urls  # noqa: PLC0415
+
+    doc = {
+        "envlock": {"schema": SCHEMA, "version": __version__, "created": _utc(),
+                    "host": socket.gethostname(),
+                    "command": [redact_text_urls(a) for a in command]},
+        "target": dict(target) if target else {"kind": "system", "prefix": sys.prefix,
+                                               "chosen-by": "none"},
+        "run": _model.to_dict(info),
+    }
+    from pathlib import Path  # noqa: PLC0415
+
+    _toml.atomic_write(Path(path), _toml.dumps(doc, "toml"), force=True)
+    return path
+
+
+def _sha256(path: str) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return None
+
+
+@contextlib.contextmanager
+def _forwarding(state: dict[str, Any]) -> Any:
+    """Install handlers that forward :data:`FORWARDED` signals to ``state["pgid"]`` and record
+    them; a signal envlock was started with ignored stays ignored (the child inherits that)."""
+    old: dict[int, Any] = {}
+
+    def handler(signum: int, _frame: Any) -> None:
+        t0 = state["t0"]
+        pgid = state.get("pgid")
+        forwarded = False
+        if pgid is not None:
+            try:
+                os.killpg(pgid, signum)
+                forwarded = True
+            except (ProcessLookupError, PermissionError):
+                pass
+        else:
+            state.setdefault("pending", []).append(signum)
+        state["signals"].append(ReceivedSignal(name=_signame(signum),
+                                               after=round(time.monotonic() - t0, 3),
+                                               forwarded=forwarded or pgid is None))
+
+    for sig in FORWARDED:
+        cur = signal.getsignal(sig)
+        if cur is signal.SIG_IGN:
+            continue
+        old[sig] = cur
+        signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
+
+
+def _foreground(pgid: int | None) -> int | None:
+    """Give the controlling terminal to ``pgid`` when envlock is its foreground group (so the
+    command can read the terminal and Ctrl-C reaches it); returns the group to give it back to."""
+    try:
+        if not os.isatty(0) or os.tcgetpgrp(0) != os.getpgrp():
+            return None
+        mine = os.getpgrp()
+        if pgid is not None:
+            _tcset(pgid)
+        return mine
+    except OSError:
+        return None
+
+
+def _tcset(pgid: int) -> None:
+    old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        os.tcsetpgrp(0, pgid)
+    except OSError:
+        pass
+    finally:
+        signal.signal(signal.SIGTTOU, old)
+
+
+def _wait(pid: int, term_owner: int | None) -> tuple[int, Any]:
+    """Wait for ``pid`` to end.  On a terminal, act as a job-control proxy: when the command is
+    stopped (Ctrl-Z) take the terminal back and stop envlock too, so the shell regains control;
+    on ``fg`` give the terminal to the command again and continue it (what a shell does,
+    POSIX "Job Control")."""
+    while True:
+        _, status, usage = os.wait4(pid, os.WUNTRACED if term_owner is not None else 0)
+        if not os.WIFSTOPPED(status):
+            return status, usage
+        _tcset(term_owner)  # type: ignore[arg-type]
+        os.kill(os.getpid(), signal.SIGSTOP)
+        with contextlib.suppress(OSError):  # resumed: in the foreground (fg) or not (bg)
+            if os.tcgetpgrp(0) == os.getpgrp():
+                _tcset(pid)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGCONT)
+
+
+def _outcome(exit_status: int | None, sig: str | None, received: Sequence[str]) -> str:
+    if any(s in ("SIGTERM", "SIGINT") for s in received):
+        return "terminated"
+    if sig is not None:
+        return "killed" if sig == "SIGKILL" else (
+            "terminated" if sig in ("SIGTERM", "SIGINT", "SIGHUP") else "crashed")
+    return "succeeded" if exit_status == 0 else "failed"
+
+
+def supervise(  # noqa: PLR0913, PLR0915
+    command: Sequence[str],
+    *,
+    record_path: str,
+    target: Mapping[str, Any] | None = None,
+    manifest_path: str | None = None,
+    verify: str | None = None,
+    verify_exit: int | None = None,
+    keep_children: bool = False,
+    environ: Mapping[str, str] | None = None,
+    runner: Runner = run,
+    granted: Granted | None = None,
+    grace: float = GRACE,
+    gpu: bool = True,
+    driver_file: str = "/proc/driver/nvidia/version",
+    envlock_command: Sequence[str] = (),
+    on_findings: Callable[[Sequence[RunFinding]], None] | None = None,
+) -> RunResult:
+    """Run ``command`` as described in the module docstring and write its record.
+
+    :param command: program and arguments (no shell; use ``bash -c`` for one).
+    :param record_path: where ``run.toml`` goes (replaced).
+    :param target: the snapshot's ``[target]`` table, copied into the record.
+    :param manifest_path: the snapshot file; its sha256 is recorded.
+    :param verify: the verify policy used; ``verify_exit``: its exit status.
+    :param keep_children: leave processes that outlive the command running.
+    :param environ: the environment for the grant and ``nvidia-smi`` (``os.environ``); the
+        command itself always gets envlock's own environment, unchanged.
+    :param granted: the grant (default: read now, :func:`envlock.record.granted.granted`).
+    :param grace: seconds between SIGTERM and SIGKILL for leftover processes.
+    :param gpu: sample GPU memory when an NVIDIA driver (``driver_file`` exists) and
+        ``nvidia-smi`` (on ``PATH`` of ``environ``) are present.
+    :param on_findings: called with the findings before the record is written (printing).
+    :returns: a :class:`RunResult`; never raises for the command's failures.
+    """
+    env = os.environ if environ is None else environ
+    if granted is None:
+        from envlock.record.granted import granted as read_granted  # noqa: PLC0415
+
+        granted = read_granted(env, runner=runner)
+    base = RunInfo(
+        outcome="running", command=tuple(command), cwd=os.getcwd(), start=_utc(),
+        manifest=os.path.basename(manifest_path) if manifest_path else None,
+        manifest_sha256=_sha256(manifest_path) if manifest_path else None,
+        verify=verify, verify_exit=verify_exit, keep_children=keep_children, granted=granted,
+    )
+    from envlock.redact import redact_text_urls  # noqa: PLC0415
+
+    base = replace(base, command=tuple(redact_text_urls(a) for a in command))
+    write = lambda info: write_record(record_path, info, target=target,  # noqa: E731
+                                      command=envlock_command)
+    state: dict[str, Any] = {"t0": time.monotonic(), "signals": [], "pgid": None}
+    subreaper = proctree.set_subreaper()
+    with _forwarding(state):
+        term_owner = _foreground(None)
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.Popen(list(command), close_fds=False, process_group=0)  # noqa: S603
+        except OSError as exc:
+            code = 127 if isinstance(exc, FileNotFoundError) else 126
+            info = replace(base, outcome="not-started", end=_utc(), exit_code=code,
+                           error=f"{command[0]}: {exc.strerror or exc}")
+            try:
+                write(info)
+            except OSError as err:
+                return RunResult(info, record_path, code, write_error=f"{record_path}: {err}")
+            return RunResult(info, record_path, code)
+        state["pgid"] = proc.pid
+        if term_owner is not None:
+            _tcset(proc.pid)
+            # a read of the terminal before the hand-over stopped it (SIGTTIN): resume it
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGCONT)
+        for sig in state.pop("pending", []):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+        base = replace(base, pid=proc.pid)
+        sampler = Sampler(root=os.getpid(), environ=env, runner=runner, gpu_enabled=gpu,
+                          driver_file=driver_file)
+        sampler.start()
+        with contextlib.suppress(OSError):
+            write(base)
+        status, usage = _wait(proc.pid, term_owner)
+        proc.returncode = exit_code_of(status)[2]  # waited for here; Popen must not wait again
+        wall = time.monotonic() - t0
+        if term_owner is not None:
+            _tcset(term_owner)
+        end = _utc()
+        sampler.stop()
+        # what outlived the command: the tree below envlock now (orphans are re-parented to
+        # envlock, the subreaper), and without a subreaper every process seen that still runs
+        left = sampler.tree()
+        if not subreaper:
+            left += [p for p, (st, _c) in sampler.seen.items()
+                     if p not in left and p != proc.pid and proctree.alive(p, st)]
+        left = [p for p in left if proctree.alive(p, None)]
+        if left:
+            sampler.sample()
+            sampler.sample_gpu(left)
+        ids = {p: (sampler.seen.get(p) or (proctree.start_time(p), proctree.cmdline(p))) for p in left}
+        if left and not keep_children:
+            actions = proctree.terminate({p: ids[p][0] for p in left}, grace)
+        else:
+            actions = dict.fromkeys(left, "kept")
+        proctree.reap()
+    children = tuple(Leftover(pid=p, command=ids[p][1], rss=sampler.peak_pid.get(p),
+                              gpu_memory=sampler.gpu.get(p, (None, ""))[0],
+                              action=actions[p]) for p in left)
+    exit_status, sig, code = exit_code_of(status)
+    received = tuple(s.name for s in state["signals"])
+    max_rss = usage.ru_maxrss * 1024  # KiB on Linux (getrusage(2))
+    resources = Resources(
+        max_rss=max_rss, peak_rss_tree=sampler.peak_tree or None,
+        peak_rss=max(max_rss, sampler.peak_tree),
+        cpu_user=round(usage.ru_utime, 3), cpu_system=round(usage.ru_stime, 3),
+        samples=sampler.samples, interval=INTERVAL, sampler_cpu=round(sampler.cpu, 4),
+        gpu_status=sampler.gpu_status, gpu_error=sampler.gpu_error,
+        gpu_memory=tuple(GpuUse(pid=p, memory=m, gpu_uuid=u or None,
+                                command=(sampler.seen.get(p) or (None, None))[1])
+                         for p, (m, u) in sorted(sampler.gpu.items())),
+    )
+    outcome = _outcome(exit_status, sig, received)
+    from envlock.record.findings import run_findings  # noqa: PLC0415
+
+    findings = run_findings(outcome=outcome, exit_status=exit_status, signal=sig,
+                            received=received, wall=wall, end=end, resources=resources,
+                            granted=granted, children=children, keep_children=keep_children)
+    info = replace(base, outcome=outcome, end=end, wall=round(wall, 3), exit_status=exit_status,
+                   signal=sig, exit_code=code, signals=tuple(state["signals"]),
+                   resources=resources, children=children, findings=tuple(findings))
+    if on_findings is not None:
+        on_findings(findings)
+    try:
+        write(info)
+    except OSError as exc:  # the command's exit status matters more than its record
+        return RunResult(info, record_path, code, write_error=f"{record_path}: {exc.strerror or exc}")
+    return RunResult(info, record_path, code)
+

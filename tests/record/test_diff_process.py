@@ -1,0 +1,110 @@
+"""``envlock diff`` of [process] tables and run records: cudnn.benchmark ranks first among the
+[process] facts, with its fix; a second BLAS copy, thread counts; run outcomes and resources."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from envlock.manifest import _model, _toml
+from envlock.manifest.process import (
+    Granted,
+    Leftover,
+    MappedLibrary,
+    ProcessInfo,
+    Resources,
+    RunInfo,
+    ThreadPool,
+    TorchState,
+)
+
+SITE = "/venv/lib/python3.11/site-packages"
+NUMPY_BLAS = f"{SITE}/numpy.libs/libopenblas64_p-r0-15028c96.3.21.so"
+SCIPY_BLAS = f"{SITE}/scipy.libs/libopenblasp-r0-41284840.3.18.so"
+
+
+def _write(path: Path, table: str, body: object) -> str:
+    doc = {"envlock": {"schema": 1, "version": "0", "created": "2026-12-01T00:00:00Z", "host": "h"},
+           "target": {"kind": "venv", "prefix": "/venv", "chosen-by": "VIRTUAL_ENV"},
+           table: _model.to_dict(body)}
+    path.write_text(_toml.dumps(doc, "toml"))
+    return str(path)
+
+
+def _proc(bench: bool, *, det: bool = True, tf32: bool = False, threads: int = 4,
+          scipy: bool = False) -> ProcessInfo:
+    libs = [MappedLibrary(path=NUMPY_BLAS, owner="numpy 1.24.4")]
+    pools = [ThreadPool(user_api="blas", internal_api="openblas", path=NUMPY_BLAS, num_threads=threads)]
+    if scipy:
+        libs.append(MappedLibrary(path=SCIPY_BLAS, owner="scipy 1.10.1"))
+        pools.append(ThreadPool(user_api="blas", internal_api="openblas", path=SCIPY_BLAS,
+                                num_threads=threads))
+    return ProcessInfo(pid=1, torch=TorchState(version="2.13.0", cudnn_benchmark=bench,
+                                               cudnn_deterministic=det, deterministic_algorithms=det,
+                                               allow_tf32_matmul=tf32, allow_tf32_cudnn=tf32,
+                                               num_threads=threads, initial_seed="0"),
+                       threadpools=tuple(pools), libraries=tuple(libs))
+
+
+def _diff(a: str, b: str) -> dict:
+    r = subprocess.run([sys.executable, "-m", "envlock", "diff", "--format", "json", a, b],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    return json.loads(r.stdout)
+
+
+def _process_explanations(doc: dict) -> list[dict]:
+    return [e for e in doc["explanations"] if any(f["area"] == "process" for f in e["facts"])]
+
+
+def test_cudnn_benchmark_ranks_first_with_its_fix(tmp_path: Path) -> None:
+    a = _write(tmp_path / "on.toml", "process", _proc(True, det=False, tf32=True, threads=8,
+                                                      scipy=True))
+    b = _write(tmp_path / "off.toml", "process", _proc(False))
+    exps = _process_explanations(_diff(a, b))
+    assert exps[0]["title"] == "process torch.cudnn.benchmark yes → no"
+    assert "torch.backends.cudnn.benchmark = False" in exps[0]["do"]
+    titles = [e["title"] for e in exps]
+    order = [next(i for i, t in enumerate(titles) if word in t)
+             for word in ("cudnn.benchmark", "determinism", "TF32", "thread pools", "blas libraries")]
+    assert order == sorted(order), titles
+    [blas] = [e for e in exps if "blas libraries mapped" in e["title"]]
+    assert "libopenblasp-r0-41284840.3.18.so" in blas["title"]  # the second copy, named
+    assert "oversubscribe" in blas["why"]
+
+
+def test_run_records_compare_outcomes_and_resources(tmp_path: Path) -> None:
+    g = Granted(scheduler="slurm", memory=16 * 2**30, time_limit=43200.0, gpus=1,
+                visible_devices="0")
+    ok = RunInfo(outcome="succeeded", command=("python", "train.py"), exit_status=0, wall=3600.0,
+                 resources=Resources(peak_rss=8 * 2**30), granted=g)
+    bad = RunInfo(outcome="killed", command=("python", "train.py"), signal="SIGKILL", wall=600.0,
+                  resources=Resources(peak_rss=16 * 2**30), granted=g,
+                  children=(Leftover(pid=5, command="python worker.py"),))
+    doc = _diff(_write(tmp_path / "a.toml", "run", ok), _write(tmp_path / "b.toml", "run", bad))
+    keys = {f["key"]: f["values"] for f in doc["differences"]}
+    assert keys["outcome"] == ["succeeded", "killed"]
+    assert keys["peak-rss"] == ["8.0 GiB", "16.0 GiB"]
+    assert keys["leftover children"] == ["0", "1"]
+    assert "command" not in keys and "granted memory" not in keys  # the same on both sides
+    [run] = [e for e in doc["explanations"] if e["title"].startswith("the run")]
+    assert "outcome succeeded → killed" in run["title"]
+
+
+def test_show_reads_process_and_run_tables(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from envlock.cli import cli
+
+    p = _write(tmp_path / "p.toml", "process", _proc(True))
+    out = CliRunner().invoke(cli, ["show", p]).output
+    assert "process: torch 2.13.0, seed 0; cudnn-benchmark=yes" in out
+    assert "process: threads openblas 4 (libopenblas64_p-r0-15028c96.3.21.so)" in out
+    r = _write(tmp_path / "r.toml", "run", RunInfo(
+        outcome="terminated", command=("python", "train.py"), exit_status=0, wall=42720.0,
+        resources=Resources(peak_rss=2**30), findings=()))
+    out = CliRunner().invoke(cli, ["show", r]).output
+    assert "run: terminated (exit status 0) after 11 h 52 min: python train.py" in out
+    assert "run: peak RSS 1 GiB" in out

@@ -1,0 +1,235 @@
+"""``envlock run`` on a real job script: exit status, peak RSS against the kernel's own figure
+and GNU time's, the orphan killed, the record complete; SIGTERM forwarded; Slurm grants."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from envlock.manifest import load
+from envlock.manifest.process import run_from_dict
+from tests.record.conftest import envlock_run, gone
+
+
+def _lines(out: str, word: str) -> list[str]:
+    return [ln.split()[1] for ln in out.splitlines() if ln.startswith(word + " ")]
+
+
+def test_job_under_envlock_run(job: Path, tmp_path: Path) -> None:
+    r = envlock_run(["--dir", "run1", "--", sys.executable, str(job)], tmp_path)
+    assert r.returncode == 3, r.stderr  # the command's exit status, passed through
+    assert _lines(r.stdout, "step") == ["0", "1", "2", "3"]  # stdout untouched
+    orphan = int(_lines(r.stdout, "child")[0])
+    hwm = int(_lines(r.stdout, "hwm")[0]) * 1024
+    assert gone(orphan)  # killed, not left behind
+    data = tomllib.loads((tmp_path / "run1" / "run.toml").read_text())
+    rec = run_from_dict(data["run"])
+    assert rec.outcome == "failed" and rec.exit_status == 3 and rec.exit_code == 3
+    assert rec.command == (sys.executable, str(job)) and rec.cwd == str(tmp_path)
+    assert rec.start and rec.end and rec.wall and rec.wall > 0.4
+    assert rec.pid and rec.manifest == "manifest.toml"
+    manifest = tmp_path / "run1" / "manifest.toml"
+    import hashlib
+
+    assert rec.manifest_sha256 == hashlib.sha256(manifest.read_bytes()).hexdigest()
+    res = rec.resources
+    assert res is not None and res.max_rss and res.peak_rss and res.samples > 0
+    # the kernel's ru_maxrss of the job equals its own VmHWM (both in KiB pages), within 5 %
+    assert abs(res.max_rss - hwm) <= 0.05 * hwm, (res.max_rss, hwm)
+    assert res.peak_rss >= res.max_rss and res.peak_rss_tree
+    assert res.cpu_user is not None and res.cpu_system is not None
+    # sampling costs at most ~1 % of one core
+    assert res.sampler_cpu is not None and res.sampler_cpu <= 0.01 * rec.wall + 0.005
+    [left] = rec.children
+    assert left.pid == orphan and left.action == "killed" and "time.sleep(120)" in left.command
+    ids = [f.id for f in rec.findings]
+    assert "run.leftover-children" in ids and "run.failed" in ids
+    [f] = [f for f in rec.findings if f.id == "run.leftover-children"]
+    assert f.title.startswith(f"1 child process outlived CMD ({orphan} ") and f.title.endswith(": killed")
+    assert "outlived CMD" in r.stderr
+    # readable by `show` (a manifest-shaped document: [envlock], [target], [run])
+    m = load(str(tmp_path / "run1" / "run.toml"))
+    assert m.extra["run"]["outcome"] == "failed"
+    # a second run into the same directory is refused (exit 2, one line) without --force
+    again = envlock_run(["--dir", "run1", "--", "true"], tmp_path)
+    assert again.returncode == 2 and again.stderr.startswith("Error: ") and "--force" in again.stderr
+
+
+@pytest.mark.skipif(not os.access("/usr/bin/time", os.X_OK),
+                    reason="GNU time (/usr/bin/time) is not installed (apt-get install time)")
+def test_peak_rss_matches_gnu_time(job: Path, tmp_path: Path) -> None:
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+    with out.open("w") as o, err.open("w") as e:  # files: the orphan keeps pipes open
+        subprocess.run(["/usr/bin/time", "-v", sys.executable, str(job)], cwd=tmp_path,
+                       stdout=o, stderr=e, timeout=60)
+    line = next(ln for ln in err.read_text().splitlines() if "Maximum resident set size" in ln)
+    gnu = int(line.rsplit(":", 1)[1]) * 1024
+    os.kill(int(_lines(out.read_text(), "child")[0]), signal.SIGKILL)  # GNU time leaves it
+    r = envlock_run(["--dir", "run", "-q", "--", sys.executable, str(job)], tmp_path)
+    assert r.returncode == 3
+    rec = run_from_dict(tomllib.loads((tmp_path / "run" / "run.toml").read_text())["run"])
+    assert abs(rec.resources.max_rss - gnu) <= 0.05 * gnu, (rec.resources.max_rss, gnu)
+
+
+def test_keep_children(tmp_path: Path) -> None:
+    script = tmp_path / "j.py"
+    script.write_text("import subprocess, sys\n"
+                      "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)'])\n"
+                      "print(p.pid)\n")
+    out = tmp_path / "out.txt"
+    with out.open("w") as o:  # a file: the kept child holds its stdout open
+        r = subprocess.run([sys.executable, "-m", "envlock", "run", "--dir", "k", "--keep-children",
+                            "-q", "--", sys.executable, str(script)], cwd=tmp_path, stdout=o,
+                           stderr=subprocess.DEVNULL, timeout=60)
+    pid = int(out.read_text().split()[0])
+    try:
+        assert r.returncode == 0 and not gone(pid)
+        rec = run_from_dict(tomllib.loads((tmp_path / "k" / "run.toml").read_text())["run"])
+        assert rec.outcome == "succeeded" and [c.action for c in rec.children] == ["kept"]
+        assert any(f.title.endswith(": kept (--keep-children)") for f in rec.findings)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_sigterm_reaches_the_command(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import signal, sys, time\n"
+        "def stop(signum, frame):\n"
+        "    open('checkpoint.pt', 'w').write('step 7')\n"
+        "    sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        "signal.signal(signal.SIGUSR1, lambda s, f: print('usr1', flush=True))\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n")
+    p = subprocess.Popen([sys.executable, "-m", "envlock", "run", "--dir", "t", "-q", "--",
+                          sys.executable, str(script)], cwd=tmp_path, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    assert p.stdout is not None
+    assert p.stdout.readline().strip() == "ready"
+    p.send_signal(signal.SIGUSR1)  # Slurm's --signal warning: forwarded, the job goes on
+    assert p.stdout.readline().strip() == "usr1"
+    p.send_signal(signal.SIGTERM)  # to envlock only: the command is in its own process group
+    _out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    assert (tmp_path / "checkpoint.pt").read_text() == "step 7"
+    rec = run_from_dict(tomllib.loads((tmp_path / "t" / "run.toml").read_text())["run"])
+    assert rec.outcome == "terminated" and rec.exit_status == 0
+    assert [s.name for s in rec.signals] == ["SIGUSR1", "SIGTERM"]
+    assert all(s.forwarded for s in rec.signals)
+    assert any(f.id == "run.terminated" and "SIGTERM" in f.title for f in rec.findings)
+
+
+def test_slurm_grant_by_hand(tmp_path: Path) -> None:
+    """Slurm variables set by hand, and a fake ``scontrol`` answering as Slurm 23.11 does."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 30))
+    (bindir / "scontrol").write_text(
+        "#!/bin/sh\n"
+        f"echo 'JobId=4242 JobName=train UserId=u(1) TimeLimit=00:00:32 TimeMin=N/A "
+        f"SubmitTime={start} StartTime={start} EndTime=Unknown Partition=gpu'\n")
+    (bindir / "scontrol").chmod(0o755)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("SLURM_") and k != "CUDA_VISIBLE_DEVICES"}
+    env.update(PATH=f"{bindir}:{env['PATH']}", SLURM_JOB_ID="4242", SLURM_MEM_PER_NODE="20",
+               SLURM_GPUS_ON_NODE="2", SLURM_JOB_GPUS="0,1")
+    r = envlock_run(["--dir", "s", "-q", "--", sys.executable, "-c",
+                     "b = bytearray(19 * 2**20); b[::4096] = b'x' * len(b[::4096])"],
+                    tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    rec = run_from_dict(tomllib.loads((tmp_path / "s" / "run.toml").read_text())["run"])
+    g = rec.granted
+    assert g is not None and g.scheduler == "slurm" and g.job_id == "4242"
+    assert g.memory == 20 * 2**20 and g.memory_source == "SLURM_MEM_PER_NODE"
+    assert g.time_limit == 32 and g.time_limit_source == "scontrol show job"
+    assert g.gpus == 2 and g.gpu_ids == ("0", "1") and g.visible_devices is None
+    titles = {f.id: f.title for f in rec.findings}
+    peak = rec.resources.peak_rss
+    assert titles["run.memory"].startswith("peak RSS ") and "of 20 MiB granted (" in titles["run.memory"]
+    assert peak and peak > 19 * 2**20
+    assert re.fullmatch(r"the job ran (\d+ s|1 min( \d+ s)?) of a 32 s limit \(\d+ %\)",
+                        titles["run.time"]), titles["run.time"]
+    assert titles["run.visible-devices-unset"] == \
+        "GPU allocated (2) but CUDA_VISIBLE_DEVICES unset in the job"
+    assert "warning: peak RSS" in r.stderr  # printed even with -q: above 90 % of the grant
+
+
+def test_command_not_found(tmp_path: Path) -> None:
+    r = envlock_run(["--dir", "n", "-q", "--", "no-such-program-xyz"], tmp_path)
+    assert r.returncode == 127
+    assert r.stderr.strip().splitlines()[-1].startswith("Error: no-such-program-xyz: ")
+    rec = run_from_dict(tomllib.loads((tmp_path / "n" / "run.toml").read_text())["run"])
+    assert rec.outcome == "not-started" and rec.exit_code == 127
+
+
+def test_signal_exit_code(tmp_path: Path) -> None:
+    r = envlock_run(["--dir", "c", "-q", "--", sys.executable, "-c",
+                     "import os, signal; os.kill(os.getpid(), signal.SIGABRT)"], tmp_path)
+    assert r.returncode == 128 + signal.SIGABRT
+    rec = run_from_dict(tomllib.loads((tmp_path / "c" / "run.toml").read_text())["run"])
+    assert rec.outcome == "crashed" and rec.signal == "SIGABRT" and rec.exit_status is None
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_stdin_passes_through(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "envlock", "run", "--dir", "i", "-q", "--",
+                        "bash", "-c", "read x; echo got:$x; echo err >&2"], cwd=tmp_path,
+                       input="hello\n", capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout == "got:hello\n" and "err" in r.stderr
+
+
+def test_verify_policy_stops_or_reports(tmp_path: Path) -> None:
+    """--verify error: a manifest with another click version stops the run before CMD (exit 1,
+    a not-started record); --verify report prints the same findings and runs CMD anyway."""
+    from dataclasses import replace
+
+    import envlock
+
+    m = envlock.snapshot(stack=False, libraries=False)
+    pkgs = tuple(replace(p, version="0.0.1") if p.name == "click" else p for p in m.pip.packages)
+    replace(m, pip=replace(m.pip, packages=pkgs)).write(tmp_path / "m.toml")
+    stop = envlock_run(["--dir", "v1", "--verify", "error", "-m", "m.toml", "--",
+                        sys.executable, "-c", "open('ran', 'w')"], tmp_path)
+    assert stop.returncode == 1 and not (tmp_path / "ran").exists()
+    assert "click" in stop.stderr and stop.stderr.strip().splitlines()[-1].startswith("Error: verify failed")
+    rec = run_from_dict(tomllib.loads((tmp_path / "v1" / "run.toml").read_text())["run"])
+    assert rec.outcome == "not-started" and rec.verify == "error" and rec.verify_exit == 1
+    go = envlock_run(["--dir", "v2", "--verify", "report", "-m", "m.toml", "--",
+                      sys.executable, "-c", "open('ran', 'w')"], tmp_path)
+    assert go.returncode == 0 and (tmp_path / "ran").exists() and "click" in go.stderr
+    rec = run_from_dict(tomllib.loads((tmp_path / "v2" / "run.toml").read_text())["run"])
+    assert rec.outcome == "succeeded" and rec.verify == "report" and rec.verify_exit == 1
+
+
+@pytest.mark.skipif(shutil.which("script") is None, reason="needs script(1) for a pseudo-terminal")
+def test_terminal_is_handed_to_the_command(tmp_path: Path) -> None:
+    """On a terminal the command's process group becomes the foreground group: it reads the
+    terminal without being stopped by SIGTTIN (util-linux script(1) provides the pty)."""
+    inner = (f"{sys.executable} -m envlock run -q --dir {tmp_path / 'tty'} -- "
+             "bash -c 'read x; echo got:$x'")
+    r = subprocess.run(["script", "-qec", inner, "/dev/null"], input="hello\n", text=True,
+                       capture_output=True, timeout=30, cwd=tmp_path)
+    assert r.returncode == 0 and "got:hello" in r.stdout
+    rec = run_from_dict(tomllib.loads((tmp_path / "tty" / "run.toml").read_text())["run"])
+    assert rec.outcome == "succeeded"
+
+
+def test_unwritable_record_keeps_the_exit_status(tmp_path: Path) -> None:
+    """A record that cannot be written (here the job puts a directory where run.toml goes)
+    loses the record, not the command's exit status."""
+    d = tmp_path / "rw"
+    r = envlock_run(["--dir", "rw", "-q", "--", "bash", "-c",
+                     f"until [ -f {d}/run.toml ]; do sleep 0.02; done; "  # the 'running' record
+                     f"rm -f {d}/run.toml; mkdir {d}/run.toml; exit 4"], tmp_path)
+    assert r.returncode == 4
+    assert "Error: could not write the run record: " in r.stderr
