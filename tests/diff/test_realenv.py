@@ -61,6 +61,13 @@ def test_cpu_venv_against_cuda_venv(cpu_venv: Path, cuda_venv: Path, tmp_path: P
     assert len(cudaish) > 40
     owner = {id(c): e.id for e in result.explanations for c in e.changes}
     assert {owner.get(id(c)) for c in cudaish} == {"torch-variant"}
+    # the [build] table: torch's build facts come with the variant; where they were read from
+    # (paths of two venvs) is no fact; nothing of it stands as an explanation of its own
+    build = {c.key: owner.get(id(c)) for c in result.changes if c.area == "build"}
+    assert build.get("torch-cuda") == "torch-variant"
+    assert not [k for k in build if k.endswith("-source") or k == "torch-location"]
+    assert not [e.id for e in result.explanations if e.changes and
+                all(c.area == "build" for c in e.changes)]
     roles = {c.key for c in top[0].causes}
     assert "torch" in roles and "nvidia-cublas" not in roles
     # both snapshots come from this GPU-less host: said once, first among the context facts
