@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 
+from envlock import _run
 from envlock._run import Runner, run
 from envlock.manifest import (
     CondaInfo,
@@ -27,7 +28,7 @@ from envlock.manifest import (
     PipInfo,
     PipPackage,
 )
-from envlock.probes.lockfiles import find_lockfiles
+from envlock.probes.lockfiles import Installed, collect_lockfiles, match_lockfiles
 from envlock.probes.conda import CondaMetaRecord, CondaRead, list_conda_meta, read_conda_prefix
 from envlock.probes.env import probe_env
 from envlock.probes.git import probe_git
@@ -138,6 +139,7 @@ def snapshot(
     stack: bool = True,
     stack_timeout: float = 10.0,
     lock_dir: str | None = None,
+    locks: Sequence[str] = (),
     libraries: bool = True,
 ) -> Manifest:
     """Observe a target environment and return its manifest.
@@ -157,13 +159,18 @@ def snapshot(
     :param do_import: also run the target interpreter to import torch and ask it what only an
         import can tell (``--import``; seconds, opt-in).
     :param stack: probe the numerical stack (``[gpu]`` … ``[slurm]``).
-    :param lock_dir: directory searched for the lockfiles the environment was built from
-        (``conda-lock.yml``, ``pylock.toml``, hashed requirements; default: the working directory).
+    :param lock_dir: the directory the manifest is written to: the lockfiles beside it
+        (``conda-lock.yml``, ``pylock.toml``, hashed requirements) are recorded in
+        ``[lockfiles]``, each checked against the snapshot (default: the working directory).
+    :param locks: more lockfiles to record (``--lock``), any file name.
     :param libraries: record how torch's key shared libraries resolve (``[libraries]``, from
         envlock's model of the dynamic loader; parsed ELF facts are cached on disk).
     :param stack_timeout: overall budget of the stack probes, seconds; a probe still running
         then is recorded as ``timeout``.
     :raises TargetError: the target cannot be found (bad ``--python``/``--prefix``).
+    :raises InputError: a ``locks`` file is missing or not a lockfile.
+    :raises KeyboardInterrupt: on Ctrl-C, after pending probes are cancelled and every child
+        process group is killed (:func:`envlock._run.cancel_all`), so it returns at once.
     :returns: the :class:`Manifest`; problems are in ``manifest.envlock.warnings``.
     """
     started = time.perf_counter()
@@ -171,12 +178,15 @@ def snapshot(
     if target is None:
         target = resolve_target(python=python, prefix=prefix, environ=env)
     warnings: list[str] = [f"target: {note}" for note in target.skipped]
-    with ThreadPoolExecutor(max_workers=8, thread_name_prefix="envlock-probe") as pool:
+    cwd = os.getcwd()
+    lockfiles_info, lock_warnings = collect_lockfiles(lock_dir or cwd, locks, cwd=cwd)
+    _run.resume()
+    pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="envlock-probe")
+    try:
         query = query_interpreter_cached if runner is run else query_interpreter
         f_python = pool.submit(query, target, runner=runner, environ=env)
-        f_git = pool.submit(probe_git, repo or os.getcwd(), runner=runner, environ=env)
+        f_git = pool.submit(probe_git, repo or cwd, runner=runner, environ=env)
         f_conda = pool.submit(read_conda_prefix, target.prefix) if target.kind == "conda" else None
-        lockfiles_info = find_lockfiles(lock_dir or os.getcwd())
         platform_info = probe_platform(root)
         cpu_info = probe_cpu(root)
         env_info = probe_env(env, allow=env_allow, deny=env_deny)
@@ -212,6 +222,17 @@ def snapshot(
         git_info = f_git.result()
         stack_tables = f_stack.result() if f_stack else {}
         libraries_info = f_libs.result() if f_libs else None
+    except BaseException:
+        # Ctrl-C (or a bug): drop what has not started, end every child now; the threads
+        # still running then return within moments instead of waiting out their timeouts.
+        pool.shutdown(wait=False, cancel_futures=True)
+        _run.cancel_all()
+        raise
+    pool.shutdown(wait=True)
+    have = Installed.of(pip_info.packages, conda_info.packages if conda_info else (),
+                        python_info.version, platform_info.machine if platform_info else None)
+    lockfiles_info, matched = match_lockfiles(lockfiles_info, have)
+    warnings += lock_warnings + matched
     if libraries_info is not None and libraries_info.status in ("error", "timeout"):
         warnings.append(f"libraries: {libraries_info.status}: {libraries_info.error}")
     for area, record in stack_tables.items():

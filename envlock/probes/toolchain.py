@@ -324,6 +324,11 @@ def probe_toolchain(  # noqa: PLR0912
             break
 
     status = "ok" if (recorded or glibc or stdcxx) else "absent"
+    timed_out = [t for t in recorded if t.status == "timeout"]
+    if timed_out:
+        # A manifest never lies: a compiler that did not answer makes the table incomplete.
+        status = "timeout"
+        errors[:0] = [t.error or f"{t.name}: no answer within {timeout:g} s" for t in timed_out]
     return ToolchainInfo(
         status=status,
         source=", ".join(sources),

@@ -1,12 +1,18 @@
-"""A snapshot taken in a lock's directory records the lockfiles (path, kind, sha256)."""
+"""[lockfiles]: the lockfiles beside the manifest (and --lock), hashed and checked against the
+snapshot; one in the working directory only is not the manifest's; restore refuses a recorded
+lock that contradicts the manifest."""
 
 from __future__ import annotations
 
 import hashlib
+import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import envlock
+from envlock.probes.lockfiles import contradictions
 
 PYLOCK = '''lock-version = "1.0"
 created-by = "uv"
@@ -16,6 +22,23 @@ requires-python = ">=3.10"
 name = "alpha"
 version = "1.0.0"
 '''
+
+
+def pylock(pins: dict[str, str], marker: dict[str, str] | None = None) -> str:
+    """A PEP 751 file that packaging.pylock accepts (one wheel per package)."""
+    out = ['lock-version = "1.0"', 'created-by = "tests"', 'requires-python = ">=3.9"', '']
+    for n, v in pins.items():
+        w = f"{n.replace('-', '_')}-{v}-py3-none-any.whl"
+        out += ["[[packages]]", f'name = "{n}"', f'version = "{v}"']
+        if marker and n in marker:
+            out.append(f"marker = '{marker[n]}'")
+        out += [f'wheels = [{{ name = "{w}", url = "https://files.example.org/{w}", '
+                f'hashes = {{ sha256 = "{"0" * 64}" }} }}]', ""]
+    return "\n".join(out)
+
+
+GOOD = {"alpha": "1.0.0", "beta-pkg": "2.1", "gamma": "0.5.0"}   # what small_venv has
+BAD = {"alpha": "0.9.0", "beta-pkg": "2.1", "torch": "2.14.1"}    # another environment's lock
 
 
 def test_snapshot_records_lockfiles(tmp_path: Path) -> None:
@@ -33,3 +56,91 @@ def test_no_lockfiles_is_absent(tmp_path: Path) -> None:
     m = envlock.snapshot(python=sys.executable, lock_dir=str(tmp_path), stack=False)
     assert m.lockfiles.status == "absent"
     assert m.lockfiles.files == ()
+
+
+def _snap(small_venv: Path, cwd: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "envlock", "snapshot", "--python",
+                           str(small_venv / "bin" / "python"), "-o", str(out), *extra],
+                          cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("placement", ["beside", "cwd-only", "both", "neither"])
+def test_four_placements(tmp_path: Path, small_venv: Path, placement: str,
+                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """``cd lockB && envlock snapshot -o ../out/a.toml``: only out/'s lock is a.toml's."""
+    here = tmp_path / "lockB"
+    out_dir = tmp_path / "out"
+    here.mkdir()
+    out_dir.mkdir()
+    if placement in ("beside", "both"):
+        (out_dir / "pylock.toml").write_text(pylock(GOOD))
+    if placement in ("cwd-only", "both"):
+        (here / "pylock.toml").write_text(pylock(BAD))
+    monkeypatch.chdir(here)
+    if placement == "both":  # once through the CLI: -o decides where "beside" is
+        r = _snap(small_venv, here, out_dir / "a.toml")
+        assert r.returncode == 0, r.stderr
+        m = envlock.load(str(out_dir / "a.toml"))
+    else:
+        m = envlock.snapshot(python=str(small_venv / "bin" / "python"), lock_dir=str(out_dir),
+                             stack=False, libraries=False)
+    if placement in ("beside", "both"):
+        (ref,) = m.lockfiles.files
+        assert ref.path == str(out_dir / "pylock.toml") and ref.found == "beside"
+        assert ref.matches is True and ref.mismatches == ()
+        assert ref.sha256 == hashlib.sha256((out_dir / "pylock.toml").read_bytes()).hexdigest()
+    else:
+        assert m.lockfiles.status == "absent" and m.lockfiles.files == ()
+    noted = [w for w in m.envlock.warnings if "in the working directory" in w]
+    if placement in ("cwd-only", "both"):
+        assert noted and "not recorded" in noted[0] and str(here) in noted[0]
+    else:
+        assert noted == []
+
+
+def test_given_lock_and_mismatch_named(tmp_path: Path, small_venv: Path) -> None:
+    other = tmp_path / "elsewhere" / "env.lock.toml"
+    other.parent.mkdir()
+    other.write_text(pylock(BAD))
+    r = _snap(small_venv, tmp_path, tmp_path / "a.toml", "--lock", str(other))
+    assert r.returncode == 0, r.stderr
+    (ref,) = envlock.load(str(tmp_path / "a.toml")).lockfiles.files
+    assert (ref.found, ref.kind, ref.matches) == ("given", "pylock", False)
+    assert ref.mismatches == ("alpha: locked 0.9.0, installed 1.0.0",
+                              "torch: locked 2.14.1, not installed")
+    assert "does not match this environment: alpha: locked 0.9.0, installed 1.0.0" in r.stderr
+    bad = _snap(small_venv, tmp_path, tmp_path / "b.toml", "--lock", str(tmp_path / "nope.toml"))
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "nope.toml" in bad.stderr
+
+
+def test_marker_that_does_not_apply_is_not_a_mismatch(tmp_path: Path, small_venv: Path) -> None:
+    (tmp_path / "pylock.toml").write_text(
+        pylock({**GOOD, "pywin32": "306"}, marker={"pywin32": 'sys_platform == "win32"'}))
+    m = envlock.snapshot(python=str(small_venv / "bin" / "python"), lock_dir=str(tmp_path),
+                         stack=False, libraries=False)
+    assert m.lockfiles.files[0].matches is True
+
+
+def test_restore_refuses_a_contradicting_recorded_lock(tmp_path: Path, small_venv: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "pylock.toml").write_text(pylock(BAD))
+    assert _snap(small_venv, tmp_path, out / "a.toml").returncode == 0
+    m = envlock.load(str(out / "a.toml"))
+    assert contradictions(m, out / "pylock.toml") == [
+        "alpha: locked 0.9.0, installed 1.0.0", "torch: locked 2.14.1, not installed"]
+    r = subprocess.run([sys.executable, "-m", "envlock", "restore", str(out / "a.toml"),
+                        "--prefix", str(tmp_path / "new")], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 1, r.stderr
+    err = [ln for ln in r.stderr.splitlines() if ln.startswith("Error")]
+    assert len(err) == 1 and "contradicts the manifest" in err[0]
+    assert "alpha: locked 0.9.0, installed 1.0.0" in err[0] and "torch" in err[0]
+    assert not (tmp_path / "new").exists()
+    # The agreeing lock restores (the plan is printed).
+    (out / "pylock.toml").write_text(pylock(GOOD))
+    ok = subprocess.run([sys.executable, "-m", "envlock", "restore", str(out / "a.toml"),
+                         "--prefix", str(tmp_path / "new")], capture_output=True, text=True,
+                        timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert "pylock.toml" in ok.stdout
