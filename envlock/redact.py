@@ -68,7 +68,7 @@ _SCHEME = r"[A-Za-z][A-Za-z0-9+.-]*://"
 _USERINFO = re.compile(rf"(?P<scheme>{_SCHEME})(?P<ui>[^/?#\n]*)@")
 # … or "user:" + a password that itself contains "/" (not a port: digits then "/" or end).
 _USERINFO_SLASH = re.compile(
-    rf"(?P<scheme>{_SCHEME})(?P<ui>[^\s:/@?#]+:(?!\d+(?:[/?#\s]|$))[^\n@]*?)@(?=[\w\[.-])"
+    rf"(?P<scheme>{_SCHEME})(?P<ui>[^\s:/@?#]+:(?!\d+(?:[/?#\s]|$))[^\s]*)@(?=[\w\[.-])"
 )
 _CONDA_TOKEN = re.compile(r"/t/[^/\s\"'<>]+(?=/|$)")
 _URL_IN_TEXT = re.compile(rf"{_SCHEME}[^\s'\"<>]+")
