@@ -23,7 +23,8 @@ from typing import Any, NamedTuple
 
 from envlock._run import DEFAULT_TIMEOUT, Runner, run
 
-__all__ = ["Live", "ComputeApp", "AppsFacts", "read_compute_apps", "find_nvidia_smi", "local_label"]
+__all__ = ["Live", "ComputeApp", "AppsFacts", "read_compute_apps", "find_nvidia_smi", "local_label",
+           "driver_loaded"]
 
 
 class ComputeApp(NamedTuple):
@@ -56,6 +57,28 @@ def find_nvidia_smi(environ: Mapping[str, str], root: str = "/") -> str | None:
     if found is None and root in ("", "/"):
         found = shutil.which("nvidia-smi", path="/usr/bin:/usr/local/nvidia/bin")
     return found
+
+
+def driver_loaded(root: str = "/") -> bool:
+    """``True`` when the NVIDIA kernel module is loaded: ``/proc/driver/nvidia/version`` or
+    ``/sys/module/nvidia`` exists (under ``root``).  Without it ``nvidia-smi`` can only fail,
+    and on a node where it hangs instead, verify would wait for nothing."""
+    base = root.rstrip("/")
+    return any(os.path.exists(base + p) for p in ("/proc/driver/nvidia/version", "/sys/module/nvidia"))
+
+
+_NO_DRIVER = "nvidia-smi not run: no NVIDIA kernel module loaded (no /proc/driver/nvidia/version)"
+
+
+def _no_smi(runner: Runner) -> Runner:
+    """``runner``, except that ``nvidia-smi`` is not started (``status="absent"``)."""
+    from envlock._run import RunResult  # noqa: PLC0415
+
+    def wrapped(argv: Any, **kwargs: Any) -> Any:
+        if os.path.basename(str(argv[0])) == "nvidia-smi":
+            return RunResult(argv=tuple(str(a) for a in argv), status="absent", detail=_NO_DRIVER)
+        return runner(argv, **kwargs)
+    return wrapped
 
 
 def _na(value: str) -> str | None:
@@ -194,7 +217,8 @@ class Live:
             from envlock.probes.gpu import probe_gpu  # noqa: PLC0415
 
             path_dirs = [d for d in self.environ.get("PATH", "").split(os.pathsep) if d]
-            return probe_gpu(root=Path(self.root), env=self.environ, path_dirs=path_dirs, runner=self.runner,
+            runner = self.runner if driver_loaded(self.root) else _no_smi(self.runner)
+            return probe_gpu(root=Path(self.root), env=self.environ, path_dirs=path_dirs, runner=runner,
                              timeout=self.command_timeout(), use_nvml=self.root in ("", "/"))
         return self._get("gpu", compute)
 
@@ -205,6 +229,8 @@ class Live:
             smi = find_nvidia_smi(self.environ, self.root)
             if smi is None:
                 return AppsFacts(status="absent", error="nvidia-smi not found")
+            if not driver_loaded(self.root):
+                return AppsFacts(status="absent", error=_NO_DRIVER)
             return read_compute_apps(smi, environ=self.environ, runner=self.runner,
                                      timeout=self.command_timeout())
         return self._get("compute_apps", compute)
