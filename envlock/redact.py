@@ -31,7 +31,7 @@ cache files — passes :func:`redact_text` (or, for one URL, :func:`redact_url`)
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -41,6 +41,7 @@ __all__ = [
     "redact_text",
     "redact_text_urls",
     "redact_variable",
+    "redact_argv",
     "redact_tree",
     "secret_name",
     "secret_param",
@@ -219,6 +220,22 @@ def _url_in_text(url: str) -> str:
         path = _CONDA_TOKEN.sub(f"/t/{REDACTED}", parts.path)
         return urlunsplit((parts.scheme, parts.netloc, path, parts.query, parts.fragment))
     return url
+
+
+_SECRET_OPTION = re.compile(r"(?i)^--?[A-Za-z0-9_-]*(?:token|password|passwd|secret|api[-_]?key)[A-Za-z0-9_-]*$")
+
+
+def redact_argv(argv: Sequence[str]) -> tuple[str, ...]:
+    """A command line with its secrets out: each argument through :func:`redact_text`, and the
+    argument after a secret-named option (``--password X``, ``--token X``) replaced."""
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        text = printable(str(arg))
+        if i and _SECRET_OPTION.match(printable(str(argv[i - 1]))):
+            out.append(REDACTED)
+        else:
+            out.append(redact_text(text))
+    return tuple(out)
 
 
 def redact_text_urls(text: str) -> str:

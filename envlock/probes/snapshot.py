@@ -34,7 +34,7 @@ from envlock.probes.env import probe_env
 from envlock.probes.git import probe_git
 from envlock.probes.pip import canonicalize, conda_build_url, scan_distributions
 from envlock.probes.system import probe_cpu, probe_platform
-from envlock.redact import redact_text_urls
+from envlock.redact import redact_argv
 from envlock.probes.target import (
     ResolvedTarget,
     query_interpreter,
@@ -251,7 +251,7 @@ def snapshot(
         version=_version(),
         created=utc_now(),
         host=socket.gethostname(),
-        command=tuple(redact_text_urls(a) for a in (sys.argv if command is None else command)),
+        command=redact_argv(sys.argv if command is None else command),
         duration=round(time.perf_counter() - started, 3),
         warnings=tuple(warnings),
     )

@@ -168,3 +168,10 @@ def test_no_secret_in_libs_output_or_its_cache(tmp_path: Path, conda_prefix: Pat
         outs += [r.stdout, r.stderr]
         where[len(outs) - 1] = where[len(outs) - 2] = " ".join(cmd[:4])
     assert _leaks(outs, where, cache) == set()
+
+
+def test_secret_option_value_in_a_separate_argument() -> None:
+    from envlock.redact import redact_argv
+
+    assert redact_argv(["envlock", "snapshot", "--token", "t16SECRET", "--password=p16SECRET", "-o", "x"]) == (
+        "envlock", "snapshot", "--token", "<redacted>", "--password=<redacted>", "-o", "x")
