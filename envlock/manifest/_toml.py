@@ -105,7 +105,15 @@ def dumps(data: dict[str, Any], fmt: str = "toml") -> str:
 #: ``os.statvfs``, injectable by tests (a full inode table cannot always be arranged).
 _statvfs = os.statvfs
 
-_TMP_RE = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[A-Za-z0-9_]{8}\.tmp$")
+_TMP_RE = re.compile(r"^\.(?P<name>.+)\.(?P<host>[^.]+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.tmp$")
+
+
+def _host() -> str:
+    """This host's short name, as a file-name part (temporary files on a shared file system are
+    judged only by the host that wrote them: a pid means nothing elsewhere)."""
+    import socket  # noqa: PLC0415
+
+    return re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname().split(".")[0]) or "host"
 
 
 def _umask() -> int:
@@ -138,15 +146,17 @@ def _follow_allowed(link: Path, st_link: os.stat_result) -> bool:
 
 
 def _clean_stale(directory: Path, name: str) -> None:
-    """Remove ``.<name>.<pid>.<random>.tmp`` files of ours whose writer is gone (killed)."""
+    """Remove ``.<name>.<host>.<pid>.<random>.tmp`` files of ours, written on this host, whose
+    writer is gone (killed)."""
     try:
         entries = os.listdir(directory)
     except OSError:
         return
     me = os.geteuid()
+    host = _host()
     for entry in entries:
         m = _TMP_RE.match(entry)
-        if not m or m.group("name") != name:
+        if not m or m.group("name") != name or m.group("host") != host:
             continue
         pid = int(m.group("pid"))
         if pid != os.getpid():
@@ -167,7 +177,7 @@ def _clean_stale(directory: Path, name: str) -> None:
 
 
 def _temp_name(directory: Path, name: str) -> Path:
-    return directory / f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    return directory / f".{name}.{_host()}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
 
 
 def _no_space(exc: OSError, path: Path, directory: Path) -> OSError:
@@ -193,7 +203,7 @@ def atomic_write(path: Path, text: str, *, force: bool = False) -> None:
       Without ``force`` it is linked in with ``linkat``, which fails if the name exists, so of
       concurrent writers exactly one succeeds.  With ``force`` it is linked under a temporary
       name and renamed over ``path``.  Where ``O_TMPFILE`` is unsupported a named temporary
-      ``.<name>.<pid>.<random>.tmp`` is used; those left by killed writers are removed by the
+      ``.<name>.<host>.<pid>.<random>.tmp`` is used; those left by killed writers are removed by the
       next write.
     * The replaced file's permission bits are kept; a new file gets ``0o666 & ~umask``.
     * A symbolic link is written through (its target is replaced, the link kept) — unless it

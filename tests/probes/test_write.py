@@ -43,8 +43,13 @@ def _writer(path: str, barrier: multiprocessing.synchronize.Barrier, text: str,
         results.put(f"exists: {exc}")
 
 
-def test_32_concurrent_writers_exactly_one_wins(tmp_path: Path) -> None:
-    """create-or-fail: link(2) of the finished file fails when the name exists."""
+@pytest.mark.parametrize("temp", ["O_TMPFILE", "named"])
+def test_32_concurrent_writers_exactly_one_wins(tmp_path: Path, temp: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """create-or-fail: link(2) of the finished file fails when the name exists (also where
+    O_TMPFILE is missing and a named temporary file is linked)."""
+    if temp == "named":
+        monkeypatch.delattr(os, "O_TMPFILE", raising=False)
     target = tmp_path / "m.toml"
     ctx = multiprocessing.get_context("fork")
     barrier = ctx.Barrier(32)
@@ -121,12 +126,15 @@ def test_kill_9_leaves_no_partial_file_and_no_temp(tmp_path: Path, mode: str) ->
 def test_stale_named_temp_of_a_dead_writer_is_removed(tmp_path: Path) -> None:
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    stale = tmp_path / f".m.toml.{dead.pid}.abcd1234.tmp"
+    host = _toml._host()
+    stale = tmp_path / f".m.toml.{host}.{dead.pid}.abcd1234.tmp"
     stale.write_text("half")
-    other = tmp_path / f".other.toml.{dead.pid}.abcd1234.tmp"
-    other.write_text("not ours to judge")
+    other = tmp_path / f".other.toml.{host}.{dead.pid}.abcd1234.tmp"
+    other.write_text("another file's")
+    remote = tmp_path / f".m.toml.othernode.{dead.pid}.abcd1234.tmp"  # shared FS: not ours to judge
+    remote.write_text("half")
     atomic_write(tmp_path / "m.toml", "x = 1\n")
-    assert not stale.exists() and other.exists()
+    assert not stale.exists() and other.exists() and remote.exists()
 
 
 def test_replaced_file_keeps_its_mode(tmp_path: Path) -> None:
