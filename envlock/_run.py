@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["RunResult", "Runner", "run", "DEFAULT_TIMEOUT", "cancel_all", "resume"]
+__all__ = ["DEFAULT_TIMEOUT", "RunResult", "Runner", "cancel_all", "resume", "run"]
 
 #: Default timeout of one external command, in seconds.
 DEFAULT_TIMEOUT = 5.0

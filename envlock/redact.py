@@ -37,22 +37,22 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 __all__ = [
     "REDACTED",
-    "redact_url",
+    "printable",
+    "redact_argv",
     "redact_text",
     "redact_text_urls",
-    "redact_variable",
-    "redact_argv",
     "redact_tree",
+    "redact_url",
+    "redact_variable",
     "secret_name",
     "secret_param",
     "secret_value",
-    "printable",
 ]
 
 REDACTED = "<redacted>"
 
 _SECRET_NAME = re.compile(
-    r"TOKEN|SECRET|PASSW(OR)?D|KEY|CREDENTIAL|AUTH|COOKIE|SESSION|(?:^|_)PAT(?:$|_)", re.I
+    r"TOKEN|SECRET|PASSW(OR)?D|KEY|CREDENTIAL|AUTH|COOKIE|SESSION|(?:^|_)PAT(?:$|_)", re.IGNORECASE
 )
 #: Query parameters that carry a credential (exact, case-insensitive) …
 _SECRET_PARAMS = frozenset({
@@ -222,7 +222,8 @@ def _url_in_text(url: str) -> str:
     return url
 
 
-_SECRET_OPTION = re.compile(r"(?i)^--?[A-Za-z0-9_-]*(?:token|password|passwd|secret|api[-_]?key)[A-Za-z0-9_-]*$")
+_SECRET_OPTION = re.compile(
+    r"(?i)^--?[A-Za-z0-9_-]*(?:token|password|passwd|secret|api[-_]?key)[A-Za-z0-9_-]*$")
 
 
 def redact_argv(argv: Sequence[str]) -> tuple[str, ...]:

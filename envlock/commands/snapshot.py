@@ -11,7 +11,7 @@ import click
 
 from envlock.commands._common import handle_errors, target_options
 
-__all__ = ["snapshot", "expand_output"]
+__all__ = ["expand_output", "snapshot"]
 
 
 def expand_output(template: str, environ: dict[str, str] | None = None) -> str:
@@ -145,8 +145,10 @@ def _snapshot(  # noqa: PLR0913
     if not quiet:
         n_pip = len(manifest.pip.packages) if manifest.pip else 0
         n_conda = len(manifest.conda.packages) if manifest.conda else 0
-        counts = f"{n_pip} Python distributions" + (f", {n_conda} conda packages" if manifest.conda else "")
-        click.echo(printable(f"wrote {written} ({counts}) in {manifest.envlock.duration:.2f} s"), err=True)
+        counts = f"{n_pip} Python distributions" + (
+            f", {n_conda} conda packages" if manifest.conda else "")
+        took = manifest.envlock.duration
+        click.echo(printable(f"wrote {written} ({counts}) in {took:.2f} s"), err=True)
         if patch_path is not None:
             click.echo(printable(f"wrote {patch_path} ({len(patch_bytes)} bytes)"), err=True)
 

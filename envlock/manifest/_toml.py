@@ -21,7 +21,7 @@ from typing import Any
 from envlock.errors import ManifestError, OutputExistsError
 from envlock.redact import printable, redact_tree
 
-__all__ = ["read_text", "loads", "load_file", "dumps", "atomic_write"]
+__all__ = ["atomic_write", "dumps", "load_file", "loads", "read_text"]
 
 
 def _tomllib() -> Any:
@@ -252,7 +252,8 @@ def atomic_write(path: Path, text: str, *, force: bool = False) -> None:
     try:
         _write_new(path, directory, data, mode, force=force)
     except FileExistsError:
-        raise OutputExistsError(f"{printable(str(path))} exists; use --force to replace it") from None
+        raise OutputExistsError(
+            f"{printable(str(path))} exists; use --force to replace it") from None
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise _no_space(exc, path, directory) from None

@@ -19,12 +19,12 @@ from envlock.probes.pip import read_metadata_header, scan_distributions
 
 __all__ = [
     "Dist",
-    "site_dists",
     "read_headers",
     "read_record_paths",
-    "which",
     "read_text",
+    "site_dists",
     "under_root",
+    "which",
 ]
 
 

@@ -23,13 +23,13 @@ from envlock.probes.pip import canonicalize
 from envlock.redact import redact_text, redact_url
 
 __all__ = [
-    "read_conda_prefix",
-    "parse_spec",
+    "CondaMetaRecord",
+    "CondaRead",
     "list_conda_meta",
     "parse_history",
+    "parse_spec",
+    "read_conda_prefix",
     "short_channel",
-    "CondaRead",
-    "CondaMetaRecord",
 ]
 
 _SPEC_LINE = re.compile(r"^#\s*(update|remove|neutered)\s+specs:\s*(\[.*\])\s*$")

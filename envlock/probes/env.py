@@ -22,11 +22,10 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 
-from envlock.manifest import _model
-from envlock.manifest import EnvVars
+from envlock.manifest import EnvVars, _model
 from envlock.redact import printable, redact_variable
 
-__all__ = ["ALLOW_NAMES", "ALLOW_PREFIXES", "TF_NAMES", "SELECTION", "is_selection", "probe_env"]
+__all__ = ["ALLOW_NAMES", "ALLOW_PREFIXES", "SELECTION", "TF_NAMES", "is_selection", "probe_env"]
 
 #: TensorFlow / XLA variables that change numerics, determinism, threading or GPU memory
 #: (TensorFlow's ``tensorflow/core/util/env_var.cc`` users, the determinism guide, JAX's GPU
@@ -37,7 +36,8 @@ TF_NAMES = frozenset(
         "TF_CUDNN_USE_FRONTEND", "TF_CUDNN_WORKSPACE_LIMIT_IN_MB",
         "TF_USE_CUDNN_BATCHNORM_SPATIAL_PERSISTENT", "TF_CUDNN_RESET_RND_GEN_STATE",
         "TF_ENABLE_ONEDNN_OPTS", "TF_ENABLE_AUTO_MIXED_PRECISION",
-        "TF_ENABLE_AUTO_MIXED_PRECISION_GRAPH_REWRITE", "TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_LEVEL",
+        "TF_ENABLE_AUTO_MIXED_PRECISION_GRAPH_REWRITE",
+        "TF_AUTO_MIXED_PRECISION_GRAPH_REWRITE_LEVEL",
         "TF_ENABLE_CUBLAS_TENSOR_OP_MATH_FP32", "TF_ENABLE_CUDNN_TENSOR_OP_MATH_FP32",
         "TF_ENABLE_CUDNN_RNN_TENSOR_OP_MATH_FP32", "TF_DISABLE_CUBLAS_TENSOR_OP_MATH",
         "TF_DISABLE_CUDNN_TENSOR_OP_MATH", "TF_DISABLE_CUDNN_RNN_TENSOR_OP_MATH",

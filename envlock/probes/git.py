@@ -15,7 +15,7 @@ from envlock._run import Runner, RunResult, run
 from envlock.manifest import GitInfo, GitRemote
 from envlock.redact import redact_url
 
-__all__ = ["probe_git", "git_env", "GIT_TIMEOUT"]
+__all__ = ["GIT_TIMEOUT", "git_env", "probe_git"]
 
 #: Seconds allowed for each git command.
 GIT_TIMEOUT = 5.0

@@ -30,14 +30,14 @@ if TYPE_CHECKING:
     from envlock.manifest import CondaPackage, Manifest, PipPackage
 
 __all__ = [
-    "find_lockfiles",
+    "KINDS",
+    "Installed",
     "collect_lockfiles",
-    "match_lockfiles",
     "compare_lock",
     "contradictions",
+    "find_lockfiles",
     "lockfile_kind",
-    "Installed",
-    "KINDS",
+    "match_lockfiles",
 ]
 
 #: File-name patterns → lockfile kind.  conda-lock's unified file and its explicit
@@ -260,10 +260,10 @@ def _pylock_pins(path: Path, text: str) -> list[tuple[str, str, Any]]:
     """``(name, version, marker)`` of a PEP 751 file, through :mod:`packaging.pylock`; a file
     it rejects (or an older ``packaging``) is read for its ``name``/``version``/``marker`` keys.
 
-    :raises ValueError: not TOML (``tomllib.TOMLDecodeError``)."""
-    import tomllib  # noqa: PLC0415
+    :raises ValueError: not TOML (:class:`~envlock.errors.ManifestError`)."""
+    from envlock.manifest._toml import loads  # noqa: PLC0415 - tomllib, or tomli before 3.11
 
-    data = tomllib.loads(text)
+    data = loads(text, name=str(path))  # ManifestError (a ValueError) when malformed
     try:
         from packaging.pylock import Pylock  # noqa: PLC0415
 
@@ -277,7 +277,7 @@ def _pylock_pins(path: Path, text: str) -> list[tuple[str, str, Any]]:
 
     out = []
     for p in data.get("packages") or ():
-        if isinstance(p, dict) and isinstance(p.get("name"), str) and isinstance(p.get("version"), str):
+        if isinstance(p, dict) and all(isinstance(p.get(k), str) for k in ("name", "version")):
             out.append((p["name"], p["version"], Marker(p["marker"]) if p.get("marker") else None))
     return out
 
@@ -330,7 +330,8 @@ def compare_lock(path: str | os.PathLike[str], kind: str, have: Installed) -> li
         import re  # noqa: PLC0415
 
         for line in text.replace("\\\n", " ").splitlines():
-            m = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*===?\s*([^\s;]+)", line)
+            m = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*===?\s*([^\s;]+)",
+                         line)
             if m:
                 pip(m.group(1), m.group(2))
     elif kind == "conda-explicit":

@@ -25,12 +25,12 @@ from envlock.manifest import PipInfo, PipPackage
 from envlock.redact import redact_url
 
 __all__ = [
-    "canonicalize",
-    "read_metadata_header",
-    "read_input",
-    "parse_direct_url",
-    "scan_distributions",
     "CONDA_BUILD_URL",
+    "canonicalize",
+    "parse_direct_url",
+    "read_input",
+    "read_metadata_header",
+    "scan_distributions",
 ]
 
 #: ``direct_url.json`` URLs that point into a conda-build work directory (case C12): they

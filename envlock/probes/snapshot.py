@@ -28,13 +28,12 @@ from envlock.manifest import (
     PipInfo,
     PipPackage,
 )
-from envlock.probes.lockfiles import Installed, collect_lockfiles, match_lockfiles
 from envlock.probes.conda import CondaMetaRecord, CondaRead, list_conda_meta, read_conda_prefix
 from envlock.probes.env import probe_env
 from envlock.probes.git import probe_git
+from envlock.probes.lockfiles import Installed, collect_lockfiles, match_lockfiles
 from envlock.probes.pip import canonicalize, conda_build_url, scan_distributions
 from envlock.probes.system import probe_cpu, probe_platform
-from envlock.redact import redact_argv
 from envlock.probes.target import (
     ResolvedTarget,
     query_interpreter,
@@ -42,8 +41,9 @@ from envlock.probes.target import (
     refine_target,
     resolve_target,
 )
+from envlock.redact import redact_argv
 
-__all__ = ["snapshot", "attribute_conda", "utc_now"]
+__all__ = ["attribute_conda", "snapshot", "utc_now"]
 
 
 def utc_now() -> str:
@@ -289,10 +289,10 @@ def _libraries(
 ) -> object:
     """``[libraries]`` for torch, through the loader model (never raises); parsed ELF facts and
     the answer itself are cached, valid while every file it depends on is unchanged."""
-    from envlock.manifest import _model  # noqa: PLC0415
     from envlock import cache as _statcache  # noqa: PLC0415
-    from envlock.libs import cache as libcache  # noqa: PLC0415
     from envlock.errors import ManifestError  # noqa: PLC0415
+    from envlock.libs import cache as libcache  # noqa: PLC0415
+    from envlock.manifest import _model  # noqa: PLC0415
     from envlock.manifest.libraries import LibrariesInfo  # noqa: PLC0415
 
     entry = libcache.libraries_entry(module="torch", exe=str(target.python), sys_path=sys_path,
@@ -303,8 +303,8 @@ def _libraries(
             return _model.from_dict(LibrariesInfo, hit)
         except ManifestError:  # a damaged or outdated entry is recomputed
             pass
-    from envlock.libs.elf import ElfCache  # noqa: PLC0415 - the loader model only on a miss
     from envlock.libs.analysis import probe_libraries  # noqa: PLC0415
+    from envlock.libs.elf import ElfCache  # noqa: PLC0415 - the loader model only on a miss
 
     return probe_libraries(python_exe=str(target.python), sys_path=sys_path, prefix=target.prefix,
                            env=environ, root=root, module="torch", elf_cache=ElfCache(), cache=True)

@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING
 
 from envlock._run import DEFAULT_TIMEOUT, Runner, RunResult, run
 from envlock.manifest import PipPackage
-from envlock.probes._stackutil import site_dists, under_root, which
 from envlock.manifest.stack import BuiltWith, Libstdcxx, Tool, ToolchainInfo
+from envlock.probes._stackutil import site_dists, under_root, which
 
 if TYPE_CHECKING:
     from envlock.libs.elf import ElfInfo
 
-__all__ = ["probe_toolchain", "TOOLS"]
+__all__ = ["TOOLS", "probe_toolchain"]
 
 #: Tools looked up, in the order recorded.
 TOOLS: tuple[str, ...] = (
@@ -89,7 +89,7 @@ def _parse_mpirun_version(text: str) -> tuple[str | None, str | None]:
     if m:
         return "Intel MPI", m.group(1)
     if "HYDRA build details" in text:
-        m = re.search(r"^\s*Version:\s+(\S+)", text, re.M)
+        m = re.search(r"^\s*Version:\s+(\S+)", text, re.MULTILINE)
         return "MPICH", m.group(1) if m else None
     return None, None
 

@@ -23,8 +23,15 @@ from typing import Any, NamedTuple
 
 from envlock._run import DEFAULT_TIMEOUT, Runner, run
 
-__all__ = ["Live", "ComputeApp", "AppsFacts", "read_compute_apps", "find_nvidia_smi", "local_label",
-           "driver_loaded"]
+__all__ = [
+    "AppsFacts",
+    "ComputeApp",
+    "Live",
+    "driver_loaded",
+    "find_nvidia_smi",
+    "local_label",
+    "read_compute_apps",
+]
 
 
 class ComputeApp(NamedTuple):

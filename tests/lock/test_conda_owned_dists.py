@@ -5,10 +5,10 @@ its plugins, conda-meta ``files`` listing them all): every one is conda's, never
 from __future__ import annotations
 
 import json
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from click.testing import CliRunner
 
 import envlock

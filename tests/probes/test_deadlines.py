@@ -15,7 +15,7 @@ from envlock.probes.toolchain import probe_toolchain
 
 
 def _envlock(*args: str, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "envlock", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "envlock", *args], check=False, capture_output=True,
                           text=True, timeout=timeout, cwd=cwd)
 
 

@@ -145,7 +145,7 @@ def test_save_patch_applies_to_the_recorded_commit(tmp_path: Path) -> None:
     out.mkdir()
     r = subprocess.run([sys.executable, "-m", "envlock", "snapshot", "-q", "--python", sys.executable,
                         "--repo", str(repo), "--save-patch", "-o", str(out / "manifest.toml")],
-                       capture_output=True, text=True, timeout=120)
+                       check=False, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     m = envlock.load(str(out / "manifest.toml"))
     patch = out / "manifest.patch"
@@ -162,7 +162,7 @@ def test_save_patch_applies_to_the_recorded_commit(tmp_path: Path) -> None:
     # No force: the patch beside an existing one is refused like the manifest.
     again = subprocess.run([sys.executable, "-m", "envlock", "snapshot", "-q", "--python",
                             sys.executable, "--repo", str(repo), "--save-patch", "-o",
-                            str(out / "manifest.toml")], capture_output=True, text=True, timeout=120)
+                            str(out / "manifest.toml")], check=False, capture_output=True, text=True, timeout=120)
     assert again.returncode == 2 and again.stderr.count("\n") == 1
 
 

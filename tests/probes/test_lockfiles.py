@@ -61,7 +61,7 @@ def test_no_lockfiles_is_absent(tmp_path: Path) -> None:
 def _snap(small_venv: Path, cwd: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "envlock", "snapshot", "--python",
                            str(small_venv / "bin" / "python"), "-o", str(out), *extra],
-                          cwd=cwd, capture_output=True, text=True, timeout=120)
+                          check=False, cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.parametrize("placement", ["beside", "cwd-only", "both", "neither"])
@@ -130,7 +130,7 @@ def test_restore_refuses_a_contradicting_recorded_lock(tmp_path: Path, small_ven
     assert contradictions(m, out / "pylock.toml") == [
         "alpha: locked 0.9.0, installed 1.0.0", "torch: locked 2.14.1, not installed"]
     r = subprocess.run([sys.executable, "-m", "envlock", "restore", str(out / "a.toml"),
-                        "--prefix", str(tmp_path / "new")], capture_output=True, text=True,
+                        "--prefix", str(tmp_path / "new")], check=False, capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 1, r.stderr
     err = [ln for ln in r.stderr.splitlines() if ln.startswith("Error")]
@@ -140,7 +140,7 @@ def test_restore_refuses_a_contradicting_recorded_lock(tmp_path: Path, small_ven
     # The agreeing lock restores (the plan is printed).
     (out / "pylock.toml").write_text(pylock(GOOD))
     ok = subprocess.run([sys.executable, "-m", "envlock", "restore", str(out / "a.toml"),
-                         "--prefix", str(tmp_path / "new")], capture_output=True, text=True,
+                         "--prefix", str(tmp_path / "new")], check=False, capture_output=True, text=True,
                         timeout=120)
     assert ok.returncode == 0, ok.stderr
     assert "pylock.toml" in ok.stdout

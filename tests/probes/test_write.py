@@ -25,7 +25,7 @@ STRESS = bool(os.environ.get("ENVLOCK_STRESS"))
 
 def _envlock(*args: str | bytes, env: dict | None = None, cwd: Path | None = None,
              timeout: float = 120) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "envlock", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "envlock", *args], check=False, capture_output=True,
                           timeout=timeout, env=env, cwd=cwd)
 
 
@@ -213,7 +213,7 @@ def _can_mount_tmpfs(where: Path) -> bool:
         return False
     where.mkdir()
     r = subprocess.run(["mount", "-t", "tmpfs", "-o", "nr_inodes=4,size=4m", "tmpfs", str(where)],
-                       capture_output=True, timeout=30)
+                       check=False, capture_output=True, timeout=30)
     return r.returncode == 0
 
 
@@ -245,7 +245,7 @@ def test_undecodable_bytes_in_output_path_and_environment(tmp_path: Path) -> Non
     out = os.fsencode(str(tmp_path)) + b"/m\xff.toml"
     result = subprocess.run([sys.executable.encode(), b"-m", b"envlock", b"snapshot", b"-q",
                              b"--python", sys.executable.encode(), b"-o", out],
-                            capture_output=True, timeout=120, env=env_bytes)
+                            check=False, capture_output=True, timeout=120, env=env_bytes)
     assert result.returncode == 0, result.stderr
     assert b"Traceback" not in result.stderr
     text = Path(os.fsdecode(out)).read_text(encoding="utf-8")
