@@ -81,7 +81,9 @@ _OPTION = re.compile(
     r"(?:=|\s+))(?P<v>[^\s]+)"
 )
 _ASSIGN = re.compile(r"(?P<k>(?<![A-Za-z0-9_.-])(?P<name>[A-Z_][A-Z0-9_]*)=)(?P<v>[^\s]+)")
-_BEARER = re.compile(r"(?i)(?P<k>\b(?:bearer|basic)\s+)(?P<v>[A-Za-z0-9._~+/=-]{8,})")
+# HTTP credentials (RFC 7617 Basic, RFC 6750 Bearer) as a header value or after "Authorization".
+_BEARER = re.compile(r"(?P<k>(?:(?i:authorization)\s*[:=]\s*)?\b(?:Bearer|Basic|bearer)\s+)"
+                     r"(?P<v>[A-Za-z0-9._~+/=-]{8,})")
 _TOKEN_SHAPES = re.compile(
     r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|hf_[A-Za-z0-9]{20,}"
     r"|glpat-[A-Za-z0-9_-]{16,}|xox[abprs]-[A-Za-z0-9-]{10,}|sk-(?:proj-)?[A-Za-z0-9_-]{32,}"
