@@ -144,3 +144,47 @@ def test_restore_refuses_a_contradicting_recorded_lock(tmp_path: Path, small_ven
                         timeout=120)
     assert ok.returncode == 0, ok.stderr
     assert "pylock.toml" in ok.stdout
+
+
+@pytest.mark.realenv
+def test_issue_case_cpu_manifest_with_a_cuda_lock(tmp_path: Path, cpu_venv: Path) -> None:
+    """The issue's case on the real CPU torch venv: a CUDA torch 2.14.1 pylock recorded with a
+    torch 2.13.0+cpu manifest; restore names torch and exits 1."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "pylock.toml").write_text(pylock({"torch": "2.14.1", "numpy": "1.24.4"}))
+    r = _snap(cpu_venv, tmp_path, out / "a.toml")
+    assert r.returncode == 0, r.stderr
+    (ref,) = envlock.load(str(out / "a.toml")).lockfiles.files
+    assert ref.matches is False and ref.mismatches == ("torch: locked 2.14.1, installed 2.13.0+cpu",)
+    rr = subprocess.run([sys.executable, "-m", "envlock", "restore", str(out / "a.toml"), "--prefix",
+                         str(tmp_path / "new")], check=False, capture_output=True, text=True, timeout=120)
+    assert rr.returncode == 1 and "torch: locked 2.14.1, installed 2.13.0+cpu" in rr.stderr
+
+
+def test_conda_lock_and_explicit_compared_with_conda_meta(tmp_path: Path, conda_prefix: Path) -> None:
+    import yaml
+
+    from envlock.probes.lockfiles import Installed, compare_lock
+
+    m = envlock.snapshot(prefix=str(conda_prefix), stack=False, libraries=False)
+    have = Installed.of_manifest(m)
+    base = "https://conda.anaconda.org/conda-forge/linux-64/"
+    lock = {"version": 1, "metadata": {"platforms": ["linux-64", "osx-arm64"]}, "package": [
+        {"name": "numpy", "version": "1.26.4", "manager": "conda", "platform": "linux-64",
+         "url": base + "numpy-1.26.4-py311h64a7726_0.conda", "hash": {"md5": "0" * 32}},
+        {"name": "python", "version": "3.11.8", "manager": "conda", "platform": "linux-64",
+         "url": base + "python-3.11.8-hab00c5b_0_cpython.conda", "hash": {"md5": "0" * 32}},
+        {"name": "python", "version": "3.12.0", "manager": "conda", "platform": "osx-arm64",
+         "url": "https://x/osx-arm64/python-3.12.0-h0_0.conda", "hash": {"md5": "0" * 32}},
+        {"name": "requests", "version": "2.31.0", "manager": "pip", "platform": "linux-64",
+         "url": "https://files/requests-2.31.0-py3-none-any.whl", "hash": {"sha256": "0" * 64}},
+    ]}
+    (tmp_path / "conda-lock.yml").write_text(yaml.safe_dump(lock))
+    assert compare_lock(tmp_path / "conda-lock.yml", "conda-lock", have) == [
+        "python: locked 3.11.8 hab00c5b_0_cpython, installed 3.11.7 hab00c5b_1_cpython"]
+    (tmp_path / "conda-linux-64.lock").write_text(
+        "# platform: linux-64\n@EXPLICIT\n" + base + "numpy-1.26.4-py311h64a7726_0.conda#" + "0" * 32
+        + "\n" + base + "zlib-1.3.1-h4ab18f5_1.conda\n")
+    assert compare_lock(tmp_path / "conda-linux-64.lock", "conda-explicit", have) == [
+        "zlib: locked 1.3.1 h4ab18f5_1, not installed"]
