@@ -115,6 +115,8 @@ def _sha256(path: Path) -> str | None:
 def _refs_in(directory: Path, found: str) -> tuple[list[LockfileRef], str | None]:
     try:
         names = sorted(os.listdir(directory))
+    except FileNotFoundError:
+        return [], None  # the output directory does not exist yet: nothing beside it
     except OSError as exc:
         return [], f"{directory}: {exc.strerror}"
     refs = []

@@ -188,3 +188,9 @@ def test_conda_lock_and_explicit_compared_with_conda_meta(tmp_path: Path, conda_
         + "\n" + base + "zlib-1.3.1-h4ab18f5_1.conda\n")
     assert compare_lock(tmp_path / "conda-linux-64.lock", "conda-explicit", have) == [
         "zlib: locked 1.3.1 h4ab18f5_1, not installed"]
+
+
+def test_output_directory_not_yet_there_is_absent(tmp_path: Path) -> None:
+    m = envlock.snapshot(python=sys.executable, lock_dir=str(tmp_path / "new" / "dir"), stack=False,
+                         libraries=False)
+    assert m.lockfiles.status == "absent"
