@@ -13,6 +13,7 @@ import datetime as _dt
 import os
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -227,6 +228,9 @@ def snapshot(
         # still running then return within moments instead of waiting out their timeouts.
         pool.shutdown(wait=False, cancel_futures=True)
         _run.cancel_all()
+        # Commands may run again once the abandoned probes have returned (library callers
+        # carry on after catching KeyboardInterrupt).
+        threading.Thread(target=_resume_after, args=(pool,), daemon=True).start()
         raise
     pool.shutdown(wait=True)
     have = Installed.of(pip_info.packages, conda_info.packages if conda_info else (),
@@ -269,6 +273,11 @@ def snapshot(
         libraries=libraries_info,
         **stack_tables,
     )
+
+
+def _resume_after(pool: ThreadPoolExecutor) -> None:
+    pool.shutdown(wait=True)
+    _run.resume()
 
 
 def target_path_dirs(target: ResolvedTarget, environ: Mapping[str, str]) -> tuple[str, ...]:

@@ -100,3 +100,37 @@ def test_ctrl_c_ends_within_a_second_and_kills_the_children(tmp_path: Path) -> N
     time.sleep(0.1)
     assert _live_members(child) == [], "the hung interpreter's process group survived Ctrl-C"
     assert not (tmp_path / "m.toml").exists()
+
+
+def test_interrupted_library_snapshot_returns_at_once_and_commands_run_again(tmp_path: Path) -> None:
+    """``envlock.snapshot()`` interrupted (KeyboardInterrupt in the caller's thread): it raises
+    within a second, the child is killed, and later commands run normally."""
+    import threading
+
+    from envlock import _run
+
+    pidfile = tmp_path / "pid"
+    hang = tmp_path / "env" / "bin" / "python"
+    hang.parent.mkdir(parents=True)
+    hang.write_text(f"#!/bin/sh\necho $$ > {pidfile}\nsleep 30\n")
+    hang.chmod(0o755)
+
+    def interrupt() -> None:
+        deadline = time.monotonic() + 30
+        while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.2)
+        signal.pthread_kill(main, signal.SIGINT)  # Ctrl-C reaches the main thread
+
+    main = threading.main_thread().ident
+    threading.Thread(target=interrupt, daemon=True).start()
+    started = time.monotonic()
+    try:
+        envlock.snapshot(python=str(hang), stack=False, libraries=False)
+        raise AssertionError("not interrupted")
+    except KeyboardInterrupt:
+        pass
+    assert time.monotonic() - started < 3
+    time.sleep(0.3)
+    assert _live_members(int(pidfile.read_text())) == []
+    assert _run.run(["true"]).ok  # commands run again
