@@ -112,11 +112,14 @@ def _sha256(path: Path) -> str | None:
         return None
 
 
-def _refs_in(directory: Path, found: str) -> tuple[list[LockfileRef], str | None]:
+def _refs_in(directory: Path, found: str, *, missing_ok: bool = False
+             ) -> tuple[list[LockfileRef], str | None]:
     try:
         names = sorted(os.listdir(directory))
-    except FileNotFoundError:
-        return [], None  # the output directory does not exist yet: nothing beside it
+    except FileNotFoundError as exc:
+        if missing_ok:
+            return [], None  # the output directory does not exist yet: nothing beside it
+        return [], f"{directory}: {exc.strerror}"
     except OSError as exc:
         return [], f"{directory}: {exc.strerror}"
     refs = []
@@ -167,7 +170,7 @@ def collect_lockfiles(
     :raises InputError: a given file is missing, unreadable, or not a lockfile envlock knows.
     """
     root = Path(beside)
-    refs, error = _refs_in(root, "beside")
+    refs, error = _refs_in(root, "beside", missing_ok=True)
     seen = {r.path for r in refs}
     for item in given:
         path = Path(item)
