@@ -12,11 +12,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["RunResult", "Runner", "run", "DEFAULT_TIMEOUT"]
+__all__ = ["DEFAULT_TIMEOUT", "RunResult", "Runner", "cancel_all", "resume", "run"]
 
 #: Default timeout of one external command, in seconds.
 DEFAULT_TIMEOUT = 5.0
@@ -53,6 +54,30 @@ class RunResult:
 
 Runner = Callable[..., RunResult]
 
+# The children running now (each leads its own process group), so that Ctrl-C can end them
+# at once, and a flag that stops new ones from starting once cancelled.
+_LIVE: set[subprocess.Popen[bytes]] = set()
+_LIVE_LOCK = threading.Lock()
+_CANCELLED = threading.Event()
+
+
+def cancel_all() -> None:
+    """Kill the process group of every command :func:`run` is waiting on, and make later calls
+    return ``status="error"`` ("cancelled") without starting anything — for Ctrl-C."""
+    _CANCELLED.set()
+    with _LIVE_LOCK:
+        procs = list(_LIVE)
+    for proc in procs:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def resume() -> None:
+    """Allow :func:`run` to start commands again after :func:`cancel_all`."""
+    _CANCELLED.clear()
+
 
 def run(
     argv: Sequence[str],
@@ -73,6 +98,8 @@ def run(
     :returns: a :class:`RunResult`; this function does not raise for failures of the command.
     """
     args = tuple(str(a) for a in argv)
+    if _CANCELLED.is_set():
+        return RunResult(argv=args, status="error", detail=f"{args[0]}: cancelled")
     try:
         # A new session, so that on timeout the whole process group (a shell script's
         # children included) is killed and cannot keep our pipes open.
@@ -89,6 +116,10 @@ def run(
         return RunResult(argv=args, status="absent", detail=f"{args[0]}: command not found")
     except OSError as exc:
         return RunResult(argv=args, status="error", detail=f"{args[0]}: {exc.strerror or exc}")
+    with _LIVE_LOCK:
+        _LIVE.add(proc)
+    if _CANCELLED.is_set():
+        _kill_group(proc)
     try:
         stdout, stderr = proc.communicate(
             input=input_text.encode() if input_text is not None else None, timeout=timeout
@@ -98,6 +129,13 @@ def run(
         return RunResult(
             argv=args, status="timeout", detail=f"{args[0]}: no answer within {timeout:g} s"
         )
+    except ValueError:  # pipes closed by a cancel
+        return RunResult(argv=args, status="error", detail=f"{args[0]}: cancelled")
+    finally:
+        with _LIVE_LOCK:
+            _LIVE.discard(proc)
+    if _CANCELLED.is_set() and proc.returncode is not None and proc.returncode < 0:
+        return RunResult(argv=args, status="error", detail=f"{args[0]}: cancelled")
     out = stdout.decode("utf-8", "replace")
     err = stderr.decode("utf-8", "replace")
     if proc.returncode != 0:

@@ -56,3 +56,10 @@ class LockError(EnvlockError):
 
 class SolveError(LockError):
     """The requested packages cannot be installed together; the message holds the solver's reason."""
+
+
+class LockContradictionError(LockError):
+    """A lockfile recorded in a manifest pins other packages than the manifest records:
+    restoring it would build another environment.  Exit status 1 (a finding, not a misuse)."""
+
+    exit_code = 1

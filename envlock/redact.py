@@ -1,33 +1,143 @@
-"""Keeping secrets out of manifests.
+"""Keeping secrets out of everything envlock writes or prints: one module, one rule set.
 
-Rules (one place, used by every probe that records a URL or a variable):
+Every string that leaves the process — manifest (TOML and JSON), console, ``libs`` output,
+cache files — passes :func:`redact_text` (or, for one URL, :func:`redact_url`); variables pass
+:func:`redact_variable`.  The rules:
 
-* URLs: user-info is removed from ``http(s)``/``ftp`` URLs entirely (a GitHub token is often
-  the *user* part), and from other schemes all but a bare user name (``ssh://git@host`` keeps
-  ``git@``); conda's ``/t/<token>/`` path segment becomes ``/t/<redacted>/``; query parameters
-  whose name looks secret are dropped.
-* Variables: a name containing TOKEN, SECRET, PASSWORD, PASSWD, KEY, CREDENTIAL or AUTH, or a
-  value holding a URL with user-info or a conda token, is replaced by ``<redacted>``.
+* **URL user-info**, whatever characters the password holds (``"``, spaces, ``@``, ``/``):
+  ``https://user:p w"d@host/x`` → ``https://host/x``.  ``http(s)``/``ftp`` lose all of it (a
+  GitHub token is often the *user* part); ``ssh``/``git`` keep a bare user name
+  (``ssh://git@host``, scp-like ``git@host:path``) — RFC 3986 §3.2.1 user-info.
+* **Query credentials**: parameters named ``token``, ``sig``, ``signature``, ``access_token``,
+  ``key``, ``X-Amz-*`` (AWS SigV4 presigned URLs), ``X-Goog-*`` (GCS V4 signed URLs), Azure SAS
+  ``sig``/``se``-bearing ``sig``, and any name :func:`secret_name` matches.  :func:`redact_url`
+  drops them; in free text the value becomes ``<redacted>``.
+* **conda tokens**: the ``/t/<token>/`` path segment of a channel URL (conda's
+  ``CondaHttpAuth``) → ``/t/<redacted>/``.
+* **netrc-style** ``password <secret>`` / ``account <secret>`` pairs (``man 5 netrc``),
+  ``--password=…``/``--token …`` options, ``NAME=value`` with a secret ``NAME``, and HTTP
+  ``Authorization: Bearer|Basic …`` values.
+* **Well-known token shapes** anywhere: GitHub (``ghp_``, ``gho_``, ``ghs_``, ``github_pat_``),
+  Hugging Face (``hf_``), GitLab (``glpat-``), Slack (``xox?-``), OpenAI-style ``sk-``, AWS access
+  key ids (``AKIA…``).
+* **Variable names**: ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``/``*PASSWD*``, ``*KEY*``,
+  ``*CREDENTIAL*``, ``*AUTH*``, ``*COOKIE*``, ``*SESSION*`` and ``*_PAT`` → the whole value is
+  ``<redacted>``.
+
+:func:`printable` turns the undecodable bytes of a path or variable (Python's
+``surrogateescape``, PEP 383) into ``\\xNN`` escapes so they can be written as UTF-8.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-__all__ = ["REDACTED", "redact_url", "redact_text_urls", "secret_name", "secret_value"]
+__all__ = [
+    "REDACTED",
+    "printable",
+    "redact_argv",
+    "redact_text",
+    "redact_text_urls",
+    "redact_tree",
+    "redact_url",
+    "redact_variable",
+    "secret_name",
+    "secret_param",
+    "secret_value",
+]
 
 REDACTED = "<redacted>"
 
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW(OR)?D|KEY|CREDENTIAL|AUTH|COOKIE|SESSION", re.I)
-_CONDA_TOKEN = re.compile(r"/t/[^/]+/")
-_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+_SECRET_NAME = re.compile(
+    r"TOKEN|SECRET|PASSW(OR)?D|KEY|CREDENTIAL|AUTH|COOKIE|SESSION|(?:^|_)PAT(?:$|_)", re.IGNORECASE
+)
+#: Query parameters that carry a credential (exact, case-insensitive) …
+_SECRET_PARAMS = frozenset({
+    "token", "sig", "signature", "access_token", "key", "api_key", "apikey", "auth",
+    "password", "passwd", "pwd", "secret", "client_secret", "refresh_token", "id_token",
+    "code", "private_token", "x-amz-security-token", "sv_token",
+})
+#: … and prefixes of presigned-URL parameter families (AWS SigV4, GCS V4).
+_SECRET_PARAM_PREFIXES = ("x-amz-", "x-goog-")
+
+_SCHEME = r"[A-Za-z][A-Za-z0-9+.-]*://"
+# user-info: everything between "scheme://" and the last "@" before the first "/", "?" or "#"
+# (any other character, quotes and spaces included) …
+_USERINFO = re.compile(rf"(?P<scheme>{_SCHEME})(?P<ui>[^/?#\n]*)@")
+# … or "user:" + a password that itself contains "/" (not a port: digits then "/" or end).
+_USERINFO_SLASH = re.compile(
+    rf"(?P<scheme>{_SCHEME})(?P<ui>[^\s:/@?#]+:(?!\d+(?:[/?#\s]|$))[^\s]*)@(?=[\w\[.-])"
+)
+_CONDA_TOKEN = re.compile(r"/t/[^/\s\"'<>]+(?=/|$)")
+_URL_IN_TEXT = re.compile(rf"{_SCHEME}[^\s'\"<>]+")
+_QUERY_IN_TEXT = re.compile(r"(?P<lead>[?&])(?P<name>[A-Za-z0-9_.\-]+)=(?P<value>[^&#\s\"'<>]*)")
 _SCP_LIKE = re.compile(r"^(?P<user>[^@/:]+)@(?P<host>[^:/]+):(?P<path>.*)$")
+_NETRC = re.compile(r"(?i)(?P<k>\b(?:password|passwd|account)\s+)(?P<v>[^\s]+)")
+_OPTION = re.compile(
+    r"(?i)(?P<k>(?:(?<=\s)|^)--?[A-Za-z0-9_-]*(?:token|password|passwd|secret|api[-_]?key|auth)[A-Za-z0-9_-]*"
+    r"(?:=|\s+))(?P<v>[^\s]+)"
+)
+_ASSIGN = re.compile(r"(?P<k>(?<![A-Za-z0-9_.-])(?P<name>[A-Z_][A-Z0-9_]*)=)(?P<v>[^\s]+)")
+# HTTP credentials (RFC 7617 Basic, RFC 6750 Bearer) as a header value or after "Authorization".
+_BEARER = re.compile(r"(?P<k>(?:(?i:authorization)\s*[:=]\s*)?\b(?:Bearer|Basic|bearer)\s+)"
+                     r"(?P<v>[A-Za-z0-9._~+/=-]{8,})")
+_TOKEN_SHAPES = re.compile(
+    r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}|hf_[A-Za-z0-9]{20,}"
+    r"|glpat-[A-Za-z0-9_-]{16,}|xox[abprs]-[A-Za-z0-9-]{10,}|sk-(?:proj-)?[A-Za-z0-9_-]{32,}"
+    r"|(?:AKIA|ASIA)[0-9A-Z]{16})\b"
+)
+
+
+#: Cheap pre-check: a string none of the rules can touch skips them all.
+_TRIGGER = re.compile(
+    r"://|[?&=]|(?i:pass|account|bearer|basic|token|secret|key|auth)|gh[pousr]_|github_pat_|hf_"
+    r"|glpat-|xox|sk-|AKIA|ASIA"
+)
 
 
 def secret_name(name: str) -> bool:
-    """``True`` when a variable or parameter name looks like it holds a secret."""
+    """``True`` when a variable name looks like it holds a secret.
+
+    :param name: e.g. ``"HF_TOKEN"``, ``"WANDB_API_KEY"``, ``"GITHUB_PAT"`` (all ``True``),
+        ``"PATH"`` (``False``: ``PAT`` counts only as a whole ``_``-separated word).
+    """
     return bool(_SECRET_NAME.search(name))
+
+
+def secret_param(name: str) -> bool:
+    """``True`` when a URL query parameter carries a credential (see the module rules)."""
+    low = name.lower()
+    return low in _SECRET_PARAMS or low.startswith(_SECRET_PARAM_PREFIXES) or secret_name(name)
+
+
+def printable(text: str) -> str:
+    """``text`` with undecodable bytes (lone surrogates from ``surrogateescape``) as ``\\xNN``.
+
+    Paths and variables on Linux are bytes; Python decodes them with ``surrogateescape``
+    (PEP 383), and such a string cannot be encoded as UTF-8.  This makes it writable.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return text
+
+
+def _strip_userinfo(match: re.Match[str]) -> str:
+    scheme = match.group("scheme")
+    ui = match.group("ui")
+    base = scheme[:-3].split("+")[-1].lower()
+    if base in {"ssh", "git"} and ":" not in ui and not re.search(r"[\s\"']", ui):
+        return match.group(0)  # ssh://git@host: a user name, no secret
+    return scheme
+
+
+def _userinfo_out(text: str) -> str:
+    text = _USERINFO_SLASH.sub(_strip_userinfo, text)
+    return _USERINFO.sub(_strip_userinfo, text)
 
 
 def redact_url(url: str) -> str:
@@ -39,38 +149,139 @@ def redact_url(url: str) -> str:
     'https://conda.anaconda.org/t/<redacted>/my-channel/linux-64'
     >>> redact_url("git@github.com:org/repo.git")
     'git@github.com:org/repo.git'
+    >>> redact_url("https://b.s3.amazonaws.com/f?X-Amz-Signature=abc&v=1")
+    'https://b.s3.amazonaws.com/f?v=1'
     """
-    scp = _SCP_LIKE.match(url)
-    if scp and "://" not in url:
-        return url  # user@host:path (scp-like ssh): a user name, no secret
+    if "://" not in url:
+        if _SCP_LIKE.match(url):
+            return url  # user@host:path (scp-like ssh): a user name, no secret
+        return redact_text(url)
+    url = _userinfo_out(url)
     try:
         parts = urlsplit(url)
     except ValueError:
-        return REDACTED
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, hostport = netloc.rpartition("@")
-        base_scheme = parts.scheme.split("+")[-1].lower()
-        if base_scheme in {"ssh", "git"} and ":" not in userinfo:
-            netloc = f"{userinfo}@{hostport}"
-        else:
-            netloc = hostport
-    path = _CONDA_TOKEN.sub(f"/t/{REDACTED}/", parts.path)
+        return redact_text(url)
+    path = _CONDA_TOKEN.sub(f"/t/{REDACTED}", parts.path)
     query = parts.query
     if query:
         pairs = parse_qsl(query, keep_blank_values=True)
-        query = urlencode([(k, v) for k, v in pairs if not secret_name(k)], safe="/:")
-    return urlunsplit((parts.scheme, netloc, path, query, parts.fragment))
+        kept = [(k, v) for k, v in pairs if not secret_param(k)]
+        if len(kept) != len(pairs):
+            query = urlencode(kept, safe="/:")
+    fragment = _QUERY_IN_TEXT.sub(_query_value, parts.fragment) if parts.fragment else ""
+    out = urlunsplit((parts.scheme, parts.netloc, path, query, fragment))
+    return _TOKEN_SHAPES.sub(REDACTED, out)
+
+
+def _query_value(match: re.Match[str]) -> str:
+    if secret_param(match.group("name")) and match.group("value") not in ("", REDACTED):
+        return f"{match.group('lead')}{match.group('name')}={REDACTED}"
+    return match.group(0)
+
+
+def _keyed(match: re.Match[str]) -> str:
+    return match.group("k") + (match.group("v") if match.group("v") == REDACTED else REDACTED)
+
+
+def _assign(match: re.Match[str]) -> str:
+    if secret_name(match.group("name")):
+        return _keyed(match)
+    return match.group(0)
+
+
+def redact_text(text: str) -> str:
+    """Apply every rule of this module to free text (a command line, a value, a message).
+
+    Idempotent: ``redact_text(redact_text(s)) == redact_text(s)``.
+
+    >>> redact_text('pip install --index-url https://u:p w"x@h/simple pkg')
+    'pip install --index-url https://h/simple pkg'
+    >>> redact_text("machine h login me password s3cr3t")
+    'machine h login me password <redacted>'
+    """
+    if not text or not _TRIGGER.search(text):
+        return text
+    text = _userinfo_out(text)
+    text = _URL_IN_TEXT.sub(lambda m: _url_in_text(m.group(0)), text)
+    text = _QUERY_IN_TEXT.sub(_query_value, text)
+    text = _NETRC.sub(_keyed, text)
+    text = _OPTION.sub(_keyed, text)
+    text = _ASSIGN.sub(_assign, text)
+    text = _BEARER.sub(_keyed, text)
+    return _TOKEN_SHAPES.sub(REDACTED, text)
+
+
+def _url_in_text(url: str) -> str:
+    # In text the query values are replaced (not dropped) so the rest of the text keeps its
+    # shape; only the conda token and token shapes are handled here.
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if "/t/" in parts.path:
+        path = _CONDA_TOKEN.sub(f"/t/{REDACTED}", parts.path)
+        return urlunsplit((parts.scheme, parts.netloc, path, parts.query, parts.fragment))
+    return url
+
+
+_SECRET_OPTION = re.compile(
+    r"(?i)^--?[A-Za-z0-9_-]*(?:token|password|passwd|secret|api[-_]?key)[A-Za-z0-9_-]*$")
+
+
+def redact_argv(argv: Sequence[str]) -> tuple[str, ...]:
+    """A command line with its secrets out: each argument through :func:`redact_text`, and the
+    argument after a secret-named option (``--password X``, ``--token X``) replaced."""
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        text = printable(str(arg))
+        if i and _SECRET_OPTION.match(printable(str(argv[i - 1]))):
+            out.append(REDACTED)
+        else:
+            out.append(redact_text(text))
+    return tuple(out)
 
 
 def redact_text_urls(text: str) -> str:
-    """Apply :func:`redact_url` to every URL inside free text (a command line, a value)."""
-    return _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
+    """Former name of :func:`redact_text` (kept for callers): redact every secret in ``text``."""
+    return redact_text(text)
 
 
 def secret_value(value: str) -> bool:
-    """``True`` when a value itself carries a credential (URL user-info, conda token)."""
-    for match in _URL_IN_TEXT.finditer(value):
-        if redact_url(match.group(0)) != match.group(0):
-            return True
-    return False
+    """``True`` when a value itself carries a credential (:func:`redact_text` changes it)."""
+    return redact_text(value) != value
+
+
+def redact_variable(name: str, value: str) -> tuple[str, bool]:
+    """The value of variable ``name`` as it may be recorded, and whether it was changed.
+
+    A secret name (:func:`secret_name`) gives ``<redacted>``; otherwise the value passes
+    :func:`redact_text`.  Undecodable bytes become ``\\xNN`` (:func:`printable`), which does not
+    count as a redaction.
+    """
+    if secret_name(name):
+        return REDACTED, True
+    shown = printable(value)
+    clean = redact_text(shown)
+    return clean, clean != shown
+
+
+def redact_tree(data: Any) -> Any:
+    """A copy of a JSON-like tree (dicts, lists, strings …) with every string passed through
+    :func:`printable` and :func:`redact_text`; a dict value whose key is a secret name
+    (:func:`secret_name`, for tables of variables) becomes ``<redacted>``.
+
+    Used on every document envlock writes (manifests, JSON output): the last line of defence.
+    """
+    if isinstance(data, str):
+        return redact_text(printable(data))
+    if isinstance(data, Mapping):
+        return {k: _tree_item(k, v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [redact_tree(v) for v in data]
+    return data
+
+
+def _tree_item(key: Any, value: Any) -> Any:
+    if isinstance(value, str) and isinstance(key, str) and key.isupper() and secret_name(key):
+        return REDACTED
+    return redact_tree(value)

@@ -30,7 +30,7 @@ def handle_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except EnvlockError as exc:
-            fail(str(exc))
+            fail(str(exc), getattr(exc, "exit_code", 2))
         except OSError as exc:
             where = f"{exc.filename}: " if exc.filename else ""
             fail(f"{where}{exc.strerror or exc}")

@@ -11,7 +11,7 @@ import click
 
 from envlock.commands._common import handle_errors, target_options
 
-__all__ = ["snapshot", "expand_output"]
+__all__ = ["expand_output", "snapshot"]
 
 
 def expand_output(template: str, environ: dict[str, str] | None = None) -> str:
@@ -57,6 +57,12 @@ def expand_output(template: str, environ: dict[str, str] | None = None) -> str:
 @click.option("--import", "do_import", is_flag=True,
               help="Also import torch in the target interpreter (seconds) for what only an "
                    "import can tell: cuDNN loaded, CUDA available, TF32 defaults.")
+@click.option("--lock", "locks", multiple=True, type=click.Path(dir_okay=False),
+              metavar="FILE", help="Also record this lockfile in [lockfiles] (the ones beside "
+                                   "the manifest are found by themselves). Repeatable.")
+@click.option("--save-patch", is_flag=True,
+              help="Write the uncommitted diff (git diff HEAD --binary) and the untracked file "
+                   "names beside the manifest as <name>.patch; its sha256 goes in [git].")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing but errors.")
 @handle_errors
 def snapshot(
@@ -69,6 +75,8 @@ def snapshot(
     env_allow: tuple[str, ...],
     env_deny: tuple[str, ...],
     do_import: bool,
+    locks: tuple[str, ...],
+    save_patch: bool,
     quiet: bool,
 ) -> None:
     """Record the target environment in a manifest file.
@@ -76,28 +84,98 @@ def snapshot(
     The target is --python, --prefix, the active conda env (CONDA_PREFIX), the active venv
     (VIRTUAL_ENV), or the first python3 on PATH, in that order.
     """
+    try:
+        _snapshot(python, prefix, output, fmt, force, repo, env_allow, env_deny, do_import,
+                  locks, save_patch, quiet)
+    except KeyboardInterrupt:
+        # Ctrl-C: every child process group is already killed (probes.snapshot); leave now
+        # rather than wait for probe threads to notice.
+        from envlock import _run  # noqa: PLC0415
+
+        _run.cancel_all()
+        click.echo("Error: interrupted", err=True)
+        sys.stderr.flush()
+        os._exit(130)
+
+
+def _snapshot(  # noqa: PLR0913
+    python: str | None, prefix: str | None, output: str, fmt: str | None, force: bool,
+    repo: str | None, env_allow: tuple[str, ...], env_deny: tuple[str, ...], do_import: bool,
+    locks: tuple[str, ...], save_patch: bool, quiet: bool,
+) -> None:
+    from pathlib import Path  # noqa: PLC0415
+
     from envlock.probes.snapshot import snapshot as take  # noqa: PLC0415
     from envlock.probes.target import resolve_target  # noqa: PLC0415
+    from envlock.redact import printable, redact_text  # noqa: PLC0415
 
+    if save_patch and output == "-":
+        raise click.UsageError("--save-patch needs -o FILE (the patch is written beside it)")
     path = expand_output(output) if output != "-" else "-"
+    if path != "-" and not force and os.path.lexists(path):
+        # Checked again, atomically, when the file is created; this spares the probes' work.
+        from envlock.errors import OutputExistsError  # noqa: PLC0415
+
+        raise OutputExistsError(f"{printable(path)} exists; use --force to replace it")
+    lock_dir = os.path.dirname(os.path.abspath(path)) if path != "-" else None
     target = resolve_target(python=python, prefix=prefix)
     manifest = take(target=target, repo=repo, env_allow=env_allow, env_deny=env_deny,
-                    command=["envlock", *sys.argv[1:]], do_import=do_import)
+                    command=["envlock", *sys.argv[1:]], do_import=do_import, lock_dir=lock_dir,
+                    locks=locks)
+    patch_path = None
+    if save_patch:
+        manifest, patch_path, patch_bytes = _with_patch(manifest, Path(path))
     if not quiet:
         t = manifest.target
         click.echo(
-            f"target: {t.kind} environment {t.prefix} "
-            f"(chosen by {t.chosen_by}; interpreter {t.python or 'none'})",
+            printable(f"target: {t.kind} environment {t.prefix} "
+                      f"(chosen by {t.chosen_by}; interpreter {t.python or 'none'})"),
             err=True,
         )
         for line in manifest.envlock.warnings:
-            click.echo(f"warning: {line}", err=True)
+            click.echo(f"warning: {redact_text(printable(line))}", err=True)
     if output == "-":
         click.echo(manifest.dumps(fmt or "toml"), nl=False)
         return
+    if patch_path is not None:
+        from envlock.manifest._toml import atomic_write  # noqa: PLC0415
+
+        atomic_write(patch_path, patch_bytes.decode("utf-8", "surrogateescape"), force=force)
     written = manifest.write(path, fmt=fmt, force=force)
     if not quiet:
         n_pip = len(manifest.pip.packages) if manifest.pip else 0
         n_conda = len(manifest.conda.packages) if manifest.conda else 0
-        counts = f"{n_pip} Python distributions" + (f", {n_conda} conda packages" if manifest.conda else "")
-        click.echo(f"wrote {written} ({counts}) in {manifest.envlock.duration:.2f} s", err=True)
+        counts = f"{n_pip} Python distributions" + (
+            f", {n_conda} conda packages" if manifest.conda else "")
+        took = manifest.envlock.duration
+        click.echo(printable(f"wrote {written} ({counts}) in {took:.2f} s"), err=True)
+        if patch_path is not None:
+            click.echo(printable(f"wrote {patch_path} ({len(patch_bytes)} bytes)"), err=True)
+
+
+def _with_patch(manifest, path):  # noqa: ANN001, ANN202
+    """The manifest with ``[git] patch``/``patch-sha256`` set, the patch path and its bytes."""
+    import hashlib  # noqa: PLC0415
+    from dataclasses import replace  # noqa: PLC0415
+
+    from envlock.probes.git import make_patch  # noqa: PLC0415
+    from envlock.redact import secret_value  # noqa: PLC0415
+
+    git = manifest.git
+    if git is None or git.status != "ok" or not git.path:
+        raise click.UsageError("--save-patch: the working directory (or --repo) is not a git "
+                               "checkout")
+    patch_path = path.with_suffix(".patch")
+    data, note = make_patch(git.path, git.commit)
+    new_git = replace(git, patch=patch_path.name, patch_sha256=hashlib.sha256(data).hexdigest(),
+                      patch_note=note)
+    warnings = list(manifest.envlock.warnings)
+    if note:
+        warnings.append(f"git: --save-patch: {note}")
+    text = data.decode("utf-8", "replace")
+    risky = sum(1 for line in text.splitlines() if line.startswith("+") and secret_value(line))
+    if risky:
+        warnings.append(f"git: --save-patch: {patch_path.name} is your diff verbatim and "
+                        f"{risky} added line(s) look like credentials; check it before sharing")
+    head = replace(manifest.envlock, warnings=tuple(warnings))
+    return replace(manifest, git=new_git, envlock=head), patch_path, data

@@ -190,9 +190,10 @@ class OwnerIndex:
                 for n in sorted(os.listdir(meta)):
                     if not n.endswith(".json"):
                         continue
-                    try:
-                        with open(os.path.join(meta, n), encoding="utf-8") as f:
-                            data = json.load(f)
+                    try:  # a regular file only: a FIFO record must not hang the snapshot
+                        from envlock._io import read_text as _read  # noqa: PLC0415
+
+                        data = json.loads(_read(os.path.join(meta, n)))
                     except (OSError, ValueError):
                         continue
                     if isinstance(data, dict) and "name" in data:

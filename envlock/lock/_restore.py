@@ -105,8 +105,25 @@ def _lockfiles_of(manifest_path: Path, manifest: Manifest) -> tuple[list[Path], 
             continue
         if _sha256(path) != ref.sha256:
             warnings.append(f"{path}: changed since the manifest was taken (sha256 differs)")
+        _refuse_contradiction(manifest_path, manifest, path)
         files.append(path)
     return files, warnings
+
+
+def _refuse_contradiction(manifest_path: Path, manifest: Manifest, lock: Path) -> None:
+    """Refuse a recorded lock that pins other packages than the manifest (probes.lockfiles)."""
+    from envlock.errors import LockContradictionError  # noqa: PLC0415
+    from envlock.probes.lockfiles import contradictions  # noqa: PLC0415
+
+    try:
+        bad = contradictions(manifest, lock)
+    except ValueError as exc:  # InputError too: unreadable or malformed
+        raise ManifestError(str(exc)) from None
+    if bad:
+        more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""  # noqa: PLR2004
+        raise LockContradictionError(
+            f"{lock} contradicts the manifest {manifest_path}: " + "; ".join(bad[:5]) + more
+            + "; it would build another environment, not restoring")
 
 
 def _not_restored(manifest: Manifest) -> list[str]:

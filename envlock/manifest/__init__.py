@@ -207,6 +207,9 @@ class GitInfo:
     :ivar dirty: tracked files differ from HEAD (staged or not).
     :ivar untracked: number of untracked, not ignored files.
     :ivar diff_sha256: sha256 (hex) of ``git diff HEAD --binary``, or ``None`` when clean.
+    :ivar patch: ``--save-patch``: the patch file written beside the manifest (its name).
+    :ivar patch_sha256: sha256 (hex) of that file's bytes.
+    :ivar patch_note: why the patch is incomplete (over the size cap), when it is.
     :ivar remotes: remotes sorted by name, URLs without user-info or tokens.
     """
 
@@ -220,6 +223,9 @@ class GitInfo:
     dirty: bool | None = None
     untracked: int | None = None
     diff_sha256: str | None = None
+    patch: str | None = None
+    patch_sha256: str | None = None
+    patch_note: str | None = None
     remotes: tuple[GitRemote, ...] = ()
 
 
@@ -325,22 +331,34 @@ class EnvVars:
     """``[env]``: environment variables that change how numerical code runs (allow-list).
 
     :ivar vars: name → value; secret-looking values are replaced by ``"<redacted>"``.
+    :ivar selection: the variables that only select the target (``VIRTUAL_ENV``,
+        ``CONDA_PREFIX``, ``CONDA_DEFAULT_ENV``, ``PATH``, …): recorded, not compared by ``diff``.
     :ivar redacted: names whose value was redacted.
     """
 
     status: Status = "ok"
     source: str = "allow-list"
     vars: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    selection: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
     redacted: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LockfileRef:
-    """A lockfile the environment was built from: ``path`` and ``sha256`` (hex) of its bytes."""
+    """A lockfile the environment was built from: ``path`` and ``sha256`` (hex) of its bytes.
+
+    :ivar found: ``"beside"`` (next to the manifest), ``"given"`` (``--lock``) or ``"cwd"``.
+    :ivar matches: ``True`` when every package the lock pins is installed at that version,
+        ``False`` when some is not (``mismatches`` lists them), ``None`` when not checked.
+    :ivar mismatches: ``"<name> <locked> (installed <version>|not installed)"``, sorted.
+    """
 
     path: str
     kind: str
     sha256: str
+    found: str | None = None
+    matches: bool | None = None
+    mismatches: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

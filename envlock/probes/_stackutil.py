@@ -19,12 +19,12 @@ from envlock.probes.pip import read_metadata_header, scan_distributions
 
 __all__ = [
     "Dist",
-    "site_dists",
     "read_headers",
     "read_record_paths",
-    "which",
     "read_text",
+    "site_dists",
     "under_root",
+    "which",
 ]
 
 
@@ -90,10 +90,8 @@ def read_headers(dist: Dist) -> dict[str, list[str]]:
 
 def read_record_paths(dist_info: Path, limit: int = 4 << 20) -> list[str]:
     """Return the file paths listed in ``dist_info/RECORD`` (relative to the site dir)."""
-    try:
-        with open(dist_info / "RECORD", "rb") as fh:
-            raw = fh.read(limit)
-    except OSError:
+    raw = _head(dist_info / "RECORD", limit)
+    if raw is None:
         return []
     paths = []
     for line in raw.decode("utf-8", "replace").splitlines():
@@ -114,13 +112,37 @@ def which(name: str, path_dirs: Sequence[str]) -> str | None:
     return None
 
 
-def read_text(path: str | os.PathLike[str], limit: int = 1 << 20) -> str | None:
-    """Return the first ``limit`` bytes of ``path`` as text, or ``None`` when unreadable."""
+def _head(path: str | os.PathLike[str], limit: int) -> bytes | None:
+    """The first ``limit`` bytes of the *regular* file ``path``: opened ``O_NONBLOCK`` and
+    checked with ``fstat`` (as :mod:`envlock._io`), so a FIFO or device is never waited on."""
+    import stat  # noqa: PLC0415
+
     try:
-        with open(path, "rb") as fh:
-            return fh.read(limit).decode("utf-8", "replace")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks, total = [], 0
+        while total < limit:
+            chunk = os.read(fd, min(1 << 20, limit - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def read_text(path: str | os.PathLike[str], limit: int = 1 << 20) -> str | None:
+    """Return the first ``limit`` bytes of ``path`` as text, or ``None`` when unreadable or not
+    a regular file (a FIFO standing in for a hung network file)."""
+    raw = _head(path, limit)
+    return None if raw is None else raw.decode("utf-8", "replace")
 
 
 def under_root(root: Path, path: str | os.PathLike[str]) -> Path:

@@ -17,17 +17,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from envlock._io import read_bytes, read_text
 from envlock.manifest import CondaInfo, CondaPackage
 from envlock.probes.pip import canonicalize
-from envlock.redact import redact_url
+from envlock.redact import redact_text, redact_url
 
 __all__ = [
-    "read_conda_prefix",
+    "CondaMetaRecord",
+    "CondaRead",
     "list_conda_meta",
     "parse_history",
+    "parse_spec",
+    "read_conda_prefix",
     "short_channel",
-    "CondaRead",
-    "CondaMetaRecord",
 ]
 
 _SPEC_LINE = re.compile(r"^#\s*(update|remove|neutered)\s+specs:\s*(\[.*\])\s*$")
@@ -74,10 +76,44 @@ def short_channel(channel: str | None, url: str | None = None) -> str | None:
     return redact_url(value)
 
 
+def parse_spec(spec: str) -> tuple[str | None, str]:
+    """Split a requested match spec into its package key and its recordable form.
+
+    conda's MatchSpec string forms (conda docs, "Package match specifications"):
+    ``name[ version[ build]]``, ``channel::name…``, ``channel/subdir::name…`` where ``channel``
+    may be a URL (``https://user:pw@host/chan::pkg``, ``https://host/t/<token>/chan::pkg``), or
+    the URL of a package archive (``https://host/chan/linux-64/pkg-1.0-h0_0.conda``).
+
+    :returns: ``(canonical package name or None, the spec with credentials removed)``.
+
+    >>> parse_spec("https://u:pw@h.org/chan::numpy>=1.2")
+    ('numpy', 'https://h.org/chan::numpy>=1.2')
+    >>> parse_spec("https://h.org/chan/linux-64/zlib-1.3-h0_0.conda")
+    ('zlib', 'https://h.org/chan/linux-64/zlib-1.3-h0_0.conda')
+    """
+    spec = spec.strip()
+    channel, sep, rest = spec.rpartition("::")
+    if sep:
+        n = _SPEC_NAME.match(rest.strip())
+        clean_channel = redact_url(channel) if "://" in channel else redact_text(channel)
+        return (canonicalize(n.group(1)) if n else None), f"{clean_channel}::{redact_text(rest)}"
+    if "://" in spec:
+        fname = spec.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
+        for ext in (".conda", ".tar.bz2"):
+            if fname.endswith(ext):
+                parts = fname[: -len(ext)].rsplit("-", 2)
+                name = parts[0] if len(parts) == 3 else None  # noqa: PLR2004
+                return (canonicalize(name) if name else None), redact_url(spec)
+        return None, redact_url(spec)
+    n = _SPEC_NAME.match(spec)
+    return (canonicalize(n.group(1)) if n else None), redact_text(spec)
+
+
 def parse_history(text: str) -> tuple[str, ...]:
     """Return the match specs the user requested, from a ``conda-meta/history`` text.
 
-    Each ``# update specs: [...]`` adds or replaces specs by package name; ``# remove specs``
+    Each ``# update specs: [...]`` adds or replaces specs by package name (:func:`parse_spec`:
+    a channel URL before ``::`` is not the name, and loses its credentials); ``# remove specs``
     drops them.  The result is sorted by package name.
 
     >>> parse_history("# update specs: ['python=3.11', 'numpy']\\n# remove specs: ['numpy']\\n")
@@ -95,11 +131,9 @@ def parse_history(text: str) -> tuple[str, ...]:
         except (ValueError, SyntaxError):
             continue
         for item in items if isinstance(items, (list, tuple)) else ():
-            spec = str(item).strip()
-            n = _SPEC_NAME.match(spec)
-            if not n:
+            key, spec = parse_spec(str(item))
+            if not key:
                 continue
-            key = canonicalize(n.group(1))
             if m.group(1) == "update":
                 specs[key] = spec
             elif m.group(1) == "remove":
@@ -189,20 +223,22 @@ class CondaRead:
 
 
 def _one(path: Path, prefix: Path, dist_owner: dict[str, str]) -> CondaPackage:
-    with open(path, encoding="utf-8") as fh:
-        data = json.load(fh)
+    data = json.loads(read_text(path))  # a regular file only, bounded (a FIFO is an error)
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     for key in ("name", "version", "build"):
         if not isinstance(data.get(key), str):
             raise ValueError(f"no {key!r} string")
+    # Every dist-info/egg-info the package ships is conda's: a framework package may carry the
+    # dist-info of its plugins too (conda-meta ``files`` lists them all).
     python_dist = None
-    for f in data.get("files") or ():
+    files = data.get("files")
+    for f in files if isinstance(files, list) else ():
         m = _DIST_IN_FILES.match(str(f))
         if m:
-            python_dist = m.group("dir")
-            dist_owner[os.path.normpath(prefix / python_dist)] = data["name"]
-            break
+            found = m.group("dir")
+            python_dist = python_dist or found
+            dist_owner.setdefault(os.path.normpath(prefix / found), data["name"])
     url = data.get("url") if isinstance(data.get("url"), str) else None
     channel = data.get("schannel") or data.get("channel")
     bn = data.get("build_number")
@@ -239,20 +275,21 @@ def read_conda_prefix(prefix: str | os.PathLike[str]) -> CondaRead | None:
         try:
             packages.append(_one(path, root, dist_owner))
         except (OSError, ValueError, UnicodeDecodeError) as exc:
-            warnings.append(f"{path}: unreadable conda record ({exc})")
+            detail = str(exc).removeprefix(f"{path}: ")
+            warnings.append(f"{path}: unreadable conda record ({detail})")
             unreadable += 1
     requested: tuple[str, ...] = ()
     history = meta / "history"
-    if history.is_file():
+    if history.exists():
         try:
-            text = history.read_text(encoding="utf-8", errors="replace")
+            text = read_bytes(history).decode("utf-8", "replace")
             requested = parse_history(text)
             bad = _unreadable_spec_lines(text)
             if bad:
                 warnings.append(f"{history}: {len(bad)} unreadable specs line(s), first at line "
                                 f"{bad[0]}; the requested specs may be incomplete")
-        except OSError as exc:
-            warnings.append(f"{history}: {exc.strerror}")
+        except (OSError, ValueError) as exc:
+            warnings.append(f"{history}: {getattr(exc, 'strerror', None) or exc}")
     packages.sort(key=lambda p: (p.name, p.version, p.build))
     info = CondaInfo(
         status="ok" if not unreadable else "error",

@@ -15,7 +15,7 @@ from envlock._run import Runner, RunResult, run
 from envlock.manifest import GitInfo, GitRemote
 from envlock.redact import redact_url
 
-__all__ = ["probe_git", "git_env", "GIT_TIMEOUT"]
+__all__ = ["GIT_TIMEOUT", "git_env", "probe_git"]
 
 #: Seconds allowed for each git command.
 GIT_TIMEOUT = 5.0
@@ -117,3 +117,71 @@ def probe_git(
         diff_sha256=diff_sha,
         remotes=tuple(sorted(remotes, key=lambda x: x.name)),
     )
+
+
+#: Largest uncommitted diff ``--save-patch`` writes, in bytes (32 MiB); a larger one is not
+#: written (a cut patch cannot be applied) and the patch file says why.
+PATCH_CAP = 32 * 1024 * 1024
+
+
+def make_patch(
+    top: str,
+    commit: str | None,
+    *,
+    runner: Runner = run,
+    environ: Mapping[str, str] | None = None,
+    cap: int = PATCH_CAP,
+    timeout: float = 30.0,
+) -> tuple[bytes, str | None]:
+    """The ``--save-patch`` file for the checkout ``top``: a ``#`` header (commit, how to apply,
+    the untracked file names), then ``git diff HEAD --binary`` byte for byte.
+
+    ``git apply`` skips the lines before the first ``diff --git``, so the file applies as it
+    is: ``git checkout <commit> && git apply --binary manifest.patch``.  Untracked files are
+    listed by name only (their content is not in a diff).
+
+    :param cap: the largest diff written, bytes; over it the diff is left out and the header
+        says so.
+    :returns: ``(file bytes, note)``; ``note`` says why the patch is incomplete, else ``None``.
+    """
+    import tempfile  # noqa: PLC0415
+
+    from envlock._io import InputError, read_bytes  # noqa: PLC0415
+    from envlock.redact import printable  # noqa: PLC0415
+
+    env = git_env(environ)
+    note = None
+    body = b""
+    header = [f"# envlock --save-patch: the uncommitted changes of {top}",
+              f"# against commit {commit or '(none yet)'}; apply to a checkout of it with:",
+              "#   git apply --binary <this file>"]
+    if commit is None:
+        note = "the repository has no commit yet: there is no HEAD to diff against"
+    else:
+        with tempfile.TemporaryDirectory(prefix="envlock-patch-") as tmp:
+            out = os.path.join(tmp, "diff")
+            res = runner(["git", "-C", top, "diff", "HEAD", "--binary", "--no-color",
+                          "--no-ext-diff", f"--output={out}"], timeout=timeout, env=env)
+            if not res.ok:
+                note = f"git diff failed: {res.detail}"
+            else:
+                size = os.path.getsize(out) if os.path.exists(out) else 0
+                if size > cap:
+                    note = (f"the diff is {size} bytes, over the cap of {cap} bytes: not saved "
+                            "(commit or stash the changes)")
+                else:
+                    try:
+                        body = read_bytes(out, limit=cap) if size else b""
+                    except InputError as exc:
+                        note = str(exc)
+    untracked: list[str] = []
+    res = runner(["git", "-C", top, "ls-files", "--others", "--exclude-standard", "-z"],
+                 timeout=timeout, env=env)
+    if res.ok:
+        untracked = sorted(n for n in res.stdout.split("\0") if n)
+    header.append(f"# untracked files (names only, not in the diff): {len(untracked)}")
+    header += [f"#   {printable(n)}" for n in untracked]
+    if note:
+        header.append(f"# INCOMPLETE: {note}")
+    head = ("\n".join(header) + "\n").encode("utf-8", "backslashreplace")
+    return head + body, note

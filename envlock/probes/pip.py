@@ -11,6 +11,7 @@ shadowed.  A broken entry (no METADATA, undecodable file, broken symlink) is kep
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -18,16 +19,18 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from urllib.parse import unquote, urlsplit
 
+from envlock._io import InputError, one_line, read_bytes
 from envlock._names import canonicalize
 from envlock.manifest import PipInfo, PipPackage
 from envlock.redact import redact_url
 
 __all__ = [
-    "canonicalize",
-    "read_metadata_header",
-    "parse_direct_url",
-    "scan_distributions",
     "CONDA_BUILD_URL",
+    "canonicalize",
+    "parse_direct_url",
+    "read_input",
+    "read_metadata_header",
+    "scan_distributions",
 ]
 
 #: ``direct_url.json`` URLs that point into a conda-build work directory (case C12): they
@@ -35,6 +38,24 @@ __all__ = [
 CONDA_BUILD_URL = re.compile(r"^file://.*/(conda-bld|feedstock_root/build_artifacts|croot|build_artifacts)/")
 
 _HEADER_LIMIT = 256 * 1024  # bytes of METADATA read at most while looking for the header end
+
+
+def read_input(path: str | os.PathLike[str], limit: int | None = None) -> bytes:
+    """The bytes of an input file through :func:`envlock._io.read_bytes` (regular files only,
+    opened ``O_NONBLOCK``, bounded), with its refusals as :class:`OSError` whose ``strerror`` is
+    the reason (``"missing"``, ``"is a FIFO (named pipe), not a regular file"``, …).
+
+    :param limit: at most this many bytes (default: the 64 MiB cap of :mod:`envlock._io`).
+    :raises OSError: the file is missing (:class:`FileNotFoundError`), not regular, too large.
+    """
+    try:
+        return read_bytes(path) if limit is None else read_bytes(path, limit=limit)
+    except InputError as exc:
+        name = os.fsdecode(path)
+        msg = str(exc).removeprefix(f"{one_line(name)}: ")
+        if msg == "no such file":
+            raise FileNotFoundError(errno.ENOENT, "missing", name) from None
+        raise OSError(errno.EINVAL, msg, name) from None
 
 
 def read_metadata_header(
@@ -55,22 +76,22 @@ def read_metadata_header(
     fields: dict[str, list[str]] = {}
     last: str | None = None
     read = 0
-    with open(path, "rb") as fh:
-        for raw in fh:
-            read += len(raw)
-            line = raw.decode("utf-8", errors).rstrip("\r\n")
-            if not line.strip():
-                break
-            if line[0] in " \t" and last is not None:
-                fields[last][-1] += "\n" + line.strip()
-                continue
-            name, sep, value = line.partition(":")
-            if not sep:
-                continue
-            last = name.strip().lower()
-            fields.setdefault(last, []).append(value.strip())
-            if read > _HEADER_LIMIT:
-                break
+    data = read_input(path)  # a FIFO or device is refused, never waited on
+    for raw in data.split(b"\n"):
+        read += len(raw) + 1
+        line = raw.decode("utf-8", errors).rstrip("\r\n")
+        if not line.strip():
+            break
+        if line[0] in " \t" and last is not None:
+            fields[last][-1] += "\n" + line.strip()
+            continue
+        name, sep, value = line.partition(":")
+        if not sep:
+            continue
+        last = name.strip().lower()
+        fields.setdefault(last, []).append(value.strip())
+        if read > _HEADER_LIMIT:
+            break
     return fields
 
 
@@ -129,8 +150,7 @@ def parse_direct_url(data: object) -> DirectUrl:
 
 def _read_small(path: str) -> str | None:
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read(4096).strip()
+        return read_input(path, limit=1 << 20)[:4096].decode("utf-8", "replace").strip()
     except OSError:
         return None
 
@@ -179,8 +199,7 @@ def _read_one(location: str, entry: str) -> PipPackage:
         du_path = os.path.join(path, "direct_url.json")
         if os.path.exists(du_path):
             try:
-                with open(du_path, encoding="utf-8") as fh:
-                    direct = parse_direct_url(json.load(fh))
+                direct = parse_direct_url(json.loads(read_input(du_path, limit=1 << 20)))
             except (OSError, ValueError) as exc:
                 errors.append(f"{du_path}: unreadable ({exc})")
     pkg = PipPackage(

@@ -13,11 +13,13 @@ import datetime as _dt
 import os
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 
+from envlock import _run
 from envlock._run import Runner, run
 from envlock.manifest import (
     CondaInfo,
@@ -27,13 +29,12 @@ from envlock.manifest import (
     PipInfo,
     PipPackage,
 )
-from envlock.probes.lockfiles import find_lockfiles
 from envlock.probes.conda import CondaMetaRecord, CondaRead, list_conda_meta, read_conda_prefix
 from envlock.probes.env import probe_env
 from envlock.probes.git import probe_git
+from envlock.probes.lockfiles import Installed, collect_lockfiles, match_lockfiles
 from envlock.probes.pip import canonicalize, conda_build_url, scan_distributions
 from envlock.probes.system import probe_cpu, probe_platform
-from envlock.redact import redact_text_urls
 from envlock.probes.target import (
     ResolvedTarget,
     query_interpreter,
@@ -41,8 +42,9 @@ from envlock.probes.target import (
     refine_target,
     resolve_target,
 )
+from envlock.redact import redact_argv
 
-__all__ = ["snapshot", "attribute_conda", "utc_now"]
+__all__ = ["attribute_conda", "snapshot", "utc_now"]
 
 
 def utc_now() -> str:
@@ -138,6 +140,7 @@ def snapshot(
     stack: bool = True,
     stack_timeout: float = 10.0,
     lock_dir: str | None = None,
+    locks: Sequence[str] = (),
     libraries: bool = True,
 ) -> Manifest:
     """Observe a target environment and return its manifest.
@@ -157,13 +160,18 @@ def snapshot(
     :param do_import: also run the target interpreter to import torch and ask it what only an
         import can tell (``--import``; seconds, opt-in).
     :param stack: probe the numerical stack (``[gpu]`` … ``[slurm]``).
-    :param lock_dir: directory searched for the lockfiles the environment was built from
-        (``conda-lock.yml``, ``pylock.toml``, hashed requirements; default: the working directory).
+    :param lock_dir: the directory the manifest is written to: the lockfiles beside it
+        (``conda-lock.yml``, ``pylock.toml``, hashed requirements) are recorded in
+        ``[lockfiles]``, each checked against the snapshot (default: the working directory).
+    :param locks: more lockfiles to record (``--lock``), any file name.
     :param libraries: record how torch's key shared libraries resolve (``[libraries]``, from
         envlock's model of the dynamic loader; parsed ELF facts are cached on disk).
     :param stack_timeout: overall budget of the stack probes, seconds; a probe still running
         then is recorded as ``timeout``.
     :raises TargetError: the target cannot be found (bad ``--python``/``--prefix``).
+    :raises InputError: a ``locks`` file is missing or not a lockfile.
+    :raises KeyboardInterrupt: on Ctrl-C, after pending probes are cancelled and every child
+        process group is killed (:func:`envlock._run.cancel_all`), so it returns at once.
     :returns: the :class:`Manifest`; problems are in ``manifest.envlock.warnings``.
     """
     started = time.perf_counter()
@@ -171,12 +179,15 @@ def snapshot(
     if target is None:
         target = resolve_target(python=python, prefix=prefix, environ=env)
     warnings: list[str] = [f"target: {note}" for note in target.skipped]
-    with ThreadPoolExecutor(max_workers=8, thread_name_prefix="envlock-probe") as pool:
+    cwd = os.getcwd()
+    lockfiles_info, lock_warnings = collect_lockfiles(lock_dir or cwd, locks, cwd=cwd)
+    _run.resume()
+    pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="envlock-probe")
+    try:
         query = query_interpreter_cached if runner is run else query_interpreter
         f_python = pool.submit(query, target, runner=runner, environ=env)
-        f_git = pool.submit(probe_git, repo or os.getcwd(), runner=runner, environ=env)
+        f_git = pool.submit(probe_git, repo or cwd, runner=runner, environ=env)
         f_conda = pool.submit(read_conda_prefix, target.prefix) if target.kind == "conda" else None
-        lockfiles_info = find_lockfiles(lock_dir or os.getcwd())
         platform_info = probe_platform(root)
         cpu_info = probe_cpu(root)
         env_info = probe_env(env, allow=env_allow, deny=env_deny)
@@ -212,6 +223,20 @@ def snapshot(
         git_info = f_git.result()
         stack_tables = f_stack.result() if f_stack else {}
         libraries_info = f_libs.result() if f_libs else None
+    except BaseException:
+        # Ctrl-C (or a bug): drop what has not started, end every child now; the threads
+        # still running then return within moments instead of waiting out their timeouts.
+        pool.shutdown(wait=False, cancel_futures=True)
+        _run.cancel_all()
+        # Commands may run again once the abandoned probes have returned (library callers
+        # carry on after catching KeyboardInterrupt).
+        threading.Thread(target=_resume_after, args=(pool,), daemon=True).start()
+        raise
+    pool.shutdown(wait=True)
+    have = Installed.of(pip_info.packages, conda_info.packages if conda_info else (),
+                        python_info.version, platform_info.machine if platform_info else None)
+    lockfiles_info, matched = match_lockfiles(lockfiles_info, have)
+    warnings += lock_warnings + matched
     if libraries_info is not None and libraries_info.status in ("error", "timeout"):
         warnings.append(f"libraries: {libraries_info.status}: {libraries_info.error}")
     for area, record in stack_tables.items():
@@ -230,7 +255,7 @@ def snapshot(
         version=_version(),
         created=utc_now(),
         host=socket.gethostname(),
-        command=tuple(redact_text_urls(a) for a in (sys.argv if command is None else command)),
+        command=redact_argv(sys.argv if command is None else command),
         duration=round(time.perf_counter() - started, 3),
         warnings=tuple(warnings),
     )
@@ -248,6 +273,11 @@ def snapshot(
         libraries=libraries_info,
         **stack_tables,
     )
+
+
+def _resume_after(pool: ThreadPoolExecutor) -> None:
+    pool.shutdown(wait=True)
+    _run.resume()
 
 
 def target_path_dirs(target: ResolvedTarget, environ: Mapping[str, str]) -> tuple[str, ...]:
@@ -268,10 +298,10 @@ def _libraries(
 ) -> object:
     """``[libraries]`` for torch, through the loader model (never raises); parsed ELF facts and
     the answer itself are cached, valid while every file it depends on is unchanged."""
-    from envlock.manifest import _model  # noqa: PLC0415
     from envlock import cache as _statcache  # noqa: PLC0415
-    from envlock.libs import cache as libcache  # noqa: PLC0415
     from envlock.errors import ManifestError  # noqa: PLC0415
+    from envlock.libs import cache as libcache  # noqa: PLC0415
+    from envlock.manifest import _model  # noqa: PLC0415
     from envlock.manifest.libraries import LibrariesInfo  # noqa: PLC0415
 
     entry = libcache.libraries_entry(module="torch", exe=str(target.python), sys_path=sys_path,
@@ -282,8 +312,8 @@ def _libraries(
             return _model.from_dict(LibrariesInfo, hit)
         except ManifestError:  # a damaged or outdated entry is recomputed
             pass
-    from envlock.libs.elf import ElfCache  # noqa: PLC0415 - the loader model only on a miss
     from envlock.libs.analysis import probe_libraries  # noqa: PLC0415
+    from envlock.libs.elf import ElfCache  # noqa: PLC0415 - the loader model only on a miss
 
     return probe_libraries(python_exe=str(target.python), sys_path=sys_path, prefix=target.prefix,
                            env=environ, root=root, module="torch", elf_cache=ElfCache(), cache=True)

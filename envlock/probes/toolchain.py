@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING
 
 from envlock._run import DEFAULT_TIMEOUT, Runner, RunResult, run
 from envlock.manifest import PipPackage
-from envlock.probes._stackutil import site_dists, under_root, which
 from envlock.manifest.stack import BuiltWith, Libstdcxx, Tool, ToolchainInfo
+from envlock.probes._stackutil import site_dists, under_root, which
 
 if TYPE_CHECKING:
     from envlock.libs.elf import ElfInfo
 
-__all__ = ["probe_toolchain", "TOOLS"]
+__all__ = ["TOOLS", "probe_toolchain"]
 
 #: Tools looked up, in the order recorded.
 TOOLS: tuple[str, ...] = (
@@ -88,7 +88,7 @@ def _parse_mpirun_version(text: str) -> tuple[str | None, str | None]:
     if m:
         return "Intel MPI", m.group(1)
     if "HYDRA build details" in text:
-        m = re.search(r"^\s*Version:\s+(\S+)", text, re.M)
+        m = re.search(r"^\s*Version:\s+(\S+)", text, re.MULTILINE)
         return "MPICH", m.group(1) if m else None
     return None, None
 
@@ -300,6 +300,11 @@ def probe_toolchain(  # noqa: PLR0912
             break
 
     status = "ok" if (recorded or glibc or stdcxx) else "absent"
+    timed_out = [t for t in recorded if t.status == "timeout"]
+    if timed_out:
+        # A manifest never lies: a compiler that did not answer makes the table incomplete.
+        status = "timeout"
+        errors[:0] = [t.error or f"{t.name}: no answer within {timeout:g} s" for t in timed_out]
     return ToolchainInfo(
         status=status,
         source=", ".join(sources),

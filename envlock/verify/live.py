@@ -24,7 +24,15 @@ from envlock._run import DEFAULT_TIMEOUT, Runner, run
 from envlock.probes.nvsmi import AppsFacts, ComputeApp, read_compute_apps
 from envlock.probes.nvsmi import find_nvidia_smi as _find_smi
 
-__all__ = ["Live", "ComputeApp", "AppsFacts", "read_compute_apps", "find_nvidia_smi", "local_label"]
+__all__ = [
+    "AppsFacts",
+    "ComputeApp",
+    "Live",
+    "driver_loaded",
+    "find_nvidia_smi",
+    "local_label",
+    "read_compute_apps",
+]
 
 
 def find_nvidia_smi(environ: Mapping[str, str], root: str = "/") -> str | None:
@@ -38,6 +46,28 @@ def local_label(version: str | None) -> str | None:
     if not version or "+" not in version:
         return None
     return version.split("+", 1)[1]
+
+
+def driver_loaded(root: str = "/") -> bool:
+    """``True`` when the NVIDIA kernel module is loaded: ``/proc/driver/nvidia/version`` or
+    ``/sys/module/nvidia`` exists (under ``root``).  Without it ``nvidia-smi`` can only fail,
+    and on a node where it hangs instead, verify would wait for nothing."""
+    base = root.rstrip("/")
+    return any(os.path.exists(base + p) for p in ("/proc/driver/nvidia/version", "/sys/module/nvidia"))
+
+
+_NO_DRIVER = "nvidia-smi not run: no NVIDIA kernel module loaded (no /proc/driver/nvidia/version)"
+
+
+def _no_smi(runner: Runner) -> Runner:
+    """``runner``, except that ``nvidia-smi`` is not started (``status="absent"``)."""
+    from envlock._run import RunResult  # noqa: PLC0415
+
+    def wrapped(argv: Any, **kwargs: Any) -> Any:
+        if os.path.basename(str(argv[0])) == "nvidia-smi":
+            return RunResult(argv=tuple(str(a) for a in argv), status="absent", detail=_NO_DRIVER)
+        return runner(argv, **kwargs)
+    return wrapped
 
 
 class Live:
@@ -146,7 +176,8 @@ class Live:
             from envlock.probes.gpu import probe_gpu  # noqa: PLC0415
 
             path_dirs = [d for d in self.environ.get("PATH", "").split(os.pathsep) if d]
-            return probe_gpu(root=Path(self.root), env=self.environ, path_dirs=path_dirs, runner=self.runner,
+            runner = self.runner if driver_loaded(self.root) else _no_smi(self.runner)
+            return probe_gpu(root=Path(self.root), env=self.environ, path_dirs=path_dirs, runner=runner,
                              timeout=self.command_timeout(), use_nvml=self.root in ("", "/"))
         return self._get("gpu", compute)
 
@@ -157,6 +188,8 @@ class Live:
             smi = find_nvidia_smi(self.environ, self.root)
             if smi is None:
                 return AppsFacts(status="absent", error="nvidia-smi not found")
+            if not driver_loaded(self.root):
+                return AppsFacts(status="absent", error=_NO_DRIVER)
             return read_compute_apps(smi, environ=self.environ, runner=self.runner,
                                      timeout=self.command_timeout())
         return self._get("compute_apps", compute)

@@ -83,3 +83,46 @@ def test_no_secret_in_any_output(tmp_path: Path, small_venv: Path) -> None:
 )
 def test_redact_url(url: str, expected: str) -> None:
     assert redact_url(url) == expected
+
+
+def test_selection_variables_are_set_apart() -> None:
+    e = probe_env({"VIRTUAL_ENV": "/v", "PATH": "/v/bin:/usr/bin", "CONDA_PREFIX": "/c",
+                   "CONDA_DEFAULT_ENV": "c", "CONDA_SHLVL": "2", "CONDA_PREFIX_1": "/base",
+                   "OMP_NUM_THREADS": "2", "CONDA_OVERRIDE_CUDA": "12.4"})
+    assert dict(e.vars) == {"OMP_NUM_THREADS": "2", "CONDA_OVERRIDE_CUDA": "12.4"}
+    assert set(e.selection) == {"VIRTUAL_ENV", "PATH", "CONDA_PREFIX", "CONDA_DEFAULT_ENV",
+                                "CONDA_SHLVL", "CONDA_PREFIX_1"}
+
+
+def test_tensorflow_by_exact_name_not_terraform() -> None:
+    e = probe_env({"TF_DETERMINISTIC_OPS": "1", "TF_ENABLE_ONEDNN_OPTS": "0", "XLA_FLAGS": "--x",
+                   "TF_CLI_CONFIG_FILE": "/home/u/.terraformrc", "TF_VAR_region": "eu",
+                   "TF_LOG": "DEBUG", "XLA_SOMETHING_ELSE": "y"})
+    assert dict(e.vars) == {"TF_DETERMINISTIC_OPS": "1", "TF_ENABLE_ONEDNN_OPTS": "0", "XLA_FLAGS": "--x"}
+
+
+def test_activated_and_python_snapshots_of_one_venv_do_not_differ(tmp_path: Path, small_venv: Path) -> None:
+    """``source venv/bin/activate; envlock snapshot`` vs ``envlock snapshot --python venv/bin/python``
+    run from envlock's own venv: the same environment, ``diff`` exit 0."""
+    import os
+    import sys
+
+    own = Path(sys.prefix)
+    base = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "CONDA_PREFIX")}
+    rest = base.get("PATH", "/usr/bin:/bin")
+    activated = {**base, "VIRTUAL_ENV": str(small_venv), "PATH": f"{small_venv}/bin:{rest}"}
+    from_own = {**base, "VIRTUAL_ENV": str(own), "PATH": f"{own}/bin:{rest}"}
+
+    def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "envlock", *args], check=False, capture_output=True,
+                              text=True, timeout=120, env=env, cwd=tmp_path)
+
+    a = run(["snapshot", "-q", "-o", "a.toml"], activated)
+    b = run(["snapshot", "-q", "--python", str(small_venv / "bin" / "python"), "-o", "b.toml"], from_own)
+    assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
+    ma, mb = envlock.load(str(tmp_path / "a.toml")), envlock.load(str(tmp_path / "b.toml"))
+    assert ma.target.chosen_by == "VIRTUAL_ENV" and mb.target.chosen_by == "--python"
+    assert ma.env.selection["VIRTUAL_ENV"] == str(small_venv)
+    assert mb.env.selection["VIRTUAL_ENV"] == str(own)
+    d = run(["diff", "a.toml", "b.toml"], from_own)
+    assert d.returncode == 0, d.stdout + d.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -115,3 +116,67 @@ def test_observing_takes_no_index_lock(repo: Path) -> None:
     os.utime(repo / "train.py", None)
     probe_git(repo, environ=ENV)
     assert index.stat().st_mtime_ns == before
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
+                          text=True, timeout=60,
+                          env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x",
+                               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@x"}).stdout
+
+
+def test_save_patch_applies_to_the_recorded_commit(tmp_path: Path) -> None:
+    """git itself is the oracle: the patch, applied to a clone at [git] commit, gives the tree."""
+    import hashlib
+
+    import envlock
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "train.py").write_text("lr = 0.1\n")
+    (repo / "weights.bin").write_bytes(bytes(range(256)) * 4)
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "one")
+    (repo / "train.py").write_text("lr = 0.01  # tuned\n")
+    (repo / "weights.bin").write_bytes(bytes(reversed(range(256))) * 4)
+    (repo / "notes new.txt").write_text("untracked\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    r = subprocess.run([sys.executable, "-m", "envlock", "snapshot", "-q", "--python", sys.executable,
+                        "--repo", str(repo), "--save-patch", "-o", str(out / "manifest.toml")],
+                       check=False, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    m = envlock.load(str(out / "manifest.toml"))
+    patch = out / "manifest.patch"
+    assert m.git.patch == "manifest.patch" and m.git.patch_note is None
+    assert m.git.patch_sha256 == hashlib.sha256(patch.read_bytes()).hexdigest()
+    text = patch.read_text()
+    assert "# untracked files (names only, not in the diff): 1\n#   notes new.txt\n" in text
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True, timeout=60)
+    _git(clone, "checkout", "-q", m.git.commit)
+    _git(clone, "apply", "--binary", str(patch))
+    assert (clone / "train.py").read_text() == "lr = 0.01  # tuned\n"
+    assert (clone / "weights.bin").read_bytes() == (repo / "weights.bin").read_bytes()
+    # No force: the patch beside an existing one is refused like the manifest.
+    again = subprocess.run([sys.executable, "-m", "envlock", "snapshot", "-q", "--python",
+                            sys.executable, "--repo", str(repo), "--save-patch", "-o",
+                            str(out / "manifest.toml")], check=False, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 2 and again.stderr.count("\n") == 1
+
+
+def test_save_patch_over_the_cap_says_so(tmp_path: Path) -> None:
+    from envlock.probes.git import make_patch
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "a.txt").write_text("a\n")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "one")
+    (repo / "a.txt").write_text("b\n" * 1000)
+    head = _git(repo, "rev-parse", "HEAD").strip()
+    data, note = make_patch(str(repo), head, cap=100)
+    assert note is not None and "over the cap of 100 bytes: not saved" in note
+    assert b"diff --git" not in data and b"# INCOMPLETE: the diff is" in data

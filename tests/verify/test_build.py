@@ -116,6 +116,13 @@ def world(tmp_path, venv, job_env):
             "root": fake_root(tmp_path, None), "tmp": tmp_path}
 
 
+def load_driver(w, version: str) -> None:
+    """The NVIDIA kernel module as ``/proc`` shows it: verify asks nvidia-smi only when it is loaded."""
+    d = w["root"] / "proc" / "driver" / "nvidia"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "version").write_text(f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {version}  Release Build\n")
+
+
 def run_build(w, env=None, **kw):
     return verify(python=str(w["venv"] / "bin" / "python"), environ=env or w["env"], root=str(w["root"]),
                   build=True, timeout=20, **kw)
@@ -444,6 +451,7 @@ def test_gcc_glibcxx_table_matches_this_machines_gcc():
 
 # -- TORCH_CUDA_ARCH_LIST ---------------------------------------------------------------------------
 def test_arch_list_without_a_visible_gpus_capability_and_invalid_entries(world):
+    load_driver(world, "550.54.14")
     fake_nvidia_smi(world["bindir"], [gpu_line(0, "NVIDIA A100-SXM4-80GB", "GPU-aaaa", 81920, "8.0", "550.54.14"),
                                       gpu_line(1, "Tesla T4", "GPU-bbbb", 15360, "7.5", "550.54.14")])
     env = {**world["env"], "CUDA_HOME": str(world["kits"]["11.8"]), "TORCH_CUDA_ARCH_LIST": "8.0;8.6+PTX sm_90"}
@@ -510,6 +518,7 @@ def test_lock_needing_cuda_on_a_node_without_driver(world, override):
 
 def test_override_claiming_more_than_the_driver(world, tmp_path):
     root = fake_root(tmp_path / "r", "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023\n")
+    load_driver(world, "535.104.05")
     fake_nvidia_smi(world["bindir"], [gpu_line(0, "NVIDIA A100-SXM4-80GB", "GPU-aaaa", 81920, "8.0", "535.104.05")])
     r = verify(python=str(world["venv"] / "bin" / "python"), root=str(root), build=True,
                environ={**world["env"], "CONDA_OVERRIDE_CUDA": "12.8"})
