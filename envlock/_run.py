@@ -98,6 +98,10 @@ def run(
         return RunResult(
             argv=args, status="timeout", detail=f"{args[0]}: no answer within {timeout:g} s"
         )
+    except BaseException:
+        # Ctrl-C reaches only envlock: the child runs in its own session, so end it too.
+        _kill_group(proc)
+        raise
     out = stdout.decode("utf-8", "replace")
     err = stderr.decode("utf-8", "replace")
     if proc.returncode != 0:

@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "lock": ("envlock.commands.lock", "lock", "Write lockfiles from an environment or a spec."),
     "restore": ("envlock.commands.lock", "restore", "Print the commands that recreate an env."),
     "verify": ("envlock.commands.verify", "verify", "Check that this job will run as intended."),
+    "bisect": ("envlock.commands.bisect", "bisect", "Find the change that moved a result."),
 }
 
 
