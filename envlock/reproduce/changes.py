@@ -9,7 +9,7 @@ A *change* (:class:`Change`) is one package or one variable that differs; a *gro
 (:class:`Group`) is the smallest set of changes that can be installed on its own:
 
 * the CUDA variant: a change of local version label (``torch 2.13.0+cpu`` → ``2.14.1+cu130``)
-  travels with every ``nvidia-*`` wheel and ``triton`` that changed (PyTorch's wheels pin them
+  travels with every ``nvidia-*``/``cuda-*`` wheel and ``triton`` that changed (PyTorch's wheels pin them
   exactly: the ``Requires-Dist`` of a CUDA ``torch`` wheel names ``nvidia-*==…``);
 * packages whose pins tie them: uv's resolver is asked whether GOOD with one group applied is
   satisfiable (:func:`merge_infeasible`); when it is not, the packages its explanation names
@@ -278,8 +278,8 @@ def _local(version: str | None) -> str | None:
 
 
 def _cuda_member(c: Change) -> bool:
-    return c.kind == "pip" and (c.name.startswith("nvidia-") or c.name in ("triton",
-                                                                           "pytorch-triton"))
+    return c.kind == "pip" and (c.name.startswith(("nvidia-", "cuda-"))
+                                or c.name in ("triton", "pytorch-triton"))
 
 
 def group_changes(changes: Sequence[Change], rank: Mapping[str, int] | None = None) -> list[Group]:
@@ -296,11 +296,10 @@ def group_changes(changes: Sequence[Change], rank: Mapping[str, int] | None = No
     if cuda or any(re.fullmatch(r"cu\d+", _local(c.good) or "") or
                    re.fullmatch(r"cu\d+", _local(c.bad) or "") for c in variant):
         members = [c for c in changes if c in variant or c in cuda]
-        labels = sorted({f"+{_local(c.good) or 'none'} → +{_local(c.bad) or 'none'}"
-                         for c in variant})
+        labels = sorted({f"{c.name} {c.good} → {c.bad}" for c in variant})
         groups.append(Group(changes=tuple(members), why="the CUDA variant ("
                             + (", ".join(labels) or "nvidia-* wheels")
-                            + ") with its nvidia-* wheels and triton, which it pins"))
+                            + ") with its nvidia-*/cuda-* wheels and triton, which it pins"))
     grouped = {c.name for g in groups for c in g.changes}
     groups += [Group(changes=(c,)) for c in changes if c.name not in grouped]
 
