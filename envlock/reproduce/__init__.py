@@ -327,6 +327,8 @@ def bisect(
     existing: dict[frozenset[str], Path] = {}
     if own_envs:
         for side, name, applied in ((gside, "GOOD", ()), (bside, "BAD", tuple(groups))):
+            if side.python != gside.python:
+                continue  # BAD's own interpreter is not the one every subset is built with
             own = _own_env(side)
             if own is not None and not side.lost:
                 existing.setdefault(frozenset(pins_for(applied).values()), own)

@@ -32,8 +32,10 @@ def _summary(r: BisectResult) -> list[str]:
     lines = []
     metric = r.judge.metric is not None
     if metric:
+        import shlex  # noqa: PLC0415
+
         lines.append(f"GOOD's value {_value(r.good_value)}, BAD's {_value(r.bad_value)} "
-                     f"(--metric {r.judge.metric!r}, rtol {r.judge.rtol:g}, "
+                     f"(--metric {shlex.quote(r.judge.metric or '')}, rtol {r.judge.rtol:g}, "
                      f"atol {r.judge.atol:g})")
     if r.status == "found":
         lines.append(f"Culprit ({len(r.culprit)} of {len(r.groups)} group(s)): "

@@ -69,7 +69,7 @@ def test_text_and_markdown_reports(env_from, wheels, tmp_path):
                    str(tmp_path / "w"), fmt="text")
     assert text.exit_code == 0, text.output
     out = text.stdout
-    assert "GOOD's value 0, BAD's 1 (--metric 'sum=(\\\\S+)'" in out or "GOOD's value 0" in out
+    assert "GOOD's value 0, BAD's 1 (--metric 'sum=(\\S+)', rtol 1e-09, atol 0)" in out
     assert "Culprit (1 of 4 group(s)): numsum 1.0 → 2.0" in out
     assert "Rebuild the culprit's two environments:" in out
     assert list((tmp_path / "w" / "envs").iterdir())  # --keep
