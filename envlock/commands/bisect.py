@@ -13,7 +13,7 @@ from envlock.commands._common import handle_errors
 __all__ = ["bisect"]
 
 
-@click.command("bisect", context_settings={"ignore_unknown_options": False})
+@click.command("bisect")
 @click.argument("good", type=click.Path(dir_okay=False, exists=True))
 @click.argument("bad", type=click.Path(dir_okay=False, exists=True))
 @click.argument("command", nargs=-1, required=True)
@@ -60,8 +60,11 @@ def bisect(good: str, bad: str, command: tuple[str, ...], fmt: str, **options: A
     from rich.console import Console  # noqa: PLC0415
 
     from envlock.commands.lock import _variant_map  # noqa: PLC0415
-    from envlock.reproduce import Judge, bisect as run_bisect  # noqa: PLC0415
-    from envlock.reproduce import report  # noqa: PLC0415
+    from envlock.reproduce import (  # noqa: PLC0415
+        Judge,
+        report,  # noqa: PLC0415
+    )
+    from envlock.reproduce import bisect as run_bisect
 
     judge = Judge(metric=options["metric"], rtol=options["rtol"], atol=options["atol"],
                   repeat=options["repeat"], timeout=options["timeout"])

@@ -229,7 +229,7 @@ def lock_from_manifest(
     m = load(str(manifest))
     opts, notes, warnings = _index_options(m, index_map or {}, index_url, find_links, no_index)
     result = lock_manifest(m, Path(out_dir), index=opts, use_pip_config=False, force=force,
-                           runner=runner)
+                           runner=runner, how=f"envlock lock --from-manifest {Path(manifest).name}")
     import dataclasses  # noqa: PLC0415
 
     return dataclasses.replace(result, notes=(*result.notes, *notes,

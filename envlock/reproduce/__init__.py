@@ -334,7 +334,12 @@ def bisect(
                 existing.setdefault(frozenset(pins_for(applied).values()), own)
                 notes.append(f"{name} ran in its own environment {own} (it still matches "
                              f"{side.path})")
-    builder = Builder(envs, choice.path, index_args, existing=existing, runner=runner)
+    if gside.conda:
+        notes.append(f"{good} is a conda environment: every environment is a venv over "
+                     f"{choice.path} with --system-site-packages, so its conda packages are "
+                     "seen (they are not toggled)")
+    builder = Builder(envs, choice.path, index_args, existing=existing,
+                      system_site=bool(gside.conda), runner=runner)
     toggled_vars = sorted({c.name for c in changes if c.kind == "env"})
     steps: list[Step] = []
     memo: dict[frozenset[int], Step] = {}

@@ -56,17 +56,21 @@ class Builder:
     :param index_args: uv's index options (``--no-index --find-links DIR``, …).
     :param existing: package set → an existing environment to use instead of building
         (GOOD's or BAD's own, verified against its manifest).
+    :param system_site: make venvs that see the interpreter's own site-packages
+        (``--system-site-packages``): GOOD is a conda environment whose conda packages the
+        pip changes go on top of.
     """
 
     def __init__(self, root: Path, python: str, index_args: Sequence[str], *,
                  existing: Mapping[frozenset[str], Path] | None = None,
-                 runner: Runner = run) -> None:
+                 system_site: bool = False, runner: Runner = run) -> None:
         from envlock.lock._tools import uv_bin  # noqa: PLC0415
 
         self.root = root
         self.python = python
         self.index_args = list(index_args)
         self.runner = runner
+        self.system_site = system_site
         self.uv = uv_bin()
         self.cache: dict[frozenset[str], Built] = {
             k: Built(path=v, built=False) for k, v in (existing or {}).items()}
@@ -74,7 +78,8 @@ class Builder:
 
     def argv(self, dest: Path, pins: Sequence[str]) -> list[list[str]]:
         """The two commands that build ``dest`` (``uv`` by name, as a user types them)."""
-        return [["uv", "venv", "--quiet", str(dest), "--python", self.python],
+        site = ["--system-site-packages"] if self.system_site else []
+        return [["uv", "venv", "--quiet", *site, str(dest), "--python", self.python],
                 ["uv", "pip", "install", "--quiet", "--python", str(dest / "bin" / "python"),
                  "--no-deps", *self.index_args, *pins]]
 

@@ -67,7 +67,7 @@ def render_text(r: BisectResult) -> str:
     out += _summary(r)
     out += ["", "Steps:"]
     for row in rows:
-        out.append("  " + "  ".join(cell[:w].ljust(w) for cell, w in zip(row, widths)).rstrip())
+        out.append("  " + "  ".join(cell[:w].ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
     if r.notes:
         out += ["", "Notes:"] + [f"  {n}" for n in r.notes]
     if r.not_toggled:

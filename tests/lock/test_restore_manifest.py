@@ -214,4 +214,5 @@ def test_lock_from_manifest_writes_lockfiles_without_building(tmp_path, wheelhou
     assert got == {
         n: (v, hashlib.sha256((wheelhouse / f"{n}-{v}-py3-none-any.whl").read_bytes()).hexdigest())
         for n, v in (("alpha", "1.1"), ("beta", "2.5"))}
+    assert data["tool"]["envlock"]["source"] == "envlock lock --from-manifest old.toml"
     assert not (tmp_path / "old-restored").exists()

@@ -189,3 +189,18 @@ def test_ctrl_c_leaves_nothing_half_built(tmp_path, wheels):
     with pytest.raises(KeyboardInterrupt):
         builder.get(["numsum==1.0"])
     assert (tmp_path / "envs").exists() and not list((tmp_path / "envs").iterdir())
+
+
+def test_bad_inputs_are_one_line(tmp_path):
+    spec = tmp_path / "req.txt"
+    spec.write_text("numpy>=1.24\n")
+    pinned = tmp_path / "pinned.txt"
+    pinned.write_text("numpy==1.24.4\n")
+    result = CliRunner().invoke(cli, ["bisect", str(spec), str(pinned), "--", "true"])
+    assert result.exit_code == 2
+    assert result.output == (f"Error: {spec}: numpy is not pinned to one version (>=1.24); "
+                             "bisect needs exact versions\n")
+    result = CliRunner().invoke(cli, ["bisect", str(pinned), str(pinned), "--metric", "(",
+                                      "--", "true"])
+    assert result.exit_code == 2
+    assert result.output.startswith("Error: --metric '(': not a regular expression")
