@@ -216,3 +216,78 @@ def test_lock_from_manifest_writes_lockfiles_without_building(tmp_path, wheelhou
         for n, v in (("alpha", "1.1"), ("beta", "2.5"))}
     assert data["tool"]["envlock"]["source"] == "envlock lock --from-manifest old.toml"
     assert not (tmp_path / "old-restored").exists()
+
+
+#: A PEP 517/660 build backend kept in the project itself (``backend-path``), needing no
+#: download: it writes a wheel (or an editable one, a ``.pth`` pointing at the source).
+BACKEND = '''
+import base64, hashlib, os, zipfile
+
+NAME, VERSION = "proj", "0.1"
+INFO = f"{NAME}-{VERSION}.dist-info"
+
+
+def _wheel(directory, files):
+    path = os.path.join(directory, f"{NAME}-{VERSION}-py3-none-any.whl")
+    files = {**files,
+             f"{INFO}/METADATA": f"Metadata-Version: 2.1\\nName: {NAME}\\nVersion: {VERSION}\\n",
+             f"{INFO}/WHEEL": "Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\n"
+                              "Tag: py3-none-any\\n"}
+    digest = lambda t: base64.urlsafe_b64encode(hashlib.sha256(t.encode()).digest()).rstrip(b"=").decode()
+    record = "".join(f"{p},sha256={digest(t)},{len(t.encode())}\\n" for p, t in files.items())
+    files[f"{INFO}/RECORD"] = record + f"{INFO}/RECORD,,\\n"
+    with zipfile.ZipFile(path, "w") as zf:
+        for member, text in files.items():
+            zf.writestr(member, text)
+    return os.path.basename(path)
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    src = open(os.path.join(NAME, "__init__.py")).read()
+    return _wheel(wheel_directory, {f"{NAME}/__init__.py": src})
+
+
+def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
+    return _wheel(wheel_directory, {f"{NAME}.pth": os.path.abspath(".") + "\\n"})
+'''
+
+
+def test_editable_restored_from_commit_and_patch_for_real(tmp_path, h):
+    import subprocess
+
+    def git(*args: str, cwd: Path) -> str:
+        return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                              text=True, timeout=60).stdout
+
+    repo = tmp_path / "proj"
+    (repo / "proj").mkdir(parents=True)
+    (repo / "pyproject.toml").write_text(
+        '[build-system]\nrequires = []\nbuild-backend = "backend"\nbackend-path = ["."]\n'
+        '[project]\nname = "proj"\nversion = "0.1"\n')
+    (repo / "backend.py").write_text(BACKEND)
+    (repo / "proj" / "__init__.py").write_text("VALUE = 1\n")
+    git("init", "-q", cwd=repo)
+    git("add", ".", cwd=repo)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one", cwd=repo)
+    commit = git("rev-parse", "HEAD", cwd=repo).strip()
+    (repo / "proj" / "__init__.py").write_text("VALUE = 2  # uncommitted\n")
+    old = h.make_venv(tmp_path / "old", tmp_path)
+    subprocess.run([h.uv(), "pip", "install", "-q", "--python", str(old / "bin" / "python"),
+                    "--no-index", "-e", str(repo)], check=True, timeout=300)
+    mpath = tmp_path / "manifest.toml"
+    result = CliRunner().invoke(cli, ["snapshot", "--python", str(old / "bin" / "python"),
+                                      "-o", str(mpath), "-q", "--repo", str(repo)])
+    assert result.exit_code == 0, result.output
+    # what `envlock snapshot --save-patch` keeps beside the manifest: the uncommitted diff
+    (tmp_path / "manifest.patch").write_text(git("diff", "HEAD", "--binary", cwd=repo))
+    new = tmp_path / "new"
+    result = CliRunner().invoke(cli, ["restore", str(mpath), "--into", str(new), "--no-index",
+                                      "--run"])
+    assert f"git -C {new}/src/proj apply {tmp_path / 'manifest.patch'}" in result.stdout, \
+        result.output
+    assert git("rev-parse", "HEAD", cwd=new / "src" / "proj").strip() == commit
+    value = subprocess.run([str(new / "bin" / "python"), "-c", "import proj; print(proj.VALUE)"],
+                           capture_output=True, text=True, timeout=60, check=True).stdout
+    assert value.strip() == "2"
+    assert "#   proj 0.1" in result.stdout  # came back exactly
+    assert result.exit_code == 0, result.output
