@@ -731,6 +731,7 @@ def run_plan(plan: RestorePlan, *, runner: Runner = run) -> list[str]:
         environment), or a step fails (its command's last lines are in the message).  What
         the failed restore created is removed first (the prefix, or the contents of the empty
         prefix it was given), and the message's first line says so, or says what is left.
+    :raises KeyboardInterrupt: after removing what the restore created, likewise.
     :returns: one line per step done.
     """
 
@@ -744,6 +745,9 @@ def run_plan(plan: RestorePlan, *, runner: Runner = run) -> list[str]:
     created = not prefix.exists()
     try:
         return _run_steps(plan, runner)
+    except KeyboardInterrupt:
+        _remove_partial(prefix, created)  # Ctrl-C leaves nothing half-built
+        raise
     except (EnvlockError, OSError) as exc:
         note = _remove_partial(prefix, created)
         first, _, rest = (str(exc) if isinstance(exc, EnvlockError)

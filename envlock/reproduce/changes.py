@@ -245,8 +245,8 @@ def changes_between(good: Side, bad: Side) -> tuple[list[Change], list[str]]:
         if g == b:
             continue
         if not is_numeric_var(name):
-            lost.append(f"variable {name}: {g!r} → {b!r} (not a numerics variable; "
-                        "set it yourself if it matters)")
+            lost.append(f"variable {name}: {_short(g)} → {_short(b)} (not a numerics "
+                        "variable; set it yourself if it matters)")
         elif REDACTED in (g, b):
             lost.append(f"variable {name}: its value was redacted in the manifest")
         else:
@@ -264,6 +264,13 @@ def changes_between(good: Side, bad: Side) -> tuple[list[Change], list[str]]:
                         "(the machine)")
     lost += [f"{item} (GOOD)" for item in good.lost] + [f"{item} (BAD)" for item in bad.lost]
     return out, lost
+
+
+def _short(value: str | None, width: int = 60) -> str:
+    if value is None:
+        return "(unset)"
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _local(version: str | None) -> str | None:

@@ -291,3 +291,22 @@ def test_editable_restored_from_commit_and_patch_for_real(tmp_path, h):
     assert value.strip() == "2"
     assert "#   proj 0.1" in result.stdout  # came back exactly
     assert result.exit_code == 0, result.output
+
+
+def test_ctrl_c_during_restore_leaves_nothing(tmp_path, wheelhouse):
+    from envlock._run import run
+    from envlock.lock._restore import run_plan
+
+    mpath = torch_manifest("alpha==1.0", "beta==2.0").write(tmp_path / "m.toml")
+    plan = plan_restore([mpath], tmp_path / "new", no_index=True,
+                        find_links=[str(wheelhouse)])
+
+    def interrupted(argv, **kw):
+        if argv[1:3] == ["pip", "install"]:
+            assert (tmp_path / "new" / "pyvenv.cfg").exists()  # the venv step ran for real
+            raise KeyboardInterrupt
+        return run(argv, **kw)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_plan(plan, runner=interrupted)
+    assert not (tmp_path / "new").exists()
