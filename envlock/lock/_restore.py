@@ -794,6 +794,9 @@ def _run_steps(plan: RestorePlan, runner: Runner) -> list[str]:
             done.append(f"installed {len(names)} conda packages with py-rattler from the "
                         "manifest's records (exact files, md5/sha256 checked)")
             continue
+        if step.kind == "pip-pins":
+            done += _install_pins(list(step.argv), runner, INSTALL_TIMEOUT, _uv_env())
+            continue
         if step.kind == "conda-lock" and step.argv[0] == "conda-lock":
             exe = conda_executable()
             if exe is None:
@@ -816,6 +819,40 @@ def _run_steps(plan: RestorePlan, runner: Runner) -> list[str]:
             _run_checked(argv, runner, INSTALL_TIMEOUT, _uv_env())
         done.append(f"done: {step.shell}")
     return done
+
+
+#: How uv says that a pinned version is not on the indexes given (``uv pip install``).
+_NOT_ON_INDEX = re.compile(r"no version of ([A-Za-z0-9][A-Za-z0-9._-]*)==|"
+                           r"([A-Za-z0-9][A-Za-z0-9._-]*) was not found in")
+
+
+def _install_pins(argv: list[str], runner: Runner, timeout: float,
+                  env: dict[str, str]) -> list[str]:
+    """Install a manifest's pins; a version no index has any more is left out and reported
+    (the verification after the restore lists it as missing), the rest is installed."""
+    from envlock.lock._tools import uv_bin  # noqa: PLC0415
+    from envlock.probes.pip import canonicalize  # noqa: PLC0415
+
+    argv = [uv_bin(), *argv[1:]]
+    left_out: list[str] = []
+    while True:
+        result = runner(argv, timeout=timeout, env=env)
+        if result.ok:
+            break
+        text = (result.stderr or result.stdout)
+        gone = {canonicalize(m.group(1) or m.group(2)) for m in _NOT_ON_INDEX.finditer(text)}
+        drop = [a for a in argv if "==" in a and canonicalize(a.split("==")[0]) in gone]
+        if not drop or result.status != "failed":
+            tail = "\n".join(text.strip().splitlines()[-10:])
+            raise LockError(f"{shlex.join(argv)} failed ({result.detail})"
+                            + (f":\n{tail}" if tail else ""))
+        left_out += drop
+        argv = [a for a in argv if a not in drop]
+    shown = shlex.join(["uv", *argv[1:]])
+    lines = [f"done: {shown}"]
+    if left_out:
+        lines.append("not on the indexes given, left out: " + ", ".join(left_out))
+    return lines
 
 
 def _install_pip_lines(

@@ -310,3 +310,14 @@ def test_ctrl_c_during_restore_leaves_nothing(tmp_path, wheelhouse):
     with pytest.raises(KeyboardInterrupt):
         run_plan(plan, runner=interrupted)
     assert not (tmp_path / "new").exists()
+
+
+def test_a_version_no_longer_on_the_index_is_left_out_and_said(tmp_path, wheelhouse, h):
+    mpath = torch_manifest("alpha==1.0", "beta==9.9", "zork==1.0").write(tmp_path / "m.toml")
+    new = tmp_path / "new"
+    result = CliRunner().invoke(cli, ["restore", str(mpath), "--into", str(new), "--no-index",
+                                      "--find-links", str(wheelhouse), "--run"])
+    assert result.exit_code == 1, result.output
+    assert "not on the indexes given, left out: beta==9.9, zork==1.0" in result.stdout
+    assert h.installed(new) == {"alpha": "1.0"}
+    assert "#   error: 2 package(s) of the manifest (m.toml) not installed: beta, zork" in result.stdout
