@@ -319,8 +319,17 @@ def bisect(
                              index_args=index_args, runner=runner)
 
     say("asking uv's resolver which changes install on their own…")
-    groups, merge_notes = merge_infeasible(groups, check)
-    notes += merge_notes
+    from envlock.reproduce.changes import _first  # noqa: PLC0415
+
+    broken = next(((name, why) for name, applied in (("GOOD", ()), ("BAD", tuple(groups)))
+                   if any(g.needs_build for g in groups) and (why := check(applied))), None)
+    if broken is None:
+        groups, merge_notes = merge_infeasible(groups, check)
+        notes += merge_notes
+    else:
+        notes.append(f"{broken[0]}'s own pins do not resolve together (uv: {_first(broken[1])}); "
+                     "groups are not merged by the resolver and subsets are not checked")
+        check = lambda _gs: None  # noqa: E731 - the resolver cannot judge subsets then
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="envlock-bisect-"))
     root.mkdir(parents=True, exist_ok=True)
     envs = root / "envs"
@@ -385,8 +394,6 @@ def bisect(
         if phase == "bisect" and len(builds) > 1:
             why = check(applied)
             if why is not None:
-                from envlock.reproduce.changes import _first  # noqa: PLC0415
-
                 step = Step(number=number, phase=phase, applied=labels, env="", built=False,
                             verdict="skip", outcome=UNRESOLVED,
                             note=f"cannot be installed together (uv: {_first(why)})")

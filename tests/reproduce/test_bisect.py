@@ -204,3 +204,15 @@ def test_bad_inputs_are_one_line(tmp_path):
                                       "--", "true"])
     assert result.exit_code == 2
     assert result.output.startswith("Error: --metric '(': not a regular expression")
+
+
+def test_good_whose_own_pins_do_not_resolve(env_from, wheels):
+    # installed with --no-deps: tied 2.0 wants tiedto>=2, the env has 1.0 (pip check fails)
+    good = env_from("good", ["numsum==1.0", "tied==2.0", "tiedto==1.0", "p01==1.0"])
+    bad = env_from("bad", ["numsum==2.0", "tied==2.0", "tiedto==1.0", "p01==1.1"])
+    result = run_cli(good, bad, wheels, "--metric", METRIC)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert any(n.startswith("GOOD's own pins do not resolve together (uv: Because")
+               for n in doc["notes"])
+    assert [g["label"] for g in doc["culprit"]] == ["numsum 1.0 → 2.0"]
