@@ -180,6 +180,15 @@ def test_conda_prefix_restored_from_its_manifest(tmp_path, conda_channel):
     mpath = snapshot(tmp_path, "first", prefix=str(first))
     data = tomllib.loads(mpath.read_text())
     assert "lockfiles" not in data or not data["lockfiles"].get("files")
+    locked = CliRunner().invoke(cli, ["lock", "--from-manifest", str(mpath), "-o",
+                                      str(tmp_path / "relock")])
+    assert locked.exit_code == 0, locked.output
+    from envlock.lock import _condalock
+
+    doc = _condalock.read(tmp_path / "relock" / "conda-lock.yml")
+    assert {p.name: (p.version, p.build) for p in doc.package} == {
+        n: tuple(vb) for n, vb in conda_meta(first).items()}
+    assert not (tmp_path / "relock" / "pylock.toml").exists()  # pyfoo belongs to conda
     second = tmp_path / "second"
     dry = CliRunner().invoke(cli, ["restore", str(mpath), "--into", str(second)])
     assert dry.exit_code == 0, dry.output

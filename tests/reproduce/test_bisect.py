@@ -33,10 +33,10 @@ def run_cli(good: Path, bad: Path, wheels: Path, *extra: str, fmt: str = "json",
     return result
 
 
-@pytest.mark.parametrize("culprit", ["numsum", "zsum"])
-def test_one_package_among_twelve_and_two_variables(env_from, wheels, tmp_path, culprit):
-    # zsum computes as numsum does, but sorts last: where the bisection looks last
-    new = "1.1" if culprit == "zsum" else "2.0"
+def test_one_package_among_twelve_and_two_variables(env_from, wheels, tmp_path):
+    # zsum computes as numsum does, as a minor release like the eleven others, and sorts last:
+    # nothing ranks it first, the bisection reaches it last (5 builds measured)
+    culprit, new = "zsum", "1.1"
     good = env_from("good", [f"{culprit}==1.0", *(f"{p}==1.0" for p in UNRELATED)],
                     {"OMP_NUM_THREADS": "1"})
     bad = env_from("bad", [f"{culprit}=={new}", *(f"{p}==1.1" for p in UNRELATED)],
