@@ -89,8 +89,12 @@ def uv() -> str:
 
 
 @pytest.fixture
-def offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No pip configuration of this machine, and the numerics variables unset."""
+def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No pip configuration of this machine, the numerics variables unset, and bisect's
+    default work directory (logs are kept) under the test's own tmp_path."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
     for var in ("PIP_FIND_LINKS", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_NO_INDEX",
                 "OMP_NUM_THREADS", "MKL_CBWR", "CUBLAS_WORKSPACE_CONFIG"):

@@ -20,7 +20,10 @@ CHECK = ("import numpy as np, torch\n"
 
 
 def test_cpu_venv_against_a_numpy_change(cpu_venv, tmp_path, monkeypatch):
+    import tempfile
+
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # bisect's logs stay in tmp_path
     good = tmp_path / "good.toml"
     result = CliRunner().invoke(cli, ["snapshot", "--python", str(cpu_venv / "bin" / "python"),
                                       "-o", str(good), "-q"])
