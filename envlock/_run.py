@@ -131,6 +131,10 @@ def run(
         )
     except ValueError:  # pipes closed by a cancel
         return RunResult(argv=args, status="error", detail=f"{args[0]}: cancelled")
+    except BaseException:
+        # Ctrl-C reaches only envlock: the child runs in its own session, so end it too.
+        _kill_group(proc)
+        raise
     finally:
         with _LIVE_LOCK:
             _LIVE.discard(proc)

@@ -24,9 +24,10 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "libs": ("envlock.commands.libs", "libs", "Show which shared libraries will really load."),
     "diff": ("envlock.commands.diff", "diff", "Explain how environments differ, ranked."),
     "lock": ("envlock.commands.lock", "lock", "Write lockfiles from an environment or a spec."),
-    "restore": ("envlock.commands.lock", "restore", "Print the commands that recreate an env."),
+    "restore": ("envlock.commands.lock", "restore", "Recreate an env from a manifest or lockfiles."),
     "verify": ("envlock.commands.verify", "verify", "Check that this job will run as intended."),
     "run": ("envlock.commands.run", "run", "Run a job's command and record the run (run.toml)."),
+    "bisect": ("envlock.commands.bisect", "bisect", "Find the change that moved a result."),
 }
 
 
@@ -73,6 +74,8 @@ def cli() -> None:
     envlock verify          will this job run as intended? (job prologue)
     envlock libs torch      which shared libraries will really load, and why
     envlock lock            lockfiles others can install
+    envlock restore M       rebuild an environment from its manifest
+    envlock bisect G B -- CMD   which change between two environments moved the result
     """
 
 

@@ -62,9 +62,32 @@ def _report(result: Any) -> None:
             click.echo(f"  {s.name} {s.version}: {s.reason}", err=True)
 
 
+def _variant_map(values: tuple[str, ...]) -> dict[str, str]:
+    """``--index VARIANT=URL`` values as a map (``cu130`` → URL)."""
+    from envlock.errors import EnvlockError  # noqa: PLC0415
+
+    out = {}
+    for value in values:
+        label, sep, url = value.partition("=")
+        if not sep or not label.strip() or not url.strip():
+            raise EnvlockError(f"--index {value!r}: expected VARIANT=URL, e.g. "
+                               "cu130=https://download.pytorch.org/whl/cu130")
+        out[label.strip().lstrip("+")] = url.strip()
+    return out
+
+
+_VARIANT_HELP = ("Index for pip versions with this local label (VARIANT=URL, repeatable); "
+                 "default for PyTorch's labels (cpu, cuXYZ, rocmX.Y, xpu): "
+                 "https://download.pytorch.org/whl/VARIANT.")
+
+
 @click.command("lock")
 @click.option("--from-env", "from_env", is_flag=True,
               help="Freeze the target environment (--python/--prefix, default: the active one).")
+@click.option("--from-manifest", "from_manifest", type=click.Path(dir_okay=False),
+              help="Lock the environment a manifest records, without building it.")
+@click.option("--index", "variant_index", multiple=True, metavar="VARIANT=URL",
+              help="With --from-manifest: " + _VARIANT_HELP)
 @target_options
 @click.option("-f", "--file", "spec", type=click.Path(dir_okay=False),
               help="Solve a conda environment.yml into conda-lock.yml.")
@@ -101,22 +124,33 @@ def lock(**options: Any) -> None:
     envlock lock --from-env --python ENV/bin/python   conda-lock.yml + pylock.toml
     envlock lock -f environment.yml -p linux-64       conda-lock.yml (solved)
     envlock lock -r requirements.in                   pylock.toml (uv)
+    envlock lock --from-manifest manifest.toml        the lockfiles of a recorded env
     """
     from envlock.errors import EnvlockError  # noqa: PLC0415
 
     from_env = options["from_env"] or (
         (options["python"] or options["prefix"])
-        and not (options["spec"] or options["requirements"])
+        and not (options["spec"] or options["requirements"] or options["from_manifest"])
     )
-    chosen = [bool(from_env), bool(options["spec"]), bool(options["requirements"])]
+    chosen = [bool(from_env), bool(options["spec"]), bool(options["requirements"]),
+              bool(options["from_manifest"])]
     if sum(chosen) != 1:
-        raise EnvlockError("give exactly one of --from-env, -f/--file, -r/--requirements")
+        raise EnvlockError("give exactly one of --from-env, --from-manifest, -f/--file, "
+                           "-r/--requirements")
     if options["cuda"] and options["without_cuda"]:
         raise EnvlockError("give either --with-cuda or --without-cuda, not both")
     import envlock.lock as api  # noqa: PLC0415
 
     index = _index(options)
-    if from_env:
+    if options["from_manifest"]:
+        with _spinner(f"Locking the environment {options['from_manifest']} records…"):
+            result = api.lock_from_manifest(
+                options["from_manifest"], options["out_dir"],
+                index_map=_variant_map(options["variant_index"]),
+                index_url=options["index_url"], find_links=options["find_links"],
+                no_index=options["no_index"], force=options["force"],
+            )
+    elif from_env:
         with _spinner("Reading the environment and locking its packages…"):
             result = api.lock_environment(
                 options["out_dir"], python=options["python"], prefix=options["prefix"],
@@ -143,35 +177,86 @@ def lock(**options: Any) -> None:
 
 @click.command("restore")
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--prefix", default="env", show_default=True, type=click.Path(file_okay=False),
-              help="The environment directory to create.")
+@click.option("--into", "--prefix", "prefix", type=click.Path(file_okay=False),
+              help="The environment directory to create (default: a new directory beside the "
+                   "first input, <name>-restored).")
 @click.option("--python-version", help="Python for a new venv (default: the manifest's).")
-@click.option("--run", "do_run", is_flag=True, help="Run the commands instead of printing them.")
+@click.option("--python", "python", type=click.Path(dir_okay=False),
+              help="Interpreter for a venv restored from a manifest (default: one of the "
+                   "recorded version found on this machine).")
+@click.option("--index", "variant_index", multiple=True, metavar="VARIANT=URL", help=_VARIANT_HELP)
+@click.option("-i", "--index-url", help="pip index URL for uv (replaces PyPI).")
+@click.option("--find-links", multiple=True, help="Directory of wheels (repeatable).")
+@click.option("--no-index", is_flag=True, help="Use only --find-links.")
+@click.option("--run", "do_run", is_flag=True,
+              help="Build the environment (default: print the plan), then verify it.")
 @handle_errors
-def restore(inputs: tuple[str, ...], prefix: str, python_version: str | None, do_run: bool) -> None:
-    """Print the commands that recreate an env from a manifest or lockfiles.
+def restore(inputs: tuple[str, ...], prefix: str | None, python_version: str | None,
+            python: str | None, variant_index: tuple[str, ...], index_url: str | None,
+            find_links: tuple[str, ...], no_index: bool, do_run: bool) -> None:
+    """Recreate an environment from a manifest or lockfiles (dry run unless --run).
 
-    Also lists what no lockfile restores (driver, system CUDA, compilers, CPU/GPU, …).
+    A lockfile given, or recorded in the manifest and unchanged, is used; else the manifest
+    alone: conda packages as name=version=build from their recorded channels, pip packages at
+    their exact versions with uv, editable/VCS ones from their recorded commit.  After --run
+    the result is verified against the manifest.  Also lists what no rebuild restores
+    (driver, system CUDA, compilers, CPU/GPU, kernel, …).  Exit status: 0 done (or plan
+    printed), 1 the rebuilt environment differs from the manifest, 2 trouble.
     """
     import os  # noqa: PLC0415
+    import sys  # noqa: PLC0415
 
-    from envlock.lock._restore import plan_restore, run_plan  # noqa: PLC0415
+    from envlock.lock._restore import plan_restore, run_plan, verify_restored  # noqa: PLC0415
 
-    plan = plan_restore(inputs, os.path.abspath(prefix), python_version=python_version)
+    target = os.path.abspath(prefix or _beside(inputs[0]))
+    plan = plan_restore(inputs, target, python_version=python_version,
+                        index_map=_variant_map(variant_index), index_url=index_url,
+                        find_links=find_links, no_index=no_index, python=python)
     for warning in plan.warnings:
         click.echo(f"warning: {warning}", err=True)
+    for note in plan.notes:
+        click.echo(f"note: {note}", err=True)
     if do_run:
         with _spinner(f"Recreating {plan.prefix}…"):
             for line in run_plan(plan):
                 click.echo(line)
     else:
-        click.echo("# Recreate the environment:")
+        click.echo("# Recreate the environment from the manifest alone (dry run; --run "
+                   "builds it, then verifies it):" if plan.manifests
+                   else "# Recreate the environment:")
         if not plan.steps:
-            click.echo("# (no lockfile given or recorded: nothing to install)")
+            click.echo("# (nothing to install)")
         for step in plan.steps:
             click.echo(f"# {step.title}")
             click.echo(step.shell)
+    if do_run and plan.manifests:
+        with _spinner(f"Verifying {plan.prefix} against {plan.manifests[0]}…"):
+            check = verify_restored(plan)
+        click.echo(f"# Came back exactly: {len(check.exact)} package(s)")
+        for item in check.exact:
+            click.echo(f"#   {item}")
+        click.echo("# Differs from the manifest:" + ("" if check.differs else " nothing"))
+        for item in check.differs:
+            click.echo(f"#   {item}")
+        click.echo("# A rebuild can never restore (comes from the machine or the job):")
+        for item in check.machine:
+            click.echo(f"#   {item}")
+        sys.stdout.flush()
+        sys.exit(check.exit_code)
     if plan.not_restored:
         click.echo("# Not restored by any lockfile (comes from the machine or the job):")
         for item in plan.not_restored:
             click.echo(f"#   {item}")
+
+
+def _beside(first: str) -> str:
+    """A new directory beside ``first``: ``<stem>-restored``, ``-restored-2``, …"""
+    from pathlib import Path  # noqa: PLC0415
+
+    path = Path(first).resolve()
+    stem = path.name.split(".")[0] or "env"
+    for n in range(1, 1000):
+        candidate = path.parent / (f"{stem}-restored" + (f"-{n}" if n > 1 else ""))
+        if not candidate.exists():
+            return str(candidate)
+    return str(path.parent / f"{stem}-restored")

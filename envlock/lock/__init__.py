@@ -7,6 +7,8 @@ Three ways in, one way out:
   when a conda executable exists, else py-rattler, offline against ``file://`` channels;
 * :func:`lock_requirements` — resolve ``requirements.in``/``pyproject.toml`` with uv
   (``envlock lock -r``);
+* :func:`lock_from_manifest` — the lockfiles of the environment a manifest describes, without
+  building it (``envlock lock --from-manifest``);
 * :func:`plan_restore` / :func:`run_plan` — the commands that recreate an environment
   (``envlock restore``);
 * :func:`find_lockfiles` — the ``[lockfiles]`` table of a manifest.
@@ -38,6 +40,9 @@ _LAZY = {
     "Step": "_restore",
     "plan_restore": "_restore",
     "run_plan": "_restore",
+    "verify_restored": "_restore",
+    "RestoreCheck": "_restore",
+    "find_python": "_restore",
 }
 
 __all__ = [
@@ -50,8 +55,12 @@ __all__ = [
     "lock_environment",
     "lock_spec",
     "lock_requirements",
+    "lock_from_manifest",
     "plan_restore",
     "run_plan",
+    "verify_restored",
+    "RestoreCheck",
+    "find_python",
 ]
 
 
@@ -189,6 +198,42 @@ def lock_requirements(
             "Install with: uv pip install -r pylock.toml"))
     files = write_all({Path(out_dir) / fmt: text}, force=force)
     return LockResult(files=files, notes=(f"pip index options from {index.source}",))
+
+
+def lock_from_manifest(
+    manifest: str | Path,
+    out_dir: str | Path,
+    *,
+    index_map: dict[str, str] | None = None,
+    index_url: str | None = None,
+    find_links: Sequence[str] = (),
+    no_index: bool = False,
+    force: bool = False,
+    runner: Runner = run,
+) -> LockResult:
+    """Write ``conda-lock.yml``/``pylock.toml`` for the environment a manifest records.
+
+    Nothing is built: conda packages are pinned to their recorded URLs and hashes, pip
+    packages to their recorded versions, which uv finds (``--no-deps``) on the indexes given,
+    PyTorch's per-variant index for ``+cpu``/``+cuXYZ`` versions unless ``index_map`` names
+    another (see :func:`envlock.lock._restore.variant_index`), and hashes.  The target's pip
+    configuration is not read (the manifest may come from another machine).
+
+    :raises ManifestError: unreadable manifest; :raises LockError: uv cannot find a recorded
+        version (wrong index options?); :raises OutputExistsError: a lockfile exists.
+    """
+    from envlock.lock._fromenv import lock_manifest  # noqa: PLC0415
+    from envlock.lock._restore import _index_options  # noqa: PLC0415
+    from envlock.manifest import load  # noqa: PLC0415
+
+    m = load(str(manifest))
+    opts, notes, warnings = _index_options(m, index_map or {}, index_url, find_links, no_index)
+    result = lock_manifest(m, Path(out_dir), index=opts, use_pip_config=False, force=force,
+                           runner=runner, how=f"envlock lock --from-manifest {Path(manifest).name}")
+    import dataclasses  # noqa: PLC0415
+
+    return dataclasses.replace(result, notes=(*result.notes, *notes,
+                                              *(f"warning: {w}" for w in warnings)))
 
 
 def _current_platform() -> str:

@@ -115,7 +115,8 @@ def check_interpreter(manifest: Manifest) -> tuple[str | None, str | None]:
     return None, info.version
 
 
-def _conda_part(manifest: Manifest, source: str) -> tuple[str | None, list[Skipped], list[str]]:
+def _conda_part(manifest: Manifest, source: str, how: str = "envlock lock --from-env"
+                ) -> tuple[str | None, list[Skipped], list[str]]:
     conda = manifest.conda
     if conda is None or not conda.packages:
         return None, [], []
@@ -152,7 +153,7 @@ def _conda_part(manifest: Manifest, source: str) -> tuple[str | None, list[Skipp
         channels=channels,
         sources=[source],
         content_hashes={platform: _condalock.content_hash(lines)},
-        custom={"envlock-source": "envlock lock --from-env", "envlock-created": now()},
+        custom={"envlock-source": how, "envlock-created": now()},
     )
     return text, skipped, notes
 
@@ -165,6 +166,7 @@ def lock_manifest(
     use_pip_config: bool = True,
     force: bool = False,
     runner: Runner = run,
+    how: str = "envlock lock --from-env",
 ) -> LockResult:
     """Write ``conda-lock.yml`` and/or ``pylock.toml`` for the environment a manifest describes.
 
@@ -180,7 +182,7 @@ def lock_manifest(
     texts: dict[Path, str] = {}
     notes: list[str] = []
     source = manifest.target.prefix
-    conda_text, skipped, conda_notes = _conda_part(manifest, source)
+    conda_text, skipped, conda_notes = _conda_part(manifest, source, how)
     if conda_text is not None:
         texts[out_dir / "conda-lock.yml"] = conda_text
     notes += conda_notes
@@ -207,7 +209,7 @@ def lock_manifest(
             what=f"the {len(pins)} installed pip package(s) of {source}", one_line=True,
         )
         tool = {
-            "source": "envlock lock --from-env",
+            "source": how,
             "environment": source,
             "created": now(),
             **index.to_table(),

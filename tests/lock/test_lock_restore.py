@@ -147,10 +147,13 @@ def test_restore_warns_about_changed_and_missing_lockfiles(tmp_path):
     mpath = tmp_path / "m.toml"
     m.write(mpath)
     plan = plan_restore([mpath], tmp_path / "new")
-    assert plan.warnings == (
-        f"{pylock}: changed since the manifest was taken (sha256 differs)",
+    assert plan.warnings[:2] == (
+        f"{pylock}: changed since the manifest was taken (sha256 differs); not used",
         f"{gone}: recorded in the manifest but missing",
     )
+    # no consistent lockfile is left: the plan comes from the manifest itself
+    assert plan.manifests == (str(mpath),)
+    assert all(s.lockfile is None for s in plan.steps)
 
 
 def write_conda_lock(path: Path) -> Path:
@@ -259,7 +262,8 @@ def test_missing_conda_lock_is_one_line(tmp_path, monkeypatch):
 def test_lock_needs_exactly_one_source():
     result = CliRunner().invoke(cli, ["lock"])
     assert result.exit_code == 2
-    assert result.output == "Error: give exactly one of --from-env, -f/--file, -r/--requirements\n"
+    assert result.output == ("Error: give exactly one of --from-env, --from-manifest, -f/--file, "
+                             "-r/--requirements\n")
 
 
 def test_pip_entries_of_a_conda_lock_are_hash_checked(tmp_path, wheelhouse, h):
@@ -339,14 +343,16 @@ def test_restore_run_never_overwrites_an_environment(tmp_path):
     assert [p.name for p in existing.iterdir()] == ["pyvenv.cfg"]
 
 
-def test_restore_a_manifest_without_lockfiles(tmp_path):
+def test_restore_a_manifest_without_lockfiles_plans_from_the_manifest(tmp_path):
     mpath = tmp_path / "manifest.toml"
     manifest(tmp_path, []).write(mpath)
     result = CliRunner().invoke(cli, ["restore", str(mpath)])
-    assert result.exit_code == 0
+    assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    assert lines[:2] == ["# Recreate the environment:",
-                         "# (no lockfile given or recorded: nothing to install)"]
+    assert lines[0].startswith("# Recreate the environment from the manifest alone (dry run")
+    # the only pip package is an editable install outside git: nothing pip can install, and
+    # no interpreter of the recorded 3.11.7 under /opt/python exists: said, not replaced
+    assert lines[2].startswith(f"uv venv --quiet {tmp_path / 'manifest-restored'} --python ")
+    assert any("mylib 0.1: editable install of /src/mylib" in ln for ln in lines)
     assert any("glibc 2.36" in ln for ln in lines)
-    assert ("the manifest records no lockfile; lock the environment with `envlock lock "
-            "--from-env` first") in result.stderr
+    assert not (tmp_path / "manifest-restored").exists()  # a dry run creates nothing

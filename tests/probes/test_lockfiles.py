@@ -137,8 +137,10 @@ def test_restore_refuses_a_contradicting_recorded_lock(tmp_path: Path, small_ven
     assert len(err) == 1 and "contradicts the manifest" in err[0]
     assert "alpha: locked 0.9.0, installed 1.0.0" in err[0] and "torch" in err[0]
     assert not (tmp_path / "new").exists()
-    # The agreeing lock restores (the plan is printed).
+    # The agreeing lock, recorded by a new snapshot, restores (the plan names it).  A lock edited
+    # after the snapshot is not used at all (its sha256 no longer matches the record).
     (out / "pylock.toml").write_text(pylock(GOOD))
+    assert _snap(small_venv, tmp_path, out / "a.toml", "--force").returncode == 0
     ok = subprocess.run([sys.executable, "-m", "envlock", "restore", str(out / "a.toml"),
                          "--prefix", str(tmp_path / "new")], check=False, capture_output=True, text=True,
                         timeout=120)
