@@ -278,7 +278,7 @@ def _version_size(a: str | None, b: str | None) -> str:
 def change_size(a: Any, b: Any) -> str:
     """Classify the change ``a → b`` of one fact.
 
-    :returns: ``"added"``, ``"removed"``, ``"major"``, ``"minor"``, ``"patch"``, ``"local"``
+    :returns: ``"violation"`` (a spec's constraint not satisfied), ``"added"``, ``"removed"``, ``"major"``, ``"minor"``, ``"patch"``, ``"local"``
         (local version label only, PEP 440), ``"build"`` (build string only), ``"channel"``,
         ``"vendor"`` (another implementation), ``"value"`` or ``"other"``.
     """
@@ -286,6 +286,8 @@ def change_size(a: Any, b: Any) -> str:
         return "added"
     if b is None:
         return "removed"
+    if (isinstance(a, Pkg) and a.constraint) or (isinstance(b, Pkg) and b.constraint):
+        return "violation"  # a spec's constraint the other side does not satisfy
     if isinstance(a, Pkg) and isinstance(b, Pkg):
         if a.version == b.version:
             return "build" if a.build != b.build else "channel"

@@ -94,7 +94,7 @@ def test_bad_kb_is_one_line(drift: list[str], tmp_path: Path) -> None:
     assert res.exit_code == 2
     assert res.output == (f"Error: {kb}: 'component[0].class' names unknown class 'nonsense' "
                           "(known: code, domain, gpu-runtime, interpreter, numerical-core, "
-                          "other, plumbing, tooling)\n")
+                          "other, platform, plumbing, tooling)\n")
 
 
 def test_reader_schema_matches_model() -> None:
