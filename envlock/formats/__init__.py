@@ -136,7 +136,8 @@ def _sniff(p: str, text: str, platform: str | None) -> Reading:
             r"^(dependencies|package|metadata|environments|packages|version):", text, re.MULTILINE):
         data = load_yaml(text, name)
         if isinstance(data, Mapping):
-            if "package" in data and "metadata" in data:
+            if "metadata" in data and ("package" in data or base.endswith(
+                    ("conda-lock.yml", "conda-lock.yaml"))):
                 lock = locks.read_conda_lock(data, name)
                 return _from_lock(lock, platform, name)
             if "environments" in data and "packages" in data:

@@ -36,7 +36,7 @@ from envlock.errors import ManifestError
 from envlock.formats import conda as _conda
 from envlock.formats.pep508 import UNKNOWN, version_from_url
 
-__all__ = ["Locked", "LockFile", "read_conda_lock", "read_pylock", "read_uv_lock",
+__all__ = ["Locked", "LockFile", "check_conda_lock_layout", "read_conda_lock", "read_pylock", "read_uv_lock",
            "read_poetry_lock", "read_pdm_lock", "read_pixi_lock", "validate_conda_lock",
            "validate_pylock"]
 
@@ -123,7 +123,9 @@ def validate_conda_lock(data: Any, name: str) -> Any:
             raise bad("no version")
         else:
             raise bad(f"unknown version {version!r}")
-        lock.toposort_inplace()
+        in_file_order = list(lock.package)
+        lock.toposort_inplace()  # as parse_conda_lock_file does (it can refuse a file too)
+        lock.package = in_file_order
     except pydantic.ValidationError as exc:
         raise bad(_first_pydantic(exc)) from None
     except ManifestError:
@@ -160,6 +162,22 @@ def _structural_conda_lock(data: Mapping[str, Any], bad: Any) -> None:
             raise bad(f"package[{i}]: conda package hashes must use MD5")
         if "optional" not in p:
             raise bad(f"package[{i}].optional missing")
+
+
+def check_conda_lock_layout(data: Any, name: str) -> None:
+    """The structural check used without conda-lock: the keys and types conda-lock's version-1
+    model requires (``metadata.content_hash/channels/platforms/sources``; each package's
+    ``name``, ``version``, ``manager`` (conda or pip), ``platform``, ``url``, ``hash`` with an
+    md5 for conda packages, ``optional``).
+
+    :raises ManifestError: ``<name>: not a valid conda-lock file (<reason>)``.
+    """
+    def bad(reason: str) -> ManifestError:
+        return _err(name, f"not a valid conda-lock file ({one_line(reason)})")
+
+    if not isinstance(data, Mapping):
+        raise bad("top level is not a mapping")
+    _structural_conda_lock(data, bad)
 
 
 def read_conda_lock(data: Any, name: str) -> LockFile:
