@@ -18,7 +18,7 @@ marker, hashes), validated by the reference parser where one exists:
   ``[[package]]`` ``name``, ``version``, ``marker``, ``files``, ``git``/``revision``,
   ``path``/``editable``) have no reference parser in Python: read with a TOML parser and their
   documented keys, each key type-checked;
-* ``pixi.lock`` (YAML, ``version`` 4–6): ``environments.<env>.packages.<platform>`` list the
+* ``pixi.lock`` (YAML, ``version`` 4–7): ``environments.<env>.packages.<platform>`` list the
   ``conda``/``pypi`` package URLs; ``packages`` holds their records.
 
 Editable, virtual and local-directory entries are the project itself, not packages.
@@ -388,13 +388,13 @@ def read_pdm_lock(data: Mapping[str, Any], name: str) -> LockFile:
 # -- pixi.lock -------------------------------------------------------------------------------
 
 def read_pixi_lock(data: Mapping[str, Any], name: str, environment: str = "default") -> LockFile:
-    """The packages of ``environment`` in a ``pixi.lock`` (YAML, ``version`` 4–6), every platform.
+    """The packages of ``environment`` in a ``pixi.lock`` (YAML, ``version`` 4–7), every platform.
 
     :raises ManifestError: not that layout, or no such environment.
     """
     version = data.get("version")
-    if not isinstance(version, int) or isinstance(version, bool) or not 4 <= version <= 6:  # noqa: PLR2004
-        raise _err(name, f"pixi.lock version {one_line(repr(version))} is not supported (4-6)")
+    if not isinstance(version, int) or isinstance(version, bool) or not 4 <= version <= 7:  # noqa: PLR2004
+        raise _err(name, f"pixi.lock version {one_line(repr(version))} is not supported (4-7)")
     envs = data.get("environments")
     if not isinstance(envs, Mapping) or not isinstance(envs.get(environment), Mapping):
         raise _err(name, f"pixi.lock has no environment {environment!r}")
