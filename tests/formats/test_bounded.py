@@ -66,7 +66,7 @@ def _inputs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     bomb.write_text(BOMB + "dependencies: [numpy]\n")
     out["YAML alias bomb"] = (bomb, "aliases are bounded")
     for name, text in (("deep.toml", "x = " + "[" * 500 + "1" + "]" * 500 + "\n"),
-                       ("deep.json", '{"envlock": ' + "[" * 500 + "]" * 500 + "}")):
+                       ("deep.json", '{"envlock": ' + "[" * 3000 + "]" * 3000 + "}")):
         p = tmp_path / name
         p.write_text(text)
         out[f"500 levels ({name})"] = (p, "nested")
