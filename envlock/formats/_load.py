@@ -5,8 +5,9 @@ Every reader of :mod:`envlock.formats` reads its file with :func:`envlock._io.re
 any input:
 
 * **nesting** of arrays/tables/mappings is at most :data:`MAX_DEPTH` levels; deeper input is one
-  error line, checked *before* the recursive parsers (``tomllib``, ``json``, ``rtoml``) see it, so
-  neither ``RecursionError`` nor a native stack overflow can happen;
+  error line, checked *before* the recursive parsers (``tomllib``, ``json``) see it, so no
+  ``RecursionError`` can happen (``rtoml``, tried first for TOML, has its own depth limit and
+  fails cleanly);
 * **YAML aliases** are bounded: the document is composed event by event (no recursion) and the
   number of nodes it stands for, counting every alias expansion, is at most
   :data:`MAX_YAML_NODES`, so a "billion laughs" document is refused in milliseconds instead of
@@ -85,8 +86,7 @@ def load_toml(text: str, name: str) -> dict[str, Any]:
         if not isinstance(data, dict):
             raise ManifestError(f"{name}: top level is not an object")
         return data
-    check_nesting(text, name)
-    try:
+    try:  # rtoml refuses nesting deeper than its own limit (~80 levels) with an error
         import rtoml  # noqa: PLC0415
 
         data = rtoml.loads(text)
@@ -96,6 +96,7 @@ def load_toml(text: str, name: str) -> dict[str, Any]:
         pass
     except Exception:  # noqa: BLE001, S110 - any rtoml failure: tomllib judges and words it
         pass
+    check_nesting(text, name)  # before the recursive tomllib sees the text
     import sys  # noqa: PLC0415
 
     if sys.version_info >= (3, 11):
@@ -125,7 +126,10 @@ def load_yaml(text: str, name: str, *, max_nodes: int = MAX_YAML_NODES,
     loader_cls = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     loader = loader_cls(text)
     try:
-        root = _compose(loader, events, nodes, name, max_nodes, max_depth)
+        if _plainly_bounded(text, max_depth):  # no anchor/alias, shallow: libyaml composes
+            root = loader.get_single_node()
+        else:
+            root = _compose(loader, events, nodes, name, max_nodes, max_depth)
         if root is None:
             return None
         return loader.construct_document(root)
@@ -138,6 +142,32 @@ def load_yaml(text: str, name: str, *, max_nodes: int = MAX_YAML_NODES,
         raise ManifestError(f"{name}: nested too deeply") from None
     finally:
         loader.dispose()
+
+
+_ANCHOR_OR_ALIAS = re.compile(r"(?:^|[\s\[{,:-])[&*][^\s,\]}]")
+_BLOCK_INDENT = re.compile(r"^([ \t]*)((?:[-?:][ \t]+)*)", re.MULTILINE)
+
+
+def _plainly_bounded(text: str, max_depth: int) -> bool:
+    """Whether ``text`` can hold no anchor or alias and cannot nest deeper than ``max_depth``:
+    then libyaml's own composer (C, recursive) is safe and ~5x faster than the event loop.
+
+    Upper bounds: every flow bracket may open a level (quoted brackets count too), and a block
+    level needs one more column of indentation or one more ``- ``/``? ``/``: `` indicator."""
+    if _ANCHOR_OR_ALIAS.search(text):
+        return False
+    if max((len(m.group(1)) + len(m.group(2)) for m in _BLOCK_INDENT.finditer(text)),
+           default=0) > max_depth:
+        return False
+    depth = 0
+    for m in _BRACKETS.finditer(text):
+        if m.group() in "[{":
+            depth += 1
+            if depth > max_depth:
+                return False
+        else:
+            depth = max(depth - 1, 0)
+    return True
 
 
 def _compose(loader: Any, events: Any, nodes: Any, name: str, max_nodes: int,
