@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from envlock.diff import stackfacts
+from envlock.formats.conda import is_metapackage
 from envlock.diff.factset import (
     FactSet,
     Impl,
@@ -96,7 +97,8 @@ def _conda_keys(pkgs: list[Mapping[str, Any]], aliases: Mapping[str, str]) -> li
     for p in pkgs:
         raw = str(p["name"])
         norm = raw if raw.startswith("_") else normalize_name(raw)  # `_libgcc_mutex`: conda only
-        wanted.append(raw if p.get("metapackage") else aliases.get(norm, norm))
+        meta = p.get("metapackage") or is_metapackage(raw)  # also in a manifest's [conda]
+        wanted.append(raw if meta else aliases.get(norm, norm))
     taken: dict[str, int] = {}
     for i, (p, key) in enumerate(zip(pkgs, wanted)):
         j = taken.get(key)

@@ -121,3 +121,19 @@ def test_pixi_lock_keeps_conda_names_exact() -> None:
     names = [p["name"] for p in lock.data["conda"]["packages"]]
     assert names == ["cached-property", "cached_property", "_openmp_mutex"]
     assert lock.data["conda"]["packages"][2]["metapackage"] is True
+
+
+def test_a_manifests_metapackage_never_stands_in_for_the_package() -> None:
+    from envlock.diff.facts import extract
+    from envlock.diff.impact import load_kb
+
+    data = {"conda": {"status": "ok", "packages": [
+        {"name": "pytorch", "version": "1.2.0", "build": "cuda100py37h938c94c_0"},
+        {"name": "pytorch-gpu", "version": "1.2.0", "build": "0"},
+        {"name": "cached_property", "version": "1.5.2", "build": "pyha770c72_1"},
+        {"name": "cached-property", "version": "1.5.2", "build": "hd8ed1ab_1"}]}}
+    fs = extract(data, label="m", path="m.toml", aliases=load_kb([]).aliases)
+    assert fs.facts[("package", "torch")].build == "cuda100py37h938c94c_0"
+    assert fs.facts[("package", "pytorch-gpu")].build == "0"
+    assert fs.facts[("package", "cached-property")].build == "hd8ed1ab_1"
+    assert fs.facts[("package", "cached_property")].build == "pyha770c72_1"
