@@ -89,11 +89,16 @@ def _text(path: str) -> str:
     return text
 
 
-def read(path: str | os.PathLike[str], *, platform: str | None = None) -> Reading:
+def read(path: str | os.PathLike[str], *, platform: str | None = None,
+         exact: bool = False) -> Reading:
     """Read one input file (any of :data:`KINDS`).
 
     :param platform: for lockfiles of several platforms, which one's packages go into
         ``data`` (default ``linux-64`` when locked, else the first).
+    :param exact: parse YAML and TOML exactly as the tools that install lockfiles do
+        (PyYAML's pure-Python ``safe_load`` as conda-lock, :mod:`tomllib`), not with the faster
+        libyaml/rtoml; ``verify --lock`` and ``restore`` validate with it, so that they accept
+        exactly what conda-lock and packaging accept.
     :raises ManifestError: unreadable, empty, malformed or of an unknown format (one line that
         names the file).
     :raises ManifestVersionError: a manifest of a newer schema.
@@ -102,7 +107,7 @@ def read(path: str | os.PathLike[str], *, platform: str | None = None) -> Readin
     text = _text(p)
     shown = one_line(p)
     try:
-        return _sniff(p, text, platform)
+        return _sniff(p, text, platform, exact)
     except ManifestError as exc:
         msg = one_line(str(exc), 400)
         raise type(exc)(msg if msg.startswith(shown) else f"{shown}: {msg}") from None
@@ -113,7 +118,7 @@ def _content(text: str) -> list[str]:
     return [ln for ln in lines if ln and not ln.startswith("#")]
 
 
-def _sniff(p: str, text: str, platform: str | None) -> Reading:
+def _sniff(p: str, text: str, platform: str | None, exact: bool = False) -> Reading:
     name = one_line(p)
     base = os.path.basename(p)
     suffix = os.path.splitext(p)[1].lower()
@@ -125,7 +130,7 @@ def _sniff(p: str, text: str, platform: str | None) -> Reading:
                                                                            "pdm.lock") \
             or re.search(r"^\s*\[", text, re.MULTILINE):
         try:
-            data = load_toml(text, name)
+            data = load_toml(text, name, exact=exact)
         except ManifestError:
             if suffix in (".toml", ".json") or base in ("uv.lock", "poetry.lock", "pdm.lock"):
                 raise
@@ -134,7 +139,7 @@ def _sniff(p: str, text: str, platform: str | None) -> Reading:
             return _toml_kind(data, name, platform)
     if suffix in (".yml", ".yaml") or base == "pixi.lock" or re.search(
             r"^(dependencies|package|metadata|environments|packages|version):", text, re.MULTILINE):
-        data = load_yaml(text, name)
+        data = load_yaml(text, name, exact=exact)
         if isinstance(data, Mapping):
             if "metadata" in data and ("package" in data or base.endswith(
                     ("conda-lock.yml", "conda-lock.yaml"))):
@@ -368,12 +373,13 @@ def detect_lockfile(path: str | os.PathLike[str]) -> str | None:
     return r.kind if r.kind in (*LOCK_KINDS, "requirements") else None
 
 
-def read_lock(path: str | os.PathLike[str]) -> locks.LockFile:
+def read_lock(path: str | os.PathLike[str], *, exact: bool = True) -> locks.LockFile:
     """Read a lockfile of any kind in :data:`LOCK_KINDS` into its packages (all platforms).
 
+    :param exact: parse as the installing tool does (see :func:`read`).
     :raises ManifestError: unreadable, malformed, invalid for its own tool, or not a lockfile.
     """
-    r = read(path)
+    r = read(path, exact=exact)
     if r.lock is not None:
         return r.lock
     if r.kind == "conda-explicit":

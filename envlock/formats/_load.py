@@ -73,11 +73,12 @@ def load_json(text: str, name: str) -> Any:
         raise ManifestError(f"{name}: malformed JSON ({one_line(str(exc))})") from None
 
 
-def load_toml(text: str, name: str) -> dict[str, Any]:
+def load_toml(text: str, name: str, *, exact: bool = False) -> dict[str, Any]:
     """Parse TOML (or JSON when the text starts with ``{``) with bounded nesting.
 
     ``rtoml`` (Rust, ~15x faster) parses first when installed; on any failure :mod:`tomllib`
-    parses again, so errors are worded by ``tomllib``.
+    parses again, so errors are worded by ``tomllib``.  With ``exact``, only :mod:`tomllib`
+    (what ``packaging.pylock`` users and uv's Python tooling parse with) judges the text.
 
     :raises ManifestError: malformed or too deeply nested (one line).
     """
@@ -87,6 +88,8 @@ def load_toml(text: str, name: str) -> dict[str, Any]:
             raise ManifestError(f"{name}: top level is not an object")
         return data
     try:  # rtoml refuses nesting deeper than its own limit (~80 levels) with an error
+        if exact:
+            raise ImportError
         import rtoml  # noqa: PLC0415
 
         data = rtoml.loads(text)
@@ -110,22 +113,27 @@ def load_toml(text: str, name: str) -> dict[str, Any]:
 
 
 def load_yaml(text: str, name: str, *, max_nodes: int = MAX_YAML_NODES,
-              max_depth: int = MAX_DEPTH) -> Any:
+              max_depth: int = MAX_DEPTH, exact: bool = False) -> Any:
     """Parse one YAML document with PyYAML's safe constructor, bounded.
 
     The node graph is composed from parser events with an explicit stack; an alias counts as the
     whole subtree it refers to.  Construction is PyYAML's own (``SafeConstructor``, iterative for
     mappings and sequences), so values are typed exactly as ``yaml.safe_load`` types them.
 
+    :param exact: scan with PyYAML's pure-Python scanner (``yaml.SafeLoader``, what
+        ``yaml.safe_load`` — and so conda-lock's ``parse_conda_lock_file`` — uses; ~7x slower)
+        instead of libyaml's, which accepts a few inputs the pure scanner refuses (a tab after
+        ``key:``, some plain scalars).
     :raises ManifestError: malformed, more than one document, nested deeper than ``max_depth``, or
         standing for more than ``max_nodes`` nodes (one line).
     """
     import yaml  # noqa: PLC0415 - only YAML inputs pay for it
     from yaml import events, nodes  # noqa: PLC0415
 
-    loader_cls = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    loader = loader_cls(text)
+    loader_cls = yaml.SafeLoader if exact else getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader = None
     try:
+        loader = loader_cls(text)  # the pure-Python reader checks for unprintable characters here
         if _plainly_bounded(text, max_depth):  # no anchor/alias, shallow: libyaml composes
             root = loader.get_single_node()
         else:
@@ -141,7 +149,8 @@ def load_yaml(text: str, name: str, *, max_nodes: int = MAX_YAML_NODES,
     except RecursionError:  # pragma: no cover - the depth bound keeps construction shallow
         raise ManifestError(f"{name}: nested too deeply") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 _ANCHOR_OR_ALIAS = re.compile(r"(?:^|[\s\[{,:-])[&*][^\s,\]}]")

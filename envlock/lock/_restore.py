@@ -227,7 +227,7 @@ def _kind_of(path: Path) -> str | None:
     from envlock import formats  # noqa: PLC0415
 
     try:
-        kind = formats.read(path).kind
+        kind = formats.read(path, exact=True).kind
     except ManifestError as exc:
         if "unknown format" in str(exc):
             raise ManifestError(f"{path}: neither an envlock manifest nor a known lockfile"

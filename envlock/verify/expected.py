@@ -90,7 +90,7 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
     if not os.path.lexists(p):
         raise ManifestError(f"{p}: no such lockfile")
     try:
-        r = formats.read(p)
+        r = formats.read(p, exact=True)  # as conda-lock / packaging parse it
     except ManifestError as exc:
         if "unknown format" not in str(exc):
             raise
