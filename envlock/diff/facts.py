@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from envlock.diff import stackfacts
-from envlock.formats.conda import is_metapackage
 from envlock.diff.factset import (
     FactSet,
     Impl,
@@ -32,6 +31,7 @@ from envlock.diff.factset import (
     same,
     str_or_none,
 )
+from envlock.formats.conda import is_metapackage
 
 __all__ = ["Pkg", "Impl", "FactSet", "extract", "normalize_name", "display", "same", "areas_of",
            "put_fact", "str_or_none"]
@@ -100,12 +100,12 @@ def _conda_keys(pkgs: list[Mapping[str, Any]], aliases: Mapping[str, str]) -> li
         meta = p.get("metapackage") or is_metapackage(raw)  # also in a manifest's [conda]
         wanted.append(raw if meta else aliases.get(norm, norm))
     taken: dict[str, int] = {}
-    for i, (p, key) in enumerate(zip(pkgs, wanted)):
+    for i, (p, key) in enumerate(zip(pkgs, wanted, strict=True)):
         j = taken.get(key)
         if j is None or (str(p["name"]) == key and str(pkgs[j]["name"]) != key):
             taken[key] = i
     return [key if taken.get(key) == i else str(p["name"])
-            for i, (p, key) in enumerate(zip(pkgs, wanted))]
+            for i, (p, key) in enumerate(zip(pkgs, wanted, strict=True))]
 
 
 def _constraint(p: Mapping[str, Any]) -> tuple[str, str, str] | None:
@@ -117,7 +117,7 @@ def _constraint(p: Mapping[str, Any]) -> tuple[str, str, str] | None:
 
 def _conda(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
     pkgs = [p for p in t.get("packages") or () if isinstance(p, Mapping) and "name" in p]
-    for p, key in zip(pkgs, _conda_keys(pkgs, aliases)):
+    for p, key in zip(pkgs, _conda_keys(pkgs, aliases), strict=True):
         raw = str(p["name"])
         version = str(p.get("pip-version") or p.get("version") or "")
         out[("package", key)] = Pkg(version, str_or_none(p.get("build")),

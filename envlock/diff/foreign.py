@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from envlock.formats import KINDS, read as _read
+from envlock.formats import KINDS
+from envlock.formats import read as _read
 from envlock.formats.conda import parse_url as parse_conda_url
 from envlock.manifest._schema import SCHEMA
 

@@ -271,7 +271,6 @@ def _environment(data: Mapping[str, Any], name: str, platform: str | None = None
     if not isinstance(channels_raw, list) or not all(isinstance(c, str) for c in channels_raw):
         raise ManifestError("'channels' must be a list of channel names or URLs")
     plats = data.get("platforms")
-    plat = platform or (str(plats[0]) if isinstance(plats, list) and plats else "linux-64")
     conda_pkgs: list[dict[str, Any]] = []
     pip_lines: list[str] = []
     specs = []
@@ -286,7 +285,6 @@ def _environment(data: Mapping[str, Any], name: str, platform: str | None = None
         if not isinstance(dep, (str, int, float)) or isinstance(dep, bool):
             raise ManifestError(f"dependencies[{i}] is neither a match spec nor a pip: list")
         specs.append(conda.parse_spec(str(dep)))
-    # selectors (`# [linux]`) are YAML comments: read the raw lines again to apply them
     full = all(s.exact and s.build for s in specs) and bool(specs)
     for s in specs:
         entry = conda.package_entry(s.name, s.pin if s.exact else s.version,

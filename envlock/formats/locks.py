@@ -105,10 +105,10 @@ def validate_conda_lock(data: Any, name: str) -> Any:
     if not isinstance(data, Mapping):
         raise bad("top level is not a mapping")
     try:
+        import pydantic  # noqa: PLC0415
         from conda_lock.lockfile import lockfile_v1_to_v2  # noqa: PLC0415
         from conda_lock.lockfile.v1.models import Lockfile as LockfileV1  # noqa: PLC0415
         from conda_lock.lockfile.v2prelim.models import Lockfile  # noqa: PLC0415
-        import pydantic  # noqa: PLC0415
     except ImportError:
         _structural_conda_lock(data, bad)
         return None

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from diff.conftest import build_manifest  # noqa: F401 - the diff tests' realistic manifest
 
 from envlock.manifest import _toml

@@ -80,7 +80,6 @@ def _reference(path: Path) -> bool | None:
             return False
     if name.startswith("pylock") and name.endswith(".toml"):
         import tomllib
-
         from packaging.pylock import Pylock
 
         try:
@@ -117,9 +116,10 @@ def main() -> None:  # noqa: C901, PLR0912, PLR0915
                 count += 1
                 start = time.monotonic()
                 verdicts = {}
-                for what, call in (("read", lambda: formats.read(path)),
-                                   ("verify-lock", lambda: read_lock(path, platform="linux-64")),
-                                   ("restore", lambda: plan_restore([path], Path(tmp) / "env"))):
+                for what, call in (
+                        ("read", lambda p=path: formats.read(p)),
+                        ("verify-lock", lambda p=path: read_lock(p, platform="linux-64")),
+                        ("restore", lambda p=path: plan_restore([p], Path(tmp) / "env"))):
                     try:
                         call()
                         verdicts[what] = True
