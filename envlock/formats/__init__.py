@@ -167,7 +167,11 @@ def _sniff(p: str, text: str, platform: str | None, exact: bool = False) -> Read
                                                 subdir=sub), "complete", (sub,) if sub else ())
     if content and pep508.looks_like_requirements(text):
         entries = pep508.read_requirements(text, name)
-        return Reading("requirements", _partial([], entries, "requirements"), "partial")
+        # the platform of the platform-specific wheels it pins (PEP 425 tags), when one
+        subs = {e.pop("wheel-subdir") for e in entries if "wheel-subdir" in e}
+        sub = subs.pop() if len(subs) == 1 else None
+        return Reading("requirements", _partial([], entries, "requirements", subdir=sub),
+                       "partial", (sub,) if sub else ())
     if content and suffix in (".txt", ".in"):
         lines = pep508.logical_lines(text)
         try:
@@ -298,6 +302,7 @@ def _environment(data: Mapping[str, Any], name: str, platform: str | None = None
         for _, logical in pep508.logical_lines(line):
             e = pep508.parse_line(logical)
             if e is not None:
+                e.pop("wheel-subdir", None)
                 pip_pkgs.append(e)
     out = _partial(conda_pkgs, pip_pkgs, "environment.yml")
     channels, _nodefaults = conda.expand_channels(list(channels_raw))

@@ -28,7 +28,8 @@ from envlock._io import one_line
 from envlock._names import canonicalize
 from envlock.errors import ManifestError
 
-__all__ = ["UNKNOWN", "parse_line", "logical_lines", "read_requirements", "version_from_url"]
+__all__ = ["UNKNOWN", "parse_line", "logical_lines", "read_requirements", "version_from_url",
+           "wheel_subdir"]
 
 #: The version of a direct reference whose URL does not name one (conda-build ``…/work`` paths).
 UNKNOWN = "unknown"
@@ -70,6 +71,28 @@ def version_from_url(url: str) -> str:
     return m.group("version") if m else UNKNOWN
 
 
+def wheel_subdir(url: str) -> str | None:
+    """The conda subdir a wheel's platform tag (PEP 425/600) builds for: ``linux_x86_64``,
+    ``manylinux_2_17_x86_64`` → ``linux-64``; ``macosx_11_0_arm64`` → ``osx-arm64``;
+    ``win_amd64`` → ``win-64``; ``None`` for a pure wheel (``any``) or not a wheel."""
+    from urllib.parse import unquote  # noqa: PLC0415
+
+    fname = unquote(url.split("#", 1)[0].split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1])
+    if not fname.endswith(".whl"):
+        return None
+    plat = fname[:-4].split("-")[-1]
+    found = set()
+    for tag in plat.split("."):
+        osname = ("linux" if tag.startswith(("linux", "manylinux", "musllinux")) else
+                  "osx" if tag.startswith("macosx") else "win" if tag.startswith("win") else None)
+        arch = next((a for k, a in (("x86_64", "64"), ("amd64", "64"), ("aarch64", "aarch64"),
+                                    ("arm64", "arm64"), ("ppc64le", "ppc64le"), ("s390x", "s390x"))
+                     if tag.endswith(k)), None)
+        if osname and arch:
+            found.add(f"{osname}-{'aarch64' if osname == 'linux' and arch == 'arm64' else arch}")
+    return found.pop() if len(found) == 1 else None
+
+
 def _vcs_commit(url: str) -> str | None:
     m = re.search(r"@([0-9a-f]{7,40})(?:[#&]|$)", url)
     return m.group(1) if m else None
@@ -98,6 +121,9 @@ def _url_entry(name: str | None, url: str, editable: bool) -> dict[str, Any] | N
         entry["version"] = f"{vcs} {commit}" if commit and len(commit) == 40 else UNKNOWN  # noqa: PLR2004
     else:
         entry["version"] = version_from_url(url)
+        sub = wheel_subdir(url)
+        if sub:
+            entry["wheel-subdir"] = sub
     if editable:
         entry["origin"] = "editable"
     return entry

@@ -61,7 +61,7 @@ def test_conda_names_are_not_pypi_names() -> None:
     ("ipython==8.38.0 ; python_full_version < '3.11' --hash=sha256:ab",
      {"name": "ipython", "version": "8.38.0", "marker": 'python_full_version < "3.11"'}),
     ("numpy @ file:///croot/numpy_1/work/dist/numpy-1.26.4-cp312-cp312-linux_x86_64.whl",
-     {"name": "numpy", "version": "1.26.4",
+     {"name": "numpy", "version": "1.26.4", "wheel-subdir": "linux-64",
       "url": "file:///croot/numpy_1/work/dist/numpy-1.26.4-cp312-cp312-linux_x86_64.whl"}),
     ("certifi @ file:///home/conda/feedstock_root/build_artifacts/certifi_1/work/certifi",
      {"name": "certifi", "version": "unknown",
@@ -137,3 +137,24 @@ def test_a_manifests_metapackage_never_stands_in_for_the_package() -> None:
     assert fs.facts[("package", "pytorch-gpu")].build == "0"
     assert fs.facts[("package", "cached-property")].build == "hd8ed1ab_1"
     assert fs.facts[("package", "cached_property")].build == "pyha770c72_1"
+
+
+@pytest.mark.parametrize(("url", "subdir"), [
+    ("file:///w/numpy-1.26.4-cp312-cp312-linux_x86_64.whl", "linux-64"),
+    ("https://x/torch-2.3.1-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl", "linux-64"),
+    ("https://x/numpy-2.0.0-cp312-cp312-macosx_11_0_arm64.whl", "osx-arm64"),
+    ("https://x/numpy-2.0.0-cp312-cp312-manylinux_2_17_aarch64.whl", "linux-aarch64"),
+    ("https://x/numpy-2.0.0-cp312-cp312-win_amd64.whl", "win-64"),
+    ("https://x/six-1.16.0-py2.py3-none-any.whl", None),
+    ("https://x/six-1.16.0.tar.gz", None),
+])
+def test_wheel_platform_tags_as_conda_subdirs(url: str, subdir: str | None) -> None:
+    assert pep508.wheel_subdir(url) == subdir
+
+
+def test_a_freeze_of_platform_wheels_names_its_platform() -> None:
+    from .conftest import real
+
+    r = formats.read(real("Saurabhbhati__DASS__pip_freeze.txt"))
+    assert r.platforms == ("linux-64",) and r.data["subdir"]["subdir"] == "linux-64"
+    assert not any("wheel-subdir" in p for p in r.data["pip"]["packages"])
