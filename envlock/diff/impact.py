@@ -287,7 +287,12 @@ def change_size(a: Any, b: Any) -> str:
     if b is None:
         return "removed"
     if (isinstance(a, Pkg) and a.constraint) or (isinstance(b, Pkg) and b.constraint):
-        return "violation"  # a spec's constraint the other side does not satisfy
+        from envlock.diff.factset import satisfied  # noqa: PLC0415
+
+        pa = a if isinstance(a, Pkg) else Pkg(str(a))
+        pb = b if isinstance(b, Pkg) else Pkg(str(b))
+        # a spec's constraint the other side does not satisfy; "value" where it cannot be told
+        return "violation" if satisfied(pa, pb) is False else "value"
     if isinstance(a, Pkg) and isinstance(b, Pkg):
         if a.version == b.version:
             return "build" if a.build != b.build else "channel"

@@ -131,7 +131,7 @@ def parse_spec(text: str) -> CondaSpec:
             raise ManifestError(f"not a conda match spec: {one_line(line)}")
         name, version, build, channel = m["name"], m["ver"] or "", m["build"] or "", m["channel"] or ""
         if version.startswith("=") and not version.startswith("=="):
-            version = version[1:] if build else version[1:] + ".*"
+            version = version[1:] if build or version.endswith("*") else version[1:] + ".*"
         if version and version[0].isdigit() and not build and "=" not in line:
             version = f"=={version}"
         if version and version[0].isdigit() and build:
@@ -174,11 +174,50 @@ def satisfies(spec_version: str, spec_build: str, version: str, build: str | Non
     try:
         from rattler import Version, VersionSpec  # noqa: PLC0415
     except ImportError:
-        return None
+        return _fallback_satisfies(spec_version, version)
     try:
         return bool(VersionSpec(spec_version, strict=False).matches(Version(version)))
     except Exception:  # noqa: BLE001 - unparsable: cannot tell
         return None
+
+
+def _fallback_satisfies(spec: str, version: str) -> bool | None:
+    """conda's version-spec grammar for the common forms (``1.2.*``, ``==1.2``, ``>=1,<2``,
+    ``~=2.3.1``, ``a|b``), comparing with PEP 440 ordering: used without py-rattler.
+    ``None`` when a version or clause is outside what this can judge."""
+    from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return None
+
+    def clause(c: str) -> bool | None:
+        m = re.fullmatch(r"(==|!=|>=|<=|>|<|~=|=)?\s*([^\s,|]+)", c.strip())
+        if not m:
+            return None
+        op, ref = m.group(1) or "", m.group(2)
+        if ref.endswith(".*") or ref.endswith("*") or op == "=" :
+            prefix = ref.rstrip("*").rstrip(".")
+            parts, mine = prefix.split("."), str(v.public).split(".")
+            ok = mine[: len(parts)] == parts
+            return not ok if op == "!=" else ok
+        try:
+            r = Version(ref)
+        except InvalidVersion:
+            return None
+        if op == "~=":
+            return v >= r and str(v.public).split(".")[: len(ref.split(".")) - 1] == ref.split(".")[:-1]
+        return {"": v == r, "==": v == r, "!=": v != r, ">=": v >= r, "<=": v <= r,
+                ">": v > r, "<": v < r}[op]
+
+    results = []
+    for alt in spec.split("|"):
+        got = [clause(c) for c in alt.split(",") if c.strip()]
+        if None in got:
+            return None
+        results.append(all(got))
+    return any(results)
 
 
 def expand_channels(channels: list[str]) -> tuple[list[str], bool]:

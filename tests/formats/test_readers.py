@@ -158,3 +158,17 @@ def test_a_freeze_of_platform_wheels_names_its_platform() -> None:
     r = formats.read(real("Saurabhbhati__DASS__pip_freeze.txt"))
     assert r.platforms == ("linux-64",) and r.data["subdir"]["subdir"] == "linux-64"
     assert not any("wheel-subdir" in p for p in r.data["pip"]["packages"])
+
+
+@pytest.mark.parametrize(("spec", "version"), [
+    ("3.10.*", "3.10.14"), ("3.10.*", "3.11.0"), (">=2.0", "2.3.1"), ("~=2.3.1", "2.3.4"),
+    ("~=2.3.1", "2.4.0"), ("1.0.*", "1.0"), ("1.0.*", "1.1"), (">=1,<2", "1.5"), (">=1,<2", "2.0"),
+    ("==1.26.4", "1.26.4"), ("<2", "2.0.0"), ("1.4.*|>=2", "1.4.2"), ("0.3.27.*", "0.3.26"),
+    ("!=1.1", "1.1"), (">2023.3", "2024.1"),
+])
+def test_constraints_without_py_rattler_agree_with_it(spec: str, version: str) -> None:
+    """diff needs no py-rattler (it is the ``lock`` extra): the fallback matcher gives
+    py-rattler's answer on the forms environment.yml files use."""
+    rattler = pytest.importorskip("rattler")
+    expected = rattler.VersionSpec(spec, strict=False).matches(rattler.Version(version))
+    assert conda._fallback_satisfies(spec, version) is expected
