@@ -101,6 +101,18 @@ def _reason(fs: FactSet, area: str) -> str:
     return f"{fs.label}: {why}"
 
 
+def _manager(value: Any) -> str | None:
+    return getattr(value, "manager", None)
+
+
+def _unlisted(fs: FactSet, other: Any) -> bool:
+    """Whether ``fs`` is silent about the package ``other`` holds: a spec lists only some
+    packages; an explicit list (listing ``"conda"``) never lists pip packages."""
+    if fs.listing == "partial":
+        return True
+    return fs.listing == "conda" and getattr(other, "manager", None) == "pip"
+
+
 def compare_pair(a: FactSet, b: FactSet, kb: KB, *, only: Sequence[str] = (),
                  ignore: Sequence[str] = (), counts: dict[tuple[str, str], int] | None = None,
                  skip: frozenset[tuple[str, str]] = frozenset()) -> PairDiff:
@@ -116,7 +128,8 @@ def compare_pair(a: FactSet, b: FactSet, kb: KB, *, only: Sequence[str] = (),
 
     areas = areas_of([a, b])
     compared = {x for x in areas if a.areas.get(x) == "" and b.areas.get(x) == ""}
-    not_compared = [(x, _reason(a, x) if a.areas.get(x) != "" else _reason(b, x))
+    not_compared = [(x, _reason(a, x) if a.areas.get(x) != "" and not (
+        a.areas.get(x) is None and b.areas.get(x)) else _reason(b, x))
                     for x in areas if x not in compared and (not only or x in only)]
     identical: Counter[str] = Counter()
     unlisted: Counter[str] = Counter()
@@ -128,11 +141,15 @@ def compare_pair(a: FactSet, b: FactSet, kb: KB, *, only: Sequence[str] = (),
         if area not in compared or key in skip or not keep(area, key[1]):
             continue
         va, vb = fa.get(key), fb.get(key)
+        if area == "package" and ((a.listing == "conda" and _manager(vb) == "pip")
+                                  or (b.listing == "conda" and _manager(va) == "pip")):
+            unlisted[area] += 1  # an explicit list says nothing about pip packages
+            continue
         if va is not None and vb is not None and same(va, vb):
             identical[area] += 1
             continue
-        if area == "package" and ((va is None and a.listing == "partial")
-                                  or (vb is None and b.listing == "partial")):
+        if area == "package" and ((va is None and _unlisted(a, vb))
+                                  or (vb is None and _unlisted(b, va))):
             unlisted[area] += 1
             continue
         comp = kb.component(*key)

@@ -33,6 +33,7 @@ from envlock.diff.factset import (
     same,
     str_or_none,
 )
+from envlock.formats.conda import is_metapackage
 
 __all__ = ["Pkg", "Impl", "Lib", "FactSet", "extract", "normalize_name", "display", "same", "areas_of",
            "put_fact", "str_or_none"]
@@ -43,11 +44,17 @@ def _python(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None
     put_fact(out, "python", "implementation", str_or_none(t.get("implementation")))
 
 
+def _subdir(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
+    """The conda platform (subdir) a lockfile or conda listing is for (``linux-64``)."""
+    put_fact(out, "subdir", "platform", str_or_none(t.get("subdir")))
+
+
 def _platform(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
     os_ = " ".join(x for x in (str_or_none(t.get("os-id")), str_or_none(t.get("os-version"))) if x)
     put_fact(out, "platform", "os", os_ or None)
     for key in ("kernel", "machine", "glibc"):
         put_fact(out, "platform", key, str_or_none(t.get(key)))
+
 
 
 def _cpu(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
@@ -82,15 +89,41 @@ def _git(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
     _git_state("repository", t, out)
 
 
-def _conda(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
-    for p in t.get("packages") or ():
-        if not isinstance(p, Mapping) or "name" not in p:
-            continue
+def _conda_keys(pkgs: list[Mapping[str, Any]], aliases: Mapping[str, str]) -> list[str]:
+    """The fact key of each conda package.  conda names are exact (``cached_property`` and
+    ``cached-property`` are two conda packages): the PyPI-normalised name (or its alias) is the
+    key unless two packages of one input share it, and then only the one spelled that way keeps
+    it; the others keep their own conda name.  A metapackage (``pytorch-gpu``, ``*_mutex``) is
+    never aliased: it never stands in for the package it selects."""
+    wanted = []
+    for p in pkgs:
         raw = str(p["name"])
-        key = aliases.get(normalize_name(raw), normalize_name(raw))
+        norm = raw if raw.startswith("_") else normalize_name(raw)  # `_libgcc_mutex`: conda only
+        meta = p.get("metapackage") or is_metapackage(raw)  # also in a manifest's [conda]
+        wanted.append(raw if meta else aliases.get(norm, norm))
+    taken: dict[str, int] = {}
+    for i, (p, key) in enumerate(zip(pkgs, wanted, strict=True)):
+        j = taken.get(key)
+        if j is None or (str(p["name"]) == key and str(pkgs[j]["name"]) != key):
+            taken[key] = i
+    return [key if taken.get(key) == i else str(p["name"])
+            for i, (p, key) in enumerate(zip(pkgs, wanted, strict=True))]
+
+
+def _constraint(p: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    c = p.get("constraint")
+    if not isinstance(c, Mapping):
+        return None
+    return (str(c.get("kind", "")), str(c.get("version") or ""), str(c.get("build") or ""))
+
+
+def _conda(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
+    pkgs = [p for p in t.get("packages") or () if isinstance(p, Mapping) and "name" in p]
+    for p, key in zip(pkgs, _conda_keys(pkgs, aliases), strict=True):
+        raw = str(p["name"])
         version = str(p.get("pip-version") or p.get("version") or "")
         out[("package", key)] = Pkg(version, str_or_none(p.get("build")),
-                                    str_or_none(p.get("channel")), "conda", raw)
+                                    str_or_none(p.get("channel")), "conda", raw, _constraint(p))
 
 
 def _pip(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
@@ -99,6 +132,8 @@ def _pip(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
             continue
         raw = str(p["name"])
         key = aliases.get(normalize_name(raw), normalize_name(raw))
+        if p.get("marker"):  # listed once per environment marker set (uv export, pylock)
+            key = f"{key} ; {p['marker']}"
         version = str(p.get("version") or "")
         prior = out.get(("package", key))
         owned = p.get("origin") == "conda" or p.get("conda-package")
@@ -107,7 +142,7 @@ def _pip(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
         ):
             pass  # conda's record (with its build string) describes the same files
         else:
-            out[("package", key)] = Pkg(version, None, None, "pip", raw)
+            out[("package", key)] = Pkg(version, None, None, "pip", raw, _constraint(p))
         git = p.get("git")
         if isinstance(git, Mapping):
             _git_state(key, git, out)
@@ -195,6 +230,7 @@ EXTRACTORS: dict[str, tuple[str, Extractor]] = {
     "conda": ("package", _conda),
     "pip": ("package", _pip),
     "lockfiles": ("lockfiles", _lockfiles),
+    "subdir": ("subdir", _subdir),
     "libraries": ("libraries", _libraries),
 }
 
@@ -237,7 +273,8 @@ def extract(data: Mapping[str, Any], *, label: str, path: str, kind: str = "mani
                 fs.facts[("code", "repository.state")] = reason
                 fs.areas.setdefault(area, "")
             elif area == "package" and area in fs.areas:  # conda ok, pip failed: what is
-                fs.listing = "partial"                     # known is compared, absence is not
+                fs.listing = "conda" if status == "not recorded" else "partial"  # known is
+                fs.areas.setdefault("pip", reason)        # compared, absence is not
             else:
                 fs.areas.setdefault(area, reason)
             continue
@@ -251,8 +288,9 @@ def extract(data: Mapping[str, Any], *, label: str, path: str, kind: str = "mani
     # conda's python package and [python] say the same: keep one fact, the interpreter's
     py = fs.facts.pop(("package", "python"), None)
     if isinstance(py, Pkg) and ("python", "version") not in fs.facts and fs.areas.get(
-            "python") is None and py.version[:1].isdigit():
-        fs.facts[("python", "version")] = py.version
+            "python", "") == "" and (py.version[:1].isdigit() or py.constraint):
+        # a spec's constraint (`python=3.10`) stays a constraint: satisfied or violated
+        fs.facts[("python", "version")] = py if py.constraint else py.version
     for area, _ in fs.facts:
         fs.areas.setdefault(area, "")
     return fs
@@ -277,7 +315,7 @@ def _scheduler_vars(fs: FactSet) -> None:
 
 def areas_of(sets: Iterable[FactSet]) -> list[str]:
     """Every area any of ``sets`` has, in a stable reading order."""
-    order = ["code", "package", "python", "frameworks", "blas", "cuda", "gpu", "cpu", "env",
+    order = ["code", "subdir", "package", "python", "frameworks", "blas", "cuda", "gpu", "cpu", "env",
              "threads", "platform", "toolchain", "slurm", "target", "lockfiles"]
     seen = {a for s in sets for a in s.areas}
     return [a for a in order if a in seen] + sorted(seen - set(order))

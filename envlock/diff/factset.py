@@ -9,7 +9,8 @@ from typing import Any, NamedTuple
 
 from envlock._names import canonicalize
 
-__all__ = ["Pkg", "Impl", "Lib", "FactSet", "Sink", "normalize_name", "display", "same", "put_fact", "str_or_none"]
+__all__ = ["Pkg", "Impl", "Lib", "satisfied", "FactSet", "Sink", "normalize_name", "display", "same",
+           "put_fact", "str_or_none"]
 
 
 
@@ -25,6 +26,9 @@ class Pkg(NamedTuple):
     :ivar channel: the conda channel, when known.
     :ivar manager: ``"pip"`` or ``"conda"``.
     :ivar name: the name as that manager spells it (``"pytorch"`` for conda's torch).
+    :ivar constraint: for an entry of a spec (``environment.yml`` without builds, a
+        requirements line that is not ``==``): ``(kind, version spec, build glob)`` with kind
+        ``"conda"`` (conda ``MatchSpec``) or ``"pep440"``; ``None`` for an installed/locked one.
     """
 
     version: str
@@ -32,14 +36,49 @@ class Pkg(NamedTuple):
     channel: str | None = None
     manager: str = "pip"
     name: str = ""
+    constraint: tuple[str, str, str] | None = None
 
     def same(self, other: Pkg) -> bool:
-        """Equal where both sides know: version always, build and channel when both have one."""
+        """Equal where both sides know: version always, build and channel when both have one.
+
+        A constraint and a concrete package are "the same" when the package *satisfies* the
+        constraint (:func:`satisfied`).  A version ``"unknown"`` (a direct reference whose URL
+        names none) is never equal to anything: it was not shown to be the same.
+        """
+        if (self.constraint is None) != (other.constraint is None):
+            return satisfied(self, other) is True
+        if "unknown" in (self.version, other.version):
+            return False
         if self.version != other.version:
             return False
         if self.build and other.build and self.build != other.build:
             return False
         return not (self.channel and other.channel and self.channel != other.channel)
+
+
+def satisfied(a: Pkg, b: Pkg) -> bool | None:
+    """Whether the concrete one of ``a``/``b`` satisfies the other's constraint: conda specs with
+    py-rattler's ``VersionSpec`` and the build glob (:func:`envlock.formats.conda.satisfies`),
+    PEP 440 specifiers with :mod:`packaging`.  ``None``: cannot be told."""
+    spec, pkg = (a, b) if a.constraint is not None else (b, a)
+    if spec.constraint is None or pkg.constraint is not None:
+        return None
+    kind, version, build = spec.constraint
+    if pkg.version in ("", "unknown"):
+        return None
+    if kind == "conda":
+        from envlock.formats.conda import satisfies  # noqa: PLC0415
+
+        return satisfies(version, build, pkg.version, pkg.build)
+    if not version:
+        return True
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: PLC0415
+    from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+
+    try:
+        return SpecifierSet(version).contains(Version(pkg.version), prereleases=True)
+    except (InvalidSpecifier, InvalidVersion):
+        return None
 
 
 class Impl(NamedTuple):
@@ -101,6 +140,10 @@ def same(a: Any, b: Any) -> bool:
         return a.same(b)
     if isinstance(a, Lib) and isinstance(b, Lib):
         return a.where == b.where
+    if isinstance(a, Pkg) and a.constraint and isinstance(b, str):  # python version vs a spec
+        return a.same(Pkg(b))
+    if isinstance(b, Pkg) and b.constraint and isinstance(a, str):
+        return b.same(Pkg(a))
     return a == b
 
 

@@ -36,10 +36,10 @@ PYTORCH_CUDA_CHANNEL = frozenset({"11.6", "11.7", "11.8", "12.1", "12.4"})
 
 def variant_tag(variant: str) -> str | None:
     """The index name of a torch build variant: ``"CPU-only"`` → ``"cpu"``, ``"CUDA 13.0"`` →
-    ``"cu130"``, ``"ROCm 6.1"`` → ``"rocm6.1"``; ``None`` when the variant is not known."""
+    ``"cu130"`` (also ``"CUDA 13.0 (cuDNN 9)"``), ``"ROCm 6.1"`` → ``"rocm6.1"``; ``None`` when the variant is not known."""
     if variant == "CPU-only":
         return "cpu"
-    m = re.fullmatch(r"CUDA (\d+)\.(\d+)", variant)
+    m = re.match(r"CUDA (\d+)\.(\d+)(?:$| )", variant)  # "CUDA 13.0", "CUDA 13.0 (cuDNN 9)"
     if m:
         return f"cu{m.group(1)}{m.group(2)}"
     m = re.fullmatch(r"ROCm (\d+(?:\.\d+)*)", variant)
@@ -52,7 +52,7 @@ def _public(version: str | None) -> str | None:
 
 def _conda(variant: str, channel: str | None) -> str | None:
     """The conda command that installs ``variant`` from the channel the manifest used."""
-    cuda = re.fullmatch(r"CUDA (\d+\.\d+)", variant)
+    cuda = re.match(r"CUDA (\d+\.\d+)(?:$| )", variant)
     if channel in ("pytorch", "defaults", "anaconda", "pkgs/main"):
         if variant == "CPU-only":
             return "conda install -c pytorch pytorch cpuonly"

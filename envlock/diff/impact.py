@@ -64,6 +64,8 @@ class Component:
     :ivar why, do: reason and action, with ``{a}``/``{b}``/``{key}`` placeholders.
     :ivar group: all its differing facts form one explanation (else one per fact).
     :ivar build_size: size given to a build-only change (a BLAS/CUDA build variant), if set.
+    :ivar size: size given to every change of its facts, if set (0–10; the conda subdir's 10 puts
+        another platform above a CPU/CUDA variant's 9 in the same class).
     """
 
     id: str
@@ -74,6 +76,7 @@ class Component:
     title: str = ""
     group: bool = False
     build_size: int | None = None
+    size: int | None = None
     globs: Globs | None = field(default=None, compare=False, repr=False)
 
     def matches(self, fact: str) -> bool:
@@ -177,7 +180,7 @@ def _components(data: Mapping[str, Any]) -> list[Component]:
             id=c["id"], cls=c["class"],
             patterns=tuple(patterns if isinstance(patterns, list) else [patterns]),
             why=c.get("why", ""), do=c.get("do", ""), title=c.get("title", ""),
-            group=c.get("group", False), build_size=c.get("build-size")))
+            group=c.get("group", False), build_size=c.get("build-size"), size=c.get("size")))
     return out
 
 
@@ -328,7 +331,7 @@ def _version_size(a: str | None, b: str | None) -> str:
 def change_size(a: Any, b: Any) -> str:
     """Classify the change ``a → b`` of one fact.
 
-    :returns: ``"added"``, ``"removed"``, ``"major"``, ``"minor"``, ``"patch"``, ``"local"``
+    :returns: ``"violation"`` (a spec's constraint not satisfied), ``"added"``, ``"removed"``, ``"major"``, ``"minor"``, ``"patch"``, ``"local"``
         (local version label only, PEP 440), ``"build"`` (build string only), ``"channel"``,
         ``"vendor"`` (another implementation), ``"value"`` or ``"other"``.
     """
@@ -336,6 +339,13 @@ def change_size(a: Any, b: Any) -> str:
         return "added"
     if b is None:
         return "removed"
+    if (isinstance(a, Pkg) and a.constraint) or (isinstance(b, Pkg) and b.constraint):
+        from envlock.diff.factset import satisfied  # noqa: PLC0415
+
+        pa = a if isinstance(a, Pkg) else Pkg(str(a))
+        pb = b if isinstance(b, Pkg) else Pkg(str(b))
+        # a spec's constraint the other side does not satisfy; "value" where it cannot be told
+        return "violation" if satisfied(pa, pb) is False else "value"
     if isinstance(a, Pkg) and isinstance(b, Pkg):
         if a.version == b.version:
             return "build" if a.build != b.build else "channel"

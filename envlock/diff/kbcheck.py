@@ -51,7 +51,8 @@ _RULE_PARAMS: dict[str, dict[str, str]] = {
 
 _TOP = ("schema", "classes", "sizes", "aliases", "noise", "rules", "component", "edge")
 _CLASS_KEYS = frozenset({"rank", "title", "explain"})
-_COMPONENT_KEYS = frozenset({"id", "class", "match", "title", "why", "do", "group", "build-size"})
+_COMPONENT_KEYS = frozenset({"id", "class", "match", "title", "why", "do", "group", "build-size",
+                             "size"})
 _SIMPLE_CLAUSE = re.compile(r"(>=|<=|>|<|==)\s*\d+(?:\.\d+)*")
 
 
@@ -227,6 +228,8 @@ def _components(value: Any) -> None:
                     body["group"])
         if "build-size" in body:
             _int(body["build-size"], f"{path}.build-size", 0, 9)
+        if "size" in body:
+            _int(body["size"], f"{path}.size", 0, 10)
 
 
 def _edges(value: Any) -> None:

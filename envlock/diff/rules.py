@@ -162,13 +162,16 @@ def torch_variant(facts: Facts) -> str | None:
     if not isinstance(pkg, Pkg):
         return None
     local = pkg.version.partition("+")[2]
-    if local == "cpu" or (pkg.build and re.search(r"(^|_)cpu(_|$)", pkg.build)):
+    if local == "cpu":
         return "CPU-only"
-    build_text = pkg.build or ""
-    m = (re.fullmatch(r"cu(\d+)(\d)", local) or re.search(r"cuda(\d+)\.(\d+)", build_text)
-         or re.search(r"cuda(\d\d)(\d)(?:_|py)", build_text))
+    m = re.fullmatch(r"cu(\d+)(\d)", local)
     if m:
         return f"CUDA {int(m.group(1))}.{m.group(2)}"
+    from envlock.formats.conda import build_variant  # noqa: PLC0415 - conda build strings
+
+    conda_variant = build_variant(pkg.build)
+    if conda_variant:
+        return conda_variant
     if local.startswith("rocm"):
         return f"ROCm {local[4:]}"
     if build == "cuda":
@@ -420,6 +423,10 @@ def _describe(c: Change, label: str = "") -> str:
         return f"{c.key} {display(vb)} added"
     if vb is None:
         return f"{c.key} {display(va)} removed"
+    if c.size == "violation":  # a spec's constraint the other side does not satisfy
+        spec, got = (va, vb) if isinstance(va, Pkg) and va.constraint else (vb, va)
+        return (f"{c.key} {_plainv(got)} violates the constraint "
+                f"{_plainv(spec) or '(any)'}{' ' + spec.build if spec.build else ''}")
     if isinstance(va, Pkg) and isinstance(vb, Pkg) and va.version != vb.version:
         return f"{c.key} {va.version} → {vb.version}"
     return f"{c.key} {display(va)} → {display(vb)}"
@@ -440,6 +447,8 @@ def _score(kb: KB, c: Change) -> int:
     if c.generic:
         return GENERIC_RANK * 10 + kb.sizes.get(c.size, 1)
     comp = kb.component(c.area, c.key)
+    if comp.size is not None:
+        return kb.rank(c.cls) * 10 + int(comp.size)
     if c.size == "build" and comp.build_size is not None:
         return kb.rank(c.cls) * 10 + int(comp.build_size)
     return kb.score(c.cls, c.size)

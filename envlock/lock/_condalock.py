@@ -128,18 +128,21 @@ def entry_from_conda_package(pkg: CondaPackage, platform: str) -> Entry:
 
 
 def entries_from_records(records: Iterable[Any], platform: str) -> list[Entry]:
-    """Turn py-rattler ``RepoDataRecord`` objects (a solve's result) into entries."""
+    """Turn solved records (:class:`envlock.lock._spec.SolvedRecord`, or py-rattler
+    ``RepoDataRecord`` objects) into entries."""
     out = []
     for rec in records:
+        name = rec.name if isinstance(rec.name, str) else rec.name.normalized
+        md5, sha256 = rec.md5, rec.sha256
         out.append(
             Entry(
                 manager="conda",
-                name=rec.name.normalized,
+                name=name,
                 version=str(rec.version),
                 platform=platform,
                 url=str(rec.url),
-                md5=rec.md5.hex() if rec.md5 else None,
-                sha256=rec.sha256.hex() if rec.sha256 else None,
+                md5=md5.hex() if isinstance(md5, bytes) else md5,
+                sha256=sha256.hex() if isinstance(sha256, bytes) else sha256,
                 dependencies=split_depends(rec.depends),
                 build=str(rec.build),
             )

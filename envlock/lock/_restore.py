@@ -223,55 +223,17 @@ def validate_lockfile(path: str | Path, kind: str) -> None:
     :param kind: as :func:`envlock.probes.lockfiles.lockfile_kind` names it.
     :raises ManifestError: one line naming the file and what is wrong with it.
     """
-    from envlock.manifest._toml import load_file, read_text  # noqa: PLC0415
-    from envlock.errors import MissingDependencyError  # noqa: PLC0415
+    from envlock.manifest._toml import read_text  # noqa: PLC0415
 
     path = Path(path)
-    if kind == "conda-lock":
-        from envlock.lock import _condalock  # noqa: PLC0415
+    if kind in ("conda-lock", "pylock"):  # the shared readers: conda-lock's model, packaging
+        from envlock import formats  # noqa: PLC0415
 
-        try:
-            _condalock.read(path)
-        except MissingDependencyError:
-            _check_conda_lock_layout(path, read_text(path))
-    elif kind == "pylock":
-        data = load_file(path)
-        try:
-            from packaging.pylock import Pylock  # noqa: PLC0415, F401
-        except ImportError:  # packaging < 25: check what installing depends on
-            version = str(data.get("lock-version", ""))
-            if version.split(".")[0] != "1" or not isinstance(data.get("packages"), list):
-                raise ManifestError(f"{path}: not a valid PEP 751 lock file (lock-version "
-                                    f"{version or 'missing'}, or no packages array)") from None
-            return
-        from envlock.lock._pip import validate_pylock  # noqa: PLC0415
-
-        validate_pylock(data, str(path))
+        formats.read_lock(path)
     elif kind == "conda-explicit":
         _check_explicit(path, read_text(path))
     elif kind == "requirements":
         _check_requirements(path, read_text(path))
-
-
-def _check_conda_lock_layout(path: Path, text: str) -> None:
-    import yaml  # noqa: PLC0415
-
-    def bad(reason: str) -> ManifestError:
-        return ManifestError(f"{path}: not a valid conda-lock file ({reason})")
-
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise bad(str(exc).splitlines()[0]) from None
-    if not isinstance(doc, dict) or doc.get("version") != 1:
-        raise bad("no 'version: 1' mapping at the top")
-    if not isinstance(doc.get("metadata"), dict) or not isinstance(doc.get("package"), list):
-        raise bad("no 'metadata' mapping and 'package' list")
-    for i, pkg in enumerate(doc["package"]):
-        need = ("name", "version", "manager", "platform", "url", "hash")
-        missing = [k for k in need if not isinstance(pkg, dict) or k not in pkg]
-        if missing:
-            raise bad(f"package[{i}] lacks {missing[0]!r}")
 
 
 def _check_explicit(path: Path, text: str) -> None:
@@ -305,6 +267,36 @@ def _check_requirements(path: Path, text: str) -> None:
         except InvalidRequirement as exc:
             raise ManifestError(f"{path}: requirement {req[:80]!r} is not valid PEP 508 "
                                 f"({str(exc).splitlines()[0]})") from None
+
+
+def _kind_of(path: Path) -> str | None:
+    """What ``path`` is, by its content, with the shared reader (:mod:`envlock.formats`: regular
+    files only, bounded): ``None`` for an envlock manifest, else the lockfile kind restore
+    installs (``conda-lock``, ``conda-explicit``, ``pylock``, ``requirements`` when every line is
+    hash-pinned).
+
+    :raises ManifestError: unreadable or malformed (one line), or a kind restore cannot install.
+    """
+    from envlock import formats  # noqa: PLC0415
+
+    try:
+        kind = formats.read(path, exact=True).kind
+    except ManifestError as exc:
+        if "unknown format" in str(exc):
+            raise ManifestError(f"{path}: neither an envlock manifest nor a known lockfile"
+                                ) from None
+        raise
+    if kind == "manifest":
+        return None
+    if kind in ("conda-lock", "conda-explicit", "pylock"):
+        return kind
+    if kind == "requirements" and lockfile_kind(path) == "requirements":
+        return kind
+    if kind == "requirements":  # not hash-pinned: a wish list, not a lock
+        raise ManifestError(f"{path}: neither an envlock manifest nor a known lockfile")
+    raise ManifestError(f"{path}: neither an envlock manifest nor a known lockfile (a {kind} is "
+                        "not installed by restore: it installs conda-lock.yml, conda explicit "
+                        "lists, pylock.toml and hash-pinned requirements.txt)")
 
 
 def plan_restore(
@@ -349,8 +341,8 @@ def plan_restore(
         path = Path(item)
         if not path.exists():
             raise ManifestError(f"{path}: no such file")
-        kind = lockfile_kind(path)
-        if kind is None and path.suffix in (".toml", ".json"):
+        kind = _kind_of(path)
+        if kind is None:
             manifest = load(str(path))
             found, warns = _lockfiles_of(path, manifest)
             lockfiles += found
@@ -360,8 +352,6 @@ def plan_restore(
                 python_version = manifest.python.version
             if not found:
                 bare.append((path, manifest))
-        elif kind is None:
-            raise ManifestError(f"{path}: neither an envlock manifest nor a known lockfile")
         else:
             lockfiles.append(path)
     if not lockfiles and bare:
@@ -373,7 +363,7 @@ def plan_restore(
             path, manifest, prefix, warnings=warnings, missing=missing,
             index=_index_options(manifest, index_map or {}, index_url, find_links, no_index),
             python=python, runner=runner)
-    kinds = {p: lockfile_kind(p) for p in lockfiles}
+    kinds = {p: _kind_of(p) for p in lockfiles}
     for p in dict.fromkeys(lockfiles):  # before any command is printed or run
         validate_lockfile(p, kinds[p] or "")
     order = {"conda-lock": 0, "conda-explicit": 0, "pylock": 1, "requirements": 2}

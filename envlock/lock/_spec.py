@@ -27,7 +27,7 @@ from envlock._run import Runner, run
 from envlock.errors import LockError, ManifestError, SolveError
 from envlock.lock import _condalock, _pip
 from envlock.lock._pip import IndexOptions
-from envlock.lock._tools import SOLVE_TIMEOUT, conda_lock_argv, require, run_async
+from envlock.lock._tools import SOLVE_TIMEOUT, conda_lock_argv, require
 
 __all__ = [
     "EnvSpec",
@@ -107,31 +107,40 @@ def _channel_url(channel: str, base: Path) -> str:
     return channel
 
 
+#: conda's ``defaults`` on Linux/macOS (``DEFAULT_CHANNELS_UNIX``): these URLs, not a channel
+#: named "defaults" on anaconda.org.
+DEFAULT_CHANNEL_URLS = {"pkgs/main": "https://repo.anaconda.com/pkgs/main",
+                        "pkgs/r": "https://repo.anaconda.com/pkgs/r"}
+
+
 def read_environment_yml(path: str | Path, platform: str | None = None) -> EnvSpec:
     """Read a conda environment file, keeping the lines whose selector matches ``platform``.
 
+    The file is read with the shared reader (:mod:`envlock.formats`: bounded, regular files
+    only), selectors (``# [linux]``) are applied with conda-lock's own
+    ``filter_platform_selectors``, and every dependency is a conda match spec read the way
+    conda reads it (py-rattler's lenient ``MatchSpec``: ``_libgcc_mutex=0.1=main``,
+    ``pytorch~=2.3.1 *cuda12*``).  ``defaults`` becomes conda's default channels
+    (:data:`DEFAULT_CHANNEL_URLS`); ``nodefaults`` is dropped.
+
     :raises ManifestError: the file is missing, is not YAML, or its ``channels`` /
-        ``dependencies`` are not lists of strings (one line naming the problem).
+        ``dependencies`` are not lists of match specs and a ``pip:`` list (one line naming the
+        problem).
     """
-    yaml = require("yaml")
+    from envlock._io import InputError, read_text  # noqa: PLC0415
+    from envlock.formats import conda as conda_formats  # noqa: PLC0415
+    from envlock.formats._load import load_yaml  # noqa: PLC0415
+
     selectors = require("conda_lock.src_parser.selectors")
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ManifestError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ManifestError(f"{path}: cannot read ({exc})") from None
+        text = read_text(path)
+    except InputError as exc:
+        raise ManifestError(str(exc)) from None
     if platform is not None and platform not in PLATFORMS:
         raise ManifestError(f"unknown platform {platform!r} (known: {', '.join(PLATFORMS)})")
     filtered = "\n".join(selectors.filter_platform_selectors(text, platform=platform))
-    try:
-        data = yaml.safe_load(filtered)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ManifestError(f"{path}: malformed YAML{where} ({problem})") from None
+    data = load_yaml(filtered, str(path))
     if not isinstance(data, dict):
         raise ManifestError(f"{path}: not a conda environment file (top level is not a mapping)")
     deps = data.get("dependencies")
@@ -142,8 +151,12 @@ def read_environment_yml(path: str | Path, platform: str | None = None) -> EnvSp
         raise ManifestError(f"{path}: 'channels' must be a list of channel names or URLs")
     conda, pip = [], []
     for i, dep in enumerate(deps):
-        if isinstance(dep, str):
-            conda.append(dep.strip())
+        if isinstance(dep, (str, int, float)) and not isinstance(dep, bool):
+            try:
+                conda_formats.parse_spec(str(dep))  # conda's grammar, lenient as conda is
+            except ManifestError as exc:
+                raise ManifestError(f"{path}: dependencies[{i}]: {exc}") from None
+            conda.append(str(dep).split("#", 1)[0].strip())
         elif isinstance(dep, dict) and set(dep) == {"pip"} and isinstance(dep["pip"], list):
             pip += [str(r).strip() for r in dep["pip"] if r is not None]
         elif isinstance(dep, dict) and set(dep) == {"pip"} and dep["pip"] is None:
@@ -153,15 +166,38 @@ def read_environment_yml(path: str | Path, platform: str | None = None) -> EnvSp
                 f"{path}: dependencies[{i}] is neither a match spec nor a pip: list"
             )
     platforms = data.get("platforms") or []
+    if not isinstance(platforms, list):
+        raise ManifestError(f"{path}: 'platforms' must be a list")
+    expanded, _ = conda_formats.expand_channels(list(channels))
+    name = data.get("name")
     return EnvSpec(
         path=path,
-        name=data.get("name"),
-        channels=tuple(_channel_url(c, path.parent) for c in channels if c != "nodefaults"),
+        name=str(name) if name is not None else None,
+        channels=tuple(DEFAULT_CHANNEL_URLS.get(c) or _channel_url(c, path.parent)
+                       for c in expanded),
         conda=tuple(conda),
         pip=tuple(pip),
         platforms=tuple(str(p) for p in platforms),
         text=text,
     )
+
+
+def match_specs(spec: EnvSpec) -> list[Any]:
+    """The conda dependencies of ``spec`` as py-rattler ``MatchSpec`` objects, parsed leniently
+    (``strict=False``), as conda parses ``environment.yml`` (``=main`` build strings, ``1.0 py_0``
+    without an operator).
+
+    :raises ManifestError: a spec py-rattler cannot read even leniently.
+    """
+    rattler = require("rattler")
+    out = []
+    for text in spec.conda:
+        try:
+            out.append(rattler.MatchSpec(text, strict=False))
+        except Exception as exc:  # noqa: BLE001 - py-rattler's own exception classes
+            raise ManifestError(f"{spec.path}: not a conda match spec: {text} ({_first_line(exc)})"
+                                ) from None
+    return out
 
 
 def virtual_packages(
@@ -177,16 +213,18 @@ def virtual_packages(
     :raises ManifestError: the spec file is malformed or has no entry for ``platform``.
     :returns: (name, version, build string) triples.
     """
-    yaml = require("yaml")
     vp = require("conda_lock.virtual_package")
     pydantic = require("pydantic")
     path = Path(spec_file) if spec_file else Path(vp.DEFAULT_VIRTUAL_PACKAGES_YAML_PATH)
+    from envlock._io import InputError, read_text  # noqa: PLC0415
+    from envlock.formats._load import load_yaml  # noqa: PLC0415
+
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(read_text(path), str(path))
         spec = vp.VirtualPackageSpec.model_validate(data)
-    except FileNotFoundError:
-        raise ManifestError(f"{path}: no such file") from None
-    except (yaml.YAMLError, OSError) as exc:
+    except InputError as exc:
+        raise ManifestError(str(exc)) from None
+    except ManifestError as exc:
         raise ManifestError(f"{path}: cannot read virtual package spec ({exc})") from None
     except pydantic.ValidationError as exc:
         first = exc.errors()[0]
@@ -211,53 +249,62 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
+@dataclass(frozen=True, slots=True)
+class SolvedRecord:
+    """One package of a solve: what the lockfile needs of py-rattler's ``RepoDataRecord``."""
+
+    name: str
+    version: str
+    build: str
+    url: str
+    md5: str | None
+    sha256: str | None
+    depends: tuple[str, ...]
+
+
 def solve_platform(
-    spec: EnvSpec, platform: str, vpkgs: Sequence[tuple[str, str, str]]
-) -> list[Any]:
-    """Solve the conda part of ``spec`` for ``platform`` with py-rattler.
+    spec: EnvSpec, platform: str, vpkgs: Sequence[tuple[str, str, str]], *,
+    runner: Runner = run,
+) -> list[SolvedRecord]:
+    """Solve the conda part of ``spec`` for ``platform`` with py-rattler, in a child process
+    (:mod:`envlock.lock._rattler_solve`: py-rattler's worker threads can abort an interpreter
+    that exits while a failed solve's fetches are still in flight).
 
     :raises SolveError: no set of packages satisfies the spec (the solver's explanation).
-    :raises LockError: a channel cannot be read (missing, unreachable, no network).
-    :returns: py-rattler ``RepoDataRecord`` objects.
+    :raises LockError: a channel cannot be read (missing, unreachable, no network), or the
+        solver process failed.
+    :returns: the solved records.
     """
-    rattler = require("rattler")
-    exceptions = require("rattler.exceptions")
+    import json  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    require("rattler")
     if not spec.channels:
         raise ManifestError(f"{spec.path}: no channels given")
-    virtual = [
-        rattler.GenericVirtualPackage(
-            rattler.PackageName(name), rattler.Version(version), rattler.BuildString(build or "0")
-        )
-        for name, version, build in vpkgs
-    ]
+    match_specs(spec)  # a spec py-rattler cannot read: one line naming it, before solving
+    request = {"channels": list(spec.channels), "specs": list(spec.conda), "platform": platform,
+               "virtual": [list(v) for v in vpkgs]}
+    result = runner([sys.executable, "-m", "envlock.lock._rattler_solve"],
+                    timeout=SOLVE_TIMEOUT, input_text=json.dumps(request))
     try:
-        return run_async(
-            rattler.solve(
-                sources=list(spec.channels),
-                specs=list(spec.conda),
-                platforms=[platform, "noarch"],
-                virtual_packages=virtual,
-            )
-        )
-    except exceptions.SolverError as exc:
-        explanation = str(exc).strip()
-        raise SolveError(f"{spec.path} cannot be solved for {platform}:\n{explanation}") from None
-    except (exceptions.GatewayError, exceptions.FetchRepoDataError) as exc:
-        causes = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-        reason = causes[-1].removeprefix("Caused by: ") if causes else ""
+        answer = json.loads(result.stdout) if result.stdout.strip() else None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        detail = result.detail or _first_line(Exception(result.stderr or "no answer"))
+        raise LockError(f"the py-rattler solver process failed for {spec.path} ({detail})")
+    if answer.get("error") == "solve":
+        raise SolveError(f"{spec.path} cannot be solved for {platform}:\n{answer['message']}")
+    if answer.get("error") == "channel":
         raise LockError(
-            f"cannot read the channels of {spec.path} ({_first_line(exc)}: {reason}); "
+            f"cannot read the channels of {spec.path} ({answer['message']}); "
             "check the channel names, or use a local channel mirror (file://)"
-        ) from None
-    except (
-        exceptions.InvalidMatchSpecError,
-        exceptions.InvalidPackageNameError,
-        exceptions.InvalidVersionSpecError,
-        exceptions.InvalidVersionError,
-        exceptions.InvalidChannelError,
-        exceptions.InvalidUrlError,
-    ) as exc:
-        raise ManifestError(f"{spec.path}: {_first_line(exc)}") from None
+        )
+    if answer.get("error"):
+        raise ManifestError(f"{spec.path}: {answer['message']}")
+    return [SolvedRecord(name=r["name"], version=r["version"], build=r["build"], url=r["url"],
+                         md5=r["md5"], sha256=r["sha256"], depends=tuple(r["depends"]))
+            for r in answer["records"]]
 
 
 def _pip_entries(
@@ -268,7 +315,7 @@ def _pip_entries(
     index: IndexOptions,
     runner: Runner,
 ) -> list[_condalock.Entry]:
-    python = next((r for r in records if r.name.normalized == "python"), None)
+    python = next((r for r in records if r.name == "python"), None)
     if python is None:
         raise LockError(f"{spec.path}: the pip: section needs python among the conda packages")
     glibc = next((v for n, v, _ in vpkgs if n == "__glibc"), None)
@@ -321,7 +368,7 @@ def render_spec_lock(
                 _channel_url(c, Path.cwd()) for c in channels)})
         chans = spec.channels
         vpkgs = virtual_packages(platform, spec_file=virtual_package_spec, cuda=cuda)
-        records = solve_platform(spec, platform, vpkgs)
+        records = solve_platform(spec, platform, vpkgs, runner=runner)
         entries += _condalock.entries_from_records(records, platform)
         if spec.pip:
             entries += _pip_entries(spec, platform, records, vpkgs, index, runner)

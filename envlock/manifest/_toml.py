@@ -46,6 +46,8 @@ def loads(text: str, *, name: str = "<string>") -> dict[str, Any]:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ManifestError(f"{name}: malformed JSON ({exc})") from None
+        except RecursionError:
+            raise ManifestError(f"{name}: malformed JSON (nested too deeply)") from None
         if not isinstance(data, dict):
             raise ManifestError(f"{name}: top level is not an object")
         return data
@@ -54,25 +56,26 @@ def loads(text: str, *, name: str = "<string>") -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ManifestError(f"{name}: malformed TOML ({exc})") from None
+    except RecursionError:
+        raise ManifestError(f"{name}: malformed TOML (nested too deeply)") from None
 
 
 def read_text(path: str | os.PathLike[str]) -> str:
     """Read a UTF-8 text file that must not be empty.
 
-    :raises ManifestError: missing, a directory, unreadable, not UTF-8, or empty (one line
-        naming the file).
+    :raises ManifestError: missing, not a regular file (a FIFO, a device, a directory), larger
+        than 64 MiB, unreadable, not UTF-8, or empty (one line naming the file).
     """
+    from envlock._io import InputError  # noqa: PLC0415
+    from envlock._io import read_text as read_bounded  # noqa: PLC0415
+
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ManifestError(f"{p}: no such file") from None
-    except IsADirectoryError:
-        raise ManifestError(f"{p}: is a directory") from None
-    except UnicodeDecodeError:
-        raise ManifestError(f"{p}: not a text file (invalid UTF-8)") from None
-    except OSError as exc:
-        raise ManifestError(f"{p}: cannot read ({exc.strerror})") from None
+    try:  # regular files only, at most 64 MiB, strict UTF-8 (envlock._io)
+        text = read_bounded(p)
+    except InputError as exc:
+        if "invalid UTF-8" in str(exc):  # the wording manifests and --kb files always had
+            raise ManifestError(f"{p}: not a text file (invalid UTF-8)") from None
+        raise ManifestError(str(exc)) from None
     if not text.strip():
         raise ManifestError(f"{p}: empty file")
     return text

@@ -1,15 +1,14 @@
 """The expected facts verify compares against: a manifest and lockfiles.
 
-Lockfiles are read with small private readers (the ``lock`` area's readers use conda-lock's
-pydantic models, too slow to import in a job prologue):
+Lockfiles are read with the readers ``diff`` and ``restore`` use (:mod:`envlock.formats`), so
+that what verify accepts is what conda-lock and packaging accept:
 
-* ``pylock.toml`` (PEP 751) with :mod:`tomllib`: ``[[packages]]`` ``name`` and ``version``;
-  entries whose ``marker`` does not hold for the target are dropped (markers are evaluated
-  with :mod:`packaging.markers`, imported only when a marker is present);
-* ``conda-lock.yml`` (conda-lock's format, version 1) with PyYAML: the ``package`` entries of
-  this platform, ``manager`` ``conda`` or ``pip``; the conda build string is taken from the
-  ``url`` file name (``<name>-<version>-<build>.conda``), the ``__cuda`` virtual package from
-  ``dependencies``.
+* ``pylock.toml`` (PEP 751) through :mod:`packaging.pylock`; ``uv.lock``, ``poetry.lock``,
+  ``pdm.lock`` through their documented schemas; entries whose ``marker`` does not hold for the
+  target are dropped (:mod:`packaging.markers`);
+* ``conda-lock.yml`` through conda-lock's own model (when conda-lock is installed; ~0.8 s of
+  imports), and ``pixi.lock``: the entries of this platform, ``manager`` ``conda`` or ``pip``,
+  the conda build string, md5 and the ``__cuda`` requirement from ``dependencies``.
 """
 
 from __future__ import annotations
@@ -70,103 +69,62 @@ def current_conda_platform() -> str:
     return f"{osname}-{arch}"
 
 
-def _conda_build_from_url(url: str, name: str, version: str) -> str | None:
-    fn = url.rsplit("/", 1)[-1]
-    for ext in (".conda", ".tar.bz2"):
-        if fn.endswith(ext):
-            fn = fn[: -len(ext)]
-            break
-    prefix = f"{name}-{version}-"
-    return fn[len(prefix):] if fn.startswith(prefix) else None
-
-
-def _read_conda_lock(path: Path, platform: str) -> Lock:
-    try:
-        import yaml  # noqa: PLC0415
-    except ImportError:
-        raise ManifestError(f"{path}: reading conda-lock.yml needs PyYAML (pip install pyyaml)") from None
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ManifestError(f"{path}: {exc.strerror or exc}") from None
-    try:
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-        data = yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
-    except yaml.YAMLError as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise ManifestError(f"{path}: malformed YAML ({first})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("package"), list):
-        raise ManifestError(f"{path}: not a conda-lock file (no 'package' list)")
-    packages = []
-    for i, p in enumerate(data["package"]):
-        if not isinstance(p, dict) or not isinstance(p.get("name"), str):
-            raise ManifestError(f"{path}: package[{i}] has no name")
-        if p.get("platform") not in (None, platform):
-            continue
-        manager = str(p.get("manager") or "conda")
-        version = str(p["version"]) if p.get("version") is not None else None
-        deps = p.get("dependencies") if isinstance(p.get("dependencies"), dict) else {}
-        cuda = None
-        if "__cuda" in deps:
-            cuda = str(deps["__cuda"] or "").strip()
-        hashes = p.get("hash") if isinstance(p.get("hash"), dict) else {}
-        build = None
-        if manager == "conda" and isinstance(p.get("url"), str) and version:
-            build = _conda_build_from_url(p["url"], p["name"], version)
-        packages.append(LockedPackage(
-            name=p["name"] if manager == "conda" else canonical(p["name"]),
-            version=version,
-            manager=manager,
-            build=build,
-            md5=hashes.get("md5") if manager == "conda" else None,
-            cuda=cuda,
-        ))
-    return Lock(path=str(path), kind="conda-lock", platform=platform, packages=tuple(packages))
-
-
-def _read_pylock(path: Path, marker_env: Mapping[str, str] | None) -> Lock:
-    from envlock.manifest._toml import load_file  # noqa: PLC0415
-
-    data = load_file(path)
-    pkgs = data.get("packages")
-    if "lock-version" not in data or not isinstance(pkgs, list):
-        raise ManifestError(f"{path}: not a PEP 751 lock file (no lock-version / [[packages]])")
-    out = []
-    for i, p in enumerate(pkgs):
-        if not isinstance(p, dict) or not isinstance(p.get("name"), str):
-            raise ManifestError(f"{path}: packages[{i}] has no name")
-        marker = p.get("marker")
-        if isinstance(marker, str) and marker.strip():
-            from packaging.markers import InvalidMarker, Marker  # noqa: PLC0415
-
-            try:
-                if not Marker(marker).evaluate(dict(marker_env) if marker_env else None):
-                    continue
-            except InvalidMarker as exc:
-                raise ManifestError(f"{path}: packages[{i}] has a bad marker ({exc})") from None
-        version = p.get("version")
-        out.append(LockedPackage(name=canonical(p["name"]), version=str(version) if version else None,
-                                 manager="pip"))
-    return Lock(path=str(path), kind="pylock", packages=tuple(out))
+_LOCK_NAMES = "pylock.toml, conda-lock.yml, uv.lock, poetry.lock, pdm.lock or pixi.lock"
 
 
 def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
               marker_env: Mapping[str, str] | None = None) -> Lock:
-    """Read a ``pylock.toml``/``pylock.*.toml`` or ``conda-lock.yml``/``*.conda-lock.yml``.
+    """Read a lockfile with the shared reader of its format (:func:`envlock.formats.read_lock`:
+    conda-lock's model, :mod:`packaging.pylock`, the uv/poetry/pdm/pixi schemas), recognised by
+    its content.
 
     :param platform: conda subdir whose packages to keep (default: this machine's).
-    :param marker_env: PEP 508 marker environment of the target (default: envlock's own).
-    :raises ManifestError: the file is missing, malformed, or of an unknown kind.
+    :param marker_env: PEP 508 marker environment of the target (default: envlock's own);
+        entries whose marker does not hold are dropped.
+    :raises ManifestError: the file is missing, not a regular file, malformed, invalid for its
+        own tool, or not a lockfile (one line).
     """
+    from envlock import formats  # noqa: PLC0415
+
     p = Path(path)
-    if not p.is_file():
+    if not os.path.lexists(p):
         raise ManifestError(f"{p}: no such lockfile")
-    name = p.name
-    if name.endswith((".yml", ".yaml")):
-        return _read_conda_lock(p, platform or current_conda_platform())
-    if name.endswith(".toml"):
-        return _read_pylock(p, marker_env)
-    raise ManifestError(f"{p}: unknown lockfile kind (expected pylock.toml or conda-lock.yml)")
+    try:
+        r = formats.read(p, exact=True)  # as conda-lock / packaging parse it
+    except ManifestError as exc:
+        if "unknown format" not in str(exc):
+            raise
+        if p.name.endswith(".toml"):
+            raise ManifestError(f"{p}: not a PEP 751 lock file (no lock-version / [[packages]])"
+                                ) from None
+        if p.name.endswith((".yml", ".yaml")):
+            raise ManifestError(f"{p}: not a conda-lock file (no 'package' list)") from None
+        raise ManifestError(f"{p}: unknown lockfile kind (expected {_LOCK_NAMES})") from None
+    if r.lock is None:
+        raise ManifestError(f"{p}: unknown lockfile kind (expected {_LOCK_NAMES}; this is "
+                            f"{r.kind})")
+    plat = platform or current_conda_platform()
+    out = []
+    for x in r.lock.packages:
+        if x.platform is not None and x.platform != plat:
+            continue
+        if x.marker:
+            from packaging.markers import InvalidMarker, Marker  # noqa: PLC0415
+
+            try:
+                if not Marker(x.marker).evaluate(dict(marker_env) if marker_env else None):
+                    continue
+            except InvalidMarker as exc:
+                raise ManifestError(f"{p}: {x.name} has a bad marker ({exc})") from None
+            except Exception:  # noqa: BLE001, S112 - a marker variable this target lacks
+                continue
+        version = None if x.version == formats.UNKNOWN else x.version
+        out.append(LockedPackage(name=x.name, version=version, manager=x.manager, build=x.build,
+                                 md5=x.md5, cuda=x.cuda))
+    kind = "pylock" if r.kind == "pylock" else r.kind
+    has_platform = any(x.platform for x in r.lock.packages)
+    return Lock(path=str(p), kind=kind, platform=plat if has_platform else None,
+                packages=tuple(out))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -219,8 +219,8 @@ def _check_piped(result: Any) -> None:
     else:
         values = [x for c in result.changes for x in c.values]
     for value in values:
-        for version in _versions(value):
-            assert version in words, (version, text)
+        for version in _versions(value):  # "git <sha>" (a VCS pin) is two words, each whole
+            assert all(w in words for w in version.split()), (version, text)
     assert "…" not in text[text.find("Differences ("):] if "Differences (" in text else True
 
 

@@ -36,7 +36,7 @@ def test_c05_cpu_build_where_cuda_build_was_meant(write) -> None:
     result = _pair(write, cpu, cuda)
     top = result.explanations[0]
     assert top.id == "torch-variant"
-    assert top.title == "torch is a CPU-only build in a.toml and a CUDA 11.1 build in b.toml"
+    assert top.title == "torch is a CPU-only build in a.toml and a CUDA 11.1 (cuDNN 8.0.5) build in b.toml"
     assert "torch.cuda.is_available() is False" in top.why
     assert [(c.area, c.key, c.size) for c in top.changes] == [("package", "torch", "build")]
     assert [(c.area, c.key) for c in result.changes] == [("package", "torch")]

@@ -34,8 +34,9 @@ def _owner(result: PairDiff) -> dict[str, str]:
 
 def test_exact_entry_beats_a_glob() -> None:
     kb = load_kb()
-    # HuggingFace accelerate is named exactly in `domain`; `scipy-openblas*` is still BLAS
-    assert kb.component("package", "accelerate").id == "domain"
+    # HuggingFace accelerate is named exactly with the ML frameworks (F11); `scipy-openblas*` is
+    # still BLAS
+    assert kb.component("package", "accelerate").id == "frameworks"
     assert kb.component("package", "scipy-openblas32").id == "blas-package"
 
 
@@ -62,11 +63,11 @@ def test_cuda_13_never_gets_pytorch_cuda(write) -> None:  # noqa: ANN001
     rows_a = [(n, v, bld) for n, v, bld in a]
     result = _pair(write, build_manifest(conda=rows_a), build_manifest(conda=b))
     top = result.explanations[0]
-    assert top.title.startswith("torch is a CPU-only build in a.toml and a CUDA 13.0 build")
+    assert top.title.startswith("torch is a CPU-only build in a.toml and a CUDA 13.0 (cuDNN 9) build")
     assert "cuda-version=13.0" in top.do and "pytorch-cuda" not in top.do
     assert "pip install torch==2.1.2 --index-url https://download.pytorch.org/whl/<variant>" \
         in top.do
-    assert "cpu for the CPU-only build of a.toml, cu130 for the CUDA 13.0 build of b.toml" \
+    assert "cpu for the CPU-only build of a.toml, cu130 for the CUDA 13.0 (cuDNN 9) build of b.toml" \
         in top.do
 
 

@@ -37,7 +37,7 @@ def test_environment_yml_with_builds_and_pip_section() -> None:
 
 def test_explicit_list_urls() -> None:
     kind, data, listing = foreign.read(FIXTURES / "explicit.txt")
-    assert (kind, listing) == ("conda-explicit", "complete")
+    assert (kind, listing) == ("conda-explicit", "conda")  # complete for conda, silent on pip
     assert len(data["conda"]["packages"]) == 20
     pip = _conda(data, "pip")
     assert (pip["version"], pip["build"], pip["channel"], pip["subdir"]) == (
@@ -66,8 +66,10 @@ def test_requirements_pins_and_editable() -> None:
     pkgs = {p["name"]: p for p in data["pip"]["packages"]}
     assert pkgs["torch"]["version"] == "2.2.1+cu121"
     assert pkgs["jinja2"]["version"] == "3.1.3"
-    assert pkgs["mylib"] == {"name": "mylib", "version": "", "origin": "editable", "vcs": "git",
-                             "commit": "3f1c2a9e7b6d5c4b3a2918f7e6d5c4b3a2918f7e"}
+    sha = "3f1c2a9e7b6d5c4b3a2918f7e6d5c4b3a2918f7e"
+    assert pkgs["mylib"] == {"name": "mylib", "version": f"git {sha}", "origin": "editable",
+                             "vcs": "git", "commit": sha,
+                             "url": f"git+ssh://git@github.com/ana-lab/mylib.git@{sha}#egg=mylib"}
 
 
 def test_conda_lock_takes_linux_64() -> None:
@@ -76,7 +78,7 @@ def test_conda_lock_takes_linux_64() -> None:
     assert _conda(data, "numpy")["build"] == "py311h64a7726_0"
     assert _conda(data, "libblas")["build"] == "21_linux64_openblas"
     assert data["pip"]["packages"] == [{"name": "threadpoolctl", "version": "3.3.0"}]
-    assert data["conda"]["source"] == "conda-lock.yml (linux-64)"
+    assert data["conda"]["source"] == "conda-lock (linux-64)"
 
 
 def test_pylock() -> None:
@@ -119,13 +121,17 @@ def test_manifest_against_spec_reports_what_cannot_be_compared(write) -> None:
     assert result.unlisted["package"] > 10  # manifest packages the yml does not list
     # numpy 1.26.4 has a build string only in the manifest: equal where both sides know
     assert "numpy" not in {c.key for c in result.changes}
+    # conda's `scipy=1.13.0` is the constraint 1.13.0.* (conda MatchSpec): 1.12.0 violates it;
+    # pip's `scikit-learn==1.4.2` is a pin
     assert [(c.area, c.key, c.size) for c in result.changes] == [
-        ("package", "libopenblas", "patch"), ("package", "scikit-learn", "patch"),
-        ("package", "scipy", "minor"), ("package", "setuptools", "minor"),
-        ("python", "version", "patch")]
+        ("package", "libopenblas", "violation"), ("package", "scikit-learn", "patch"),
+        ("package", "scipy", "violation"), ("package", "setuptools", "violation"),
+        ("python", "version", "violation")]
     assert [e.title for e in result.explanations] == [
-        "scipy 1.12.0 → 1.13.0 (minor)", "BLAS/LAPACK packages: libopenblas 0.3.26 → 0.3.27",
-        "scikit-learn 1.4.1.post1 → 1.4.2 (patch)", "python version 3.11.8 → 3.11.9 (patch)"]
+        "BLAS/LAPACK packages: libopenblas 0.3.26 violates the constraint 0.3.27.*",
+        "scipy 1.12.0 violates the constraint 1.13.0.*",
+        "scikit-learn 1.4.1.post1 → 1.4.2 (patch)",
+        "python version 3.11.8 violates the constraint 3.11.9.*"]
 
 
 @pytest.mark.parametrize("content", ["", "   \n\n"], ids=["empty", "blank"])
@@ -160,7 +166,7 @@ def test_newer_schema_is_one_line_exit_2(write) -> None:
 def test_malformed_yaml_and_too_few_inputs(tmp_path: Path) -> None:
     bad = tmp_path / "environment.yml"
     bad.write_text("name: x\ndependencies:\n  - numpy=1.0\n - [oops\n")
-    with pytest.raises(ManifestError, match=r"environment.yml: malformed YAML at line \d+$"):
+    with pytest.raises(ManifestError, match=r"environment.yml: malformed YAML at line \d+ \("):
         foreign.read(bad)
     res = CliRunner().invoke(cli, ["diff", str(FIXTURES / "pylock.toml")])
     assert res.exit_code == 2

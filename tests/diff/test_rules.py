@@ -15,7 +15,7 @@ from envlock.diff.rules import blas_vendors, torch_variant
     ({("package", "torch"): Pkg("2.5.1+rocm6.2")}, "ROCm 6.2"),
     ({("package", "torch"): Pkg("1.9.0", "py3.8_cpu_0", "pytorch", "conda")}, "CPU-only"),
     ({("package", "torch"): Pkg("1.8.1", "py3.8_cuda11.1_cudnn8.0.5_0", "pytorch", "conda")},
-     "CUDA 11.1"),
+     "CUDA 11.1 (cuDNN 8.0.5)"),
     ({("package", "torch"): Pkg("2.1.2", "cuda120_py311h25b6552_301", "conda-forge", "conda")},
      "CUDA 12.0"),
     ({("package", "torch"): Pkg("1.12.1", "cuda112py310h51fe464_200", "conda-forge", "conda")},

@@ -343,3 +343,49 @@ def test_one_unsolvable_platform_writes_nothing(tmp_path, conda_channel):
     assert "cannot be solved for osx-arm64" in result.output
     assert "liba" in result.output
     assert not (tmp_path / "conda-lock.yml").exists()
+
+
+# -- the py-rattler abort at exit (Fatal Python error: PyGILState_Release, exit 134) ---------
+
+REAL_EXPORT = (Path(__file__).parent.parent / "formats" / "foreign"
+               / "GuyTevet__motion-diffusion-model__environment.yml")
+
+
+def _lock_unreachable(tmp_path: Path, runs: int) -> list[tuple[int, str]]:
+    """Run ``envlock lock -f`` on a real ``conda env export`` whose channels cannot be reached
+    (every proxy points at a closed port), ``runs`` times, two processes at a time."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k.lower() not in ("no_proxy",)}
+    env.update({v: "http://127.0.0.1:9" for v in ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy",
+                                                   "http_proxy", "ALL_PROXY")})
+    argv = [sys.executable, "-m", "envlock", "lock", "-f", str(REAL_EXPORT), "-o",
+            str(tmp_path), "-p", "linux-64", "--solver", "rattler"]
+    out: list[tuple[int, str]] = []
+    for start in range(0, runs, 2):
+        procs = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for _ in range(min(2, runs - start))]
+        for p in procs:
+            _, err = p.communicate(timeout=120)
+            out.append((p.returncode, err))
+    return out
+
+
+def _check_no_abort(results: list[tuple[int, str]]) -> None:
+    aborted = [err for rc, err in results if rc == 134 or "Fatal Python error" in err]
+    assert not aborted, f"{len(aborted)} of {len(results)} runs aborted: {aborted[0][-400:]}"
+    for rc, err in results:
+        assert rc == 2, err
+        errors = [ln for ln in err.splitlines() if ln.startswith("Error:")]
+        assert len(errors) == 1 and "cannot read the channels" in errors[0], err
+
+
+def test_failed_solve_exits_2_without_abort(tmp_path: Path) -> None:
+    """Before the solve moved into its own process, 6 in 40 such runs aborted with exit 134."""
+    _check_no_abort(_lock_unreachable(tmp_path, 2))
+
+
+@pytest.mark.realenv
+def test_failed_solve_never_aborts_in_50_runs(tmp_path: Path) -> None:
+    _check_no_abort(_lock_unreachable(tmp_path, 50))

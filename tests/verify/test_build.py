@@ -474,6 +474,8 @@ def test_arch_list_unset_without_gpu(world):
 CONDA_LOCK = """\
 version: 1
 metadata:
+  content_hash: {linux-64: 0e5e2f}
+  channels: [{url: conda-forge, used_env_vars: []}]
   platforms: [linux-64]
   sources: [environment.yml]
 package:

@@ -259,6 +259,6 @@ def test_summary_names_manifest_and_lockfiles(tmp_path, venv, clean_env, monkeyp
     monkeypatch.chdir(tmp_path)
     m = snapshot_to(venv, tmp_path / "m.toml", clean_env)
     (tmp_path / "pylock.toml").write_text('lock-version = "1.0"\ncreated-by = "uv"\n\n[[packages]]\nname = "numpy"\n'
-                                          'version = "1.26.4"\n\n[[packages]]\nname = "requests"\nversion = "2.31.0"\n')
+                                          'version = "1.26.4"\nwheels = [{ url = \"https://files.example.invalid/numpy-1.26.4-py3-none-any.whl\", hashes = { sha256 = \"0000000000000000000000000000000000000000000000000000000000000000\" } }]\n\n[[packages]]\nname = "requests"\nversion = "2.31.0"\nwheels = [{ url = \"https://files.example.invalid/requests-2.31.0-py3-none-any.whl\", hashes = { sha256 = \"0000000000000000000000000000000000000000000000000000000000000000\" } }]\n')
     r = invoke("--python", str(venv / "bin/python"), "--manifest", str(m), "--lock", "pylock.toml")
     assert r.exit_code == 0 and r.output.startswith(f"envlock verify: ok against {m}, pylock.toml ({len(CHECKS)} checks")

@@ -147,7 +147,7 @@ version = "1.26.4"
 wheels = [{ url = "https://files.pythonhosted.org/packages/numpy-1.26.4-cp311-cp311-manylinux_2_17_x86_64.whl", hashes = { sha256 = "b3ce300f3644fb06443ee2222c2201dd3a89ea6040541412b8fa189341847218" } }]
 
 [[packages]]
-name = "Requests"
+name = "requests"
 version = "2.32.3"
 wheels = [{ url = "https://files.pythonhosted.org/packages/requests-2.32.3-py3-none-any.whl", hashes = { sha256 = "70761cfe03c773ceb22aa2f671b4757976145175cdfca038c02654d061d6dcc6" } }]
 
@@ -162,6 +162,13 @@ name = "idna"
 version = "3.7"
 wheels = [{ url = "https://files.pythonhosted.org/packages/idna-3.7-py3-none-any.whl", hashes = { sha256 = "82fee1fc78add43492d3a1898bfa6d8a904cc97d8427f683ed8e798d07761aa0" } }]
 """
+
+
+def test_pylock_name_not_normalized_is_refused_as_packaging_refuses_it(tmp_path):
+    lock = tmp_path / "pylock.toml"
+    lock.write_text(PYLOCK.replace('name = "requests"', 'name = "Requests"'))
+    with pytest.raises(ManifestError, match=r"not a valid PEP 751 lock file \(Name 'Requests' is not"):
+        read_lock(lock)
 
 
 def test_pylock(tmp_path, venv, job_env):
@@ -181,6 +188,7 @@ def test_conda_lock_against_a_conda_prefix(tmp_path, conda_prefix, job_env):
     lock.write_text("""\
 version: 1
 metadata:
+  content_hash: {linux-64: 0e5e2f}
   channels: [{url: conda-forge, used_env_vars: []}]
   platforms: [linux-64]
   sources: [environment.yml]
@@ -188,6 +196,7 @@ package:
 - name: numpy
   version: 1.26.4
   manager: conda
+  optional: false
   platform: linux-64
   dependencies: {python: '>=3.11,<3.12.0a0'}
   url: https://conda.anaconda.org/conda-forge/linux-64/numpy-1.26.4-py311h64a7726_0.conda
@@ -195,18 +204,21 @@ package:
 - name: python
   version: 3.11.7
   manager: conda
+  optional: false
   platform: linux-64
   url: https://conda.anaconda.org/conda-forge/linux-64/python-3.11.7-hab00c5b_1_cpython.conda
   hash: {md5: 27cf681282c11dba7b0b1fd266e8f289}
 - name: python
   version: 3.11.7
   manager: conda
+  optional: false
   platform: osx-arm64
   url: https://conda.anaconda.org/conda-forge/osx-arm64/python-3.11.7-hdf0ec26_1_cpython.conda
   hash: {md5: 0b3a8eeb7a2b6a4c3d2e1f0a9b8c7d6e}
 - name: scipy
   version: 1.12.0
   manager: conda
+  optional: false
   platform: linux-64
   url: https://conda.anaconda.org/conda-forge/linux-64/scipy-1.12.0-py311h64a7726_2.conda
   hash: {md5: 24ca5107ab75c5521067b8ba505dfae5}
@@ -239,8 +251,8 @@ def test_bad_lockfiles_raise_one_line_errors(tmp_path, name, text, message):
 
 def test_pylock_in_a_conda_env_does_not_call_conda_packages_extra(tmp_path, conda_prefix, job_env):
     lock = tmp_path / "pylock.toml"
-    lock.write_text('lock-version = "1.0"\ncreated-by = "uv"\n\n[[packages]]\nname = "twine"\nversion = "4.0.2"\n\n'
-                    '[[packages]]\nname = "oddpkg"\nversion = "0.1"\n')
+    lock.write_text('lock-version = "1.0"\ncreated-by = "uv"\n\n[[packages]]\nname = "twine"\nversion = "4.0.2"\nwheels = [{ url = \"https://files.example.invalid/twine-4.0.2-py3-none-any.whl\", hashes = { sha256 = \"0000000000000000000000000000000000000000000000000000000000000000\" } }]\n\n'
+                    '[[packages]]\nname = "oddpkg"\nversion = "0.1"\nwheels = [{ url = \"https://files.example.invalid/oddpkg-0.1-py3-none-any.whl\", hashes = { sha256 = \"0000000000000000000000000000000000000000000000000000000000000000\" } }]\n')
     r = verify(prefix=str(conda_prefix), environ=job_env, locks=[str(lock)], checks=PACKAGE_CHECKS[2:3],
                root=str(tmp_path))
     # numpy and requests belong to conda packages; mylab-tools too: none is a pip-lock extra.

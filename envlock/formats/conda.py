@@ -1,0 +1,366 @@
+"""conda's own formats: match specs, package URLs, build strings, channels, and the files made of
+them (``environment.yml``, ``conda list --explicit``, ``conda list --export``).
+
+Rules, each from conda's documentation or conda's/rattler's code:
+
+* **Names are exact.** conda package names are compared as conda compares them (lower-case
+  ASCII, ``_`` and ``-`` distinct): ``cached_property`` and ``cached-property`` are two packages
+  on conda-forge.  PyPI normalisation (PEP 503) is for PyPI names only.
+* **Match specs** (``numpy>=1.2``, ``_libgcc_mutex=0.1=main``, ``pytorch~=2.3.1 *cuda12*``,
+  ``conda-forge::numpy``, ``python=3.10.*``) are parsed with py-rattler's ``MatchSpec`` in its
+  lenient mode (``strict=False``: what conda itself accepts); without py-rattler, a small
+  parser of the same grammar (conda's ``MatchSpec`` docs: ``name[ version[ build]]`` or
+  ``name=version=build``).
+* **Channels**: ``defaults`` stands for conda's default channels (``pkgs/main``, ``pkgs/r``;
+  conda's ``DEFAULT_CHANNELS_UNIX``); ``nodefaults`` removes them (conda-lock, conda env).
+* **Metapackages** — ``pytorch-gpu``, ``pytorch-cpu``, ``tensorflow-gpu``, ``*_mutex``,
+  ``_pytorch_select``, ``*-select`` — pin a variant of another package and hold no code; they
+  never stand in for the package itself.
+* **Build strings** name the variant: ``cuda100py37h…`` (CUDA 10.0), ``py36_cuda8.0.61_cudnn7.1.2_3``
+  (CUDA 8.0, cuDNN 7.1.2), ``cuda126py312…``, ``cuda120_py311…``, ``py3.8_cpu_0``, ``cpu_…``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from envlock._io import one_line
+from envlock.errors import ManifestError
+from envlock.redact import REDACTED, redact_url
+
+__all__ = ["CondaSpec", "parse_spec", "parse_url", "build_variant", "is_metapackage",
+           "expand_channels", "DEFAULT_CHANNELS", "satisfies", "subdir_of"]
+
+#: What ``defaults`` means on Linux and macOS (conda's ``DEFAULT_CHANNELS_UNIX``).
+DEFAULT_CHANNELS = ("pkgs/main", "pkgs/r")
+
+_METAPACKAGES = frozenset({"pytorch-gpu", "pytorch-cpu", "tensorflow-gpu", "tensorflow-cpu",
+                           "_pytorch_select", "pytorch-mutex", "blas-devel-select",
+                           "_tflow_select", "_tflow_190_select", "_tflow_1100_select"})
+
+
+def is_metapackage(name: str) -> bool:
+    """Whether conda package ``name`` only selects a variant of another (holds no code):
+    ``pytorch-gpu``, ``tensorflow-gpu``, ``_pytorch_select``, ``_libgcc_mutex``,
+    ``_openmp_mutex``, ``pytorch-mutex``, ``*_select``."""
+    return (name in _METAPACKAGES or name.endswith(("_mutex", "-mutex", "_select"))
+            or (name.startswith("_") and "select" in name))
+
+
+def build_variant(build: str | None) -> str | None:
+    """The CUDA/cuDNN/CPU variant a conda build string names.
+
+    ``cuda100py37h938c94c_0`` → ``"CUDA 10.0"``; ``py36_cuda8.0.61_cudnn7.1.2_3`` → ``"CUDA 8.0
+    (cuDNN 7.1.2)"``; ``cuda126py312h…`` → ``"CUDA 12.6"``; ``cuda120_py311…`` → ``"CUDA 12.0"``;
+    ``py3.8_cuda11.8_cudnn8.7.0_0`` → ``"CUDA 11.8 (cuDNN 8.7.0)"``; ``cpu_py311…``,
+    ``py3.8_cpu_0`` → ``"CPU-only"``; anything else ``None``.  (Build strings of the
+    ``pytorch`` and ``conda-forge`` channels; the digits after ``cuda`` without a dot are
+    ``<major><minor>``, the last digit being the minor.)
+    """
+    if not build:
+        return None
+    if re.search(r"(^|_)cpu(_|$|py)", build):
+        return "CPU-only"
+    m = re.search(r"cuda(\d+)\.(\d+)", build) or re.search(r"cuda(\d{1,2})(\d)(?=_|py|h|$)", build)
+    if not m:
+        return None
+    out = f"CUDA {int(m.group(1))}.{m.group(2)}"
+    dnn = re.search(r"cudnn(\d+(?:\.\d+)*)", build)
+    return f"{out} (cuDNN {dnn.group(1)})" if dnn else out
+
+
+@dataclass(frozen=True, slots=True)
+class CondaSpec:
+    """A conda match spec, read as conda reads it.
+
+    :ivar name: the package name, exact.
+    :ivar version: the version constraint as conda normalises it (``"==0.1"``, ``"3.10.*"``,
+        ``">=2.0"``), or ``""`` for any.
+    :ivar build: the build string or glob (``"main"``, ``"*cuda12*"``), or ``""``.
+    :ivar channel: the channel named with ``channel::``, or ``""``.
+    :ivar exact: the version is one version (``==X`` or ``name=X=build``), given in ``pin``.
+    """
+
+    name: str
+    version: str = ""
+    build: str = ""
+    channel: str = ""
+    exact: bool = False
+    pin: str = ""
+
+
+_NAME = r"[A-Za-z0-9_][A-Za-z0-9_.\-]*"
+_FALLBACK = re.compile(
+    rf"^(?:(?P<channel>[^:\s]+)::)?(?P<name>{_NAME})\s*"
+    r"(?:(?P<ver>(?:[=<>!~]=?|\*)?[^\s=]*(?:[^\s=]*)?)(?:[=\s]+(?P<build>[^\s=]+))?)?\s*$")
+
+
+def _selector_free(text: str) -> str:
+    return text.split("#", 1)[0].strip()
+
+
+def parse_spec(text: str) -> CondaSpec:
+    """Parse one conda match spec (a ``dependencies:`` line), comment and selector removed.
+
+    :raises ManifestError: not a match spec conda would accept (the line, shortened).
+    """
+    line = _selector_free(text)
+    if not line:
+        raise ManifestError("empty match spec")
+    try:
+        from rattler import MatchSpec  # noqa: PLC0415
+    except ImportError:
+        MatchSpec = None  # noqa: N806
+    if MatchSpec is not None:
+        try:
+            ms = MatchSpec(line, strict=False)
+        except Exception as exc:  # noqa: BLE001 - rattler's own exception classes
+            raise ManifestError(f"not a conda match spec: {one_line(line)} "
+                                f"({one_line(str(exc).splitlines()[0] if str(exc) else '')})") from None
+        if ms.name is None:
+            raise ManifestError(f"not a conda match spec: {one_line(line)} (no package name)")
+        name = _matcher_name(ms.name)
+        version = str(ms.version) if ms.version is not None else ""
+        build = str(ms.build) if ms.build is not None else ""
+        channel = ms.channel.name if ms.channel is not None else ""
+    else:
+        m = _FALLBACK.match(line)
+        if not m:
+            raise ManifestError(f"not a conda match spec: {one_line(line)}")
+        name, version, build, channel = m["name"], m["ver"] or "", m["build"] or "", m["channel"] or ""
+        if version.startswith("=") and not version.startswith("=="):
+            version = version[1:] if build or version.endswith("*") else version[1:] + ".*"
+        if version and version[0].isdigit() and not build and "=" not in line:
+            version = f"=={version}"
+        if version and version[0].isdigit() and build:
+            version = f"=={version}"
+    pin = ""
+    exact = False
+    if re.fullmatch(r"==\s*[^,|*<>=!~\s]+", version):
+        exact = True
+        # the version as written (rattler normalises `2023.05.30` to `2023.5.30`)
+        raw = re.match(rf"^(?:[^:\s]+::)?{re.escape(name)}\s*(?:==?|\s)\s*([^\s=,|*<>!~]+)", line)
+        pin = raw.group(1) if raw else version[2:].strip()
+    return CondaSpec(name=name, version=version, build=build, channel=channel or "",
+                     exact=exact, pin=pin)
+
+
+def _matcher_name(matcher: Any) -> str:
+    text = str(matcher)
+    m = re.search(r'"([^"]+)"', text)  # PackageNameMatcher("name", exact)
+    if m:
+        return m.group(1)
+    for attr in ("normalized", "source"):
+        if hasattr(matcher, attr):
+            return str(getattr(matcher, attr))
+    return text
+
+
+def satisfies(spec_version: str, spec_build: str, version: str, build: str | None) -> bool | None:
+    """Whether a package ``version``/``build`` satisfies a conda constraint (version spec and
+    build glob), with py-rattler's ``VersionSpec`` (conda's version ordering).
+
+    :returns: ``True``/``False``, or ``None`` when it cannot be told (py-rattler missing, or a
+        version conda cannot parse).
+    """
+    import fnmatch  # noqa: PLC0415
+
+    if spec_build and build is not None and not fnmatch.fnmatchcase(build, spec_build):
+        return False
+    if not spec_version or spec_version == "*":
+        return True
+    try:
+        from rattler import Version, VersionSpec  # noqa: PLC0415
+    except ImportError:
+        return _fallback_satisfies(spec_version, version)
+    try:
+        return bool(VersionSpec(spec_version, strict=False).matches(Version(version)))
+    except Exception:  # noqa: BLE001 - unparsable: cannot tell
+        return None
+
+
+def _fallback_satisfies(spec: str, version: str) -> bool | None:
+    """conda's version-spec grammar for the common forms (``1.2.*``, ``==1.2``, ``>=1,<2``,
+    ``~=2.3.1``, ``a|b``), comparing with PEP 440 ordering: used without py-rattler.
+    ``None`` when a version or clause is outside what this can judge."""
+    from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return None
+
+    def clause(c: str) -> bool | None:
+        m = re.fullmatch(r"(==|!=|>=|<=|>|<|~=|=)?\s*([^\s,|]+)", c.strip())
+        if not m:
+            return None
+        op, ref = m.group(1) or "", m.group(2)
+        if ref.endswith(".*") or ref.endswith("*") or op == "=" :
+            prefix = ref.rstrip("*").rstrip(".")
+            parts, mine = prefix.split("."), str(v.public).split(".")
+            ok = mine[: len(parts)] == parts
+            return not ok if op == "!=" else ok
+        try:
+            r = Version(ref)
+        except InvalidVersion:
+            return None
+        if op == "~=":
+            return v >= r and str(v.public).split(".")[: len(ref.split(".")) - 1] == ref.split(".")[:-1]
+        return {"": v == r, "==": v == r, "!=": v != r, ">=": v >= r, "<=": v <= r,
+                ">": v > r, "<": v < r}[op]
+
+    results = []
+    for alt in spec.split("|"):
+        got = [clause(c) for c in alt.split(",") if c.strip()]
+        if None in got:
+            return None
+        results.append(all(got))
+    return any(results)
+
+
+def expand_channels(channels: list[str]) -> tuple[list[str], bool]:
+    """conda's channel list: ``defaults`` replaced by :data:`DEFAULT_CHANNELS`, ``nodefaults``
+    dropped.
+
+    :returns: ``(channels, nodefaults)`` — the list in priority order, and whether the file said
+        ``nodefaults``.
+    """
+    out: list[str] = []
+    nodefaults = False
+    for c in channels:
+        if c == "nodefaults":
+            nodefaults = True
+        elif c == "defaults":
+            out.extend(x for x in DEFAULT_CHANNELS if x not in out)
+        elif c not in out:
+            out.append(c)
+    return out, nodefaults
+
+
+def parse_url(url: str) -> dict[str, str]:
+    """Split a conda package URL into name, version, build, channel and subdir.
+
+    ``https://conda.anaconda.org/conda-forge/linux-64/numpy-1.26.4-py311h64a7726_0.conda``
+    gives ``channel="conda-forge"``, ``subdir="linux-64"``, ``name="numpy"``,
+    ``version="1.26.4"``, ``build="py311h64a7726_0"`` (conda's file name is
+    ``<name>-<version>-<build>`` and neither version nor build contains ``-``).  Tokens
+    (``/t/<token>/``) and passwords are removed; a ``#<md5>`` suffix is dropped.
+    ``repo.anaconda.com/pkgs/main`` is the channel ``pkgs/main``.
+
+    :raises ManifestError: the URL's file is not a conda package name.
+    """
+    from urllib.parse import urlsplit  # noqa: PLC0415
+
+    url = redact_url(url.split("#", 1)[0].strip())
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        raise ManifestError(f"not a conda package URL: {one_line(url)}") from None
+    segments = [s for s in parts.path.split("/") if s]
+    if len(segments) < 2:  # noqa: PLR2004
+        raise ManifestError(f"not a conda package URL: {one_line(url)}")
+    fname = segments[-1]
+    for ext in (".conda", ".tar.bz2"):
+        if fname.endswith(ext):
+            fname = fname[: -len(ext)]
+            break
+    else:
+        raise ManifestError(f"not a conda package URL: {one_line(url)}")
+    bits = fname.rsplit("-", 2)
+    if len(bits) != 3 or not all(bits):  # noqa: PLR2004
+        raise ManifestError(f"not a conda package file name: {one_line(segments[-1])}")
+    channel_parts = [s for s in segments[:-2] if s not in ("t", REDACTED)]
+    host = parts.netloc
+    if host in ("conda.anaconda.org", "repo.anaconda.com", "") or not channel_parts:
+        channel = "/".join(channel_parts) or host
+    else:
+        channel = f"{parts.scheme}://{host}/" + "/".join(channel_parts)
+    return {"name": bits[0], "version": bits[1], "build": bits[2], "channel": channel,
+            "subdir": segments[-2], "url": url}
+
+
+def subdir_of(system: str | None, machine: str | None) -> str | None:
+    """conda's subdir for an OS and machine (``Linux``/``x86_64`` → ``linux-64``), from conda's
+    ``context.subdir`` mapping; ``None`` when unknown."""
+    if not system or not machine:
+        return None
+    osname = {"linux": "linux", "darwin": "osx", "windows": "win"}.get(system.lower())
+    if osname is None:
+        return None
+    arch = {"x86_64": "64", "amd64": "64", "aarch64": "aarch64",
+            "arm64": "arm64" if osname == "osx" else "aarch64", "ppc64le": "ppc64le",
+            "s390x": "s390x", "i686": "32", "x86": "32"}.get(machine.lower())
+    return f"{osname}-{arch}" if arch else None
+
+
+# -- files ------------------------------------------------------------------------------------
+
+def package_entry(name: str, version: str, build: str | None = None, channel: str | None = None,
+                  subdir: str | None = None, url: str | None = None) -> dict[str, Any]:
+    """A ``[conda]`` package entry of a partial manifest (exact name; metapackages marked)."""
+    entry: dict[str, Any] = {"name": name, "version": version}
+    if build:
+        entry["build"] = build
+    if channel:
+        entry["channel"] = channel
+    if subdir:
+        entry["subdir"] = subdir
+    if url:
+        entry["url"] = url
+    if is_metapackage(name):
+        entry["metapackage"] = True
+    return entry
+
+
+def header_platform(text: str) -> str | None:
+    """The ``# platform: linux-64`` header line conda writes in explicit lists and exports."""
+    m = re.search(r"^#\s*platform:\s*(\S+)\s*$", text[:4096], re.MULTILINE)
+    return m.group(1) if m else None
+
+
+def explicit(lines: list[str]) -> list[dict[str, Any]]:
+    """The packages of a ``conda list --explicit`` body (the lines after ``@EXPLICIT``).
+
+    :raises ManifestError: a line is not a conda package URL.
+    """
+    out = []
+    for ln in lines:
+        if ln.startswith("@"):
+            continue
+        p = parse_url(ln)
+        out.append(package_entry(p["name"], p["version"], p["build"], p["channel"], p["subdir"]))
+    return out
+
+
+_EXPORT_LINE = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_.\-]*)=([^=\s]+)=([^=\s]+)$")
+
+
+def is_export_line(line: str) -> bool:
+    """Whether ``line`` is a ``conda list --export`` line ``name=version=build``."""
+    return bool(_EXPORT_LINE.match(line))
+
+
+def export_list(lines: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The packages of ``conda list --export`` output (``name=version=build`` lines).
+
+    A build ``pypi_0`` is a package pip installed (conda lists it, conda did not install it);
+    ``dev_0`` is a development install (``pip install -e``/``setup.py develop``): the project,
+    not a package.
+
+    :returns: ``(conda, pip)`` entries.
+    """
+    conda, pip = [], []
+    for ln in lines:
+        m = _EXPORT_LINE.match(ln)
+        if not m:
+            raise ManifestError(f"not a conda list --export line: {one_line(ln)}")
+        name, version, build = m.groups()
+        if build == "dev_0":
+            continue
+        if build.startswith("pypi_"):
+            pip.append({"name": name, "version": version})
+        else:
+            conda.append(package_entry(name, version, build))
+    return conda, pip
