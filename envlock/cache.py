@@ -269,22 +269,45 @@ def _read(path: str, environ: Mapping[str, str]) -> tuple[bool, Any]:
         return False, None
 
 
-def _holds_secret(value: Any) -> bool:
-    """``True`` when any string in ``value`` would be redacted in a manifest."""
+def _secret_fragments(environ: Mapping[str, str]) -> set[str]:
+    """The pieces of the environment a manifest would not show: the whole value of a variable
+    whose name looks secret, and the parts of other values that redaction removes (URL
+    user-info, a conda token) — :mod:`envlock.redact`'s rules, applied to each variable."""
+    import re  # noqa: PLC0415
+
+    from envlock.redact import redact_text_urls, secret_name, secret_value  # noqa: PLC0415
+
+    out: set[str] = set()
+    split = re.compile(r"[/:@?&=;,\s]+")
+    for name, value in environ.items():
+        if len(value) < 6:  # noqa: PLR2004 - too short to find reliably (and to be a credential)
+            continue
+        if secret_name(name):
+            out.add(value)
+        elif "://" in value and secret_value(value):
+            kept = set(split.split(redact_text_urls(value)))
+            out.update(p for p in split.split(value) if len(p) >= 6 and p not in kept)  # noqa: PLR2004
+    return out
+
+
+def _holds_secret(text: str, value: Any, environ: Mapping[str, str]) -> bool:
+    """``True`` when the entry would hold something the manifest redacts: a URL with
+    credentials anywhere in ``value``, or a secret piece of the environment in ``text``."""
     from envlock.redact import secret_value  # noqa: PLC0415
 
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if isinstance(v, str):
-            if "://" in v and secret_value(v):
-                return True
-        elif isinstance(v, dict):
-            stack.extend(v.keys())
-            stack.extend(v.values())
-        elif isinstance(v, (list, tuple)):
-            stack.extend(v)
-    return False
+    if "://" in text:
+        stack = [value]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, str):
+                if "://" in v and secret_value(v):
+                    return True
+            elif isinstance(v, dict):
+                stack.extend(v.keys())
+                stack.extend(v.values())
+            elif isinstance(v, (list, tuple)):
+                stack.extend(v)
+    return any(piece in text for piece in _secret_fragments(environ))
 
 
 def _max_bytes(environ: Mapping[str, str]) -> int:
@@ -325,11 +348,11 @@ def _write(path: str, witnesses: list[list[Any]], value: Any, environ: Mapping[s
     import tempfile  # noqa: PLC0415
 
     data = {"format": FORMAT, "witness": witnesses, "value": value}
-    if _holds_secret(data):
-        return False
     directory = os.path.dirname(path)
     try:
         text = json.dumps(data, separators=(",", ":"))
+        if _holds_secret(text, data, environ):
+            return False
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
         try:
