@@ -24,9 +24,12 @@ Where a computation cannot name all of its inputs it calls :meth:`Recorder.uncac
 its answer is not stored.  Answers nest: a :func:`memo` computation that uses another cached
 answer (found or computed) inherits that answer's witnesses, and its refusal to be cached
 (:func:`current` is the recorder of the computation running in this context; a thread started
-inside a computation has none, so a computation must record what its threads read).  An entry that would hold a value the manifest redacts (a URL with
-user-info, a conda token: :func:`envlock.redact.secret_value`) is not stored either: a cache
-never holds a secret.  Keys are stored only as a hash.
+inside a computation has none, so a computation must record what its threads read).
+
+A cache never holds a secret: an entry that would hold what a manifest redacts — a URL with
+user-info or a conda token (:func:`envlock.redact.secret_value`), the value of a variable
+whose name looks secret, the credential part of any variable's value — is not written.  Keys,
+and the values of recorded variables, are stored only as hashes.
 
 Entries live under ``$XDG_CACHE_HOME/envlock/<namespace>/`` (``~/.cache`` by default), one
 JSON file per key, written atomically (temporary file + ``os.replace``); each namespace is
@@ -305,7 +308,7 @@ def _holds_secret(text: str, value: Any, environ: Mapping[str, str]) -> bool:
             elif isinstance(v, dict):
                 stack.extend(v.keys())
                 stack.extend(v.values())
-            elif isinstance(v, (list, tuple)):
+            elif isinstance(v, list | tuple):
                 stack.extend(v)
     return any(piece in text for piece in _secret_fragments(environ))
 

@@ -278,3 +278,30 @@ def test_ld_library_path_selecting_another_libpython(tmp_path: Path) -> None:
                                env=run_env)
         assert result.exit_code == 0, result.output
         assert json.loads(out.read_text())["python"]["version"] == own_version(extra), (extra, cached)
+
+
+@pytest.mark.realenv
+def test_real_torch_venv_cached_equals_uncached(cpu_venv: Path, tmp_path: Path) -> None:
+    """The same on the real torch venv (read-only): as it is, with an ``LD_LIBRARY_PATH``
+    directory, and after a copy of one of torch's libraries appears in that directory."""
+    w = World.__new__(World)
+    w.root, w.venv, w.python = tmp_path, cpu_venv, cpu_venv / "bin" / "python"
+    w.cache, w.work = tmp_path / "cache", tmp_path / "work"
+    w.work.mkdir()
+    w.env = {"HOME": str(tmp_path), "XDG_CACHE_HOME": str(w.cache), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    w.manifest0 = tmp_path / "m0.json"
+    code, text = w._invoke(["snapshot", "--python", str(w.python), "--repo", str(w.work), "-o", str(w.manifest0),
+                            "-q"], False)
+    assert code == 0, text
+    w.all_agree("the first run")
+    w.all_agree("nothing")
+    llp = tmp_path / "llp"
+    llp.mkdir()
+    w.env["LD_LIBRARY_PATH"] = str(llp)
+    before = w.all_agree("LD_LIBRARY_PATH")
+    gomp = sorted((cpu_venv / "lib").glob("python3*/site-packages/torch/lib/libgomp*.so*"))
+    if not gomp:
+        pytest.skip("no libgomp in this torch build")
+    shutil.copy(gomp[0], llp / gomp[0].name)
+    after = w.all_agree("a copy of torch's libgomp in LD_LIBRARY_PATH")
+    assert after["libs"] != before["libs"]

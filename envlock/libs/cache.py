@@ -61,7 +61,7 @@ def witness_paths(report: Any, module: str, sys_path: list[str], prefix: str | N
     paths: set[str] = set()
     for o in getattr(report, "objects", ()):
         paths.update((o.path, o.realpath))
-    resolutions = list(getattr(report, "requests", ())) + [r.resolution for r in getattr(report, "runtime", ())]
+    resolutions = [*getattr(report, "requests", ()), *(r.resolution for r in getattr(report, "runtime", ()))]
     for r in resolutions:
         if r.path:
             paths.add(r.path)

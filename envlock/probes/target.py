@@ -184,7 +184,7 @@ def query_interpreter(
     env = dict(os.environ if environ is None else environ)
     # The query must not write bytecode into the user's environment.
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    script = QUERY_SCRIPT if not _extra else QUERY_SCRIPT.replace("sys.stdout.write", _extra + "sys.stdout.write")
+    script = QUERY_SCRIPT.replace("sys.stdout.write", _extra + "sys.stdout.write") if _extra else QUERY_SCRIPT
     result = runner([target.python, "-c", script], timeout=timeout, env=env, cwd="/")
     if not result.ok:
         return _fallback(target, result.status if result.status != "failed" else "error", result.detail)
@@ -201,7 +201,7 @@ def query_interpreter(
             prefix=str(data["prefix"]),
             base_prefix=str(data["base_prefix"]),
             path=tuple(str(p) for p in data["path"]),
-            user_site=data.get("user_site") if data.get("user_site") and os.path.isdir(data["user_site"]) else None,
+            user_site=data["user_site"] if data.get("user_site") and os.path.isdir(data["user_site"]) else None,
         )
     except (ValueError, KeyError, TypeError) as exc:
         return _fallback(target, "error", f"unexpected answer from {target.python}: {exc}")
@@ -224,7 +224,8 @@ _LOADER_DEFAULT_DIRS = ("/lib", "/usr/lib", "/lib64", "/usr/lib64",
 _MAPS_SCRIPT = r"""
 try:
     with open("/proc/self/maps") as f:
-        d["maps"] = sorted(set(l.split(None, 5)[5].rstrip("\n") for l in f if len(l.split(None, 5)) == 6 and l.split(None, 5)[5].startswith("/")))
+        fields = [line.rstrip("\n").split(None, 5) for line in f]
+    d["maps"] = sorted({x[5] for x in fields if len(x) == 6 and x[5].startswith("/")})
 except Exception:
     d["maps"] = None
 d["customized"] = [m for m in ("sitecustomize", "usercustomize") if m in sys.modules]

@@ -8,9 +8,9 @@ frameworks' run-time ``dlopen`` targets) and carries each finding over as
 ``libs.<loader id>`` (``libs.shadowed``, ``libs.missing-version``, ``libs.not-found``,
 ``libs.runtime-not-found`` …) with the loader's severity, cause, evidence and fix.
 
-The loader's answer is cached with the signatures of everything
-it depends on (:func:`envlock.libs.cache.witness_paths`), so that repeated verifies of an unchanged environment
-skip the model and its imports.
+The loader's answer is cached (:func:`envlock.cache.memo`) with the signatures of everything
+it depends on (:func:`envlock.libs.cache.record_report`), so that repeated verifies of an
+unchanged environment skip the model and its imports.
 """
 
 from __future__ import annotations
@@ -125,10 +125,11 @@ def check_libraries(ctx: Any, *, analyze: Any = None, cache: bool = True) -> lis
             libcache.record_report(rec, report, module, sys_path, ctx.live.target.prefix, ctx.live.root)
             return found
 
-        key = libcache.answer_key(module=module, exe=exe, sys_path=sys_path, prefix=ctx.live.target.prefix,
-                                  root=ctx.live.root, environ=ctx.environ, purpose="verify-findings")
-        key["policy_module"] = module in ctx.config.modules  # decides the module-not-found finding
-        found = _cache.memo("verify-libs", key, compute, enabled=use_cache, environ=ctx.environ,
+        question = libcache.answer_key(module=module, exe=exe, sys_path=sys_path,
+                                       prefix=ctx.live.target.prefix, root=ctx.live.root,
+                                       environ=ctx.environ, purpose="verify-findings")
+        question["policy_module"] = module in ctx.config.modules  # decides module-not-found
+        found = _cache.memo("verify-libs", question, compute, enabled=use_cache, environ=ctx.environ,
                             encode=lambda fs: [f.to_json() for f in fs], decode=_findings)
         for f in found:
             key = (f.id, f.library or "", f.cause)
