@@ -272,38 +272,55 @@ def _read(path: str, environ: Mapping[str, str]) -> tuple[bool, Any]:
         return False, None
 
 
+def _redacted_variable(name: str, value: str) -> str:
+    """``value`` of variable ``name`` as a manifest may record it (:mod:`envlock.redact`)."""
+    from envlock import redact  # noqa: PLC0415
+
+    by_variable = getattr(redact, "redact_variable", None)
+    if by_variable is not None:
+        return str(by_variable(name, value)[0])
+    if redact.secret_name(name):
+        return redact.REDACTED
+    return redact.redact_text_urls(value) if redact.secret_value(value) else value
+
+
+_PIECES = r"[\s/:@?&=;,'\"]+"
+
+
 def _secret_fragments(environ: Mapping[str, str]) -> set[str]:
-    """The pieces of the environment a manifest would not show: the whole value of a variable
-    whose name looks secret, and the parts of other values that redaction removes (URL
-    user-info, a conda token) — :mod:`envlock.redact`'s rules, applied to each variable."""
+    """The pieces of the environment a manifest would not show: for each variable, the parts
+    of its value that redaction removes (all of it for a name that looks secret; URL
+    user-info, a conda token, a signed-URL parameter for others — :mod:`envlock.redact`)."""
     import re  # noqa: PLC0415
 
-    from envlock.redact import redact_text_urls, secret_name, secret_value  # noqa: PLC0415
-
+    split = re.compile(_PIECES)
     out: set[str] = set()
-    split = re.compile(r"[/:@?&=;,\s]+")
     for name, value in environ.items():
-        if len(value) < 6:  # noqa: PLR2004 - too short to find reliably (and to be a credential)
+        if len(value) < 4:  # noqa: PLR2004 - too short to be a credential or to be found reliably
             continue
-        if secret_name(name):
-            out.add(value)
-        elif "://" in value and secret_value(value):
-            kept = set(split.split(redact_text_urls(value)))
-            out.update(p for p in split.split(value) if len(p) >= 6 and p not in kept)  # noqa: PLR2004
+        shown = _redacted_variable(name, value)
+        if shown == value:
+            continue
+        kept = set(split.split(shown))
+        out.update(p for p in split.split(value) if len(p) >= 4 and p not in kept)  # noqa: PLR2004
     return out
 
 
 def _holds_secret(text: str, value: Any, environ: Mapping[str, str]) -> bool:
-    """``True`` when the entry would hold something the manifest redacts: a URL with
-    credentials anywhere in ``value``, or a secret piece of the environment in ``text``."""
-    from envlock.redact import secret_value  # noqa: PLC0415
+    """``True`` when the entry would hold something a manifest redacts: a string that
+    redaction changes anywhere in ``value``, or a secret piece of the environment in ``text``."""
+    from envlock import redact  # noqa: PLC0415
 
-    if "://" in text:
+    tree = getattr(redact, "redact_tree", None)
+    if tree is not None:
+        if tree(value) != value:
+            return True
+    elif "://" in text:
         stack = [value]
         while stack:
             v = stack.pop()
             if isinstance(v, str):
-                if "://" in v and secret_value(v):
+                if "://" in v and redact.secret_value(v):
                     return True
             elif isinstance(v, dict):
                 stack.extend(v.keys())

@@ -286,3 +286,32 @@ def test_tool_version_cache_is_keyed_on_the_loader_variables(tmp_path: Path, mon
     assert _version_output("gcc", gcc, call, cache=True, env={"LD_LIBRARY_PATH": str(tmp_path)}) == "gcc 2\n"
     assert _version_output("clang", gcc, call, cache=True, env={}) == "gcc 3\n"  # never cached
     assert _version_output("clang", gcc, call, cache=True, env={}) == "gcc 4\n"
+
+
+def test_snapshot_and_libs_leave_no_secret_in_their_caches(tiny_venv: Path, tmp_path: Path) -> None:
+    """An ``LD_LIBRARY_PATH`` directory whose name holds a credential, and secret-named
+    variables: the commands run, and no cache file holds any of it."""
+    from click.testing import CliRunner
+
+    from envlock.cli import cli
+
+    secret_dir = f"{tmp_path}/srv/https://u:ld15SECRET@h/lib"
+    os.makedirs(secret_dir)
+    env: dict[str, str | None] = {k: None for k in os.environ if k.startswith(("PYTHON", "LD_", "ENVLOCK_"))}
+    env.update({"HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+                "LD_LIBRARY_PATH": f"/opt/x/lib:{secret_dir}", "HF_TOKEN": "hf_n1SECRETvalue",
+                "PIP_INDEX_URL": "https://alice:pw1SECRET@pypi.example.org/simple"})
+    python = str(tiny_venv / "bin" / "python")
+    runner = CliRunner()
+    for args in (["snapshot", "--python", python, "-o", str(tmp_path / "m.toml"), "-q"],
+                 ["libs", "--python", python, "--format", "json"]):
+        result = runner.invoke(cli, args, env=env)
+        assert result.exit_code in (0, 1), result.output
+    env["LD_LIBRARY_PATH"] = "/opt/x/lib"  # without the secret directory the caches fill
+    assert runner.invoke(cli, ["libs", "--python", python, "--format", "json"], env=env).exit_code in (0, 1)
+    files = [f for f in (tmp_path / "cache").rglob("*") if f.is_file()]
+    assert any("libs-answers" in str(f) for f in files)
+    for f in files:
+        text = f.read_bytes().decode("utf-8", "replace")
+        for secret in ("ld15SECRET", "n1SECRET", "pw1SECRET"):
+            assert secret not in text, f
