@@ -214,6 +214,9 @@ def test_cached_and_uncached_outputs_agree_as_inputs_change(world: World) -> Non
     (home2 / ".local" / "lib" / PY / "site-packages").mkdir(parents=True)
     step("HOME (with a user site)", lambda: w.env.update(HOME=str(home2)))
     # -- files ---------------------------------------------------------------------------
+    meta = w.site / "torch-2.0.0.dist-info" / "METADATA"
+    step("torch's METADATA edited in place (the owner's version)",
+         lambda: meta.write_text(meta.read_text().replace("2.0.0", "2.0.1")))
     step("a .pth file in site-packages", lambda: (w.site / "zz-extra.pth").write_text(str(extra) + "\n"))
     dep = _cc(w.root / "dep" / "libdep.so.1", soname="libdep.so.1")
     step("libtorch_cuda.so rebuilt with a new DT_NEEDED (content)", lambda: w.build_torch_cuda(extra=(dep,)))

@@ -55,8 +55,10 @@ def witness_paths(report: Any, module: str, sys_path: list[str], prefix: str | N
     directory holding it (a new file there changes the directory's mtime); the loader's
     configuration files (``ld.so.cache``, ``ld.so.conf``, ``ld.so.preload``); the directories its
     hints and owner lookups read (``sys.path`` entries, ``nvidia/*/lib``, ``*/lib``, ``*.libs``,
-    ``<prefix>/lib``, ``conda-meta``, CUDA toolkit ``lib64`` directories, dpkg's database); and the
-    module's ``__init__.py`` (torch's import sequence is read from it).
+    ``<prefix>/lib``, ``conda-meta``, CUDA toolkit ``lib64`` directories, dpkg's database); the
+    owner sources read in place (each ``*.dist-info``'s ``RECORD`` and ``METADATA``, each
+    ``conda-meta/*.json``); and the module's ``__init__.py`` (torch's import sequence is read
+    from it).
     """
     paths: set[str] = set()
     for o in getattr(report, "objects", ()):
@@ -73,10 +75,12 @@ def witness_paths(report: Any, module: str, sys_path: list[str], prefix: str | N
     paths.update(_module_paths(module, sys_path))
     for entry in sys_path:
         e = glob.escape(entry)
-        for pattern in ("nvidia/*/lib", "*/lib", "*.libs", "nvidia"):
+        for pattern in ("nvidia/*/lib", "*/lib", "*.libs", "nvidia", "*.dist-info/RECORD",
+                        "*.dist-info/METADATA"):
             paths.update(glob.glob(os.path.join(e, pattern)))
     if prefix:
         paths.update((os.path.join(prefix, "lib"), os.path.join(prefix, "conda-meta")))
+        paths.update(glob.glob(os.path.join(glob.escape(prefix), "conda-meta", "*.json")))
     r = _under(root, "/usr/local").rstrip("/")
     paths.update(glob.glob(f"{glob.escape(r)}/cuda*/lib64") + glob.glob(f"{glob.escape(r)}/cuda*/lib"))
     return sorted(p for p in paths if p)
