@@ -52,7 +52,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 __all__ = [
-    "FORMAT", "MAX_NAMESPACE_BYTES", "Recorder", "memo", "current", "is_enabled", "signature",
+    "FORMAT", "MAX_NAMESPACE_BYTES", "Recorder", "memo", "current", "is_enabled", "code_stamp", "signature",
     "cache_dir", "entry_path", "load", "store",
 ]
 
