@@ -204,9 +204,10 @@ def test_cached_and_uncached_outputs_agree_as_inputs_change(world: World) -> Non
     (userbase / "lib" / PY / "site-packages").mkdir(parents=True)
     step("PYTHONUSERBASE (with a user site)", lambda: w.env.update(PYTHONUSERBASE=str(userbase)))
     step("PYTHONNOUSERSITE", lambda: w.env.update(PYTHONNOUSERSITE="1"))
-    step("PYTHONPLATLIBDIR", lambda: w.env.update(PYTHONPLATLIBDIR="lib"))
-    step("PYTHONHOME (the base installation)", lambda: w.env.update(PYTHONHOME=sys.base_prefix))
-    for name in ("PYTHONHOME", "PYTHONPLATLIBDIR", "PYTHONNOUSERSITE", "PYTHONUSERBASE", "PYTHONSAFEPATH",
+    step("PYTHONPLATLIBDIR (no such stdlib: the query fails)", lambda: w.env.update(PYTHONPLATLIBDIR="lib64"))
+    step("PYTHONPLATLIBDIR unset", lambda: w.env.pop("PYTHONPLATLIBDIR"))
+    step("PYTHONHOME (another standard library)", lambda: w.env.update(PYTHONHOME="/usr"))
+    for name in ("PYTHONHOME", "PYTHONNOUSERSITE", "PYTHONUSERBASE", "PYTHONSAFEPATH",
                  "PYTHONPATH"):
         w.env.pop(name)
     # HOME: the user site directory moves with it (PEP 370).
