@@ -315,3 +315,35 @@ def test_snapshot_and_libs_leave_no_secret_in_their_caches(tiny_venv: Path, tmp_
         text = f.read_bytes().decode("utf-8", "replace")
         for secret in ("ld15SECRET", "n1SECRET", "pw1SECRET"):
             assert secret not in text, f
+
+
+def test_libs_answer_follows_a_new_python3_earlier_on_path(tiny_venv: Path, tmp_path: Path) -> None:
+    """``envlock libs`` without ``--python`` takes the first ``python3`` on ``PATH``: one that
+    appears in an earlier directory changes the answer, cached or not."""
+    from click.testing import CliRunner
+
+    from envlock.cli import cli
+
+    other = tmp_path / "other"
+    subprocess.run([sys._base_executable, "-m", "venv", "--without-pip", str(other)],  # type: ignore[attr-defined]
+                   check=True, capture_output=True, timeout=120)
+    early, late = tmp_path / "early", tmp_path / "late"
+    early.mkdir()
+    late.mkdir()
+    (late / "python3").symlink_to(tiny_venv / "bin" / "python")
+    env: dict[str, str | None] = {k: None for k in os.environ
+                                  if k.startswith(("PYTHON", "LD_", "ENVLOCK_", "CONDA_", "VIRTUAL_ENV"))}
+    env.update({"HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache"),
+                "PATH": f"{early}:{late}:/usr/bin:/bin"})
+    runner = CliRunner()
+
+    def both() -> str:
+        cached = runner.invoke(cli, ["libs", "--format", "json"], env=env)
+        fresh = runner.invoke(cli, ["libs", "--format", "json", "--no-cache"], env=env)
+        assert cached.output == fresh.output
+        return fresh.output
+
+    first = both()
+    assert both() == first
+    (early / "python3").symlink_to(other / "bin" / "python")
+    assert both() != first

@@ -369,9 +369,13 @@ def libs(
     no_cache = no_cache or not is_enabled(environ)
     argv = ["libs", *targets, f"--python={python}", f"--prefix={prefix}", f"--format={fmt}", f"--why={why}",
             f"--symbols={symbols}"]
-    out, err, code = memo_answer(argv, environ, lambda rec: _compute(
-        targets, python, prefix, fmt, why, runtime, no_cache, environ, symbols, rec=rec),
-        enabled=not (no_cache or runtime))
+    def compute(rec: Any) -> tuple[str, str, int]:
+        from envlock.probes.target import record_resolution
+
+        record_resolution(rec, python=python, prefix=prefix, environ=environ)
+        return _compute(targets, python, prefix, fmt, why, runtime, no_cache, environ, symbols, rec=rec)
+
+    out, err, code = memo_answer(argv, environ, compute, enabled=not (no_cache or runtime))
     if err:
         click.echo(err, err=True, nl=False)
     sys.stdout.write(out)

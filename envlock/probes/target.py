@@ -27,7 +27,8 @@ from envlock.errors import TargetError
 from envlock.manifest import PythonInfo, Target
 
 __all__ = [
-    "QUERY_SCRIPT", "ResolvedTarget", "resolve_target", "query_interpreter", "query_interpreter_cached",
+    "QUERY_SCRIPT", "ResolvedTarget", "resolve_target", "record_resolution", "query_interpreter",
+    "query_interpreter_cached",
     "refine_target", "target_kind",
 ]
 
@@ -158,6 +159,33 @@ def resolve_target(
     root = _prefix_of(exe)
     return ResolvedTarget(kind=target_kind(root), prefix=str(root), python=str(exe), chosen_by="PATH",
                           skipped=tuple(skipped))
+
+
+def record_resolution(rec: Recorder, *, python: str | None, prefix: str | None,
+                      environ: Mapping[str, str]) -> None:
+    """Record through ``rec`` every input :func:`resolve_target` reads for these arguments:
+    the ``PATH`` directories (a new ``python3`` earlier on ``PATH`` changes the target), the
+    ``CONDA_PREFIX``/``VIRTUAL_ENV`` directories, the chosen prefix's ``bin/python``,
+    ``bin/python3``, ``conda-meta`` and ``pyvenv.cfg`` (its kind).  The variables themselves
+    belong in the caller's key."""
+    roots: list[str] = []
+    if python:
+        rec.file(python)
+        roots.append(str(_prefix_of(Path(os.path.abspath(python)))))
+    if prefix:
+        roots.append(os.path.abspath(prefix))
+    for var in ("CONDA_PREFIX", "VIRTUAL_ENV"):
+        if environ.get(var):
+            roots.append(os.path.abspath(environ[var]))
+    for d in (environ.get("PATH") or "").split(os.pathsep):
+        if d:
+            rec.directory(d)
+            rec.file(os.path.join(d, "python3"))
+            roots.append(str(_prefix_of(Path(os.path.abspath(os.path.join(d, "python3"))))))
+    for root in dict.fromkeys(roots):
+        rec.directory(root)
+        for name in ("bin", "bin/python", "bin/python3", "conda-meta", "pyvenv.cfg"):
+            rec.file(os.path.join(root, name))
 
 
 def query_interpreter(
