@@ -347,3 +347,25 @@ def test_libs_answer_follows_a_new_python3_earlier_on_path(tiny_venv: Path, tmp_
     assert both() == first
     (early / "python3").symlink_to(other / "bin" / "python")
     assert both() != first
+
+
+def test_libraries_table_is_looked_up_once_on_a_miss(tiny_venv: Path, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cold snapshot reads the ``[libraries]`` entry once, then computes it (no second
+    lookup inside the loader model); a warm one reads it once and computes nothing."""
+    import envlock
+    from envlock.libs import analysis
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    reads: list[str] = []
+    computed: list[int] = []
+    real_read, real_probe = cache._read, analysis.probe_libraries
+    monkeypatch.setattr(cache, "_read", lambda path, environ: (reads.append(path), real_read(path, environ))[1])
+    monkeypatch.setattr(analysis, "probe_libraries",
+                        lambda **kw: (computed.append(1), real_probe(**kw))[1])
+    for expected_computed in (1, 1):
+        reads.clear()
+        envlock.snapshot(python=str(tiny_venv / "bin" / "python"), stack=False)
+        assert sum("/snapshot-libs/" in p for p in reads) == 1
+        assert len(computed) == expected_computed
