@@ -48,11 +48,12 @@ import functools
 import hashlib
 import json
 import os
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 __all__ = [
-    "FORMAT", "MAX_NAMESPACE_BYTES", "Recorder", "memo", "current", "is_enabled", "code_stamp", "signature",
+    "FORMAT", "MAX_NAMESPACE_BYTES", "RACY_NS", "Recorder", "memo", "current", "is_enabled", "code_stamp", "signature",
     "cache_dir", "entry_path", "load", "store",
 ]
 
@@ -64,6 +65,11 @@ FORMAT = 3
 #: Bytes one namespace may hold before its least recently used entries are evicted
 #: (``ENVLOCK_CACHE_MAX_MB`` overrides it).
 MAX_NAMESPACE_BYTES = 64 * 1024 * 1024
+
+#: A witness whose ctime is this recent (ns) when a computation started, or later, may have
+#: changed after it was read, within one tick of the clock that stamps files (the kernel's
+#: coarse clock: 1-10 ms): such an answer is not stored (git's "racily clean" index entries).
+RACY_NS = 20_000_000
 
 #: Paths never recorded as witnesses: their contents are not files of the environment.
 _VOLATILE = ("/proc/", "/dev/", "/sys/")
@@ -438,12 +444,24 @@ def memo(
             if outer is not None:
                 outer.merge(stored["witness"])
             return value  # type: ignore[no-any-return]
+    started = time.time_ns()
     value = _run(compute, rec)
-    if rec.reason is None:
+    if rec.reason is None and not _racy(rec.entries(), started):
         _write(path, rec.entries(), encode(value) if encode is not None else value, env)
     if outer is not None:
         outer.merge(rec.entries(), rec.reason)
     return value
+
+
+def _racy(witnesses: Iterable[list[Any]], started_ns: int) -> bool:
+    """``True`` when a file, directory or link witness changed (ctime) at most
+    :data:`RACY_NS` before ``started_ns`` or later: it may have changed during the computation
+    after it was read, so its signature cannot vouch for the answer."""
+    limit = started_ns - RACY_NS
+    for kind, _name, sig in witnesses:
+        if kind in ("file", "dir", "link") and sig is not None and sig[4] >= limit:
+            return True
+    return False
 
 
 def _run(compute: Callable[[Recorder], T], rec: Recorder) -> T:
@@ -479,7 +497,8 @@ def store(path: str, witnesses: Iterable[str], payload: Any) -> None:
         return
     rec = Recorder()
     rec.files(witnesses)
-    _write(path, rec.entries(), payload, os.environ)
+    if not _racy(rec.entries(), time.time_ns()):
+        _write(path, rec.entries(), payload, os.environ)
     outer = _CURRENT.get()
     if outer is not None:
         outer.merge(rec.entries())

@@ -16,6 +16,12 @@ from envlock import cache
 from envlock.cache import Recorder, memo
 
 
+@pytest.fixture(autouse=True)
+def _not_racy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests change files just before asking; the racy-witness margin is tested alone."""
+    monkeypatch.setattr(cache, "RACY_NS", 0)
+
+
 @pytest.fixture()
 def env(tmp_path: Path) -> dict[str, str]:
     return {"XDG_CACHE_HOME": str(tmp_path / "cache"), "HOME": str(tmp_path)}
@@ -51,6 +57,37 @@ def test_file_witness_sees_content_size_and_in_place_rewrites(tmp_path: Path, en
     assert memo("t", {"q": 1}, c, environ=env) is None and c.runs == 4
     f.write_bytes(b"")  # a missing input that appears
     assert memo("t", {"q": 1}, c, environ=env) is not None and c.runs == 5
+
+
+def test_an_input_changed_during_or_just_before_the_computation_is_no_witness(
+        tmp_path: Path, env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """git's "racily clean" rule: a witness whose ctime is within RACY_NS of the start (or
+    later) may have changed after it was read; the answer is not stored."""
+    monkeypatch.setattr(cache, "RACY_NS", 10**9)  # one second
+    f = tmp_path / "input"
+    f.write_text("a")
+
+    def read_then_change(rec: Recorder) -> str:
+        value = f.read_text()
+        rec.file(f)
+        return value
+
+    c = Counter(read_then_change)
+    memo("t", 1, c, environ=env)
+    memo("t", 1, c, environ=env)
+    assert c.runs == 2 and not (tmp_path / "cache").exists()  # changed a moment ago: not kept
+    monkeypatch.setattr(cache, "RACY_NS", 0)
+    memo("t", 1, c, environ=env)
+    memo("t", 1, c, environ=env)
+    assert c.runs == 3  # stable since before the start: kept
+
+    def change_while_computing(rec: Recorder) -> str:
+        f.write_text("b")  # changed while the answer is computed, then recorded
+        rec.file(f)
+        return "stale"
+
+    memo("t", 2, change_while_computing, environ=env)
+    assert memo("t", 2, lambda rec: "fresh", environ=env) == "fresh"
 
 
 def test_directory_listing_link_target_and_variables(tmp_path: Path, env: dict[str, str]) -> None:

@@ -119,9 +119,13 @@ def test_cli_interpreter_only(tmp_path: Path) -> None:
 
 
 
-def test_answer_cache_is_reused_and_invalidated(build: Builder, tmp_path: Path) -> None:
+def test_answer_cache_is_reused_and_invalidated(build: Builder, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """A stored answer is printed again only while every input is unchanged: a library that
     appears in an LD_LIBRARY_PATH directory changes that directory, so the answer is redone."""
+    from envlock import cache
+
+    monkeypatch.setattr(cache, "RACY_NS", 0)  # the files are built just before the first run
     site = build.root / "site"
     build.lib("site/nvidia/cudnn/lib/libcudnn.so.8", soname="libcudnn.so.8")
     build.lib("site/torch/lib/libtorch_cuda.so", soname="libtorch_cuda.so",
