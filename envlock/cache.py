@@ -23,7 +23,7 @@ Witness kinds and what "the same" means:
 Where a computation cannot name all of its inputs it calls :meth:`Recorder.uncacheable` and
 its answer is not stored.  Answers nest: a :func:`memo` computation that uses another cached
 answer (found or computed) inherits that answer's witnesses, and its refusal to be cached
-(:func:`current` is the recorder of the computation running in this context; a thread started
+(:func:`current` is the recorder of the computation running in this thread; a thread started
 inside a computation has none, so a computation must record what its threads read).
 
 A cache never holds a secret: an entry that would hold what a manifest redacts — a URL with
@@ -43,11 +43,11 @@ entry-at-a-time interface, kept as thin wrappers over the same format, writer an
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import hashlib
 import json
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
@@ -201,15 +201,18 @@ class Recorder:
         return [[k, n, v] for (k, n), v in sorted(self.witnesses.items(), key=lambda kv: kv[0])]
 
 
-_CURRENT: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("envlock_cache_recorder",
-                                                                       default=None)
+class _Current(threading.local):
+    recorder: Recorder | None = None
+
+
+_CURRENT = _Current()
 
 
 def current() -> Recorder | None:
-    """The :class:`Recorder` of the :func:`memo` computation running in this thread (context),
-    or ``None``.  Code that cannot record its inputs calls ``current().uncacheable(...)`` when
+    """The :class:`Recorder` of the :func:`memo` computation running in this thread, or
+    ``None``.  Code that cannot record its inputs calls ``current().uncacheable(...)`` when
     there is one, so that no answer built on it is stored."""
-    return _CURRENT.get()
+    return _CURRENT.recorder
 
 
 def _current(kind: str, name: str, environ: Mapping[str, str]) -> Any:
@@ -427,7 +430,7 @@ def memo(
     """
     env = os.environ if environ is None else environ
     rec = Recorder(env)
-    outer = _CURRENT.get()
+    outer = _CURRENT.recorder
     if not (enabled and is_enabled(env)):
         value = _run(compute, rec)
         if outer is not None:
@@ -465,11 +468,11 @@ def _racy(witnesses: Iterable[list[Any]], started_ns: int) -> bool:
 
 
 def _run(compute: Callable[[Recorder], T], rec: Recorder) -> T:
-    token = _CURRENT.set(rec)
+    previous, _CURRENT.recorder = _CURRENT.recorder, rec
     try:
         return compute(rec)
     finally:
-        _CURRENT.reset(token)
+        _CURRENT.recorder = previous
 
 
 # -- the entry-at-a-time interface (kept for callers not yet on memo) -------------------------
@@ -483,7 +486,7 @@ def load(path: str) -> Any | None:
     ok, data = _read(path, os.environ)
     if not ok:
         return None
-    outer = _CURRENT.get()
+    outer = _CURRENT.recorder
     if outer is not None:
         outer.merge(data["witness"])
     return data["value"]
@@ -499,6 +502,6 @@ def store(path: str, witnesses: Iterable[str], payload: Any) -> None:
     rec.files(witnesses)
     if not _racy(rec.entries(), time.time_ns()):
         _write(path, rec.entries(), payload, os.environ)
-    outer = _CURRENT.get()
+    outer = _CURRENT.recorder
     if outer is not None:
         outer.merge(rec.entries())
