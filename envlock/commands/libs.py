@@ -363,25 +363,19 @@ def libs(
     """
     _check_arguments(targets, why)
     environ = dict(os.environ)
-    if no_cache or runtime:
-        out, err, code = _compute(targets, python, prefix, fmt, why, runtime, no_cache, environ, symbols)
-    else:
-        from envlock import cache as _statcache
-        from envlock.libs import answer as libanswer
+    from envlock.cache import is_enabled
+    from envlock.libs.answer import memo_answer
 
-        entry = libanswer.answer_entry(["libs", *targets, f"--python={python}", f"--prefix={prefix}",
-                                        f"--format={fmt}", f"--why={why}", f"--symbols={symbols}"],
-                                       environ)
-        hit = _statcache.load(entry)
-        if isinstance(hit, dict) and isinstance(hit.get("stdout"), str) and isinstance(hit.get("exit"), int):
-            out, err, code = hit["stdout"], "", hit["exit"]
-        else:
-            tracer = libanswer.InputTracer(ignore=[os.path.dirname(_statcache.cache_dir("", environ))])
-            with tracer.active():
-                out, err, code = _compute(targets, python, prefix, fmt, why, runtime, no_cache, environ,
-                                          symbols)
-            if not err:  # an answer with warnings (e.g. a failed sys.path query) is not kept
-                _statcache.store(entry, tracer.inputs, {"stdout": out, "exit": code})
+    no_cache = no_cache or not is_enabled(environ)
+    argv = ["libs", *targets, f"--python={python}", f"--prefix={prefix}", f"--format={fmt}", f"--why={why}",
+            f"--symbols={symbols}"]
+    def compute(rec: Any) -> tuple[str, str, int]:
+        from envlock.probes.target import record_resolution
+
+        record_resolution(rec, python=python, prefix=prefix, environ=environ)
+        return _compute(targets, python, prefix, fmt, why, runtime, no_cache, environ, symbols, rec=rec)
+
+    out, err, code = memo_answer(argv, environ, compute, enabled=not (no_cache or runtime))
     if err:
         click.echo(err, err=True, nl=False)
     sys.stdout.write(out)
@@ -412,9 +406,10 @@ def _check_arguments(targets: Sequence[str], why: str | None) -> None:
 
 def _compute(
     targets: tuple[str, ...], python: str | None, prefix: str | None, fmt: str, why: str | None,
-    runtime: bool, no_cache: bool, environ: dict[str, str], symbols: bool = False,
+    runtime: bool, no_cache: bool, environ: dict[str, str], symbols: bool = False, rec: Any = None,
 ) -> tuple[str, str, int]:
-    """Run the analysis: returns ``(stdout, stderr, exit status)``."""
+    """Run the analysis: returns ``(stdout, stderr, exit status)``; the inputs each report
+    depends on are recorded through ``rec`` (:func:`envlock.libs.cache.record_report`)."""
     from envlock.libs.elf import ElfCache
     from envlock.probes.target import resolve_target
     from envlock.libs.analysis import analyze_module
@@ -447,6 +442,10 @@ def _compute(
                                   extra_first=bool(extra), check_symbols=symbols)
 
         report = analyze()
+        if rec is not None:
+            from envlock.libs.cache import record_report
+
+            record_report(rec, report, name, sys_path, target_prefix, "/")
         if launcher:
             import dataclasses
 

@@ -1070,14 +1070,12 @@ def probe_libraries(
     root: str = "/",
     module: str = "torch",
     elf_cache: ElfCache | None = None,
-    cache: bool = False,
+    recorder: Any = None,
 ) -> Any:
     """The ``[libraries]`` table: how ``module``'s key libraries resolve. Never raises.
 
-    With ``cache``, the table is kept on disk (:mod:`envlock.cache`, namespace
-    ``snapshot-libs``, :func:`envlock.libs.cache.libraries_entry`) with the signatures of every
-    file it depends on (:func:`envlock.libs.cache.witness_paths`), and reused while they are all
-    unchanged.
+    With ``recorder`` (an :class:`envlock.cache.Recorder`), every input of the answer is
+    recorded through it (:func:`envlock.libs.cache.record_report`) for :func:`envlock.cache.memo`.
 
     :param python_exe: the target interpreter.
     :param sys_path: its ``sys.path``.
@@ -1086,27 +1084,20 @@ def probe_libraries(
     :param root: system root.
     :param module: the framework to analyse.
     :param elf_cache: optional cache of parsed ELF facts.
-    :param cache: use and fill the answer cache.
+    :param recorder: where to record the inputs read, or ``None``.
     :returns: :class:`~envlock.manifest.libraries.LibrariesInfo`; ``status="absent"`` when the
         module is not installed, ``"error"`` (with ``error``) when the analysis failed.
     """
     from envlock.manifest.libraries import LibrariesInfo, LibraryRecord
 
     source = f"envlock loader model ({module})"
-    entry = None
-    try:
-        if cache:
-            from envlock.manifest import _model
-            from envlock import cache as _statcache
-            from envlock.libs import cache as libcache
+    from envlock.libs import cache as libcache
 
-            entry = libcache.libraries_entry(module=module, exe=python_exe, sys_path=sys_path,
-                                             prefix=prefix, root=root, environ=env)
-            payload = _statcache.load(entry)
-            if payload is not None:
-                return _model.from_dict(LibrariesInfo, payload)
+    try:
         _package_dir, files = find_module_files(module, sys_path)
         if not files:
+            if recorder is not None:
+                libcache.record_absent(recorder, module, sys_path)
             return LibrariesInfo(status="absent", source=source, module=module)
         report = analyze_module(python_exe, module, sys_path=sys_path, prefix=prefix, env=env,
                                 root=root, elf_cache=elf_cache)
@@ -1130,14 +1121,11 @@ def probe_libraries(
             resolved=tuple(records[k] for k in sorted(records)),
             findings=tuple(f"{f.severity} [{f.id}] {f.title}" for f in report.findings),
         )
-        if entry is not None:
-            from envlock.manifest import _model
-            from envlock import cache as _statcache
-            from envlock.libs import cache as libcache
-
-            _statcache.store(entry, libcache.witness_paths(report, module, list(sys_path), prefix, root),
-                             _model.to_dict(info))
+        if recorder is not None:
+            libcache.record_report(recorder, report, module, sys_path, prefix, root)
         return info
     except Exception as exc:  # noqa: BLE001 - a probe never raises (docs: principles)
+        if recorder is not None:
+            recorder.uncacheable(f"{type(exc).__name__}: {exc}")
         return LibrariesInfo(status="error", source=source, module=module,
                              error=f"{type(exc).__name__}: {exc}")

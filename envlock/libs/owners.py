@@ -150,7 +150,8 @@ class OwnerIndex:
                 st = os.stat(record)
             except OSError:
                 continue
-            records.append((name, version, record, site, [st.st_ino, st.st_size, st.st_mtime_ns]))
+            records.append((name, version, record, site,
+                            [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]))
         import hashlib
 
         key = "pip-" + hashlib.sha256(
@@ -225,7 +226,7 @@ class OwnerIndex:
         except OSError:
             self._dpkg = {}
             return self._dpkg
-        key = f"dpkg-{st.st_dev:x}-{st.st_ino:x}-{st.st_mtime_ns:x}"
+        key = f"dpkg-{st.st_dev:x}-{st.st_ino:x}-{st.st_mtime_ns:x}-{st.st_ctime_ns:x}"
         cached = self._load_cache(key)
         if isinstance(cached, dict):
             self._dpkg = cached
@@ -260,27 +261,30 @@ class OwnerIndex:
         return None
 
     def _load_cache(self, key: str) -> object:
+        """The entry ``key`` of the owner cache (:func:`envlock.cache.load`), or ``None``."""
         if self.cache_dir is None:
             return None
-        try:
-            with open(os.path.join(self.cache_dir, key + ".json"), encoding="utf-8") as f:
-                return json.load(f)
-        except (OSError, ValueError):
-            return None
+        from envlock import cache  # noqa: PLC0415
+
+        return cache.load(self._entry(key))
 
     def _store_cache(self, key: str, data: object) -> None:
+        """Keep ``data`` as entry ``key`` (envlock's one writer: atomic, bounded, never a
+        secret, not under ``ENVLOCK_NO_CACHE``); the key names the stat of what was read."""
         if self.cache_dir is None:
             return
-        import tempfile
+        from envlock import cache  # noqa: PLC0415
 
-        try:
-            os.makedirs(self.cache_dir, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.cache_dir, prefix=".tmp-")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(data, f, separators=(",", ":"))
-            os.replace(tmp, os.path.join(self.cache_dir, key + ".json"))
-        except OSError:
-            return
+        cache.store(self._entry(key), [], data)
+
+    def _entry(self, key: str) -> str:
+        """The file of entry ``key``: the name also holds envlock's version and code."""
+        import hashlib  # noqa: PLC0415
+
+        from envlock.cache import code_stamp  # noqa: PLC0415
+
+        stamp = hashlib.sha256(code_stamp().encode()).hexdigest()[:10]
+        return os.path.join(str(self.cache_dir), f"{key}-{stamp}.json")
 
     # -- public ----------------------------------------------------------------------------
     def owner(self, path: str) -> Owner | None:
@@ -350,7 +354,7 @@ def read_pins(index: OwnerIndex, dist: str) -> list[Pin]:
         versions = hashlib.sha256(json.dumps(sorted(
             (n, v[0]) for n, v in index.dists().items())).encode()).hexdigest()[:12]
         key = (f"pins-{normalize_name(dist)}-{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}"
-               f"-{versions}")
+               f"-{st.st_ctime_ns:x}-{versions}")
     except OSError:
         key = ""
     cached = index._load_cache(key) if key else None

@@ -310,19 +310,28 @@ def _arch_key(arch: str) -> tuple[int, str]:
 
 # -- probes per framework --------------------------------------------------------------------
 def cached_fatbin_archs(path: str | os.PathLike[str]) -> tuple[tuple[str, ...], str | None]:
-    """:func:`fatbin_archs`, kept on disk (:mod:`envlock.cache`, namespace
-    ``fatbin-archs``) while the file's signature is unchanged: reading thousands of entry
-    headers of a 1 GB ``libtorch_cuda.so`` costs ~0.1 s warm and ~0.5 s on a cold page cache."""
-    from envlock import cache as _statcache  # noqa: PLC0415
+    """:func:`fatbin_archs`, kept by :func:`envlock.cache.memo` (namespace ``fatbin-archs``)
+    while the file's signature is unchanged: reading thousands of entry headers of a 1 GB
+    ``libtorch_cuda.so`` costs ~0.1 s warm and ~0.5 s on a cold page cache.  The answer depends
+    on the file's bytes only; an answer with an error is not kept."""
+    from envlock import cache as _cache  # noqa: PLC0415
 
     real = os.path.realpath(path)
-    entry = _statcache.entry_path("fatbin-archs", {"v": 1, "path": real})
-    payload = _statcache.load(entry)
-    if isinstance(payload, list) and len(payload) == 2:  # noqa: PLR2004
-        return tuple(payload[0]), payload[1]
-    archs, err = fatbin_archs(real)
-    _statcache.store(entry, [real], [list(archs), err])
-    return archs, err
+
+    def compute(rec: _cache.Recorder) -> tuple[tuple[str, ...], str | None]:
+        rec.file(real)
+        archs, err = fatbin_archs(real)
+        if err:
+            rec.uncacheable(err)
+        return archs, err
+
+    def decode(v: object) -> tuple[tuple[str, ...], str | None]:
+        if not (isinstance(v, list) and len(v) == 2 and isinstance(v[0], list)):  # noqa: PLR2004
+            raise ValueError("bad entry")
+        return tuple(str(a) for a in v[0]), v[1]
+
+    return _cache.memo("fatbin-archs", {"v": 2, "path": real}, compute,
+                       encode=lambda v: [list(v[0]), v[1]], decode=decode)
 
 
 def _torch(dist: Dist | None, conda: CondaMetaRecord | None, read_archs: bool) -> FrameworkBuild:

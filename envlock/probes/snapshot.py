@@ -296,27 +296,33 @@ def target_path_dirs(target: ResolvedTarget, environ: Mapping[str, str]) -> tupl
 def _libraries(
     target: ResolvedTarget, sys_path: Sequence[str], environ: Mapping[str, str], root: str
 ) -> object:
-    """``[libraries]`` for torch, through the loader model (never raises); parsed ELF facts and
-    the answer itself are cached, valid while every file it depends on is unchanged."""
-    from envlock import cache as _statcache  # noqa: PLC0415
-    from envlock.errors import ManifestError  # noqa: PLC0415
+    """``[libraries]`` for torch, through the loader model (never raises); the answer is kept by
+    :func:`envlock.cache.memo` (namespace ``snapshot-libs``, key
+    :func:`envlock.libs.cache.answer_key`) while every input the report records is unchanged,
+    and looked up once: a miss computes it directly.  Parsed ELF facts are cached on disk
+    (not with ``ENVLOCK_NO_CACHE=1``)."""
+    from envlock import cache as _cache  # noqa: PLC0415
     from envlock.libs import cache as libcache  # noqa: PLC0415
     from envlock.manifest import _model  # noqa: PLC0415
     from envlock.manifest.libraries import LibrariesInfo  # noqa: PLC0415
 
-    entry = libcache.libraries_entry(module="torch", exe=str(target.python), sys_path=sys_path,
-                                     prefix=target.prefix, root=root, environ=environ)
-    hit = _statcache.load(entry)
-    if hit is not None:
-        try:
-            return _model.from_dict(LibrariesInfo, hit)
-        except ManifestError:  # a damaged or outdated entry is recomputed
-            pass
-    from envlock.libs.analysis import probe_libraries  # noqa: PLC0415
-    from envlock.libs.elf import ElfCache  # noqa: PLC0415 - the loader model only on a miss
+    use_cache = _cache.is_enabled(environ)
 
-    return probe_libraries(python_exe=str(target.python), sys_path=sys_path, prefix=target.prefix,
-                           env=environ, root=root, module="torch", elf_cache=ElfCache(), cache=True)
+    def compute(rec: _cache.Recorder) -> LibrariesInfo:
+        from envlock.libs.analysis import probe_libraries  # noqa: PLC0415 - the loader model only on a miss
+        from envlock.libs.elf import ElfCache  # noqa: PLC0415
+
+        info = probe_libraries(python_exe=str(target.python), sys_path=sys_path, prefix=target.prefix,
+                               env=environ, root=root, module="torch",
+                               elf_cache=ElfCache() if use_cache else None, recorder=rec)
+        if info.status not in ("ok", "absent"):
+            rec.uncacheable(f"[libraries] {info.status}")
+        return info  # type: ignore[no-any-return]
+
+    key = libcache.answer_key(module="torch", exe=str(target.python), sys_path=sys_path,
+                              prefix=target.prefix, root=root, environ=environ, purpose="snapshot-libraries")
+    return _cache.memo("snapshot-libs", key, compute, enabled=use_cache, environ=environ,
+                       encode=_model.to_dict, decode=lambda d: _model.from_dict(LibrariesInfo, d))
 
 
 def _stack(

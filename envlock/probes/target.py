@@ -22,11 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envlock._run import Runner, run
+from envlock.cache import Recorder
 from envlock.errors import TargetError
 from envlock.manifest import PythonInfo, Target
 
 __all__ = [
-    "QUERY_SCRIPT", "ResolvedTarget", "resolve_target", "query_interpreter", "query_interpreter_cached",
+    "QUERY_SCRIPT", "ResolvedTarget", "resolve_target", "record_resolution", "query_interpreter",
+    "query_interpreter_cached",
     "refine_target", "target_kind",
 ]
 
@@ -159,12 +161,41 @@ def resolve_target(
                           skipped=tuple(skipped))
 
 
+def record_resolution(rec: Recorder, *, python: str | None, prefix: str | None,
+                      environ: Mapping[str, str]) -> None:
+    """Record through ``rec`` every input :func:`resolve_target` reads for these arguments:
+    the ``PATH`` directories (a new ``python3`` earlier on ``PATH`` changes the target), the
+    ``CONDA_PREFIX``/``VIRTUAL_ENV`` directories, the chosen prefix's ``bin/python``,
+    ``bin/python3``, ``conda-meta`` and ``pyvenv.cfg`` (its kind).  The variables themselves
+    belong in the caller's key."""
+    roots: list[str] = []
+    if python:
+        rec.file(python)
+        roots.append(str(_prefix_of(Path(os.path.abspath(python)))))
+    if prefix:
+        roots.append(os.path.abspath(prefix))
+    for var in ("CONDA_PREFIX", "VIRTUAL_ENV"):
+        if environ.get(var):
+            roots.append(os.path.abspath(environ[var]))
+    for d in (environ.get("PATH") or "").split(os.pathsep):
+        if d:
+            rec.directory(d)
+            rec.file(os.path.join(d, "python3"))
+            roots.append(str(_prefix_of(Path(os.path.abspath(os.path.join(d, "python3"))))))
+    for root in dict.fromkeys(roots):
+        rec.directory(root)
+        for name in ("bin", "bin/python", "bin/python3", "conda-meta", "pyvenv.cfg"):
+            rec.file(os.path.join(root, name))
+
+
 def query_interpreter(
     target: ResolvedTarget,
     *,
     runner: Runner = run,
     timeout: float = QUERY_TIMEOUT,
     environ: Mapping[str, str] | None = None,
+    _extra: str = "",
+    _raw: dict | None = None,
 ) -> PythonInfo:
     """Ask the target interpreter for its version, prefixes and ``sys.path``.
 
@@ -181,11 +212,14 @@ def query_interpreter(
     env = dict(os.environ if environ is None else environ)
     # The query must not write bytecode into the user's environment.
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    result = runner([target.python, "-c", QUERY_SCRIPT], timeout=timeout, env=env, cwd="/")
+    script = QUERY_SCRIPT.replace("sys.stdout.write", _extra + "sys.stdout.write") if _extra else QUERY_SCRIPT
+    result = runner([target.python, "-c", script], timeout=timeout, env=env, cwd="/")
     if not result.ok:
         return _fallback(target, result.status if result.status != "failed" else "error", result.detail)
     try:
         data = json.loads(result.stdout)
+        if _raw is not None:
+            _raw.update(data)
         return PythonInfo(
             status="ok",
             source=f"{target.python} -c <query>",
@@ -195,15 +229,129 @@ def query_interpreter(
             prefix=str(data["prefix"]),
             base_prefix=str(data["base_prefix"]),
             path=tuple(str(p) for p in data["path"]),
-            user_site=data.get("user_site") if data.get("user_site") and os.path.isdir(data["user_site"]) else None,
+            user_site=data["user_site"] if data.get("user_site") and os.path.isdir(data["user_site"]) else None,
         )
     except (ValueError, KeyError, TypeError) as exc:
         return _fallback(target, "error", f"unexpected answer from {target.python}: {exc}")
 
 
-#: Variables that change the interpreter's answer (``sys.path``, prefixes, user site).
-_QUERY_ENV = ("PYTHONPATH", "PYTHONHOME", "PYTHONUSERBASE", "PYTHONNOUSERSITE", "PYTHONSAFEPATH",
-              "PYTHONPLATLIBDIR", "HOME", "VIRTUAL_ENV")
+#: Variables that change the interpreter's answer besides every ``PYTHON*`` and ``LD_*`` one
+#: (``HOME`` places the user site directory, PEP 370; ``VIRTUAL_ENV`` is kept for the record).
+_QUERY_ENV = ("HOME", "VIRTUAL_ENV", "__PYVENV_LAUNCHER__")
+_QUERY_ENV_PREFIXES = ("PYTHON", "LD_")
+
+#: Directories glibc's loader searches after ``ld.so.cache`` (``elf/dl-load.c``, the system
+#: search path; which of them exist depends on the distribution).
+_LOADER_DEFAULT_DIRS = ("/lib", "/usr/lib", "/lib64", "/usr/lib64",
+                        "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
+                        "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu")
+
+#: Added to :data:`QUERY_SCRIPT` for the cached query: the files mapped into the interpreter
+#: (``/proc/self/maps``: the executable, libpython, libc, extension modules) and whether a
+#: ``sitecustomize``/``usercustomize`` module ran.
+_MAPS_SCRIPT = r"""
+try:
+    with open("/proc/self/maps") as f:
+        fields = [line.rstrip("\n").split(None, 5) for line in f]
+    d["maps"] = sorted({x[5] for x in fields if len(x) == 6 and x[5].startswith("/")})
+except Exception:
+    d["maps"] = None
+d["customized"] = [m for m in ("sitecustomize", "usercustomize") if m in sys.modules]
+d["user_site_any"] = None
+try:
+    d["user_site_any"] = site.getusersitepackages() if site.ENABLE_USER_SITE else None
+except Exception:
+    pass
+"""
+
+
+def _query_env_key(env: Mapping[str, str]) -> dict[str, str | None]:
+    keys = {k for k in env if k.startswith(_QUERY_ENV_PREFIXES)} | set(_QUERY_ENV)
+    return {k: env.get(k) for k in sorted(keys)}
+
+
+def _starts_with_elf_magic(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+def _record_loader_inputs(rec: Recorder, maps: list[str], env: Mapping[str, str]) -> None:
+    """Record what decided which shared objects the interpreter loaded (libpython: an
+    ``LD_LIBRARY_PATH`` can select another one): the mapped files themselves, and every
+    directory of every search path glibc's loader may have looked in before finding them —
+    ``LD_LIBRARY_PATH``, each object's ``DT_RPATH``/``DT_RUNPATH`` (``$ORIGIN`` expanded), the
+    objects' own directories, the default directories (each with its ``glibc-hwcaps``
+    subdirectories) — and ``ld.so.cache``, ``ld.so.preload``.  The variables are in the key."""
+    from envlock.libs.elf import ElfCache, read_elf  # noqa: PLC0415 - only when storing an answer
+
+    dirs: list[str] = []
+    llp = env.get("LD_LIBRARY_PATH") or ""  # glibc ignores an empty value
+    for entry in llp.replace(";", ":").split(":") if llp else ():
+        dirs.append(os.path.join("/", entry))  # the query runs in "/": an empty entry is "/"
+    elf_cache = ElfCache()
+    for path in maps:
+        if path.endswith(" (deleted)"):
+            rec.uncacheable(f"{path}: a mapped file was deleted")
+            return
+        rec.file(path)
+        dirs.append(os.path.dirname(path))
+        info = read_elf(path, cache=elf_cache)
+        for spec in (info.rpath, info.runpath):
+            for d in (spec or "").split(":"):
+                if not d:
+                    continue
+                d = d.replace("${ORIGIN}", "$ORIGIN").replace("$ORIGIN", os.path.dirname(path))
+                if "$" in d:
+                    rec.uncacheable(f"{path}: search path {spec!r} uses a dynamic string token")
+                    return
+                dirs.append(os.path.join("/", d))
+    dirs.extend(_LOADER_DEFAULT_DIRS)
+    for d in dict.fromkeys(os.path.normpath(x) for x in dirs):
+        rec.directory(d)
+        for sub in glob.glob(os.path.join(glob.escape(d), "glibc-hwcaps", "*")):
+            rec.directory(sub)
+    for f in ("/etc/ld.so.cache", "/etc/ld.so.preload"):
+        rec.file(f)
+
+
+def _record_path_inputs(rec: Recorder, target: ResolvedTarget, real: str, data: dict) -> None:
+    """Record what decided ``sys.path`` and the prefixes: the interpreter's directories and
+    their parents (``pyvenv.cfg``, ``._pth`` and the landmarks of ``Modules/getpath.py`` are
+    found there), each ``pyvenv.cfg``, every ``sys.path`` entry, every ``.pth`` file in them
+    (``site``), ``sitecustomize``/``usercustomize``, the user site directory whether or not it
+    exists (its creation adds it to ``sys.path``, PEP 370).  A ``.pth`` line that runs code, or
+    a customize module, may read anything: then the whole environment is recorded."""
+    runs_code = bool(data.get("customized"))
+    for exe in (str(target.python), real, str(data.get("executable") or "")):
+        if not exe:
+            continue
+        rec.file(exe)
+        rec.link(exe)
+        for d in (os.path.dirname(exe), os.path.dirname(os.path.dirname(exe))):
+            rec.directory(d)
+            rec.file(os.path.join(d, "pyvenv.cfg"))
+    for entry in data.get("path") or ():
+        rec.file(entry)
+        if not os.path.isdir(entry):
+            continue
+        for name in rec.listdir(entry):
+            if name.endswith(".pth"):
+                pth = os.path.join(entry, name)
+                rec.file(pth)
+                try:
+                    with open(pth, encoding="utf-8", errors="replace") as fh:
+                        runs_code = runs_code or any(line.startswith(("import ", "import\t")) for line in fh)
+                except OSError:
+                    runs_code = True
+            elif name.split(".")[0] in ("sitecustomize", "usercustomize", "os"):
+                rec.file(os.path.join(entry, name))
+    if data.get("user_site_any"):
+        rec.file(str(data["user_site_any"]))
+    if runs_code:
+        rec.environment()
 
 
 def query_interpreter_cached(
@@ -212,44 +360,50 @@ def query_interpreter_cached(
     runner: Runner = run,
     timeout: float = QUERY_TIMEOUT,
     environ: Mapping[str, str] | None = None,
+    enabled: bool = True,
 ) -> PythonInfo:
-    """:func:`query_interpreter`, with its answer kept on disk (:mod:`envlock.cache`,
-    namespace ``python-query``) while nothing it depends on has changed: the interpreter file,
-    ``pyvenv.cfg``, ``sys.executable``, every ``sys.path`` directory (installing a package or a
-    ``.pth`` file changes its mtime), the user site directory, and the ``PYTHON*`` variables,
-    ``HOME`` and the user id (part of the key).  Only successful answers are kept.
+    """:func:`query_interpreter`, with its answer kept on disk (:func:`envlock.cache.memo`,
+    namespace ``python-query``) while nothing it depends on has changed.
+
+    The key: the interpreter's path and real path, the user and effective user ids, every
+    ``PYTHON*`` and ``LD_*`` variable (``LD_LIBRARY_PATH`` and ``LD_PRELOAD`` choose the
+    libpython that answers), ``HOME``, ``VIRTUAL_ENV``; envlock's version and code.  The
+    witnesses: see :func:`_record_path_inputs` and :func:`_record_loader_inputs`.  The query runs
+    in ``/``, so the caller's working directory is not an input.  Not cached: a wrapper script
+    (a pyenv shim: what it runs depends on files and variables envlock cannot list), an answer
+    that is not ``ok``, an interpreter whose mapped files cannot be read.
+
+    :param enabled: ``False`` for ``--no-cache``: ask the interpreter, store nothing.
     """
-    from envlock.manifest import _model  # noqa: PLC0415
-    from envlock import cache as _statcache  # noqa: PLC0415
+    from envlock import cache as _cache  # noqa: PLC0415
 
     env = os.environ if environ is None else environ
-    if target.python is None:
+    real = os.path.realpath(target.python) if target.python else None
+    if real is None or not enabled or not _cache.is_enabled(env) or not _starts_with_elf_magic(real):
+        outer = _cache.current()
+        if outer is not None:  # an answer built on this one cannot be kept either
+            outer.uncacheable(f"{target.python}: interpreter query not cacheable")
         return query_interpreter(target, runner=runner, timeout=timeout, environ=environ)
-    real = os.path.realpath(target.python)
-    cfg = os.path.join(target.prefix, "pyvenv.cfg")
-    key = {"v": 1, "python": target.python, "real": real, "uid": os.geteuid(),
-           "env": {k: env.get(k) for k in _QUERY_ENV}}
-    entry = _statcache.entry_path("python-query", key, env)
-    hit = _statcache.load(entry)
-    if hit is not None:
-        try:
-            return _model.from_dict(PythonInfo, hit)
-        except ValueError:
-            pass
-    info = query_interpreter(target, runner=runner, timeout=timeout, environ=environ)
-    if info.status == "ok":
-        witnesses = [real, cfg, *info.path]
-        if info.executable:
-            witnesses.append(info.executable)
-        if info.user_site:
-            witnesses.append(info.user_site)
-        elif info.version and (env.get("PYTHONUSERBASE") or env.get("HOME")):
-            # not there yet: its creation would add it to sys.path (PEP 370)
-            base = env.get("PYTHONUSERBASE") or os.path.join(env["HOME"], ".local")
-            major_minor = ".".join(info.version.split(".")[:2])
-            witnesses.append(os.path.join(base, "lib", f"python{major_minor}", "site-packages"))
-        _statcache.store(entry, witnesses, _model.to_dict(info))
-    return info
+    from envlock.manifest import _model  # noqa: PLC0415
+
+    def compute(rec: Recorder) -> PythonInfo:
+        data: dict = {}
+        info = query_interpreter(target, runner=runner, timeout=timeout, environ=environ,
+                                 _extra=_MAPS_SCRIPT, _raw=data)
+        if info.status != "ok":
+            rec.uncacheable(f"query {info.status}")
+            return info
+        if not data.get("maps"):
+            rec.uncacheable("no /proc/self/maps")
+            return info
+        _record_path_inputs(rec, target, real, data)
+        _record_loader_inputs(rec, list(data["maps"]), env)
+        return info
+
+    key = {"python": target.python, "real": real, "uid": os.getuid(), "euid": os.geteuid(),
+           "env": _query_env_key(env), "timeout": timeout}
+    return _cache.memo("python-query", key, compute, environ=env, encode=_model.to_dict,
+                       decode=lambda d: _model.from_dict(PythonInfo, d))
 
 
 def refine_target(target: ResolvedTarget, info: PythonInfo) -> ResolvedTarget:

@@ -137,42 +137,60 @@ def _elf_facts(path: str | os.PathLike[str]) -> ElfInfo:
     """
     from envlock.libs.elf import ElfCache, read_elf  # noqa: PLC0415 - pyelftools only when needed
 
-    info = read_elf(path, cache=ElfCache())
+    from envlock.cache import is_enabled  # noqa: PLC0415
+
+    info = read_elf(path, cache=ElfCache() if is_enabled() else None)
     if info.error is not None:
         raise ValueError(f"{info.error.kind}: {info.error.message}")
     return info
 
 
 # -- probe -----------------------------------------------------------------------------------
-#: Tools whose ``--version`` output depends only on their executable file.
-_CACHEABLE = frozenset({"gcc", "g++", "gfortran", "clang", "clang++", "icx", "icpx", "nvcc", "cmake"})
+#: Tools whose ``--version`` output depends only on their executable file (the version string is
+#: compiled into the driver).  Not clang or icx: theirs comes from a shared library
+#: (``libclang-cpp.so``), which ``LD_LIBRARY_PATH`` or an upgrade can change under the same binary.
+_CACHEABLE = frozenset({"gcc", "g++", "gfortran", "nvcc", "cmake"})
 
 
-def _version_output(name: str, path: str, call: Callable[..., RunResult], *, cache: bool) -> str | RunResult:
+def _version_output(name: str, path: str, call: Callable[..., RunResult], *, cache: bool,
+                    env: Mapping[str, str] | None = None) -> str | RunResult:
     """``<tool> --version``'s output, or the failed :class:`RunResult`.
 
-    For compilers and cmake the output is kept on disk (:mod:`envlock.cache`, namespace
+    For compilers and cmake the output is kept by :func:`envlock.cache.memo` (namespace
     ``tool-versions``) while the executable file (symlinks resolved) is unchanged: the same
-    binary prints the same version, and a job prologue need not start four compilers.
+    binary prints the same version, and a job prologue need not start four compilers.  The
+    ``LD_*`` variables of ``env`` are in the key, their directories are witnesses; a failed run
+    is not kept.
     """
-    entry = real = None
-    if cache and name in _CACHEABLE:
-        from envlock import cache as _statcache  # noqa: PLC0415
+    if not (cache and name in _CACHEABLE):
+        res = call("--version")
+        return (res.stdout or res.stderr) if res.ok else res
+    from envlock import cache as _cache  # noqa: PLC0415
 
-        real = os.path.realpath(path)
-        entry = _statcache.entry_path("tool-versions", {"v": 1, "tool": name, "path": real})
-        hit = _statcache.load(entry)
-        if isinstance(hit, str):
-            return hit
-    res = call("--version")
-    if not res.ok:
-        return res
-    out = res.stdout or res.stderr
-    if entry is not None and real is not None:
-        from envlock import cache as _statcache  # noqa: PLC0415
+    real = os.path.realpath(path)
 
-        _statcache.store(entry, [real], out)
-    return out
+    env = {} if env is None else env
+    loader_env = {k: v for k, v in env.items() if k.startswith("LD_")}
+
+    def compute(rec: _cache.Recorder) -> str | RunResult:
+        rec.file(real)
+        for d in (loader_env.get("LD_LIBRARY_PATH") or "").split(":"):
+            if d:
+                rec.directory(d)
+        rec.file("/etc/ld.so.cache")
+        res = call("--version")
+        if not res.ok:
+            rec.uncacheable(res.detail or res.status)
+            return res
+        return res.stdout or res.stderr
+
+    def decode(v: object) -> str:
+        if not isinstance(v, str):
+            raise TypeError("bad entry")
+        return v
+
+    return _cache.memo("tool-versions", {"v": 2, "tool": name, "path": real, "env": loader_env}, compute,
+                       decode=decode)
 
 
 def _probe_tool(name: str, path: str, runner: Runner, timeout: float, env: dict[str, str]) -> Tool:
@@ -187,7 +205,7 @@ def _probe_tool(name: str, path: str, runner: Runner, timeout: float, env: dict[
         if not res.ok:
             return Tool(name=name, path=path, status=res.status, error=res.detail)
         return Tool(name=name, path=path, wraps=_parse_mpicc_show(res.stdout))
-    out = _version_output(name, path, call, cache=runner is run)
+    out = _version_output(name, path, call, cache=runner is run, env=env)
     if isinstance(out, RunResult):
         return Tool(name=name, path=path, status=out.status, error=out.detail)
     if name == "mpirun":

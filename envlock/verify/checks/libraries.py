@@ -8,9 +8,9 @@ frameworks' run-time ``dlopen`` targets) and carries each finding over as
 ``libs.<loader id>`` (``libs.shadowed``, ``libs.missing-version``, ``libs.not-found``,
 ``libs.runtime-not-found`` …) with the loader's severity, cause, evidence and fix.
 
-The loader's answer is cached with the signatures of everything
-it depends on (:func:`envlock.libs.cache.witness_paths`), so that repeated verifies of an unchanged environment
-skip the model and its imports.
+The loader's answer is cached (:func:`envlock.cache.memo`) with the signatures of everything
+it depends on (:func:`envlock.libs.cache.record_report`), so that repeated verifies of an
+unchanged environment skip the model and its imports.
 """
 
 from __future__ import annotations
@@ -66,14 +66,21 @@ def _modules(ctx: Context) -> list[str]:
     return list(dict.fromkeys(mods))
 
 
+def _findings(payload: Any) -> list[Finding]:
+    return [Finding(id=f["id"], severity=f["severity"], title=f["title"], cause=f["cause"],
+                    evidence=tuple(f["evidence"]), fix=tuple(f["fix"]),
+                    library=f.get("library"), requester=f.get("requester"))
+            for f in payload]
+
+
 def check_libraries(ctx: Context, *, analyze: Any = None, cache: bool = True) -> list[Finding]:
     """Loader findings for each framework module of the target.
 
-    The loader's findings for a module are kept on disk (``~/.cache/envlock/verify-libs``,
-    keyed by :func:`envlock.libs.cache.cache_key`) with the signature of every file and
-    directory they depend on (:func:`envlock.libs.cache.witness_paths`); they are reused only
-    while all of them are unchanged (:mod:`envlock.cache`), so a later verify of the same
-    environment skips the model (and its imports) entirely.
+    The loader's findings for a module are kept by :func:`envlock.cache.memo` (namespace
+    ``verify-libs``, keyed by :func:`envlock.libs.cache.answer_key`) with every file and
+    directory the report says they depend on (:func:`envlock.libs.cache.record_report`); they
+    are reused only while all of them are unchanged, so a later verify of the same
+    environment skips the model (and its imports) entirely.  ``ENVLOCK_NO_CACHE=1`` turns it off.
 
     :param analyze: the analysis function (default :func:`envlock.libs.analysis.analyze_module`).
     :param cache: use and update the result cache.
@@ -86,33 +93,26 @@ def check_libraries(ctx: Context, *, analyze: Any = None, cache: bool = True) ->
     exe = py.executable or ctx.live.target.python
     out: list[Finding] = []
     seen: set[tuple[str, str, str]] = set()
+    from envlock import cache as _cache  # noqa: PLC0415
+    from envlock.libs import cache as libcache  # noqa: PLC0415
+
+    use_cache = cache and _cache.is_enabled(ctx.environ)
     elf_cache: Any = False
     for module in modules:
-        cache_file = None
-        found = None
-        if cache:
-            from envlock import cache as _statcache  # noqa: PLC0415
-            from envlock.libs import cache as libcache  # noqa: PLC0415
 
-            cache_file = _statcache.entry_path("verify-libs", libcache.cache_key(
-                module=module, exe=exe, sys_path=sys_path, prefix=ctx.live.target.prefix,
-                root=ctx.live.root, environ=ctx.environ, purpose="verify-findings"), ctx.environ)
-            payload = _statcache.load(cache_file)
-            if payload is not None:
-                found = [Finding(id=f["id"], severity=f["severity"], title=f["title"], cause=f["cause"],
-                                 evidence=tuple(f["evidence"]), fix=tuple(f["fix"]),
-                                 library=f.get("library"), requester=f.get("requester"))
-                         for f in payload]
-        if found is None:
+        def compute(rec: _cache.Recorder, module: str = module) -> list[Finding]:
+            nonlocal analyze, elf_cache
             if analyze is None:
                 from envlock.libs.analysis import analyze_module as analyze  # noqa: PLC0415
             if elf_cache is False:
-                try:
-                    from envlock.libs.elf import ElfCache  # noqa: PLC0415
+                elf_cache = None
+                if use_cache:
+                    try:
+                        from envlock.libs.elf import ElfCache  # noqa: PLC0415
 
-                    elf_cache = ElfCache()
-                except (ImportError, OSError):
-                    elf_cache = None
+                        elf_cache = ElfCache()
+                    except (ImportError, OSError):
+                        elf_cache = None
             kwargs: dict[str, Any] = {"sys_path": sys_path, "prefix": ctx.live.target.prefix,
                                       "env": dict(ctx.environ), "root": ctx.live.root}
             if elf_cache is not None:
@@ -127,10 +127,15 @@ def check_libraries(ctx: Context, *, analyze: Any = None, cache: bool = True) ->
                         evidence=(f"sys.path of {exe}", *(p for p in sys_path[:5] if os.path.isdir(p))),
                         fix=("Fix the module name in the policy, or install it.",),
                     ))
-            if cache_file:
-                _statcache.store(cache_file, libcache.witness_paths(
-                    report, module, sys_path, ctx.live.target.prefix, ctx.live.root),
-                    [f.to_json() for f in found])
+            libcache.record_report(rec, report, module, sys_path, ctx.live.target.prefix, ctx.live.root)
+            return found
+
+        question = libcache.answer_key(module=module, exe=exe, sys_path=sys_path,
+                                       prefix=ctx.live.target.prefix, root=ctx.live.root,
+                                       environ=ctx.environ, purpose="verify-findings")
+        question["policy_module"] = module in ctx.config.modules  # decides module-not-found
+        found = _cache.memo("verify-libs", question, compute, enabled=use_cache, environ=ctx.environ,
+                            encode=lambda fs: [f.to_json() for f in fs], decode=_findings)
         for f in found:
             key = (f.id, f.library or "", f.cause)
             if key not in seen:
