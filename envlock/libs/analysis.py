@@ -552,6 +552,24 @@ _ELF_ERROR_TEXT = {
 }
 
 
+#: glibc 2.36's refusals when mapping an accepted file (``elf/dl-load.c``
+#: ``_dl_map_object_from_fd``), with what each means.
+REFUSALS: dict[str, str] = {
+    "cannot dynamically load position-independent executable":
+        "it is a program (DF_1_PIE), and only the main program may be one.",
+    "cannot dynamically load executable":
+        "it is a fixed-address program (ET_EXEC), which cannot be loaded as a library.",
+    "shared object cannot be dlopen()ed":
+        "it was linked with -z nodlopen (DF_1_NOOPEN), and this load is a dlopen.",
+    "object file has no loadable segments": "it has no PT_LOAD program header.",
+    "object file has no dynamic section":
+        "it has no PT_DYNAMIC (often a separate debug-info file).",
+    "ELF load command address/offset not page-aligned":
+        "a PT_LOAD's p_vaddr - p_offset is not a multiple of the page size (a tool that "
+        "rewrote the file broke its layout).",
+}
+
+
 def _unreadable_finding(o: LoadedObject) -> Finding:
     """``invalid-elf`` for a loaded object whose file could not be fully read as ELF."""
     err = o.info.error
@@ -645,6 +663,19 @@ def _findings(
             places = [f"tried {a.path} ({a.source}): {a.outcome}" for a in res.tried
                       if a.outcome != "absent" or a.rule == "slash"] + _searched_summary(res, cfg)
             err = res.error or ""
+            refused = next((m for m in REFUSALS if err.endswith(": " + m)), None)
+            if refused is not None:
+                path = res.tried[-1].path if res.tried else res.name
+                out.append(Finding(
+                    id="refused", severity="error",
+                    title=f"{res.name}: the loader refuses {path} ({refused})",
+                    cause=(f"{path} is found for {res.name} ({where}), but glibc will not map it: "
+                           f"{REFUSALS[refused]} The load fails with `{err}`."),
+                    evidence=(f"{path}: {refused}", *places),
+                    fix=(f"Give {res.name} a shared library built with -shared -fPIC (and "
+                         "without -z nodlopen when it is dlopen'ed).",),
+                    library=res.name, requester=res.requester))
+                continue
             bad = _fatal_attempt(res)
             if bad is not None:
                 out.append(Finding(

@@ -387,6 +387,10 @@ class Process:
         self._dirs_cache: dict[tuple[int, str], list[str]] = {}
         self._what_if: dict[tuple[Any, ...], tuple[str | None, str | None, str]] = {}
         self._env_dirs = self._parse_env_dirs(config.ld_library_path)
+        #: True while a dlopen and its dependencies are loaded (``__RTLD_DLOPEN``).
+        self._in_dlopen = False
+        #: glibc's refusal of the main program itself (``ld.so FILE``), if any.
+        self.main_error: str | None = None
 
     # -- helpers ---------------------------------------------------------------------------
     def _host(self, path: str) -> str:
@@ -457,17 +461,40 @@ class Process:
         return names
 
     def _verify(self, path: str) -> tuple[str, str]:
-        """Open and check a candidate like ``open_verify``: (status, message)."""
+        """Open and check a candidate like ``open_verify``: (status, message).
+
+        ``status`` is ``"ok"``, ``"skip"`` (wrong class/machine: the search goes on),
+        ``"fatal"`` (the load fails), ``"absent"`` (``ENOENT``/``EACCES``: the search goes on;
+        the message is ``"Permission denied"`` for the latter) or ``"error"`` (any other
+        ``open`` error, e.g. ``ELOOP``: ``open_path`` stops searching the current list, glibc
+        ``elf/dl-load.c``: "The file exists and is readable, but something went wrong").
+        """
+        import errno
+
         try:
             with open(self._host(path), "rb") as f:
                 head = f.read(64)
+                v = check_ident(head, self.config.host)
+                if v.status == "ok":
+                    # open_verify then reads the program headers; a short read is fatal.
+                    size = os.fstat(f.fileno()).st_size
+                    if len(head) >= 64 and head[4] == 2:
+                        e = "<" if head[5] == 1 else ">"
+                        phoff = int.from_bytes(head[32:40], "little" if e == "<" else "big")
+                        phent = int.from_bytes(head[54:56], "little" if e == "<" else "big")
+                        phnum = int.from_bytes(head[56:58], "little" if e == "<" else "big")
+                        if phoff + phent * phnum > size:
+                            return ("fatal", "cannot read file data")
         except IsADirectoryError:
             # open(2) succeeds on a directory and read(2) fails with EISDIR: a fatal
             # open_verify error ("cannot read file data"), not a miss (glibc elf/dl-load.c).
             return ("fatal", "cannot read file data: Is a directory")
-        except OSError:
-            return ("absent", "")
-        v = check_ident(head, self.config.host)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                return ("absent", "")
+            if exc.errno == errno.EACCES:
+                return ("absent", "Permission denied")
+            return ("error", exc.strerror or str(exc))
         return (v.status, v.message)
 
     def _file_id(self, path: str) -> tuple[int, int]:
@@ -492,8 +519,15 @@ class Process:
         self, name: str, dirs: list[str], rule: str, source: str, tried: list[Attempt],
         state: dict[str, Any],
     ) -> str | None:
-        """``open_path``: try ``dir/subdir/name`` for each dir and subdir; first hit wins."""
+        """``open_path``: try ``dir/subdir/name`` for each dir and subdir; first hit wins.
+
+        After the subdirectories of one directory, an ``open`` error other than ``ENOENT`` or
+        ``EACCES`` on the last file tried (a symlink loop: ``ELOOP``) ends this list
+        (``state["stopped"]``); the caller goes on with the next step of the search, as
+        ``_dl_map_object`` does.
+        """
         for d in dirs:
+            last_error = ""
             for idx, sub in enumerate((*self.config.subdirs, "")):
                 sd = f"{d}/{sub}" if sub else d
                 key = (d, idx)
@@ -504,17 +538,19 @@ class Process:
                 listing = self._listdir(sd, d)
                 if listing is None or name not in listing:
                     tried.append(Attempt(path=cand, rule=rule, source=source, outcome="absent"))
+                    last_error = ""
                     if status is None:
                         self._dir_status[key] = listing is not None
                     continue
                 verdict, msg = self._verify(cand)
                 if status is None:
                     self._dir_status[key] = True
+                last_error = msg if verdict == "error" else ""
                 if verdict == "ok":
                     tried.append(Attempt(path=cand, rule=rule, source=source, outcome="found"))
                     return cand
-                if verdict == "absent":
-                    tried.append(Attempt(path=cand, rule=rule, source=source, outcome="absent"))
+                if verdict in ("absent", "error"):
+                    tried.append(Attempt(path=cand, rule=rule, source=source, outcome=msg or "absent"))
                     continue
                 tried.append(Attempt(path=cand, rule=rule, source=source, outcome=msg))
                 if verdict == "skip":
@@ -522,6 +558,9 @@ class Process:
                         state["other_class"] = msg
                     continue
                 state["fatal"] = f"{cand}: {msg}"
+                return None
+            if last_error:
+                state["stopped"] = f"{d}/{name}: {last_error}"
                 return None
         return None
 
@@ -695,8 +734,14 @@ class Process:
                 outcome = "found" if verdict == "ok" else (msg or "absent")
                 tried.append(Attempt(path=path, rule=rule, source=source, outcome=outcome))
                 if verdict != "ok":
-                    error = (msg if verdict != "absent"
-                             else "cannot open shared object file: No such file or directory")
+                    if verdict == "fatal":
+                        error = msg
+                    elif verdict == "error":
+                        error = f"cannot open shared object file: {msg}"
+                    else:
+                        error = ("cannot open shared object file: "
+                                 + ("Permission denied" if msg == "Permission denied"
+                                    else "No such file or directory"))
                     path = None
             else:
                 error = "cannot expand dynamic string tokens"
@@ -720,6 +765,21 @@ class Process:
                                  tried=tuple(tried), object_id=obj.id)
                 self.resolutions.append(res)
                 return res, obj, False
+        # _dl_map_object_from_fd: a file accepted by open_verify can still be refused when it
+        # is mapped (no PT_LOAD, no PT_DYNAMIC, misaligned segments, ET_EXEC or a PIE outside
+        # __RTLD_OPENEXEC, DF_1_NOOPEN under __RTLD_DLOPEN).  The load fails; nothing more
+        # is searched; glibc names the request, not the file (glibc 2.36 elf/dl-load.c lose()).
+        refusal = self.info(path).refusal(dlopen=kind == "dlopen" or self._in_dlopen)
+        if refusal is not None:
+            if tried and tried[-1].path == path:
+                tried[-1] = Attempt(path=path, rule=tried[-1].rule, source=tried[-1].source,
+                                    outcome=refusal)
+            else:
+                tried.append(Attempt(path=path, rule=rule or "slash", source=source, outcome=refusal))
+            res = Resolution(name=name, requester=req_path, kind=kind, rule=None, source="",
+                             tried=tuple(tried), error=f"{name}: {refusal}")
+            self.resolutions.append(res)
+            return res, None, False
         loader = requester if kind in ("needed", "preload") else None
         obj = self._new_object(path, kind, loader, name)
         if kind == "preload":
@@ -767,6 +827,10 @@ class Process:
         main = self._new_object(path, "executable", None, None, origin_path=executable)
         main.names = []
         self.main = main
+        # ld.so FILE maps the program with __RTLD_OPENEXEC: ET_EXEC and PIEs are fine, the
+        # other refusals of _dl_map_object_from_fd are not.
+        if main.info.ok:
+            self.main_error = main.info.refusal(dlopen=False, main=True)
         interp = interpreter or main.info.interp or _default_interp(self.config)
         if interp:
             rtld_info = self.info(interp)
@@ -800,6 +864,8 @@ class Process:
                             f"preloaded ({why}): ignored.")
                     elif is_new:
                         preloads.append(obj)
+        if self.main_error is not None:
+            return main
         new = self._load_deps([main, *preloads])
         self._check_versions([main, *preloads, *new])
         return main
@@ -813,10 +879,14 @@ class Process:
         :returns: the :class:`Resolution` of ``name``.
         """
         caller = caller or self.main
-        res, obj, is_new = self.map_object(name, caller, kind="dlopen")
-        if obj is not None and is_new:
-            new = self._load_deps([obj])
-            self._check_versions([obj, *new])
+        self._in_dlopen = True
+        try:
+            res, obj, is_new = self.map_object(name, caller, kind="dlopen")
+            if obj is not None and is_new:
+                new = self._load_deps([obj])
+                self._check_versions([obj, *new])
+        finally:
+            self._in_dlopen = False
         return res
 
     # -- versions --------------------------------------------------------------------------
