@@ -344,9 +344,9 @@ def render_why(report: LibsReport, name: str) -> str:
 @click.option("--why", "why", metavar="SONAME", help="List every place tried for SONAME, in order.")
 @click.option("--runtime", is_flag=True,
               help="Also import the module in the target and compare /proc/self/maps with the model.")
-@click.option("--symbols", is_flag=True,
-              help="Also check every versioned undefined symbol against the picked provider "
-                   "(reads symbol tables: slow on big libraries).")
+@click.option("--symbols/--no-symbols", default=True, show_default=True,
+              help="Check that every undefined symbol binds, as Python's RTLD_NOW import "
+                   "does (--no-symbols: search paths and versions only).")
 @click.option("--no-cache", is_flag=True,
               help="Recompute everything: use and fill no cache (ELF facts, owners, answers).")
 @handle_errors

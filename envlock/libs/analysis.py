@@ -14,6 +14,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -437,7 +438,7 @@ def _torch_prelude(proc: Process, plan: TorchPlan, sys_path: list[str],
     """``torch/__init__.py``: ``_load_global_deps`` and the nvidia wheel preloads."""
     if plan.global_deps is None:
         return
-    res = proc.dlopen(plan.global_deps, caller)
+    res = proc.dlopen(plan.global_deps, caller, global_scope=True)
     mark("import", "torch _load_global_deps (ctypes, RTLD_GLOBAL)")
     known = {pat.split(".", 1)[0] for _, pat in plan.preload_map}
     failed_on_cuda = res.path is None and any(
@@ -450,7 +451,7 @@ def _torch_prelude(proc: Process, plan: TorchPlan, sys_path: list[str],
             proc.dlopen(path, caller)
         mark("import", "torch preloads nvidia/*/lib wheels (_preload_cuda_deps)")
         if failed_on_cuda:
-            proc.dlopen(plan.global_deps, caller)
+            proc.dlopen(plan.global_deps, caller, global_scope=True)
             mark("import", "torch _load_global_deps (retry)")
 
 
@@ -1004,84 +1005,159 @@ def _version_finding(proc: Process, vp: Any, index: OwnerIndex | None, sys_path:
         evidence=tuple(evidence), fix=tuple(fixes), library=vp.file, requester=vp.consumer)
 
 
+def _demangle(names: Sequence[str]) -> dict[str, str]:
+    """C++ names demangled by ``c++filt`` (one call, with a timeout); ``{}`` if unavailable."""
+    mangled = [n for n in names if n.startswith("_Z")]
+    if not mangled or shutil.which("c++filt") is None:
+        return {}
+    from envlock._run import run
+
+    res = run(["c++filt"], timeout=10.0, input_text="\n".join(mangled) + "\n")
+    if not res.ok:
+        return {}
+    out = res.stdout.splitlines()
+    return {m: d for m, d in zip(mangled, out) if d and d != m}
+
+
 def _symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence[str],
                      prefix: str | None, cfg: SearchConfig) -> list[Finding]:
-    """Versioned undefined symbols the picked provider does not define (``undefined symbol:
-    S, version V`` at relocation time; glibc ``elf/dl-lookup.c``)."""
-    from envlock.libs.elf import read_symbols
+    """Undefined symbols that will not bind (``undefined symbol: S[, version V]``).
 
-    cache: dict[str, Any] = {}
+    CPython dlopens extension modules with ``RTLD_NOW``, so every non-weak undefined symbol of
+    every object must bind when it is loaded.  Each is looked up as glibc ``elf/dl-lookup.c``
+    does: in the object's scope (:meth:`Process.scope`: the global scope in load order, then
+    the local scope of the dlopen that loaded it), among the definitions reachable through
+    each object's hash table (global, weak, ``STB_GNU_UNIQUE``; protected too; local and
+    hidden never), with ``check_match``'s version rules (:func:`envlock.libs.elf.provides`).
+    A weak undefined symbol may stay unbound.  Versions a provider lacks altogether are
+    ``missing-version`` findings instead.
+    """
+    from envlock.libs.elf import provides, read_symbols
 
-    def syms(path: str) -> Any:
-        if path not in cache:
-            cache[path] = read_symbols(proc._host(path))
-        return cache[path]
-
-    sets: dict[str, set[tuple[str, str]]] = {}
-
-    def defined_set(path: str) -> set[tuple[str, str]]:
-        if path not in sets:
-            sets[path] = set(syms(path).defined)
-        return sets[path]
-
-    out: list[Finding] = []
+    # Phase 1: what every object needs.  Phase 2: only those names in the providers.
+    needs: dict[int, Any] = {}
+    wanted: set[bytes] = set()
+    missing_versions = {(vp.consumer, vp.version) for vp in proc.version_problems}
     for obj in proc.objects:
-        if obj.kind == "interpreter" or not obj.info.verneed:
+        if obj.kind == "interpreter" or not obj.info.ok:
             continue
-        mine = syms(obj.path)
-        if mine.error:
+        mine = read_symbols(proc._host(obj.path), defined=False)
+        if mine.error or not mine.undefined:
             continue
-        missing: dict[str, list[str]] = {}
+        needs[obj.id] = mine
+        wanted.update(n.encode("utf-8", "surrogateescape") for n, _v, _f in mine.undefined)
+    indexes: dict[str, dict[str, list[tuple[str, bool]]]] = {}
+
+    def defs(path: str) -> dict[str, list[tuple[str, bool]]]:
+        got = indexes.get(path)
+        if got is None:
+            got = indexes[path] = read_symbols(proc._host(path), undefined=False,
+                                               wanted=wanted).index()
+        return got
+
+    scopes: dict[tuple[int | None, bool], list[LoadedObject]] = {}
+    problems: list[tuple[LoadedObject, list[tuple[str, str, str]]]] = []
+    for obj in proc.objects:
+        mine = needs.get(obj.id)
+        if mine is None:
+            continue
+        key = (obj.group, obj.in_global)
+        scope = scopes.get(key)
+        if scope is None:
+            scope = scopes[key] = proc.scope(obj)
+        scope_defs = [defs(o.path) for o in scope]
+        lost = []
+        weak = mine.weak_undefined
         for name, version, file in mine.undefined:
-            if not version or not file or name in mine.weak_undefined:
+            if name in weak or (version and (obj.path, version) in missing_versions):
                 continue
-            prov = proc.provider_of(obj, file)
-            if prov is None or not prov.info.verdef or version not in prov.info.defined_versions():
-                continue  # no provider, or the version itself is missing (missing-version)
-            if (name, version) in defined_set(prov.path):
-                continue
-            # The lookup searches the whole scope: another loaded object may define it
-            # (glibc 2.34 moved libpthread's symbols into libc, same version names).
-            if any(version in o.info.defined_versions() and (name, version) in defined_set(o.path)
-                   for o in proc.objects if o.kind != "interpreter" and o is not prov):
-                continue
-            missing.setdefault(prov.path, []).append(f"{name}@{version}")
-        for prov_path, names in missing.items():
-            prov = proc.find(prov_path)
-            file = prov.info.soname if prov else os.path.basename(prov_path)
-            first = names[0].split("@")
-            evidence = [f"undefined symbol: {first[0]}, version {first[1]} ({obj.path})",
-                        f"{file} will be {prov_path} ({_owner_text(index, prov_path)})"]
-            if len(names) > 1:
-                evidence.append(f"{len(names)} such symbols: " + ", ".join(names[:5]))
-            res = prov.resolution if prov else None
-            if res is not None:
-                evidence.append(f"found via {res.rule} ({res.source})")
-            fixes = []
-            dirs = [os.path.dirname(obj.path), *_stray_dirs(sys_path, prefix, cfg.root)]
-            for d in dict.fromkeys(dirs):
-                cand = os.path.join(d, file or "")
-                host = proc._host(cand)
-                if not file or not os.path.exists(host) or proc.same_file(cand, prov_path):
-                    continue
-                if all(tuple(n.split("@", 1)) in defined_set(cand) for n in names):
-                    evidence.append(f"{cand} defines them ({_owner_text(index, cand)})")
-                    fixes.append(f"Make the loader pick {cand}: e.g. remove "
-                                 f"{os.path.dirname(prov_path)} from LD_LIBRARY_PATH"
-                                 if res is not None and res.rule == "ld_library_path" else
-                                 f"Make the loader pick {cand} (put {d} first).")
+            for d in scope_defs:
+                if name in d and provides(d, name, version):
                     break
-            if not fixes:
-                fixes.append(f"Install the {file} that {os.path.basename(obj.path)} was built against.")
-            out.append(Finding(
-                id="missing-symbol", severity="error",
-                title=(f"{os.path.basename(obj.path)} needs {first[0]} (version {first[1]}) from "
-                       f"{file}; the {file} that will be loaded ({prov_path}) does not define it"),
-                cause=(f"{obj.path} was linked against a {file} that exports {names[0]}; the copy the "
-                       f"loader picks has version {first[1]} but not that symbol, so loading fails "
-                       "with 'undefined symbol' when it is bound."),
-                evidence=tuple(evidence), fix=tuple(fixes), library=file, requester=obj.path))
+            else:
+                lost.append((name, version, file))
+        if lost:
+            problems.append((obj, lost))
+    if not problems:
+        return []
+    demangled = _demangle([n for _o, lost in problems for n, _v, _f in lost[:5]])
+    out: list[Finding] = []
+    for obj, lost in problems:
+        by_file: dict[str, list[tuple[str, str]]] = {}
+        for name, version, file in lost:
+            by_file.setdefault(file, []).append((name, version))
+        for file, names in by_file.items():
+            out.append(_missing_symbol_finding(proc, obj, file, names, demangled, defs, index,
+                                               sys_path, prefix, cfg))
     return out
+
+
+def _missing_symbol_finding(proc: Process, obj: LoadedObject, file: str,
+                            names: list[tuple[str, str]], demangled: dict[str, str], defs: Any,
+                            index: OwnerIndex | None, sys_path: Sequence[str],
+                            prefix: str | None, cfg: SearchConfig) -> Finding:
+    """One ``missing-symbol`` finding: ``obj`` needs ``names`` (from ``file``, the Verneed
+    ``vn_file``, or ``""`` for unversioned symbols)."""
+    from envlock.libs.elf import provides
+
+    name, version = names[0]
+    shown = name + (f" ({demangled[name]})" if name in demangled else "")
+    loader_text = f"undefined symbol: {name}" + (f", version {version}" if version else "")
+    # The library that was picked and lacks it: the Verneed's provider, else the direct
+    # dependency whose other copy on disk has it.
+    provs = [proc.provider_of(obj, file)] if file else [proc.objects[d] for d in obj.deps]
+    provs = [p for p in provs if p is not None]
+    # Where another copy may be: the consumer's own RPATH/RUNPATH directories, its
+    # directory, and the usual places for stray copies (env lib/, wheels' lib/).
+    own = [*proc._dirs_of(obj, "rpath"), *proc._dirs_of(obj, "runpath")]
+    dirs = [*own, os.path.dirname(obj.path), *_stray_dirs(sys_path, prefix, cfg.root)]
+    picked = provs[0] if file and provs else None
+    copy = None
+    for prov in provs:
+        soname = prov.info.soname or os.path.basename(prov.path)
+        for d in dict.fromkeys(dirs):
+            cand = os.path.join(d, soname)
+            if not os.path.exists(proc._host(cand)) or proc.same_file(cand, prov.path):
+                continue
+            if all(provides(defs(cand), n, v) for n, v in names):
+                picked, copy = prov, cand
+                break
+        if copy:
+            break
+    evidence = [f"{loader_text} ({obj.path})"]
+    if len(names) > 1:
+        evidence.append(f"{len(names)} such symbols: " + ", ".join(
+            n + (f"@{v}" if v else "") for n, v in names[:5]))
+    fixes: list[str] = []
+    if picked is not None:
+        soname = picked.info.soname or os.path.basename(picked.path)
+        evidence.append(f"{soname} will be {picked.path} ({_owner_text(index, picked.path)})")
+        res = picked.resolution
+        if res is not None:
+            evidence.append(f"found via {res.rule} ({res.source})")
+        if copy is not None:
+            evidence.append(f"{copy} defines it ({_owner_text(index, copy)})")
+            fixes.append(f"Make the loader pick {copy}: e.g. remove {os.path.dirname(picked.path)} "
+                         "from LD_LIBRARY_PATH" if res is not None and res.rule == "ld_library_path"
+                         else f"Make the loader pick {copy} (put {os.path.dirname(copy)} first).")
+        else:
+            fixes.append(f"Install the {soname} that {os.path.basename(obj.path)} was built against.")
+        title = (f"{os.path.basename(obj.path)} needs {shown}"
+                 + (f" (version {version})" if version else "")
+                 + f"; the {soname} that will be loaded ({picked.path}) does not define it")
+    else:
+        title = (f"{os.path.basename(obj.path)} needs {shown}"
+                 + (f" (version {version})" if version else "")
+                 + "; no object in its scope defines it")
+        fixes.append(f"Install the library that {os.path.basename(obj.path)} was built against "
+                     "(its DT_NEEDED entries name the candidates).")
+    return Finding(
+        id="missing-symbol", severity="error", title=title,
+        cause=(f"{obj.path} imports {name}; no object in its lookup scope (the global scope, "
+               "then its own dlopen group) defines it with a matching version, so loading it "
+               f"fails with '{loader_text}' (Python imports extension modules with RTLD_NOW)."),
+        evidence=tuple(evidence), fix=tuple(fixes),
+        library=(picked.info.soname if picked is not None else file) or name, requester=obj.path)
 
 
 # -- the manifest's [libraries] table ------------------------------------------------------

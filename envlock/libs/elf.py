@@ -33,8 +33,10 @@ import json
 import mmap
 import os
 import struct
+from itertools import accumulate
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 __all__ = [
@@ -846,6 +848,8 @@ class Symbols:
     :ivar error: why the symbol table could not be read.
     :ivar hidden: the ``(name, version)`` of :attr:`defined` entries whose ``.gnu.version``
         index has the hidden bit (0x8000: a non-default version ``name@V``).
+    :ivar second: the ``(name, version)`` of :attr:`defined` entries of version index 2, which
+        an unversioned reference accepts directly (``check_match``: ``ndx >= 3`` only counts).
     """
 
     undefined: tuple[tuple[str, str, str], ...] = ()
@@ -853,13 +857,19 @@ class Symbols:
     weak_undefined: frozenset[str] = frozenset()
     error: str | None = None
     hidden: frozenset[tuple[str, str]] = frozenset()
+    second: frozenset[tuple[str, str]] = frozenset()
 
     def index(self) -> dict[str, list[tuple[str, bool]]]:
-        """``name -> [(version, hidden), …]`` of the definitions (for :meth:`provides`)."""
+        """``name -> [(version, hidden), …]`` of the definitions (for :func:`provides`);
+        a version-index-2 definition is listed as unversioned too."""
         out: dict[str, list[tuple[str, bool]]] = {}
-        hid = self.hidden
+        hid, sec = self.hidden, self.second
         for name, ver in self.defined:
-            out.setdefault(name, []).append((ver, (name, ver) in hid))
+            key = (name, ver)
+            lst = out.setdefault(name, [])
+            lst.append((ver, key in hid))
+            if key in sec and key not in hid:
+                lst.append(("", False))
         return out
 
 
@@ -868,8 +878,8 @@ def provides(index: dict[str, list[tuple[str, bool]]], name: str, version: str) 
 
     glibc ``elf/dl-lookup.c`` ``check_match``: a versioned reference ``name@V`` matches a
     definition of version ``V`` (hidden or not) or an unversioned one (index 0/1); an
-    unversioned reference matches an unversioned definition or, when there is exactly one,
-    a default (non-hidden) versioned definition.
+    unversioned reference matches an unversioned definition (index 0–2) or, when there is
+    exactly one, a default (non-hidden) versioned definition.
     """
     defs = index.get(name)
     if not defs:
@@ -882,7 +892,8 @@ def provides(index: dict[str, list[tuple[str, bool]]], name: str, version: str) 
 
 
 def read_symbols(path: str | os.PathLike[str], *, defined: bool = True,
-                 undefined: bool = True) -> Symbols:
+                 undefined: bool = True, wanted: AbstractSet[str] | AbstractSet[bytes] | None = None,
+                 ) -> Symbols:
     """Read the dynamic symbol table through ``DT_SYMTAB``/``DT_STRTAB``/``DT_VERSYM``.
 
     The number of symbols comes from ``DT_HASH`` (``nchain``) or the ``DT_GNU_HASH`` chains;
@@ -892,21 +903,25 @@ def read_symbols(path: str | os.PathLike[str], *, defined: bool = True,
     :param path: the ELF file.
     :param defined: collect definitions.
     :param undefined: collect undefined symbols.
+    :param wanted: collect only definitions of these names (``str`` or, cheaper for many
+        calls, UTF-8 ``bytes``); ``None`` for all.
     :returns: :class:`Symbols`; never raises (``error`` is set instead).
     """
+    if wanted is not None and wanted and isinstance(next(iter(wanted)), str):
+        wanted = {n.encode("utf-8", "surrogateescape") for n in wanted}  # type: ignore[union-attr]
     try:
         buf, size, close = _open_buf(os.fspath(path))
     except OSError as exc:
         return Symbols(error=exc.strerror or str(exc))
     try:
-        return _symbols(buf, size, defined=defined, undefined=undefined)
-    except (_Bad, struct.error, ValueError, IndexError) as exc:
+        return _symbols(buf, size, defined=defined, undefined=undefined, wanted=wanted)
+    except (_Bad, struct.error, ValueError, IndexError, TypeError) as exc:
         return Symbols(error=str(exc) or type(exc).__name__)
     finally:
         close()
 
 
-def _symbols(buf: Any, size: int, *, defined: bool, undefined: bool) -> Symbols:
+def _symbols(buf: Any, size: int, *, defined: bool, undefined: bool, wanted: Any) -> Symbols:
     if size < 64 or bytes(buf[:4]) != b"\x7fELF" or buf[4] not in (1, 2) or buf[5] not in (1, 2):
         return Symbols(error="not an ELF file")
     img = _Image(buf, size)
@@ -957,56 +972,93 @@ def _symbols(buf: Any, size: int, *, defined: bool, undefined: bool) -> Symbols:
     for vd in info["verdef"]:
         if not vd.base:
             names[vd.index & 0x7FFF] = vd.name
-    versym = None
+    versym: Any = None
     if DT_VERSYM in last:
         vs_off, vs_avail = img.file_span(last[DT_VERSYM])
         n = min(nsyms, vs_avail // 2)
-        versym = struct.unpack_from(img.e + f"{n}H", buf, vs_off) + (0,) * (nsyms - n)
-    fmt = img.e + ("IBBHQQ" if img.cls == 64 else "IIIBBH")
+        versym = list(struct.unpack_from(img.e + f"{n}H", buf, vs_off)) + [0] * (nsyms - n)
     raw = bytes(buf[sym_off: sym_off + nsyms * entsize])
+    st_name, st_info, st_other, st_shndx, st_value = _columns(raw, img.cls, img.e)
+    # Names by string-table offset: whole strings at C speed; an offset into the middle of a
+    # string (the linker's suffix merging) is looked up on its own.
+    # DT_STRSZ bounds the table we split (the segment may go on for hundreds of MB); a name
+    # past it is read from the image like the loader would.
+    strsz = min(last.get(DT_STRSZ, str_avail), str_avail)
+    strbuf = bytes(buf[str_off:str_off + strsz])
+    parts = strbuf.split(b"\0")
+    by_start = dict(zip(accumulate(map((1).__add__, map(len, parts)), initial=0), parts))
+
+    def name_at(off: int) -> bytes:
+        got = by_start.get(off)
+        if got is not None:
+            return got
+        a = str_off + off
+        if a >= str_end:
+            return b""
+        e = buf.find(b"\0", a, min(str_end, a + _MAX_STR))
+        return bytes(buf[a: e if e >= 0 else min(str_end, a + _MAX_STR)])
+
     und: list[tuple[str, str, str]] = []
+    weak: set[str] = set()
+    if undefined:
+        for i in [i for i, x in enumerate(st_shndx) if x == SHN_UNDEF and i and st_info[i] >= 16]:
+            nm = name_at(st_name[i])
+            if not nm:
+                continue
+            name = nm.decode("utf-8", "surrogateescape")
+            ndx = (versym[i] & 0x7FFF) if versym is not None else 0
+            ver = names.get(ndx, "") if ndx >= 2 else ""
+            und.append((name, ver, files.get(ndx, "") if ver else ""))
+            if st_info[i] >> 4 == STB_WEAK:
+                weak.add(name)
     dfn: list[tuple[str, str]] = []
     hidden: set[tuple[str, str]] = set()
-    weak: set[str] = set()
-    find = buf.find
-    for i, ent in enumerate(struct.iter_unpack(fmt, raw)):
-        if img.cls == 64:
-            st_name, st_info, st_other, st_shndx, st_value, _sz = ent
+    second: set[tuple[str, str]] = set()
+    if defined:
+        ok_bind = (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE)
+        cand = [i for i in range(max(1, first_hashed), nsyms)
+                if st_shndx[i] != SHN_UNDEF and (st_info[i] >> 4) in ok_bind
+                and (st_info[i] & 0xF) in _ALLOWED_STT and (st_other[i] & 3) not in (1, 2)
+                and (st_value[i] or st_shndx[i] == SHN_ABS or (st_info[i] & 0xF) == STT_TLS)]
+        get = by_start.get
+        if wanted is not None:
+            pairs = [(i, nm) for i in cand
+                     if (nm := get(st_name[i]) or name_at(st_name[i])) in wanted]
         else:
-            st_name, st_value, _sz, st_info, st_other, st_shndx = ent
-        bind = st_info >> 4
-        if bind == STB_LOCAL or i == 0:
-            continue
-        if st_shndx == SHN_UNDEF:
-            if not undefined:
-                continue
-        else:
-            if not defined or i < first_hashed:
-                continue
-            if (st_value == 0 and st_shndx != SHN_ABS and (st_info & 0xF) != STT_TLS) or \
-                    (st_info & 0xF) not in _ALLOWED_STT or (st_other & 3) in (STV_HIDDEN, STV_INTERNAL) \
-                    or bind not in (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE):
-                continue
-        a = str_off + st_name
-        if a >= str_end:
-            continue
-        e = find(b"\0", a, str_end)
-        name = bytes(buf[a: e if e >= 0 else str_end]).decode("utf-8", "surrogateescape")
-        if not name:
-            continue
-        vs = versym[i] if versym is not None else 0
-        ndx = vs & 0x7FFF
-        ver = names.get(ndx, "") if ndx >= 2 else ""
-        if st_shndx == SHN_UNDEF:
-            und.append((name, ver, files.get(ndx, "") if ver else ""))
-            if bind == STB_WEAK:
-                weak.add(name)
-        else:
+            pairs = [(i, nm) for i in cand if (nm := name_at(st_name[i]))]
+        for i, nm in pairs:
+            name = nm.decode("utf-8", "surrogateescape")
+            vs = versym[i] if versym is not None else 0
+            ndx = vs & 0x7FFF
+            ver = names.get(ndx, "") if ndx >= 2 else ""
             dfn.append((name, ver))
             if vs & 0x8000:
                 hidden.add((name, ver))
+            if ndx == 2:
+                second.add((name, ver))
     return Symbols(undefined=tuple(und), defined=tuple(dfn), weak_undefined=frozenset(weak),
-                   hidden=frozenset(hidden))
+                   hidden=frozenset(hidden), second=frozenset(second))
+
+
+def _columns(raw: bytes, cls: int, e: str) -> tuple[Any, Any, Any, Any, Any]:
+    """``(st_name, st_info, st_other, st_shndx, st_value)`` columns of a symbol table."""
+    n = len(raw) // (24 if cls == 64 else 16)
+    if not n:
+        return [], b"", b"", [], []
+    if (e == "<") == (struct.pack("=H", 1) == b"\x01\x00"):
+        mv = memoryview(raw)
+        if cls == 64:
+            return (mv.cast("I")[0::6].tolist(), raw[4::24], raw[5::24],
+                    mv.cast("H")[3::12].tolist(), mv.cast("Q")[1::3].tolist())
+        return (mv.cast("I")[0::4].tolist(), raw[12::16], raw[13::16],
+                mv.cast("H")[7::8].tolist(), mv.cast("I")[1::4].tolist())
+    if cls == 64:
+        rows = list(struct.iter_unpack(e + "IBBHQQ", raw))
+        return ([r[0] for r in rows], bytes(r[1] for r in rows), bytes(r[2] for r in rows),
+                [r[3] for r in rows], [r[4] for r in rows])
+    rows = list(struct.iter_unpack(e + "IIIBBH", raw))
+    return ([r[0] for r in rows], bytes(r[3] for r in rows), bytes(r[4] for r in rows),
+            [r[5] for r in rows], [r[1] for r in rows])
 
 
 def _symbol_count(img: _Image, last: dict[int, int]) -> tuple[int, int]:

@@ -173,6 +173,10 @@ class LoadedObject:
     :ivar file_id: ``(st_dev, st_ino)``.
     :ivar deps: ids of the objects its DT_NEEDED entries resolved to, in order.
     :ivar resolution: the :class:`Resolution` that loaded it (``None`` for the executable).
+    :ivar group: id of the object whose ``execve``/``dlopen`` first loaded it (the root of
+        its local scope, ``l_searchlist``, used when its relocations are processed).
+    :ivar in_global: part of the global scope (the program's closure, LD_PRELOAD, and the
+        closures of ``RTLD_GLOBAL`` dlopens; glibc ``elf/dl-open.c`` ``add_to_global``).
     """
 
     id: int
@@ -185,6 +189,8 @@ class LoadedObject:
     file_id: tuple[int, int] = (0, 0)
     deps: list[int] = field(default_factory=list)
     resolution: Resolution | None = None
+    group: int | None = None
+    in_global: bool = False
 
     @property
     def soname(self) -> str | None:
@@ -867,15 +873,44 @@ class Process:
         if self.main_error is not None:
             return main
         new = self._load_deps([main, *preloads])
+        for o in self.objects:
+            o.group = main.id
+            o.in_global = o.kind != "interpreter" or o.in_global
         self._check_versions([main, *preloads, *new])
         return main
 
-    def dlopen(self, name: str, caller: LoadedObject | None = None) -> Resolution:
+    def closure(self, root: LoadedObject) -> list[LoadedObject]:
+        """``l_searchlist`` of ``root``: it and its dependencies, breadth-first, each once."""
+        out = [root]
+        seen = {root.id}
+        i = 0
+        while i < len(out):
+            for d in out[i].deps:
+                if d not in seen:
+                    seen.add(d)
+                    out.append(self.objects[d])
+            i += 1
+        return out
+
+    def scope(self, obj: LoadedObject) -> list[LoadedObject]:
+        """The objects searched, in order, when ``obj``'s symbols are bound: the global
+        scope, then the local scope of the dlopen that loaded it (glibc ``l_scope``)."""
+        out = [o for o in self.objects if o.in_global and o.kind != "interpreter"]
+        rtld = [o for o in self.objects if o.kind == "interpreter"]
+        if obj.group is not None and not obj.in_global:
+            seen = {o.id for o in out}
+            out += [o for o in self.closure(self.objects[obj.group]) if o.id not in seen]
+        return out + rtld
+
+    def dlopen(self, name: str, caller: LoadedObject | None = None, *,
+               global_scope: bool = False) -> Resolution:
         """Model ``dlopen(name)`` called from ``caller`` (the executable when ``None``).
 
         The new object's ``l_loader`` is unset, so its dependencies search its own RPATH
         and then the executable's (glibc ``elf/dl-open.c``, ``__RTLD_CALLMAP``).
 
+        :param global_scope: ``RTLD_GLOBAL``: the object and its dependencies join the global
+            scope.
         :returns: the :class:`Resolution` of ``name``.
         """
         caller = caller or self.main
@@ -884,7 +919,12 @@ class Process:
             res, obj, is_new = self.map_object(name, caller, kind="dlopen")
             if obj is not None and is_new:
                 new = self._load_deps([obj])
+                for o in (obj, *new):
+                    o.group = obj.id
                 self._check_versions([obj, *new])
+            if obj is not None and global_scope:
+                for o in self.closure(obj):
+                    o.in_global = True
         finally:
             self._in_dlopen = False
         return res
