@@ -1038,8 +1038,11 @@ def _symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence
     needs: dict[int, Any] = {}
     wanted: set[bytes] = set()
     missing_versions = {(vp.consumer, vp.version) for vp in proc.version_problems}
+    # A missing version fails the load before any relocation (_dl_check_map_versions runs
+    # first): such objects' symbols are never bound.
+    unloadable = {vp.consumer for vp in proc.version_problems}
     for obj in proc.objects:
-        if obj.kind == "interpreter" or not obj.info.ok:
+        if obj.kind == "interpreter" or not obj.info.ok or obj.path in unloadable:
             continue
         mine = read_symbols(proc._host(obj.path), defined=False)
         if mine.error or not mine.undefined:
