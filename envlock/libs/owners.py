@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from envlock._names import canonicalize
@@ -118,6 +118,9 @@ class OwnerIndex:
         self._conda: dict[str, Owner] | None = None
         self._conda_records: list[dict] | None = None
         self._dpkg: dict[str, str] | None = None
+        self._dpkg_partial: dict[str, str] = {}
+        self._dpkg_todo: list[str] | None = None
+        self._dpkg_todo_set: set[str] | None = None
         self.cache_dir = cache_dir
 
     # -- pip -------------------------------------------------------------------------------
@@ -229,33 +232,91 @@ class OwnerIndex:
         if isinstance(cached, dict):
             self._dpkg = cached
             return cached
-        index: dict[str, str] = {}
-        try:
-            lists = sorted(n for n in os.listdir(info) if n.endswith(".list"))
-        except OSError:
-            lists = []
-        for n in lists:
-            try:
-                with open(os.path.join(info, n), encoding="utf-8", errors="replace") as f:
-                    text = f.read()
-            except OSError:
-                continue
-            pkg = n[: -len(".list")]
-            for line in text.splitlines():
-                if ".so" in line:
-                    index.setdefault(line, pkg)
+        while self._dpkg_read_next(None):
+            pass
+        index = self._dpkg_partial
         self._dpkg = index
         self._store_cache(key, index)
         return index
 
+    def _dpkg_lists(self) -> list[str]:
+        if self._dpkg_todo is None:
+            info = os.path.join(self.root, "var/lib/dpkg/info")
+            try:
+                self._dpkg_todo = sorted(n for n in os.listdir(info) if n.endswith(".list"))
+            except OSError:
+                self._dpkg_todo = []
+        return self._dpkg_todo
+
+    def _dpkg_read_next(self, guesses: Sequence[str] | None) -> bool:
+        """Read one more ``*.list`` into the partial index (a guessed one first); ``False``
+        when every list has been read."""
+        todo = self._dpkg_lists()
+        if not todo:
+            return False
+        pick = None
+        for g in guesses or ():
+            for n in (f"{g}.list", f"{g}:{_DPKG_ARCH}.list"):
+                if n in self._dpkg_todo_set:
+                    pick = n
+                    break
+            if pick:
+                break
+        if pick is None:
+            pick = next(n for n in todo if n in self._dpkg_todo_set)
+        self._dpkg_todo_set.discard(pick)
+        if not self._dpkg_todo_set:
+            self._dpkg_todo = []
+        try:
+            with open(os.path.join(self.root, "var/lib/dpkg/info", pick), encoding="utf-8",
+                      errors="replace") as f:
+                text = f.read()
+        except OSError:
+            return True
+        pkg = pick[: -len(".list")]
+        for line in text.splitlines():
+            if ".so" in line:
+                self._dpkg_partial.setdefault(line, pkg)
+        return True
+
     def _dpkg_lookup(self, path: str) -> Owner | None:
-        index = self._dpkg_index()
+        """The dpkg package listing ``path``: the ``*.list`` files are read only until it is
+        found, the package that Debian policy 8.1 names after the file first
+        (``libfoo.so.6`` → ``libfoo6``), then ``libc6``, then the rest; a path under a
+        directory dpkg never installs into (``/home``, ``/root``, ``/tmp``, ``/usr/local``,
+        …) is not looked up at all."""
         twins = [path, path[4:] if path.startswith("/usr/") else "/usr" + path]
-        for t in twins:
-            pkg = index.get(t)
-            if pkg:
-                return Owner(kind="dpkg", name=pkg,
-                             detail=os.path.join(self.root, "var/lib/dpkg/info", pkg + ".list"))
+        top = path.split("/", 2)[1] if path.startswith("/") else ""
+        if top not in _DPKG_TOPS or path.startswith("/usr/local/"):
+            return None
+        if self._dpkg is None and self._dpkg_todo_set is None:
+            info = os.path.join(self.root, "var/lib/dpkg/info")
+            try:
+                st = os.stat(info)
+                cached = self._load_cache(f"dpkg-{st.st_dev:x}-{st.st_ino:x}-{st.st_mtime_ns:x}")
+            except OSError:
+                cached = {}
+            if isinstance(cached, dict):
+                self._dpkg = cached
+            else:
+                self._dpkg_todo_set = set(self._dpkg_lists())
+        index = self._dpkg if self._dpkg is not None else self._dpkg_partial
+        guesses = _debian_package_guesses(os.path.basename(path))
+        while True:
+            for t in twins:
+                pkg = index.get(t)
+                if pkg:
+                    return Owner(kind="dpkg", name=pkg,
+                                 detail=os.path.join(self.root, "var/lib/dpkg/info", pkg + ".list"))
+            if self._dpkg is not None or not self._dpkg_read_next(guesses):
+                break
+        if self._dpkg is None and not self._dpkg_todo_set:
+            self._dpkg = self._dpkg_partial  # every list read: complete, keep it
+            try:
+                st = os.stat(os.path.join(self.root, "var/lib/dpkg/info"))
+                self._store_cache(f"dpkg-{st.st_dev:x}-{st.st_ino:x}-{st.st_mtime_ns:x}", self._dpkg)
+            except OSError:
+                pass
         return None
 
     def _load_cache(self, key: str) -> object:
@@ -313,6 +374,25 @@ class OwnerIndex:
         """Installed version of pip distribution ``name`` (normalized), if any."""
         got = self.dists().get(normalize_name(name))
         return got[0] if got else None
+
+
+#: Top-level directories dpkg installs into (FHS; /usr/local is left to the administrator).
+_DPKG_TOPS = frozenset({"usr", "lib", "lib32", "lib64", "libx32", "bin", "sbin", "etc", "opt",
+                        "var", "boot"})
+_DPKG_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "ppc64le": "ppc64el", "s390x": "s390x",
+              "i686": "i386", "riscv64": "riscv64"}.get(os.uname().machine, "amd64")
+
+
+def _debian_package_guesses(basename: str) -> list[str]:
+    """Package names Debian policy 8.1 gives a shared library file (``libfoo.so.6`` →
+    ``libfoo6``, ``libfoo2.so.3`` → ``libfoo2-3``), then ``libc6`` (glibc's files)."""
+    out = []
+    m = re.match(r"^(lib[^/]*?)\.so\.(\d+)", basename)
+    if m:
+        name, major = m.group(1).lower().replace("_", "-"), m.group(2)
+        out.append(f"{name}-{major}" if name[-1].isdigit() else f"{name}{major}")
+    out.append("libc6")
+    return out
 
 
 def _metadata_requires(dist_dir: str) -> list[str]:
