@@ -395,6 +395,9 @@ class Process:
         self._env_dirs = self._parse_env_dirs(config.ld_library_path)
         #: True while a dlopen and its dependencies are loaded (``__RTLD_DLOPEN``).
         self._in_dlopen = False
+        self._by_name: dict[str, int] = {}
+        self._by_soname: dict[str, int] = {}
+        self._by_fid: dict[tuple[int, int], int] = {}
         #: glibc's refusal of the main program itself (``ld.so FILE``), if any.
         self.main_error: str | None = None
 
@@ -683,15 +686,34 @@ class Process:
         nodeflib = (loader or self.main).info.nodeflib if (loader or self.main) else False
         return ("rpath", chain, main, nodeflib)
 
+    def _index(self, obj: LoadedObject) -> None:
+        """Record ``obj``'s path, names, SONAME and file id in the lookup indexes."""
+        self._by_name.setdefault(obj.path, obj.id)
+        for n in obj.names:
+            self._by_name.setdefault(n, obj.id)
+        if obj.info.soname:
+            self._by_soname.setdefault(obj.info.soname, obj.id)
+        if obj.file_id != (0, 0):
+            self._by_fid.setdefault(obj.file_id, obj.id)
+
+    def _add_name(self, obj: LoadedObject, name: str) -> None:
+        if name not in obj.names and name != obj.path:
+            obj.names.append(name)
+        self._by_name.setdefault(name, obj.id)
+
     def _match_loaded(self, name: str) -> LoadedObject | None:
-        """``_dl_map_object``'s first loop: match by l_name, l_libname, then DT_SONAME."""
-        for obj in self.objects:
-            if name == obj.path or name in obj.names:
-                return obj
-            if obj.info.soname == name:
-                obj.names.append(name)
-                return obj
-        return None
+        """``_dl_map_object``'s first loop: the first object in load order whose l_name or
+        an l_libname is ``name``, or whose DT_SONAME is (which then joins its names).
+        Indexed, so a long chain costs linear time."""
+        a = self._by_name.get(name)
+        b = self._by_soname.get(name)
+        if a is None and b is None:
+            return None
+        if b is None or (a is not None and a <= b):
+            return self.objects[a]  # type: ignore[index]
+        obj = self.objects[b]
+        self._add_name(obj, name)
+        return obj
 
     def _expand_slash(self, name: str, requester: LoadedObject | None) -> str | None:
         origin = requester.origin if requester is not None else None
@@ -711,6 +733,7 @@ class Process:
             origin=os.path.dirname(origin_src) or "/", file_id=self._file_id(path),
         )
         self.objects.append(obj)
+        self._index(obj)
         return obj
 
     def map_object(
@@ -762,10 +785,10 @@ class Process:
             self.resolutions.append(res)
             return res, None, False
         fid = self._file_id(path)
-        for obj in self.objects:
-            if obj.file_id == fid and fid != (0, 0):
-                if name not in obj.names and name != obj.path:
-                    obj.names.append(name)
+        same = self._by_fid.get(fid) if fid != (0, 0) else None
+        for obj in ([self.objects[same]] if same is not None else []):
+            if obj.file_id == fid:
+                self._add_name(obj, name)
                 res = Resolution(name=name, requester=req_path, kind=kind, path=obj.path,
                                  rule=rule, source=f"{source}; same file as {obj.path} (already loaded)",
                                  tried=tuple(tried), object_id=obj.id)
@@ -843,6 +866,7 @@ class Process:
             if rtld_info.ok:
                 rtld = self._new_object(interp, "interpreter", None, None)
                 rtld.names = [n for n in {rtld_info.soname} if n]
+                self._index(rtld)
         preloads: list[LoadedObject] = []
         if self.config.ld_preload and not self.config.secure:
             for p in re.split(r"[ :]+", self.config.ld_preload.strip()):
@@ -932,9 +956,9 @@ class Process:
     # -- versions --------------------------------------------------------------------------
     def provider_of(self, obj: LoadedObject, file: str) -> LoadedObject | None:
         """The loaded dependency of ``obj`` that the name ``file`` refers to (``find_needed``)."""
-        for dep in self.objects:
-            if file == dep.path or file in dep.names:
-                return dep
+        i = self._by_name.get(file)
+        if i is not None:
+            return self.objects[i]
         for dep_id in obj.deps:
             dep = self.objects[dep_id]
             if file == dep.info.soname:
@@ -960,10 +984,9 @@ class Process:
     # -- queries ---------------------------------------------------------------------------
     def find(self, path_or_name: str) -> LoadedObject | None:
         """The loaded object known by this path, name or SONAME (no side effects)."""
-        for obj in self.objects:
-            if path_or_name in (obj.path, obj.info.soname) or path_or_name in obj.names:
-                return obj
-        return None
+        hits = [i for i in (self._by_name.get(path_or_name), self._by_soname.get(path_or_name))
+                if i is not None]
+        return self.objects[min(hits)] if hits else None
 
 
 def _with_path(info: ElfInfo, path: str) -> ElfInfo:
