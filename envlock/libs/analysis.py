@@ -197,9 +197,11 @@ class LibsReport:
                 "platform": cfg.platform,
                 "lib": cfg.lib,
                 "cache": cfg.cache.path if cfg.cache else None,
+                "cwd": cfg.cwd,
             },
-            "objects": [_entry_json(o) for o in self.objects],
-            "requests": [_request_json(r) for r in self.requests],
+            "objects": [{**_entry_json(o), "abspath": _abspath(o.path, cfg.cwd)} for o in self.objects],
+            "requests": [{**_request_json(r), "abspath": _abspath(r.path, cfg.cwd)}
+                         for r in self.requests],
             "runtime": [
                 {"framework": r.framework, "name": r.name, "caller": r.caller, "when": r.when,
                  "required": r.required, **_request_json(r.resolution, tried=True)}
@@ -213,6 +215,13 @@ class LibsReport:
             ],
             "errors": list(self.errors),
         }
+
+
+def _abspath(path: str | None, cwd: str) -> str | None:
+    """``path`` as printed (``ldd`` keeps relative search results relative) made absolute."""
+    if path is None or path.startswith("/"):
+        return path
+    return os.path.normpath(os.path.join(cwd, path))
 
 
 def _entry_json(o: LibEntry) -> dict[str, Any]:
@@ -473,7 +482,7 @@ def _entries(proc: Process, index: OwnerIndex | None, stage: dict[int, str],
              via: dict[int, str]) -> list[LibEntry]:
     out = []
     for o in proc.objects:
-        owner = index.owner(o.path) if index is not None else None
+        owner = index.owner(proc.absolute(o.path)) if index is not None else None
         res = o.resolution
         out.append(LibEntry(
             id=o.id, path=o.path, realpath=_real(proc, o.path), soname=o.info.soname,
@@ -490,7 +499,7 @@ def _entries(proc: Process, index: OwnerIndex | None, stage: dict[int, str],
 
 def _real(proc: Process, path: str) -> str:
     root = proc.config.root
-    host = path if root in ("", "/") else os.path.join(root, path.lstrip("/"))
+    host = proc._host(path)
     real = os.path.realpath(host)
     return real if root in ("", "/") else "/" + os.path.relpath(real, root)
 
@@ -807,6 +816,34 @@ def _findings(
     for vp in proc.version_problems:
         out.append(_version_finding(proc, vp, index, sys_path, prefix, cfg))
 
+    # A file providing the SONAME sits, under another name, in a directory searched before
+    # the one that answered (libstdc++.so.6.0.33 without its libstdc++.so.6 link).
+    seen_renamed: set[tuple[str, str]] = set()
+    for res in proc.resolutions:
+        if res.path is None or res.rule in (None, "already-loaded", "slash", "preload") or \
+                "/" in res.name:
+            continue
+        found_dir = os.path.dirname(res.path)
+        before = [d for d in _search_dirs_of(res.tried) if d != found_dir]
+        if not before:
+            continue
+        other = _find_by_soname(proc, res.name, before)
+        if other is None or (res.name, other) in seen_renamed or proc.same_file(other, res.path):
+            continue
+        seen_renamed.add((res.name, other))
+        out.append(Finding(
+            id="missing-soname-symlink", severity="warning",
+            title=(f"{res.name}: {other} provides it under another name; the loader takes "
+                   f"{res.path} instead"),
+            cause=(f"{other} has SONAME {res.name} and lies in {os.path.dirname(other)}, which "
+                   f"is searched before {found_dir}, but the loader looks only for a file named "
+                   f"{res.name} there (the SONAME link is missing)."),
+            evidence=(f"{other}: SONAME {res.name}", f"{res.name} => {res.path} ({res.rule})",
+                      f"{other}: {_owner_text(index, other)}"),
+            fix=(f"ln -s {os.path.basename(other)} {os.path.join(os.path.dirname(other), res.name)}"
+                 " (if that copy is the one meant)", f"or run: ldconfig -n {os.path.dirname(other)}"),
+            library=res.name, requester=res.requester))
+
     # Candidates skipped for their class or machine although something else was found.
     skipped: dict[str, tuple[str, Resolution]] = {}
     for res in proc.resolutions:
@@ -874,11 +911,10 @@ def _findings(
 def _find_by_soname(proc: Process, name: str, dirs: Sequence[str]) -> str | None:
     stem = name.split(".so")[0]
     for d in dirs:
-        try:
-            names = sorted(os.listdir(proc._host(d)))
-        except OSError:
+        listing = proc._listdir(d)
+        if not listing:
             continue
-        for n in names:
+        for n in sorted(listing):
             if n != name and n.startswith(stem + ".so"):
                 info = read_elf(os.path.join(proc._host(d), n), cache=proc.elf_cache)
                 if info.ok and info.soname == name:

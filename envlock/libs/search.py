@@ -403,8 +403,16 @@ class Process:
 
     # -- helpers ---------------------------------------------------------------------------
     def _host(self, path: str) -> str:
-        """The real path on this machine of loader path ``path`` (prefix the root)."""
+        """The real path on this machine of loader path ``path`` (prefix the root; a
+        relative path is relative to the process's working directory, ``config.cwd``)."""
+        if not path.startswith("/"):
+            path = os.path.join(self.config.cwd, path) if path else self.config.cwd
         return _in_root(self.config.root, path)
+
+    def absolute(self, path: str) -> str:
+        """``path`` made absolute against the process's working directory, not normalised
+        (what glibc does for ``l_origin``: ``/cwd/./sub`` stays so)."""
+        return path if path.startswith("/") else f"{self.config.cwd.rstrip('/')}/{path}"
 
     def info(self, path: str) -> ElfInfo:
         """Parsed ELF facts of ``path`` (a loader path; cached per path)."""
@@ -416,20 +424,26 @@ class Process:
         return got
 
     def _parse_env_dirs(self, value: str | None) -> list[str]:
+        """``LD_LIBRARY_PATH`` as ``_dl_init_paths`` reads it: split on ``:``/``;``, dynamic
+        string tokens expanded for the main program (``$ORIGIN`` is its directory; before the
+        main program is known an element with ``$ORIGIN`` is dropped), relative elements kept
+        relative (``ldd`` prints ``sub/libx.so``), an empty element for the current
+        directory.  An empty value is ignored altogether."""
         if not value or self.config.secure:
             return []
+        origin = self.main.origin if self.main is not None else None
         out = []
         for d in split_path_list(value, ":;"):
-            e = expand_dst(d, origin=None, platform=self.config.platform, lib=self.config.lib)
+            e = expand_dst(d, origin=origin, platform=self.config.platform, lib=self.config.lib)
             if e is None:
                 continue
             out.append(self._absolute(e))
         return _dedupe(out)
 
     def _absolute(self, d: str) -> str:
-        if d == "":
-            return self.config.cwd
-        return d if d.startswith("/") else os.path.join(self.config.cwd, d)
+        """A search directory as the loader keeps it: as given (relative ones are opened
+        relative to the working directory; ``""`` is the working directory itself)."""
+        return d
 
     def _dirs_of(self, obj: LoadedObject, which: str) -> list[str]:
         key = (obj.id, which)
@@ -538,12 +552,12 @@ class Process:
         for d in dirs:
             last_error = ""
             for idx, sub in enumerate((*self.config.subdirs, "")):
-                sd = f"{d}/{sub}" if sub else d
+                sd = (f"{d}/{sub}" if d else sub) if sub else d
                 key = (d, idx)
                 status = self._dir_status.get(key)
                 if status is False:
                     continue
-                cand = f"{sd}/{name}"
+                cand = f"{sd}/{name}" if sd else name
                 listing = self._listdir(sd, d)
                 if listing is None or name not in listing:
                     tried.append(Attempt(path=cand, rule=rule, source=source, outcome="absent"))
@@ -725,7 +739,7 @@ class Process:
     def _new_object(self, path: str, kind: str, loader: LoadedObject | None, name: str | None,
                     origin_path: str | None = None) -> LoadedObject:
         info = self.info(path)
-        origin_src = origin_path or path
+        origin_src = self.absolute(origin_path or path)
         obj = LoadedObject(
             id=len(self.objects), path=path, info=info,
             names=[name] if name and name != path else [],
@@ -856,6 +870,9 @@ class Process:
         main = self._new_object(path, "executable", None, None, origin_path=executable)
         main.names = []
         self.main = main
+        # LD_LIBRARY_PATH's $ORIGIN is the main program's (glibc _dl_init_paths, l = main map).
+        self._env_dirs = self._parse_env_dirs(self.config.ld_library_path)
+        self._keys.clear()
         # ld.so FILE maps the program with __RTLD_OPENEXEC: ET_EXEC and PIEs are fine, the
         # other refusals of _dl_map_object_from_fd are not.
         if main.info.ok:
