@@ -870,6 +870,9 @@ class Process:
         main = self._new_object(path, "executable", None, None, origin_path=executable)
         main.names = []
         self.main = main
+        # The main map is created as "" (rtld.c: _dl_new_object ("", "", lt_executable, …)),
+        # so an empty DT_NEEDED string is satisfied by the program itself.
+        self._add_name(main, "")
         # LD_LIBRARY_PATH's $ORIGIN is the main program's (glibc _dl_init_paths, l = main map).
         self._env_dirs = self._parse_env_dirs(self.config.ld_library_path)
         self._keys.clear()
