@@ -17,8 +17,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from envlock._names import canonicalize
 
@@ -282,7 +284,8 @@ class OwnerIndex:
     def _dpkg_lookup(self, path: str) -> Owner | None:
         """The dpkg package listing ``path``: the ``*.list`` files are read only until it is
         found, the package that Debian policy 8.1 names after the file first
-        (``libfoo.so.6`` → ``libfoo6``), then ``libc6``, then the rest; a path under a
+        (``libfoo.so.6`` → ``libfoo6``), then ``libc6``, then packages whose name holds the
+        library's stem (``libz`` → ``zlib1g``), then the rest; a path under a
         directory dpkg never installs into (``/home``, ``/root``, ``/tmp``, ``/usr/local``,
         …) is not looked up at all."""
         twins = [path, path[4:] if path.startswith("/usr/") else "/usr" + path]
@@ -302,6 +305,13 @@ class OwnerIndex:
                 self._dpkg_todo_set = set(self._dpkg_lists())
         index = self._dpkg if self._dpkg is not None else self._dpkg_partial
         guesses = _debian_package_guesses(os.path.basename(path))
+        if self._dpkg is None and self._dpkg_todo_set:
+            # Then packages whose name holds the library's stem (libz.so.1 → zlib1g).
+            core = re.sub(r"^lib", "", os.path.basename(path).split(".so")[0]).lower()
+            if len(core) >= 1:
+                near = sorted((n[: -len(".list")].split(":")[0] for n in self._dpkg_todo_set
+                               if core in n.split(":")[0]), key=len)
+                guesses += near
         while True:
             for t in twins:
                 pkg = index.get(t)
@@ -444,42 +454,124 @@ def read_pins(index: OwnerIndex, dist: str) -> list[Pin]:
     return pins
 
 
-def _compute_pins(index: OwnerIndex, dist: str, dist_dir: str) -> list[Pin]:
-    from packaging.requirements import InvalidRequirement, Requirement
+@dataclass(frozen=True, slots=True)
+class _Req:
+    """A parsed Requires-Dist line (the parts :func:`_compute_pins` uses)."""
 
+    name: str
+    extras: tuple[str, ...]
+    specs: tuple[str, ...]
+    marker: str | None
+
+    @property
+    def specifier(self) -> str:
+        return ",".join(sorted(self.specs))
+
+    def exact(self) -> bool:
+        return any(x.startswith("==") for x in self.specs)
+
+
+_REQ = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?\s*\(?([^;()]*)\)?\s*(?:;(.*))?$")
+_SPEC = re.compile(r"^(===|==|!=|~=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+$")
+_CLAUSE = re.compile(r"""^\s*(platform_system|sys_platform|platform_machine|os_name|extra)\s*(==|!=)\s*(['"])([^'"]*)\3\s*$""")
+
+
+def _parse_requirement(line: str) -> _Req | None:
+    """A PEP 508 line in the plain form METADATA files use (``name[extras] specs ;
+    marker``), or ``None`` for anything else (the caller then asks ``packaging``)."""
+    m = _REQ.match(line)
+    if not m:
+        return None
+    specs = tuple(x.strip() for x in m.group(3).split(",") if x.strip())
+    if not all(_SPEC.match(x) for x in specs):
+        return None
+    extras = tuple(sorted(e.strip() for e in (m.group(2) or "").split(",") if e.strip()))
+    marker = m.group(4).strip() if m.group(4) else None
+    return _Req(name=m.group(1), extras=extras, specs=tuple(x.replace(" ", "") for x in specs),
+                marker=marker)
+
+
+def _marker_value(marker: str, extra: str) -> bool | None:
+    """Evaluate a marker made only of ``VAR ==|!= "value"`` clauses joined by ``and``/``or``
+    (``and`` binds tighter, PEP 508) for this machine; ``None`` when it has another form."""
+    import platform
+
+    env = {"platform_system": platform.system(), "sys_platform": sys.platform,
+           "platform_machine": platform.machine(), "os_name": os.name, "extra": extra}
+    if "(" in marker or ")" in marker:
+        return None
+    any_true = False
+    for alt in re.split(r"\s+or\s+", marker):
+        all_true = True
+        for clause in re.split(r"\s+and\s+", alt):
+            m = _CLAUSE.match(clause)
+            if not m:
+                return None
+            var, op, value = m.group(1), m.group(2), m.group(4)
+            have = env[var]
+            if var == "extra":
+                have, value = normalize_name(have), normalize_name(value)
+            ok = (have == value) if op == "==" else (have != value)
+            all_true = all_true and ok
+        any_true = any_true or all_true
+    return any_true
+
+
+def _compute_pins(index: OwnerIndex, dist: str, dist_dir: str) -> list[Pin]:
     got = (None, dist_dir)
     pins: list[Pin] = []
 
-    def collect(requirer: str, dist_dir: str, extras: tuple[str, ...]) -> list[Requirement]:
+    def parse(line: str) -> tuple[_Req | None, Any]:
+        fast = _parse_requirement(line)
+        if fast is not None:
+            return fast, None
+        from packaging.requirements import InvalidRequirement, Requirement
+
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            return None, None
+        return _Req(name=req.name, extras=tuple(sorted(req.extras)),
+                    specs=tuple(str(x) for x in req.specifier),
+                    marker=str(req.marker) if req.marker is not None else None), req
+
+    def collect(requirer: str, dist_dir: str, extras: tuple[str, ...]) -> list[_Req]:
         out = []
         for line in _metadata_requires(dist_dir):
             # Only exact pins, and requirements with extras to follow, can matter here.
             spec = line.split(";", 1)[0]
             if "==" not in spec and "[" not in spec:
                 continue
-            try:
-                req = Requirement(line)
-            except InvalidRequirement:
+            req, full = parse(line)
+            if req is None:
                 continue
             if req.marker is not None:
-                envs = [{"extra": e} for e in extras] or [{"extra": ""}]
-                if not any(req.marker.evaluate(e) for e in envs):
+                values = [_marker_value(req.marker, e) for e in (extras or ("",))]
+                if any(v is None for v in values):
+                    if full is None:
+                        from packaging.requirements import Requirement
+
+                        full = Requirement(line)
+                    envs = [{"extra": e} for e in extras] or [{"extra": ""}]
+                    if not any(full.marker.evaluate(e) for e in envs):
+                        continue
+                elif not any(values):
                     continue
             out.append(req)
         return out
 
     for req in collect(dist, got[1], ()):
         name = normalize_name(req.name)
-        if any(s.operator in ("==", "===") for s in req.specifier):
-            pins.append(Pin(requirer=dist, name=name, specifier=str(req.specifier)))
+        if req.exact():
+            pins.append(Pin(requirer=dist, name=name, specifier=req.specifier))
         if req.extras:
             sub = index.dists().get(name)
             if sub is None:
                 continue
-            for req2 in collect(name, sub[1], tuple(sorted(req.extras))):
-                if req2.marker is None or "extra" not in str(req2.marker):
+            for req2 in collect(name, sub[1], req.extras):
+                if req2.marker is None or "extra" not in req2.marker:
                     continue
-                if any(s.operator in ("==", "===") for s in req2.specifier):
-                    pins.append(Pin(requirer=f"{dist} via {name}[{','.join(sorted(req.extras))}]",
-                                    name=normalize_name(req2.name), specifier=str(req2.specifier)))
+                if req2.exact():
+                    pins.append(Pin(requirer=f"{dist} via {name}[{','.join(req.extras)}]",
+                                    name=normalize_name(req2.name), specifier=req2.specifier))
     return pins

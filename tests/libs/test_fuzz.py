@@ -90,8 +90,10 @@ def ld_so_names(path: Path) -> list[str] | None:
     names = []
     for raw in proc.stdout.split(b"\n"):
         line = raw.decode("utf-8", "surrogateescape")
-        m = re.match(r"^\t(.+?) => ", line)
-        if m:
+        m = re.match(r"^\t(.+?) => (.*?)(?: \(0x[0-9a-f]+\))?$", line)
+        # ld.so prints itself as "<PT_INTERP string> => its path" when the string read at
+        # PT_INTERP's p_vaddr is not its path (a mutated PT_INTERP): not a dependency.
+        if m and m.group(2) != LDSO:
             names.append(m.group(1))
     return names
 
