@@ -1111,7 +1111,12 @@ def _symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence
             if name in weak or (version and (obj.path, version) in missing_versions):
                 continue
             for d in scope_defs:
-                if name in d and provides(d, name, version):
+                defs_of = d.get(name)
+                if defs_of is None:
+                    continue
+                if version and any(v == version or v == "" for v, _h in defs_of):
+                    break
+                if provides(d, name, version):
                     break
             else:
                 lost.append((name, version, file))

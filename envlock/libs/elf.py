@@ -33,7 +33,8 @@ import json
 import mmap
 import os
 import struct
-from itertools import accumulate
+import operator
+from itertools import accumulate, compress
 from dataclasses import dataclass
 from pathlib import Path
 from collections.abc import Set as AbstractSet
@@ -986,12 +987,13 @@ def _symbols(buf: Any, size: int, *, defined: bool, undefined: bool, wanted: Any
     strsz = min(last.get(DT_STRSZ, str_avail), str_avail)
     strbuf = bytes(buf[str_off:str_off + strsz])
     parts = strbuf.split(b"\0")
-    by_start = dict(zip(accumulate(map((1).__add__, map(len, parts)), initial=0), parts))
+    starts = list(accumulate(map((1).__add__, map(len, parts)), initial=0))[:-1]
+    nstr = len(strbuf)
 
     def name_at(off: int) -> bytes:
-        got = by_start.get(off)
-        if got is not None:
-            return got
+        if off < nstr:
+            e = strbuf.find(b"\0", off)
+            return strbuf[off: e if e >= 0 else nstr]
         a = str_off + off
         if a >= str_end:
             return b""
@@ -1001,7 +1003,10 @@ def _symbols(buf: Any, size: int, *, defined: bool, undefined: bool, wanted: Any
     und: list[tuple[str, str, str]] = []
     weak: set[str] = set()
     if undefined:
-        for i in [i for i, x in enumerate(st_shndx) if x == SHN_UNDEF and i and st_info[i] >= 16]:
+        # st_shndx == SHN_UNDEF, selected at C speed.
+        for i in compress(range(nsyms), map(operator.not_, st_shndx)):
+            if not i or st_info[i] < 16:  # the null entry, or STB_LOCAL
+                continue
             nm = name_at(st_name[i])
             if not nm:
                 continue
@@ -1016,16 +1021,25 @@ def _symbols(buf: Any, size: int, *, defined: bool, undefined: bool, wanted: Any
     second: set[tuple[str, str]] = set()
     if defined:
         ok_bind = (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE)
-        cand = [i for i in range(max(1, first_hashed), nsyms)
-                if st_shndx[i] != SHN_UNDEF and (st_info[i] >> 4) in ok_bind
-                and (st_info[i] & 0xF) in _ALLOWED_STT and (st_other[i] & 3) not in (1, 2)
-                and (st_value[i] or st_shndx[i] == SHN_ABS or (st_info[i] & 0xF) == STT_TLS)]
-        get = by_start.get
+        lo = max(1, first_hashed)
+        window = st_name[lo:nsyms]
         if wanted is not None:
-            pairs = [(i, nm) for i in cand
-                     if (nm := get(st_name[i]) or name_at(st_name[i])) in wanted]
+            # Only symbols whose name is wanted: the wanted names' string-table offsets, then
+            # the symbols at those offsets (C speed); an offset into the middle of a string
+            # (suffix merging) is resolved one by one.
+            start_of = dict(zip(parts, starts))
+            hit = {start_of[n] for n in start_of.keys() & wanted}
+            starts_set = set(starts)
+            idx = list(compress(range(lo, nsyms), map(hit.__contains__, window)))
+            odd = compress(range(lo, nsyms), map(operator.not_, map(starts_set.__contains__, window)))
+            idx += [i for i in odd if name_at(st_name[i]) in wanted]
         else:
-            pairs = [(i, nm) for i in cand if (nm := name_at(st_name[i]))]
+            idx = list(range(lo, nsyms))
+        pairs = [(i, nm) for i in idx
+                 if st_shndx[i] != SHN_UNDEF and (st_info[i] >> 4) in ok_bind
+                 and (st_info[i] & 0xF) in _ALLOWED_STT and (st_other[i] & 3) not in (1, 2)
+                 and (st_value[i] or st_shndx[i] == SHN_ABS or (st_info[i] & 0xF) == STT_TLS)
+                 and (nm := name_at(st_name[i]))]
         for i, nm in pairs:
             name = nm.decode("utf-8", "surrogateescape")
             vs = versym[i] if versym is not None else 0
