@@ -51,7 +51,7 @@ def main() -> int:
                      time_command([*envlock, "--no-cache", "--no-symbols"], runs=args.runs, env=env)))
         rows.append(("envlock libs torch (cold, symbols)",
                      time_command([*envlock, "--no-cache"], runs=args.runs, env=env)))
-        rows.append(("envlock libs torch (ELF facts cached)",
+        rows.append(("envlock libs torch (cached answer)",
                      time_command(envlock, runs=args.runs, warmup=2, env=env)))
         rows.append(("envlock --help", time_command([*envlock_argv(), "--help"], runs=args.runs, env=env)))
     print(f"torch/_C: {torch_c}; median of {args.runs} runs")
