@@ -273,6 +273,7 @@ def runtime_check(
         extension modules the import loaded ``dlopen``'ed first, in the order Python loaded
         them (to explain their libraries and which copy each SONAME binds to).
     :returns: ``{"status", "error", "matched", "explained", "unexplained", "not_loaded"}``;
+        ``status`` is ``"import-failed"`` when the import raised (``error`` says how);
         ``unexplained`` lists files mapped by the process that the model cannot account for
         and model objects missing from the process.
     """
@@ -330,7 +331,9 @@ def runtime_check(
         else:
             not_loaded.append({"path": o.path, "why": "predicted but not mapped"})
     unexplained += not_loaded
-    return {"status": "ok", "error": data.get("error"), "matched": matched,
+    # An import that raised is not "ok", whatever was mapped before it failed.
+    status = "import-failed" if data.get("error") else "ok"
+    return {"status": status, "error": data.get("error"), "matched": matched,
             "explained": explained, "unexplained": unexplained, "not_loaded": not_loaded}
 
 

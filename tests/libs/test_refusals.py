@@ -174,3 +174,24 @@ def test_import_of_a_pie_extension_is_an_error_finding(build: Builder) -> None:
     assert refused and refused[0].severity == "error"
     assert real.error and real.error.endswith("cannot dynamically load position-independent executable")
     assert "cannot dynamically load position-independent executable" in refused[0].title
+
+
+def test_runtime_check_of_a_refused_extension_is_not_ok(build: Builder, tmp_path: Path) -> None:
+    """--runtime really loads the file in the target Python: the PIE is refused there too, and
+    the check says the import failed (exit 1) instead of "ok"."""
+    import json
+    import sys
+
+    from click.testing import CliRunner
+
+    from envlock.cli import cli
+
+    pie = build.exe("pkg/mod.cpython-311-x86_64-linux-gnu.so", "int main(void) { return 0; }",
+                    extra=["-pie", "-fPIE"])
+    result = CliRunner().invoke(cli, ["libs", str(pie), "--python", sys.executable, "--runtime",
+                                      "--format", "json"], env={"XDG_CACHE_HOME": str(tmp_path)})
+    assert result.exit_code == 1, result.output
+    doc = json.loads(result.output)
+    assert doc["runtime_check"]["status"] == "import-failed"
+    assert "cannot dynamically load position-independent executable" in doc["runtime_check"]["error"]
+    assert any(f["id"] == "refused" for f in doc["findings"])
