@@ -491,30 +491,85 @@ def _parse_requirement(line: str) -> _Req | None:
                 marker=marker)
 
 
+_MTOKEN = re.compile(r"""\s*(?:(\()|(\))|(and|or)\b|(platform_system|sys_platform|platform_machine|os_name|extra|python_version|python_full_version)\s*(==|!=|<=|>=|<|>)\s*(['"])([^'"]*)\6)""")
+_NUMERIC = re.compile(r"^\d+(\.\d+)*$")
+
+
 def _marker_value(marker: str, extra: str) -> bool | None:
-    """Evaluate a marker made only of ``VAR ==|!= "value"`` clauses joined by ``and``/``or``
-    (``and`` binds tighter, PEP 508) for this machine; ``None`` when it has another form."""
+    """Evaluate a PEP 508 marker made of ``VAR ==|!= "value"`` clauses (and ``python_version``
+    compared with a plain dotted release), ``and``, ``or`` and parentheses (``and`` binds
+    tighter) for this interpreter, as ``packaging.markers`` does; ``None`` for any other
+    form (the caller then asks ``packaging``)."""
     import platform
 
     env = {"platform_system": platform.system(), "sys_platform": sys.platform,
            "platform_machine": platform.machine(), "os_name": os.name, "extra": extra}
-    if "(" in marker or ")" in marker:
-        return None
-    any_true = False
-    for alt in re.split(r"\s+or\s+", marker):
-        all_true = True
-        for clause in re.split(r"\s+and\s+", alt):
-            m = _CLAUSE.match(clause)
-            if not m:
+    tokens: list[Any] = []
+    pos = 0
+    text = marker.rstrip()
+    while pos < len(text):
+        m = _MTOKEN.match(text, pos)
+        if not m or m.end() == pos:
+            return None
+        pos = m.end()
+        if m.group(1) or m.group(2) or m.group(3):
+            tokens.append(m.group(1) or m.group(2) or m.group(3))
+        else:
+            var, op, value = m.group(4), m.group(5), m.group(7)
+            if var.startswith("python_"):
+                # Versions compared as numbers (PEP 440 for plain dotted releases).
+                if not _NUMERIC.match(value):
+                    return None
+                vi = sys.version_info
+                mine = (vi[0], vi[1]) if var == "python_version" else (vi[0], vi[1], vi[2])
+                want = tuple(int(x) for x in value.split("."))
+                n = max(len(mine), len(want))
+                a, b = mine + (0,) * (n - len(mine)), want + (0,) * (n - len(want))
+                tokens.append({"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b,
+                               ">=": a >= b}[op])
+                continue
+            if op not in ("==", "!="):
                 return None
-            var, op, value = m.group(1), m.group(2), m.group(4)
             have = env[var]
             if var == "extra":
                 have, value = normalize_name(have), normalize_name(value)
-            ok = (have == value) if op == "==" else (have != value)
-            all_true = all_true and ok
-        any_true = any_true or all_true
-    return any_true
+            tokens.append((have == value) if op == "==" else (have != value))
+    i = 0
+
+    def expr() -> bool | None:
+        nonlocal i
+        v = term()
+        while v is not None and i < len(tokens) and tokens[i] == "or":
+            i += 1
+            w = term()
+            v = None if w is None else (v or w)
+        return v
+
+    def term() -> bool | None:
+        nonlocal i
+        v = factor()
+        while v is not None and i < len(tokens) and tokens[i] == "and":
+            i += 1
+            w = factor()
+            v = None if w is None else (v and w)
+        return v
+
+    def factor() -> bool | None:
+        nonlocal i
+        if i >= len(tokens):
+            return None
+        t = tokens[i]
+        i += 1
+        if t == "(":
+            v = expr()
+            if i >= len(tokens) or tokens[i] != ")":
+                return None
+            i += 1
+            return v
+        return t if isinstance(t, bool) else None
+
+    value = expr()
+    return value if i == len(tokens) else None
 
 
 def _compute_pins(index: OwnerIndex, dist: str, dist_dir: str) -> list[Pin]:

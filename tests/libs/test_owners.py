@@ -125,3 +125,30 @@ def test_dpkg_owner_reads_only_the_lists_it_needs() -> None:
         assert got is not None and got.name.split(":")[0] == pkg, p
     total = len([n for n in os.listdir("/var/lib/dpkg/info") if n.endswith(".list")])
     assert total - len(idx._dpkg_todo_set or ()) <= 2 * len(wanted) + 2
+
+
+@pytest.mark.parametrize("marker", [
+    'platform_system == "Linux"',
+    'sys_platform == "win32" or platform_machine == "x86_64"',
+    "(sys_platform == 'linux' and platform_machine == 'aarch64' or sys_platform == 'linux' and "
+    "platform_machine == 'x86_64' or sys_platform == 'win32') and extra == 'all'",
+    'platform_system == "Linux" and python_version < "3.15"',
+    'python_full_version >= "3.11.0" and extra != "Cublas"',
+    'extra == "CUDA_Toolkit"',
+])
+def test_simple_markers_agree_with_packaging(marker: str) -> None:
+    """The fast marker evaluation (no packaging import) gives packaging's answer."""
+    from packaging.markers import Marker
+
+    from envlock.libs.owners import _marker_value
+
+    for extra in ("", "all", "cublas", "cuda-toolkit"):
+        assert _marker_value(marker, extra) == Marker(marker).evaluate({"extra": extra}), extra
+
+
+def test_other_markers_are_left_to_packaging() -> None:
+    from envlock.libs.owners import _marker_value
+
+    assert _marker_value('implementation_name == "cpython"', "") is None
+    assert _marker_value('python_version < "3.15a1"', "") is None
+    assert _marker_value('platform_system == "Linux" and', "") is None
