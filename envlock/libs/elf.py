@@ -973,21 +973,23 @@ def _symbols(buf: Any, size: int, *, defined: bool, undefined: bool, wanted: Any
     for vd in info["verdef"]:
         if not vd.base:
             names[vd.index & 0x7FFF] = vd.name
-    versym: Any = None
+    vs_span = None
     if DT_VERSYM in last:
         vs_off, vs_avail = img.file_span(last[DT_VERSYM])
-        n = min(nsyms, vs_avail // 2)
-        versym = list(struct.unpack_from(img.e + f"{n}H", buf, vs_off)) + [0] * (nsyms - n)
+        vs_span = (vs_off, min(nsyms, vs_avail // 2))
+    vfmt = struct.Struct(img.e + "H")
+
+    def versym(i: int) -> int:
+        if vs_span is None or i >= vs_span[1]:
+            return 0
+        return vfmt.unpack_from(buf, vs_span[0] + 2 * i)[0]
+
     raw = bytes(buf[sym_off: sym_off + nsyms * entsize])
     st_name, st_info, st_other, st_shndx, st_value = _columns(raw, img.cls, img.e)
-    # Names by string-table offset: whole strings at C speed; an offset into the middle of a
-    # string (the linker's suffix merging) is looked up on its own.
-    # DT_STRSZ bounds the table we split (the segment may go on for hundreds of MB); a name
-    # past it is read from the image like the loader would.
+    # DT_STRSZ bounds the string table we copy (the segment may go on for hundreds of MB); a
+    # name past it is read from the image like the loader would.
     strsz = min(last.get(DT_STRSZ, str_avail), str_avail)
     strbuf = bytes(buf[str_off:str_off + strsz])
-    parts = strbuf.split(b"\0")
-    starts = list(accumulate(map((1).__add__, map(len, parts)), initial=0))[:-1]
     nstr = len(strbuf)
 
     def name_at(off: int) -> bytes:
@@ -1011,7 +1013,7 @@ def _symbols(buf: Any, size: int, *, defined: bool, undefined: bool, wanted: Any
             if not nm:
                 continue
             name = nm.decode("utf-8", "surrogateescape")
-            ndx = (versym[i] & 0x7FFF) if versym is not None else 0
+            ndx = versym(i) & 0x7FFF
             ver = names.get(ndx, "") if ndx >= 2 else ""
             und.append((name, ver, files.get(ndx, "") if ver else ""))
             if st_info[i] >> 4 == STB_WEAK:
@@ -1024,14 +1026,20 @@ def _symbols(buf: Any, size: int, *, defined: bool, undefined: bool, wanted: Any
         lo = max(1, first_hashed)
         window = st_name[lo:nsyms]
         if wanted is not None:
-            # Only symbols whose name is wanted: the wanted names' string-table offsets, then
-            # the symbols at those offsets (C speed); an offset into the middle of a string
-            # (suffix merging) is resolved one by one.
-            start_of = dict(zip(parts, starts))
-            hit = {start_of[n] for n in start_of.keys() & wanted}
-            starts_set = set(starts)
+            # Only symbols whose name is wanted, found at C speed: the wanted names' offsets
+            # in the string table, then the symbols pointing there.  A symbol pointing into
+            # the middle of a string (the linker's suffix merging: the byte before it is not
+            # NUL) is resolved on its own.
+            parts = strbuf.split(b"\0")
+            starts = list(accumulate(map((1).__add__, map(len, parts)), initial=0))
+            hitnames = wanted.intersection(parts)
+            hit = set(compress(starts, map(hitnames.__contains__, parts)))
             idx = list(compress(range(lo, nsyms), map(hit.__contains__, window)))
-            odd = compress(range(lo, nsyms), map(operator.not_, map(starts_set.__contains__, window)))
+            padded = b"\0" + strbuf  # padded[o] is the byte before offset o
+            if window and max(window) < len(padded):
+                odd = compress(range(lo, nsyms), map(padded.__getitem__, window))
+            else:
+                odd = compress(range(lo, nsyms), map(_mid_string(strbuf), window))
             idx += [i for i in odd if name_at(st_name[i]) in wanted]
         else:
             idx = list(range(lo, nsyms))
@@ -1042,7 +1050,7 @@ def _symbols(buf: Any, size: int, *, defined: bool, undefined: bool, wanted: Any
                  and (nm := name_at(st_name[i]))]
         for i, nm in pairs:
             name = nm.decode("utf-8", "surrogateescape")
-            vs = versym[i] if versym is not None else 0
+            vs = versym(i)
             ndx = vs & 0x7FFF
             ver = names.get(ndx, "") if ndx >= 2 else ""
             dfn.append((name, ver))
@@ -1052,6 +1060,19 @@ def _symbols(buf: Any, size: int, *, defined: bool, undefined: bool, wanted: Any
                 second.add((name, ver))
     return Symbols(undefined=tuple(und), defined=tuple(dfn), weak_undefined=frozenset(weak),
                    hidden=frozenset(hidden), second=frozenset(second))
+
+
+def _mid_string(strbuf: bytes) -> Any:
+    """A C-speed predicate on string-table offsets: ``True`` for an offset inside a string
+    (the byte before it is not NUL), i.e. a name shared with a longer one's tail."""
+    padded = b"\0" + strbuf  # padded[o] is the byte before offset o
+    get = padded.__getitem__
+    n = len(padded)
+
+    def pred(o: int) -> bool:
+        return 0 < o < n and get(o) != 0
+
+    return pred
 
 
 def _columns(raw: bytes, cls: int, e: str) -> tuple[Any, Any, Any, Any, Any]:
