@@ -14,6 +14,7 @@ extras such as ``cuda-toolkit[cublas]==13.0.3``) and a conda record's ``depends`
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -495,15 +496,21 @@ _MTOKEN = re.compile(r"""\s*(?:(\()|(\))|(and|or)\b|(platform_system|sys_platfor
 _NUMERIC = re.compile(r"^\d+(\.\d+)*$")
 
 
+@functools.lru_cache(maxsize=1)
+def _marker_env() -> dict[str, str]:
+    """PEP 508 environment markers of this interpreter (as ``packaging`` computes them)."""
+    import platform
+
+    return {"platform_system": platform.system(), "sys_platform": sys.platform,
+            "platform_machine": platform.machine(), "os_name": os.name}
+
+
 def _marker_value(marker: str, extra: str) -> bool | None:
     """Evaluate a PEP 508 marker made of ``VAR ==|!= "value"`` clauses (and ``python_version``
     compared with a plain dotted release), ``and``, ``or`` and parentheses (``and`` binds
     tighter) for this interpreter, as ``packaging.markers`` does; ``None`` for any other
     form (the caller then asks ``packaging``)."""
-    import platform
-
-    env = {"platform_system": platform.system(), "sys_platform": sys.platform,
-           "platform_machine": platform.machine(), "os_name": os.name, "extra": extra}
+    env = dict(_marker_env(), extra=extra)
     tokens: list[Any] = []
     pos = 0
     text = marker.rstrip()
