@@ -1104,22 +1104,27 @@ def _symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence
         scope = scopes.get(key)
         if scope is None:
             scope = scopes[key] = proc.scope(obj)
-        scope_defs = [defs(o.path) for o in scope]
-        lost = []
         weak = mine.weak_undefined
-        for name, version, file in mine.undefined:
-            if name in weak or (version and (obj.path, version) in missing_versions):
-                continue
-            for d in scope_defs:
+        todo = [(name, version, file) for name, version, file in mine.undefined
+                if name not in weak and not (version and (obj.path, version) in missing_versions)]
+        # Walk the scope in order; an object's definitions are read only while something is
+        # still unbound (objects late in the scope are often never needed).
+        for o in scope:
+            if not todo:
+                break
+            d = defs(o.path)
+            rest = []
+            for item in todo:
+                name, version, _file = item
                 defs_of = d.get(name)
                 if defs_of is None:
+                    rest.append(item)
+                elif version and any(v == version or v == "" for v, _h in defs_of):
                     continue
-                if version and any(v == version or v == "" for v, _h in defs_of):
-                    break
-                if provides(d, name, version):
-                    break
-            else:
-                lost.append((name, version, file))
+                elif not provides(d, name, version):
+                    rest.append(item)
+            todo = rest
+        lost = todo
         if lost:
             problems.append((obj, lost))
     if not problems:
