@@ -12,14 +12,14 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from envlock.commands._common import handle_errors, target_options
 
 if TYPE_CHECKING:
-    from envlock.libs.analysis import LibEntry, LibsReport
+    from envlock.libs.analysis import LibsReport
 
 __all__ = ["libs", "target_query"]
 
