@@ -1080,7 +1080,7 @@ def _symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence
     for obj in proc.objects:
         if obj.kind == "interpreter" or not obj.info.ok or obj.path in unloadable:
             continue
-        mine = read_symbols(proc._host(obj.path), defined=False)
+        mine = read_symbols(proc._host(obj.path), defined=False, info=obj.info)
         if mine.error or not mine.undefined:
             continue
         needs[obj.id] = mine
@@ -1090,8 +1090,10 @@ def _symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence
     def defs(path: str) -> dict[str, list[tuple[str, bool]]]:
         got = indexes.get(path)
         if got is None:
-            got = indexes[path] = read_symbols(proc._host(path), undefined=False,
-                                               wanted=wanted).index()
+            known = proc.find(path)
+            got = indexes[path] = read_symbols(
+                proc._host(path), undefined=False, wanted=wanted,
+                info=known.info if known is not None and known.path == path else None).index()
         return got
 
     scopes: dict[tuple[int | None, bool], list[LoadedObject]] = {}
@@ -1105,26 +1107,31 @@ def _symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence
         if scope is None:
             scope = scopes[key] = proc.scope(obj)
         weak = mine.weak_undefined
-        todo = [(name, version, file) for name, version, file in mine.undefined
-                if name not in weak and not (version and (obj.path, version) in missing_versions)]
+        todo: dict[str, list[tuple[str, str]]] = {}
+        order: dict[tuple[str, str, str], int] = {}
+        for k, (name, version, file) in enumerate(mine.undefined):
+            if name in weak or (version and (obj.path, version) in missing_versions):
+                continue
+            todo.setdefault(name, []).append((version, file))
+            order.setdefault((name, version, file), k)
         # Walk the scope in order; an object's definitions are read only while something is
-        # still unbound (objects late in the scope are often never needed).
+        # still unbound (objects late in the scope are often never needed), and only the
+        # names it defines are looked at (a set intersection).
         for o in scope:
             if not todo:
                 break
             d = defs(o.path)
-            rest = []
-            for item in todo:
-                name, version, _file = item
-                defs_of = d.get(name)
-                if defs_of is None:
-                    rest.append(item)
-                elif version and any(v == version or v == "" for v, _h in defs_of):
-                    continue
-                elif not provides(d, name, version):
-                    rest.append(item)
-            todo = rest
-        lost = todo
+            for name in todo.keys() & d.keys():
+                defs_of = d[name]
+                keep = [(v, f) for v, f in todo[name]
+                        if not (v and any(dv == v or dv == "" for dv, _h in defs_of))
+                        and not provides(d, name, v)]
+                if keep:
+                    todo[name] = keep
+                else:
+                    del todo[name]
+        lost = sorted(((n, v, f) for n, lst in todo.items() for v, f in lst),
+                      key=lambda x: order.get(x, 0))
         if lost:
             problems.append((obj, lost))
     if not problems:

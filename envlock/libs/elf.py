@@ -894,7 +894,7 @@ def provides(index: dict[str, list[tuple[str, bool]]], name: str, version: str) 
 
 def read_symbols(path: str | os.PathLike[str], *, defined: bool = True,
                  undefined: bool = True, wanted: AbstractSet[str] | AbstractSet[bytes] | None = None,
-                 ) -> Symbols:
+                 info: ElfInfo | None = None) -> Symbols:
     """Read the dynamic symbol table through ``DT_SYMTAB``/``DT_STRTAB``/``DT_VERSYM``.
 
     The number of symbols comes from ``DT_HASH`` (``nchain``) or the ``DT_GNU_HASH`` chains;
@@ -906,6 +906,8 @@ def read_symbols(path: str | os.PathLike[str], *, defined: bool = True,
     :param undefined: collect undefined symbols.
     :param wanted: collect only definitions of these names (``str`` or, cheaper for many
         calls, UTF-8 ``bytes``); ``None`` for all.
+    :param info: the file's :func:`read_elf` facts, when already read (their version
+        definitions and requirements are used instead of reading them again).
     :returns: :class:`Symbols`; never raises (``error`` is set instead).
     """
     if wanted is not None and wanted and isinstance(next(iter(wanted)), str):
@@ -915,14 +917,16 @@ def read_symbols(path: str | os.PathLike[str], *, defined: bool = True,
     except OSError as exc:
         return Symbols(error=exc.strerror or str(exc))
     try:
-        return _symbols(buf, size, defined=defined, undefined=undefined, wanted=wanted)
+        return _symbols(buf, size, defined=defined, undefined=undefined, wanted=wanted,
+                        info=info if info is not None and info.ok else None)
     except (_Bad, struct.error, ValueError, IndexError, TypeError) as exc:
         return Symbols(error=str(exc) or type(exc).__name__)
     finally:
         close()
 
 
-def _symbols(buf: Any, size: int, *, defined: bool, undefined: bool, wanted: Any) -> Symbols:
+def _symbols(buf: Any, size: int, *, defined: bool, undefined: bool, wanted: Any,
+             info: ElfInfo | None = None) -> Symbols:
     if size < 64 or bytes(buf[:4]) != b"\x7fELF" or buf[4] not in (1, 2) or buf[5] not in (1, 2):
         return Symbols(error="not an ELF file")
     img = _Image(buf, size)
@@ -965,12 +969,16 @@ def _symbols(buf: Any, size: int, *, defined: bool, undefined: bool, wanted: Any
     # Version names by .gnu.version index.
     names: dict[int, str] = {}
     files: dict[int, str] = {}
-    info = _dynamic(img, dyn)
-    for vn in info["verneed"]:
+    if info is not None:
+        verneed, verdef = info.verneed, info.verdef
+    else:
+        facts = _dynamic(img, dyn)
+        verneed, verdef = facts["verneed"], facts["verdef"]
+    for vn in verneed:
         for a in vn.versions:
             names[a.index & 0x7FFF] = a.name
             files[a.index & 0x7FFF] = vn.file
-    for vd in info["verdef"]:
+    for vd in verdef:
         if not vd.base:
             names[vd.index & 0x7FFF] = vd.name
     vs_span = None
