@@ -14,6 +14,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -197,9 +198,11 @@ class LibsReport:
                 "platform": cfg.platform,
                 "lib": cfg.lib,
                 "cache": cfg.cache.path if cfg.cache else None,
+                "cwd": cfg.cwd,
             },
-            "objects": [_entry_json(o) for o in self.objects],
-            "requests": [_request_json(r) for r in self.requests],
+            "objects": [{**_entry_json(o), "abspath": _abspath(o.path, cfg.cwd)} for o in self.objects],
+            "requests": [{**_request_json(r), "abspath": _abspath(r.path, cfg.cwd)}
+                         for r in self.requests],
             "runtime": [
                 {"framework": r.framework, "name": r.name, "caller": r.caller, "when": r.when,
                  "required": r.required, **_request_json(r.resolution, tried=True)}
@@ -213,6 +216,13 @@ class LibsReport:
             ],
             "errors": list(self.errors),
         }
+
+
+def _abspath(path: str | None, cwd: str) -> str | None:
+    """``path`` as printed (``ldd`` keeps relative search results relative) made absolute."""
+    if path is None or path.startswith("/"):
+        return path
+    return os.path.normpath(os.path.join(cwd, path))
 
 
 def _entry_json(o: LibEntry) -> dict[str, Any]:
@@ -438,7 +448,7 @@ def _torch_prelude(proc: Process, plan: TorchPlan, sys_path: list[str],
     """``torch/__init__.py``: ``_load_global_deps`` and the nvidia wheel preloads."""
     if plan.global_deps is None:
         return
-    res = proc.dlopen(plan.global_deps, caller)
+    res = proc.dlopen(plan.global_deps, caller, global_scope=True)
     mark("import", "torch _load_global_deps (ctypes, RTLD_GLOBAL)")
     known = {pat.split(".", 1)[0] for _, pat in plan.preload_map}
     failed_on_cuda = res.path is None and any(
@@ -451,7 +461,7 @@ def _torch_prelude(proc: Process, plan: TorchPlan, sys_path: list[str],
             proc.dlopen(path, caller)
         mark("import", "torch preloads nvidia/*/lib wheels (_preload_cuda_deps)")
         if failed_on_cuda:
-            proc.dlopen(plan.global_deps, caller)
+            proc.dlopen(plan.global_deps, caller, global_scope=True)
             mark("import", "torch _load_global_deps (retry)")
 
 
@@ -473,7 +483,7 @@ def _entries(proc: Process, index: OwnerIndex | None, stage: dict[int, str],
              via: dict[int, str]) -> list[LibEntry]:
     out = []
     for o in proc.objects:
-        owner = index.owner(o.path) if index is not None else None
+        owner = index.owner(proc.absolute(o.path)) if index is not None else None
         res = o.resolution
         out.append(LibEntry(
             id=o.id, path=o.path, realpath=_real(proc, o.path), soname=o.info.soname,
@@ -490,7 +500,7 @@ def _entries(proc: Process, index: OwnerIndex | None, stage: dict[int, str],
 
 def _real(proc: Process, path: str) -> str:
     root = proc.config.root
-    host = path if root in ("", "/") else os.path.join(root, path.lstrip("/"))
+    host = proc._host(path)
     real = os.path.realpath(host)
     return real if root in ("", "/") else "/" + os.path.relpath(real, root)
 
@@ -550,6 +560,24 @@ _ELF_ERROR_TEXT = {
     "truncated": "shorter than its own headers say (cut short)",
     "corrupt": "inconsistent (its headers point outside the file)",
     "unreadable": "not readable",
+}
+
+
+#: glibc 2.36's refusals when mapping an accepted file (``elf/dl-load.c``
+#: ``_dl_map_object_from_fd``), with what each means.
+REFUSALS: dict[str, str] = {
+    "cannot dynamically load position-independent executable":
+        "it is a program (DF_1_PIE), and only the main program may be one.",
+    "cannot dynamically load executable":
+        "it is a fixed-address program (ET_EXEC), which cannot be loaded as a library.",
+    "shared object cannot be dlopen()ed":
+        "it was linked with -z nodlopen (DF_1_NOOPEN), and this load is a dlopen.",
+    "object file has no loadable segments": "it has no PT_LOAD program header.",
+    "object file has no dynamic section":
+        "it has no PT_DYNAMIC (often a separate debug-info file).",
+    "ELF load command address/offset not page-aligned":
+        "a PT_LOAD's p_vaddr - p_offset is not a multiple of the page size (a tool that "
+        "rewrote the file broke its layout).",
 }
 
 
@@ -646,6 +674,19 @@ def _findings(
             places = [f"tried {a.path} ({a.source}): {a.outcome}" for a in res.tried
                       if a.outcome != "absent" or a.rule == "slash"] + _searched_summary(res, cfg)
             err = res.error or ""
+            refused = next((m for m in REFUSALS if err.endswith(": " + m)), None)
+            if refused is not None:
+                path = res.tried[-1].path if res.tried else res.name
+                out.append(Finding(
+                    id="refused", severity="error",
+                    title=f"{res.name}: the loader refuses {path} ({refused})",
+                    cause=(f"{path} is found for {res.name} ({where}), but glibc will not map it: "
+                           f"{REFUSALS[refused]} The load fails with `{err}`."),
+                    evidence=(f"{path}: {refused}", *places),
+                    fix=(f"Give {res.name} a shared library built with -shared -fPIC (and "
+                         "without -z nodlopen when it is dlopen'ed).",),
+                    library=res.name, requester=res.requester))
+                continue
             bad = _fatal_attempt(res)
             if bad is not None:
                 out.append(Finding(
@@ -776,6 +817,34 @@ def _findings(
     for vp in proc.version_problems:
         out.append(_version_finding(proc, vp, index, sys_path, prefix, cfg))
 
+    # A file providing the SONAME sits, under another name, in a directory searched before
+    # the one that answered (libstdc++.so.6.0.33 without its libstdc++.so.6 link).
+    seen_renamed: set[tuple[str, str]] = set()
+    for res in proc.resolutions:
+        if res.path is None or res.rule in (None, "already-loaded", "slash", "preload") or \
+                "/" in res.name:
+            continue
+        found_dir = os.path.dirname(res.path)
+        before = [d for d in _search_dirs_of(res.tried) if d != found_dir]
+        if not before:
+            continue
+        other = _find_by_soname(proc, res.name, before)
+        if other is None or (res.name, other) in seen_renamed or proc.same_file(other, res.path):
+            continue
+        seen_renamed.add((res.name, other))
+        out.append(Finding(
+            id="missing-soname-symlink", severity="warning",
+            title=(f"{res.name}: {other} provides it under another name; the loader takes "
+                   f"{res.path} instead"),
+            cause=(f"{other} has SONAME {res.name} and lies in {os.path.dirname(other)}, which "
+                   f"is searched before {found_dir}, but the loader looks only for a file named "
+                   f"{res.name} there (the SONAME link is missing)."),
+            evidence=(f"{other}: SONAME {res.name}", f"{res.name} => {res.path} ({res.rule})",
+                      f"{other}: {_owner_text(index, other)}"),
+            fix=(f"ln -s {os.path.basename(other)} {os.path.join(os.path.dirname(other), res.name)}"
+                 " (if that copy is the one meant)", f"or run: ldconfig -n {os.path.dirname(other)}"),
+            library=res.name, requester=res.requester))
+
     # Candidates skipped for their class or machine although something else was found.
     skipped: dict[str, tuple[str, Resolution]] = {}
     for res in proc.resolutions:
@@ -843,11 +912,10 @@ def _findings(
 def _find_by_soname(proc: Process, name: str, dirs: Sequence[str]) -> str | None:
     stem = name.split(".so")[0]
     for d in dirs:
-        try:
-            names = sorted(os.listdir(proc._host(d)))
-        except OSError:
+        listing = proc._listdir(d)
+        if not listing:
             continue
-        for n in names:
+        for n in sorted(listing):
             if n != name and n.startswith(stem + ".so"):
                 info = read_elf(os.path.join(proc._host(d), n), cache=proc.elf_cache)
                 if info.ok and info.soname == name:
@@ -974,84 +1042,179 @@ def _version_finding(proc: Process, vp: Any, index: OwnerIndex | None, sys_path:
         evidence=tuple(evidence), fix=tuple(fixes), library=vp.file, requester=vp.consumer)
 
 
+def _demangle(names: Sequence[str]) -> dict[str, str]:
+    """C++ names demangled by ``c++filt`` (one call, with a timeout); ``{}`` if unavailable."""
+    mangled = [n for n in names if n.startswith("_Z")]
+    if not mangled or shutil.which("c++filt") is None:
+        return {}
+    from envlock._run import run
+
+    res = run(["c++filt"], timeout=10.0, input_text="\n".join(mangled) + "\n")
+    if not res.ok:
+        return {}
+    out = res.stdout.splitlines()
+    return {m: d for m, d in zip(mangled, out) if d and d != m}
+
+
 def _symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence[str],
                      prefix: str | None, cfg: SearchConfig) -> list[Finding]:
-    """Versioned undefined symbols the picked provider does not define (``undefined symbol:
-    S, version V`` at relocation time; glibc ``elf/dl-lookup.c``)."""
-    from envlock.libs.elf import read_symbols
+    """Undefined symbols that will not bind (``undefined symbol: S[, version V]``).
 
-    cache: dict[str, Any] = {}
+    CPython dlopens extension modules with ``RTLD_NOW``, so every non-weak undefined symbol of
+    every object must bind when it is loaded.  Each is looked up as glibc ``elf/dl-lookup.c``
+    does: in the object's scope (:meth:`Process.scope`: the global scope in load order, then
+    the local scope of the dlopen that loaded it), among the definitions reachable through
+    each object's hash table (global, weak, ``STB_GNU_UNIQUE``; protected too; local and
+    hidden never), with ``check_match``'s version rules (:func:`envlock.libs.elf.provides`).
+    A weak undefined symbol may stay unbound.  Versions a provider lacks altogether are
+    ``missing-version`` findings instead.
+    """
+    from envlock.libs.elf import provides, read_symbols
 
-    def syms(path: str) -> Any:
-        if path not in cache:
-            cache[path] = read_symbols(proc._host(path))
-        return cache[path]
-
-    sets: dict[str, set[tuple[str, str]]] = {}
-
-    def defined_set(path: str) -> set[tuple[str, str]]:
-        if path not in sets:
-            sets[path] = set(syms(path).defined)
-        return sets[path]
-
-    out: list[Finding] = []
+    # Phase 1: what every object needs.  Phase 2: only those names in the providers.
+    needs: dict[int, Any] = {}
+    wanted: set[bytes] = set()
+    missing_versions = {(vp.consumer, vp.version) for vp in proc.version_problems}
+    # A missing version fails the load before any relocation (_dl_check_map_versions runs
+    # first): such objects' symbols are never bound.
+    unloadable = {vp.consumer for vp in proc.version_problems}
     for obj in proc.objects:
-        if obj.kind == "interpreter" or not obj.info.verneed:
+        if obj.kind == "interpreter" or not obj.info.ok or obj.path in unloadable:
             continue
-        mine = syms(obj.path)
-        if mine.error:
+        mine = read_symbols(proc._host(obj.path), defined=False, info=obj.info)
+        if mine.error or not mine.undefined:
             continue
-        missing: dict[str, list[str]] = {}
-        for name, version, file in mine.undefined:
-            if not version or not file or name in mine.weak_undefined:
+        needs[obj.id] = mine
+        wanted.update(n.encode("utf-8", "surrogateescape") for n, _v, _f in mine.undefined)
+    indexes: dict[str, dict[str, list[tuple[str, bool]]]] = {}
+
+    def defs(path: str) -> dict[str, list[tuple[str, bool]]]:
+        got = indexes.get(path)
+        if got is None:
+            known = proc.find(path)
+            got = indexes[path] = read_symbols(
+                proc._host(path), undefined=False, wanted=wanted,
+                info=known.info if known is not None and known.path == path else None).index()
+        return got
+
+    scopes: dict[tuple[int | None, bool], list[LoadedObject]] = {}
+    problems: list[tuple[LoadedObject, list[tuple[str, str, str]]]] = []
+    for obj in proc.objects:
+        mine = needs.get(obj.id)
+        if mine is None:
+            continue
+        key = (obj.group, obj.in_global)
+        scope = scopes.get(key)
+        if scope is None:
+            scope = scopes[key] = proc.scope(obj)
+        weak = mine.weak_undefined
+        todo: dict[str, list[tuple[str, str]]] = {}
+        order: dict[tuple[str, str, str], int] = {}
+        for k, (name, version, file) in enumerate(mine.undefined):
+            if name in weak or (version and (obj.path, version) in missing_versions):
                 continue
-            prov = proc.provider_of(obj, file)
-            if prov is None or not prov.info.verdef or version not in prov.info.defined_versions():
-                continue  # no provider, or the version itself is missing (missing-version)
-            if (name, version) in defined_set(prov.path):
-                continue
-            # The lookup searches the whole scope: another loaded object may define it
-            # (glibc 2.34 moved libpthread's symbols into libc, same version names).
-            if any(version in o.info.defined_versions() and (name, version) in defined_set(o.path)
-                   for o in proc.objects if o.kind != "interpreter" and o is not prov):
-                continue
-            missing.setdefault(prov.path, []).append(f"{name}@{version}")
-        for prov_path, names in missing.items():
-            prov = proc.find(prov_path)
-            file = prov.info.soname if prov else os.path.basename(prov_path)
-            first = names[0].split("@")
-            evidence = [f"undefined symbol: {first[0]}, version {first[1]} ({obj.path})",
-                        f"{file} will be {prov_path} ({_owner_text(index, prov_path)})"]
-            if len(names) > 1:
-                evidence.append(f"{len(names)} such symbols: " + ", ".join(names[:5]))
-            res = prov.resolution if prov else None
-            if res is not None:
-                evidence.append(f"found via {res.rule} ({res.source})")
-            fixes = []
-            dirs = [os.path.dirname(obj.path), *_stray_dirs(sys_path, prefix, cfg.root)]
-            for d in dict.fromkeys(dirs):
-                cand = os.path.join(d, file or "")
-                host = proc._host(cand)
-                if not file or not os.path.exists(host) or proc.same_file(cand, prov_path):
-                    continue
-                if all(tuple(n.split("@", 1)) in defined_set(cand) for n in names):
-                    evidence.append(f"{cand} defines them ({_owner_text(index, cand)})")
-                    fixes.append(f"Make the loader pick {cand}: e.g. remove "
-                                 f"{os.path.dirname(prov_path)} from LD_LIBRARY_PATH"
-                                 if res is not None and res.rule == "ld_library_path" else
-                                 f"Make the loader pick {cand} (put {d} first).")
-                    break
-            if not fixes:
-                fixes.append(f"Install the {file} that {os.path.basename(obj.path)} was built against.")
-            out.append(Finding(
-                id="missing-symbol", severity="error",
-                title=(f"{os.path.basename(obj.path)} needs {first[0]} (version {first[1]}) from "
-                       f"{file}; the {file} that will be loaded ({prov_path}) does not define it"),
-                cause=(f"{obj.path} was linked against a {file} that exports {names[0]}; the copy the "
-                       f"loader picks has version {first[1]} but not that symbol, so loading fails "
-                       "with 'undefined symbol' when it is bound."),
-                evidence=tuple(evidence), fix=tuple(fixes), library=file, requester=obj.path))
+            todo.setdefault(name, []).append((version, file))
+            order.setdefault((name, version, file), k)
+        # Walk the scope in order; an object's definitions are read only while something is
+        # still unbound (objects late in the scope are often never needed), and only the
+        # names it defines are looked at (a set intersection).
+        for o in scope:
+            if not todo:
+                break
+            d = defs(o.path)
+            for name in todo.keys() & d.keys():
+                defs_of = d[name]
+                keep = [(v, f) for v, f in todo[name]
+                        if not (v and any(dv == v or dv == "" for dv, _h in defs_of))
+                        and not provides(d, name, v)]
+                if keep:
+                    todo[name] = keep
+                else:
+                    del todo[name]
+        lost = sorted(((n, v, f) for n, lst in todo.items() for v, f in lst),
+                      key=lambda x: order.get(x, 0))
+        if lost:
+            problems.append((obj, lost))
+    if not problems:
+        return []
+    demangled = _demangle([n for _o, lost in problems for n, _v, _f in lost[:5]])
+    out: list[Finding] = []
+    for obj, lost in problems:
+        by_file: dict[str, list[tuple[str, str]]] = {}
+        for name, version, file in lost:
+            by_file.setdefault(file, []).append((name, version))
+        for file, names in by_file.items():
+            out.append(_missing_symbol_finding(proc, obj, file, names, demangled, defs, index,
+                                               sys_path, prefix, cfg))
     return out
+
+
+def _missing_symbol_finding(proc: Process, obj: LoadedObject, file: str,
+                            names: list[tuple[str, str]], demangled: dict[str, str], defs: Any,
+                            index: OwnerIndex | None, sys_path: Sequence[str],
+                            prefix: str | None, cfg: SearchConfig) -> Finding:
+    """One ``missing-symbol`` finding: ``obj`` needs ``names`` (from ``file``, the Verneed
+    ``vn_file``, or ``""`` for unversioned symbols)."""
+    from envlock.libs.elf import provides
+
+    name, version = names[0]
+    shown = name + (f" ({demangled[name]})" if name in demangled else "")
+    loader_text = f"undefined symbol: {name}" + (f", version {version}" if version else "")
+    # The library that was picked and lacks it: the Verneed's provider, else the direct
+    # dependency whose other copy on disk has it.
+    provs = [proc.provider_of(obj, file)] if file else [proc.objects[d] for d in obj.deps]
+    provs = [p for p in provs if p is not None]
+    # Where another copy may be: the consumer's own RPATH/RUNPATH directories, its
+    # directory, and the usual places for stray copies (env lib/, wheels' lib/).
+    own = [*proc._dirs_of(obj, "rpath"), *proc._dirs_of(obj, "runpath")]
+    dirs = [*own, os.path.dirname(obj.path), *_stray_dirs(sys_path, prefix, cfg.root)]
+    picked = provs[0] if file and provs else None
+    copy = None
+    for prov in provs:
+        soname = prov.info.soname or os.path.basename(prov.path)
+        for d in dict.fromkeys(dirs):
+            cand = os.path.join(d, soname)
+            if not os.path.exists(proc._host(cand)) or proc.same_file(cand, prov.path):
+                continue
+            if all(provides(defs(cand), n, v) for n, v in names):
+                picked, copy = prov, cand
+                break
+        if copy:
+            break
+    evidence = [f"{loader_text} ({obj.path})"]
+    if len(names) > 1:
+        evidence.append(f"{len(names)} such symbols: " + ", ".join(
+            n + (f"@{v}" if v else "") for n, v in names[:5]))
+    fixes: list[str] = []
+    if picked is not None:
+        soname = picked.info.soname or os.path.basename(picked.path)
+        evidence.append(f"{soname} will be {picked.path} ({_owner_text(index, picked.path)})")
+        res = picked.resolution
+        if res is not None:
+            evidence.append(f"found via {res.rule} ({res.source})")
+        if copy is not None:
+            evidence.append(f"{copy} defines it ({_owner_text(index, copy)})")
+            fixes.append(f"Make the loader pick {copy}: e.g. remove {os.path.dirname(picked.path)} "
+                         "from LD_LIBRARY_PATH" if res is not None and res.rule == "ld_library_path"
+                         else f"Make the loader pick {copy} (put {os.path.dirname(copy)} first).")
+        else:
+            fixes.append(f"Install the {soname} that {os.path.basename(obj.path)} was built against.")
+        title = (f"{os.path.basename(obj.path)} needs {shown}"
+                 + (f" (version {version})" if version else "")
+                 + f"; the {soname} that will be loaded ({picked.path}) does not define it")
+    else:
+        title = (f"{os.path.basename(obj.path)} needs {shown}"
+                 + (f" (version {version})" if version else "")
+                 + "; no object in its scope defines it")
+        fixes.append(f"Install the library that {os.path.basename(obj.path)} was built against "
+                     "(its DT_NEEDED entries name the candidates).")
+    return Finding(
+        id="missing-symbol", severity="error", title=title,
+        cause=(f"{obj.path} imports {name}; no object in its lookup scope (the global scope, "
+               "then its own dlopen group) defines it with a matching version, so loading it "
+               f"fails with '{loader_text}' (Python imports extension modules with RTLD_NOW)."),
+        evidence=tuple(evidence), fix=tuple(fixes),
+        library=(picked.info.soname if picked is not None else file) or name, requester=obj.path)
 
 
 # -- the manifest's [libraries] table ------------------------------------------------------

@@ -14,11 +14,14 @@ extras such as ``cuda-toolkit[cublas]==13.0.3``) and a conda record's ``depends`
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from envlock._names import canonicalize
 
@@ -118,6 +121,9 @@ class OwnerIndex:
         self._conda: dict[str, Owner] | None = None
         self._conda_records: list[dict] | None = None
         self._dpkg: dict[str, str] | None = None
+        self._dpkg_partial: dict[str, str] = {}
+        self._dpkg_todo: list[str] | None = None
+        self._dpkg_todo_set: set[str] | None = None
         self.cache_dir = cache_dir
 
     # -- pip -------------------------------------------------------------------------------
@@ -231,33 +237,99 @@ class OwnerIndex:
         if isinstance(cached, dict):
             self._dpkg = cached
             return cached
-        index: dict[str, str] = {}
-        try:
-            lists = sorted(n for n in os.listdir(info) if n.endswith(".list"))
-        except OSError:
-            lists = []
-        for n in lists:
-            try:
-                with open(os.path.join(info, n), encoding="utf-8", errors="replace") as f:
-                    text = f.read()
-            except OSError:
-                continue
-            pkg = n[: -len(".list")]
-            for line in text.splitlines():
-                if ".so" in line:
-                    index.setdefault(line, pkg)
+        while self._dpkg_read_next(None):
+            pass
+        index = self._dpkg_partial
         self._dpkg = index
         self._store_cache(key, index)
         return index
 
+    def _dpkg_lists(self) -> list[str]:
+        if self._dpkg_todo is None:
+            info = os.path.join(self.root, "var/lib/dpkg/info")
+            try:
+                self._dpkg_todo = sorted(n for n in os.listdir(info) if n.endswith(".list"))
+            except OSError:
+                self._dpkg_todo = []
+        return self._dpkg_todo
+
+    def _dpkg_read_next(self, guesses: Sequence[str] | None) -> bool:
+        """Read one more ``*.list`` into the partial index (a guessed one first); ``False``
+        when every list has been read."""
+        todo = self._dpkg_lists()
+        if not todo:
+            return False
+        pick = None
+        for g in guesses or ():
+            for n in (f"{g}.list", f"{g}:{_DPKG_ARCH}.list"):
+                if n in self._dpkg_todo_set:
+                    pick = n
+                    break
+            if pick:
+                break
+        if pick is None:
+            pick = next(n for n in todo if n in self._dpkg_todo_set)
+        self._dpkg_todo_set.discard(pick)
+        if not self._dpkg_todo_set:
+            self._dpkg_todo = []
+        try:
+            with open(os.path.join(self.root, "var/lib/dpkg/info", pick), encoding="utf-8",
+                      errors="replace") as f:
+                text = f.read()
+        except OSError:
+            return True
+        pkg = pick[: -len(".list")]
+        for line in text.splitlines():
+            if ".so" in line:
+                self._dpkg_partial.setdefault(line, pkg)
+        return True
+
     def _dpkg_lookup(self, path: str) -> Owner | None:
-        index = self._dpkg_index()
+        """The dpkg package listing ``path``: the ``*.list`` files are read only until it is
+        found, the package that Debian policy 8.1 names after the file first
+        (``libfoo.so.6`` → ``libfoo6``), then ``libc6``, then packages whose name holds the
+        library's stem (``libz`` → ``zlib1g``), then the rest; a path under a
+        directory dpkg never installs into (``/home``, ``/root``, ``/tmp``, ``/usr/local``,
+        …) is not looked up at all."""
         twins = [path, path[4:] if path.startswith("/usr/") else "/usr" + path]
-        for t in twins:
-            pkg = index.get(t)
-            if pkg:
-                return Owner(kind="dpkg", name=pkg,
-                             detail=os.path.join(self.root, "var/lib/dpkg/info", pkg + ".list"))
+        top = path.split("/", 2)[1] if path.startswith("/") else ""
+        if top not in _DPKG_TOPS or path.startswith("/usr/local/"):
+            return None
+        if self._dpkg is None and self._dpkg_todo_set is None:
+            info = os.path.join(self.root, "var/lib/dpkg/info")
+            try:
+                st = os.stat(info)
+                cached = self._load_cache(f"dpkg-{st.st_dev:x}-{st.st_ino:x}-{st.st_mtime_ns:x}")
+            except OSError:
+                cached = {}
+            if isinstance(cached, dict):
+                self._dpkg = cached
+            else:
+                self._dpkg_todo_set = set(self._dpkg_lists())
+        index = self._dpkg if self._dpkg is not None else self._dpkg_partial
+        guesses = _debian_package_guesses(os.path.basename(path))
+        if self._dpkg is None and self._dpkg_todo_set:
+            # Then packages whose name holds the library's stem (libz.so.1 → zlib1g).
+            core = re.sub(r"^lib", "", os.path.basename(path).split(".so")[0]).lower()
+            if len(core) >= 1:
+                near = sorted((n[: -len(".list")].split(":")[0] for n in self._dpkg_todo_set
+                               if core in n.split(":")[0]), key=len)
+                guesses += near
+        while True:
+            for t in twins:
+                pkg = index.get(t)
+                if pkg:
+                    return Owner(kind="dpkg", name=pkg,
+                                 detail=os.path.join(self.root, "var/lib/dpkg/info", pkg + ".list"))
+            if self._dpkg is not None or not self._dpkg_read_next(guesses):
+                break
+        if self._dpkg is None and not self._dpkg_todo_set:
+            self._dpkg = self._dpkg_partial  # every list read: complete, keep it
+            try:
+                st = os.stat(os.path.join(self.root, "var/lib/dpkg/info"))
+                self._store_cache(f"dpkg-{st.st_dev:x}-{st.st_ino:x}-{st.st_mtime_ns:x}", self._dpkg)
+            except OSError:
+                pass
         return None
 
     def _load_cache(self, key: str) -> object:
@@ -320,6 +392,25 @@ class OwnerIndex:
         return got[0] if got else None
 
 
+#: Top-level directories dpkg installs into (FHS; /usr/local is left to the administrator).
+_DPKG_TOPS = frozenset({"usr", "lib", "lib32", "lib64", "libx32", "bin", "sbin", "etc", "opt",
+                        "var", "boot"})
+_DPKG_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "ppc64le": "ppc64el", "s390x": "s390x",
+              "i686": "i386", "riscv64": "riscv64"}.get(os.uname().machine, "amd64")
+
+
+def _debian_package_guesses(basename: str) -> list[str]:
+    """Package names Debian policy 8.1 gives a shared library file (``libfoo.so.6`` →
+    ``libfoo6``, ``libfoo2.so.3`` → ``libfoo2-3``), then ``libc6`` (glibc's files)."""
+    out = []
+    m = re.match(r"^(lib[^/]*?)\.so\.(\d+)", basename)
+    if m:
+        name, major = m.group(1).lower().replace("_", "-"), m.group(2)
+        out.append(f"{name}-{major}" if name[-1].isdigit() else f"{name}{major}")
+    out.append("libc6")
+    return out
+
+
 def _metadata_requires(dist_dir: str) -> list[str]:
     try:
         with open(os.path.join(dist_dir, "METADATA"), encoding="utf-8", errors="replace") as f:
@@ -369,42 +460,185 @@ def read_pins(index: OwnerIndex, dist: str) -> list[Pin]:
     return pins
 
 
-def _compute_pins(index: OwnerIndex, dist: str, dist_dir: str) -> list[Pin]:
-    from packaging.requirements import InvalidRequirement, Requirement
+@dataclass(frozen=True, slots=True)
+class _Req:
+    """A parsed Requires-Dist line (the parts :func:`_compute_pins` uses)."""
 
+    name: str
+    extras: tuple[str, ...]
+    specs: tuple[str, ...]
+    marker: str | None
+
+    @property
+    def specifier(self) -> str:
+        return ",".join(sorted(self.specs))
+
+    def exact(self) -> bool:
+        return any(x.startswith("==") for x in self.specs)
+
+
+_REQ = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?\s*\(?([^;()]*)\)?\s*(?:;(.*))?$")
+_SPEC = re.compile(r"^(===|==|!=|~=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+$")
+_CLAUSE = re.compile(r"""^\s*(platform_system|sys_platform|platform_machine|os_name|extra)\s*(==|!=)\s*(['"])([^'"]*)\3\s*$""")
+
+
+def _parse_requirement(line: str) -> _Req | None:
+    """A PEP 508 line in the plain form METADATA files use (``name[extras] specs ;
+    marker``), or ``None`` for anything else (the caller then asks ``packaging``)."""
+    m = _REQ.match(line)
+    if not m:
+        return None
+    specs = tuple(x.strip() for x in m.group(3).split(",") if x.strip())
+    if not all(_SPEC.match(x) for x in specs):
+        return None
+    extras = tuple(sorted(e.strip() for e in (m.group(2) or "").split(",") if e.strip()))
+    marker = m.group(4).strip() if m.group(4) else None
+    return _Req(name=m.group(1), extras=extras, specs=tuple(x.replace(" ", "") for x in specs),
+                marker=marker)
+
+
+_MTOKEN = re.compile(r"""\s*(?:(\()|(\))|(and|or)\b|(platform_system|sys_platform|platform_machine|os_name|extra|python_version|python_full_version)\s*(==|!=|<=|>=|<|>)\s*(['"])([^'"]*)\6)""")
+_NUMERIC = re.compile(r"^\d+(\.\d+)*$")
+
+
+@functools.lru_cache(maxsize=1)
+def _marker_env() -> dict[str, str]:
+    """PEP 508 environment markers of this interpreter (as ``packaging`` computes them)."""
+    import platform
+
+    return {"platform_system": platform.system(), "sys_platform": sys.platform,
+            "platform_machine": platform.machine(), "os_name": os.name}
+
+
+def _marker_value(marker: str, extra: str) -> bool | None:
+    """Evaluate a PEP 508 marker made of ``VAR ==|!= "value"`` clauses (and ``python_version``
+    compared with a plain dotted release), ``and``, ``or`` and parentheses (``and`` binds
+    tighter) for this interpreter, as ``packaging.markers`` does; ``None`` for any other
+    form (the caller then asks ``packaging``)."""
+    env = dict(_marker_env(), extra=extra)
+    tokens: list[Any] = []
+    pos = 0
+    text = marker.rstrip()
+    while pos < len(text):
+        m = _MTOKEN.match(text, pos)
+        if not m or m.end() == pos:
+            return None
+        pos = m.end()
+        if m.group(1) or m.group(2) or m.group(3):
+            tokens.append(m.group(1) or m.group(2) or m.group(3))
+        else:
+            var, op, value = m.group(4), m.group(5), m.group(7)
+            if var.startswith("python_"):
+                # Versions compared as numbers (PEP 440 for plain dotted releases).
+                if not _NUMERIC.match(value):
+                    return None
+                vi = sys.version_info
+                mine = (vi[0], vi[1]) if var == "python_version" else (vi[0], vi[1], vi[2])
+                want = tuple(int(x) for x in value.split("."))
+                n = max(len(mine), len(want))
+                a, b = mine + (0,) * (n - len(mine)), want + (0,) * (n - len(want))
+                tokens.append({"==": a == b, "!=": a != b, "<": a < b, "<=": a <= b, ">": a > b,
+                               ">=": a >= b}[op])
+                continue
+            if op not in ("==", "!="):
+                return None
+            have = env[var]
+            if var == "extra":
+                have, value = normalize_name(have), normalize_name(value)
+            tokens.append((have == value) if op == "==" else (have != value))
+    i = 0
+
+    def expr() -> bool | None:
+        nonlocal i
+        v = term()
+        while v is not None and i < len(tokens) and tokens[i] == "or":
+            i += 1
+            w = term()
+            v = None if w is None else (v or w)
+        return v
+
+    def term() -> bool | None:
+        nonlocal i
+        v = factor()
+        while v is not None and i < len(tokens) and tokens[i] == "and":
+            i += 1
+            w = factor()
+            v = None if w is None else (v and w)
+        return v
+
+    def factor() -> bool | None:
+        nonlocal i
+        if i >= len(tokens):
+            return None
+        t = tokens[i]
+        i += 1
+        if t == "(":
+            v = expr()
+            if i >= len(tokens) or tokens[i] != ")":
+                return None
+            i += 1
+            return v
+        return t if isinstance(t, bool) else None
+
+    value = expr()
+    return value if i == len(tokens) else None
+
+
+def _compute_pins(index: OwnerIndex, dist: str, dist_dir: str) -> list[Pin]:
     got = (None, dist_dir)
     pins: list[Pin] = []
 
-    def collect(requirer: str, dist_dir: str, extras: tuple[str, ...]) -> list[Requirement]:
+    def parse(line: str) -> tuple[_Req | None, Any]:
+        fast = _parse_requirement(line)
+        if fast is not None:
+            return fast, None
+        from packaging.requirements import InvalidRequirement, Requirement
+
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            return None, None
+        return _Req(name=req.name, extras=tuple(sorted(req.extras)),
+                    specs=tuple(str(x) for x in req.specifier),
+                    marker=str(req.marker) if req.marker is not None else None), req
+
+    def collect(requirer: str, dist_dir: str, extras: tuple[str, ...]) -> list[_Req]:
         out = []
         for line in _metadata_requires(dist_dir):
             # Only exact pins, and requirements with extras to follow, can matter here.
             spec = line.split(";", 1)[0]
             if "==" not in spec and "[" not in spec:
                 continue
-            try:
-                req = Requirement(line)
-            except InvalidRequirement:
+            req, full = parse(line)
+            if req is None:
                 continue
             if req.marker is not None:
-                envs = [{"extra": e} for e in extras] or [{"extra": ""}]
-                if not any(req.marker.evaluate(e) for e in envs):
+                values = [_marker_value(req.marker, e) for e in (extras or ("",))]
+                if any(v is None for v in values):
+                    if full is None:
+                        from packaging.requirements import Requirement
+
+                        full = Requirement(line)
+                    envs = [{"extra": e} for e in extras] or [{"extra": ""}]
+                    if not any(full.marker.evaluate(e) for e in envs):
+                        continue
+                elif not any(values):
                     continue
             out.append(req)
         return out
 
     for req in collect(dist, got[1], ()):
         name = normalize_name(req.name)
-        if any(s.operator in ("==", "===") for s in req.specifier):
-            pins.append(Pin(requirer=dist, name=name, specifier=str(req.specifier)))
+        if req.exact():
+            pins.append(Pin(requirer=dist, name=name, specifier=req.specifier))
         if req.extras:
             sub = index.dists().get(name)
             if sub is None:
                 continue
-            for req2 in collect(name, sub[1], tuple(sorted(req.extras))):
-                if req2.marker is None or "extra" not in str(req2.marker):
+            for req2 in collect(name, sub[1], req.extras):
+                if req2.marker is None or "extra" not in req2.marker:
                     continue
-                if any(s.operator in ("==", "===") for s in req2.specifier):
-                    pins.append(Pin(requirer=f"{dist} via {name}[{','.join(sorted(req.extras))}]",
-                                    name=normalize_name(req2.name), specifier=str(req2.specifier)))
+                if req2.exact():
+                    pins.append(Pin(requirer=f"{dist} via {name}[{','.join(req.extras)}]",
+                                    name=normalize_name(req2.name), specifier=req2.specifier))
     return pins

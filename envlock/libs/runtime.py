@@ -31,7 +31,9 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "RUNTIME_DLOPENS",
@@ -40,6 +42,7 @@ __all__ = [
     "read_tf_build_info",
     "read_torch_plan",
     "runtime_dlopens_for",
+    "runtime_check",
 ]
 
 
@@ -224,3 +227,117 @@ def read_torch_plan(package_dir: str) -> TorchPlan:
         or "'libcudart.so' not in _maps" in init,
         cu_major_folder='f"cu{maj_cuda_version}"' in init,
     )
+
+
+# -- --runtime: import the module and compare with the model -----------------------------
+
+#: Seconds allowed for ``--runtime`` to import the module.
+IMPORT_TIMEOUT = 180.0
+
+RUNTIME_SCRIPT = r"""
+import importlib, json, sys
+name = sys.argv[1]
+err = None
+try:
+    if name.endswith(".so") or "/" in name:
+        import ctypes
+        ctypes.CDLL(name)
+    else:
+        importlib.import_module(name)
+except BaseException as exc:
+    err = "%s: %s" % (type(exc).__name__, exc)
+imported = []
+for m in list(sys.modules.values()):
+    f = getattr(m, "__file__", None)
+    if isinstance(f, str) and f.endswith(".so") and f not in imported:
+        imported.append(f)
+files = []
+with open("/proc/self/maps") as f:
+    for line in f:
+        parts = line.split(None, 5)
+        if len(parts) == 6 and parts[5].startswith("/"):
+            p = parts[5].strip()
+            if p not in files:
+                files.append(p)
+print(json.dumps({"error": err, "files": files, "imported": imported}))
+"""
+
+
+def runtime_check(
+    report: Any, python: str, module: str, *, environ: Mapping[str, str],
+    reanalyze: Any,
+) -> dict[str, Any]:
+    """Import ``module`` in the target (an :class:`~envlock.libs.analysis.LibsReport`'s target) and compare the files it maps with the model.
+
+    :param reanalyze: ``callable(extra_modules) -> LibsReport``: the same analysis with the
+        extension modules the import loaded ``dlopen``'ed first, in the order Python loaded
+        them (to explain their libraries and which copy each SONAME binds to).
+    :returns: ``{"status", "error", "matched", "explained", "unexplained", "not_loaded"}``;
+        ``status`` is ``"import-failed"`` when the import raised (``error`` says how);
+        ``unexplained`` lists files mapped by the process that the model cannot account for
+        and model objects missing from the process.
+    """
+    import json
+
+    from envlock._run import run
+
+    res = run([report.launcher or python, "-c", RUNTIME_SCRIPT, module], timeout=IMPORT_TIMEOUT,
+              env=dict(environ), cwd="/")
+    if not res.ok:
+        return {"status": res.status, "error": res.detail, "matched": [], "explained": [],
+                "unexplained": [], "not_loaded": []}
+    try:
+        data = json.loads(res.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"status": "error", "error": "unexpected output from the target", "matched": [],
+                "explained": [], "unexplained": [], "not_loaded": []}
+    mapped = [f for f in data["files"] if ".so" in os.path.basename(f) or f == os.path.realpath(python)]
+    static = {o.realpath: o for o in report.objects if o.stage in ("startup", "import")}
+    # Model again with every extension module the import really loaded, in the order Python
+    # loaded them (sys.modules order): that order decides which copy a SONAME binds to.
+    imported = [f for f in data.get("imported", []) if isinstance(f, str)]
+    full = reanalyze(imported) if imported else report
+    known = {o.realpath: o for o in full.objects}
+    reachable: set[str] = {o.realpath for o in full.objects if o.stage == "startup"}
+    for o in full.objects:
+        if o.via and o.via.startswith("torch"):
+            reachable |= {x.realpath for x in full.closure(o.path)}
+    for f in imported:
+        reachable |= {x.realpath for x in full.closure(f)}
+    imported_real = {os.path.realpath(f) for f in imported}
+    matched, explained, unexplained, not_loaded = [], [], [], []
+    for f in mapped:
+        if f in static:
+            matched.append(f)
+        elif f in known:
+            o = known[f]
+            why = ("Python extension module imported by the module's Python code"
+                   if _is_ext_module(f) else f"needed by {o.requested_by} (an extension module's closure)")
+            explained.append({"path": f, "why": why})
+        elif f.startswith("/usr/lib/locale/") or f.endswith(".cache"):
+            explained.append({"path": f, "why": "data file mapped by the C library"})
+        else:
+            unexplained.append({"path": f, "why": "mapped by the process, not predicted by the model"})
+    mapped_set = set(mapped)
+    for real, o in static.items():
+        if real in mapped_set or o.kind == "interpreter":
+            continue
+        if _is_ext_module(real) and real not in imported_real:
+            explained.append({"path": o.path, "why": "an extension module of the package that "
+                              f"`import {module}` does not import (the model loads them all)"})
+        elif real not in reachable:
+            explained.append({"path": o.path, "why": "needed only by extension modules that "
+                              f"`import {module}` does not import"})
+        else:
+            not_loaded.append({"path": o.path, "why": "predicted but not mapped"})
+    unexplained += not_loaded
+    # An import that raised is not "ok", whatever was mapped before it failed.
+    status = "import-failed" if data.get("error") else "ok"
+    return {"status": status, "error": data.get("error"), "matched": matched,
+            "explained": explained, "unexplained": unexplained, "not_loaded": not_loaded}
+
+
+def _is_ext_module(path: str) -> bool:
+    import re
+
+    return bool(re.search(r"\.(cpython-\d+[^/]*|abi3)\.so$", path)) or "/lib-dynload/" in path

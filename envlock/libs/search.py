@@ -173,6 +173,10 @@ class LoadedObject:
     :ivar file_id: ``(st_dev, st_ino)``.
     :ivar deps: ids of the objects its DT_NEEDED entries resolved to, in order.
     :ivar resolution: the :class:`Resolution` that loaded it (``None`` for the executable).
+    :ivar group: id of the object whose ``execve``/``dlopen`` first loaded it (the root of
+        its local scope, ``l_searchlist``, used when its relocations are processed).
+    :ivar in_global: part of the global scope (the program's closure, LD_PRELOAD, and the
+        closures of ``RTLD_GLOBAL`` dlopens; glibc ``elf/dl-open.c`` ``add_to_global``).
     """
 
     id: int
@@ -185,6 +189,8 @@ class LoadedObject:
     file_id: tuple[int, int] = (0, 0)
     deps: list[int] = field(default_factory=list)
     resolution: Resolution | None = None
+    group: int | None = None
+    in_global: bool = False
 
     @property
     def soname(self) -> str | None:
@@ -387,11 +393,26 @@ class Process:
         self._dirs_cache: dict[tuple[int, str], list[str]] = {}
         self._what_if: dict[tuple[Any, ...], tuple[str | None, str | None, str]] = {}
         self._env_dirs = self._parse_env_dirs(config.ld_library_path)
+        #: True while a dlopen and its dependencies are loaded (``__RTLD_DLOPEN``).
+        self._in_dlopen = False
+        self._by_name: dict[str, int] = {}
+        self._by_soname: dict[str, int] = {}
+        self._by_fid: dict[tuple[int, int], int] = {}
+        #: glibc's refusal of the main program itself (``ld.so FILE``), if any.
+        self.main_error: str | None = None
 
     # -- helpers ---------------------------------------------------------------------------
     def _host(self, path: str) -> str:
-        """The real path on this machine of loader path ``path`` (prefix the root)."""
+        """The real path on this machine of loader path ``path`` (prefix the root; a
+        relative path is relative to the process's working directory, ``config.cwd``)."""
+        if not path.startswith("/"):
+            path = os.path.join(self.config.cwd, path) if path else self.config.cwd
         return _in_root(self.config.root, path)
+
+    def absolute(self, path: str) -> str:
+        """``path`` made absolute against the process's working directory, not normalised
+        (what glibc does for ``l_origin``: ``/cwd/./sub`` stays so)."""
+        return path if path.startswith("/") else f"{self.config.cwd.rstrip('/')}/{path}"
 
     def info(self, path: str) -> ElfInfo:
         """Parsed ELF facts of ``path`` (a loader path; cached per path)."""
@@ -403,20 +424,26 @@ class Process:
         return got
 
     def _parse_env_dirs(self, value: str | None) -> list[str]:
+        """``LD_LIBRARY_PATH`` as ``_dl_init_paths`` reads it: split on ``:``/``;``, dynamic
+        string tokens expanded for the main program (``$ORIGIN`` is its directory; before the
+        main program is known an element with ``$ORIGIN`` is dropped), relative elements kept
+        relative (``ldd`` prints ``sub/libx.so``), an empty element for the current
+        directory.  An empty value is ignored altogether."""
         if not value or self.config.secure:
             return []
+        origin = self.main.origin if self.main is not None else None
         out = []
         for d in split_path_list(value, ":;"):
-            e = expand_dst(d, origin=None, platform=self.config.platform, lib=self.config.lib)
+            e = expand_dst(d, origin=origin, platform=self.config.platform, lib=self.config.lib)
             if e is None:
                 continue
             out.append(self._absolute(e))
         return _dedupe(out)
 
     def _absolute(self, d: str) -> str:
-        if d == "":
-            return self.config.cwd
-        return d if d.startswith("/") else os.path.join(self.config.cwd, d)
+        """A search directory as the loader keeps it: as given (relative ones are opened
+        relative to the working directory; ``""`` is the working directory itself)."""
+        return d
 
     def _dirs_of(self, obj: LoadedObject, which: str) -> list[str]:
         key = (obj.id, which)
@@ -457,17 +484,40 @@ class Process:
         return names
 
     def _verify(self, path: str) -> tuple[str, str]:
-        """Open and check a candidate like ``open_verify``: (status, message)."""
+        """Open and check a candidate like ``open_verify``: (status, message).
+
+        ``status`` is ``"ok"``, ``"skip"`` (wrong class/machine: the search goes on),
+        ``"fatal"`` (the load fails), ``"absent"`` (``ENOENT``/``EACCES``: the search goes on;
+        the message is ``"Permission denied"`` for the latter) or ``"error"`` (any other
+        ``open`` error, e.g. ``ELOOP``: ``open_path`` stops searching the current list, glibc
+        ``elf/dl-load.c``: "The file exists and is readable, but something went wrong").
+        """
+        import errno
+
         try:
             with open(self._host(path), "rb") as f:
                 head = f.read(64)
+                v = check_ident(head, self.config.host)
+                if v.status == "ok":
+                    # open_verify then reads the program headers; a short read is fatal.
+                    size = os.fstat(f.fileno()).st_size
+                    if len(head) >= 64 and head[4] == 2:
+                        e = "<" if head[5] == 1 else ">"
+                        phoff = int.from_bytes(head[32:40], "little" if e == "<" else "big")
+                        phent = int.from_bytes(head[54:56], "little" if e == "<" else "big")
+                        phnum = int.from_bytes(head[56:58], "little" if e == "<" else "big")
+                        if phoff + phent * phnum > size:
+                            return ("fatal", "cannot read file data")
         except IsADirectoryError:
             # open(2) succeeds on a directory and read(2) fails with EISDIR: a fatal
             # open_verify error ("cannot read file data"), not a miss (glibc elf/dl-load.c).
             return ("fatal", "cannot read file data: Is a directory")
-        except OSError:
-            return ("absent", "")
-        v = check_ident(head, self.config.host)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                return ("absent", "")
+            if exc.errno == errno.EACCES:
+                return ("absent", "Permission denied")
+            return ("error", exc.strerror or str(exc))
         return (v.status, v.message)
 
     def _file_id(self, path: str) -> tuple[int, int]:
@@ -492,29 +542,38 @@ class Process:
         self, name: str, dirs: list[str], rule: str, source: str, tried: list[Attempt],
         state: dict[str, Any],
     ) -> str | None:
-        """``open_path``: try ``dir/subdir/name`` for each dir and subdir; first hit wins."""
+        """``open_path``: try ``dir/subdir/name`` for each dir and subdir; first hit wins.
+
+        After the subdirectories of one directory, an ``open`` error other than ``ENOENT`` or
+        ``EACCES`` on the last file tried (a symlink loop: ``ELOOP``) ends this list
+        (``state["stopped"]``); the caller goes on with the next step of the search, as
+        ``_dl_map_object`` does.
+        """
         for d in dirs:
+            last_error = ""
             for idx, sub in enumerate((*self.config.subdirs, "")):
-                sd = f"{d}/{sub}" if sub else d
+                sd = (f"{d}/{sub}" if d else sub) if sub else d
                 key = (d, idx)
                 status = self._dir_status.get(key)
                 if status is False:
                     continue
-                cand = f"{sd}/{name}"
+                cand = f"{sd}/{name}" if sd else name
                 listing = self._listdir(sd, d)
                 if listing is None or name not in listing:
                     tried.append(Attempt(path=cand, rule=rule, source=source, outcome="absent"))
+                    last_error = ""
                     if status is None:
                         self._dir_status[key] = listing is not None
                     continue
                 verdict, msg = self._verify(cand)
                 if status is None:
                     self._dir_status[key] = True
+                last_error = msg if verdict == "error" else ""
                 if verdict == "ok":
                     tried.append(Attempt(path=cand, rule=rule, source=source, outcome="found"))
                     return cand
-                if verdict == "absent":
-                    tried.append(Attempt(path=cand, rule=rule, source=source, outcome="absent"))
+                if verdict in ("absent", "error"):
+                    tried.append(Attempt(path=cand, rule=rule, source=source, outcome=msg or "absent"))
                     continue
                 tried.append(Attempt(path=cand, rule=rule, source=source, outcome=msg))
                 if verdict == "skip":
@@ -522,6 +581,9 @@ class Process:
                         state["other_class"] = msg
                     continue
                 state["fatal"] = f"{cand}: {msg}"
+                return None
+            if last_error:
+                state["stopped"] = f"{d}/{name}: {last_error}"
                 return None
         return None
 
@@ -638,15 +700,34 @@ class Process:
         nodeflib = (loader or self.main).info.nodeflib if (loader or self.main) else False
         return ("rpath", chain, main, nodeflib)
 
+    def _index(self, obj: LoadedObject) -> None:
+        """Record ``obj``'s path, names, SONAME and file id in the lookup indexes."""
+        self._by_name.setdefault(obj.path, obj.id)
+        for n in obj.names:
+            self._by_name.setdefault(n, obj.id)
+        if obj.info.soname:
+            self._by_soname.setdefault(obj.info.soname, obj.id)
+        if obj.file_id != (0, 0):
+            self._by_fid.setdefault(obj.file_id, obj.id)
+
+    def _add_name(self, obj: LoadedObject, name: str) -> None:
+        if name not in obj.names and name != obj.path:
+            obj.names.append(name)
+        self._by_name.setdefault(name, obj.id)
+
     def _match_loaded(self, name: str) -> LoadedObject | None:
-        """``_dl_map_object``'s first loop: match by l_name, l_libname, then DT_SONAME."""
-        for obj in self.objects:
-            if name == obj.path or name in obj.names:
-                return obj
-            if obj.info.soname == name:
-                obj.names.append(name)
-                return obj
-        return None
+        """``_dl_map_object``'s first loop: the first object in load order whose l_name or
+        an l_libname is ``name``, or whose DT_SONAME is (which then joins its names).
+        Indexed, so a long chain costs linear time."""
+        a = self._by_name.get(name)
+        b = self._by_soname.get(name)
+        if a is None and b is None:
+            return None
+        if b is None or (a is not None and a <= b):
+            return self.objects[a]  # type: ignore[index]
+        obj = self.objects[b]
+        self._add_name(obj, name)
+        return obj
 
     def _expand_slash(self, name: str, requester: LoadedObject | None) -> str | None:
         origin = requester.origin if requester is not None else None
@@ -658,7 +739,7 @@ class Process:
     def _new_object(self, path: str, kind: str, loader: LoadedObject | None, name: str | None,
                     origin_path: str | None = None) -> LoadedObject:
         info = self.info(path)
-        origin_src = origin_path or path
+        origin_src = self.absolute(origin_path or path)
         obj = LoadedObject(
             id=len(self.objects), path=path, info=info,
             names=[name] if name and name != path else [],
@@ -666,6 +747,7 @@ class Process:
             origin=os.path.dirname(origin_src) or "/", file_id=self._file_id(path),
         )
         self.objects.append(obj)
+        self._index(obj)
         return obj
 
     def map_object(
@@ -695,8 +777,14 @@ class Process:
                 outcome = "found" if verdict == "ok" else (msg or "absent")
                 tried.append(Attempt(path=path, rule=rule, source=source, outcome=outcome))
                 if verdict != "ok":
-                    error = (msg if verdict != "absent"
-                             else "cannot open shared object file: No such file or directory")
+                    if verdict == "fatal":
+                        error = msg
+                    elif verdict == "error":
+                        error = f"cannot open shared object file: {msg}"
+                    else:
+                        error = ("cannot open shared object file: "
+                                 + ("Permission denied" if msg == "Permission denied"
+                                    else "No such file or directory"))
                     path = None
             else:
                 error = "cannot expand dynamic string tokens"
@@ -711,15 +799,30 @@ class Process:
             self.resolutions.append(res)
             return res, None, False
         fid = self._file_id(path)
-        for obj in self.objects:
-            if obj.file_id == fid and fid != (0, 0):
-                if name not in obj.names and name != obj.path:
-                    obj.names.append(name)
+        same = self._by_fid.get(fid) if fid != (0, 0) else None
+        for obj in ([self.objects[same]] if same is not None else []):
+            if obj.file_id == fid:
+                self._add_name(obj, name)
                 res = Resolution(name=name, requester=req_path, kind=kind, path=obj.path,
                                  rule=rule, source=f"{source}; same file as {obj.path} (already loaded)",
                                  tried=tuple(tried), object_id=obj.id)
                 self.resolutions.append(res)
                 return res, obj, False
+        # _dl_map_object_from_fd: a file accepted by open_verify can still be refused when it
+        # is mapped (no PT_LOAD, no PT_DYNAMIC, misaligned segments, ET_EXEC or a PIE outside
+        # __RTLD_OPENEXEC, DF_1_NOOPEN under __RTLD_DLOPEN).  The load fails; nothing more
+        # is searched; glibc names the request, not the file (glibc 2.36 elf/dl-load.c lose()).
+        refusal = self.info(path).refusal(dlopen=kind == "dlopen" or self._in_dlopen)
+        if refusal is not None:
+            if tried and tried[-1].path == path:
+                tried[-1] = Attempt(path=path, rule=tried[-1].rule, source=tried[-1].source,
+                                    outcome=refusal)
+            else:
+                tried.append(Attempt(path=path, rule=rule or "slash", source=source, outcome=refusal))
+            res = Resolution(name=name, requester=req_path, kind=kind, rule=None, source="",
+                             tried=tuple(tried), error=f"{name}: {refusal}")
+            self.resolutions.append(res)
+            return res, None, False
         loader = requester if kind in ("needed", "preload") else None
         obj = self._new_object(path, kind, loader, name)
         if kind == "preload":
@@ -767,12 +870,23 @@ class Process:
         main = self._new_object(path, "executable", None, None, origin_path=executable)
         main.names = []
         self.main = main
+        # The main map is created as "" (rtld.c: _dl_new_object ("", "", lt_executable, …)),
+        # so an empty DT_NEEDED string is satisfied by the program itself.
+        self._add_name(main, "")
+        # LD_LIBRARY_PATH's $ORIGIN is the main program's (glibc _dl_init_paths, l = main map).
+        self._env_dirs = self._parse_env_dirs(self.config.ld_library_path)
+        self._keys.clear()
+        # ld.so FILE maps the program with __RTLD_OPENEXEC: ET_EXEC and PIEs are fine, the
+        # other refusals of _dl_map_object_from_fd are not.
+        if main.info.ok:
+            self.main_error = main.info.refusal(dlopen=False, main=True)
         interp = interpreter or main.info.interp or _default_interp(self.config)
         if interp:
             rtld_info = self.info(interp)
             if rtld_info.ok:
                 rtld = self._new_object(interp, "interpreter", None, None)
                 rtld.names = [n for n in {rtld_info.soname} if n]
+                self._index(rtld)
         preloads: list[LoadedObject] = []
         if self.config.ld_preload and not self.config.secure:
             for p in re.split(r"[ :]+", self.config.ld_preload.strip()):
@@ -800,31 +914,71 @@ class Process:
                             f"preloaded ({why}): ignored.")
                     elif is_new:
                         preloads.append(obj)
+        if self.main_error is not None:
+            return main
         new = self._load_deps([main, *preloads])
+        for o in self.objects:
+            o.group = main.id
+            o.in_global = o.kind != "interpreter" or o.in_global
         self._check_versions([main, *preloads, *new])
         return main
 
-    def dlopen(self, name: str, caller: LoadedObject | None = None) -> Resolution:
+    def closure(self, root: LoadedObject) -> list[LoadedObject]:
+        """``l_searchlist`` of ``root``: it and its dependencies, breadth-first, each once."""
+        out = [root]
+        seen = {root.id}
+        i = 0
+        while i < len(out):
+            for d in out[i].deps:
+                if d not in seen:
+                    seen.add(d)
+                    out.append(self.objects[d])
+            i += 1
+        return out
+
+    def scope(self, obj: LoadedObject) -> list[LoadedObject]:
+        """The objects searched, in order, when ``obj``'s symbols are bound: the global
+        scope, then the local scope of the dlopen that loaded it (glibc ``l_scope``)."""
+        out = [o for o in self.objects if o.in_global and o.kind != "interpreter"]
+        rtld = [o for o in self.objects if o.kind == "interpreter"]
+        if obj.group is not None and not obj.in_global:
+            seen = {o.id for o in out}
+            out += [o for o in self.closure(self.objects[obj.group]) if o.id not in seen]
+        return out + rtld
+
+    def dlopen(self, name: str, caller: LoadedObject | None = None, *,
+               global_scope: bool = False) -> Resolution:
         """Model ``dlopen(name)`` called from ``caller`` (the executable when ``None``).
 
         The new object's ``l_loader`` is unset, so its dependencies search its own RPATH
         and then the executable's (glibc ``elf/dl-open.c``, ``__RTLD_CALLMAP``).
 
+        :param global_scope: ``RTLD_GLOBAL``: the object and its dependencies join the global
+            scope.
         :returns: the :class:`Resolution` of ``name``.
         """
         caller = caller or self.main
-        res, obj, is_new = self.map_object(name, caller, kind="dlopen")
-        if obj is not None and is_new:
-            new = self._load_deps([obj])
-            self._check_versions([obj, *new])
+        self._in_dlopen = True
+        try:
+            res, obj, is_new = self.map_object(name, caller, kind="dlopen")
+            if obj is not None and is_new:
+                new = self._load_deps([obj])
+                for o in (obj, *new):
+                    o.group = obj.id
+                self._check_versions([obj, *new])
+            if obj is not None and global_scope:
+                for o in self.closure(obj):
+                    o.in_global = True
+        finally:
+            self._in_dlopen = False
         return res
 
     # -- versions --------------------------------------------------------------------------
     def provider_of(self, obj: LoadedObject, file: str) -> LoadedObject | None:
         """The loaded dependency of ``obj`` that the name ``file`` refers to (``find_needed``)."""
-        for dep in self.objects:
-            if file == dep.path or file in dep.names:
-                return dep
+        i = self._by_name.get(file)
+        if i is not None:
+            return self.objects[i]
         for dep_id in obj.deps:
             dep = self.objects[dep_id]
             if file == dep.info.soname:
@@ -850,10 +1004,9 @@ class Process:
     # -- queries ---------------------------------------------------------------------------
     def find(self, path_or_name: str) -> LoadedObject | None:
         """The loaded object known by this path, name or SONAME (no side effects)."""
-        for obj in self.objects:
-            if path_or_name in (obj.path, obj.info.soname) or path_or_name in obj.names:
-                return obj
-        return None
+        hits = [i for i in (self._by_name.get(path_or_name), self._by_soname.get(path_or_name))
+                if i is not None]
+        return self.objects[min(hits)] if hits else None
 
 
 def _with_path(info: ElfInfo, path: str) -> ElfInfo:

@@ -114,7 +114,7 @@ def test_cli_interpreter_only(tmp_path: Path) -> None:
     doc = json.loads(result.output)
     assert any(o["soname"] == "libc.so.6" for o in doc["objects"])
     # the cache of parsed ELF facts was filled, and a second run gives the same answer
-    assert list((tmp_path / "envlock" / "elf-v1").glob("*.json"))
+    assert list((tmp_path / "envlock" / "elf-v2").glob("*.json"))
     again = CliRunner().invoke(cli, ["libs", "--python", sys.executable, "--format", "json"], env=env)
     assert json.loads(again.output)["objects"] == doc["objects"]
 

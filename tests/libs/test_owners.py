@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from envlock.libs.analysis import analyze_module
 from envlock.libs.owners import OwnerIndex, Pin, conda_pins, normalize_name, read_pins
@@ -95,3 +100,55 @@ def test_conda_depends_and_pin_mismatch(build: Builder) -> None:
     assert f.fix == ("conda install 'cudnn>=8.3.2,<9.0a0'",)
     obj = next(o for o in report.objects if o.soname == "libcudnn.so.8")
     assert (obj.owner_kind, obj.owner_name, obj.owner_version) == ("conda", "cudnn", "8.2.1")
+
+
+@pytest.mark.skipif(shutil.which("dpkg-query") is None or not os.path.isdir("/var/lib/dpkg/info"),
+                    reason="not a dpkg system")
+def test_dpkg_owner_reads_only_the_lists_it_needs() -> None:
+    """Owners of the C and C++ runtimes agree with ``dpkg-query -S``, found without reading
+    every ``*.list`` file; a file outside dpkg's directories costs nothing."""
+    from envlock.libs.owners import OwnerIndex
+
+    idx = OwnerIndex([], prefix=None, root="/", cache_dir=None)
+    wanted = [p for p in ("/lib/x86_64-linux-gnu/libc.so.6", "/lib/x86_64-linux-gnu/libstdc++.so.6",
+                          "/lib/x86_64-linux-gnu/libgcc_s.so.1", "/lib64/ld-linux-x86-64.so.2")
+              if os.path.exists(p)]
+    assert idx.owner("/root/no/such/lib.so") is None
+    for p in wanted:
+        pkg = None
+        for q in (p, os.path.realpath(p)):
+            real = subprocess.run(["dpkg-query", "-S", q], capture_output=True, text=True, timeout=60)
+            if real.returncode == 0:
+                pkg = real.stdout.split(":")[0]
+                break
+        got = idx.owner(p)
+        assert got is not None and got.name.split(":")[0] == pkg, p
+    total = len([n for n in os.listdir("/var/lib/dpkg/info") if n.endswith(".list")])
+    assert total - len(idx._dpkg_todo_set or ()) <= 2 * len(wanted) + 2
+
+
+@pytest.mark.parametrize("marker", [
+    'platform_system == "Linux"',
+    'sys_platform == "win32" or platform_machine == "x86_64"',
+    "(sys_platform == 'linux' and platform_machine == 'aarch64' or sys_platform == 'linux' and "
+    "platform_machine == 'x86_64' or sys_platform == 'win32') and extra == 'all'",
+    'platform_system == "Linux" and python_version < "3.15"',
+    'python_full_version >= "3.11.0" and extra != "Cublas"',
+    'extra == "CUDA_Toolkit"',
+])
+def test_simple_markers_agree_with_packaging(marker: str) -> None:
+    """The fast marker evaluation (no packaging import) gives packaging's answer."""
+    from packaging.markers import Marker
+
+    from envlock.libs.owners import _marker_value
+
+    for extra in ("", "all", "cublas", "cuda-toolkit"):
+        assert _marker_value(marker, extra) == Marker(marker).evaluate({"extra": extra}), extra
+
+
+def test_other_markers_are_left_to_packaging() -> None:
+    from envlock.libs.owners import _marker_value
+
+    assert _marker_value('implementation_name == "cpython"', "") is None
+    assert _marker_value('python_version < "3.15a1"', "") is None
+    assert _marker_value('platform_system == "Linux" and', "") is None

@@ -95,3 +95,42 @@ def test_runtime_check_has_no_unexplained_difference(request: pytest.FixtureRequ
     assert check["matched"]
     if module == "torch":
         assert any(p.endswith("libtorch_cpu.so") for p in check["matched"])
+
+
+def test_libs_torch_binds_every_symbol(venv: Path) -> None:
+    """Symbols are checked by default: on the real torch venvs nothing is missing (the
+    GNU-unique definitions of libstdc++ count), and the command exits 0."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LD_")}
+    result = CliRunner().invoke(cli, ["libs", "torch", "--python", str(venv / "bin/python"),
+                                      "--format", "json", "--no-cache"], env=env)
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert [f for f in doc["findings"] if f["id"] in ("missing-symbol", "missing-version")] == []
+
+
+def _old_libstdcxx_map(last: int = 21) -> str:
+    """A version script with the GLIBCXX_3.4 … GLIBCXX_3.4.<last> nodes, each inheriting the
+    previous one, as libstdc++'s own script has them."""
+    lines = ["GLIBCXX_3.4 { global: old_cxx_marker; local: *; };"]
+    for i in range(1, last + 1):
+        parent = "GLIBCXX_3.4" + (f".{i - 1}" if i > 1 else "")
+        lines.append(f"GLIBCXX_3.4.{i} {{ }} {parent};")
+    return "\n".join(lines) + "\n"
+
+
+def test_older_libstdcxx_picked_gives_the_glibcxx_finding(cpu_venv: Path, build) -> None:
+    """A libstdc++.so.6 that stops at GLIBCXX_3.4.21 comes first on LD_LIBRARY_PATH: torch
+    needs GLIBCXX_3.4.22, so ldd reports the version error and envlock the finding."""
+    build.lib("old/libstdc++.so.6", "int old_cxx_marker(void) { return 0; }",
+              soname="libstdc++.so.6", version_script=_old_libstdcxx_map())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LD_")}
+    env["LD_LIBRARY_PATH"] = str(build.root / "old")
+    real = real_ldd(_torch_c(cpu_venv), {"LD_LIBRARY_PATH": env["LD_LIBRARY_PATH"]})
+    assert any("GLIBCXX_3.4.22" in e for e in real.version_errors), real.version_errors
+    result = CliRunner().invoke(cli, ["libs", "torch", "--python", str(cpu_venv / "bin/python"),
+                                      "--format", "json", "--no-cache"], env=env)
+    assert result.exit_code == 1
+    doc = json.loads(result.output)
+    found = [f for f in doc["findings"] if f["id"] == "missing-version"]
+    assert any("GLIBCXX_3.4.22" in f["title"] and f["library"] == "libstdc++.so.6" for f in found)
+    assert not [f for f in doc["findings"] if f["id"] == "missing-symbol"]

@@ -1,0 +1,210 @@
+"""Text rendering of ``envlock libs`` reports (:class:`envlock.libs.analysis.LibsReport`).
+
+:func:`render_text` draws the tree of requests per extension file, the run-time loads and the
+findings; :func:`render_why` lists every place tried for one name.  Both are iterative (a
+NEEDED chain thousands deep renders) and pure: they return text.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from envlock.libs.analysis import LibEntry, LibsReport
+
+__all__ = ["render_text", "render_why"]
+
+_RULE_TEXT = {
+    "rpath": "RPATH",
+    "runpath": "RUNPATH",
+    "ld_library_path": "LD_LIBRARY_PATH",
+    "ld.so.cache": "ld.so.cache",
+    "default": "default dirs",
+    "slash": "by path",
+    "preload": "LD_PRELOAD",
+    "already-loaded": "already loaded",
+}
+
+
+
+
+def _label(o: LibEntry) -> str:
+    owner = f"  {o.owner}" if o.owner else "  (no package)"
+    return owner
+
+
+def render_text(report: LibsReport, *, check: dict[str, Any] | None = None) -> str:
+    """The human-readable answer: a tree per extension file, run-time loads, findings."""
+    lines: list[str] = []
+    cfg = report.config
+    objs = report.objects
+    by_id = {o.id: o for o in objs}
+    children: dict[str, list[Any]] = {}
+    seen_req: set[tuple[str, str]] = set()
+    for r in report.requests:
+        # The loader walks the DT_NEEDED of every object in each breadth-first pass, so the
+        # same request repeats; the tree shows the first one.
+        if r.kind == "needed" and (r.requester, r.name) not in seen_req:
+            seen_req.add((r.requester, r.name))
+            children.setdefault(r.requester, []).append(r)
+    wrapper = f"; started by the wrapper {report.launcher}" if report.launcher else ""
+    if report.target == report.python:
+        lines.append(f"target: {report.python} (the interpreter itself, as the main program{wrapper})")
+    else:
+        lines.append(f"target: {report.python} importing {report.target}"
+                     + (f" ({wrapper[2:]})" if wrapper else ""))
+    env_bits = [f"LD_LIBRARY_PATH={cfg.ld_library_path}" if cfg.ld_library_path else "LD_LIBRARY_PATH unset",
+                f"LD_PRELOAD={cfg.ld_preload}" if cfg.ld_preload else "LD_PRELOAD unset"]
+    lines.append(f"loader: glibc {'.'.join(map(str, cfg.glibc))}, {', '.join(env_bits)}, "
+                 f"default dirs {':'.join(cfg.system_dirs)}")
+    startup = [o for o in objs if o.stage == "startup" and o.kind not in ("executable",)]
+    if startup:
+        lines.append("interpreter start-up: " + ", ".join(os.path.basename(o.path) for o in startup))
+    lines.append("")
+    expanded: set[int] = set()
+    # A node is (text, children); nodes are built depth-first (the first request of an
+    # object expands it) and drawn afterwards, so that the connector of the last child
+    # *drawn* is └── even when later requests are not drawn.
+    Node = tuple[str, list[Any]]  # noqa: N806
+
+    def visit(r: Any) -> tuple[str, list[Any]] | None:
+        """The line for request ``r`` and the requests to show under it (``None``: not
+        shown).  Marks the object expanded, as a depth-first walk would, before its
+        children are visited."""
+        o = by_id.get(r.object_id) if r.object_id is not None else None
+        if o is None:
+            return (f"{r.name} => NOT FOUND ({r.error})", [])
+        first = o.id not in expanded and o.name == r.name and o.requested_by == (r.requester or None) \
+            and r.rule != "already-loaded"
+        rule = _RULE_TEXT.get(r.rule or "", r.rule or "")
+        if o.kind == "preload" and r.kind == "preload":
+            rule = "LD_PRELOAD"
+        shown = r.name if r.name == o.path else f"{r.name} => {o.path}"
+        if not first:
+            if o.stage == "startup" or o.kind == "interpreter" or o.rule in ("ld.so.cache", "default"):
+                return None  # system libraries seen before: not repeated (see --why or JSON)
+            how = "already loaded" if r.rule == "already-loaded" else f"{rule}, same file already loaded"
+            return (f"{shown}  [{how}]", [])
+        expanded.add(o.id)
+        return (f"{shown}  [{rule}]{_label(o)}", children.get(o.path, []))
+
+    def grow(requests: list[Any]) -> list[Node]:
+        """The tree under ``requests``, built with an explicit stack (no recursion: a NEEDED
+        chain thousands deep renders, in time linear in the number of requests)."""
+        top: list[Node] = []
+        stack: list[tuple[list[Node], Any]] = [(top, iter(requests))]
+        while stack:
+            kids, it = stack[-1]
+            r = next(it, None)
+            if r is None:
+                stack.pop()
+                continue
+            got = visit(r)
+            if got is None:
+                continue
+            text, below = got
+            mine: list[Node] = []
+            kids.append((text, mine))
+            if below:
+                stack.append((mine, iter(below)))
+        return top
+
+    def draw(nodes: list[Node], prefix: str) -> None:
+        stack: list[tuple[list[Node], int, str]] = [(nodes, 0, prefix)]
+        while stack:
+            level, i, pre = stack.pop()
+            if i >= len(level):
+                continue
+            text, kids = level[i]
+            last = i == len(level) - 1
+            lines.append(f"{pre}{'└── ' if last else '├── '}{text}")
+            stack.append((level, i + 1, pre))
+            if kids:
+                stack.append((kids, 0, pre + ("    " if last else "│   ")))
+
+    roots = [r for r in report.requests if r.kind == "dlopen" and r.requester and
+             not any(r is rt.resolution for rt in report.runtime)]
+    stage_of = {o.id: o for o in objs}
+    import_roots = [r for r in roots if r.object_id is not None and stage_of[r.object_id].stage == "import"
+                    or r.object_id is None]
+    if import_roots:
+        lines.append(f"import {report.target}")
+        draw(grow(import_roots), "")
+        notes = list(dict.fromkeys(o.via for o in objs if o.stage == "import" and o.via))
+        for n in notes:
+            lines.append(f"  note: {n}")
+    elif report.files and objs:
+        main = objs[0]
+        lines.append(f"{main.path}")
+        draw(grow(children.get(main.path, [])), "")
+    if not report.files and not report.errors:
+        lines.append(f"{report.target} has no extension modules: importing it loads no shared "
+                     "object beyond the interpreter's (name an extension module to see its own).")
+    if report.runtime:
+        lines.append("")
+        lines.append("loaded later with dlopen (run-time, from the table in envlock.libs.runtime):")
+        for rt in report.runtime:
+            r = rt.resolution
+            caller = os.path.basename(rt.caller)
+            if r.path is None:
+                lines.append(f"  {rt.name} <- {caller} ({rt.when}): NOT FOUND")
+            else:
+                o = by_id.get(r.object_id)
+                owner = _label(o) if o else ""
+                lines.append(f"  {rt.name} <- {caller} ({rt.when}): {r.path}  "
+                             f"[{_RULE_TEXT.get(r.rule or '', r.rule)}]{owner}")
+    if report.errors:
+        lines.append("")
+        lines += [f"error: {e}" for e in report.errors]
+    lines.append("")
+    if report.findings:
+        lines.append(f"findings ({len(report.findings)}):")
+        for f in report.findings:
+            lines.append(f"  {f.severity} [{f.id}] {f.title}")
+            lines.append(f"      cause: {f.cause}")
+            for e in f.evidence:
+                lines.append(f"      evidence: {e}")
+            for x in f.fix:
+                lines.append(f"      fix: {x}")
+    else:
+        lines.append("findings: none")
+    if check is not None:
+        lines.append("")
+        lines.append(f"--runtime: {check['status']}" + (f" ({check['error']})" if check.get("error") else ""))
+        lines.append(f"  {len(check['matched'])} files as predicted, {len(check['explained'])} explained, "
+                     f"{len(check['unexplained'])} unexplained")
+        for x in check["explained"]:
+            lines.append(f"  explained: {x['path']}: {x['why']}")
+        for x in check["unexplained"]:
+            lines.append(f"  UNEXPLAINED: {x['path']}: {x['why']}")
+    return "\n".join(lines) + "\n"
+
+
+def render_why(report: LibsReport, name: str) -> str:
+    """Every request of ``name``, with every place tried in order and the outcome."""
+    reqs = report.requests_for(name)
+    if not reqs:
+        return f"{name}: never requested by {report.target} (not in any DT_NEEDED or known dlopen)\n"
+    lines = []
+    by_id = {o.id: o for o in report.objects}
+    runtime = {id(rt.resolution): rt for rt in report.runtime}
+    for r in reqs:
+        who = r.requester or "LD_PRELOAD"
+        o = by_id.get(r.object_id) if r.object_id is not None else None
+        why = ""
+        if id(r) in runtime:
+            why = f" ({runtime[id(r)].when})"
+        elif r.kind == "dlopen" and o is not None and o.resolution_is(r) and o.via:
+            why = f" ({o.via})"
+        lines.append(f"{r.name} ({r.kind}) requested by {who}{why}:")
+        if r.rule == "already-loaded":
+            lines.append(f"  already loaded: {r.source}; nothing is searched")
+        for i, a in enumerate(r.tried, 1):
+            lines.append(f"  {i:3d}. {a.path}  [{a.source}]  {a.outcome}")
+        if r.path:
+            lines.append(f"  => {r.path}  (rule: {_RULE_TEXT.get(r.rule or '', r.rule)})")
+        else:
+            lines.append(f"  => not loaded: {r.error}")
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,146 @@
+"""Bounded fuzz: seeded mutations of real libraries, read by envlock and by the real loader.
+
+Each mutant (bytes flipped in the headers, the dynamic section, the string and version tables;
+header fields set to extreme values; the file cut short) must be read without an exception
+and within a time limit, by :func:`read_elf`, :func:`read_symbols` and the loader model; where
+``ld.so --list`` accepts the file as the main program, envlock must name the same
+dependencies.  ``ENVLOCK_FUZZ=N`` runs N mutants instead of the default few hundred
+(the issue's run used 10,000).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from envlock.libs.elf import read_elf, read_symbols
+from envlock.libs.search import Process, detect_config
+
+NEEDS_NO_GCC = True
+LDSO = "/lib64/ld-linux-x86-64.so.2"
+SEEDS = [p for p in ("/lib/x86_64-linux-gnu/libz.so.1", "/lib/x86_64-linux-gnu/libgcc_s.so.1",
+                     "/lib/x86_64-linux-gnu/libutil.so.1", "/lib/x86_64-linux-gnu/libstdc++.so.6")
+         if os.path.exists(p)]
+COUNT = int(os.environ.get("ENVLOCK_FUZZ", "200"))
+LIMIT_S = 5
+
+pytestmark = pytest.mark.skipif(not SEEDS or not os.path.exists(LDSO), reason="no x86-64 system libraries")
+
+
+def _hot_ranges(data: bytes) -> list[tuple[int, int]]:
+    """Byte ranges worth mutating: headers, program headers, PT_DYNAMIC and the start of
+    each PT_LOAD (where .dynsym/.dynstr/.gnu.version* live)."""
+    phoff = int.from_bytes(data[32:40], "little")
+    phnum = int.from_bytes(data[56:58], "little")
+    out = [(0, 64), (phoff, phoff + 56 * phnum)]
+    for i in range(phnum):
+        ph = data[phoff + 56 * i: phoff + 56 * (i + 1)]
+        p_type = int.from_bytes(ph[0:4], "little")
+        off = int.from_bytes(ph[8:16], "little")
+        size = int.from_bytes(ph[32:40], "little")
+        if p_type == 2:
+            out.append((off, off + size))
+        elif p_type == 1:
+            out.append((off, off + min(size, 16384)))
+    return [(a, min(b, len(data))) for a, b in out if a < b <= len(data) + 16384]
+
+
+def mutate(data: bytes, rng: random.Random) -> bytes:
+    buf = bytearray(data)
+    how = rng.random()
+    if how < 0.1:
+        return bytes(buf[: rng.randrange(1, len(buf))])
+    ranges = _hot_ranges(data)
+    if how < 0.25:
+        # A header field set to an extreme value (e_phnum, e_shoff, e_shnum, e_phoff, …).
+        off, width = rng.choice([(56, 2), (40, 8), (60, 2), (32, 8), (62, 2), (54, 2), (16, 2)])
+        buf[off:off + width] = rng.choice([b"\xff" * width, b"\0" * width,
+                                           rng.randbytes(width)])
+        return bytes(buf)
+    for _ in range(rng.randrange(1, 9)):
+        a, b = rng.choice(ranges)
+        i = rng.randrange(a, b)
+        buf[i] = rng.randrange(256) if rng.random() < 0.7 else buf[i] ^ (1 << rng.randrange(8))
+    return bytes(buf)
+
+
+class _Timeout(Exception):
+    pass
+
+
+def _alarm(_sig, _frm):
+    raise _Timeout
+
+
+def ld_so_names(path: Path) -> list[str] | None:
+    """The names ``ld.so --list`` prints for ``path`` (``None``: it refuses or crashes)."""
+    try:
+        proc = subprocess.run([LDSO, "--list", str(path)], capture_output=True, timeout=10,
+                              env={"PATH": "/usr/bin:/bin"})
+    except subprocess.TimeoutExpired:
+        return None
+    if proc.returncode != 0:
+        return None
+    names = []
+    for raw in proc.stdout.split(b"\n"):
+        line = raw.decode("utf-8", "surrogateescape")
+        m = re.match(r"^\t(.+?) => (.*?)(?: \(0x[0-9a-f]+\))?$", line)
+        # ld.so prints itself as "<PT_INTERP string> => its path" when the string read at
+        # PT_INTERP's p_vaddr is not its path (a mutated PT_INTERP): not a dependency.
+        if m and m.group(2) != LDSO:
+            names.append(m.group(1))
+    return names
+
+
+def model_names(path: Path) -> tuple[list[str], str | None]:
+    proc = Process(detect_config(env={}))
+    main = proc.start(str(path))
+    err = proc.main_error or (main.info.error.message if main.info.error else None)
+    out = []
+    rtld = {o.id for o in proc.objects if o.kind in ("interpreter", "executable")}
+    for r in proc.resolutions:
+        # ld.so lists itself without "=>" and never the main program.
+        if r.name not in out and r.kind == "needed" and r.object_id not in rtld:
+            out.append(r.name)
+    return out, err
+
+
+def test_mutants_read_without_exception_or_hang_and_agree_with_ld_so(tmp_path: Path) -> None:
+    rng = random.Random(20261201)
+    seeds = [Path(p).read_bytes() for p in SEEDS]
+    old = signal.signal(signal.SIGALRM, _alarm)
+    compared = disagreements = 0
+    problems: list[str] = []
+    try:
+        for n in range(COUNT):
+            data = mutate(rng.choice(seeds), rng)
+            path = tmp_path / f"m{n % 8}.so"
+            path.write_bytes(data)
+            signal.alarm(LIMIT_S)
+            try:
+                info = read_elf(path)
+                read_symbols(path)
+                ours, err = model_names(path)
+            except _Timeout:
+                problems.append(f"mutant {n}: more than {LIMIT_S} s")
+                continue
+            finally:
+                signal.alarm(0)
+            assert info.path == str(path)
+            real = ld_so_names(path)
+            if real is None or err is not None:
+                continue
+            compared += 1
+            if sorted(set(real)) != sorted(ours):
+                disagreements += 1
+                problems.append(f"mutant {n}: ld.so {real} envlock {ours}")
+    finally:
+        signal.signal(signal.SIGALRM, old)
+    assert not problems, problems[:5]
+    assert compared > COUNT // 10  # most mutants are still accepted by the loader
