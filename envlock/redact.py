@@ -44,6 +44,8 @@ __all__ = [
     "redact_tree",
     "redact_url",
     "redact_variable",
+    "scrub",
+    "secret_fragments",
     "secret_name",
     "secret_param",
     "secret_value",
@@ -94,8 +96,12 @@ _TOKEN_SHAPES = re.compile(
 #: Cheap pre-check: a string none of the rules can touch skips them all.
 _TRIGGER = re.compile(
     r"://|[?&=]|(?i:pass|account|bearer|basic|token|secret|key|auth)|gh[pousr]_|github_pat_|hf_"
-    r"|glpat-|xox|sk-|AKIA|ASIA"
+    r"|glpat-|xox|sk-|AKIA|ASIA|:[^\s/@:]+@"
 )
+# The user-info of a URL that a colon-separated list (LD_LIBRARY_PATH, PATH) has split apart:
+# "https://u:pw@h/lib" becomes the entries "https" and "//u:pw@h/lib" (or "/u:pw@h/lib" once a
+# search path is normalised).  A path entry holding "name:secret@host" keeps the name only.
+_SPLIT_USERINFO = re.compile(r"(?<=/)(?P<user>[^\s/:@]+):(?P<pw>[^\s/@]+)@(?=[\w\[.-])")
 
 
 def secret_name(name: str) -> bool:
@@ -202,6 +208,7 @@ def redact_text(text: str) -> str:
     if not text or not _TRIGGER.search(text):
         return text
     text = _userinfo_out(text)
+    text = _SPLIT_USERINFO.sub(lambda m: f"{m.group('user')}@", text)
     text = _URL_IN_TEXT.sub(lambda m: _url_in_text(m.group(0)), text)
     text = _QUERY_IN_TEXT.sub(_query_value, text)
     text = _NETRC.sub(_keyed, text)
@@ -285,3 +292,35 @@ def _tree_item(key: Any, value: Any) -> Any:
     if isinstance(value, str) and isinstance(key, str) and key.isupper() and secret_name(key):
         return REDACTED
     return redact_tree(value)
+
+
+_MIN_FRAGMENT = 4  # characters; shorter pieces (a user "u") would scrub innocent text
+
+
+def secret_fragments(text: str) -> frozenset[str]:
+    """The secret pieces inside ``text`` that :func:`redact_text` removes: URL passwords (and
+    user-info), credential query values, token-shaped words.
+
+    For text that envlock takes apart before it prints the parts — ``LD_LIBRARY_PATH`` split at
+    ``:`` cuts ``https://u:pw@h/lib`` into ``//u`` and ``pw@h/lib``, where no URL rule can see
+    the password any more; :func:`scrub` removes the fragments from such derived text.
+    """
+    out: set[str] = set()
+    for rx in (_USERINFO_SLASH, _USERINFO):
+        for m in rx.finditer(text):
+            ui = m.group("ui")
+            out.update(p for p in (ui, *ui.split(":", 1)[1:]) if p)
+    for m in _QUERY_IN_TEXT.finditer(text):
+        if secret_param(m.group("name")) and m.group("value"):
+            out.add(m.group("value"))
+    out.update(m.group(0) for m in _TOKEN_SHAPES.finditer(text))
+    return frozenset(f for f in out if len(f) >= _MIN_FRAGMENT and f != REDACTED)
+
+
+def scrub(text: str, fragments: frozenset[str]) -> str:
+    """``text`` with every fragment of :func:`secret_fragments` replaced by ``<redacted>``
+    (longest first), then :func:`redact_text`."""
+    for f in sorted(fragments, key=len, reverse=True):
+        text = text.replace(f, REDACTED)
+    return redact_text(text)
+

@@ -134,9 +134,14 @@ def _compute(
 ) -> tuple[str, str, int]:
     """Run the analysis: returns ``(stdout, stderr, exit status)``; the inputs each report
     depends on are recorded through ``rec`` (:func:`envlock.libs.cache.record_report`)."""
+    from envlock.libs.analysis import analyze_module
     from envlock.libs.elf import ElfCache
     from envlock.probes.target import resolve_target
-    from envlock.libs.analysis import analyze_module
+    from envlock.redact import redact_tree, scrub, secret_fragments
+
+    # the loader variables are split into directories before they are printed: scrub what a
+    # URL rule could no longer see in the pieces
+    hidden = secret_fragments(" ".join(environ.get(v, "") for v in ("LD_LIBRARY_PATH", "LD_PRELOAD")))
 
     elf_cache = None if no_cache else ElfCache()
     target = resolve_target(python=python, prefix=prefix, environ=environ)
@@ -191,12 +196,14 @@ def _compute(
         elif why:
             from envlock.render.libs import render_why
 
-            chunks.append(render_why(report, why))
+            chunks.append(scrub(render_why(report, why), hidden))
         else:
             from envlock.render.libs import render_text
 
-            chunks.append(render_text(report, check=check))
+            chunks.append(scrub(render_text(report, check=check), hidden))
     if fmt == "json":
         doc_out = documents[0] if len(documents) == 1 else {"schema": 1, "reports": documents}
-        chunks.append(json.dumps(doc_out, indent=2) + "\n")
+        chunks.append(scrub(json.dumps(redact_tree(doc_out), indent=2), hidden) + "\n")
+    # every string that leaves the process (and the answer cache, which stores this text) is
+    # redacted: LD_LIBRARY_PATH and paths can hold credentials
     return "".join(chunks), err, worst
