@@ -350,20 +350,16 @@ def detect_config(
 
 
 def _glibc_version(root: str, cache: LdCache, system_dirs: tuple[str, ...]) -> tuple[int, int]:
-    if cache.generator:
-        m = re.search(r"release version (\d+)\.(\d+)", cache.generator)
+    """The glibc modelled: :func:`envlock.libs.glibc.detect_glibc` of ``root`` (the one glibc
+    detector), searching the system directories found for this root first; 2.36 when nothing
+    answers (the version this model was checked against)."""
+    from envlock.libs.glibc import SYSTEM_LIB_DIRS, detect_glibc  # noqa: PLC0415
+
+    found = detect_glibc(root or "/", dirs=tuple(dict.fromkeys((*system_dirs, *SYSTEM_LIB_DIRS))))
+    if found:
+        m = re.match(r"(\d+)\.(\d+)", found.version)
         if m:
             return (int(m.group(1)), int(m.group(2)))
-    for d in system_dirs:
-        info = read_elf(_in_root(root, f"{d}/libc.so.6"))
-        if info.ok and info.verdef:
-            best = (0, 0)
-            for v in info.verdef:
-                m = re.fullmatch(r"GLIBC_(\d+)\.(\d+)(?:\.\d+)?", v.name)
-                if m:
-                    best = max(best, (int(m.group(1)), int(m.group(2))))
-            if best != (0, 0):
-                return best
     return (2, 36)
 
 

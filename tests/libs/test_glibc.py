@@ -76,3 +76,15 @@ def test_platform_and_toolchain_use_the_detector(tmp_path: Path) -> None:
     shutil.copy(_real_libc(), lib / "libc.so.6")
     assert probe_platform(tmp_path).glibc == _ldd_version()
     assert probe_toolchain(root=tmp_path, env={"PATH": ""}).glibc == _ldd_version()
+
+
+def test_loader_model_uses_the_detector(tmp_path: Path) -> None:
+    """The loader model's glibc (which decides hwcaps and search rules) is the detector's."""
+    from envlock.libs.search import detect_config
+
+    want = tuple(int(p) for p in _ldd_version().split("."))
+    assert detect_config(root="/", env={}).glibc == want
+    lib = tmp_path / "lib" / "x86_64-linux-gnu"
+    lib.mkdir(parents=True)
+    shutil.copy(_real_libc(), lib / "libc.so.6")
+    assert detect_config(root=str(tmp_path), env={}).glibc == want
