@@ -60,11 +60,9 @@ def bisect(good: str, bad: str, command: tuple[str, ...], fmt: str, **options: A
     from rich.console import Console  # noqa: PLC0415
 
     from envlock.commands.lock import _variant_map  # noqa: PLC0415
-    from envlock.reproduce import (  # noqa: PLC0415
-        Judge,
-        report,  # noqa: PLC0415
-    )
-    from envlock.reproduce import bisect as run_bisect
+    from envlock.render import bisect as report  # noqa: PLC0415
+    from envlock.reproduce import Judge  # noqa: PLC0415
+    from envlock.reproduce import bisect as run_bisect  # noqa: PLC0415
 
     judge = Judge(metric=options["metric"], rtol=options["rtol"], atol=options["atol"],
                   repeat=options["repeat"], timeout=options["timeout"])
