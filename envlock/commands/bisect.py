@@ -62,9 +62,9 @@ def bisect(good: str, bad: str, command: tuple[str, ...], fmt: str, **options: A
     from envlock.commands.lock import _variant_map  # noqa: PLC0415
     from envlock.reproduce import (  # noqa: PLC0415
         Judge,
-        report,  # noqa: PLC0415
+        report,
     )
-    from envlock.reproduce import bisect as run_bisect
+    from envlock.reproduce import bisect as run_bisect  # noqa: PLC0415
 
     judge = Judge(metric=options["metric"], rtol=options["rtol"], atol=options["atol"],
                   repeat=options["repeat"], timeout=options["timeout"])

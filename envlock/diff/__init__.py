@@ -71,7 +71,7 @@ def load_inputs(paths: Sequence[PathLike], kb: KB) -> list[FactSet]:
     from envlock.diff.shape import check as check_shape  # noqa: PLC0415
 
     sets = []
-    many = len(paths) > 2  # noqa: PLR2004
+    many = len(paths) > 2
     for p in paths:
         kind, data, listing = foreign.read(p)
         if kind == "manifest":
@@ -99,7 +99,7 @@ def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),
         or all of them filtered out): that is not "identical", so it is an error.
     """
     files = expand_paths(paths)
-    if len(files) < 2:  # noqa: PLR2004
+    if len(files) < 2:
         raise ManifestError("need at least two inputs to compare")
     kb = load_kb(kb_files)
     sets = load_inputs(files, kb)
@@ -109,7 +109,7 @@ def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),
         raise EnvlockError(f"unknown area {unknown[0]!r} for --only (these inputs have: "
                            f"{', '.join(known)})")
     globs = [*kb.noise, *ignore]
-    if len(sets) == 2:  # noqa: PLR2004
+    if len(sets) == 2:
         result: PairDiff | ManyDiff = compare_pair(sets[0], sets[1], kb, only=only, ignore=globs)
         compared = result.changes or result.identical or result.unlisted
     else:

@@ -495,7 +495,7 @@ def _plain(rest: Iterable[Change], kb: KB, label: str) -> list[Explanation]:
         kw = {"a": _plainv(first.values[0]), "b": _plainv(first.values[1]), "key": first.key}
         if comp.group:
             shown = "; ".join(_describe(c, label) for c in cs[:4])
-            more = f"; and {len(cs) - 4} more" if len(cs) > 4 else ""  # noqa: PLR2004
+            more = f"; and {len(cs) - 4} more" if len(cs) > 4 else ""
             title = f"{comp.title or comp.id}: {shown}{more}"
         else:
             title = _describe(first, label) + (
@@ -549,7 +549,7 @@ def context(sets: Sequence[FactSet]) -> list[str]:
     gpus = [s for s in sets if ("gpu", "models") in s.facts
             or ("gpu", "compute-capability") in s.facts]
     if recorded and not gpus:
-        who = "neither side has" if len(sets) == 2 else "no input has"  # noqa: PLR2004
+        who = "neither side has" if len(sets) == 2 else "no input has"
         out.append(f"{who} a GPU (no NVIDIA driver or device recorded): every run computed "
                    "on the CPU, whatever its torch build")
     elif recorded and len(gpus) < len(sets):

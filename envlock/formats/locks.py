@@ -117,7 +117,7 @@ def validate_conda_lock(data: Any, name: str) -> Any:
     try:
         if version == 1 and not isinstance(version, bool):
             lock = lockfile_v1_to_v2(LockfileV1.model_validate(content))
-        elif version == 2 and not isinstance(version, bool):  # noqa: PLR2004
+        elif version == 2 and not isinstance(version, bool):
             lock = Lockfile.model_validate(content)
         elif version is None:
             raise bad("no version")
@@ -393,7 +393,7 @@ def read_pixi_lock(data: Mapping[str, Any], name: str, environment: str = "defau
     :raises ManifestError: not that layout, or no such environment.
     """
     version = data.get("version")
-    if not isinstance(version, int) or isinstance(version, bool) or not 4 <= version <= 7:  # noqa: PLR2004
+    if not isinstance(version, int) or isinstance(version, bool) or not 4 <= version <= 7:
         raise _err(name, f"pixi.lock version {one_line(repr(version))} is not supported (4-7)")
     envs = data.get("environments")
     if not isinstance(envs, Mapping) or not isinstance(envs.get(environment), Mapping):

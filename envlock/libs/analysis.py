@@ -792,8 +792,9 @@ def _findings(
             fix = ((f"Remove {d} from LD_LIBRARY_PATH for this job (e.g. `module unload` the "
                     "module that adds it)."),)
         elif res.rule == "already-loaded" and actual_obj is not None:
+            requester = actual_obj.resolution.requester if actual_obj.resolution else "?"
             how = {"preload": "by LD_PRELOAD", "dlopen": "by an earlier dlopen",
-                   "needed": f"as a dependency of {actual_obj.resolution.requester if actual_obj.resolution else '?'}"}.get(actual_obj.kind, "earlier")
+                   "needed": f"as a dependency of {requester}"}.get(actual_obj.kind, "earlier")
             cause = (f"An object with SONAME {res.name} was already loaded {how} from {res.path}; "
                      f"the loader reuses it for {res.requester} instead of searching, so the copy "
                      f"its {esrc} points to is never used.")
@@ -955,8 +956,8 @@ def _pin_findings(entries: list[LibEntry], pins: list[Pin], plan: TorchPlan) -> 
             continue
         if _obviously_satisfied(e.owner_version or "", pin.specifier):
             continue
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
-        from packaging.version import InvalidVersion, Version
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: PLC0415
+        from packaging.version import InvalidVersion, Version  # noqa: PLC0415
 
         try:
             ok = Version(e.owner_version or "") in SpecifierSet(pin.specifier)
@@ -1047,7 +1048,7 @@ def _demangle(names: Sequence[str]) -> dict[str, str]:
     mangled = [n for n in names if n.startswith("_Z")]
     if not mangled or shutil.which("c++filt") is None:
         return {}
-    from envlock._run import run
+    from envlock._run import run  # noqa: PLC0415
 
     res = run(["c++filt"], timeout=10.0, input_text="\n".join(mangled) + "\n")
     if not res.ok:
@@ -1069,7 +1070,7 @@ def _symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence
     A weak undefined symbol may stay unbound.  Versions a provider lacks altogether are
     ``missing-version`` findings instead.
     """
-    from envlock.libs.elf import provides, read_symbols
+    from envlock.libs.elf import provides, read_symbols  # noqa: PLC0415
 
     # Phase 1: what every object needs.  Phase 2: only those names in the providers.
     needs: dict[int, Any] = {}
@@ -1155,7 +1156,7 @@ def _missing_symbol_finding(proc: Process, obj: LoadedObject, file: str,
                             prefix: str | None, cfg: SearchConfig) -> Finding:
     """One ``missing-symbol`` finding: ``obj`` needs ``names`` (from ``file``, the Verneed
     ``vn_file``, or ``""`` for unversioned symbols)."""
-    from envlock.libs.elf import provides
+    from envlock.libs.elf import provides  # noqa: PLC0415
 
     name, version = names[0]
     shown = name + (f" ({demangled[name]})" if name in demangled else "")
@@ -1251,10 +1252,10 @@ def probe_libraries(
     :returns: :class:`~envlock.manifest.libraries.LibrariesInfo`; ``status="absent"`` when the
         module is not installed, ``"error"`` (with ``error``) when the analysis failed.
     """
-    from envlock.manifest.libraries import LibrariesInfo, LibraryRecord
+    from envlock.manifest.libraries import LibrariesInfo, LibraryRecord  # noqa: PLC0415
 
     source = f"envlock loader model ({module})"
-    from envlock.libs import cache as libcache
+    from envlock.libs import cache as libcache  # noqa: PLC0415
 
     try:
         _package_dir, files = find_module_files(module, sys_path)

@@ -1175,7 +1175,7 @@ class ElfCache:
 
     def put(self, st: os.stat_result, info: ElfInfo) -> None:
         """Store ``info`` for the file with stat ``st`` (atomically; errors ignored)."""
-        import tempfile
+        import tempfile  # noqa: PLC0415
 
         target = self._file(st)
         try:

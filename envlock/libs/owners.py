@@ -158,7 +158,7 @@ class OwnerIndex:
                 continue
             records.append((name, version, record, site,
                             [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]))
-        import hashlib
+        import hashlib  # noqa: PLC0415
 
         key = "pip-" + hashlib.sha256(
             json.dumps([[r[2], r[4]] for r in records]).encode()).hexdigest()[:24]
@@ -437,7 +437,7 @@ def read_pins(index: OwnerIndex, dist: str) -> list[Pin]:
     if got is None:
         return []
     try:
-        import hashlib
+        import hashlib  # noqa: PLC0415
 
         st = os.stat(os.path.join(got[1], "METADATA"))
         # Pins followed through extras come from other distributions' METADATA: their
@@ -479,7 +479,8 @@ class _Req:
 
 _REQ = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?\s*\(?([^;()]*)\)?\s*(?:;(.*))?$")
 _SPEC = re.compile(r"^(===|==|!=|~=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+$")
-_CLAUSE = re.compile(r"""^\s*(platform_system|sys_platform|platform_machine|os_name|extra)\s*(==|!=)\s*(['"])([^'"]*)\3\s*$""")
+_CLAUSE = re.compile(r"^\s*(platform_system|sys_platform|platform_machine|os_name|extra)"
+                     r"""\s*(==|!=)\s*(['"])([^'"]*)\3\s*$""")
 
 
 def _parse_requirement(line: str) -> _Req | None:
@@ -497,14 +498,16 @@ def _parse_requirement(line: str) -> _Req | None:
                 marker=marker)
 
 
-_MTOKEN = re.compile(r"""\s*(?:(\()|(\))|(and|or)\b|(platform_system|sys_platform|platform_machine|os_name|extra|python_version|python_full_version)\s*(==|!=|<=|>=|<|>)\s*(['"])([^'"]*)\6)""")
+_MTOKEN = re.compile(r"\s*(?:(\()|(\))|(and|or)\b|"
+                     r"(platform_system|sys_platform|platform_machine|os_name|extra|python_version|python_full_version)"
+                     r"""\s*(==|!=|<=|>=|<|>)\s*(['"])([^'"]*)\6)""")
 _NUMERIC = re.compile(r"^\d+(\.\d+)*$")
 
 
 @functools.lru_cache(maxsize=1)
 def _marker_env() -> dict[str, str]:
     """PEP 508 environment markers of this interpreter (as ``packaging`` computes them)."""
-    import platform
+    import platform  # noqa: PLC0415
 
     return {"platform_system": platform.system(), "sys_platform": sys.platform,
             "platform_machine": platform.machine(), "os_name": os.name}
@@ -592,7 +595,7 @@ def _compute_pins(index: OwnerIndex, dist: str, dist_dir: str) -> list[Pin]:
         fast = _parse_requirement(line)
         if fast is not None:
             return fast, None
-        from packaging.requirements import InvalidRequirement, Requirement
+        from packaging.requirements import InvalidRequirement, Requirement  # noqa: PLC0415
 
         try:
             req = Requirement(line)
@@ -616,7 +619,7 @@ def _compute_pins(index: OwnerIndex, dist: str, dist_dir: str) -> list[Pin]:
                 values = [_marker_value(req.marker, e) for e in (extras or ("",))]
                 if any(v is None for v in values):
                     if full is None:
-                        from packaging.requirements import Requirement
+                        from packaging.requirements import Requirement  # noqa: PLC0415
 
                         full = Requirement(line)
                     envs = [{"extra": e} for e in extras] or [{"extra": ""}]

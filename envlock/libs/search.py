@@ -488,7 +488,7 @@ class Process:
         ``open`` error, e.g. ``ELOOP``: ``open_path`` stops searching the current list, glibc
         ``elf/dl-load.c``: "The file exists and is readable, but something went wrong").
         """
-        import errno
+        import errno  # noqa: PLC0415
 
         try:
             with open(self._host(path), "rb") as f:
@@ -1008,7 +1008,7 @@ class Process:
 def _with_path(info: ElfInfo, path: str) -> ElfInfo:
     if info.path == path:
         return info
-    import dataclasses
+    import dataclasses  # noqa: PLC0415
 
     return dataclasses.replace(info, path=path)
 

@@ -196,7 +196,7 @@ def read_torch_gcc_bounds(text: str) -> dict[str, tuple[tuple[int, ...], tuple[i
         return {}
     out = {}
     for k, v in value.items():
-        if isinstance(k, str) and isinstance(v, tuple) and len(v) == 2:  # noqa: PLR2004
+        if isinstance(k, str) and isinstance(v, tuple) and len(v) == 2:
             out[k] = v
     return out
 
@@ -224,11 +224,11 @@ def _dynstr(path: str | os.PathLike[str], limit: int = 16 << 20) -> bytes | None
     try:
         with open(path, "rb") as fh:
             head = fh.read(64)
-            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:  # noqa: PLR2004
+            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
                 return None
             shoff, = struct.unpack_from("<Q", head, 0x28)
             shentsize, shnum, shstrndx = struct.unpack_from("<HHH", head, 0x3A)
-            if not shoff or shentsize < 64 or shnum > 4096 or shstrndx >= shnum:  # noqa: PLR2004
+            if not shoff or shentsize < 64 or shnum > 4096 or shstrndx >= shnum:
                 return None
             fh.seek(shoff)
             table = fh.read(shentsize * shnum)

@@ -166,7 +166,7 @@ def _lib_files(files: list[str]) -> tuple[str, ...]:
     )
 
 
-def probe_cuda(  # noqa: PLR0912, PLR0915
+def probe_cuda(
     *,
     root: Path = Path("/"),
     env: Mapping[str, str] | None = None,

@@ -228,7 +228,7 @@ def _probe_tool(name: str, path: str, runner: Runner, timeout: float, env: dict[
     return Tool(name=name, path=path, version=version, vendor=vendor)
 
 
-def probe_toolchain(  # noqa: PLR0912
+def probe_toolchain(
     *,
     root: Path = Path("/"),
     env: Mapping[str, str] | None = None,

@@ -137,7 +137,7 @@ def mapped_libraries(maps: str | None = None) -> list[str]:
     out: dict[str, None] = {}
     for line in maps.splitlines():
         parts = line.split(None, 5)
-        if len(parts) == 6:  # noqa: PLR2004
+        if len(parts) == 6:
             path = parts[5].strip()
             if path.endswith(" (deleted)"):
                 path = path[: -len(" (deleted)")]

@@ -152,11 +152,11 @@ class Sampler:
                     w0 = time.monotonic()
                     self.sample_gpu(pids)
                     next_gpu = time.monotonic() + max(GPU_INTERVAL, (time.monotonic() - w0) / BUDGET)
-            except Exception:  # noqa: BLE001 - a sampler bug must not end the job
+            except Exception:  # noqa: BLE001, S110 - a sampler bug must not end the job
                 pass
             cost = time.thread_time() - c0
             self.cpu += cost
-            base = 0.1 if time.monotonic() - self._started < 10 else INTERVAL  # noqa: PLR2004
+            base = 0.1 if time.monotonic() - self._started < 10 else INTERVAL
             self._stop.wait(max(base, cost / BUDGET))
 
 
@@ -310,7 +310,7 @@ def _outcome(exit_status: int | None, sig: str | None, received: Sequence[str]) 
     return "succeeded" if exit_status == 0 else "failed"
 
 
-def supervise(  # noqa: PLR0913, PLR0915
+def supervise(
     command: Sequence[str],
     *,
     record_path: str,

@@ -335,7 +335,7 @@ def summary_lines(m: Manifest, *, path: str = "") -> list[str]:
 
 def _wrap(line: str, width: int) -> list[str]:
     label, sep, _ = line.partition(": ")
-    hang = len(label) + 2 if sep and len(label) < 22 else 4  # noqa: PLR2004
+    hang = len(label) + 2 if sep and len(label) < 22 else 4
     # a word longer than the line (a PATH) is broken too: no line is wider than the console
     return textwrap.wrap(line, width=max(width, 40), subsequent_indent=" " * hang,
                          break_long_words=True, break_on_hyphens=False) or [""]
