@@ -184,6 +184,7 @@ def assess_driver(cuda: str, driver: str) -> DriverVerdict:
     supports = max_cuda_for_driver(driver)
     full = toolkit_driver(cuda_mm)
     floor = MINOR_COMPAT_FLOOR.get(major)
+    needs: str | None
     if floor is not None:
         needs = floor if full is None or vtuple(full) > vtuple(floor) else full
     else:

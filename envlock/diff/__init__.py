@@ -76,7 +76,8 @@ def load_inputs(paths: Sequence[PathLike], kb: KB) -> list[FactSet]:
         kind, data, listing = foreign.read(p)
         if kind == "manifest":
             check_shape(data, os.fspath(p))
-        head = data.get("envlock") if isinstance(data.get("envlock"), dict) else {}
+        raw_head = data.get("envlock")
+        head = raw_head if isinstance(raw_head, dict) else {}
         label = str(head.get("host")) if many and head.get("host") else os.path.basename(p)
         sets.append(extract(data, label=label, path=os.fspath(p), kind=kind, aliases=kb.aliases,
                             listing=listing))
@@ -110,11 +111,13 @@ def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),
                            f"{', '.join(known)})")
     globs = [*kb.noise, *ignore]
     if len(sets) == 2:
-        result: PairDiff | ManyDiff = compare_pair(sets[0], sets[1], kb, only=only, ignore=globs)
-        compared = result.changes or result.identical or result.unlisted
+        pair = compare_pair(sets[0], sets[1], kb, only=only, ignore=globs)
+        compared = bool(pair.changes or pair.identical or pair.unlisted)
+        result: PairDiff | ManyDiff = pair
     else:
-        result = compare_many(sets, kb, only=only, ignore=globs)
-        compared = result.varying or result.identical
+        many = compare_many(sets, kb, only=only, ignore=globs)
+        compared = bool(many.varying or many.identical)
+        result = many
     if not compared:
         raise NothingToCompareError(_nothing(files, result.not_compared, only, ignore))
     return result

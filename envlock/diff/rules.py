@@ -29,6 +29,7 @@ explanation of its own, and a cause scores as high as its most important consequ
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -358,7 +359,7 @@ def _loader_path(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[
         cause = next((c for c in rest if (c.area, c.key) == ("env", var)), None)
         if cause is None:
             continue
-        moved = accounted(kb, "loader-path", rest, lambda c, r=rule: _through(c, r))
+        moved = accounted(kb, "loader-path", rest, functools.partial(_through, rule=rule))
         if not moved:
             continue  # the variable changed nothing the loader model saw: plumbing
         rest = [c for c in rest if c not in moved and c is not cause]

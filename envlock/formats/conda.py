@@ -111,9 +111,11 @@ def parse_spec(text: str) -> CondaSpec:
         raise ManifestError("empty match spec")
     try:
         from rattler import MatchSpec  # noqa: PLC0415
+
+        have_rattler = True
     except ImportError:
-        MatchSpec = None  # noqa: N806
-    if MatchSpec is not None:
+        have_rattler = False
+    if have_rattler:
         try:
             ms = MatchSpec(line, strict=False)
         except Exception as exc:  # noqa: BLE001 - rattler's own exception classes

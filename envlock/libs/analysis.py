@@ -402,9 +402,9 @@ def analyze_module(
             mark("extra", "extension module imported by the module's Python code")
         if runtime:
             tf_dir = package_dir if package_dir and os.path.basename(package_dir) == "tensorflow" else None
-            entries = runtime_dlopens_for(torch_cuda=torch_plan.cuda if torch_plan else None,
+            dlopens = runtime_dlopens_for(torch_cuda=torch_plan.cuda if torch_plan else None,
                                           tf_dir=tf_dir)
-            runtime_results = _resolve_runtime(proc, entries, mark)
+            runtime_results = _resolve_runtime(proc, dlopens, mark)
             if package_dir and top == "jax" or any(
                 os.path.isdir(os.path.join(p, "jax_plugins")) for p in sys_path if top == "jax"
             ):
@@ -892,7 +892,7 @@ def _findings(
                 fix=("Load one copy only: remove the extra copy or make both users resolve to it.",),
                 library=soname))
     omp = [e for e in entries if e.soname and re.match(r"lib(gomp|iomp5|omp)([-.].*)?\.so", e.soname)]
-    kinds = {re.match(r"lib(gomp|iomp5|omp)", e.soname or "").group(1) for e in omp}
+    kinds = {m.group(1) for e in omp if (m := re.match(r"lib(gomp|iomp5|omp)", e.soname or ""))}
     if len({e.realpath for e in omp}) > 1:
         out.append(Finding(
             id="duplicate-openmp", severity="warning",
@@ -996,7 +996,7 @@ def _version_finding(proc: Process, vp: Any, index: OwnerIndex | None, sys_path:
     prov_res = prov.resolution if prov else None
     if prov_res is not None:
         evidence.append(f"{vp.file} is found via {prov_res.rule} ({prov_res.source})")
-    alternatives = []
+    alternatives: list[str] = []
     dirs = [os.path.dirname(vp.consumer), *_stray_dirs(sys_path, prefix, cfg.root), *cfg.system_dirs]
     for d in dict.fromkeys(dirs):
         cand = os.path.join(d, vp.file)
@@ -1101,17 +1101,17 @@ def _symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence
     scopes: dict[tuple[int | None, bool], list[LoadedObject]] = {}
     problems: list[tuple[LoadedObject, list[tuple[str, str, str]]]] = []
     for obj in proc.objects:
-        mine = needs.get(obj.id)
-        if mine is None:
+        syms = needs.get(obj.id)
+        if syms is None:
             continue
         key = (obj.group, obj.in_global)
         scope = scopes.get(key)
         if scope is None:
             scope = scopes[key] = proc.scope(obj)
-        weak = mine.weak_undefined
+        weak = syms.weak_undefined
         todo: dict[str, list[tuple[str, str]]] = {}
         order: dict[tuple[str, str, str], int] = {}
-        for k, (name, version, file) in enumerate(mine.undefined):
+        for k, (name, version, file) in enumerate(syms.undefined):
             if name in weak or (version and (obj.path, version) in missing_versions):
                 continue
             todo.setdefault(name, []).append((version, file))

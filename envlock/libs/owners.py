@@ -21,7 +21,7 @@ import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from envlock._names import canonicalize
 
@@ -259,18 +259,19 @@ class OwnerIndex:
         todo = self._dpkg_lists()
         if not todo:
             return False
+        todo_set = cast("set[str]", self._dpkg_todo_set)  # set by _dpkg_lookup before the first read
         pick = None
         for g in guesses or ():
             for n in (f"{g}.list", f"{g}:{_DPKG_ARCH}.list"):
-                if n in self._dpkg_todo_set:
+                if n in todo_set:
                     pick = n
                     break
             if pick:
                 break
         if pick is None:
-            pick = next(n for n in todo if n in self._dpkg_todo_set)
-        self._dpkg_todo_set.discard(pick)
-        if not self._dpkg_todo_set:
+            pick = next(n for n in todo if n in todo_set)
+        todo_set.discard(pick)
+        if not todo_set:
             self._dpkg_todo = []
         try:
             with open(os.path.join(self.root, "var/lib/dpkg/info", pick), encoding="utf-8",

@@ -185,13 +185,13 @@ def _not_restored(manifest: Manifest) -> list[str]:
     if manifest.env and manifest.env.vars:
         out.append("environment variables: " + ", ".join(manifest.env.vars)
                    + " (set them in the job script)")
-    if manifest.git and manifest.git.status == "ok" and manifest.git.commit:
-        g = manifest.git
+    g = manifest.git
+    if g and g.status == "ok" and g.commit:
         dirty = " plus uncommitted changes" if g.dirty else ""
         out.append(f"the code: git checkout {g.commit[:12]} of {g.path}{dirty}")
-    for p in manifest.pip.packages if manifest.pip else ():
-        if p.origin == "editable":
-            out.append(f"{p.name} {p.version}: editable install of {p.editable_path or p.url}")
+    for pkg in manifest.pip.packages if manifest.pip else ():
+        if pkg.origin == "editable":
+            out.append(f"{pkg.name} {pkg.version}: editable install of {pkg.editable_path or pkg.url}")
     return out
 
 

@@ -107,7 +107,7 @@ def from_dict(cls: type[T], data: Any, path: str = "") -> T:
     """
     if not isinstance(data, Mapping):
         raise ManifestError(f"expected a table, got {type(data).__name__}" + _where(path))
-    hints = _hints(cls)
+    hints = _hints(typing.cast(type, cls))
     kwargs: dict[str, Any] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         key = _key(f.name)
@@ -155,7 +155,7 @@ def _load(tp: Any, value: Any, path: str) -> Any:
             raise ManifestError(f"expected {want}, got {type(value).__name__}" + _where(path))
         return value  # an unknown value is kept: newer writers may add one
     if dataclasses.is_dataclass(tp):
-        return from_dict(tp, value, path)
+        return from_dict(typing.cast(type, tp), value, path)  # a field's type: a class, not an instance
     if tp is Any:
         return value
     if tp is bool:

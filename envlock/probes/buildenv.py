@@ -180,6 +180,7 @@ def read_torch_gcc_bounds(text: str) -> dict[str, tuple[tuple[int, ...], tuple[i
     if start < 0:
         return {}
     names: dict[str, object] = {}
+    m: re.Match[str] | None
     for m in re.finditer(r"^(MINIMUM_\w+)\s*=\s*(\([^)\n]*\))", text[max(0, start - 4000):start], re.M):
         try:
             names[m.group(1)] = ast.literal_eval(m.group(2))
@@ -608,7 +609,8 @@ def probe_build(
     from envlock.probes.virtual import conda_overrides, probe_virtual  # noqa: PLC0415
 
     if virtual is None:
-        virtual = probe_virtual(environ, **_proc_driver(root))
+        drv = _proc_driver(root)
+        virtual = probe_virtual(environ, driver_version=drv["driver_version"], driver_cuda=drv["driver_cuda"])
 
     status = "ok" if (torch_dir is not None or home) else "absent"
     return BuildInfo(

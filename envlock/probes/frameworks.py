@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from envlock._run import DEFAULT_TIMEOUT, Runner, run
-from envlock.manifest import PipPackage
+from envlock.manifest import PipPackage, Status
 from envlock.probes._stackutil import Dist, read_headers, read_text, site_dists
 from envlock.probes.conda import CondaMetaRecord, list_conda_meta
 from envlock.probes.pip import canonicalize
@@ -356,7 +356,8 @@ def _torch(dist: Dist | None, conda: CondaMetaRecord | None, read_archs: bool) -
             version = str(info["__version__"])
     conda_build = conda.build if conda else None
     build, evidence = _torch_build(info, version, conda_build)
-    cuda = info.get("cuda") if isinstance(info.get("cuda"), str) else None
+    raw_cuda = info.get("cuda")
+    cuda = raw_cuda if isinstance(raw_cuda, str) else None
     if cuda is None and build == "cuda":
         cuda = _cuda_from_label(_local_label(version))
     archs: tuple[str, ...] = ()
@@ -595,7 +596,7 @@ def _parse_import_output(
                 )
             )
     errors = [e for e in data.get("errors") or [] if isinstance(e, str)]
-    status = "ok"
+    status: Status = "ok"
     if isinstance(data.get("absent"), str):
         status = "absent"
         errors.insert(0, data["absent"])

@@ -57,7 +57,7 @@ KINDS: tuple[tuple[str, str], ...] = (
 _READ_LIMIT = 64 * 1024 * 1024  # bytes; larger files are not lockfiles we hash
 
 
-def lockfile_kind(path: str | Path) -> str | None:
+def lockfile_kind(path: str | os.PathLike[str]) -> str | None:
     """The kind of lockfile ``path`` is by name and content, or ``None``.
 
     ``conda-*.lock`` must contain ``@EXPLICIT`` (conda's explicit spec); a requirements file

@@ -228,7 +228,7 @@ def _sha256(path: str) -> str | None:
 def _forwarding(state: dict[str, Any]) -> Any:
     """Install handlers that forward :data:`FORWARDED` signals to ``state["pgid"]`` and record
     them; a signal envlock was started with ignored stays ignored (the child inherits that)."""
-    old: dict[int, Any] = {}
+    old: dict[signal.Signals, Any] = {}
 
     def handler(signum: int, _frame: Any) -> None:
         t0 = state["t0"]
@@ -367,7 +367,11 @@ def supervise(
         term_owner = _foreground(None)
         t0 = time.monotonic()
         try:
-            proc = subprocess.Popen(list(command), close_fds=False, process_group=0)  # noqa: S603
+            if sys.version_info >= (3, 11):
+                proc = subprocess.Popen(list(command), close_fds=False, process_group=0)  # noqa: S603
+            else:  # Python 3.10's Popen has no process_group: setpgid(0, 0) in the child, as 3.11 does
+                proc = subprocess.Popen(list(command), close_fds=False,  # noqa: S603
+                                        preexec_fn=lambda: os.setpgid(0, 0))
         except OSError as exc:
             code = 127 if isinstance(exc, FileNotFoundError) else 126
             info = replace(base, outcome="not-started", end=_utc(), exit_code=code,

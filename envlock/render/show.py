@@ -219,7 +219,7 @@ def _code(m: Manifest) -> list[str]:
         out.append(f"code: git {_state(g)}")
     else:
         state = "clean" if not g.dirty else (
-            f"uncommitted changes (sha256:{g.diff_sha256[:12]}…)" if getattr(g, "diff_sha256", None)
+            f"uncommitted changes (sha256:{g.diff_sha256[:12]}…)" if g.diff_sha256
             else "uncommitted changes")
         untracked = f", {g.untracked} untracked files" if g.untracked else ""
         out.append(f"code: {g.path} at {(g.commit or 'no commit')[:12]} on "

@@ -329,7 +329,7 @@ def bisect(
     else:
         notes.append(f"{broken[0]}'s own pins do not resolve together (uv: {_first(broken[1])}); "
                      "groups are not merged by the resolver and subsets are not checked")
-        check = lambda _gs: None  # noqa: E731 - the resolver cannot judge subsets then
+        check = lambda gs: None  # noqa: E731 - the resolver cannot judge subsets then
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="envlock-bisect-"))
     root.mkdir(parents=True, exist_ok=True)
     envs = root / "envs"
