@@ -52,7 +52,7 @@ def uv_binary() -> str | None:
         from uv import find_uv_bin  # type: ignore[import-not-found]
 
         return find_uv_bin()
-    except Exception:  # noqa: BLE001 - optional tool
+    except Exception:  # optional tool
         return shutil.which("uv")
 
 

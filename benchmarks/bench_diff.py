@@ -29,7 +29,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from envlock.manifest import _toml  # noqa: E402
+from envlock.manifest import _toml
 
 
 def manifest(n: int, variant: int) -> dict[str, Any]:

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _timing import default_venv  # noqa: E402
+from _timing import default_venv
 
 
 def _run(argv: list[str], env: dict[str, str]) -> float | None:

@@ -11,7 +11,6 @@ installed) and ``python -m torch.utils.collect_env`` (when torch is installed), 
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 from pathlib import Path
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from envlock.probes.stack import probe_stack  # noqa: E402
+from envlock.probes.stack import probe_stack
 
 
 def main(venv: str, runs: int = 7) -> None:

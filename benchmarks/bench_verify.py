@@ -4,8 +4,8 @@ Usage: ``python benchmarks/bench_verify.py [--python VENV/bin/python] [--runs 7]
 
 Times whole commands (interpreter start included; each run a new process), median of
 ``--runs`` rounds after one warm-up round; the commands run interleaved, one of each per round,
-so that a change in the machine's load hits all of them alike: ``envlock verify --manifest <fresh snapshot>`` of the venv,
-``pip freeze`` and ``python -c "import torch"`` in it.  Targets (issue 7): verify ≤ 0.5 ×
+so that a change in the machine's load hits all of them alike: ``envlock verify --manifest <fresh
+snapshot>`` of the venv, ``pip freeze`` and ``python -c "import torch"`` in it.  Targets (issue 7): verify ≤ 0.5 ×
 ``pip freeze`` and ≤ 0.1 × ``import torch``.  Prints the medians and both ratios.
 """
 
@@ -40,7 +40,8 @@ def time_interleaved(commands: Sequence[tuple[str, Sequence[str]]], runs: int,
                                   timeout=600, check=False)
             dt = time.perf_counter() - t0
             if proc.returncode != 0:
-                sys.stderr.write(f"  ! {name} exited {proc.returncode}: {proc.stderr.decode(errors='replace')[-300:]}\n")
+                tail = proc.stderr.decode(errors="replace")[-300:]
+                sys.stderr.write(f"  ! {name} exited {proc.returncode}: {tail}\n")
                 failed.add(name)
             elif round_ > 0:
                 times[name].append(dt)
@@ -52,7 +53,7 @@ def main() -> int:
     ap.add_argument("--python", default=str(default_venv("cuda") / "bin" / "python"))
     ap.add_argument("--runs", type=int, default=7)
     args = ap.parse_args()
-    if args.runs < 5:  # noqa: PLR2004
+    if args.runs < 5:
         ap.error("--runs must be at least 5")
     py = args.python
     env = {**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
@@ -81,7 +82,7 @@ def main() -> int:
     if t["envlock verify"] and t["pip freeze"] and t["import torch"]:
         r_pip = t["envlock verify"] / t["pip freeze"]
         r_torch = t["envlock verify"] / t["import torch"]
-        ok = r_pip <= 0.5 and r_torch <= 0.1  # noqa: PLR2004
+        ok = r_pip <= 0.5 and r_torch <= 0.1
         print(f"verify / pip freeze   = {r_pip:.3f}  (target ≤ 0.5)")
         print(f"verify / import torch = {r_torch:.3f}  (target ≤ 0.1)")
     return 0 if ok else 1

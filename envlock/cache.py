@@ -305,13 +305,13 @@ def _secret_fragments(environ: Mapping[str, str]) -> set[str]:
     split = re.compile(_PIECES)
     out: set[str] = set()
     for name, value in environ.items():
-        if len(value) < 4:  # noqa: PLR2004 - too short to be a credential or to be found reliably
+        if len(value) < 4:  # too short to be a credential or to be found reliably
             continue
         shown = _redacted_variable(name, value)
         if shown == value:
             continue
         kept = set(split.split(shown))
-        out.update(p for p in split.split(value) if len(p) >= 4 and p not in kept)  # noqa: PLR2004
+        out.update(p for p in split.split(value) if len(p) >= 4 and p not in kept)
     return out
 
 

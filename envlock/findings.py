@@ -23,7 +23,7 @@ __all__ = ["Severity", "SEVERITIES", "Finding", "severity_rank", "sort_findings"
 Severity = Literal["error", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = get_args(Severity)
 
-_RANK = {s: i for i, s in enumerate(SEVERITIES)}
+_RANK: dict[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
 
 
 def severity_rank(severity: str) -> int:
@@ -83,7 +83,7 @@ def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
 
 def counts(findings: Iterable[Finding]) -> dict[str, int]:
     """``{"error": n, "warning": n, "info": n}``."""
-    out = {s: 0 for s in SEVERITIES}
+    out: dict[str, int] = {s: 0 for s in SEVERITIES}
     for f in findings:
         if f.severity in out:
             out[f.severity] += 1

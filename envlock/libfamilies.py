@@ -67,7 +67,7 @@ class LibFamily:
     recorded: bool = True
 
 
-def _cuda(id: str, what: str, stems: tuple[str, ...], *, pip: tuple[str, ...] = (),  # noqa: A002
+def _cuda(id: str, what: str, stems: tuple[str, ...], *, pip: tuple[str, ...] = (),
           conda: tuple[str, ...] = (), vj: tuple[str, ...] = (), versioned: bool = False,
           recorded: bool = True) -> LibFamily:
     return LibFamily(id=id, kind="cuda", what=what, stems=stems, pip=pip, conda=conda,

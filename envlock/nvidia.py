@@ -184,6 +184,7 @@ def assess_driver(cuda: str, driver: str) -> DriverVerdict:
     supports = max_cuda_for_driver(driver)
     full = toolkit_driver(cuda_mm)
     floor = MINOR_COMPAT_FLOOR.get(major)
+    needs: str | None
     if floor is not None:
         needs = floor if full is None or vtuple(full) > vtuple(floor) else full
     else:
@@ -237,7 +238,7 @@ def parse_arch(text: str) -> tuple[Arch, ...]:
     m = _SM.match(t.lower())
     if m:
         digits = m.group(2)
-        if len(digits) < 2:  # noqa: PLR2004
+        if len(digits) < 2:
             return ()
         kind = "sass" if m.group(1) == "sm" else "ptx"
         if m.group(1) == "lto":
@@ -292,7 +293,9 @@ def assess_arch(cc: str, archs: tuple[str, ...] | list[str]) -> ArchVerdict:
         if ok and (best_sass is None or a.cc > best_sass.cc):
             best_sass = a
     if best_sass is not None:
-        return ArchVerdict("sass", best_sass.text if best_sass.text.startswith("sm_") else f"sm_{best_sass.major}{best_sass.minor}{best_sass.suffix}")
+        name = (best_sass.text if best_sass.text.startswith("sm_")
+                else f"sm_{best_sass.major}{best_sass.minor}{best_sass.suffix}")
+        return ArchVerdict("sass", name)
     best_ptx = None
     for a in parsed:
         if a.kind != "ptx":

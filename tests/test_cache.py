@@ -30,11 +30,11 @@ def env(tmp_path: Path) -> dict[str, str]:
 class Counter:
     """A computation that reads what ``read`` says and counts its runs."""
 
-    def __init__(self, read):  # noqa: ANN001
+    def __init__(self, read):
         self.read = read
         self.runs = 0
 
-    def __call__(self, rec: Recorder):  # noqa: ANN204
+    def __call__(self, rec: Recorder):
         self.runs += 1
         return self.read(rec)
 
@@ -257,7 +257,7 @@ def tiny_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return venv
 
 
-def _query(python: Path, env: dict[str, str]):  # noqa: ANN202
+def _query(python: Path, env: dict[str, str]):
     from envlock.probes.target import query_interpreter_cached, resolve_target
 
     return query_interpreter_cached(resolve_target(python=str(python)), environ=env)

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -37,7 +37,7 @@ def target_query(
     :returns: ``(sys_path, executable, error)``; on failure the prefix's ``site-packages``,
         ``None`` and a message.
     """
-    from envlock.probes.target import ResolvedTarget, query_interpreter, query_interpreter_cached
+    from envlock.probes.target import ResolvedTarget, query_interpreter, query_interpreter_cached  # noqa: PLC0415
 
     target = ResolvedTarget(kind="venv", prefix=prefix, python=python, chosen_by="--python")
     query = query_interpreter_cached if cache else query_interpreter
@@ -87,14 +87,14 @@ def libs(
     """
     _check_arguments(targets, why)
     environ = dict(os.environ)
-    from envlock.cache import is_enabled
-    from envlock.libs.answer import memo_answer
+    from envlock.cache import is_enabled  # noqa: PLC0415
+    from envlock.libs.answer import memo_answer  # noqa: PLC0415
 
     no_cache = no_cache or not is_enabled(environ)
     argv = ["libs", *targets, f"--python={python}", f"--prefix={prefix}", f"--format={fmt}", f"--why={why}",
             f"--symbols={symbols}"]
     def compute(rec: Any) -> tuple[str, str, int]:
-        from envlock.probes.target import record_resolution
+        from envlock.probes.target import record_resolution  # noqa: PLC0415
 
         record_resolution(rec, python=python, prefix=prefix, environ=environ)
         return _compute(targets, python, prefix, fmt, why, runtime, no_cache, environ, symbols, rec=rec)
@@ -113,7 +113,7 @@ def _check_arguments(targets: Sequence[str], why: str | None) -> None:
 
     :raises TargetError: (shown as one ``Error:`` line, exit status 2).
     """
-    from envlock.errors import TargetError
+    from envlock.errors import TargetError  # noqa: PLC0415
 
     if why is not None and not why.strip():
         raise TargetError("--why needs a SONAME or file name (got an empty string)")
@@ -134,10 +134,10 @@ def _compute(
 ) -> tuple[str, str, int]:
     """Run the analysis: returns ``(stdout, stderr, exit status)``; the inputs each report
     depends on are recorded through ``rec`` (:func:`envlock.libs.cache.record_report`)."""
-    from envlock.libs.analysis import analyze_module
-    from envlock.libs.elf import ElfCache
-    from envlock.probes.target import resolve_target
-    from envlock.redact import redact_tree, scrub, secret_fragments
+    from envlock.libs.analysis import analyze_module  # noqa: PLC0415
+    from envlock.libs.elf import ElfCache  # noqa: PLC0415
+    from envlock.probes.target import resolve_target  # noqa: PLC0415
+    from envlock.redact import redact_tree, scrub, secret_fragments  # noqa: PLC0415
 
     # the loader variables are split into directories before they are printed: scrub what a
     # URL rule could no longer see in the pieces
@@ -147,7 +147,7 @@ def _compute(
     target = resolve_target(python=python, prefix=prefix, environ=environ)
     target_prefix, target_python = target.prefix, target.python
     if target_python is None:
-        from envlock.errors import TargetError
+        from envlock.errors import TargetError  # noqa: PLC0415
 
         raise TargetError(f"{target_prefix}: no interpreter (bin/python) in this environment")
     sys_path, executable, warn = target_query(target_python, target_prefix, environ=environ,
@@ -172,16 +172,16 @@ def _compute(
 
         report = analyze()
         if rec is not None:
-            from envlock.libs.cache import record_report
+            from envlock.libs.cache import record_report  # noqa: PLC0415
 
             record_report(rec, report, name, sys_path, target_prefix, "/")
         if launcher:
-            import dataclasses
+            import dataclasses  # noqa: PLC0415
 
             report = dataclasses.replace(report, launcher=launcher)
         check = None
         if runtime and mode == "import":
-            from envlock.libs.runtime import runtime_check
+            from envlock.libs.runtime import runtime_check  # noqa: PLC0415
 
             check = runtime_check(report, target_python, name, environ=environ, reanalyze=analyze)
             if check["unexplained"] or check["status"] != "ok":
@@ -194,11 +194,11 @@ def _compute(
                 doc["runtime_check"] = check
             documents.append(doc)
         elif why:
-            from envlock.render.libs import render_why
+            from envlock.render.libs import render_why  # noqa: PLC0415
 
             chunks.append(scrub(render_why(report, why), hidden))
         else:
-            from envlock.render.libs import render_text
+            from envlock.render.libs import render_text  # noqa: PLC0415
 
             chunks.append(scrub(render_text(report, check=check), hidden))
     if fmt == "json":

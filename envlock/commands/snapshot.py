@@ -98,7 +98,7 @@ def snapshot(
         os._exit(130)
 
 
-def _snapshot(  # noqa: PLR0913
+def _snapshot(
     python: str | None, prefix: str | None, output: str, fmt: str | None, force: bool,
     repo: str | None, env_allow: tuple[str, ...], env_deny: tuple[str, ...], do_import: bool,
     locks: tuple[str, ...], save_patch: bool, quiet: bool,
@@ -153,7 +153,7 @@ def _snapshot(  # noqa: PLR0913
             click.echo(printable(f"wrote {patch_path} ({len(patch_bytes)} bytes)"), err=True)
 
 
-def _with_patch(manifest, path):  # noqa: ANN001, ANN202
+def _with_patch(manifest, path):  # noqa: ANN001
     """The manifest with ``[git] patch``/``patch-sha256`` set, the patch path and its bytes."""
     import hashlib  # noqa: PLC0415
     from dataclasses import replace  # noqa: PLC0415

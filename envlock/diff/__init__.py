@@ -71,12 +71,13 @@ def load_inputs(paths: Sequence[PathLike], kb: KB) -> list[FactSet]:
     from envlock.diff.shape import check as check_shape  # noqa: PLC0415
 
     sets = []
-    many = len(paths) > 2  # noqa: PLR2004
+    many = len(paths) > 2
     for p in paths:
         kind, data, listing = foreign.read(p)
         if kind == "manifest":
             check_shape(data, os.fspath(p))
-        head = data.get("envlock") if isinstance(data.get("envlock"), dict) else {}
+        raw_head = data.get("envlock")
+        head = raw_head if isinstance(raw_head, dict) else {}
         label = str(head.get("host")) if many and head.get("host") else os.path.basename(p)
         sets.append(extract(data, label=label, path=os.fspath(p), kind=kind, aliases=kb.aliases,
                             listing=listing))
@@ -99,7 +100,7 @@ def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),
         or all of them filtered out): that is not "identical", so it is an error.
     """
     files = expand_paths(paths)
-    if len(files) < 2:  # noqa: PLR2004
+    if len(files) < 2:
         raise ManifestError("need at least two inputs to compare")
     kb = load_kb(kb_files)
     sets = load_inputs(files, kb)
@@ -109,12 +110,14 @@ def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),
         raise EnvlockError(f"unknown area {unknown[0]!r} for --only (these inputs have: "
                            f"{', '.join(known)})")
     globs = [*kb.noise, *ignore]
-    if len(sets) == 2:  # noqa: PLR2004
-        result: PairDiff | ManyDiff = compare_pair(sets[0], sets[1], kb, only=only, ignore=globs)
-        compared = result.changes or result.identical or result.unlisted
+    if len(sets) == 2:
+        pair = compare_pair(sets[0], sets[1], kb, only=only, ignore=globs)
+        compared = bool(pair.changes or pair.identical or pair.unlisted)
+        result: PairDiff | ManyDiff = pair
     else:
-        result = compare_many(sets, kb, only=only, ignore=globs)
-        compared = result.varying or result.identical
+        many = compare_many(sets, kb, only=only, ignore=globs)
+        compared = bool(many.varying or many.identical)
+        result = many
     if not compared:
         raise NothingToCompareError(_nothing(files, result.not_compared, only, ignore))
     return result

@@ -37,7 +37,7 @@ class Varying(NamedTuple):
     area: str
     key: str
     majority: Any
-    count: int
+    count: int  # type: ignore[assignment]  # a field named like tuple.count, on purpose (public API)
     deviants: dict[str, Any]
     values: tuple[tuple[Any, int, tuple[str, ...]], ...] = ()
     has_majority: bool = True

@@ -3,7 +3,6 @@ extractors use to put facts (:func:`put_fact`).  See :mod:`envlock.diff.facts` f
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 

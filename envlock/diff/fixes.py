@@ -36,7 +36,8 @@ PYTORCH_CUDA_CHANNEL = frozenset({"11.6", "11.7", "11.8", "12.1", "12.4"})
 
 def variant_tag(variant: str) -> str | None:
     """The index name of a torch build variant: ``"CPU-only"`` → ``"cpu"``, ``"CUDA 13.0"`` →
-    ``"cu130"`` (also ``"CUDA 13.0 (cuDNN 9)"``), ``"ROCm 6.1"`` → ``"rocm6.1"``; ``None`` when the variant is not known."""
+    ``"cu130"`` (also ``"CUDA 13.0 (cuDNN 9)"``), ``"ROCm 6.1"`` → ``"rocm6.1"``; ``None`` when the
+    variant is not known."""
     if variant == "CPU-only":
         return "cpu"
     m = re.match(r"CUDA (\d+)\.(\d+)(?:$| )", variant)  # "CUDA 13.0", "CUDA 13.0 (cuDNN 9)"

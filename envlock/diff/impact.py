@@ -331,9 +331,10 @@ def _version_size(a: str | None, b: str | None) -> str:
 def change_size(a: Any, b: Any) -> str:
     """Classify the change ``a → b`` of one fact.
 
-    :returns: ``"violation"`` (a spec's constraint not satisfied), ``"added"``, ``"removed"``, ``"major"``, ``"minor"``, ``"patch"``, ``"local"``
-        (local version label only, PEP 440), ``"build"`` (build string only), ``"channel"``,
-        ``"vendor"`` (another implementation), ``"value"`` or ``"other"``.
+    :returns: ``"violation"`` (a spec's constraint not satisfied), ``"added"``, ``"removed"``,
+        ``"major"``, ``"minor"``, ``"patch"``, ``"local"`` (local version label only, PEP 440),
+        ``"build"`` (build string only), ``"channel"``, ``"vendor"`` (another implementation),
+        ``"value"`` or ``"other"``.
     """
     if a is None:
         return "added"

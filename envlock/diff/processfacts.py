@@ -112,7 +112,7 @@ def run(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
     put_fact(out, "run", "exit-status", _scalar(t.get("exit-status")))
     wall = t.get("wall")
     if isinstance(wall, (int, float)) and not isinstance(wall, bool):
-        put_fact(out, "run", "wall", f"{round(wall / 60)} min" if wall >= 60 else "< 1 min")  # noqa: PLR2004
+        put_fact(out, "run", "wall", f"{round(wall / 60)} min" if wall >= 60 else "< 1 min")
     res = t.get("resources")
     if isinstance(res, Mapping):
         put_fact(out, "run", "peak-rss", _gib(res.get("peak-rss")))

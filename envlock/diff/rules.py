@@ -29,6 +29,7 @@ explanation of its own, and a cause scores as high as its most important consequ
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -358,7 +359,7 @@ def _loader_path(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[
         cause = next((c for c in rest if (c.area, c.key) == ("env", var)), None)
         if cause is None:
             continue
-        moved = accounted(kb, "loader-path", rest, lambda c, r=rule: _through(c, r))
+        moved = accounted(kb, "loader-path", rest, functools.partial(_through, rule=rule))
         if not moved:
             continue  # the variable changed nothing the loader model saw: plumbing
         rest = [c for c in rest if c not in moved and c is not cause]
@@ -495,7 +496,7 @@ def _plain(rest: Iterable[Change], kb: KB, label: str) -> list[Explanation]:
         kw = {"a": _plainv(first.values[0]), "b": _plainv(first.values[1]), "key": first.key}
         if comp.group:
             shown = "; ".join(_describe(c, label) for c in cs[:4])
-            more = f"; and {len(cs) - 4} more" if len(cs) > 4 else ""  # noqa: PLR2004
+            more = f"; and {len(cs) - 4} more" if len(cs) > 4 else ""
             title = f"{comp.title or comp.id}: {shown}{more}"
         else:
             title = _describe(first, label) + (
@@ -549,7 +550,7 @@ def context(sets: Sequence[FactSet]) -> list[str]:
     gpus = [s for s in sets if ("gpu", "models") in s.facts
             or ("gpu", "compute-capability") in s.facts]
     if recorded and not gpus:
-        who = "neither side has" if len(sets) == 2 else "no input has"  # noqa: PLR2004
+        who = "neither side has" if len(sets) == 2 else "no input has"
         out.append(f"{who} a GPU (no NVIDIA driver or device recorded): every run computed "
                    "on the CPU, whatever its torch build")
     elif recorded and len(gpus) < len(sets):

@@ -236,7 +236,7 @@ def _pip_entries(pkgs: list[Any]) -> list[dict[str, Any]]:
     seen: set[tuple[str, str | None]] = set()
     for e in pkgs:
         e = dict(e)
-        if counts[e["name"]] < 2 or not e.get("marker"):  # noqa: PLR2004
+        if counts[e["name"]] < 2 or not e.get("marker"):
             e.pop("marker", None)
         key = (e["name"], e.get("marker"))
         if key in seen:

@@ -111,9 +111,11 @@ def parse_spec(text: str) -> CondaSpec:
         raise ManifestError("empty match spec")
     try:
         from rattler import MatchSpec  # noqa: PLC0415
+
+        have_rattler = True
     except ImportError:
-        MatchSpec = None  # noqa: N806
-    if MatchSpec is not None:
+        have_rattler = False
+    if have_rattler:
         try:
             ms = MatchSpec(line, strict=False)
         except Exception as exc:  # noqa: BLE001 - rattler's own exception classes
@@ -259,7 +261,7 @@ def parse_url(url: str) -> dict[str, str]:
     except ValueError:
         raise ManifestError(f"not a conda package URL: {one_line(url)}") from None
     segments = [s for s in parts.path.split("/") if s]
-    if len(segments) < 2:  # noqa: PLR2004
+    if len(segments) < 2:
         raise ManifestError(f"not a conda package URL: {one_line(url)}")
     fname = segments[-1]
     for ext in (".conda", ".tar.bz2"):
@@ -269,7 +271,7 @@ def parse_url(url: str) -> dict[str, str]:
     else:
         raise ManifestError(f"not a conda package URL: {one_line(url)}")
     bits = fname.rsplit("-", 2)
-    if len(bits) != 3 or not all(bits):  # noqa: PLR2004
+    if len(bits) != 3 or not all(bits):
         raise ManifestError(f"not a conda package file name: {one_line(segments[-1])}")
     channel_parts = [s for s in segments[:-2] if s not in ("t", REDACTED)]
     host = parts.netloc

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 from envlock._io import one_line
 from envlock._names import canonicalize
@@ -117,7 +117,7 @@ def validate_conda_lock(data: Any, name: str) -> Any:
     try:
         if version == 1 and not isinstance(version, bool):
             lock = lockfile_v1_to_v2(LockfileV1.model_validate(content))
-        elif version == 2 and not isinstance(version, bool):  # noqa: PLR2004
+        elif version == 2 and not isinstance(version, bool):
             lock = Lockfile.model_validate(content)
         elif version is None:
             raise bad("no version")
@@ -260,7 +260,8 @@ def read_pylock(data: Any, name: str) -> LockFile:
         for p in data["packages"]:
             if not isinstance(p, Mapping) or not isinstance(p.get("name"), str) or "directory" in p:
                 continue
-            vcs = p.get("vcs") if isinstance(p.get("vcs"), Mapping) else {}
+            raw_vcs = p.get("vcs")
+            vcs = raw_vcs if isinstance(raw_vcs, Mapping) else {}
             out.append(Locked("pip", canonicalize(p["name"]), str(p.get("version") or UNKNOWN),
                               marker=str(p["marker"]) if p.get("marker") else None,
                               vcs=vcs.get("type"), commit=vcs.get("commit-id")))
@@ -269,6 +270,10 @@ def read_pylock(data: Any, name: str) -> LockFile:
 
 # -- uv.lock, poetry.lock, pdm.lock ----------------------------------------------------------
 
+@overload
+def _str(p: Mapping[str, Any], key: str, where: str, name: str, required: Literal[True] = True) -> str: ...
+@overload
+def _str(p: Mapping[str, Any], key: str, where: str, name: str, required: bool) -> str | None: ...
 def _str(p: Mapping[str, Any], key: str, where: str, name: str, required: bool = True) -> str | None:
     v = p.get(key)
     if v is None and not required:
@@ -321,7 +326,8 @@ def read_uv_lock(data: Mapping[str, Any], name: str) -> LockFile:
                                     or not all(isinstance(m, str) for m in markers)):
             raise _err(name, f"{where}.resolution-markers must be an array of strings")
         marker = " or ".join(f"({m})" for m in markers) if markers else None
-        sdist = p.get("sdist") if isinstance(p.get("sdist"), Mapping) else {}
+        raw_sdist = p.get("sdist")
+        sdist = raw_sdist if isinstance(raw_sdist, Mapping) else {}
         out.append(Locked("pip", canonicalize(pname), pversion or UNKNOWN, marker=marker,
                           vcs=vcs, commit=commit, sha256=_sha(sdist.get("hash"))))
     return LockFile("uv.lock", (), tuple(out))
@@ -393,7 +399,7 @@ def read_pixi_lock(data: Mapping[str, Any], name: str, environment: str = "defau
     :raises ManifestError: not that layout, or no such environment.
     """
     version = data.get("version")
-    if not isinstance(version, int) or isinstance(version, bool) or not 4 <= version <= 7:  # noqa: PLR2004
+    if not isinstance(version, int) or isinstance(version, bool) or not 4 <= version <= 7:
         raise _err(name, f"pixi.lock version {one_line(repr(version))} is not supported (4-7)")
     envs = data.get("environments")
     if not isinstance(envs, Mapping) or not isinstance(envs.get(environment), Mapping):

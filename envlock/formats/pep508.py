@@ -118,7 +118,7 @@ def _url_entry(name: str | None, url: str, editable: bool) -> dict[str, Any] | N
         entry["vcs"] = vcs
         if commit:
             entry["commit"] = commit
-        entry["version"] = f"{vcs} {commit}" if commit and len(commit) == 40 else UNKNOWN  # noqa: PLR2004
+        entry["version"] = f"{vcs} {commit}" if commit and len(commit) == 40 else UNKNOWN
     else:
         entry["version"] = version_from_url(url)
         sub = wheel_subdir(url)

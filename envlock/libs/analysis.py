@@ -402,9 +402,9 @@ def analyze_module(
             mark("extra", "extension module imported by the module's Python code")
         if runtime:
             tf_dir = package_dir if package_dir and os.path.basename(package_dir) == "tensorflow" else None
-            entries = runtime_dlopens_for(torch_cuda=torch_plan.cuda if torch_plan else None,
+            dlopens = runtime_dlopens_for(torch_cuda=torch_plan.cuda if torch_plan else None,
                                           tf_dir=tf_dir)
-            runtime_results = _resolve_runtime(proc, entries, mark)
+            runtime_results = _resolve_runtime(proc, dlopens, mark)
             if package_dir and top == "jax" or any(
                 os.path.isdir(os.path.join(p, "jax_plugins")) for p in sys_path if top == "jax"
             ):
@@ -792,8 +792,9 @@ def _findings(
             fix = ((f"Remove {d} from LD_LIBRARY_PATH for this job (e.g. `module unload` the "
                     "module that adds it)."),)
         elif res.rule == "already-loaded" and actual_obj is not None:
+            requester = actual_obj.resolution.requester if actual_obj.resolution else "?"
             how = {"preload": "by LD_PRELOAD", "dlopen": "by an earlier dlopen",
-                   "needed": f"as a dependency of {actual_obj.resolution.requester if actual_obj.resolution else '?'}"}.get(actual_obj.kind, "earlier")
+                   "needed": f"as a dependency of {requester}"}.get(actual_obj.kind, "earlier")
             cause = (f"An object with SONAME {res.name} was already loaded {how} from {res.path}; "
                      f"the loader reuses it for {res.requester} instead of searching, so the copy "
                      f"its {esrc} points to is never used.")
@@ -891,7 +892,7 @@ def _findings(
                 fix=("Load one copy only: remove the extra copy or make both users resolve to it.",),
                 library=soname))
     omp = [e for e in entries if e.soname and re.match(r"lib(gomp|iomp5|omp)([-.].*)?\.so", e.soname)]
-    kinds = {re.match(r"lib(gomp|iomp5|omp)", e.soname or "").group(1) for e in omp}
+    kinds = {m.group(1) for e in omp if (m := re.match(r"lib(gomp|iomp5|omp)", e.soname or ""))}
     if len({e.realpath for e in omp}) > 1:
         out.append(Finding(
             id="duplicate-openmp", severity="warning",
@@ -955,8 +956,8 @@ def _pin_findings(entries: list[LibEntry], pins: list[Pin], plan: TorchPlan) -> 
             continue
         if _obviously_satisfied(e.owner_version or "", pin.specifier):
             continue
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet
-        from packaging.version import InvalidVersion, Version
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: PLC0415
+        from packaging.version import InvalidVersion, Version  # noqa: PLC0415
 
         try:
             ok = Version(e.owner_version or "") in SpecifierSet(pin.specifier)
@@ -995,7 +996,7 @@ def _version_finding(proc: Process, vp: Any, index: OwnerIndex | None, sys_path:
     prov_res = prov.resolution if prov else None
     if prov_res is not None:
         evidence.append(f"{vp.file} is found via {prov_res.rule} ({prov_res.source})")
-    alternatives = []
+    alternatives: list[str] = []
     dirs = [os.path.dirname(vp.consumer), *_stray_dirs(sys_path, prefix, cfg.root), *cfg.system_dirs]
     for d in dict.fromkeys(dirs):
         cand = os.path.join(d, vp.file)
@@ -1047,7 +1048,7 @@ def _demangle(names: Sequence[str]) -> dict[str, str]:
     mangled = [n for n in names if n.startswith("_Z")]
     if not mangled or shutil.which("c++filt") is None:
         return {}
-    from envlock._run import run
+    from envlock._run import run  # noqa: PLC0415
 
     res = run(["c++filt"], timeout=10.0, input_text="\n".join(mangled) + "\n")
     if not res.ok:
@@ -1069,7 +1070,7 @@ def _symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence
     A weak undefined symbol may stay unbound.  Versions a provider lacks altogether are
     ``missing-version`` findings instead.
     """
-    from envlock.libs.elf import provides, read_symbols
+    from envlock.libs.elf import provides, read_symbols  # noqa: PLC0415
 
     # Phase 1: what every object needs.  Phase 2: only those names in the providers.
     needs: dict[int, Any] = {}
@@ -1100,17 +1101,17 @@ def _symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence
     scopes: dict[tuple[int | None, bool], list[LoadedObject]] = {}
     problems: list[tuple[LoadedObject, list[tuple[str, str, str]]]] = []
     for obj in proc.objects:
-        mine = needs.get(obj.id)
-        if mine is None:
+        syms = needs.get(obj.id)
+        if syms is None:
             continue
         key = (obj.group, obj.in_global)
         scope = scopes.get(key)
         if scope is None:
             scope = scopes[key] = proc.scope(obj)
-        weak = mine.weak_undefined
+        weak = syms.weak_undefined
         todo: dict[str, list[tuple[str, str]]] = {}
         order: dict[tuple[str, str, str], int] = {}
-        for k, (name, version, file) in enumerate(mine.undefined):
+        for k, (name, version, file) in enumerate(syms.undefined):
             if name in weak or (version and (obj.path, version) in missing_versions):
                 continue
             todo.setdefault(name, []).append((version, file))
@@ -1155,7 +1156,7 @@ def _missing_symbol_finding(proc: Process, obj: LoadedObject, file: str,
                             prefix: str | None, cfg: SearchConfig) -> Finding:
     """One ``missing-symbol`` finding: ``obj`` needs ``names`` (from ``file``, the Verneed
     ``vn_file``, or ``""`` for unversioned symbols)."""
-    from envlock.libs.elf import provides
+    from envlock.libs.elf import provides  # noqa: PLC0415
 
     name, version = names[0]
     shown = name + (f" ({demangled[name]})" if name in demangled else "")
@@ -1251,10 +1252,10 @@ def probe_libraries(
     :returns: :class:`~envlock.manifest.libraries.LibrariesInfo`; ``status="absent"`` when the
         module is not installed, ``"error"`` (with ``error``) when the analysis failed.
     """
-    from envlock.manifest.libraries import LibrariesInfo, LibraryRecord
+    from envlock.manifest.libraries import LibrariesInfo, LibraryRecord  # noqa: PLC0415
 
     source = f"envlock loader model ({module})"
-    from envlock.libs import cache as libcache
+    from envlock.libs import cache as libcache  # noqa: PLC0415
 
     try:
         _package_dir, files = find_module_files(module, sys_path)

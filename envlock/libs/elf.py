@@ -631,7 +631,7 @@ def _parse_buf(path: str, buf: Any, size: int) -> ElfInfo:
     img = _Image(buf, size)
     if size < _EHDR[img.cls]:
         return ElfInfo(path=path, size=size, error=ElfError(kind="truncated", message="file too short"))
-    base = dict(path=path, size=size, elfclass=img.cls, data="lsb" if img.e == "<" else "msb",
+    base: dict[str, Any] = dict(path=path, size=size, elfclass=img.cls, data="lsb" if img.e == "<" else "msb",
                 osabi=head[7], abiversion=head[8])
     e_type, e_machine = img.unpack("HH", 16)
     base.update(type=TYPES.get(e_type, str(e_type)), machine=e_machine)
@@ -698,7 +698,7 @@ def _dyn_entries(img: _Image, vaddr: int) -> list[tuple[int, int]]:
     else:
         step, fmt = 8, "iI"
     s = struct.Struct(img.e + fmt)
-    out = []
+    out: list[tuple[int, int]] = []
     off, avail = img.file_span(vaddr)
     for k in range(_MAX_DYN):
         if (k + 1) * step <= avail:
@@ -1175,7 +1175,7 @@ class ElfCache:
 
     def put(self, st: os.stat_result, info: ElfInfo) -> None:
         """Store ``info`` for the file with stat ``st`` (atomically; errors ignored)."""
-        import tempfile
+        import tempfile  # noqa: PLC0415
 
         target = self._file(st)
         try:

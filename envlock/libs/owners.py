@@ -21,7 +21,7 @@ import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from envlock._names import canonicalize
 
@@ -158,7 +158,7 @@ class OwnerIndex:
                 continue
             records.append((name, version, record, site,
                             [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]))
-        import hashlib
+        import hashlib  # noqa: PLC0415
 
         key = "pip-" + hashlib.sha256(
             json.dumps([[r[2], r[4]] for r in records]).encode()).hexdigest()[:24]
@@ -259,18 +259,19 @@ class OwnerIndex:
         todo = self._dpkg_lists()
         if not todo:
             return False
+        todo_set = cast("set[str]", self._dpkg_todo_set)  # set by _dpkg_lookup before the first read
         pick = None
         for g in guesses or ():
             for n in (f"{g}.list", f"{g}:{_DPKG_ARCH}.list"):
-                if n in self._dpkg_todo_set:
+                if n in todo_set:
                     pick = n
                     break
             if pick:
                 break
         if pick is None:
-            pick = next(n for n in todo if n in self._dpkg_todo_set)
-        self._dpkg_todo_set.discard(pick)
-        if not self._dpkg_todo_set:
+            pick = next(n for n in todo if n in todo_set)
+        todo_set.discard(pick)
+        if not todo_set:
             self._dpkg_todo = []
         try:
             with open(os.path.join(self.root, "var/lib/dpkg/info", pick), encoding="utf-8",
@@ -437,7 +438,7 @@ def read_pins(index: OwnerIndex, dist: str) -> list[Pin]:
     if got is None:
         return []
     try:
-        import hashlib
+        import hashlib  # noqa: PLC0415
 
         st = os.stat(os.path.join(got[1], "METADATA"))
         # Pins followed through extras come from other distributions' METADATA: their
@@ -479,7 +480,8 @@ class _Req:
 
 _REQ = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[([^\]]*)\])?\s*\(?([^;()]*)\)?\s*(?:;(.*))?$")
 _SPEC = re.compile(r"^(===|==|!=|~=|<=|>=|<|>)\s*[A-Za-z0-9.*+!_-]+$")
-_CLAUSE = re.compile(r"""^\s*(platform_system|sys_platform|platform_machine|os_name|extra)\s*(==|!=)\s*(['"])([^'"]*)\3\s*$""")
+_CLAUSE = re.compile(r"^\s*(platform_system|sys_platform|platform_machine|os_name|extra)"
+                     r"""\s*(==|!=)\s*(['"])([^'"]*)\3\s*$""")
 
 
 def _parse_requirement(line: str) -> _Req | None:
@@ -497,14 +499,16 @@ def _parse_requirement(line: str) -> _Req | None:
                 marker=marker)
 
 
-_MTOKEN = re.compile(r"""\s*(?:(\()|(\))|(and|or)\b|(platform_system|sys_platform|platform_machine|os_name|extra|python_version|python_full_version)\s*(==|!=|<=|>=|<|>)\s*(['"])([^'"]*)\6)""")
+_MTOKEN = re.compile(r"\s*(?:(\()|(\))|(and|or)\b|"
+                     r"(platform_system|sys_platform|platform_machine|os_name|extra|python_version|python_full_version)"
+                     r"""\s*(==|!=|<=|>=|<|>)\s*(['"])([^'"]*)\6)""")
 _NUMERIC = re.compile(r"^\d+(\.\d+)*$")
 
 
 @functools.lru_cache(maxsize=1)
 def _marker_env() -> dict[str, str]:
     """PEP 508 environment markers of this interpreter (as ``packaging`` computes them)."""
-    import platform
+    import platform  # noqa: PLC0415
 
     return {"platform_system": platform.system(), "sys_platform": sys.platform,
             "platform_machine": platform.machine(), "os_name": os.name}
@@ -592,7 +596,7 @@ def _compute_pins(index: OwnerIndex, dist: str, dist_dir: str) -> list[Pin]:
         fast = _parse_requirement(line)
         if fast is not None:
             return fast, None
-        from packaging.requirements import InvalidRequirement, Requirement
+        from packaging.requirements import InvalidRequirement, Requirement  # noqa: PLC0415
 
         try:
             req = Requirement(line)
@@ -616,7 +620,7 @@ def _compute_pins(index: OwnerIndex, dist: str, dist_dir: str) -> list[Pin]:
                 values = [_marker_value(req.marker, e) for e in (extras or ("",))]
                 if any(v is None for v in values):
                     if full is None:
-                        from packaging.requirements import Requirement
+                        from packaging.requirements import Requirement  # noqa: PLC0415
 
                         full = Requirement(line)
                     envs = [{"extra": e} for e in extras] or [{"extra": ""}]

@@ -267,7 +267,8 @@ def runtime_check(
     report: Any, python: str, module: str, *, environ: Mapping[str, str],
     reanalyze: Any,
 ) -> dict[str, Any]:
-    """Import ``module`` in the target (an :class:`~envlock.libs.analysis.LibsReport`'s target) and compare the files it maps with the model.
+    """Import ``module`` in the target (an :class:`~envlock.libs.analysis.LibsReport`'s target) and
+    compare the files it maps with the model.
 
     :param reanalyze: ``callable(extra_modules) -> LibsReport``: the same analysis with the
         extension modules the import loaded ``dlopen``'ed first, in the order Python loaded
@@ -277,9 +278,9 @@ def runtime_check(
         ``unexplained`` lists files mapped by the process that the model cannot account for
         and model objects missing from the process.
     """
-    import json
+    import json  # noqa: PLC0415
 
-    from envlock._run import run
+    from envlock._run import run  # noqa: PLC0415
 
     res = run([report.launcher or python, "-c", RUNTIME_SCRIPT, module], timeout=IMPORT_TIMEOUT,
               env=dict(environ), cwd="/")
@@ -338,6 +339,4 @@ def runtime_check(
 
 
 def _is_ext_module(path: str) -> bool:
-    import re
-
     return bool(re.search(r"\.(cpython-\d+[^/]*|abi3)\.so$", path)) or "/lib-dynload/" in path

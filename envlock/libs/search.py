@@ -488,7 +488,7 @@ class Process:
         ``open`` error, e.g. ``ELOOP``: ``open_path`` stops searching the current list, glibc
         ``elf/dl-load.c``: "The file exists and is readable, but something went wrong").
         """
-        import errno
+        import errno  # noqa: PLC0415
 
         try:
             with open(self._host(path), "rb") as f:
@@ -693,7 +693,8 @@ class Process:
             return ("runpath", tuple(self._dirs_of(loader, "runpath")), loader.info.nodeflib)
         chain = tuple(tuple(self._dirs_of(o, "rpath")) for o in self._chain(loader))
         main = tuple(self._dirs_of(self.main, "rpath")) if self.main is not None else ()
-        nodeflib = (loader or self.main).info.nodeflib if (loader or self.main) else False
+        who = loader or self.main
+        nodeflib = who.info.nodeflib if who else False
         return ("rpath", chain, main, nodeflib)
 
     def _index(self, obj: LoadedObject) -> None:
@@ -821,6 +822,7 @@ class Process:
             return res, None, False
         loader = requester if kind in ("needed", "preload") else None
         obj = self._new_object(path, kind, loader, name)
+        rule_final: str | None
         if kind == "preload":
             rule_final = "preload"
         else:
@@ -1008,7 +1010,7 @@ class Process:
 def _with_path(info: ElfInfo, path: str) -> ElfInfo:
     if info.path == path:
         return info
-    import dataclasses
+    import dataclasses  # noqa: PLC0415
 
     return dataclasses.replace(info, path=path)
 

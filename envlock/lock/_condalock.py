@@ -263,7 +263,7 @@ def install(
     records = []
     for p in conda:
         file_name = p.url.rsplit("/", 1)[-1]
-        subdir = p.url.rsplit("/", 2)[-2] if p.url.count("/") >= 2 else platform  # noqa: PLR2004
+        subdir = p.url.rsplit("/", 2)[-2] if p.url.count("/") >= 2 else platform
         build = p.build or ""
         number = build.rsplit("_", 1)[-1]
         record = rattler.PackageRecord(

@@ -74,10 +74,10 @@ def check_complete(manifest: Manifest) -> None:
                         f"({pip.error or pip.status})")
     broken = [p for p in pip.packages if p.error] if pip is not None else []
     if broken:
-        first = broken[0]
+        first_broken = broken[0]
         raise LockError(
             f"cannot lock {where}: {len(broken)} pip distribution(s) could not be read "
-            f"(first: {first.name}: {first.error}); the lock would lack "
+            f"(first: {first_broken.name}: {first_broken.error}); the lock would lack "
             "or mis-pin them. Reinstall them, then lock again"
         )
 

@@ -7,9 +7,9 @@ missing or changed since the snapshot) is restored from its own tables: conda pa
 ``name=version=build`` from the URLs and md5/sha256 of their ``conda-meta`` records (py-rattler,
 nothing solved), pip packages at their exact versions with uv (``--no-deps``: the recorded set,
 nothing added), VCS and editable packages from their recorded commit, and, for a venv, an
-interpreter of the recorded version found on this machine (:func:`find_python`).  The plan is printed as shell commands; ``--run`` runs them
-(through :func:`envlock._run.run`, with a generous timeout), installing a conda-lock file with
-py-rattler when no conda/mamba/micromamba exists.
+interpreter of the recorded version found on this machine (:func:`find_python`).  The plan is
+printed as shell commands; ``--run`` runs them (through :func:`envlock._run.run`, with a generous
+timeout), installing a conda-lock file with py-rattler when no conda/mamba/micromamba exists.
 
 No lockfile restores the machine: the NVIDIA driver, a system CUDA, compilers, the C library,
 the CPU and GPU, environment variables, uncommitted code.  The plan lists those, taken from
@@ -156,7 +156,7 @@ def _refuse_contradiction(manifest_path: Path, manifest: Manifest, lock: Path) -
     except ValueError as exc:  # InputError too: unreadable or malformed
         raise ManifestError(str(exc)) from None
     if bad:
-        more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""  # noqa: PLR2004
+        more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""
         raise LockContradictionError(
             f"{lock} contradicts the manifest {manifest_path}: " + "; ".join(bad[:5]) + more
             + "; it would build another environment, not restoring")
@@ -185,13 +185,13 @@ def _not_restored(manifest: Manifest) -> list[str]:
     if manifest.env and manifest.env.vars:
         out.append("environment variables: " + ", ".join(manifest.env.vars)
                    + " (set them in the job script)")
-    if manifest.git and manifest.git.status == "ok" and manifest.git.commit:
-        g = manifest.git
+    g = manifest.git
+    if g and g.status == "ok" and g.commit:
         dirty = " plus uncommitted changes" if g.dirty else ""
         out.append(f"the code: git checkout {g.commit[:12]} of {g.path}{dirty}")
-    for p in manifest.pip.packages if manifest.pip else ():
-        if p.origin == "editable":
-            out.append(f"{p.name} {p.version}: editable install of {p.editable_path or p.url}")
+    for pkg in manifest.pip.packages if manifest.pip else ():
+        if pkg.origin == "editable":
+            out.append(f"{pkg.name} {pkg.version}: editable install of {pkg.editable_path or pkg.url}")
     return out
 
 
@@ -257,7 +257,7 @@ def _check_requirements(path: Path, text: str) -> None:
 
     from packaging.requirements import InvalidRequirement, Requirement  # noqa: PLC0415
 
-    for number, line in enumerate(text.replace("\\\n", " ").splitlines(), 1):
+    for line in text.replace("\\\n", " ").splitlines():
         entry = line.strip()
         if not entry or entry.startswith(("#", "-")):
             continue
@@ -666,7 +666,7 @@ def _plan_from_manifest(
     if conda:
         channels: list[str] = []
         for c in conda:
-            if c.url and c.url.count("/") >= 3:  # noqa: PLR2004
+            if c.url and c.url.count("/") >= 3:
                 base = c.url.rsplit("/", 2)[0]
                 if base not in channels:
                     channels.append(base)

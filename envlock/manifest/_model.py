@@ -79,7 +79,7 @@ def _dump(value: Any) -> Any:
     return value
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _hints(cls: type) -> dict[str, Any]:
     """The resolved field types of ``cls``.  A module may define ``_type_namespace()``
     returning further names for its (string) annotations, imported only when needed."""
@@ -107,7 +107,7 @@ def from_dict(cls: type[T], data: Any, path: str = "") -> T:
     """
     if not isinstance(data, Mapping):
         raise ManifestError(f"expected a table, got {type(data).__name__}" + _where(path))
-    hints = _hints(cls)
+    hints = _hints(typing.cast(type, cls))
     kwargs: dict[str, Any] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         key = _key(f.name)
@@ -124,7 +124,7 @@ def _where(path: str) -> str:
     return f" in {path!r}" if path else ""
 
 
-def _load(tp: Any, value: Any, path: str) -> Any:  # noqa: PLR0911, PLR0912
+def _load(tp: Any, value: Any, path: str) -> Any:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
@@ -146,7 +146,7 @@ def _load(tp: Any, value: Any, path: str) -> Any:  # noqa: PLR0911, PLR0912
     if origin in (dict, Mapping, typing.Mapping) or tp is dict:
         if not isinstance(value, Mapping):
             raise ManifestError(f"expected a table, got {type(value).__name__}" + _where(path))
-        item = args[1] if len(args) == 2 else Any  # noqa: PLR2004
+        item = args[1] if len(args) == 2 else Any
         return freeze_mapping({str(k): _load(item, v, f"{path}.{k}") for k, v in value.items()})
     if origin is typing.Literal:
         kinds = {type(a) for a in args}
@@ -155,7 +155,7 @@ def _load(tp: Any, value: Any, path: str) -> Any:  # noqa: PLR0911, PLR0912
             raise ManifestError(f"expected {want}, got {type(value).__name__}" + _where(path))
         return value  # an unknown value is kept: newer writers may add one
     if dataclasses.is_dataclass(tp):
-        return from_dict(tp, value, path)
+        return from_dict(typing.cast(type, tp), value, path)  # a field's type: a class, not an instance
     if tp is Any:
         return value
     if tp is bool:

@@ -39,7 +39,7 @@ def shape_of(tp: Any) -> Any:
     if origin is tuple:
         return [shape_of(args[0])]
     if origin in (dict, Mapping, typing.Mapping) or tp is dict:
-        return STR_MAP if len(args) == 2 and args[1] is str else None  # noqa: PLR2004
+        return STR_MAP if len(args) == 2 and args[1] is str else None
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         return _dataclass_shape(tp)
     if tp in (str, int, bool, float):

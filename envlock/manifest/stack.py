@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from envlock.manifest import _model
 from envlock.manifest._model import Status
@@ -36,6 +37,7 @@ __all__ = [
     "OpenMPRuntime",
     "BlasInfo",
     "Tool",
+    "ToolStatus",
     "Libstdcxx",
     "BuiltWith",
     "ToolchainInfo",
@@ -330,6 +332,11 @@ class BlasInfo:
 
 
 # -- [toolchain] -----------------------------------------------------------------------------
+#: A tool's status: a table's :data:`~envlock.manifest._model.Status`, or ``"failed"`` (the runner's
+#: status for a non-zero exit, kept as the runner says it).
+ToolStatus = Literal["ok", "failed", "absent", "timeout", "error"]
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Tool:
     """One ``[[toolchain.tools]]`` entry: a compiler or build tool found on the target's ``PATH``.
@@ -349,7 +356,7 @@ class Tool:
     version: str | None = None
     vendor: str | None = None
     wraps: str | None = None
-    status: Status = "ok"
+    status: ToolStatus = "ok"
     error: str | None = None
 
 

@@ -220,8 +220,9 @@ def _package_blas(pkg: str, site: Path, version: str | None, libs_out: list[Blas
     deps = _parse_meson_config(text) if text else {}
     blas = deps.get("blas") or {}
     if blas and blas.get("found") is not False:
-        name = blas.get("name") if isinstance(blas.get("name"), str) else None
-        ver = blas.get("version") if isinstance(blas.get("version"), str) else None
+        raw_name, raw_ver = blas.get("name"), blas.get("version")
+        name = raw_name if isinstance(raw_name, str) else None
+        ver = raw_ver if isinstance(raw_ver, str) else None
         config = blas.get("openblas configuration")
         config = config if isinstance(config, str) and config not in ("unknown", "") else None
         ilp = blas.get("has ilp64")

@@ -180,6 +180,7 @@ def read_torch_gcc_bounds(text: str) -> dict[str, tuple[tuple[int, ...], tuple[i
     if start < 0:
         return {}
     names: dict[str, object] = {}
+    m: re.Match[str] | None
     for m in re.finditer(r"^(MINIMUM_\w+)\s*=\s*(\([^)\n]*\))", text[max(0, start - 4000):start], re.M):
         try:
             names[m.group(1)] = ast.literal_eval(m.group(2))
@@ -196,7 +197,7 @@ def read_torch_gcc_bounds(text: str) -> dict[str, tuple[tuple[int, ...], tuple[i
         return {}
     out = {}
     for k, v in value.items():
-        if isinstance(k, str) and isinstance(v, tuple) and len(v) == 2:  # noqa: PLR2004
+        if isinstance(k, str) and isinstance(v, tuple) and len(v) == 2:
             out[k] = v
     return out
 
@@ -224,11 +225,11 @@ def _dynstr(path: str | os.PathLike[str], limit: int = 16 << 20) -> bytes | None
     try:
         with open(path, "rb") as fh:
             head = fh.read(64)
-            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:  # noqa: PLR2004
+            if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
                 return None
             shoff, = struct.unpack_from("<Q", head, 0x28)
             shentsize, shnum, shstrndx = struct.unpack_from("<HHH", head, 0x3A)
-            if not shoff or shentsize < 64 or shnum > 4096 or shstrndx >= shnum:  # noqa: PLR2004
+            if not shoff or shentsize < 64 or shnum > 4096 or shstrndx >= shnum:
                 return None
             fh.seek(shoff)
             table = fh.read(shentsize * shnum)
@@ -608,7 +609,8 @@ def probe_build(
     from envlock.probes.virtual import conda_overrides, probe_virtual  # noqa: PLC0415
 
     if virtual is None:
-        virtual = probe_virtual(environ, **_proc_driver(root))
+        drv = _proc_driver(root)
+        virtual = probe_virtual(environ, driver_version=drv["driver_version"], driver_cuda=drv["driver_cuda"])
 
     status = "ok" if (torch_dir is not None or home) else "absent"
     return BuildInfo(

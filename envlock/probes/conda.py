@@ -102,7 +102,7 @@ def parse_spec(spec: str) -> tuple[str | None, str]:
         for ext in (".conda", ".tar.bz2"):
             if fname.endswith(ext):
                 parts = fname[: -len(ext)].rsplit("-", 2)
-                name = parts[0] if len(parts) == 3 else None  # noqa: PLR2004
+                name = parts[0] if len(parts) == 3 else None
                 return (canonicalize(name) if name else None), redact_url(spec)
         return None, redact_url(spec)
     n = _SPEC_NAME.match(spec)
@@ -183,7 +183,7 @@ def list_conda_meta(prefix: str | os.PathLike[str] | None) -> tuple[CondaMetaRec
     out = []
     for fname in _record_files(meta):
         parts = fname[: -len(".json")].rsplit("-", 2)
-        if len(parts) != 3 or not all(parts):  # noqa: PLR2004
+        if len(parts) != 3 or not all(parts):
             continue
         name, version, build = parts
         out.append(CondaMetaRecord(name=name, version=version, build=build, path=meta / fname))

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from envlock import libfamilies
 from envlock._run import DEFAULT_TIMEOUT, Runner, run
-from envlock.manifest import PipPackage
+from envlock.manifest import PipPackage, Status
 from envlock.probes._stackutil import (
     read_record_paths,
     read_text,
@@ -166,7 +166,7 @@ def _lib_files(files: list[str]) -> tuple[str, ...]:
     )
 
 
-def probe_cuda(  # noqa: PLR0912, PLR0915
+def probe_cuda(
     *,
     root: Path = Path("/"),
     env: Mapping[str, str] | None = None,
@@ -304,7 +304,7 @@ def probe_cuda(  # noqa: PLR0912, PLR0915
     seen_headers: set[str] = set()
     for real, shown in header_dirs:
         done: set[str] = set()  # one cuDNN / NCCL header per directory
-        for fname, comp, parse in (
+        for fname, component, parse in (
             ("cudnn_version.h", "cudnn", _parse_cudnn_version_h),
             ("cudnn_version_v9.h", "cudnn", _parse_cudnn_version_h),
             ("cudnn_version_v8.h", "cudnn", _parse_cudnn_version_h),
@@ -313,7 +313,7 @@ def probe_cuda(  # noqa: PLR0912, PLR0915
         ):
             path = real / fname
             rp = os.path.realpath(path)
-            if comp in done or rp in seen_headers:
+            if component in done or rp in seen_headers:
                 continue
             text = read_text(path, 1 << 18)
             if text is None:
@@ -322,9 +322,9 @@ def probe_cuda(  # noqa: PLR0912, PLR0915
             if version is None:
                 continue  # cudnn.h of cuDNN >= 8 has no version macros: cudnn_version.h has them
             seen_headers.add(rp)
-            done.add(comp)
+            done.add(component)
             libs.append(
-                CudaLibrary(name=comp, version=version, origin="header", path=f"{shown}/{fname}")
+                CudaLibrary(name=component, version=version, origin="header", path=f"{shown}/{fname}")
             )
     if seen_headers:
         sources.append("headers")
@@ -349,7 +349,7 @@ def probe_cuda(  # noqa: PLR0912, PLR0915
 
     libs.sort(key=lambda lib: (lib.name, _ORIGIN_ORDER.get(lib.origin, 9), lib.path or ""))
     found = bool(toolkits or libs or nvcc)
-    status = "ok" if found else "absent"
+    status: Status = "ok" if found else "absent"
     error = "; ".join(errors) or (None if found else "no CUDA toolkit or library found")
     if found and errors and not (libs or toolkits or nvcc_release):
         status = "error"
@@ -402,9 +402,9 @@ def _read_toolkit(real: Path, shown: str, origin: str, libs: list[CudaLibrary]) 
         except OSError:
             continue
         for n in sorted(names):
-            if (v := _version_from_filename(n, "libcudart")) and v.count(".") >= 2:
+            if (fv := _version_from_filename(n, "libcudart")) and fv.count(".") >= 2:
                 return CudaToolkit(
-                    path=shown, version=_major_minor(v), origin=origin, source=f"{shown}/{lib}/{n}"
+                    path=shown, version=_major_minor(fv), origin=origin, source=f"{shown}/{lib}/{n}"
                 )
     m = re.search(r"cuda-(\d+(?:\.\d+)+)$", shown)
     if m:

@@ -25,11 +25,11 @@ import os
 import re
 import struct
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from envlock._run import DEFAULT_TIMEOUT, Runner, run
-from envlock.manifest import PipPackage
+from envlock.manifest import PipPackage, Status
 from envlock.probes._stackutil import Dist, read_headers, read_text, site_dists
 from envlock.probes.conda import CondaMetaRecord, list_conda_meta
 from envlock.probes.pip import canonicalize
@@ -149,7 +149,7 @@ def _parse_tf_build_info(text: str) -> dict[str, object]:
                 data = ast.literal_eval(value)
             except (ValueError, TypeError, SyntaxError, RecursionError):
                 return {}
-            if isinstance(data, list) and all(isinstance(p, tuple) and len(p) == 2 for p in data):  # noqa: PLR2004
+            if isinstance(data, list) and all(isinstance(p, tuple) and len(p) == 2 for p in data):
                 data = dict(data)  # OrderedDict([(key, value), ...])
             return data if isinstance(data, dict) else {}
     return {}
@@ -225,7 +225,7 @@ def _requires_cuda(requires: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _parse_fatbin_entries(read, offset: int, size: int) -> tuple[set[str], str | None]:
+def _parse_fatbin_entries(read: Callable[[int, int], bytes], offset: int, size: int) -> tuple[set[str], str | None]:
     """Walk fatbin containers of a ``.nv_fatbin`` section and collect architectures.
 
     Layout (reverse-engineered, see ``docs/stack.md``): container header
@@ -241,7 +241,7 @@ def _parse_fatbin_entries(read, offset: int, size: int) -> tuple[set[str], str |
     entries = 0
     while pos + 16 <= end:
         head = read(pos, 16)
-        if len(head) < 16:  # noqa: PLR2004
+        if len(head) < 16:
             return archs, "truncated .nv_fatbin section"
         magic, _ver, hsize, csize = struct.unpack("<IHHQ", head)
         if magic != _FATBIN_MAGIC:
@@ -252,11 +252,11 @@ def _parse_fatbin_entries(read, offset: int, size: int) -> tuple[set[str], str |
         epos, eend = pos + hsize, min(pos + hsize + csize, end)
         while epos + 0x20 <= eend:
             eh = read(epos, 0x20)
-            if len(eh) < 0x20:  # noqa: PLR2004
+            if len(eh) < 0x20:
                 break
             kind, _ev, ehsize, padded = struct.unpack_from("<HHII", eh, 0)
             sm = struct.unpack_from("<I", eh, 0x1C)[0]
-            if kind == 2:  # noqa: PLR2004
+            if kind == 2:
                 archs.add(f"sm_{sm}")
             elif kind == 1:
                 archs.add(f"compute_{sm}")
@@ -326,7 +326,7 @@ def cached_fatbin_archs(path: str | os.PathLike[str]) -> tuple[tuple[str, ...], 
         return archs, err
 
     def decode(v: object) -> tuple[tuple[str, ...], str | None]:
-        if not (isinstance(v, list) and len(v) == 2 and isinstance(v[0], list)):  # noqa: PLR2004
+        if not (isinstance(v, list) and len(v) == 2 and isinstance(v[0], list)):
             raise ValueError("bad entry")
         return tuple(str(a) for a in v[0]), v[1]
 
@@ -356,7 +356,8 @@ def _torch(dist: Dist | None, conda: CondaMetaRecord | None, read_archs: bool) -
             version = str(info["__version__"])
     conda_build = conda.build if conda else None
     build, evidence = _torch_build(info, version, conda_build)
-    cuda = info.get("cuda") if isinstance(info.get("cuda"), str) else None
+    raw_cuda = info.get("cuda")
+    cuda = raw_cuda if isinstance(raw_cuda, str) else None
     if cuda is None and build == "cuda":
         cuda = _cuda_from_label(_local_label(version))
     archs: tuple[str, ...] = ()
@@ -433,7 +434,7 @@ def _other(dist: Dist) -> FrameworkBuild:
     m = re.match(r"^(?:jax-cuda(\d+)-(?:plugin|pjrt)|cupy-cuda(\d+)x?)$", name)
     if m:
         build, cuda = "cuda", m.group(1) or m.group(2)
-        if cuda and len(cuda) == 3 and name.startswith("cupy"):  # noqa: PLR2004 - cupy-cuda102
+        if cuda and len(cuda) == 3 and name.startswith("cupy"):  # cupy-cuda102
             cuda = f"{cuda[:2]}.{cuda[2]}"
         evidence = f"distribution name {name}"
     elif name.startswith("cupy-rocm"):
@@ -595,7 +596,7 @@ def _parse_import_output(
                 )
             )
     errors = [e for e in data.get("errors") or [] if isinstance(e, str)]
-    status = "ok"
+    status: Status = "ok"
     if isinstance(data.get("absent"), str):
         status = "absent"
         errors.insert(0, data["absent"])

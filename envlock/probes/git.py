@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 
 from envlock._run import Runner, RunResult, run
-from envlock.manifest import GitInfo, GitRemote
+from envlock.manifest import GitInfo, GitRemote, Status
 from envlock.redact import redact_url
 
 __all__ = ["GIT_TIMEOUT", "git_env", "probe_git"]
@@ -30,7 +30,7 @@ def git_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _status(result_status: str) -> str:
+def _status(result_status: str) -> Status:
     return "timeout" if result_status == "timeout" else ("absent" if result_status == "absent" else "error")
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from envlock._run import DEFAULT_TIMEOUT, Runner, run
 from envlock.nvidia import max_cuda_for_driver
 from envlock.probes._stackutil import read_text, under_root
+from envlock.manifest import Status
 from envlock.manifest.stack import Gpu, GpuInfo
 from envlock.probes.nvsmi import SMI_FIELDS, find_nvidia_smi, parse_query_gpu, query_gpu_argv
 
@@ -174,7 +175,8 @@ def probe_gpu(
 
     cuda_ver = cuda_src = None
     gpus: list[Gpu] = []
-    status, error = "ok", None
+    status: Status = "ok"
+    error: str | None = None
 
     # NVML talks to the loaded kernel module: without /proc/driver/nvidia (or /sys/module/nvidia)
     # it cannot answer, so its binding is not even imported.

@@ -57,7 +57,7 @@ KINDS: tuple[tuple[str, str], ...] = (
 _READ_LIMIT = 64 * 1024 * 1024  # bytes; larger files are not lockfiles we hash
 
 
-def lockfile_kind(path: str | Path) -> str | None:
+def lockfile_kind(path: str | os.PathLike[str]) -> str | None:
     """The kind of lockfile ``path`` is by name and content, or ``None``.
 
     ``conda-*.lock`` must contain ``@EXPLICIT`` (conda's explicit spec); a requirements file
@@ -66,7 +66,7 @@ def lockfile_kind(path: str | Path) -> str | None:
     """
     path = Path(path)
     name = path.name
-    if name.count(".") > 2 and fnmatch.fnmatch(name, "pylock.*.toml"):  # noqa: PLR2004
+    if name.count(".") > 2 and fnmatch.fnmatch(name, "pylock.*.toml"):
         return None  # PEP 751: the <name> part contains no dot
     kind = next((k for pattern, k in KINDS if fnmatch.fnmatch(name, pattern)), None)
     if kind == "conda-explicit":
@@ -292,7 +292,7 @@ def _conda_file(url: str) -> tuple[str, str, str] | None:
     for ext in (".conda", ".tar.bz2"):
         if fname.endswith(ext):
             parts = fname[: -len(ext)].rsplit("-", 2)
-            if len(parts) == 3:  # noqa: PLR2004
+            if len(parts) == 3:
                 return parts[0], parts[1], parts[2]
     return None
 
@@ -380,7 +380,7 @@ def match_lockfiles(info: LockfilesInfo, have: Installed) -> tuple[LockfilesInfo
             continue
         files.append(replace(ref, matches=not bad, mismatches=tuple(bad)))
         if bad:
-            more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""  # noqa: PLR2004
+            more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
             warnings.append(f"lockfiles: {ref.path} does not match this environment: "
                             + "; ".join(bad[:3]) + more)
     return replace(info, files=tuple(files)), warnings

@@ -138,7 +138,7 @@ def read_compute_apps(
     apps = []
     for line in res.stdout.splitlines():
         parts = [p.strip() for p in line.split(",")]
-        if len(parts) != 3 or not parts[0].isdigit():  # noqa: PLR2004
+        if len(parts) != 3 or not parts[0].isdigit():
             continue
         mem = na(parts[1])
         apps.append(ComputeApp(

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from envlock import _run
 from envlock._run import Runner, run
@@ -43,6 +44,9 @@ from envlock.probes.target import (
     resolve_target,
 )
 from envlock.redact import redact_argv
+
+if TYPE_CHECKING:
+    from envlock.manifest.libraries import LibrariesInfo
 
 __all__ = ["attribute_conda", "snapshot", "utc_now"]
 
@@ -295,7 +299,7 @@ def target_path_dirs(target: ResolvedTarget, environ: Mapping[str, str]) -> tupl
 
 def _libraries(
     target: ResolvedTarget, sys_path: Sequence[str], environ: Mapping[str, str], root: str
-) -> object:
+) -> LibrariesInfo:
     """``[libraries]`` for torch, through the loader model (never raises); the answer is kept by
     :func:`envlock.cache.memo` (namespace ``snapshot-libs``, key
     :func:`envlock.libs.cache.answer_key`) while every input the report records is unchanged,
@@ -335,7 +339,7 @@ def _stack(
     timeout: float,
     dists: Callable[[], Sequence[PipPackage]],
     conda: Sequence[CondaMetaRecord],
-) -> dict[str, object]:
+) -> dict[str, Any]:
     from pathlib import Path  # noqa: PLC0415
 
     from envlock.probes.stack import probe_stack  # noqa: PLC0415

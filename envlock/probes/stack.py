@@ -107,6 +107,7 @@ def probe_stack(
     path_dirs = tuple(path_dirs)
     # Read inside the probe threads (under the budget: a hung file system times out like a hung
     # command), once for all probes.
+    get_dists: Callable[[], Sequence[PipPackage]]
     if dists is None:
         get_dists = _once(lambda: scan_distributions(site_dirs).packages)
     elif callable(dists):

@@ -39,7 +39,7 @@ def parse_os_release(text: str) -> dict[str, str]:
         key, sep, value = line.strip().partition("=")
         if sep and key and not key.startswith("#"):
             value = value.strip()
-            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":  # noqa: PLR2004
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
                 value = value[1:-1]
             out[key] = value
     return out

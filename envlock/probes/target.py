@@ -24,7 +24,7 @@ from pathlib import Path
 from envlock._run import Runner, run
 from envlock.cache import Recorder
 from envlock.errors import TargetError
-from envlock.manifest import PythonInfo, Target
+from envlock.manifest import PythonInfo, Status, Target
 
 __all__ = [
     "QUERY_SCRIPT", "ResolvedTarget", "resolve_target", "record_resolution", "query_interpreter",
@@ -423,7 +423,7 @@ def refine_target(target: ResolvedTarget, info: PythonInfo) -> ResolvedTarget:
                           chosen_by=target.chosen_by, skipped=target.skipped)
 
 
-def _fallback(target: ResolvedTarget, status: str, detail: str) -> PythonInfo:
+def _fallback(target: ResolvedTarget, status: Status, detail: str) -> PythonInfo:
     dirs = sorted(glob.glob(os.path.join(glob.escape(target.prefix), "lib", "python3*", "site-packages")))
     return PythonInfo(
         status=status,

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envlock._run import DEFAULT_TIMEOUT, Runner, RunResult, run
-from envlock.manifest import PipPackage
+from envlock.manifest import PipPackage, Status
 from envlock.manifest.stack import BuiltWith, Libstdcxx, Tool, ToolchainInfo
 from envlock.probes._stackutil import site_dists, under_root, which
 
@@ -228,7 +228,7 @@ def _probe_tool(name: str, path: str, runner: Runner, timeout: float, env: dict[
     return Tool(name=name, path=path, version=version, vendor=vendor)
 
 
-def probe_toolchain(  # noqa: PLR0912
+def probe_toolchain(
     *,
     root: Path = Path("/"),
     env: Mapping[str, str] | None = None,
@@ -317,7 +317,7 @@ def probe_toolchain(  # noqa: PLR0912
                 built.append(BuiltWith(package=dist.name, path=str(binary), compilers=comments))
             break
 
-    status = "ok" if (recorded or glibc or stdcxx) else "absent"
+    status: Status = "ok" if (recorded or glibc or stdcxx) else "absent"
     timed_out = [t for t in recorded if t.status == "timeout"]
     if timed_out:
         # A manifest never lies: a compiler that did not answer makes the table incomplete.

@@ -25,14 +25,14 @@ def fmt_bytes(n: int) -> str:
     for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= scale:
             v = n / scale
-            text = f"{v:.1f}".rstrip("0").rstrip(".") if v < 100 else f"{v:.0f}"  # noqa: PLR2004
+            text = f"{v:.1f}".rstrip("0").rstrip(".") if v < 100 else f"{v:.0f}"
             return f"{text} {unit}"
     return f"{n} B"
 
 
 def fmt_duration(seconds: float) -> str:
     """``11 h 52 min``, ``12 h``, ``3 min 5 s``, ``42 s``, ``1.3 s``, ``2 d 4 h``."""
-    if seconds < 10:  # noqa: PLR2004
+    if seconds < 10:
         return f"{seconds:.1f}".rstrip("0").rstrip(".") + " s"
     s = int(round(seconds))
     d, rem = divmod(s, 86400)
@@ -60,7 +60,7 @@ def _epoch(iso: str | None) -> float | None:
         return None
 
 
-def run_findings(  # noqa: PLR0912, PLR0913
+def run_findings(
     *,
     outcome: str,
     exit_status: int | None,
@@ -170,7 +170,7 @@ def run_findings(  # noqa: PLR0912, PLR0913
         listed = "; ".join(
             f"{c.pid} {c.command}" + (f" [{fmt_bytes(c.gpu_memory)} GPU]" if c.gpu_memory else "")
             for c in children[:5])
-        more = f"; and {n - 5} more" if n > 5 else ""  # noqa: PLR2004
+        more = f"; and {n - 5} more" if n > 5 else ""
         out.append(RunFinding(
             id="run.leftover-children", severity="warning",
             title=f"{n} child process{'es' if n != 1 else ''} outlived CMD ({listed}{more}): {done}",

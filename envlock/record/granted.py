@@ -68,7 +68,8 @@ def granted(environ: Mapping[str, str], *, runner: Runner = run, timeout: float 
     job = g("SLURM_JOB_ID") or g("SLURM_JOBID")
     if not job:
         return Granted(visible_devices=g("CUDA_VISIBLE_DEVICES"))
-    memory, memory_source = _mem_bytes(g("SLURM_MEM_PER_NODE")), "SLURM_MEM_PER_NODE"
+    memory = _mem_bytes(g("SLURM_MEM_PER_NODE"))
+    memory_source: str | None = "SLURM_MEM_PER_NODE"
     if memory is None:
         per_cpu = _mem_bytes(g("SLURM_MEM_PER_CPU"))
         cpus = g("SLURM_CPUS_ON_NODE", "").strip()

@@ -52,7 +52,7 @@ def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _safe(fn: Callable[[], Any], notes: list[str], what: str) -> Any:
+def _safe(fn: Callable[..., Any], notes: list[str], what: str) -> Any:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -137,7 +137,7 @@ def mapped_libraries(maps: str | None = None) -> list[str]:
     out: dict[str, None] = {}
     for line in maps.splitlines():
         parts = line.split(None, 5)
-        if len(parts) == 6:  # noqa: PLR2004
+        if len(parts) == 6:
             path = parts[5].strip()
             if path.endswith(" (deleted)"):
                 path = path[: -len(" (deleted)")]
@@ -202,13 +202,15 @@ def native_threadpools(libraries: Iterable[str]) -> list[ThreadPool]:
 def _threadpoolctl_pools(notes: list[str]) -> list[ThreadPool] | None:
     """threadpoolctl's view, when it is installed (imported if need be: it loads nothing and
     changes nothing; ``threadpool_info()`` only reads)."""
-    mod = sys.modules.get("threadpoolctl")
+    mod: Any = sys.modules.get("threadpoolctl")
     if mod is None:
         import importlib.util  # noqa: PLC0415
 
         if importlib.util.find_spec("threadpoolctl") is None:
             return None
-        import threadpoolctl as mod  # noqa: PLC0415
+        import threadpoolctl  # noqa: PLC0415
+
+        mod = threadpoolctl
     info = _safe(mod.threadpool_info, notes, "threadpoolctl.threadpool_info")
     if info is None:
         return None
@@ -256,7 +258,8 @@ def observe(
     env = os.environ if environ is None else environ
     notes: list[str] = []
     torch = sys.modules.get("torch")
-    torch_state, gpus = (None, ())
+    torch_state: TorchState | None = None
+    gpus: tuple[GpuDevice, ...] = ()
     if torch is not None and hasattr(torch, "get_num_threads"):
         torch_state, gpus = _torch(torch, notes)
     libs = mapped_libraries()

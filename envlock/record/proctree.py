@@ -52,7 +52,7 @@ def _read(path: str) -> str | None:
 
 def children(pid: int) -> list[int]:
     """The direct children of ``pid`` (empty when it is gone)."""
-    global _HAS_CHILDREN_FILE  # noqa: PLW0603 - probed once per process
+    global _HAS_CHILDREN_FILE  # probed once per process
     if _HAS_CHILDREN_FILE is None:
         _HAS_CHILDREN_FILE = os.path.exists(f"/proc/self/task/{os.getpid()}/children")
     if not _HAS_CHILDREN_FILE:
@@ -110,7 +110,7 @@ def start_time(pid: int) -> int | None:
         return None
     fields = stat.rsplit(")", 1)[-1].split()
     # fields[0] is field 3 (state); field 22 is fields[19]
-    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None  # noqa: PLR2004
+    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
 
 
 def state(pid: int) -> str | None:

@@ -152,11 +152,11 @@ class Sampler:
                     w0 = time.monotonic()
                     self.sample_gpu(pids)
                     next_gpu = time.monotonic() + max(GPU_INTERVAL, (time.monotonic() - w0) / BUDGET)
-            except Exception:  # noqa: BLE001 - a sampler bug must not end the job
+            except Exception:  # noqa: BLE001, S110 - a sampler bug must not end the job
                 pass
             cost = time.thread_time() - c0
             self.cpu += cost
-            base = 0.1 if time.monotonic() - self._started < 10 else INTERVAL  # noqa: PLR2004
+            base = 0.1 if time.monotonic() - self._started < 10 else INTERVAL
             self._stop.wait(max(base, cost / BUDGET))
 
 
@@ -228,7 +228,7 @@ def _sha256(path: str) -> str | None:
 def _forwarding(state: dict[str, Any]) -> Any:
     """Install handlers that forward :data:`FORWARDED` signals to ``state["pgid"]`` and record
     them; a signal envlock was started with ignored stays ignored (the child inherits that)."""
-    old: dict[int, Any] = {}
+    old: dict[signal.Signals, Any] = {}
 
     def handler(signum: int, _frame: Any) -> None:
         t0 = state["t0"]
@@ -310,7 +310,7 @@ def _outcome(exit_status: int | None, sig: str | None, received: Sequence[str]) 
     return "succeeded" if exit_status == 0 else "failed"
 
 
-def supervise(  # noqa: PLR0913, PLR0915
+def supervise(
     command: Sequence[str],
     *,
     record_path: str,
@@ -367,7 +367,11 @@ def supervise(  # noqa: PLR0913, PLR0915
         term_owner = _foreground(None)
         t0 = time.monotonic()
         try:
-            proc = subprocess.Popen(list(command), close_fds=False, process_group=0)  # noqa: S603
+            if sys.version_info >= (3, 11):
+                proc = subprocess.Popen(list(command), close_fds=False, process_group=0)  # noqa: S603
+            else:  # Python 3.10's Popen has no process_group: setpgid(0, 0) in the child, as 3.11 does
+                proc = subprocess.Popen(list(command), close_fds=False,  # noqa: S603
+                                        preexec_fn=lambda: os.setpgid(0, 0))
         except OSError as exc:
             code = 127 if isinstance(exc, FileNotFoundError) else 126
             info = replace(base, outcome="not-started", end=_utc(), exit_code=code,

@@ -54,10 +54,10 @@ def _code_rows(result: PairDiff | ManyDiff) -> list[dict[str, Any]]:
                 [f.get(("code", f"{scope}.uncommitted")) for f in facts])
             if what != "branch" and not tracked_same:
                 row["differs"] = True
-            if len(vals) == 2 and tracked_same:  # noqa: PLR2004
+            if len(vals) == 2 and tracked_same:
                 parts.append(f"untracked files {display(vals[0])} → {display(vals[1])} "
                              "(new manifests count too)")
-            elif len(vals) == 2:  # noqa: PLR2004
+            elif len(vals) == 2:
                 parts.append(f"{_WHAT[what]} differ: {_short(display(vals[0]))} → "
                              f"{_short(display(vals[1]))}")
             else:
@@ -87,9 +87,9 @@ _WHAT = {"commit": "commits", "uncommitted": "uncommitted changes",
 
 
 def _short(text: str) -> str:
-    if len(text) == 40 and all(c in "0123456789abcdef" for c in text):  # noqa: PLR2004
+    if len(text) == 40 and all(c in "0123456789abcdef" for c in text):
         return text[:12]
-    return text[:19] + "…" if text.startswith("sha256:") and len(text) > 19 else text  # noqa: PLR2004
+    return text[:19] + "…" if text.startswith("sha256:") and len(text) > 19 else text
 
 
 def _change(c: Change) -> dict[str, Any]:
@@ -212,7 +212,7 @@ def render_markdown(result: PairDiff | ManyDiff, *, show_all: bool = False) -> s
     """The diff as GitHub-flavoured markdown."""
     doc = to_json(result, show_all=show_all)
     names = [i["label"] for i in doc["inputs"]]
-    out = [f"# envlock diff: {' → '.join(names) if len(names) == 2 else f'{len(names)} inputs'}",  # noqa: PLR2004
+    out = [f"# envlock diff: {' → '.join(names) if len(names) == 2 else f'{len(names)} inputs'}",
            "", "## The code", ""]
     out += [f"- **{r['scope']}**: {r['text'] or 'not recorded'}" for r in doc["code"]] or [
         f"- {_no_code(doc)}"]
@@ -340,7 +340,7 @@ def layout_columns(head: list[str], rows: list[list[str]], width: int, gap: int 
     """
     n = len(head)
     widths = [max([len(head[i])] + [len(r[i]) for r in rows]) for i in range(n)]
-    shrink = [i for i in range(1, n) if n <= 4 or i < n - 2]  # noqa: PLR2004
+    shrink = [i for i in range(1, n) if n <= 4 or i < n - 2]
     # a value column keeps its header (an input's file name) whole up to 30 characters
     floor = {i: min(widths[i], 24 if i == 1 else max(20, min(len(head[i]), 30)))
              for i in shrink}
@@ -375,7 +375,7 @@ def render_text(result: PairDiff | ManyDiff, console: Any, *, show_all: bool = F
 
     doc = to_json(result, show_all=show_all)
     names = [i["label"] for i in doc["inputs"]]
-    head = f"{names[0]} → {names[1]}" if len(names) == 2 else f"{len(names)} inputs"  # noqa: PLR2004
+    head = f"{names[0]} → {names[1]}" if len(names) == 2 else f"{len(names)} inputs"
     console.print(Text(f"envlock diff: {head}", style="bold"))
     console.print()
     console.print(Text("The code", style="bold underline"))

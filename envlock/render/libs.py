@@ -150,7 +150,7 @@ def render_text(report: LibsReport, *, check: dict[str, Any] | None = None) -> s
             if r.path is None:
                 lines.append(f"  {rt.name} <- {caller} ({rt.when}): NOT FOUND")
             else:
-                o = by_id.get(r.object_id)
+                o = by_id.get(r.object_id) if r.object_id is not None else None
                 owner = _label(o) if o else ""
                 lines.append(f"  {rt.name} <- {caller} ({rt.when}): {r.path}  "
                              f"[{_RULE_TEXT.get(r.rule or '', r.rule)}]{owner}")

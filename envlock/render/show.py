@@ -219,7 +219,7 @@ def _code(m: Manifest) -> list[str]:
         out.append(f"code: git {_state(g)}")
     else:
         state = "clean" if not g.dirty else (
-            f"uncommitted changes (sha256:{g.diff_sha256[:12]}…)" if getattr(g, "diff_sha256", None)
+            f"uncommitted changes (sha256:{g.diff_sha256[:12]}…)" if g.diff_sha256
             else "uncommitted changes")
         untracked = f", {g.untracked} untracked files" if g.untracked else ""
         out.append(f"code: {g.path} at {(g.commit or 'no commit')[:12]} on "
@@ -335,7 +335,7 @@ def summary_lines(m: Manifest, *, path: str = "") -> list[str]:
 
 def _wrap(line: str, width: int) -> list[str]:
     label, sep, _ = line.partition(": ")
-    hang = len(label) + 2 if sep and len(label) < 22 else 4  # noqa: PLR2004
+    hang = len(label) + 2 if sep and len(label) < 22 else 4
     # a word longer than the line (a PATH) is broken too: no line is wider than the console
     return textwrap.wrap(line, width=max(width, 40), subsequent_indent=" " * hang,
                          break_long_words=True, break_on_hyphens=False) or [""]

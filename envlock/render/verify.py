@@ -34,7 +34,7 @@ def _lines(f: Any) -> list[tuple[str, str]]:
     if f.cause:
         out.append(("", f.cause))
     out += [("dim", "  • " + e) for e in f.evidence[:6]]
-    if len(f.evidence) > 6:  # noqa: PLR2004
+    if len(f.evidence) > 6:
         out.append(("dim", f"  • … {len(f.evidence) - 6} more (--format json)"))
     out += [("green", ("  fix: " if i == 0 else "   or: ") + fix) for i, fix in enumerate(f.fix)]
     return out
@@ -49,7 +49,8 @@ def format_plain(report: Any, width: int = 100) -> str:
     for f in report.findings:
         first = True
         for _style, line in _lines(f):
-            indent = " " * (len(line) - len(line.lstrip(" ")) + (2 if line.lstrip().startswith(("•", "fix:", "or:")) else 0))
+            hang = 2 if line.lstrip().startswith(("•", "fix:", "or:")) else 0
+            indent = " " * (len(line) - len(line.lstrip(" ")) + hang)
             for piece in textwrap.wrap(line, text_width, subsequent_indent=indent, break_on_hyphens=False,
                                        break_long_words=False) or [""]:
                 rows.append(f"{f.severity if first else '':<7}  {piece}")

@@ -329,7 +329,7 @@ def bisect(
     else:
         notes.append(f"{broken[0]}'s own pins do not resolve together (uv: {_first(broken[1])}); "
                      "groups are not merged by the resolver and subsets are not checked")
-        check = lambda _gs: None  # noqa: E731 - the resolver cannot judge subsets then
+        check = lambda gs: None  # noqa: E731 - the resolver cannot judge subsets then
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="envlock-bisect-"))
     root.mkdir(parents=True, exist_ok=True)
     envs = root / "envs"
@@ -366,7 +366,7 @@ def bisect(
 
     def classify(value: float | None, codes: Sequence[int | None]) -> str:
         if judge.metric is None:
-            verdicts = [("skip" if c is None or c == 125 else "good" if c == 0 else "bad")  # noqa: PLR2004
+            verdicts = [("skip" if c is None or c == 125 else "good" if c == 0 else "bad")
                         for c in codes]
             counted = [v for v in verdicts if v != "skip"]
             if not counted:
@@ -387,7 +387,7 @@ def bisect(
         labels = tuple(g.label for g in applied)
         number = len(steps) + 1
         shown = ", ".join(labels) if labels else "nothing"
-        if len(shown) > 70:  # noqa: PLR2004
+        if len(shown) > 70:
             shown = shown[:67] + "…"
         note = ""
         builds = [g for g in applied if g.needs_build]

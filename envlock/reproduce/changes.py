@@ -233,12 +233,12 @@ def changes_between(good: Side, bad: Side) -> tuple[list[Change], list[str]]:
 
     out: list[Change] = []
     for name in sorted(set(good.pins) | set(bad.pins)):
-        g, b = good.pins.get(name), bad.pins.get(name)
-        if (g and g[1]) == (b and b[1]):
+        gp, bp = good.pins.get(name), bad.pins.get(name)
+        if (gp and gp[1]) == (bp and bp[1]):
             continue
-        out.append(Change(kind="pip", name=name, good=g[0] if g else None,
-                          bad=b[0] if b else None, good_req=g[1] if g else None,
-                          bad_req=b[1] if b else None))
+        out.append(Change(kind="pip", name=name, good=gp[0] if gp else None,
+                          bad=bp[0] if bp else None, good_req=gp[1] if gp else None,
+                          bad_req=bp[1] if bp else None))
     lost: list[str] = []
     for name in sorted(set(good.env) | set(bad.env)):
         g, b = good.env.get(name), bad.env.get(name)

@@ -66,14 +66,14 @@ def ddmin(items: Sequence[T], test: Callable[[Sequence[T]], str]) -> list[T]:
 
 def _ddmin(c: list[T], test: Callable[[Sequence[T]], str]) -> list[T]:
     n = 2
-    while len(c) >= 2:  # noqa: PLR2004
+    while len(c) >= 2:
         subsets = _split(c, n)
         reduced = False
         for s in subsets:
             if test(s) == FAIL:
                 c, n, reduced = s, 2, True
                 break
-        if not reduced and n > 2:  # noqa: PLR2004 - for n = 2 the complements are the subsets
+        if not reduced and n > 2:  # for n = 2 the complements are the subsets
             for s in subsets:
                 complement = [x for x in c if x not in s]
                 if test(complement) == FAIL:

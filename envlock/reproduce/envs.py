@@ -146,7 +146,7 @@ def run_command(
             env[name] = value
     started = time.monotonic()
     argv = list(command)
-    if not os.sep in argv[0]:
+    if os.sep not in argv[0]:
         found = shutil.which(argv[0], path=env["PATH"])
         argv[0] = found or argv[0]
     result = runner(argv, timeout=timeout, env=env)

@@ -116,7 +116,7 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
                     continue
             except InvalidMarker as exc:
                 raise ManifestError(f"{p}: {x.name} has a bad marker ({exc})") from None
-            except Exception:  # noqa: BLE001, S112 - a marker variable this target lacks
+            except Exception:  # noqa: BLE001 - a marker variable this target lacks
                 continue
         version = None if x.version == formats.UNKNOWN else x.version
         out.append(LockedPackage(name=x.name, version=version, manager=x.manager, build=x.build,

@@ -24,9 +24,9 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from envlock.findings import Finding
+from envlock.findings import Finding, Severity
 
 __all__ = ["Config", "load_config", "parse_size", "apply_policy", "DEFAULT_MIN_FREE", "DEFAULT_MIN_INODES"]
 
@@ -177,7 +177,7 @@ def apply_policy(findings: Iterable[Finding], config: Config, *, strict: bool = 
         if level == "ignore":
             continue
         if level is not None and level != f.severity:
-            f = f.with_severity(level)
+            f = f.with_severity(cast("Severity", level))  # one of _LEVELS, checked when read
         if strict and f.severity == "warning":
             f = f.with_severity("error")
         out.append(f)

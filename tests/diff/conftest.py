@@ -188,7 +188,7 @@ _VERSION_WORD = re.compile(r"\d+(?:\.\d+)+[\w.+!-]*")
 
 def _versions(value: Any) -> list[str]:
     """The version strings of one fact value, as its text shows them."""
-    from envlock.diff.facts import Impl, Pkg, display  # noqa: PLC0415
+    from envlock.diff.facts import Impl, Pkg, display
 
     if isinstance(value, Pkg):
         return [value.version] if value.version else []
@@ -202,12 +202,12 @@ def _versions(value: Any) -> list[str]:
 def _check_piped(result: Any) -> None:
     """Render ``result`` as ``envlock diff … | cat`` does (not a terminal, 80 columns) and
     check that every version of every differing fact is in it, whole."""
-    import io  # noqa: PLC0415
+    import io
 
-    from rich.console import Console  # noqa: PLC0415
+    from rich.console import Console
 
-    from envlock.diff.engine import ManyDiff  # noqa: PLC0415
-    from envlock.render.diff import render_text  # noqa: PLC0415
+    from envlock.diff.engine import ManyDiff
+    from envlock.render.diff import render_text
 
     console = Console(file=io.StringIO(), width=80, highlight=False, soft_wrap=False,
                       color_system=None, force_terminal=False)
@@ -228,7 +228,7 @@ def _check_piped(result: Any) -> None:
 def _piped_output_holds_every_version(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Every diff a test of this folder computes is also rendered as piped text and checked
     (the acceptance "piped output of every diff in the tests holds every version in full")."""
-    import envlock.diff as api  # noqa: PLC0415
+    import envlock.diff as api
 
     seen: list[Any] = []
     pair, many = api.compare_pair, api.compare_many

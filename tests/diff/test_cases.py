@@ -22,7 +22,7 @@ from .conftest import (
 )
 
 
-def _pair(write, a, b) -> PairDiff:  # noqa: ANN001
+def _pair(write, a, b) -> PairDiff:
     result = diff([write("a.toml", a), write("b.toml", b)])
     assert isinstance(result, PairDiff)
     return result
@@ -183,7 +183,7 @@ def test_c14_no_tf32_rule_from_torch_1_12(write) -> None:
     assert result.explanations[0].id == "gpu-arch:gpu:compute-capability"
 
 
-def _repo(untracked: int, **kw) -> GitInfo:  # noqa: ANN003
+def _repo(untracked: int, **kw) -> GitInfo:
     state = {"commit": "9" * 40, "dirty": False, **kw}
     return GitInfo(source="git", path="/home/ana/proj", branch="main",
                    describe="v0.3-4-g9999999", untracked=untracked, **state)

@@ -17,7 +17,7 @@ from envlock.manifest import PipPackage
 from .conftest import CONDA_PACKAGES, PREFIX, SITE, build_manifest, editable, gpu_table, replace
 
 
-def _pair(write, a, b, *args: str) -> PairDiff:  # noqa: ANN001
+def _pair(write, a, b, *args: str) -> PairDiff:
     result = diff([write("a.toml", a), write("b.toml", b)], **_opts(args))
     assert isinstance(result, PairDiff)
     return result
@@ -40,7 +40,7 @@ def test_exact_entry_beats_a_glob() -> None:
     assert kb.component("package", "scipy-openblas32").id == "blas-package"
 
 
-def test_cuda_variants_name_cudnn_and_say_why_for_two_gpu_builds(write) -> None:  # noqa: ANN001
+def test_cuda_variants_name_cudnn_and_say_why_for_two_gpu_builds(write) -> None:
     old = replace(CONDA_PACKAGES, pytorch=("2.1.2", "cuda118_py311h25b6552_301"),
                   cudnn=("8.4.1.50", "hed8a83a_1"), cuda_version=("11.8", "h70ddcb2_2"))
     result = _pair(write, build_manifest(conda=old), build_manifest())
@@ -57,7 +57,7 @@ def test_cuda_variants_name_cudnn_and_say_why_for_two_gpu_builds(write) -> None:
     assert "pytorch-cuda" not in top.do
 
 
-def test_cuda_13_never_gets_pytorch_cuda(write) -> None:  # noqa: ANN001
+def test_cuda_13_never_gets_pytorch_cuda(write) -> None:
     a = replace(CONDA_PACKAGES, pytorch=("2.1.2", "py3.11_cpu_0"))
     b = replace(CONDA_PACKAGES, pytorch=("2.1.2", "py3.11_cuda13.0_cudnn9_0"))
     rows_a = [(n, v, bld) for n, v, bld in a]
@@ -71,7 +71,7 @@ def test_cuda_13_never_gets_pytorch_cuda(write) -> None:  # noqa: ANN001
         in top.do
 
 
-def test_ranking_follows_the_classes_then_the_size(write) -> None:  # noqa: ANN001
+def test_ranking_follows_the_classes_then_the_size(write) -> None:
     # numpy 1 → 2 (major) before "scipy added"; the code after numerical packages;
     # a CPU-vs-CUDA torch above an editable package present on one side only
     a = build_manifest(conda=replace(CONDA_PACKAGES, numpy=("1.26.4", "py311h64a7726_0"),
@@ -88,7 +88,7 @@ def test_ranking_follows_the_classes_then_the_size(write) -> None:  # noqa: ANN0
     assert scores == sorted(scores, reverse=True)
 
 
-def test_only_and_ignore_filter_explanations_and_facts_alike(write) -> None:  # noqa: ANN001
+def test_only_and_ignore_filter_explanations_and_facts_alike(write) -> None:
     a = build_manifest(conda=replace(CONDA_PACKAGES, pytorch=("2.1.2", "py3.11_cpu_0")))
     b = build_manifest()
     paths = [str(write("a.toml", a)), str(write("b.toml", b))]
@@ -124,7 +124,7 @@ def _libs(ld: str | None) -> dict[str, Any]:
     return {"libraries": table}
 
 
-def test_ld_library_path_is_one_explanation_with_what_it_moved(write) -> None:  # noqa: ANN001
+def test_ld_library_path_is_one_explanation_with_what_it_moved(write) -> None:
     ld = "/usr/lib/x86_64-linux-gnu"
     result = _pair(write, build_manifest(stack=_libs(None)),
                    build_manifest(env={"LD_LIBRARY_PATH": ld}, stack=_libs(ld)))
@@ -142,7 +142,7 @@ def test_ld_library_path_is_one_explanation_with_what_it_moved(write) -> None:  
     assert [e.id for e in quiet.explanations] == ["plumbing:env:LD_LIBRARY_PATH"]
 
 
-def test_driver_accounts_for_driver_cuda_and_libcuda(write) -> None:  # noqa: ANN001
+def test_driver_accounts_for_driver_cuda_and_libcuda(write) -> None:
     def stack(driver: str, cuda: str, libcuda: str) -> dict[str, Any]:
         s = gpu_table("NVIDIA A100-SXM4-80GB", "8.0", driver=driver)
         s["gpu"]["cuda-driver-version"] = cuda
@@ -159,7 +159,7 @@ def test_driver_accounts_for_driver_cuda_and_libcuda(write) -> None:  # noqa: AN
     assert {c.key for c in ex.changes} == {"driver", "driver-cuda", "libcuda.so.1"}
 
 
-def test_scheduler_is_one_explanation_in_one_area(write) -> None:  # noqa: ANN001
+def test_scheduler_is_one_explanation_in_one_area(write) -> None:
     a = build_manifest(env={"SLURM_NNODES": "2", "SLURM_NTASKS": "8",
                             "SLURM_CPUS_PER_TASK": "4", "SLURM_GPUS_PER_TASK": "1",
                             "SLURM_PARTITION": "gpu", "SLURM_JOB_ID": "1"})
@@ -176,7 +176,7 @@ def test_scheduler_is_one_explanation_in_one_area(write) -> None:  # noqa: ANN00
                                            "SLURM_GPUS_PER_TASK", "SLURM_PARTITION"}
 
 
-def test_pip_packages_of_one_cuda_build(write) -> None:  # noqa: ANN001
+def test_pip_packages_of_one_cuda_build(write) -> None:
     """pip: a +cpu wheel against the PyPI CUDA wheel with its nvidia-* wheels."""
     def pip(version: str, nvidia: bool) -> list[PipPackage]:
         rows = [PipPackage(name="torch", version=version, location=SITE)]
@@ -197,7 +197,7 @@ def test_pip_packages_of_one_cuda_build(write) -> None:  # noqa: ANN001
         in ex.do
 
 
-def test_kb_edge_makes_a_consequence(write, tmp_path) -> None:  # noqa: ANN001
+def test_kb_edge_makes_a_consequence(write, tmp_path) -> None:
     """A lab's own causal link (--kb): its driver module also loads another MPI build."""
     kb = tmp_path / "lab.toml"
     kb.write_text('schema = 1\n[[edge]]\ncause = "driver"\naccounts = ["package:openmpi"]\n')

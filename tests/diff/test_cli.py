@@ -20,7 +20,7 @@ from .conftest import CONDA_PACKAGES, build_manifest, replace
 
 
 @pytest.fixture
-def drift(write) -> list[str]:  # noqa: ANN001
+def drift(write) -> list[str]:
     """Two envs differing in pandas, scikit-learn, pip, one env var and the core count."""
     a = build_manifest(conda=replace(CONDA_PACKAGES, pandas=("2.1.4", "py311h320fe9a_0"),
                                      scikit_learn=("1.3.2", "py311hc009520_1"),
@@ -55,7 +55,7 @@ def test_tooling_never_explains(drift: list[str]) -> None:
     assert (pip["change"], pip["class"]) == ("major", "tooling")
 
 
-def test_limit_and_all(write) -> None:  # noqa: ANN001
+def test_limit_and_all(write) -> None:
     bumped = [(n, f"{v}.1" if n not in ("python", "python_abi") else v, b)
               for n, v, b in CONDA_PACKAGES]
     paths = [str(write("a.toml", build_manifest())),
@@ -126,7 +126,7 @@ def test_only_unknown_area(drift: list[str]) -> None:
                                  "code, package, python, cpu, env, platform, target)")
 
 
-def test_compiler_rebuild_joins_the_package_explanation(write) -> None:  # noqa: ANN001
+def test_compiler_rebuild_joins_the_package_explanation(write) -> None:
     def toolchain(gcc: str) -> dict:
         return {"toolchain": {"status": "ok", "built-with": [
             {"package": "numpy", "path": "/x/numpy/_core/_multiarray_umath.so",
@@ -147,7 +147,7 @@ def test_compiler_rebuild_joins_the_package_explanation(write) -> None:  # noqa:
     assert result.explanations[0].id == "compilers:toolchain:numpy built with"
 
 
-def test_failed_probes(write) -> None:  # noqa: ANN001
+def test_failed_probes(write) -> None:
     a = build_manifest()
     b = build_manifest()
     b["git"] = {"status": "timeout", "source": "git", "error": "git status took over 10 s"}
@@ -164,7 +164,7 @@ def test_failed_probes(write) -> None:  # noqa: ANN001
     assert state.values == (None, "git timeout: git status took over 10 s")
 
 
-def test_unknown_table_is_compared_generically(write) -> None:  # noqa: ANN001
+def test_unknown_table_is_compared_generically(write) -> None:
     def libs(cudnn: str) -> dict:
         # a table this envlock has no extractor for (from a newer envlock)
         return {"accelerators": {"status": "ok", "source": "loader model", "resolved": [
@@ -180,7 +180,7 @@ def test_unknown_table_is_compared_generically(write) -> None:  # noqa: ANN001
     assert result.identical["accelerators"] == 5  # sonames, libstdc++ version, search settings
 
 
-def test_libraries_compared_by_owner_not_path(write) -> None:  # noqa: ANN001
+def test_libraries_compared_by_owner_not_path(write) -> None:
     """[libraries]: the same package's copy under another prefix is no difference; a copy that
     no package owns (case C01: a module tree on LD_LIBRARY_PATH) is, and ranks as CUDA libs."""
     def libs(prefix: str, cudnn_owner: str | None, cudnn_path: str) -> dict:

@@ -43,7 +43,7 @@ def _spans(text: str) -> list[str]:
 @functools.lru_cache(maxsize=1)
 def _pip_install() -> Any:
     """pip's own ``install`` command, whose option parser is the oracle."""
-    from pip._internal.commands import create_command  # noqa: PLC0415
+    from pip._internal.commands import create_command
 
     return create_command("install")
 
@@ -64,7 +64,7 @@ def check_command(cmd: str) -> str:
         if "--index-url" in argv:
             assert options.index_url.startswith("https://download.pytorch.org/whl/"), cmd
     elif argv[:2] == ["conda", "install"]:
-        from rattler import MatchSpec  # noqa: PLC0415
+        from rattler import MatchSpec
 
         rest = argv[2:]
         specs = []
@@ -134,9 +134,9 @@ def test_every_generated_blas_fix_parses(channel: str | None) -> None:
 
 
 def test_the_lock_extra_is_worded_as_the_readme() -> None:
-    from pathlib import Path  # noqa: PLC0415
+    from pathlib import Path
 
-    import envlock.lock._tools as tools  # noqa: PLC0415
+    import envlock.lock._tools as tools
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     assert "pip install '.[lock]'" in readme

@@ -179,7 +179,7 @@ def test_pylock_without_packaging_pylock(monkeypatch: pytest.MonkeyPatch) -> Non
     assert foreign.read(FIXTURES / "pylock.toml") == expected
 
 
-def test_json_manifest_against_toml(write, tmp_path: Path) -> None:  # noqa: ANN001
+def test_json_manifest_against_toml(write, tmp_path: Path) -> None:
     data = build_manifest()
     (tmp_path / "a.json").write_text(json.dumps(data), encoding="utf-8")
     result = diff([tmp_path / "a.json", write("b.toml", data)])

@@ -47,7 +47,7 @@ def _good() -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("mutate", "message"), [b[1:] for b in BAD], ids=[b[0] for b in BAD])
-def test_wrong_type_is_one_line(write, mutate, message: str) -> None:  # noqa: ANN001
+def test_wrong_type_is_one_line(write, mutate, message: str) -> None:
     data = _good()
     assert data["pip"]["packages"][-1]["name"] == "zlib-tools"
     mutate(data)
@@ -75,12 +75,12 @@ def test_shapes_are_the_models() -> None:
     assert got["libraries"]["resolved"][0]["owner-kind"] is str
 
 
-def _header_only(write, name: str) -> Path:  # noqa: ANN001
+def _header_only(write, name: str) -> Path:
     path = write(name, {"envlock": {"schema": 1}})
     return path
 
 
-def test_header_only_manifests_are_not_identical(write) -> None:  # noqa: ANN001
+def test_header_only_manifests_are_not_identical(write) -> None:
     a, b = _header_only(write, "a.toml"), _header_only(write, "b.toml")
     res = CliRunner().invoke(cli, ["diff", str(a), str(b)])
     assert res.exit_code == 2
@@ -88,14 +88,14 @@ def test_header_only_manifests_are_not_identical(write) -> None:  # noqa: ANN001
                           "(no table envlock diff reads)\n")
 
 
-def test_header_only_against_a_real_manifest(write) -> None:  # noqa: ANN001
+def test_header_only_against_a_real_manifest(write) -> None:
     a, b = _header_only(write, "a.toml"), write("b.toml", build_manifest())
     with pytest.raises(NothingToCompareError, match=r"^nothing to compare: a\.toml, b\.toml "
                        r"have no fact in common \(not compared: code: a\.toml lacks it; "):
         diff([a, b])
 
 
-def test_everything_ignored_is_nothing_to_compare(write) -> None:  # noqa: ANN001
+def test_everything_ignored_is_nothing_to_compare(write) -> None:
     a, b = write("a.toml", build_manifest()), write("b.toml", build_manifest())
     assert diff([a, b]).differ is False
     res = CliRunner().invoke(cli, ["diff", str(a), str(b), "--ignore", "*"])
@@ -103,7 +103,7 @@ def test_everything_ignored_is_nothing_to_compare(write) -> None:  # noqa: ANN00
     assert "have no fact in common after --only/--ignore" in res.output
 
 
-def test_three_header_only_manifests(write) -> None:  # noqa: ANN001
+def test_three_header_only_manifests(write) -> None:
     paths = [_header_only(write, f"n{i}.toml") for i in range(3)]
     with pytest.raises(NothingToCompareError):
         diff(paths)

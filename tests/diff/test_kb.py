@@ -31,7 +31,7 @@ do = {do}
 
 
 @pytest.fixture
-def pair(write) -> list[str]:  # noqa: ANN001
+def pair(write) -> list[str]:
     a = build_manifest(conda=replace(CONDA_PACKAGES, pandas=("2.1.4", "py311h320fe9a_0")))
     return [str(write("a.toml", a)), str(write("b.toml", build_manifest()))]
 

@@ -14,7 +14,7 @@ from envlock.diff.engine import ManyDiff
 from .conftest import build_manifest, gpu_table
 
 
-def write_cluster(write, directory: Path, *, odd: int = 17, n: int = 32) -> None:  # noqa: ANN001
+def write_cluster(write, directory: Path, *, odd: int = 17, n: int = 32) -> None:
     """n node manifests of one Slurm job; node ``odd`` has an older driver."""
     for i in range(1, n + 1):
         driver = "535.104.05" if i == odd else "550.54.14"
@@ -62,7 +62,7 @@ def test_directory_without_manifests(tmp_path: Path) -> None:
     assert res.output == f"Error: {tmp_path}: directory holds no *.toml manifest\n"
 
 
-def _five(write, directory: Path, drivers: list[str]) -> None:  # noqa: ANN001
+def _five(write, directory: Path, drivers: list[str]) -> None:
     """Five node manifests n1…n5 with these GPU drivers."""
     for i, driver in enumerate(drivers, 1):
         write(f"n{i}.toml", build_manifest(host=f"n{i}", stack=gpu_table(

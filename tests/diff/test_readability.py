@@ -34,7 +34,7 @@ def _libraries(gomp: str) -> dict[str, Any]:
     return {"libraries": {"status": "ok", "source": "loader model", "resolved": rows}}
 
 
-def test_long_file_names_and_paths_stay_on_one_line(write, tmp_path, monkeypatch) -> None:  # noqa: ANN001
+def test_long_file_names_and_paths_stay_on_one_line(write, tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     write("vm-nojob.toml", build_manifest(host="vm", stack=_libraries("conda")))
     write("gra-login3-with-modules.toml", build_manifest(
@@ -77,7 +77,7 @@ def test_layout_never_wraps_and_ellipsizes_in_the_middle() -> None:
     assert len(cell) <= 20 and cell.count("13.0.96") == 2
 
 
-def test_piped_output_is_never_cut(write, tmp_path, monkeypatch) -> None:  # noqa: ANN001
+def test_piped_output_is_never_cut(write, tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     write("vm-nojob.toml", build_manifest(host="vm", stack=_libraries("conda")))
     write("gra-login3-with-modules.toml", build_manifest(
@@ -95,7 +95,7 @@ def test_piped_output_is_never_cut(write, tmp_path, monkeypatch) -> None:  # noq
     assert all(len(x) <= 100 or " " not in x.strip() for x in lines)
 
 
-def test_generic_table_facts_rank_below_classified_ones(write) -> None:  # noqa: ANN001
+def test_generic_table_facts_rank_below_classified_ones(write) -> None:
     # [ldpaths] is a table this envlock has no extractor for (a newer envlock, another branch):
     # its facts are flattened with raw keys and must not lead the explanations.
     def ldpaths(realpath: str) -> dict[str, Any]:

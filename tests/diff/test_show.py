@@ -33,7 +33,7 @@ def _stack() -> dict:
     return stack
 
 
-def test_summary_has_what_a_person_asks_wrapped(write) -> None:  # noqa: ANN001
+def test_summary_has_what_a_person_asks_wrapped(write) -> None:
     path = write("ws.toml", build_manifest(env={"MKL_CBWR": "COMPATIBLE",
                                                 "OMP_NUM_THREADS": "16",
                                                 "CUBLAS_WORKSPACE_CONFIG": ":4096:8"},
@@ -59,7 +59,7 @@ def test_summary_has_what_a_person_asks_wrapped(write) -> None:  # noqa: ANN001
     assert "\npip " not in key and "\nsetuptools " not in key
 
 
-def test_all_lists_every_package(write) -> None:  # noqa: ANN001
+def test_all_lists_every_package(write) -> None:
     data = build_manifest()
     path = write("ws.toml", data)
     res = CliRunner().invoke(cli, ["show", str(path), "--all"])
@@ -73,7 +73,7 @@ def test_all_lists_every_package(write) -> None:  # noqa: ANN001
 
 
 @pytest.mark.parametrize("source", ["example", "built"])
-def test_format_json_round_trips(write, tmp_path: Path, source: str) -> None:  # noqa: ANN001
+def test_format_json_round_trips(write, tmp_path: Path, source: str) -> None:
     path = EXAMPLE if source == "example" else write("ws.toml", build_manifest(stack=_stack()))
     res = CliRunner().invoke(cli, ["show", str(path), "--format", "json"])
     assert res.exit_code == 0, res.output

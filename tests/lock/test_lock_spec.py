@@ -64,7 +64,7 @@ def test_solve_writes_a_lock_conda_lock_accepts(tmp_path, conda_channel):
     by_name = {p.name: p for p in doc.package}
     tool_file = conda_channel / "noarch" / "tool-0.5-pyh_0.tar.bz2"
     assert by_name["tool"].url == tool_file.as_uri()
-    assert by_name["tool"].hash.md5 == hashlib.md5(tool_file.read_bytes()).hexdigest()  # noqa: S324
+    assert by_name["tool"].hash.md5 == hashlib.md5(tool_file.read_bytes()).hexdigest()
     assert by_name["tool"].hash.sha256 == hashlib.sha256(tool_file.read_bytes()).hexdigest()
     assert by_name["tool"].dependencies == {"liba": ">=1"}
     assert by_name["zlib-ng"].url.endswith("/linux-64/zlib-ng-2.2.4-h7955e40_1.conda")
@@ -320,7 +320,7 @@ def test_conda_lock_renders_the_lock_for_conda(tmp_path, conda_channel):
     liba = conda_channel / "linux-64" / "liba-1.0-h0_0.tar.bz2"
     tool = conda_channel / "noarch" / "tool-0.5-pyh_0.tar.bz2"
     # Dependencies first (conda-lock sorts topologically), each URL with its md5.
-    assert urls == [f"{p.as_uri()}#{hashlib.md5(p.read_bytes()).hexdigest()}"  # noqa: S324
+    assert urls == [f"{p.as_uri()}#{hashlib.md5(p.read_bytes()).hexdigest()}"
                     for p in (liba, tool)]
     assert "@EXPLICIT" in text
 

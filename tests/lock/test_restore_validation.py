@@ -15,11 +15,12 @@ from envlock.lock import _condalock
 from envlock.formats._load import load_yaml
 from envlock.formats.locks import check_conda_lock_layout
 from envlock.lock._restore import validate_lockfile
+from envlock.manifest import CondaPackage
 
 
 def _check_conda_lock_layout(path: Path, text: str) -> None:
     check_conda_lock_layout(load_yaml(text, str(path)), str(path))
-from envlock.manifest import CondaPackage
+
 
 pytestmark = pytest.mark.usefixtures("offline_pip")
 

@@ -82,7 +82,7 @@ def test_garbage_answer_is_recorded(tmp_path: Path) -> None:
 def test_real_interpreter_query() -> None:
     info = query_interpreter(resolve_target(python=sys.executable))
     assert info.status == "ok"
-    assert info.version == "%d.%d.%d" % sys.version_info[:3]
+    assert info.version == "{}.{}.{}".format(*sys.version_info[:3])
     assert info.base_prefix == sys.base_prefix
     assert "" not in info.path
 

@@ -196,7 +196,7 @@ class _Vfs:
 def test_inode_exhaustion_is_named_simulated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     real_open = os.open
 
-    def full(path, flags, *a, **k):  # noqa: ANN001, ANN202
+    def full(path, flags, *a, **k):
         if Path(os.fsdecode(path)) == tmp_path or ".tmp" in os.fsdecode(path):
             raise OSError(errno.ENOSPC, "No space left on device", os.fsdecode(path))
         return real_open(path, flags, *a, **k)

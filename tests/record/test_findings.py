@@ -12,7 +12,7 @@ from envlock.record.supervise import exit_code_of
 GIB = 2**30
 
 
-def _f(**kw):  # noqa: ANN003, ANN202
+def _f(**kw):
     base = dict(outcome="succeeded", exit_status=0, signal=None, received=(), wall=10.0,
                 end=None, resources=None, granted=None, children=(), keep_children=False)
     base.update(kw)

@@ -62,7 +62,7 @@ def test_native_pool_never_loads_a_library() -> None:
     assert not any(os.path.basename(p).startswith("libgomp") for p in mapped_libraries())
 
 
-def test_record_writes_rank_file(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_record_writes_rank_file(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SLURM_PROCID", "5")
     monkeypatch.delenv("RANK", raising=False)

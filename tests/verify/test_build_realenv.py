@@ -102,7 +102,7 @@ def test_torch_itself_agrees_on_cuda_home_and_arch_flags(cuda_venv, tmp_path):
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path), "LC_ALL": "C"}
     r = subprocess.run([str(cuda_venv / "bin/python"), "-c", ORACLE], check=True, env=env, cwd=tmp_path,
                        capture_output=True, text=True, timeout=300)
-    told = json.loads(next(l for l in r.stdout.splitlines() if l.startswith("ORACLE"))[6:])
+    told = json.loads(next(line for line in r.stdout.splitlines() if line.startswith("ORACLE"))[6:])
     b = probe_build(env=env, prefix=str(cuda_venv), site_dirs=[str(_site(cuda_venv))])
     assert told["cuda_home"] == b.cuda_home
     doc = json.loads(subprocess.run(

@@ -8,8 +8,9 @@ computed once per verify run and shared by the checks.  Finding ids, in check or
   ``build.cuda-minor-mismatch``, ``build.cuda-home-incomplete`` — the toolkit
   (torch's ``_find_cuda_home`` / ``_check_cuda_version``);
 * ``build.compiler-missing``, ``build.host-compiler-unsupported``,
-  ``build.compiler-rejected-by-torch``, ``build.compiler-differs`` — the compilers (the toolkit's ``host_config.h``, NVIDIA's table
-  :data:`envlock.nvidia.HOST_COMPILERS`, torch's ``CUDA_GCC_VERSIONS``);
+  ``build.compiler-rejected-by-torch``, ``build.compiler-differs`` — the compilers (the toolkit's
+  ``host_config.h``, NVIDIA's table :data:`envlock.nvidia.HOST_COMPILERS`, torch's
+  ``CUDA_GCC_VERSIONS``);
 * ``build.old-cxx-abi`` — torch's ``_GLIBCXX_USE_CXX11_ABI``;
 * ``build.libstdcxx-too-old`` — the libstdc++ loaded vs what a new build may need;
 * ``build.arch-list-invalid``, ``build.arch-list-missing-gpu``, ``build.arch-list-unset``;
@@ -72,8 +73,8 @@ def build_facts(ctx: Any, *, libraries: bool = False) -> Any:
         libstdc++ loaded); without them the ELF reader is not even imported.
     """
     live = ctx.live
-    if not libraries and "build+libraries" in live._values:  # noqa: SLF001
-        return live._values["build+libraries"]  # noqa: SLF001
+    if not libraries and "build+libraries" in live._values:
+        return live._values["build+libraries"]
 
     def compute() -> Any:
         from envlock.probes.buildenv import probe_build  # noqa: PLC0415
@@ -82,7 +83,7 @@ def build_facts(ctx: Any, *, libraries: bool = False) -> Any:
         return probe_build(env=live.environ, prefix=live.target.prefix, site_dirs=site, runner=live.runner,
                            timeout=live.command_timeout(5.0),
                            root=Path(live.root), virtual=(), libraries=libraries)
-    return live._get("build+libraries" if libraries else "build", compute)  # noqa: SLF001 - Live's fact cache
+    return live._get("build+libraries" if libraries else "build", compute)  # Live's fact cache
 
 
 def _gpu(ctx: Any) -> Any:
@@ -123,7 +124,8 @@ def _toolkit(ctx: Any, *, required: bool) -> list[Finding]:
             title=f"no CUDA toolkit for a build against {_torch_label(b)} (CUDA {b.torch_cuda})",
             cause="torch.utils.cpp_extension finds no CUDA home: a CUDAExtension build fails with "
                   "\"OSError: CUDA_HOME environment variable is not set\".",
-            evidence=(f"lookup order {' → '.join(b.cuda_home_order)} (from {b.cuda_home_order_source}): nothing found",),
+            evidence=(f"lookup order {' → '.join(b.cuda_home_order)} (from {b.cuda_home_order_source}): "
+                      "nothing found",),
             fix=(f"Install a CUDA {b.torch_cuda} toolkit and export CUDA_HOME=<its directory>",
                  f"or conda install -c nvidia cuda-nvcc={b.torch_cuda} (its nvcc is then on PATH)"),
         )]
@@ -132,7 +134,8 @@ def _toolkit(ctx: Any, *, required: bool) -> list[Finding]:
     if b.nvcc_error or not b.nvcc_release:
         out.append(Finding(
             id="build.nvcc-failed", severity="error",
-            title=f"the CUDA home a build will use ({b.cuda_home}, found by {b.cuda_home_found_by}) has no working nvcc",
+            title=f"the CUDA home a build will use ({b.cuda_home}, found by {b.cuda_home_found_by}) "
+                  "has no working nvcc",
             cause="torch's _check_cuda_version runs <CUDA home>/bin/nvcc --version: the build stops "
                   "(FileNotFoundError \"nvcc not found at …\", or the command fails).",
             evidence=(*ev, b.nvcc_error or "no release in nvcc --version"),
@@ -289,7 +292,8 @@ def check_build_compiler(ctx: Any) -> list[Finding]:
                           f"of {c.command} ({c.version}) is {'greater' if v >= hi else 'less'} than the "
                           f"{'maximum' if v >= hi else 'minimum'} required version by CUDA {b.nvcc_release}\".",
                     evidence=(f"C++ compiler: {c.command} → {c.path} ({c.found_by}), gcc {c.version}",
-                              f"torch/utils/cpp_extension.py CUDA_GCC_VERSIONS['{b.nvcc_release}']: {b.torch_gcc_bounds}"),
+                              f"torch/utils/cpp_extension.py CUDA_GCC_VERSIONS['{b.nvcc_release}']: "
+                              f"{b.torch_gcc_bounds}"),
                     fix=("export CXX=<a g++ within the bounds> (and CC=<the matching gcc>)",
                          "or TORCH_DONT_CHECK_COMPILER_ABI=1 to skip torch's check (nvcc's own still applies)"),
                 ))
@@ -459,7 +463,8 @@ def check_build_virtual(ctx: Any) -> list[Finding]:
         if not driver:
             out.append(Finding(
                 id="build.cuda-override", severity="warning" if needs else "info",
-                title=f"CONDA_OVERRIDE_CUDA={v} makes conda's solver believe in CUDA {v}; this node has no NVIDIA driver",
+                title=f"CONDA_OVERRIDE_CUDA={v} makes conda's solver believe in CUDA {v}; "
+                      "this node has no NVIDIA driver",
                 cause="conda's __cuda virtual package is the CUDA the driver supports; the override replaces it, so "
                       "solves here pick CUDA builds that cannot run on this node.",
                 evidence=(f"CONDA_OVERRIDE_CUDA={v} → __cuda={v}", node, *need_ev),

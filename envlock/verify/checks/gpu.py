@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from envlock.findings import Finding
+from envlock.findings import Finding, Severity
 from envlock.nvidia import (
     assess_arch,
     assess_driver,
@@ -168,7 +168,7 @@ def check_cpu_build(ctx: Context) -> list[Finding]:
     reasons: list[str] = []
     exp = expected_torch(ctx.expected)
     meant_cpu = exp is not None and exp.build == "cpu"
-    severity = "error"
+    severity: Severity = "error"
     if exp is not None and exp.build == "cuda":
         reasons.append(f"{exp.evidence} (a CUDA {exp.cuda or ''} build)".replace(" )", ")"))
     allocated = ctx.gpus_allocated()
@@ -185,15 +185,18 @@ def check_cpu_build(ctx: Context) -> list[Finding]:
         return []
     want = exp.cuda if exp is not None and exp.build == "cuda" else None
     index = f"https://download.pytorch.org/whl/cu{want.replace('.', '')}" if want else "https://download.pytorch.org/whl/cu<XY>"
+    want_version = exp.version if want and exp is not None else None
+    pin = (want_version if want_version else torch.version or "").split("+")[0]
     return [Finding(
         id="gpu.cpu-only-build",
         severity=severity,
         title=f"{_label(torch)} is a CPU-only build"
-              + (f"; the manifest expects a CUDA {want} build ({exp.version})" if want else "; GPUs are available to this job"),
+              + (f"; the manifest expects a CUDA {want} build ({want_version})" if want
+                 else "; GPUs are available to this job"),
         cause="torch.cuda.is_available() will be False: every tensor stays on the CPU "
               "(a CPU wheel, or a conda solve that fell back to a *_cpu_* build).",
         evidence=(*_evidence(torch), *reasons),
-        fix=(f"pip install 'torch=={(exp.version if want and exp.version else torch.version or '').split('+')[0]}' --index-url {index}",
+        fix=(f"pip install 'torch=={pin}' --index-url {index}",
              # the pytorch channel's pytorch-cuda exists for CUDA 11.6-12.4 only (torch <= 2.5)
              f"conda: install a CUDA build (`conda install -c pytorch -c nvidia pytorch "
              f"pytorch-cuda={want}`)" if want in ("11.6", "11.7", "11.8", "12.1", "12.4") else
@@ -361,7 +364,8 @@ def check_arch(ctx: Context) -> list[Finding]:
                     evidence=ev,
                     fix=((f"Install a build that includes {sm_name(cc)}; PyTorch's "
                           + ", ".join(fits) + f" wheels list {cc} (lists vary by release)") if fits
-                         else f"Install or build a version that includes {sm_name(cc)} (TORCH_CUDA_ARCH_LIST=\"{cc}\").",
+                         else f"Install or build a version that includes {sm_name(cc)} "
+                              f"(TORCH_CUDA_ARCH_LIST=\"{cc}\").",
                          "Or run on GPUs the build supports."),
                 ))
             elif verdict.mode == "ptx":

@@ -44,7 +44,8 @@ def check_output_dir(ctx: Context) -> list[Finding]:
             id="output.missing", severity="error",
             title=f"output directory {d} does not exist",
             cause="The job would fail when it first writes a result (or checkpoint).",
-            evidence=(f"{d}: no such directory", f"parent {parent} {'exists' if os.path.isdir(parent) else 'does not exist'}"),
+            evidence=(f"{d}: no such directory",
+                      f"parent {parent} {'exists' if os.path.isdir(parent) else 'does not exist'}"),
             fix=(f"mkdir -p {d}  (in the job script, before the program starts)",),
         )]
     import tempfile  # noqa: PLC0415
@@ -86,7 +87,8 @@ def check_output_dir(ctx: Context) -> list[Finding]:
             cause="Writes fail with ENOSPC (\"No space left on device\") part-way, often leaving a "
                   "truncated checkpoint.",
             evidence=(f"statvfs({d}): f_bavail {st.f_bavail} × f_frsize {st.f_frsize} = {free} bytes",
-                      f"threshold min-free-space = {need} bytes" + (f" ({ctx.config.source})" if ctx.config.source else " (default)")),
+                      f"threshold min-free-space = {need} bytes"
+                      + (f" ({ctx.config.source})" if ctx.config.source else " (default)")),
             fix=("Free space or write elsewhere; lower min-free-space in [tool.envlock.verify] if the job "
                  "writes little.",),
         ))

@@ -142,7 +142,8 @@ def _compare(
                      + (f"  (or recreate the environment from {source})"),),
             ))
             continue
-        if kind == "conda" and ((exp_b and live_b and exp_b != live_b) or (exp_md5 and live_md5 and exp_md5 != live_md5)):
+        if kind == "conda" and ((exp_b and live_b and exp_b != live_b)
+                                or (exp_md5 and live_md5 and exp_md5 != live_md5)):
             detail = (f"build {live_b} vs {exp_b}" if exp_b != live_b else f"md5 {live_md5} vs {exp_md5}")
             out.append(Finding(
                 id="packages.build-mismatch",
@@ -215,7 +216,8 @@ def check_lock_packages(ctx: Context) -> list[Finding]:
                     id="packages.missing", severity="error",
                     title=f"{source} holds conda packages but the target is not a conda environment",
                     cause=f"The target {ctx.live.target.prefix} has no conda-meta/ directory.",
-                    evidence=(f"target kind: {ctx.live.target.kind}", f"{len(conda_entries)} conda packages in {lock.path}"),
+                    evidence=(f"target kind: {ctx.live.target.kind}",
+                              f"{len(conda_entries)} conda packages in {lock.path}"),
                     fix=("Point verify at the conda prefix (--prefix), or create it from the lock "
                          "(envlock restore / conda-lock install).",),
                 ))
@@ -296,8 +298,9 @@ def check_shadowed(ctx: Context) -> list[Finding]:
             id="packages.shadowed",
             severity="warning",
             title=f"{p.name} {p.version} from {p.location} hides " + ", ".join(p.shadowed),
-            cause=f"The first copy on sys.path wins at import{f' ({why} comes before the environment)' if why else ''}; "
-                  "the environment's own copy is never used.",
+            cause="The first copy on sys.path wins at import"
+                  + (f" ({why} comes before the environment)" if why else "")
+                  + "; the environment's own copy is never used.",
             evidence=(f"imported: {p.name} {p.version} at {p.location}",
                       *(f"hidden: {s}" for s in p.shadowed)),
             fix=fix,
