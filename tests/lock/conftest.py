@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import io
 import json
@@ -22,40 +21,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pytest
+from _wheels import make_wheel
 
 EPOCH = 1_700_000_000
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
-def make_wheel(dest: Path, name: str, version: str, requires: Iterable[str] = ()) -> Path:
-    """Write ``<name>-<version>-py3-none-any.whl`` into ``dest`` and return its path."""
-    dist = name.replace("-", "_")
-    info = f"{dist}-{version}.dist-info"
-    files = {
-        f"{dist}/__init__.py": f"__version__ = {version!r}\n",
-        f"{info}/METADATA": (
-            f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-            + "".join(f"Requires-Dist: {r}\n" for r in requires)
-        ),
-        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: envlock-tests\nRoot-Is-Purelib: true\n"
-        "Tag: py3-none-any\n",
-    }
-    record = "".join(
-        f"{path},sha256={_b64(text.encode())},{len(text.encode())}\n"
-        for path, text in files.items()
-    )
-    files[f"{info}/RECORD"] = record + f"{info}/RECORD,,\n"
-    dest.mkdir(parents=True, exist_ok=True)
-    path = dest / f"{dist}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
-        for member, text in files.items():
-            zi = zipfile.ZipInfo(member, (2020, 1, 1, 0, 0, 0))
-            zi.external_attr = 0o644 << 16
-            zf.writestr(zi, text)
-    return path
 
 
 def _tar(members: Mapping[str, bytes], mode: str, fileobj: io.BytesIO) -> None:

@@ -7,35 +7,16 @@ import hashlib
 import os
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
+from _wheels import make_wheel
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def _record_hash(data: bytes) -> str:
     return "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
-def make_wheel(directory: Path, name: str, version: str, modules: dict[str, str] | None = None) -> Path:
-    """Write a pure-Python wheel (PEP 427) named ``name-version-py3-none-any.whl``."""
-    dist = name.replace("-", "_")
-    modules = modules or {f"{dist}/__init__.py": f"__version__ = {version!r}\n"}
-    info = f"{dist}-{version}.dist-info"
-    files = dict(modules)
-    files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\nA test package.\n"
-    files[f"{info}/WHEEL"] = "Wheel-Version: 1.0\nGenerator: envlock-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
-    record = [f"{path},{_record_hash(text.encode())},{len(text.encode())}" for path, text in files.items()]
-    record.append(f"{info}/RECORD,,")
-    files[f"{info}/RECORD"] = "\n".join(record) + "\n"
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"{dist}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as zf:
-        for p, text in files.items():
-            zf.writestr(p, text)
-    return path
 
 
 def pip_install(python: Path, *args: str, index: bool = False) -> None:

@@ -9,15 +9,13 @@ change version and nothing else.  ``tied`` 2.0 requires ``tiedto>=2`` (a pin tha
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import os
 import subprocess
-import zipfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pytest
+from _wheels import make_wheel
 from click.testing import CliRunner
 
 NUMSUM = {
@@ -32,33 +30,6 @@ CMD = ("import numsum, os\n"
        "print('sum=%r' % numsum.total(list(reversed(xs)) if both else xs))\n")
 
 
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-
-
-def make_wheel(dest: Path, name: str, version: str, code: str = "",
-               requires: Iterable[str] = ()) -> Path:
-    dist = name.replace("-", "_")
-    info = f"{dist}-{version}.dist-info"
-    files: Mapping[str, str] = {
-        f"{dist}/__init__.py": f"__version__ = {version!r}\n{code}",
-        f"{info}/METADATA": (f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
-                             + "".join(f"Requires-Dist: {r}\n" for r in requires)),
-        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: envlock-tests\nRoot-Is-Purelib: true\n"
-                         "Tag: py3-none-any\n",
-    }
-    record = "".join(f"{p},sha256={_b64(t.encode())},{len(t.encode())}\n" for p, t in files.items())
-    files = {**files, f"{info}/RECORD": record + f"{info}/RECORD,,\n"}
-    dest.mkdir(parents=True, exist_ok=True)
-    path = dest / f"{dist}-{version}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
-        for member, text in files.items():
-            zi = zipfile.ZipInfo(member, (2020, 1, 1, 0, 0, 0))
-            zi.external_attr = 0o644 << 16
-            zf.writestr(zi, text)
-    return path
-
-
 UNRELATED = [f"p{i:02d}" for i in range(1, 12)]
 
 
@@ -66,12 +37,12 @@ UNRELATED = [f"p{i:02d}" for i in range(1, 12)]
 def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("bisect-wheels")
     for version, code in NUMSUM.items():
-        make_wheel(root, "numsum", version, code)
+        make_wheel(root, "numsum", version, code=code)
         # the same code as a minor release, sorted last by name: no size or name ranks it first
-        make_wheel(root, "zsum", {"1.0": "1.0", "2.0": "1.1"}[version], code)
+        make_wheel(root, "zsum", {"1.0": "1.0", "2.0": "1.1"}[version], code=code)
     for name in ("flipa", "flipb"):
-        make_wheel(root, name, "1.0", FLIP.format(flip=False))
-        make_wheel(root, name, "2.0", FLIP.format(flip=True))
+        make_wheel(root, name, "1.0", code=FLIP.format(flip=False))
+        make_wheel(root, name, "2.0", code=FLIP.format(flip=True))
     for name in UNRELATED:
         for version in ("1.0", "1.1"):
             make_wheel(root, name, version)
