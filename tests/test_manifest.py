@@ -121,13 +121,17 @@ def test_force_writes_through_symlink_and_into_special_files(tmp_path: Path) -> 
     assert link.is_symlink() and real.read_bytes() == GOLDEN.read_bytes()
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    import threading
-
-    got: list[bytes] = []
-    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
-    reader.start()
-    m.write(fifo, force=True)
-    reader.join(10)
+    # a reader that holds the FIFO open before the write (as a consumer of `-o fifo --force`
+    # would); the manifest (4 KiB) fits the pipe buffer, so it is read after the write returns
+    rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        m.write(fifo, force=True)
+        chunks = []
+        while chunk := os.read(rfd, 65536):
+            chunks.append(chunk)
+    finally:
+        os.close(rfd)
+    got = [b"".join(chunks)]
     assert stat.S_ISFIFO(fifo.stat().st_mode)
     assert got == [GOLDEN.read_bytes()]
     with pytest.raises(OSError, match="No space left"):

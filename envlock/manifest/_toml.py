@@ -239,7 +239,16 @@ def atomic_write(path: Path, text: str, *, force: bool = False) -> None:
             except FileNotFoundError:
                 st = None
         if st is not None and not stat.S_ISREG(st.st_mode):
-            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            # O_NONBLOCK: a FIFO without a reader is an error (ENXIO) at once, not a hang; once
+            # open, write in blocking mode so that a manifest larger than the pipe buffer is
+            # written whole as the reader drains it
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:
+                    raise OSError(exc.errno, "a FIFO that no process is reading", str(path)) from None
+                raise
+            os.set_blocking(fd, True)
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
             return
