@@ -99,6 +99,10 @@ def main(argv: list[str] | None = None) -> Any:
         exc.show()
         sys.exit(exc.exit_code)
     except (click.exceptions.Abort, KeyboardInterrupt):
+        # children run in their own process groups (so a hung one can be killed whole): end
+        # every one still running, so that no interpreter query outlives envlock
+        if "envlock._run" in sys.modules:
+            sys.modules["envlock._run"].cancel_all()
         click.echo("Error: interrupted", err=True)
         sys.exit(130)
     sys.exit(rv if isinstance(rv, int) else 0)

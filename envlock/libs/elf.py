@@ -30,7 +30,9 @@ the GNU extensions (glibc ``elf/elf.h``).
 from __future__ import annotations
 
 import json
+import errno
 import mmap
+import stat
 import os
 import struct
 import operator
@@ -558,9 +560,13 @@ def _file_id(st: os.stat_result) -> tuple[int, int, int, int]:
 
 def _open_buf(path: str) -> tuple[Any, int, Any]:
     """(buffer, size, closer) for ``path``: an mmap, or bytes for small/special files."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    # O_NONBLOCK: opening a FIFO must not wait for a writer (ld.so itself would block there;
+    # envlock reports the file instead of hanging)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
         st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, a device or a socket)")
         size = st.st_size
         if size >= 65536:
             try:

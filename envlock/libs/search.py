@@ -490,8 +490,19 @@ class Process:
         """
         import errno  # noqa: PLC0415
 
+        import stat  # noqa: PLC0415
+
         try:
-            with open(self._host(path), "rb") as f:
+            # O_NONBLOCK: a FIFO on a search path would make ld.so wait for a writer forever;
+            # the model says so instead of waiting with it
+            fd = os.open(self._host(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode):
+                os.close(fd)
+                return ("fatal", "cannot read file data: not a regular file (ld.so would block "
+                                 "reading it)")
+            os.set_blocking(fd, True)
+            with os.fdopen(fd, "rb") as f:
                 head = f.read(64)
                 v = check_ident(head, self.config.host)
                 if v.status == "ok":

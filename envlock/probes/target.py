@@ -132,6 +132,7 @@ def resolve_target(
                 raise TargetError(f"--python {python}: no such interpreter")
             exe = Path(found)
         exe = Path(os.path.abspath(exe))
+        _check_interpreter_file(exe, python)
         root = _prefix_of(exe)
         return ResolvedTarget(kind=target_kind(root), prefix=str(root), python=str(exe), chosen_by="--python")
     if prefix:
@@ -159,6 +160,27 @@ def resolve_target(
     root = _prefix_of(exe)
     return ResolvedTarget(kind=target_kind(root), prefix=str(root), python=str(exe), chosen_by="PATH",
                           skipped=tuple(skipped))
+
+
+def _check_interpreter_file(exe: Path, given: str) -> None:
+    """Refuse, before anything opens or runs it, a ``--python`` that cannot be an interpreter:
+    a FIFO (opening it would wait for a writer forever), a directory, a device, or a file
+    without execute permission.
+
+    :raises TargetError: one line naming what the path is.
+    """
+    import stat  # noqa: PLC0415
+
+    try:
+        st = os.stat(exe)
+    except OSError as exc:
+        raise TargetError(f"--python {given}: cannot be read ({exc.strerror})") from None
+    if not stat.S_ISREG(st.st_mode):
+        what = ("a directory" if stat.S_ISDIR(st.st_mode) else
+                "a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else "not a regular file")
+        raise TargetError(f"--python {given}: not an interpreter: {what}")
+    if not os.access(exe, os.X_OK):
+        raise TargetError(f"--python {given}: not an interpreter: not executable")
 
 
 def record_resolution(rec: Recorder, *, python: str | None, prefix: str | None,

@@ -103,6 +103,25 @@ class VerifyReport:
         }
 
 
+def _interpreter_findings(live: Any) -> list[Finding]:
+    """``verify.interpreter``: the target interpreter did not answer its query (it hangs, it is
+    not Python, it cannot start).  Checks that need it then have nothing to check, so their
+    silence must not read as "ok"."""
+    info = live._values.get("python")  # only when a check asked for it: no query of our own
+    status = getattr(info, "status", "ok")
+    if info is None or status == "ok":
+        return []
+    return [Finding(
+        id="verify.interpreter", severity="error",
+        title=f"the target interpreter {live.target.python} did not answer ({status})",
+        cause="The checks that read the interpreter (its packages, its frameworks, the libraries an "
+              "import loads) had nothing to read; the job would start the same interpreter.",
+        evidence=(f"{live.target.python}: {getattr(info, 'error', None) or status}",),
+        fix=("Run the interpreter by hand (`<python> -c 'import sys; print(sys.version)'`); give "
+             "the right one with --python.",),
+    )]
+
+
 def _run_checks(
     ctx: Context, checks: Sequence[tuple[str, Callable[[Context], list[Finding]]]], deadline: float, timeout: float
 ) -> tuple[list[Finding], list[CheckResult]]:
@@ -241,6 +260,7 @@ def verify(
 
         checks = [c for c in CHECKS if c[0] not in config.skip]
     raw, results = _run_checks(ctx, checks, deadline, timeout)
+    raw += _interpreter_findings(live)
     findings = sort_findings(apply_policy(raw, config, strict=strict))
     return VerifyReport(
         findings=tuple(findings),

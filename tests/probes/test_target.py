@@ -136,3 +136,26 @@ def test_cached_query_is_invalidated_by_a_new_pth_file(tmp_path: Path, small_ven
     finally:
         pth.unlink()
     assert str(extra) not in query_interpreter_cached(target, environ=env).path
+
+
+@pytest.mark.parametrize("kind", ["fifo", "not-executable", "directory-link"])
+def test_python_that_cannot_be_an_interpreter_is_refused_at_once(tmp_path: Path, kind: str) -> None:
+    """A FIFO (opening it would wait forever), a file without execute permission or a directory
+    given as --python: one line naming what it is, before anything opens or runs it."""
+    import time
+
+    from envlock.errors import TargetError
+    from envlock.probes.target import resolve_target
+
+    p = tmp_path / "python"
+    if kind == "fifo":
+        os.mkfifo(p)
+    elif kind == "not-executable":
+        p.write_text("#!/bin/sh\n")
+    else:
+        (tmp_path / "d").mkdir()
+        p.symlink_to(tmp_path / "d")
+    t0 = time.monotonic()
+    with pytest.raises(TargetError, match="not an interpreter"):
+        resolve_target(python=str(p), environ={})
+    assert time.monotonic() - t0 < 1

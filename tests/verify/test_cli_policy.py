@@ -262,3 +262,15 @@ def test_summary_names_manifest_and_lockfiles(tmp_path, venv, clean_env, monkeyp
                                           'version = "1.26.4"\nwheels = [{ url = \"https://files.example.invalid/numpy-1.26.4-py3-none-any.whl\", hashes = { sha256 = \"0000000000000000000000000000000000000000000000000000000000000000\" } }]\n\n[[packages]]\nname = "requests"\nversion = "2.31.0"\nwheels = [{ url = \"https://files.example.invalid/requests-2.31.0-py3-none-any.whl\", hashes = { sha256 = \"0000000000000000000000000000000000000000000000000000000000000000\" } }]\n')
     r = invoke("--python", str(venv / "bin/python"), "--manifest", str(m), "--lock", "pylock.toml")
     assert r.exit_code == 0 and r.output.startswith(f"envlock verify: ok against {m}, pylock.toml ({len(CHECKS)} checks")
+
+
+def test_an_interpreter_that_does_not_answer_is_an_error(tmp_path) -> None:  # noqa: ANN001
+    """A --python that hangs: the checks that read it have nothing to read, and verify says so
+    (exit 1), instead of "ok"."""
+    slow = tmp_path / "python"
+    slow.write_text("#!/bin/sh\nexec sleep 30\n")
+    slow.chmod(0o755)
+    r = verify(python=str(slow), environ={"PATH": "/usr/bin:/bin"}, timeout=4)
+    ids = [f.id for f in r.findings]
+    assert "verify.interpreter" in ids or "verify.timeout" in ids
+    assert r.exit_code == 1
