@@ -264,7 +264,7 @@ def test_summary_names_manifest_and_lockfiles(tmp_path, venv, clean_env, monkeyp
     assert r.exit_code == 0 and r.output.startswith(f"envlock verify: ok against {m}, pylock.toml ({len(CHECKS)} checks")
 
 
-def test_an_interpreter_that_does_not_answer_is_an_error(tmp_path) -> None:  # noqa: ANN001
+def test_an_interpreter_that_does_not_answer_is_an_error(tmp_path) -> None:
     """A --python that hangs: the checks that read it have nothing to read, and verify says so
     (exit 1), instead of "ok"."""
     slow = tmp_path / "python"
