@@ -433,6 +433,31 @@ def _describe(c: Change, label: str = "") -> str:
     return f"{c.key} {display(va)} → {display(vb)}"
 
 
+def _do(template: str, c: Change, label: tuple[str, str], kw: Mapping[str, Any]) -> str:
+    """The component's fix text, unless the change is not a version move that its ``{a}``/``{b}``
+    placeholders can name: a package on one side only, or a spec's constraint (``>=2``) against a
+    version — then a fix that says what to do with it."""
+    if c.area == "package" and c.majority_count is None and "{a}" in template and "{b}" in template:
+        a, b = c.values
+        if a is None or b is None:
+            have, lacks = (label[1], label[0]) if a is None else (label[0], label[1])
+            present = b if a is None else a
+            if isinstance(present, Pkg) and present.constraint:  # a spec asks for it
+                want = " ".join(x for x in present.constraint[1:] if x and x != "*") or "any version"
+                return (f"{have} asks for {c.key} ({want}) and {lacks} does not have it: install it "
+                        f"there, or drop it from {have} if the code does not use it.")
+            ver = _plainv(present)
+            return (f"{c.key} is only in {have} ({ver}): install it in {lacks} too "
+                    f"(`pip install '{c.key}=={ver}'`) or remove it from {have}, so both run the same code.")
+        if any(isinstance(v, Pkg) and v.constraint for v in (a, b)):
+            spec = next(v for v in (a, b) if isinstance(v, Pkg) and v.constraint)
+            other = b if spec is a else a
+            want = " ".join(x for x in spec.constraint[1:] if x and x != "*") or spec.version
+            return (f"Install a {c.key} that satisfies {want} on both sides "
+                    f"(the other side has {_plainv(other)}).")
+    return _fmt(template, **kw)
+
+
 def _plainv(v: Any) -> str:
     if v is None:
         return "(absent)"
@@ -455,7 +480,8 @@ def _score(kb: KB, c: Change) -> int:
     return kb.score(c.cls, c.size)
 
 
-def _plain(rest: Iterable[Change], kb: KB, label: str) -> list[Explanation]:
+def _plain(rest: Iterable[Change], kb: KB, label: str,
+           labels: tuple[str, str] = ("the first input", "the second input")) -> list[Explanation]:
     groups: dict[str, list[Change]] = {}
     compilers: list[Change] = []
     rest = list(rest)
@@ -504,7 +530,7 @@ def _plain(rest: Iterable[Change], kb: KB, label: str) -> list[Explanation]:
             if first.area != "package" and first.majority_count is None:
                 title = f"{first.area} {title}"
         out.append(Explanation(gid, title, comp.cls, max(_score(kb, c) for c in cs),
-                               _fmt(comp.why, **kw), _fmt(comp.do, **kw), cs,
+                               _fmt(comp.why, **kw), _do(comp.do, first, labels, kw), cs,
                                causes.get(gid, cs[:1] if not comp.group else list(cs))))
     return out
 
@@ -521,7 +547,7 @@ def explain(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Expla
         for ex in rule(a, b, [c for c in changes if id(c) not in used], kb):
             used.update(id(c) for c in ex.changes)
             out.append(ex)
-    out.extend(_plain((c for c in changes if id(c) not in used), kb, b.label))
+    out.extend(_plain((c for c in changes if id(c) not in used), kb, b.label, (a.label, b.label)))
     # a cause is as likely to change results as its most important consequence
     for ex in out:
         roots = {id(c) for c in ex.causes}

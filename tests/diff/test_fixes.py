@@ -143,3 +143,24 @@ def test_the_lock_extra_is_worded_as_the_readme() -> None:
     source = Path(tools.__file__).read_text(encoding="utf-8")
     assert "pip install 'envlock[lock]'" not in source
     check_command("pip install '.[lock]'")
+
+
+def test_fix_text_for_a_package_on_one_side_or_a_constraint(tmp_path) -> None:
+    """The "pin X=={b} or =={a}" templates only fit a version move: a package on one side and a
+    spec's constraint get a fix that names what to do (no "==(absent)", no "==>=2")."""
+    from envlock.diff import diff
+
+    a = tmp_path / "a.txt"
+    b = tmp_path / "b.txt"
+    a.write_text("numpy==1.26.4\nscipy==1.11.4\n")
+    b.write_text("numpy==1.26.4\nscipy==1.11.4\nmpmath==1.3.0\n")
+    res = diff([str(a), str(b)])
+    do = next(e.do for e in res.explanations if any(c.key == "mpmath" for c in e.changes))
+    assert "==(absent)" not in do and "(absent)" not in do
+    assert "mpmath is only in b.txt (1.3.0): install it in a.txt too (`pip install 'mpmath==1.3.0'`)" in do
+    spec = tmp_path / "environment.yml"
+    spec.write_text("name: x\ndependencies:\n  - numpy>=2\n  - pandas\n")
+    res = diff([str(spec), str(a)])
+    texts = " ".join(e.do for e in res.explanations)
+    assert "==>=" not in texts and "==(any" not in texts
+    assert "asks for pandas (any version) and a.txt does not have it" in texts
