@@ -452,7 +452,8 @@ def _do(template: str, c: Change, label: tuple[str, str], kw: Mapping[str, Any])
         if any(isinstance(v, Pkg) and v.constraint for v in (a, b)):
             spec = next(v for v in (a, b) if isinstance(v, Pkg) and v.constraint)
             other = b if spec is a else a
-            want = " ".join(x for x in spec.constraint[1:] if x and x != "*") or spec.version
+            parts = spec.constraint[1:] if spec.constraint else ()
+            want = " ".join(x for x in parts if x and x != "*") or spec.version
             return (f"Install a {c.key} that satisfies {want} on both sides "
                     f"(the other side has {_plainv(other)}).")
     return _fmt(template, **kw)
