@@ -270,3 +270,13 @@ def test_a_crashing_interpreter_is_an_error(tmp_path, venv, job_env):
     assert f.severity == "error" and "exited with status 127" in f.title
     assert f"sys.path fallback: {site_packages(venv)}" in f.evidence
     assert r.exit_code == 1
+
+
+def test_a_local_label_install_fix_names_the_pytorch_index() -> None:
+    """pip cannot install torch==2.13.0+cpu from PyPI: the fix names the variant's index."""
+    from envlock.verify.checks.packages import _install_fix
+
+    assert _install_fix("torch", "2.13.0+cpu", "pip") == (
+        "pip install 'torch==2.13.0+cpu' --index-url https://download.pytorch.org/whl/cpu")
+    assert _install_fix("numpy", "1.26.4", "pip") == "pip install 'numpy==1.26.4'"
+    assert _install_fix("numpy", "1.26.4", "conda") == "conda install 'numpy=1.26.4'"

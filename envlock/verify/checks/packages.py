@@ -137,9 +137,7 @@ def _compare(
                 cause="A different release than the one recorded: results and APIs may differ.",
                 evidence=(f"installed: {name} {live_v}" + (f" (build {live_b})" if live_b else ""),
                           f"{source}: {name} {exp_v}" + (f" (build {exp_b})" if exp_b else "")),
-                fix=(f"{'conda install' if kind == 'conda' else 'pip install'} "
-                     f"'{name}{'=' if kind == 'conda' else '=='}{exp_v}'"
-                     + (f"  (or recreate the environment from {source})"),),
+                fix=(_install_fix(name, exp_v, kind) + f"  (or recreate the environment from {source})",),
             ))
             continue
         if kind == "conda" and ((exp_b and live_b and exp_b != live_b)
@@ -340,3 +338,21 @@ def check_python_version(ctx: Context) -> list[Finding]:
                   f"manifest: python {exp}"),
         fix=(f"Use a Python {'.'.join(exp.split('.')[:2])} environment.",),
     )]
+
+
+#: PyTorch serves its local-label builds (``+cpu``, ``+cu130``, ``+rocm6.1``) from one index per
+#: variant, not from PyPI (pytorch.org "Start Locally"; docs/diff.md "fix texts").
+_TORCH_INDEX = "https://download.pytorch.org/whl/{label}"
+_TORCH_FAMILY = frozenset({"torch", "torchvision", "torchaudio"})
+
+
+def _install_fix(name: str, version: str, kind: str) -> str:
+    """The install command for ``name==version``: conda's ``name=version``; for pip a local
+    label of torch's family (``2.13.0+cpu``) names the PyTorch index that serves it."""
+    if kind == "conda":
+        return f"conda install '{name}={version}'"
+    cmd = f"pip install '{name}=={version}'"
+    if "+" in version and name in _TORCH_FAMILY:
+        cmd += " --index-url " + _TORCH_INDEX.format(label=version.split("+", 1)[1])
+    return cmd
+
