@@ -154,6 +154,28 @@ def lock_spec(
     return LockResult(files=files, notes=(note, f"platforms: {', '.join(platforms)}"))
 
 
+def _check_requirements_input(source: Path) -> None:
+    """What uv is given must be what ``-r`` means: a regular, readable, UTF-8 file (no FIFO, no
+    64 MiB blob: :mod:`envlock._io`) that says something — a ``pyproject.toml`` (uv reads no
+    other ``.toml`` as requirements) or a requirements file with at least one requirement.
+
+    :raises ManifestError: one line naming the file and what is wrong.
+    """
+    from envlock._io import InputError, read_text  # noqa: PLC0415
+    from envlock.errors import ManifestError  # noqa: PLC0415
+
+    try:
+        text = read_text(source, limit=8 * 1024 * 1024)
+    except InputError as exc:
+        raise ManifestError(str(exc)) from None
+    if source.suffix == ".toml" and source.name != "pyproject.toml":
+        raise ManifestError(f"{source}: -r takes a requirements file or a pyproject.toml "
+                            "(for a pylock.toml, use `envlock restore`)")
+    lines = [ln.split("#", 1)[0].strip() for ln in text.splitlines()]
+    if not any(lines):
+        raise ManifestError(f"{source}: no requirement in it (empty, or only comments)")
+
+
 def lock_requirements(
     source: str | Path,
     out_dir: str | Path,
@@ -171,14 +193,12 @@ def lock_requirements(
         options) instead of ``pylock.toml``.
     :raises SolveError: no solution (uv's explanation); :raises LockError: uv failed.
     """
-    from envlock.errors import ManifestError  # noqa: PLC0415
     from envlock.lock import _pip  # noqa: PLC0415
     from envlock.lock._output import LockResult, now, pylock_text, write_all  # noqa: PLC0415
     from envlock.lock._pip import IndexOptions  # noqa: PLC0415
 
     source = Path(source)
-    if not source.is_file():
-        raise ManifestError(f"{source}: no such file")
+    _check_requirements_input(source)
     index = index or IndexOptions(source="uv defaults (PyPI)")
     fmt = "requirements.txt" if requirements_txt else "pylock.toml"
     if requirements_txt:

@@ -314,7 +314,14 @@ def _uv_error(result: Any, what: str, *, one_line: bool = False) -> LockError:
         )
     if one_line:
         return LockError(f"uv could not resolve {what}: {last}")
-    return LockError(f"uv pip compile failed for {what}:\n{detail}")
+    # one line, as every envlock error: uv's conclusion (its full output is a `uv pip compile` away)
+    return LockError(f"uv pip compile failed for {what}: {_one(last)}")
+
+
+def _one(text: str, limit: int = 300) -> str:
+    from envlock._io import one_line  # noqa: PLC0415
+
+    return one_line(text, limit)
 
 
 def validate_pylock(data: dict[str, Any], name: str = "pylock.toml") -> Any:

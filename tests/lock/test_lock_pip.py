@@ -334,3 +334,27 @@ def test_index_credentials_never_reach_the_lockfile():
     assert table["index-url"] == "https://pypi.example.org/simple"
     assert table["extra-index-urls"] == ["https://mirror.example.org/simple"]
     assert "s3cret" in " ".join(opts.uv_args())  # uv itself still needs them to log in
+
+
+@pytest.mark.parametrize(("content", "name", "message"), [
+    (None, "reqs.in", "is a FIFO"),
+    ("# only a comment\n", "requirements.in", "no requirement in it"),
+    (b"\xff\xfe\x00binary", "bin.in", "invalid UTF-8"),
+    ("x = 1\n", "deps.toml", "-r takes a requirements file or a pyproject.toml"),
+])
+def test_requirements_input_is_checked_before_uv(tmp_path, content, name, message) -> None:
+    """-r gets envlock's own input checks (one line, exit 2), not uv's multi-line answer."""
+    import os
+
+    from envlock.errors import ManifestError
+    from envlock.lock import lock_requirements
+
+    src = tmp_path / name
+    if content is None:
+        os.mkfifo(src)
+    elif isinstance(content, bytes):
+        src.write_bytes(content)
+    else:
+        src.write_text(content)
+    with pytest.raises(ManifestError, match=message):
+        lock_requirements(src, tmp_path / "out")
