@@ -30,7 +30,14 @@ from envlock.libs.runtime import (
     read_torch_plan,
     runtime_dlopens_for,
 )
-from envlock.libs.search import LoadedObject, Process, Resolution, SearchConfig, detect_config
+from envlock.libs.search import (
+    LoadedObject,
+    Process,
+    Resolution,
+    SearchConfig,
+    breadth_first,
+    detect_config,
+)
 
 __all__ = [
     "FINDING_IDS",
@@ -163,16 +170,7 @@ class LibsReport:
         start = by_path.get(path)
         if start is None:
             return []
-        seen = {start.id}
-        order = [start]
-        i = 0
-        while i < len(order):
-            for d in order[i].deps:
-                if d not in seen:
-                    seen.add(d)
-                    order.append(self.objects[d])
-            i += 1
-        return order
+        return breadth_first(start, self.objects)
 
     def requests_for(self, name: str) -> list[Resolution]:
         """Every request of ``name`` (a SONAME or path), in order."""

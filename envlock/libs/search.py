@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from envlock.libs.elf import HOST, ElfCache, ElfInfo, HostAbi, check_ident, read_elf
 from envlock.libs.ldcache import LdCache, read_ld_cache
@@ -32,6 +32,7 @@ __all__ = [
     "Resolution",
     "SearchConfig",
     "VersionProblem",
+    "breadth_first",
     "detect_config",
     "expand_dst",
     "split_path_list",
@@ -364,6 +365,32 @@ def _glibc_version(root: str, cache: LdCache, system_dirs: tuple[str, ...]) -> t
 
 
 # -- the process model ---------------------------------------------------------------------
+
+
+class _HasDeps(Protocol):
+    @property
+    def id(self) -> int: ...
+    @property
+    def deps(self) -> Sequence[int]: ...
+
+
+_Node = TypeVar("_Node", bound=_HasDeps)
+
+
+def breadth_first(root: _Node, objects: Sequence[_Node]) -> list[_Node]:
+    """``root`` and every object reachable through ``deps`` (indices into ``objects``),
+    breadth-first, each once — the order of glibc's ``l_searchlist`` (``elf/dl-deps.c``).
+    Iterative and linear in the number of edges."""
+    out = [root]
+    seen = {root.id}
+    i = 0
+    while i < len(out):
+        for d in out[i].deps:
+            if d not in seen:
+                seen.add(d)
+                out.append(objects[d])
+        i += 1
+    return out
 
 
 class Process:
@@ -934,16 +961,7 @@ class Process:
 
     def closure(self, root: LoadedObject) -> list[LoadedObject]:
         """``l_searchlist`` of ``root``: it and its dependencies, breadth-first, each once."""
-        out = [root]
-        seen = {root.id}
-        i = 0
-        while i < len(out):
-            for d in out[i].deps:
-                if d not in seen:
-                    seen.add(d)
-                    out.append(self.objects[d])
-            i += 1
-        return out
+        return breadth_first(root, self.objects)
 
     def scope(self, obj: LoadedObject) -> list[LoadedObject]:
         """The objects searched, in order, when ``obj``'s symbols are bound: the global
