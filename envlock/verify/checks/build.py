@@ -29,7 +29,7 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envlock.findings import Finding
 from envlock.nvidia import (
@@ -40,6 +40,9 @@ from envlock.nvidia import (
     sm_name,
     vtuple,
 )
+
+if TYPE_CHECKING:
+    from envlock.verify.context import Context
 
 __all__ = [
     "build_facts",
@@ -65,7 +68,7 @@ NAMED_ARCHES: tuple[tuple[str, str], ...] = (
 )
 
 
-def build_facts(ctx: Any, *, libraries: bool = False) -> Any:
+def build_facts(ctx: Context, *, libraries: bool = False) -> Any:
     """The run's :class:`~envlock.manifest.build.BuildInfo`, computed once (shared by the
     checks through the :class:`~envlock.verify.live.Live` fact cache).
 
@@ -86,7 +89,7 @@ def build_facts(ctx: Any, *, libraries: bool = False) -> Any:
     return live._get("build+libraries" if libraries else "build", compute)  # Live's fact cache
 
 
-def _gpu(ctx: Any) -> Any:
+def _gpu(ctx: Context) -> Any:
     return ctx.live.gpu
 
 
@@ -112,7 +115,7 @@ def _home_evidence(b: Any) -> tuple[str, ...]:
     return tuple(ev)
 
 
-def _toolkit(ctx: Any, *, required: bool) -> list[Finding]:
+def _toolkit(ctx: Context, *, required: bool) -> list[Finding]:
     b = build_facts(ctx)
     if not b.torch_cuda:
         return []
@@ -193,13 +196,13 @@ def _toolkit(ctx: Any, *, required: bool) -> list[Finding]:
     return out
 
 
-def check_build_cuda(ctx: Any) -> list[Finding]:
+def check_build_cuda(ctx: Context) -> list[Finding]:
     """The toolkit a build will use against torch's CUDA — silent without a CUDA home (default
     verify)."""
     return _toolkit(ctx, required=False)
 
 
-def check_build_toolkit(ctx: Any) -> list[Finding]:
+def check_build_toolkit(ctx: Context) -> list[Finding]:
     """As :func:`check_build_cuda`, and a CUDA torch without any toolkit is a finding
     (``verify --build``)."""
     return _toolkit(ctx, required=True)
@@ -209,7 +212,7 @@ def _compilers(b: Any, role: str) -> list[Any]:
     return [c for c in b.compilers if c.role == role and c.version and c.vendor]
 
 
-def check_build_compiler(ctx: Any) -> list[Finding]:
+def check_build_compiler(ctx: Context) -> list[Finding]:
     """nvcc's host compiler against the toolkit (its ``host_config.h``, else NVIDIA's table);
     the C++ compiler against torch's ``CUDA_GCC_VERSIONS`` for the toolkit's release."""
     b = build_facts(ctx)
@@ -300,7 +303,7 @@ def check_build_compiler(ctx: Any) -> list[Finding]:
     return out
 
 
-def _dont_check_abi(ctx: Any) -> bool:
+def _dont_check_abi(ctx: Context) -> bool:
     return ctx.environ.get("TORCH_DONT_CHECK_COMPILER_ABI") in ("ON", "1", "YES", "TRUE", "Y")
 
 
@@ -309,7 +312,7 @@ def _binary_build(version: str | None) -> bool:
     return bool(version) and not re.match(r"\d+\.\d+\.\d+\w+\+\w+", version or "")
 
 
-def check_build_abi(ctx: Any) -> list[Finding]:
+def check_build_abi(ctx: Context) -> list[Finding]:
     """torch built with the old C++ ABI (``_GLIBCXX_USE_CXX11_ABI=0``); and the C++ compiler's
     GCC major against the GCC in torch's ``.comment`` (info)."""
     b = build_facts(ctx, libraries=True)
@@ -343,7 +346,7 @@ def check_build_abi(ctx: Any) -> list[Finding]:
     return out
 
 
-def check_build_libstdcxx(ctx: Any) -> list[Finding]:
+def check_build_libstdcxx(ctx: Context) -> list[Finding]:
     """The ``GLIBCXX_*`` a build with this GCC may need against the libstdc++ a process of the
     target loads (libstdc++ manual, "ABI Policy and Guidelines"; case C03)."""
     from envlock.probes.buildenv import glibcxx_for_gcc  # noqa: PLC0415
@@ -382,7 +385,7 @@ def _expand(arch_list: str) -> list[str]:
     return [e for e in s.split(";") if e]
 
 
-def check_build_arch(ctx: Any) -> list[Finding]:
+def check_build_arch(ctx: Context) -> list[Finding]:
     """``TORCH_CUDA_ARCH_LIST`` against the entries torch accepts and the GPUs present."""
     from envlock.verify.checks.gpu import visible_gpus  # noqa: PLC0415
 
@@ -439,7 +442,7 @@ def check_build_arch(ctx: Any) -> list[Finding]:
     return out
 
 
-def check_build_virtual(ctx: Any) -> list[Finding]:
+def check_build_virtual(ctx: Context) -> list[Finding]:
     """conda's ``__cuda`` as the solver sees it here against what packages and locks need, and
     every ``CONDA_OVERRIDE_*`` that fakes a virtual package (conda docs, "Managing virtual
     packages")."""
@@ -522,13 +525,14 @@ def check_build_virtual(ctx: Any) -> list[Finding]:
                 title=f"CONDA_OVERRIDE_GLIBC={glibc_override.strip()} claims a newer glibc than this node's ({real})",
                 cause="Packages solved for the override may need GLIBC_ symbols this node lacks: \"version "
                       "`GLIBC_2.xx' not found\".",
-                evidence=(f"CONDA_OVERRIDE_GLIBC={glibc_override.strip()}", f"glibc {real} (os.confstr)"),
+                evidence=(f"CONDA_OVERRIDE_GLIBC={glibc_override.strip()}",
+                          f"glibc {real} ({found.source if found else 'this node'})"),
                 fix=("unset CONDA_OVERRIDE_GLIBC in jobs that run here",),
             ))
     return out
 
 
-def check_build(ctx: Any) -> list[Finding]:
+def check_build(ctx: Context) -> list[Finding]:
     """The build checks of a plain ``envlock verify``, as one check: the toolkit against torch
     (:func:`check_build_cuda`), the host compilers (:func:`check_build_compiler`) and conda's
     virtual packages (:func:`check_build_virtual`) — each silent unless a build is in view.
@@ -550,7 +554,7 @@ DEFAULT_BUILD_CHECKS: tuple[tuple[str, Callable[[Any], list[Finding]]], ...] = (
 def _with_libraries(fn: Callable[[Any], list[Finding]]) -> Callable[[Any], list[Finding]]:
     """``fn`` run on the complete facts (one probe shared by all of ``--build``'s checks)."""
     @functools.wraps(fn)
-    def run(ctx: Any) -> list[Finding]:
+    def run(ctx: Context) -> list[Finding]:
         build_facts(ctx, libraries=True)
         return fn(ctx)
     return run
