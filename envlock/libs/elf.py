@@ -558,6 +558,16 @@ def _file_id(st: os.stat_result) -> tuple[int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+def _phdr(img: Any, off: int) -> tuple[int, int, int, int, int, int]:
+    """One program header at ``off``: ``(p_type, p_offset, p_vaddr, p_filesz, p_memsz, p_align)``
+    (``Elf64_Phdr``/``Elf32_Phdr``: the field order differs between the classes)."""
+    if img.cls == 64:
+        p_type, _fl, p_offset, p_vaddr, _pa, p_filesz, p_memsz, p_align = img.unpack("IIQQQQQQ", off)
+    else:
+        p_type, p_offset, p_vaddr, _pa, p_filesz, p_memsz, _fl, p_align = img.unpack("IIIIIIII", off)
+    return p_type, p_offset, p_vaddr, p_filesz, p_memsz, p_align
+
+
 def _open_buf(path: str) -> tuple[Any, int, Any]:
     """(buffer, size, closer) for ``path``: an mmap, or bytes for small/special files."""
     # O_NONBLOCK: opening a FIFO must not wait for a writer (ld.so itself would block there;
@@ -662,10 +672,7 @@ def _parse_buf(path: str, buf: Any, size: int) -> ElfInfo:
     load_error = None
     for i in range(phnum):
         off = phoff + i * phentsize
-        if img.cls == 64:
-            p_type, _fl, p_offset, p_vaddr, _pa, p_filesz, p_memsz, p_align = img.unpack("IIQQQQQQ", off)
-        else:
-            p_type, p_offset, p_vaddr, _pa, p_filesz, p_memsz, _fl, p_align = img.unpack("IIIIIIII", off)
+        p_type, p_offset, p_vaddr, p_filesz, p_memsz, p_align = _phdr(img, off)
         if p_type == PT_LOAD:
             if (p_vaddr - p_offset) & (PAGE_SIZE - 1) and load_error is None:
                 load_error = "ELF load command address/offset not page-aligned"
@@ -947,10 +954,7 @@ def _symbols(buf: Any, size: int, *, defined: bool, undefined: bool, wanted: Any
     dyn = None
     for i in range(phnum):
         off = phoff + i * phentsize
-        if img.cls == 64:
-            p_type, _fl, p_offset, p_vaddr, _pa, p_filesz, p_memsz, _al = img.unpack("IIQQQQQQ", off)
-        else:
-            p_type, p_offset, p_vaddr, _pa, p_filesz, p_memsz, _fl, _al = img.unpack("IIIIIIII", off)
+        p_type, p_offset, p_vaddr, p_filesz, p_memsz, _al = _phdr(img, off)
         if p_type == PT_LOAD:
             img.loads.append((p_vaddr, p_memsz, p_offset, p_filesz))
         elif p_type == PT_DYNAMIC and p_filesz:
