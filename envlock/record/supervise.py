@@ -231,20 +231,23 @@ def _forwarding(state: dict[str, Any]) -> Any:
     old: dict[signal.Signals, Any] = {}
 
     def handler(signum: int, _frame: Any) -> None:
-        t0 = state["t0"]
+        # Recorded before it is forwarded: the handler of a signal that arrives while this one
+        # runs (CPython runs it between two bytecodes of this one) must land after it in the list.
         pgid = state.get("pgid")
-        forwarded = False
-        if pgid is not None:
-            try:
-                os.killpg(pgid, signum)
-                forwarded = True
-            except (ProcessLookupError, PermissionError):
-                pass
-        else:
+        entry = ReceivedSignal(name=_signame(signum), after=round(time.monotonic() - state["t0"], 3),
+                               forwarded=True)
+        received: list[ReceivedSignal] = state["signals"]
+        received.append(entry)
+        if pgid is None:
             state.setdefault("pending", []).append(signum)
-        state["signals"].append(ReceivedSignal(name=_signame(signum),
-                                               after=round(time.monotonic() - t0, 3),
-                                               forwarded=forwarded or pgid is None))
+            return
+        try:
+            os.killpg(pgid, signum)
+        except (ProcessLookupError, PermissionError):
+            for i, r in enumerate(received):
+                if r is entry:
+                    received[i] = replace(entry, forwarded=False)
+                    break
 
     for sig in FORWARDED:
         cur = signal.getsignal(sig)
