@@ -52,13 +52,17 @@ def test_timeout_kills_grandchildren(tmp_path: Path) -> None:
     assert r.status == "timeout"
     assert r.detail.endswith("no answer within 0.5 s")
     child = int(pidfile.read_text())
-    time.sleep(0.2)
-    try:
-        os.kill(child, 0)
-        with open(f"/proc/{child}/stat") as fh:
-            alive = fh.read().split()[2] != "Z"
-    except (ProcessLookupError, FileNotFoundError):
-        alive = False
+    deadline = time.monotonic() + 2.0  # a SIGKILL'ed process is gone soon, not at once
+    while True:
+        try:
+            os.kill(child, 0)
+            with open(f"/proc/{child}/stat") as fh:
+                alive = fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+        except (ProcessLookupError, FileNotFoundError):
+            alive = False
+        if not alive or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert not alive
 
 

@@ -76,6 +76,15 @@ def _live_members(pgid: int) -> list[int]:
     return out
 
 
+def _members_after(pgid: int, within: float = 2.0) -> list[int]:
+    """:func:`_live_members` once they are gone, or after ``within`` seconds: a SIGKILL'ed
+    process leaves the run queue soon, not at once, on a loaded machine."""
+    deadline = time.monotonic() + within
+    while (left := _live_members(pgid)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
 def test_ctrl_c_ends_within_a_second_and_kills_the_children(tmp_path: Path) -> None:
     pidfile = tmp_path / "pid"
     hang = tmp_path / "env" / "bin" / "python"
@@ -97,8 +106,7 @@ def test_ctrl_c_ends_within_a_second_and_kills_the_children(tmp_path: Path) -> N
     assert proc.returncode == 130, err
     assert took <= 1.0, f"exit took {took:.2f} s"
     assert [ln for ln in err.splitlines() if ln.startswith("Error")] == ["Error: interrupted"]
-    time.sleep(0.1)
-    assert _live_members(child) == [], "the hung interpreter's process group survived Ctrl-C"
+    assert _members_after(child) == [], "the hung interpreter's process group survived Ctrl-C"
     assert not (tmp_path / "m.toml").exists()
 
 
@@ -131,6 +139,5 @@ def test_interrupted_library_snapshot_returns_at_once_and_commands_run_again(tmp
     except KeyboardInterrupt:
         pass
     assert time.monotonic() - started < 3
-    time.sleep(0.3)
-    assert _live_members(int(pidfile.read_text())) == []
+    assert _members_after(int(pidfile.read_text())) == []
     assert _run.run(["true"]).ok  # commands run again
