@@ -55,6 +55,9 @@ class PairDiff:
     not_compared: list[tuple[str, str]]
     unlisted: dict[str, int]
     context: list[str] = field(default_factory=list)
+    #: per area, a spec's constraints the other side satisfies (``torch >=2.0`` against a
+    #: lock's 2.3.1): equal in what the spec says, so not differences, but not "identical".
+    satisfied: dict[str, int] = field(default_factory=dict)
 
     @property
     def differ(self) -> bool:
@@ -132,6 +135,7 @@ def compare_pair(a: FactSet, b: FactSet, kb: KB, *, only: Sequence[str] = (),
         a.areas.get(x) is None and b.areas.get(x)) else _reason(b, x))
                     for x in areas if x not in compared and (not only or x in only)]
     identical: Counter[str] = Counter()
+    satisfied: Counter[str] = Counter()
     unlisted: Counter[str] = Counter()
     changes: list[Change] = []
     fa, fb = a.facts, b.facts
@@ -146,7 +150,10 @@ def compare_pair(a: FactSet, b: FactSet, kb: KB, *, only: Sequence[str] = (),
             unlisted[area] += 1  # an explicit list says nothing about pip packages
             continue
         if va is not None and vb is not None and same(va, vb):
-            identical[area] += 1
+            if (getattr(va, "constraint", None) is None) != (getattr(vb, "constraint", None) is None):
+                satisfied[area] += 1
+            else:
+                identical[area] += 1
             continue
         if area == "package" and ((va is None and _unlisted(a, vb))
                                   or (vb is None and _unlisted(b, va))):
@@ -161,7 +168,7 @@ def compare_pair(a: FactSet, b: FactSet, kb: KB, *, only: Sequence[str] = (),
     changes.sort(key=lambda c: (order.get(c.area, 99), c.key))
     explanations = rules.explain(a, b, changes, kb)
     return PairDiff(a, b, changes, explanations, dict(identical), not_compared, dict(unlisted),
-                    rules.context([a, b]) if counts is None else [])
+                    rules.context([a, b]) if counts is None else [], dict(satisfied))
 
 
 def compare_many(inputs: Sequence[FactSet], kb: KB, *, only: Sequence[str] = (),

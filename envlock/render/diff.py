@@ -120,6 +120,8 @@ def _pair(p: PairDiff, show_all: bool) -> dict[str, Any]:
         "differences": [_change(c) for c in p.changes],
         "identical": {"total": sum(p.identical.values()),
                       "areas": dict(sorted(p.identical.items()))},
+        "satisfied": {"total": sum(p.satisfied.values()),
+                      "areas": dict(sorted(p.satisfied.items()))},
         "not_compared": [{"area": a, "reason": r} for a, r in p.not_compared],
         "unlisted": p.unlisted,
     }
@@ -142,6 +144,7 @@ def to_json(result: PairDiff | ManyDiff, *, show_all: bool = False) -> dict[str,
         entry = {"label": d.b.label, "path": d.b.path}
         entry.update(_pair(d, show_all))
         entry.pop("identical")
+        entry.pop("satisfied")
         entry.pop("context")
         doc["deviants"].append(entry)
     doc["varying"] = [{"area": v.area, "key": v.key,
@@ -184,7 +187,13 @@ def _md_summary(doc: dict[str, Any]) -> list[str]:
     out = []
     ident = doc["identical"]
     areas = ", ".join(f"{a} {n}" for a, n in ident["areas"].items())
-    out.append(f"**Identical:** {ident['total']} facts" + (f" ({areas})" if areas else ""))
+    noun = "fact" if ident["total"] == 1 else "facts"
+    out.append(f"**Identical:** {ident['total']} {noun}" + (f" ({areas})" if areas else ""))
+    sat = doc.get("satisfied") or {"total": 0, "areas": {}}
+    if sat["total"]:
+        areas = ", ".join(f"{a} {n}" for a, n in sat["areas"].items())
+        noun = "constraint" if sat["total"] == 1 else "constraints"
+        out.append(f"**Satisfied:** {sat['total']} {noun} of a spec input ({areas})")
     for a, n in doc.get("unlisted", {}).items():
         out.append(f"**Not listed in a spec input:** {n} {a} entries (not compared)")
     if doc["not_compared"]:

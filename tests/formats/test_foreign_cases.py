@@ -163,7 +163,9 @@ def test_f10_spec_against_its_lock_every_constraint_holds(tmp_path) -> None:
     assert code == 0 and doc["differences"] == [] and doc["explanations"] == []
     result = _pair(spec, lock)
     assert result.a.facts[("package", "torch")].constraint == ("conda", ">=2.0", "")
-    assert result.identical["package"] >= 20  # satisfied constraints: not differences
+    # satisfied constraints: neither differences nor "identical", a count of their own
+    assert result.satisfied["package"] >= 20 and "package" not in result.identical
+    assert doc["satisfied"]["total"] == sum(result.satisfied.values())
     # a violated constraint is named as a violation
     bad = tmp_path / "environment.yml"
     bad.write_text(spec.read_text().replace("- numpy\n", "- numpy<2\n"))
