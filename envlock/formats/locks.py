@@ -51,6 +51,11 @@ class Locked:
     :ivar build, md5, cuda: conda build string, md5 and ``__cuda`` requirement.
     :ivar marker: the PEP 508 marker under which it applies (pylock, uv, pdm), else ``None``.
     :ivar vcs, commit: a VCS source and its commit.
+    :ivar groups: which installs need it, as ``(group, marker)`` pairs: group ``""`` is the
+        default install (``uv sync --no-dev``, poetry's ``main``, pdm's ``default``), others
+        a dependency group or ``extra:<name>``; the marker (``None``: always) is the condition
+        of the dependency edges that reach it (``colorama`` only where
+        ``sys_platform == 'win32'``).  ``()``: the format does not say (every entry is needed).
     """
 
     manager: str
@@ -65,6 +70,7 @@ class Locked:
     marker: str | None = None
     vcs: str | None = None
     commit: str | None = None
+    groups: tuple[tuple[str, str | None], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,13 +308,17 @@ def read_uv_lock(data: Mapping[str, Any], name: str) -> LockFile:
 
     Entries whose ``source`` is ``editable``, ``virtual`` or ``directory`` are the workspace's
     own projects and left out; a project locked in several versions for different
-    ``resolution-markers`` gives one entry per version, with those markers.
+    ``resolution-markers`` gives one entry per version, with those markers.  Which installs
+    need each entry (:attr:`Locked.groups`) is read from the dependency graph as ``uv sync``
+    walks it (:func:`_uv_reach`).
     """
     version = data.get("version")
     if not isinstance(version, int) or isinstance(version, bool) or version != 1:
         raise _err(name, f"uv.lock version {one_line(repr(version))} is not supported (1)")
     out = []
-    for i, p in enumerate(_packages(data, "package", name)):
+    entries = _packages(data, "package", name)
+    reach = _uv_reach(entries, data.get("manifest"), name)
+    for i, p in enumerate(entries):
         where = f"package[{i}]"
         pname = _str(p, "name", where, name)
         source = p.get("source", {})
@@ -329,8 +339,128 @@ def read_uv_lock(data: Mapping[str, Any], name: str) -> LockFile:
         raw_sdist = p.get("sdist")
         sdist = raw_sdist if isinstance(raw_sdist, Mapping) else {}
         out.append(Locked("pip", canonicalize(pname), pversion or UNKNOWN, marker=marker,
-                          vcs=vcs, commit=commit, sha256=_sha(sdist.get("hash"))))
+                          vcs=vcs, commit=commit, sha256=_sha(sdist.get("hash")),
+                          groups=reach.get(i, ()) if reach is not None else ()))
     return LockFile("uv.lock", (), tuple(out))
+
+
+#: at most this many distinct edge conditions are kept per package and group; beyond it the
+#: package counts as needed always (the conservative answer: verify then asks for it).
+_MAX_CONDITIONS = 16
+#: the "extra" of a walk state that stands for a member's ``dev-dependencies`` group
+_DEV = "\0dev:"
+
+
+def _uv_edges(p: Mapping[str, Any], key: str, name: str) -> dict[str, list[Mapping[str, Any]]]:
+    """``{group: [edge, ...]}`` of ``p[key]`` (``dependencies``: group ``""``; the tables
+    ``optional-dependencies`` / ``dev-dependencies``: one list per extra or group)."""
+    raw = p.get(key)
+    if raw is None:
+        return {}
+    if key == "dependencies":
+        raw = {"": raw}
+    if not isinstance(raw, Mapping):
+        raise _err(name, f"package {p.get('name')!r}: {key} must be a table")
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for group, edges in raw.items():
+        if not isinstance(edges, list) or not all(isinstance(e, Mapping) and isinstance(e.get("name"), str)
+                                                  for e in edges):
+            raise _err(name, f"package {p.get('name')!r}: {key} entries must be tables with a name")
+        out[str(group)] = edges
+    return out
+
+
+def _uv_reach(entries: list[Mapping[str, Any]], manifest: Any,
+              name: str) -> dict[int, tuple[tuple[str, str | None], ...]] | None:
+    """For each entry index, the installs that need it: ``(group, marker)`` pairs, group ``""``
+    for the default install (the workspace members' ``dependencies``), ``<group>`` for a
+    ``[package.dev-dependencies]`` group, ``extra:<name>`` for an extra of a member; markers
+    of the edges on the way are joined with ``and``, alternatives with ``or``.
+
+    The rule is uv's: ``uv sync`` installs the members, their dependencies and, transitively,
+    the extras each edge names (``{ name = "x", extra = ["y"] }`` pulls in x's
+    ``optional-dependencies.y``); an edge's ``marker`` limits it to where the marker holds.
+    ``None`` when the lock names no member (the format then does not say).
+    """
+    members: set[str] = set()
+    if isinstance(manifest, Mapping) and isinstance(manifest.get("members"), list):
+        members = {canonicalize(str(m)) for m in manifest["members"]}
+    by_name: dict[str, list[int]] = {}
+    for i, p in enumerate(entries):
+        if isinstance(p.get("name"), str):
+            by_name.setdefault(canonicalize(p["name"]), []).append(i)
+    roots = []
+    for i, p in enumerate(entries):
+        source = p.get("source")
+        if not isinstance(source, Mapping) or not isinstance(p.get("name"), str):
+            continue
+        local = {"editable", "virtual"} & set(source)
+        if canonicalize(p["name"]) in members or any(source.get(k) == "." for k in local):
+            roots.append(i)
+    if not roots:
+        return None
+    # state: (entry, extra or None, group); value: the conditions (frozensets of markers,
+    # joined with "and") under which it is reached.  An empty frozenset: always.
+    reached: dict[tuple[int, str | None, str], set[frozenset[str]]] = {}
+    todo: list[tuple[int, str | None, str, frozenset[str]]] = []
+
+    def visit(i: int, extra: str | None, group: str, cond: frozenset[str]) -> None:
+        have = reached.setdefault((i, extra, group), set())
+        if frozenset() in have or cond in have:
+            return
+        if not cond or len(have) >= _MAX_CONDITIONS:
+            have.clear()
+            cond = frozenset()
+        have.add(cond)
+        todo.append((i, extra, group, cond))
+
+    for r in roots:
+        p = entries[r]
+        visit(r, None, "", frozenset())
+        for ex in _uv_edges(p, "optional-dependencies", name):
+            visit(r, ex, f"extra:{ex}", frozenset())
+        for group in _uv_edges(p, "dev-dependencies", name):
+            visit(r, _DEV + group, group, frozenset())
+    steps = 0
+    while todo:
+        steps += 1
+        if steps > 200_000:  # a pathological lock: stop refining, say "always" for the rest
+            for key in reached:
+                reached[key] = {frozenset()}
+            break
+        i, extra, group, cond = todo.pop()
+        p = entries[i]
+        if extra is None:
+            edges = _uv_edges(p, "dependencies", name).get("", [])
+        elif extra.startswith(_DEV):
+            edges = _uv_edges(p, "dev-dependencies", name).get(extra[len(_DEV):], [])
+        else:
+            edges = _uv_edges(p, "optional-dependencies", name).get(extra, [])
+        for e in edges:
+            em = e.get("marker")
+            c = cond | {em} if isinstance(em, str) and em.strip() else cond
+            targets = by_name.get(canonicalize(e["name"]), [])
+            if "version" in e and len(targets) > 1:
+                targets = [t for t in targets if entries[t].get("version") == e["version"]] or targets
+            raw_extras = e.get("extra")
+            extras = raw_extras if isinstance(raw_extras, list) else []
+            for t in targets:
+                visit(t, None, group, c)
+                for x in extras:
+                    visit(t, str(x), group, c)
+    out: dict[int, dict[str, set[frozenset[str]]]] = {}
+    for (i, _extra, group), conds in reached.items():
+        out.setdefault(i, {}).setdefault(group, set()).update(conds)
+
+    def marker(conds: set[frozenset[str]]) -> str | None:
+        if frozenset() in conds:
+            return None
+        alts = sorted(" and ".join(f"({m})" for m in sorted(c)) for c in conds)
+        if len(alts) == 1:
+            return alts[0]
+        return " or ".join(f"({a})" if " and " in a else a for a in alts)
+
+    return {i: tuple((g, marker(c)) for g, c in sorted(groups.items())) for i, groups in out.items()}
 
 
 def read_poetry_lock(data: Mapping[str, Any], name: str) -> LockFile:
@@ -359,8 +489,36 @@ def read_poetry_lock(data: Mapping[str, Any], name: str) -> LockFile:
         commit = source.get("resolved_reference") if kind == "git" else None
         out.append(Locked("pip", canonicalize(pname), pversion,
                           vcs="git" if kind == "git" else None,
-                          commit=str(commit) if commit else None))
+                          commit=str(commit) if commit else None,
+                          groups=_poetry_groups(p, where, name)))
     return LockFile("poetry.lock", (), tuple(out))
+
+
+def _poetry_groups(p: Mapping[str, Any], where: str, name: str) -> tuple[tuple[str, str | None], ...]:
+    """:attr:`Locked.groups` of a poetry.lock entry: lock-version 2 lists ``groups``
+    (``"main"`` is the default install), 1.x a ``category`` (``"main"``/``"dev"``);
+    ``optional = true`` means only an extra pulls it in (``poetry install -E``).  A
+    ``markers`` string (lock-version 2) is the condition; a per-group table of markers keeps
+    each group's."""
+    optional = p.get("optional") is True
+    groups = p.get("groups")
+    if groups is None:
+        cat = p.get("category")
+        groups = [cat] if isinstance(cat, str) else []
+    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        raise _err(name, f"{where}.groups must be an array of strings")
+    if not groups:
+        return (("extra:*", None),) if optional else ()
+    markers = p.get("markers")
+    out = []
+    for g in groups:
+        m = markers.get(g) if isinstance(markers, Mapping) else markers
+        m = m if isinstance(m, str) and m.strip() else None
+        group = "" if g == "main" else g
+        if optional and group == "":
+            group = "extra:*"
+        out.append((group, m))
+    return tuple(sorted(set(out), key=lambda x: (x[0], x[1] or "")))
 
 
 def read_pdm_lock(data: Mapping[str, Any], name: str) -> LockFile:
@@ -385,9 +543,16 @@ def read_pdm_lock(data: Mapping[str, Any], name: str) -> LockFile:
         if marker is not None and not isinstance(marker, str):
             raise _err(name, f"{where}.marker must be a string")
         git = p.get("git")
+        groups = p.get("groups")
+        if groups is not None and (not isinstance(groups, list)
+                                   or not all(isinstance(g, str) for g in groups)):
+            raise _err(name, f"{where}.groups must be an array of strings")
         out.append(Locked("pip", canonicalize(pname), pversion or UNKNOWN, marker=marker or None,
                           vcs="git" if git else None,
-                          commit=str(p["revision"]) if git and p.get("revision") else None))
+                          commit=str(p["revision"]) if git and p.get("revision") else None,
+                          # pdm's "default" group is what `pdm install --prod` installs
+                          groups=tuple(sorted(("" if g == "default" else g, None)
+                                              for g in set(groups or ())))))
     return LockFile("pdm.lock", (), tuple(out))
 
 

@@ -12,7 +12,7 @@ from envlock.verify.checks import CHECKS
 from envlock.verify.checks.packages import describe_build, same_version
 from envlock.errors import ManifestError
 from envlock.verify import verify
-from envlock.verify.expected import read_lock
+from envlock.verify.expected import read_lock, target_marker_env
 from tests.verify.conftest import install_dist, remove_dist, site_packages, snapshot_to
 
 PACKAGE_CHECKS = [c for c in CHECKS if c[0] in ("python", "packages", "locks", "overwritten", "shadowed")]
@@ -174,8 +174,12 @@ def test_pylock_name_not_normalized_is_refused_as_packaging_refuses_it(tmp_path)
 def test_pylock(tmp_path, venv, job_env):
     lock = tmp_path / "pylock.toml"
     lock.write_text(PYLOCK)
-    parsed = read_lock(lock)
+    # read for a marker environment: the win32-only entry is dropped
+    parsed = read_lock(lock, marker_env=target_marker_env("3.11.7", "cpython"))
     assert [(p.name, p.version) for p in parsed.packages] == [("numpy", "1.26.4"), ("requests", "2.32.3"), ("idna", "3.7")]
+    # read for verify: kept with its marker, which verify evaluates for the target
+    kept = {p.name: p.marker for p in read_lock(lock).packages}
+    assert kept["pywin32"] == 'sys_platform == "win32"' and kept["idna"] is None  # as packaging prints it
     r = run(venv, job_env, tmp_path, locks=[str(lock)])
     assert sorted(f.id for f in r.findings) == ["packages.missing", "packages.version-mismatch"]
     assert by_id(r, "packages.version-mismatch")[0].title == \

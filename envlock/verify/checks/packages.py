@@ -18,6 +18,7 @@ from envlock.findings import Finding
 
 if TYPE_CHECKING:
     from envlock.verify.context import Context
+    from envlock.verify.expected import LockedPackage
 
 __all__ = [
     "check_manifest_packages",
@@ -87,10 +88,32 @@ def _compare(
     kind: str,
     extras: bool = True,
     not_extra: frozenset[str] = frozenset(),
+    optional: Mapping[str, tuple[str, ...]] | None = None,
 ) -> list[Finding]:
-    """Compare ``{name: (version, build, md5)}`` maps; ``kind`` is ``"pip"`` or ``"conda"``."""
+    """Compare ``{name: (version, build, md5)}`` maps; ``kind`` is ``"pip"`` or ``"conda"``.
+
+    :param optional: entries of ``expected`` that only a dependency group or an extra needs
+        (name → groups): not installed, they are an ``info``, not ``packages.missing``.
+    """
     out: list[Finding] = []
-    missing = sorted(n for n in expected if n not in live)
+    optional = optional or {}
+    skipped = sorted(n for n in expected if n not in live and n in optional)
+    if skipped:
+        groups = sorted({g for n in skipped for g in optional[n]})
+        shown = ", ".join(g.replace("extra:", "extra ") for g in groups)
+        out.append(Finding(
+            id="packages.group-not-installed",
+            severity="info",
+            title=f"{len(skipped)} package(s) of {source} not installed, needed only by {shown}: "
+                  f"{_names(skipped)}",
+            cause=f"{source} locks them for dependency groups or extras that this environment was "
+                  "not installed with; a default install leaves them out.",
+            evidence=tuple(f"{n} {expected[n][0] or ''} (only {', '.join(optional[n])})".replace("  ", " ")
+                           for n in skipped),
+            fix=("If the job needs them, install those groups too (uv sync --extra NAME / --group "
+                 "NAME; poetry install --with NAME; pdm install -G NAME).",),
+        ))
+    missing = sorted(n for n in expected if n not in live and n not in optional)
     if missing:
         out.append(Finding(
             id="packages.missing",
@@ -206,7 +229,7 @@ def check_lock_packages(ctx: Context) -> list[Finding]:
     for lock in ctx.expected.locks:
         source = f"lockfile {os.path.basename(lock.path)}"
         conda_entries = {p.name: (p.version, p.build, p.md5) for p in lock.packages if p.manager == "conda"}
-        pip_entries = {p.name: (p.version, None, None) for p in lock.packages if p.manager == "pip"}
+        pip_entries, optional = _for_target(ctx, [p for p in lock.packages if p.manager == "pip"])
         live_conda = _live_conda(ctx)
         if conda_entries:
             if not live_conda:
@@ -226,8 +249,21 @@ def check_lock_packages(ctx: Context) -> list[Finding]:
             # Distributions conda installed are conda's to account for, not a pip lock's extras.
             conda_owned = frozenset(p.name for p in ctx.live.pip.packages if p.origin == "conda")
             out += _compare(pip_entries, live, source=source, kind="pip",
-                            extras=lock.kind == "pylock" or not conda_entries, not_extra=conda_owned)
+                            extras=lock.kind == "pylock" or not conda_entries, not_extra=conda_owned,
+                            optional=optional)
     return out
+
+
+def _for_target(ctx: Context, packages: list[LockedPackage]) -> tuple[dict[str, tuple[str | None, None, None]],
+                                                                      dict[str, tuple[str, ...]]]:
+    """:func:`envlock.verify.expected.applicable` for the target interpreter, as ``_compare``
+    takes it."""
+    from envlock.verify.expected import applicable, target_marker_env  # noqa: PLC0415
+
+    py = ctx.live.python
+    needed, optional = applicable(packages, target_marker_env(getattr(py, "version", None),
+                                                              getattr(py, "implementation", None)))
+    return {n: (v, None, None) for n, v in needed.items()}, optional
 
 
 def check_overwritten(ctx: Context) -> list[Finding]:
