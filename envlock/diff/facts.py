@@ -94,13 +94,19 @@ def _conda_keys(pkgs: list[Mapping[str, Any]], aliases: Mapping[str, str]) -> li
     ``cached-property`` are two conda packages): the PyPI-normalised name (or its alias) is the
     key unless two packages of one input share it, and then only the one spelled that way keeps
     it; the others keep their own conda name.  A metapackage (``pytorch-gpu``, ``*_mutex``) is
-    never aliased: it never stands in for the package it selects."""
+    never aliased: it never stands in for the package it selects.
+
+    Where the record names the dist-info it installs (``python-dist``, read from conda-meta's
+    ``files``), the project name in that directory's name is the key: it is the name Python
+    and pip see (conda's ``pytables`` ships ``tables-3.9.2.dist-info``), ahead of the alias
+    table, which is for inputs that do not say (an ``environment.yml``)."""
     wanted = []
     for p in pkgs:
         raw = str(p["name"])
         norm = raw if raw.startswith("_") else normalize_name(raw)  # `_libgcc_mutex`: conda only
         meta = p.get("metapackage") or is_metapackage(raw)  # also in a manifest's [conda]
-        wanted.append(raw if meta else aliases.get(norm, norm))
+        dist = _dist_project(p.get("python-dist"))
+        wanted.append(raw if meta else dist or aliases.get(norm, norm))
     taken: dict[str, int] = {}
     for i, (p, key) in enumerate(zip(pkgs, wanted, strict=True)):
         j = taken.get(key)
@@ -108,6 +114,24 @@ def _conda_keys(pkgs: list[Mapping[str, Any]], aliases: Mapping[str, str]) -> li
             taken[key] = i
     return [key if taken.get(key) == i else str(p["name"])
             for i, (p, key) in enumerate(zip(pkgs, wanted, strict=True))]
+
+
+def _dist_project(path: Any) -> str | None:
+    """The PEP 503 name of the project in a ``*.dist-info`` / ``*.egg-info`` directory's name
+    (``…/site-packages/scikit_learn-1.4.1.post1.dist-info`` → ``scikit-learn``): the part
+    before the version, which has no ``-`` (the recording-installed-packages spec, PEP 376/627:
+    ``{name}-{version}.dist-info``; an egg-info may add ``-py3.11``)."""
+    import re  # noqa: PLC0415
+
+    if not isinstance(path, str) or not path:
+        return None
+    base = path.rstrip("/").rsplit("/", 1)[-1]
+    for suffix in (".dist-info", ".egg-info"):
+        if base.endswith(suffix):
+            stem = re.sub(r"-py\d+(\.\d+)?$", "", base[: -len(suffix)])
+            name = stem.rsplit("-", 1)[0] if "-" in stem else ""
+            return normalize_name(name) if name else None
+    return None
 
 
 def _constraint(p: Mapping[str, Any]) -> tuple[str, str, str] | None:
