@@ -36,6 +36,7 @@ from envlock.probes.git import probe_git
 from envlock.probes.lockfiles import Installed, collect_lockfiles, match_lockfiles
 from envlock.probes.pip import canonicalize, conda_build_url, scan_distributions
 from envlock.probes.system import probe_cpu, probe_platform
+from envlock.probes.world import World
 from envlock.probes.target import (
     ResolvedTarget,
     query_interpreter,
@@ -189,16 +190,16 @@ def snapshot(
     pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="envlock-probe")
     try:
         query = query_interpreter_cached if runner is run else query_interpreter
-        f_python = pool.submit(query, target, runner=runner, environ=env)
+        python_info = pool.submit(query, target, runner=runner, environ=env).result()
+        target = refine_target(target, python_info)
+        # The one world every probe of this snapshot observes (the target as its interpreter
+        # reported it); results of one probe that another needs are passed on explicitly.
+        world = World.of(target, environ=env, sys_path=python_info.path, root=root, runner=runner)
         f_git = pool.submit(probe_git, repo or cwd, runner=runner, environ=env)
         f_conda = pool.submit(read_conda_prefix, target.prefix) if target.kind == "conda" else None
-        platform_info = probe_platform(root)
-        cpu_info = probe_cpu(root)
+        platform_info = probe_platform(world)
+        cpu_info = probe_cpu(world)
         env_info = probe_env(env, allow=env_allow, deny=env_deny)
-        python_info = f_python.result()
-        target = refine_target(target, python_info)
-        if f_conda is None and target.kind == "conda":
-            f_conda = pool.submit(read_conda_prefix, target.prefix)
         f_libs = pool.submit(_libraries, target, python_info.path, env, root) if (
             libraries and target.python) else None
         if python_info.status != "ok":
