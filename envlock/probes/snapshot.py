@@ -111,12 +111,12 @@ def attribute_conda(
     return new_pip, replace(conda.info, packages=tuple(conda_pkgs)), warnings
 
 
-def _editable_git(pip: PipInfo, runner: Runner, environ: Mapping[str, str], pool: ThreadPoolExecutor) -> PipInfo:
+def _editable_git(world: World, pip: PipInfo, pool: ThreadPoolExecutor) -> PipInfo:
     """Record the git state of every editable/directory install that lives in a checkout (C13)."""
     jobs = {}
     for p in pip.packages:
         if p.origin in ("editable", "directory") and p.editable_path and os.path.isdir(p.editable_path):
-            jobs[p.name] = pool.submit(probe_git, p.editable_path, runner=runner, environ=environ)
+            jobs[p.name] = pool.submit(probe_git, world, path=p.editable_path)
     if not jobs:
         return pip
     out = []
@@ -195,11 +195,11 @@ def snapshot(
         # The one world every probe of this snapshot observes (the target as its interpreter
         # reported it); results of one probe that another needs are passed on explicitly.
         world = World.of(target, environ=env, sys_path=python_info.path, root=root, runner=runner)
-        f_git = pool.submit(probe_git, repo or cwd, runner=runner, environ=env)
+        f_git = pool.submit(probe_git, world, path=repo or cwd)
         f_conda = pool.submit(read_conda_prefix, target.prefix) if target.kind == "conda" else None
         platform_info = probe_platform(world)
         cpu_info = probe_cpu(world)
-        env_info = probe_env(env, allow=env_allow, deny=env_deny)
+        env_info = probe_env(world, allow=env_allow, deny=env_deny)
         f_libs = pool.submit(_libraries, target, python_info.path, env, root) if (
             libraries and target.python) else None
         if python_info.status != "ok":
@@ -224,7 +224,7 @@ def snapshot(
             warnings.extend(conda_read.warnings)
         pip_info, conda_info, attrib_warnings = attribute_conda(pip_info, conda_read)
         warnings.extend(attrib_warnings)
-        pip_info = _editable_git(pip_info, runner, env, pool)
+        pip_info = _editable_git(world, pip_info, pool)
         git_info = f_git.result()
         stack_tables = f_stack.result() if f_stack else {}
         libraries_info = f_libs.result() if f_libs else None

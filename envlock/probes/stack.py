@@ -27,6 +27,7 @@ from envlock.probes.gpu import probe_gpu
 from envlock.probes.pip import scan_distributions
 from envlock.probes.slurm import probe_slurm
 from envlock.probes.toolchain import probe_toolchain
+from envlock.probes.world import World
 from envlock.manifest.stack import (
     BlasInfo,
     CudaInfo,
@@ -167,7 +168,7 @@ def probe_stack(
             runner=runner,
             timeout=per_cmd,
         ),
-        "slurm": lambda: probe_slurm(env=env),
+        "slurm": lambda: probe_slurm(World(environ=env)),
         "build": lambda: probe_build(
             env=env,
             prefix=prefix,
