@@ -36,7 +36,7 @@ from envlock.probes.git import probe_git
 from envlock.probes.lockfiles import Installed, collect_lockfiles, match_lockfiles
 from envlock.probes.pip import canonicalize, conda_build_url, scan_distributions
 from envlock.probes.system import probe_cpu, probe_platform
-from envlock.probes.world import World
+from envlock.probes.world import World, activated_path
 from envlock.probes.target import (
     ResolvedTarget,
     query_interpreter,
@@ -210,8 +210,7 @@ def snapshot(
         # the same files again; they start now and wait for the scan only where they need it.
         scanned: Future[Sequence[PipPackage]] = Future()
         f_stack = pool.submit(
-            _stack, target, python_info.path, env, root, runner, do_import, stack_timeout,
-            scanned.result, list_conda_meta(target.prefix),
+            _stack, world, do_import, stack_timeout, scanned.result, list_conda_meta(target.prefix),
         ) if stack else None
         try:
             pip_info = scan_distributions(python_info.path)
@@ -286,16 +285,13 @@ def _resume_after(pool: ThreadPoolExecutor) -> None:
 
 
 def target_path_dirs(target: ResolvedTarget, environ: Mapping[str, str]) -> tuple[str, ...]:
-    """The ``PATH`` directories the target's jobs search, its own ``bin`` first.
+    """The ``PATH`` directories the target's jobs search, its own ``bin`` first
+    (:func:`envlock.probes.world.activated_path`: the snapshot world's ``path_dirs``).
 
     An activated environment already has ``<prefix>/bin`` first; for ``--prefix``/``--python``
     on an inactive one it is put in front, as activation would.
     """
-    dirs = [d for d in environ.get("PATH", "").split(os.pathsep) if d]
-    own = os.path.join(target.prefix, "bin")
-    if own in dirs:
-        dirs.remove(own)
-    return (own, *dirs)
+    return activated_path(target.prefix, environ)
 
 
 def _libraries(
@@ -331,33 +327,15 @@ def _libraries(
 
 
 def _stack(
-    target: ResolvedTarget,
-    sys_path: Sequence[str],
-    environ: Mapping[str, str],
-    root: str,
-    runner: Runner,
+    world: World,
     do_import: bool,
-    timeout: float,
+    budget: float,
     dists: Callable[[], Sequence[PipPackage]],
     conda: Sequence[CondaMetaRecord],
 ) -> dict[str, Any]:
-    from pathlib import Path  # noqa: PLC0415
-
     from envlock.probes.stack import probe_stack  # noqa: PLC0415
 
-    return probe_stack(
-        root=Path(root),
-        env=environ,
-        prefix=target.prefix,
-        site_dirs=tuple(d for d in sys_path if os.path.isdir(d)),
-        path_dirs=target_path_dirs(target, environ),
-        dists=dists,
-        conda=conda,
-        runner=runner,
-        timeout=timeout,
-        do_import=do_import,
-        python_exe=target.python,
-    )
+    return probe_stack(world, budget=budget, dists=dists, conda=conda, do_import=do_import)
 
 
 def _version() -> str:
