@@ -30,11 +30,11 @@ from envlock.manifest import (
     PipInfo,
     PipPackage,
 )
-from envlock.probes.conda import CondaMetaRecord, CondaRead, list_conda_meta, read_conda_prefix
+from envlock.probes.conda import CondaMetaRecord, CondaRead, list_conda_meta, probe_conda
 from envlock.probes.env import probe_env
 from envlock.probes.git import probe_git
 from envlock.probes.lockfiles import Installed, collect_lockfiles, match_lockfiles
-from envlock.probes.pip import canonicalize, conda_build_url, scan_distributions
+from envlock.probes.pip import canonicalize, conda_build_url, probe_pip
 from envlock.probes.system import probe_cpu, probe_platform
 from envlock.probes.world import World, activated_path
 from envlock.probes.target import (
@@ -196,12 +196,11 @@ def snapshot(
         # reported it); results of one probe that another needs are passed on explicitly.
         world = World.of(target, environ=env, sys_path=python_info.path, root=root, runner=runner)
         f_git = pool.submit(probe_git, world, path=repo or cwd)
-        f_conda = pool.submit(read_conda_prefix, target.prefix) if target.kind == "conda" else None
+        f_conda = pool.submit(probe_conda, world) if target.kind == "conda" else None
         platform_info = probe_platform(world)
         cpu_info = probe_cpu(world)
         env_info = probe_env(world, allow=env_allow, deny=env_deny)
-        f_libs = pool.submit(_libraries, target, python_info.path, env, root) if (
-            libraries and target.python) else None
+        f_libs = pool.submit(_libraries, world, python_info.path) if (libraries and world.python) else None
         if python_info.status != "ok":
             warnings.append(
                 f"python: {python_info.error}; package list read from the prefix's site-packages"
@@ -210,10 +209,10 @@ def snapshot(
         # the same files again; they start now and wait for the scan only where they need it.
         scanned: Future[Sequence[PipPackage]] = Future()
         f_stack = pool.submit(
-            _stack, world, do_import, stack_timeout, scanned.result, list_conda_meta(target.prefix),
+            _stack, world, do_import, stack_timeout, scanned.result, list_conda_meta(world.prefix),
         ) if stack else None
         try:
-            pip_info = scan_distributions(python_info.path)
+            pip_info = probe_pip(world)
         except BaseException as exc:
             scanned.set_exception(exc)
             raise
@@ -294,9 +293,7 @@ def target_path_dirs(target: ResolvedTarget, environ: Mapping[str, str]) -> tupl
     return activated_path(target.prefix, environ)
 
 
-def _libraries(
-    target: ResolvedTarget, sys_path: Sequence[str], environ: Mapping[str, str], root: str
-) -> LibrariesInfo:
+def _libraries(world: World, sys_path: Sequence[str]) -> LibrariesInfo:
     """``[libraries]`` for torch, through the loader model (never raises); the answer is kept by
     :func:`envlock.cache.memo` (namespace ``snapshot-libs``, key
     :func:`envlock.libs.cache.answer_key`) while every input the report records is unchanged,
@@ -307,21 +304,22 @@ def _libraries(
     from envlock.manifest import _model  # noqa: PLC0415
     from envlock.manifest.libraries import LibrariesInfo  # noqa: PLC0415
 
+    exe, prefix, environ, root = str(world.python), world.prefix, dict(world.environ), str(world.root)
     use_cache = _cache.is_enabled(environ)
 
     def compute(rec: _cache.Recorder) -> LibrariesInfo:
         from envlock.libs.analysis import probe_libraries  # noqa: PLC0415 - the loader model only on a miss
         from envlock.libs.elf import ElfCache  # noqa: PLC0415
 
-        info = probe_libraries(python_exe=str(target.python), sys_path=sys_path, prefix=target.prefix,
+        info = probe_libraries(python_exe=exe, sys_path=sys_path, prefix=prefix,
                                env=environ, root=root, module="torch",
                                elf_cache=ElfCache() if use_cache else None, recorder=rec)
         if info.status not in ("ok", "absent"):
             rec.uncacheable(f"[libraries] {info.status}")
         return info  # type: ignore[no-any-return]
 
-    key = libcache.answer_key(module="torch", exe=str(target.python), sys_path=sys_path,
-                              prefix=target.prefix, root=root, environ=environ, purpose="snapshot-libraries")
+    key = libcache.answer_key(module="torch", exe=exe, sys_path=sys_path,
+                              prefix=prefix, root=root, environ=environ, purpose="snapshot-libraries")
     return _cache.memo("snapshot-libs", key, compute, enabled=use_cache, environ=environ,
                        encode=_model.to_dict, decode=lambda d: _model.from_dict(LibrariesInfo, d))
 

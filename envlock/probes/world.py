@@ -16,9 +16,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from envlock._run import DEFAULT_TIMEOUT, Runner, run
-from envlock.probes.target import ResolvedTarget
+
+if TYPE_CHECKING:  # only its attributes are read: importing a world stays cheap
+    from envlock.probes.target import ResolvedTarget
 
 __all__ = ["World", "activated_path"]
 
