@@ -103,3 +103,27 @@ def test_a_snapshot_builds_one_world_and_every_probe_sees_it(
     # and what the probes saw in it is what the manifest says
     assert m.slurm.job_id == "4242" and m.env.vars["OMP_NUM_THREADS"] == "3"
     assert m.conda is not None and m.conda.packages
+
+
+def test_every_probe_is_a_function_of_a_world() -> None:
+    """Each public ``probe_*`` of ``envlock/probes`` takes the World first and none of the
+    world's inputs again as its own parameters (read from the source, nothing imported)."""
+    import ast
+
+    world_inputs = {"root", "env", "environ", "prefix", "site_dirs", "path_dirs", "runner", "timeout",
+                    "python", "python_exe"}
+    probes_dir = Path(envlock.__file__).parent / "probes"
+    found = {}
+    for path in sorted(probes_dir.glob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("probe_"):
+                args = node.args
+                first = args.posonlyargs + args.args
+                own = {a.arg for a in first[1:] + args.kwonlyargs}
+                found[node.name] = (
+                    [a.arg for a in first[:1]], ast.unparse(first[0].annotation) if first and first[0].annotation else None,
+                    sorted(own & world_inputs),
+                )
+    assert len(found) >= 15, sorted(found)
+    bad = {name: got for name, got in found.items() if got != (["world"], "World", [])}
+    assert not bad, bad
