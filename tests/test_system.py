@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from envlock.probes.system import parse_cpuinfo, probe_cpu, probe_platform
+from envlock.probes.world import World
 
 SKYLAKE = """processor\t: 0
 vendor_id\t: GenuineIntel
@@ -58,27 +59,27 @@ def test_fake_root(tmp_path: Path) -> None:
     (tmp_path / "proc" / "meminfo").write_text("MemTotal:       394607516 kB\nMemFree: 1 kB\n")
     (tmp_path / "etc" / "os-release").write_text(
         'NAME="Rocky Linux"\nVERSION_ID="9.3"\nID="rocky"\nPRETTY_NAME="Rocky Linux 9.3 (Blue Onyx)"\n')
-    cpu = probe_cpu(tmp_path)
+    cpu = probe_cpu(World(root=tmp_path))
     assert cpu.memory == 394607516 * 1024
     assert "avx512f" in cpu.flags
-    plat = probe_platform(tmp_path)
+    plat = probe_platform(World(root=tmp_path))
     assert (plat.os_id, plat.os_version, plat.os_name) == ("rocky", "9.3", "Rocky Linux 9.3 (Blue Onyx)")
 
 
 def test_missing_files_recorded(tmp_path: Path) -> None:
-    assert probe_cpu(tmp_path).status == "error"
-    plat = probe_platform(tmp_path)
+    assert probe_cpu(World(root=tmp_path)).status == "error"
+    plat = probe_platform(World(root=tmp_path))
     assert plat.status == "error" and plat.error == "no /etc/os-release"
 
 
 def test_this_machine_glibc_matches_ldd() -> None:
     out = subprocess.run(["ldd", "--version"], capture_output=True, text=True, timeout=30).stdout
     first = out.splitlines()[0]  # "ldd (Debian GLIBC 2.36-9+deb12u9) 2.36"
-    assert probe_platform("/").glibc == first.split()[-1]
+    assert probe_platform(World(root="/")).glibc == first.split()[-1]
 
 
 def test_this_machine_cpu() -> None:
-    cpu = probe_cpu("/")
+    cpu = probe_cpu(World(root="/"))
     assert cpu.logical_cores == os.cpu_count()
     flags = set(Path("/proc/cpuinfo").read_text().split("flags", 1)[1].splitlines()[0].split())
     if "avx2" in flags:

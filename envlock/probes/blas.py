@@ -22,13 +22,14 @@ from __future__ import annotations
 import ast
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from envlock.manifest import PipPackage
 from envlock.probes._stackutil import read_text, site_dists
 from envlock import libfamilies
 from envlock.probes.conda import CondaMetaRecord, list_conda_meta
+from envlock.probes.world import World
 from envlock.manifest.stack import BlasInfo, BlasLibrary, OpenMPRuntime
 
 __all__ = ["probe_blas"]
@@ -294,27 +295,22 @@ def _scan_omp(d: Path, package: str | None, out: list[OpenMPRuntime], seen: set[
 
 
 def probe_blas(
+    world: World,
     *,
-    root: Path = Path("/"),
-    env: Mapping[str, str] | None = None,
-    prefix: str | None = None,
-    site_dirs: Sequence[str] = (),
     dists: Sequence[PipPackage] | None = None,
     conda: Sequence[CondaMetaRecord] | None = None,
 ) -> BlasInfo:
     """Record the BLAS/LAPACK implementation of numpy, scipy and the conda env, and OpenMP runtimes.
 
-    :param root: unused (everything read lives in the env); kept for a uniform signature.
-    :param env: unused; kept for a uniform signature.
-    :param prefix: the target prefix (``conda-meta`` and ``lib/``).
-    :param site_dirs: the target's site directories.
+    :param world: what is observed: only ``prefix`` (``conda-meta`` and ``lib/``) and
+        ``site_dirs`` are read (everything lives in the env; no command runs).
     :param dists: the distributions of ``site_dirs`` already read by
         :func:`~envlock.probes.pip.scan_distributions`; ``None`` scans ``site_dirs``.
     :param conda: the records of ``<prefix>/conda-meta`` already listed by
         :func:`~envlock.probes.conda.list_conda_meta`; ``None`` lists them.
     :returns: a :class:`BlasInfo`; ``status="absent"`` when no BLAS user was found.  Never raises.
     """
-    del root, env
+    prefix, site_dirs = world.prefix, world.site_dirs
     libs: list[BlasLibrary] = []
     omp: list[OpenMPRuntime] = []
     seen_omp: set[str] = set()

@@ -46,9 +46,10 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from envlock._run import DEFAULT_TIMEOUT, Runner, RunResult, run
+from envlock._run import Runner, RunResult, run
 from envlock.manifest.build import BuildCompiler, BuildInfo, VirtualPackage
 from envlock.probes._stackutil import read_text, under_root, which
+from envlock.probes.world import World
 
 __all__ = [
     "probe_build",
@@ -466,37 +467,19 @@ def _proc_driver(root: Path) -> dict[str, str | None]:
     return {"driver_version": driver, "driver_cuda": max_cuda_for_driver(driver) if driver else None}
 
 
-def target_path(prefix: str | None, environ: Mapping[str, str]) -> tuple[str, ...]:
-    """The ``PATH`` a build in the target would search: ``<prefix>/bin`` first, as activation
-    puts it (the same rule as the snapshot's ``target_path_dirs``)."""
-    dirs = [d for d in environ.get("PATH", "").split(os.pathsep) if d]
-    if prefix:
-        own = os.path.join(prefix, "bin")
-        dirs = [own, *[d for d in dirs if d != own]]
-    return tuple(dirs)
-
-
 def probe_build(
+    world: World,
     *,
-    env: Mapping[str, str] | None = None,
-    prefix: str | None = None,
-    site_dirs: Sequence[str] = (),
-    path_dirs: Sequence[str] | None = None,
-    root: Path = Path("/"),
-    runner: Runner = run,
-    timeout: float = DEFAULT_TIMEOUT,
     virtual: Sequence[VirtualPackage] | None = None,
     libraries: bool = True,
 ) -> BuildInfo:
     """Record what an extension build in this target would use (module docstring).
 
-    :param env: the build's environment (``os.environ`` when ``None``).
-    :param prefix: the target prefix (``<prefix>/bin`` first on ``PATH``; its ``lib/libstdc++``).
-    :param site_dirs: the target's site directories (where ``torch`` is found).
-    :param path_dirs: the ``PATH`` to search (default :func:`target_path`).
-    :param root: file-system root for ``/usr/local/cuda`` and system libraries.
-    :param runner: runs ``nvcc``/compilers ``--version``.
-    :param timeout: seconds per command.
+    :param world: what is observed: ``environ`` (the build's environment), ``prefix`` (its
+        ``lib/libstdc++``; ``<prefix>/bin`` leads the default ``path_dirs``), ``site_dirs``
+        (where ``torch`` is found), ``path_dirs`` (the ``PATH`` searched for ``nvcc`` and the
+        compilers), ``root`` (``/usr/local/cuda``, system libraries, the driver version),
+        ``runner`` (``nvcc``/compilers ``--version``) and ``timeout`` (seconds per command).
     :param virtual: the conda virtual packages (:func:`envlock.probes.virtual.probe_virtual`),
         recorded as given; ``None`` probes them (the driver from ``/proc/driver/nvidia/version``).
     :param libraries: also read torch's and libstdc++'s ELF files (GCC of ``.comment``, the C++
@@ -504,8 +487,8 @@ def probe_build(
     :returns: a :class:`BuildInfo`; ``status="absent"`` when there is neither a torch nor a CUDA
         home.  Never raises.
     """
-    environ = dict(os.environ if env is None else env)
-    dirs = tuple(path_dirs) if path_dirs is not None else target_path(prefix, environ)
+    environ, prefix, site_dirs, dirs = dict(world.environ), world.prefix, world.site_dirs, world.path_dirs
+    root, runner, timeout = world.root, world.runner, world.timeout
     errors: list[str] = []
     torch_dir = _torch_dir(site_dirs)
     text: str | None = None
@@ -610,7 +593,7 @@ def probe_build(
 
     if virtual is None:
         drv = _proc_driver(root)
-        virtual = probe_virtual(environ, driver_version=drv["driver_version"], driver_cuda=drv["driver_cuda"])
+        virtual = probe_virtual(world, driver_version=drv["driver_version"], driver_cuda=drv["driver_cuda"])
 
     status = "ok" if (torch_dir is not None or home) else "absent"
     return BuildInfo(

@@ -15,6 +15,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from envlock._io import read_bytes, read_text
@@ -22,12 +23,16 @@ from envlock.manifest import CondaInfo, CondaPackage
 from envlock.probes.pip import canonicalize
 from envlock.redact import redact_text, redact_url
 
+if TYPE_CHECKING:
+    from envlock.probes.world import World
+
 __all__ = [
     "CondaMetaRecord",
     "CondaRead",
     "list_conda_meta",
     "parse_history",
     "parse_spec",
+    "probe_conda",
     "read_conda_prefix",
     "short_channel",
 ]
@@ -299,3 +304,13 @@ def read_conda_prefix(prefix: str | os.PathLike[str]) -> CondaRead | None:
         packages=tuple(packages),
     )
     return CondaRead(info=info, dist_owner=dist_owner, warnings=tuple(warnings))
+
+
+def probe_conda(world: World) -> CondaRead | None:
+    """The ``[conda]`` table of the target: :func:`read_conda_prefix` of ``world.prefix``.
+
+    :param world: what is observed (only ``prefix`` is read).
+    :returns: the :class:`CondaRead`, or ``None`` when there is no prefix or it has no
+        ``conda-meta/`` (not a conda environment).  Unreadable records are warnings, not raised.
+    """
+    return read_conda_prefix(world.prefix) if world.prefix else None

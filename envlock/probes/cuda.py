@@ -26,7 +26,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from envlock import libfamilies
-from envlock._run import DEFAULT_TIMEOUT, Runner, run
 from envlock.manifest import PipPackage, Status
 from envlock.probes._stackutil import (
     read_record_paths,
@@ -36,6 +35,7 @@ from envlock.probes._stackutil import (
     which,
 )
 from envlock.probes.conda import CondaMetaRecord, list_conda_meta
+from envlock.probes.world import World
 from envlock.probes.pip import canonicalize
 from envlock.manifest.stack import CudaInfo, CudaLibrary, CudaToolkit
 
@@ -167,33 +167,25 @@ def _lib_files(files: list[str]) -> tuple[str, ...]:
 
 
 def probe_cuda(
+    world: World,
     *,
-    root: Path = Path("/"),
-    env: Mapping[str, str] | None = None,
-    prefix: str | None = None,
-    site_dirs: Sequence[str] = (),
     dists: Sequence[PipPackage] | None = None,
     conda: Sequence[CondaMetaRecord] | None = None,
-    path_dirs: Sequence[str] = (),
-    runner: Runner = run,
-    timeout: float = DEFAULT_TIMEOUT,
 ) -> CudaInfo:
     """Find every CUDA toolkit and library copy the target can use.
 
-    :param root: file-system root for fixed system paths (``/usr/local/cuda*``, ``/usr/include``).
-    :param env: the target's environment (``CUDA_HOME``, ``CUDA_PATH``).
-    :param prefix: the target's prefix (``conda-meta/``, ``include/``, ``lib/``).
-    :param site_dirs: the target's site directories (``sys.path`` entries).
+    :param world: what is observed: ``root`` for fixed system paths (``/usr/local/cuda*``,
+        ``/usr/include``), ``environ`` (``CUDA_HOME``, ``CUDA_PATH``), ``prefix``
+        (``conda-meta/``, ``include/``, ``lib/``), ``site_dirs``, ``path_dirs`` (searched for
+        ``nvcc``), ``runner`` and ``timeout`` (seconds for ``nvcc --version``).
     :param dists: the distributions of ``site_dirs`` already read by
         :func:`~envlock.probes.pip.scan_distributions`; ``None`` scans ``site_dirs``.
     :param conda: the records of ``<prefix>/conda-meta`` already listed by
         :func:`~envlock.probes.conda.list_conda_meta`; ``None`` lists them.
-    :param path_dirs: the target's ``PATH``, searched for ``nvcc``.
-    :param runner: runs ``nvcc --version``.
-    :param timeout: seconds allowed for ``nvcc``.
     :returns: a :class:`CudaInfo`; ``status="absent"`` when nothing CUDA was found.  Never raises.
     """
-    env = dict(os.environ if env is None else env)
+    root, env, prefix, site_dirs = world.root, dict(world.environ), world.prefix, world.site_dirs
+    path_dirs, runner, timeout = world.path_dirs, world.runner, world.timeout
     toolkits: list[CudaToolkit] = []
     libs: list[CudaLibrary] = []
     sources: list[str] = []

@@ -18,11 +18,11 @@ which Terraform shares (``TF_VAR_*``, ``TF_CLI_CONFIG_FILE``, ``TF_LOG``).
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from envlock.manifest import EnvVars, _model
+from envlock.probes.world import World
 from envlock.redact import printable, redact_variable
 
 __all__ = ["ALLOW_NAMES", "ALLOW_PREFIXES", "SELECTION", "TF_NAMES", "is_selection", "probe_env"]
@@ -102,20 +102,21 @@ def allowed(name: str, allow: Iterable[str] = (), deny: Iterable[str] = ()) -> b
 
 
 def probe_env(
-    environ: Mapping[str, str] | None = None,
+    world: World,
     *,
     allow: Iterable[str] = (),
     deny: Iterable[str] = (),
 ) -> EnvVars:
-    """Record the allow-listed variables of ``environ`` (``os.environ`` when ``None``).
+    """Record the allow-listed variables of ``world.environ`` (the job's environment).
 
+    :param world: what is observed (only :attr:`~envlock.probes.world.World.environ` is read).
     :param allow: extra names, or prefixes ending in ``*``, to record.
     :param deny: names or prefixes never to record (wins over ``allow``).
     :returns: :class:`EnvVars`: ``vars`` and ``selection`` (:func:`is_selection`), values
         redacted where they look secret (:func:`envlock.redact.redact_variable`); bytes that are
         not UTF-8 (``surrogateescape``) are written as ``\\xNN``.
     """
-    env = os.environ if environ is None else environ
+    env = world.environ
     allow = tuple(allow)
     deny = tuple(deny)
     values: dict[str, str] = {}

@@ -28,10 +28,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from envlock._run import DEFAULT_TIMEOUT, Runner, run
+from envlock._run import Runner
 from envlock.manifest import PipPackage, Status
 from envlock.probes._stackutil import Dist, read_headers, read_text, site_dists
 from envlock.probes.conda import CondaMetaRecord, list_conda_meta
+from envlock.probes.world import World
 from envlock.probes.pip import canonicalize
 from envlock.manifest.stack import FrameworkBuild, FrameworkRuntime, FrameworksInfo, ThreadPool
 
@@ -459,40 +460,31 @@ def _other(dist: Dist) -> FrameworkBuild:
 
 
 def probe_frameworks(
+    world: World,
     *,
-    root: Path = Path("/"),
-    env: Mapping[str, str] | None = None,
-    prefix: str | None = None,
-    site_dirs: Sequence[str] = (),
     dists: Sequence[PipPackage] | None = None,
     conda: Sequence[CondaMetaRecord] | None = None,
-    runner: Runner = run,
-    timeout: float = DEFAULT_TIMEOUT,
     do_import: bool = False,
-    python_exe: str | None = None,
     import_timeout: float = 60.0,
     read_archs: bool = True,
 ) -> FrameworksInfo:
     """Record how the target's frameworks were built (and, with ``do_import``, run-time facts).
 
-    :param root: unused except for symmetry with the other probes (frameworks live in the env).
-    :param env: the environment the target interpreter runs with in ``do_import`` mode.
-    :param prefix: the target prefix (``conda-meta`` build strings).
-    :param site_dirs: the target's site directories.
+    :param world: what is observed: ``prefix`` (``conda-meta`` build strings) and ``site_dirs``;
+        in ``do_import`` mode also ``python`` (the interpreter run), ``environ`` (its
+        environment) and ``runner``.  ``root`` is not read (frameworks live in the env), and
+        ``timeout`` not used (the static part runs no command; the import run has its own).
     :param dists: the distributions of ``site_dirs`` already read by
         :func:`~envlock.probes.pip.scan_distributions`; ``None`` scans ``site_dirs``.
     :param conda: the records of ``<prefix>/conda-meta`` already listed by
         :func:`~envlock.probes.conda.list_conda_meta`; ``None`` lists them.
-    :param runner: runs the target interpreter in ``do_import`` mode.
-    :param timeout: unused by the static part (no commands run).
-    :param do_import: also run ``python_exe`` on :data:`IMPORT_SCRIPT`.
-    :param python_exe: the target interpreter (required for ``do_import``).
+    :param do_import: also run ``world.python`` on :data:`IMPORT_SCRIPT`.
     :param import_timeout: seconds allowed for the import run.
     :param read_archs: read GPU architectures from ``libtorch_cuda.so``'s ``.nv_fatbin``.
     :returns: a :class:`FrameworksInfo`; ``status="absent"`` when no framework is installed.
         Never raises.
     """
-    del root, timeout
+    prefix, site_dirs = world.prefix, world.site_dirs
     packages: list[FrameworkBuild] = []
     records = list_conda_meta(prefix) if conda is None else conda
     torch_conda = {r.name: r for r in records}.get("pytorch")
@@ -513,7 +505,7 @@ def probe_frameworks(
 
     runtime = None
     if do_import:
-        runtime = _import_run(python_exe, env, runner, import_timeout)
+        runtime = _import_run(world.python, world.environ, world.runner, import_timeout)
     sources = ["dist-info"] if packages else []
     if records:
         sources.append("conda-meta")

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from envlock._run import Runner, RunResult, run
 from envlock.manifest import GitInfo, GitRemote, Status
+from envlock.probes.world import World
 from envlock.redact import redact_url
 
 __all__ = ["GIT_TIMEOUT", "git_env", "probe_git"]
@@ -34,23 +35,18 @@ def _status(result_status: str) -> Status:
     return "timeout" if result_status == "timeout" else ("absent" if result_status == "absent" else "error")
 
 
-def probe_git(
-    path: str | os.PathLike[str],
-    *,
-    runner: Runner = run,
-    environ: Mapping[str, str] | None = None,
-    timeout: float = GIT_TIMEOUT,
-) -> GitInfo:
+def probe_git(world: World, *, path: str | os.PathLike[str]) -> GitInfo:
     """Describe the git checkout containing ``path``.
 
+    :param world: what is observed: git runs through ``world.runner`` with ``world.environ``
+        (less the ``GIT_DIR``-style redirections, see :func:`git_env`), each command given
+        ``world.timeout`` seconds (the snapshot's world: :data:`GIT_TIMEOUT`).
     :param path: any directory inside the working tree.
-    :param runner: the command runner (see :mod:`envlock._run`).
-    :param environ: base environment for git (``os.environ`` when ``None``).
-    :param timeout: seconds for each git command.
     :returns: :class:`GitInfo`; ``status="absent"`` when ``path`` is not in a git work tree or
         git is not installed (``error`` says which), ``"timeout"``/``"error"`` when git failed.
     """
-    env = git_env(environ)
+    env = git_env(world.environ)
+    runner, timeout = world.runner, world.timeout
     where = str(path)
     if not os.path.isdir(where):
         return GitInfo(status="absent", source="git", error=f"{where}: no such directory")

@@ -17,17 +17,15 @@ table of toolkit driver versions (CUDA Toolkit release notes, Table 3), see
 
 from __future__ import annotations
 
-import os
 import re
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from envlock._run import DEFAULT_TIMEOUT, Runner, run
 from envlock.nvidia import max_cuda_for_driver
 from envlock.probes._stackutil import read_text, under_root
 from envlock.manifest import Status
 from envlock.manifest.stack import Gpu, GpuInfo
 from envlock.probes.nvsmi import SMI_FIELDS, find_nvidia_smi, parse_query_gpu, query_gpu_argv
+from envlock.probes.world import World
 
 __all__ = ["probe_gpu", "cuda_for_driver", "SMI_FIELDS"]
 
@@ -127,28 +125,20 @@ def _query_nvml() -> tuple[str, str | None, list[Gpu]] | None:
             pass
 
 
-def probe_gpu(
-    *,
-    root: Path = Path("/"),
-    env: Mapping[str, str] | None = None,
-    path_dirs: Sequence[str] = (),
-    runner: Runner = run,
-    timeout: float = DEFAULT_TIMEOUT,
-    use_nvml: bool = True,
-) -> GpuInfo:
+def probe_gpu(world: World, *, use_nvml: bool = True) -> GpuInfo:
     """Observe the GPU driver and devices.
 
-    :param root: file-system root (``/``; a directory in tests).
-    :param env: the target's environment (``CUDA_VISIBLE_DEVICES`` is read from it).
-    :param path_dirs: the target's ``PATH`` directories, searched for ``nvidia-smi``.
-    :param runner: runs ``nvidia-smi`` (see :func:`envlock._run.run`).
-    :param timeout: seconds allowed for each ``nvidia-smi`` call.
-    :param use_nvml: try NVML first (ignored unless ``root`` is ``/``).
+    :param world: what is observed: ``root`` (``/proc/driver/nvidia``, ``/opt/rocm``),
+        ``environ`` (``CUDA_VISIBLE_DEVICES`` is read from it; ``nvidia-smi`` runs with it),
+        ``path_dirs`` (searched for ``nvidia-smi``), ``runner`` and ``timeout`` (seconds for
+        each ``nvidia-smi`` call).
+    :param use_nvml: try NVML first (ignored unless ``world.root`` is ``/``).
     :returns: a :class:`GpuInfo`; ``status="absent"`` with ``error`` starting
         ``"no NVIDIA driver"`` when neither the kernel module nor ``nvidia-smi`` answers.
         Never raises for a missing or failing tool.
     """
-    env = dict(os.environ if env is None else env)
+    root, env, path_dirs = world.root, dict(world.environ), world.path_dirs
+    runner, timeout = world.runner, world.timeout
     visible = env.get("CUDA_VISIBLE_DEVICES")
     rocm_visible = env.get("ROCR_VISIBLE_DEVICES") or env.get("HIP_VISIBLE_DEVICES")
     sources: list[str] = []

@@ -17,6 +17,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from envlock._io import InputError, one_line, read_bytes
@@ -24,10 +25,14 @@ from envlock._names import canonicalize
 from envlock.manifest import PipInfo, PipPackage
 from envlock.redact import redact_url
 
+if TYPE_CHECKING:
+    from envlock.probes.world import World
+
 __all__ = [
     "CONDA_BUILD_URL",
     "canonicalize",
     "parse_direct_url",
+    "probe_pip",
     "read_input",
     "read_metadata_header",
     "scan_distributions",
@@ -269,3 +274,15 @@ def scan_distributions(path_entries: Iterable[str]) -> PipInfo:
         for n, p in sorted(winners.items())
     )
     return PipInfo(status="ok", source="dist-info/egg-info on sys.path", packages=packages)
+
+
+def probe_pip(world: World) -> PipInfo:
+    """The ``[pip]`` table of the target: :func:`scan_distributions` of ``world.site_dirs``
+    (the directories of the target interpreter's ``sys.path``, in its order; files and missing
+    entries of ``sys.path`` would be skipped by the scan anyway).
+
+    :param world: what is observed (only ``site_dirs`` is read).
+    :returns: the :class:`PipInfo`; a distribution that cannot be read is listed with its
+        ``error``, never raised.
+    """
+    return scan_distributions(world.site_dirs)

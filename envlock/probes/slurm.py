@@ -8,12 +8,12 @@ variables below are read and recorded.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 
 from envlock.manifest._model import freeze_mapping
 from envlock.manifest.stack import SlurmInfo
+from envlock.probes.world import World
 
 __all__ = ["probe_slurm", "slurm_gpu_ids", "slurm_gpu_count", "SLURM_VARS", "PBS_VARS", "LSF_VARS"]
 
@@ -93,13 +93,14 @@ def _mem_bytes(value: str | None) -> int | None:
     return int(m.group(1)) * scale[m.group(2).upper()]
 
 
-def probe_slurm(*, env: Mapping[str, str] | None = None) -> SlurmInfo:
-    """Describe the batch job from the environment.
+def probe_slurm(world: World) -> SlurmInfo:
+    """Describe the batch job from the job's environment (``world.environ``: Slurm's
+    ``SLURM_*``, PBS's ``PBS_*``, LSF's ``LSB_*`` variables).
 
-    :param env: the target's environment (``os.environ`` when ``None``).
+    :param world: what is observed (only :attr:`~envlock.probes.world.World.environ` is read).
     :returns: a :class:`SlurmInfo`; ``status="absent"`` outside a Slurm/PBS/LSF job.  Never raises.
     """
-    env = os.environ if env is None else env
+    env = world.environ
     g = env.get
     if g("SLURM_JOB_ID") or g("SLURM_JOBID"):
         job = g("SLURM_JOB_ID") or g("SLURM_JOBID")

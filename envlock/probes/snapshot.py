@@ -30,12 +30,13 @@ from envlock.manifest import (
     PipInfo,
     PipPackage,
 )
-from envlock.probes.conda import CondaMetaRecord, CondaRead, list_conda_meta, read_conda_prefix
+from envlock.probes.conda import CondaMetaRecord, CondaRead, list_conda_meta, probe_conda
 from envlock.probes.env import probe_env
 from envlock.probes.git import probe_git
 from envlock.probes.lockfiles import Installed, collect_lockfiles, match_lockfiles
-from envlock.probes.pip import canonicalize, conda_build_url, scan_distributions
+from envlock.probes.pip import canonicalize, conda_build_url, probe_pip
 from envlock.probes.system import probe_cpu, probe_platform
+from envlock.probes.world import World, activated_path
 from envlock.probes.target import (
     ResolvedTarget,
     query_interpreter,
@@ -110,12 +111,12 @@ def attribute_conda(
     return new_pip, replace(conda.info, packages=tuple(conda_pkgs)), warnings
 
 
-def _editable_git(pip: PipInfo, runner: Runner, environ: Mapping[str, str], pool: ThreadPoolExecutor) -> PipInfo:
+def _editable_git(world: World, pip: PipInfo, pool: ThreadPoolExecutor) -> PipInfo:
     """Record the git state of every editable/directory install that lives in a checkout (C13)."""
     jobs = {}
     for p in pip.packages:
         if p.origin in ("editable", "directory") and p.editable_path and os.path.isdir(p.editable_path):
-            jobs[p.name] = pool.submit(probe_git, p.editable_path, runner=runner, environ=environ)
+            jobs[p.name] = pool.submit(probe_git, world, path=p.editable_path)
     if not jobs:
         return pip
     out = []
@@ -189,18 +190,17 @@ def snapshot(
     pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="envlock-probe")
     try:
         query = query_interpreter_cached if runner is run else query_interpreter
-        f_python = pool.submit(query, target, runner=runner, environ=env)
-        f_git = pool.submit(probe_git, repo or cwd, runner=runner, environ=env)
-        f_conda = pool.submit(read_conda_prefix, target.prefix) if target.kind == "conda" else None
-        platform_info = probe_platform(root)
-        cpu_info = probe_cpu(root)
-        env_info = probe_env(env, allow=env_allow, deny=env_deny)
-        python_info = f_python.result()
+        python_info = pool.submit(query, target, runner=runner, environ=env).result()
         target = refine_target(target, python_info)
-        if f_conda is None and target.kind == "conda":
-            f_conda = pool.submit(read_conda_prefix, target.prefix)
-        f_libs = pool.submit(_libraries, target, python_info.path, env, root) if (
-            libraries and target.python) else None
+        # The one world every probe of this snapshot observes (the target as its interpreter
+        # reported it); results of one probe that another needs are passed on explicitly.
+        world = World.of(target, environ=env, sys_path=python_info.path, root=root, runner=runner)
+        f_git = pool.submit(probe_git, world, path=repo or cwd)
+        f_conda = pool.submit(probe_conda, world) if target.kind == "conda" else None
+        platform_info = probe_platform(world)
+        cpu_info = probe_cpu(world)
+        env_info = probe_env(world, allow=env_allow, deny=env_deny)
+        f_libs = pool.submit(_libraries, world, python_info.path) if (libraries and world.python) else None
         if python_info.status != "ok":
             warnings.append(
                 f"python: {python_info.error}; package list read from the prefix's site-packages"
@@ -209,11 +209,10 @@ def snapshot(
         # the same files again; they start now and wait for the scan only where they need it.
         scanned: Future[Sequence[PipPackage]] = Future()
         f_stack = pool.submit(
-            _stack, target, python_info.path, env, root, runner, do_import, stack_timeout,
-            scanned.result, list_conda_meta(target.prefix),
+            _stack, world, do_import, stack_timeout, scanned.result, list_conda_meta(world.prefix),
         ) if stack else None
         try:
-            pip_info = scan_distributions(python_info.path)
+            pip_info = probe_pip(world)
         except BaseException as exc:
             scanned.set_exception(exc)
             raise
@@ -223,7 +222,7 @@ def snapshot(
             warnings.extend(conda_read.warnings)
         pip_info, conda_info, attrib_warnings = attribute_conda(pip_info, conda_read)
         warnings.extend(attrib_warnings)
-        pip_info = _editable_git(pip_info, runner, env, pool)
+        pip_info = _editable_git(world, pip_info, pool)
         git_info = f_git.result()
         stack_tables = f_stack.result() if f_stack else {}
         libraries_info = f_libs.result() if f_libs else None
@@ -285,21 +284,16 @@ def _resume_after(pool: ThreadPoolExecutor) -> None:
 
 
 def target_path_dirs(target: ResolvedTarget, environ: Mapping[str, str]) -> tuple[str, ...]:
-    """The ``PATH`` directories the target's jobs search, its own ``bin`` first.
+    """The ``PATH`` directories the target's jobs search, its own ``bin`` first
+    (:func:`envlock.probes.world.activated_path`: the snapshot world's ``path_dirs``).
 
     An activated environment already has ``<prefix>/bin`` first; for ``--prefix``/``--python``
     on an inactive one it is put in front, as activation would.
     """
-    dirs = [d for d in environ.get("PATH", "").split(os.pathsep) if d]
-    own = os.path.join(target.prefix, "bin")
-    if own in dirs:
-        dirs.remove(own)
-    return (own, *dirs)
+    return activated_path(target.prefix, environ)
 
 
-def _libraries(
-    target: ResolvedTarget, sys_path: Sequence[str], environ: Mapping[str, str], root: str
-) -> LibrariesInfo:
+def _libraries(world: World, sys_path: Sequence[str]) -> LibrariesInfo:
     """``[libraries]`` for torch, through the loader model (never raises); the answer is kept by
     :func:`envlock.cache.memo` (namespace ``snapshot-libs``, key
     :func:`envlock.libs.cache.answer_key`) while every input the report records is unchanged,
@@ -310,53 +304,36 @@ def _libraries(
     from envlock.manifest import _model  # noqa: PLC0415
     from envlock.manifest.libraries import LibrariesInfo  # noqa: PLC0415
 
+    exe, prefix, environ, root = str(world.python), world.prefix, dict(world.environ), str(world.root)
     use_cache = _cache.is_enabled(environ)
 
     def compute(rec: _cache.Recorder) -> LibrariesInfo:
         from envlock.libs.analysis import probe_libraries  # noqa: PLC0415 - the loader model only on a miss
         from envlock.libs.elf import ElfCache  # noqa: PLC0415
 
-        info = probe_libraries(python_exe=str(target.python), sys_path=sys_path, prefix=target.prefix,
+        info = probe_libraries(python_exe=exe, sys_path=sys_path, prefix=prefix,
                                env=environ, root=root, module="torch",
                                elf_cache=ElfCache() if use_cache else None, recorder=rec)
         if info.status not in ("ok", "absent"):
             rec.uncacheable(f"[libraries] {info.status}")
         return info  # type: ignore[no-any-return]
 
-    key = libcache.answer_key(module="torch", exe=str(target.python), sys_path=sys_path,
-                              prefix=target.prefix, root=root, environ=environ, purpose="snapshot-libraries")
+    key = libcache.answer_key(module="torch", exe=exe, sys_path=sys_path,
+                              prefix=prefix, root=root, environ=environ, purpose="snapshot-libraries")
     return _cache.memo("snapshot-libs", key, compute, enabled=use_cache, environ=environ,
                        encode=_model.to_dict, decode=lambda d: _model.from_dict(LibrariesInfo, d))
 
 
 def _stack(
-    target: ResolvedTarget,
-    sys_path: Sequence[str],
-    environ: Mapping[str, str],
-    root: str,
-    runner: Runner,
+    world: World,
     do_import: bool,
-    timeout: float,
+    budget: float,
     dists: Callable[[], Sequence[PipPackage]],
     conda: Sequence[CondaMetaRecord],
 ) -> dict[str, Any]:
-    from pathlib import Path  # noqa: PLC0415
-
     from envlock.probes.stack import probe_stack  # noqa: PLC0415
 
-    return probe_stack(
-        root=Path(root),
-        env=environ,
-        prefix=target.prefix,
-        site_dirs=tuple(d for d in sys_path if os.path.isdir(d)),
-        path_dirs=target_path_dirs(target, environ),
-        dists=dists,
-        conda=conda,
-        runner=runner,
-        timeout=timeout,
-        do_import=do_import,
-        python_exe=target.python,
-    )
+    return probe_stack(world, budget=budget, dists=dists, conda=conda, do_import=do_import)
 
 
 def _version() -> str:

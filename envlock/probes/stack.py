@@ -12,10 +12,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
+from dataclasses import replace
 from typing import Any, TypeVar
 
-from envlock._run import DEFAULT_TIMEOUT, Runner, run
 from envlock.manifest import PipPackage
 from envlock.manifest.build import BuildInfo
 from envlock.probes.blas import probe_blas
@@ -27,6 +26,7 @@ from envlock.probes.gpu import probe_gpu
 from envlock.probes.pip import scan_distributions
 from envlock.probes.slurm import probe_slurm
 from envlock.probes.toolchain import probe_toolchain
+from envlock.probes.world import World
 from envlock.manifest.stack import (
     BlasInfo,
     CudaInfo,
@@ -51,18 +51,12 @@ STACK_AREAS: Mapping[str, type] = {
 
 
 def probe_stack(
+    world: World,
     *,
-    root: Path = Path("/"),
-    env: Mapping[str, str] | None = None,
-    prefix: str | None = None,
-    site_dirs: Sequence[str] = (),
-    path_dirs: Sequence[str] = (),
+    budget: float = 10.0,
     dists: Sequence[PipPackage] | Callable[[], Sequence[PipPackage]] | None = None,
     conda: Sequence[CondaMetaRecord] | None = None,
-    runner: Runner = run,
-    timeout: float = 10.0,
     do_import: bool = False,
-    python_exe: str | None = None,
     import_timeout: float = 60.0,
     areas: Sequence[str] | None = None,
     use_nvml: bool = True,
@@ -70,24 +64,19 @@ def probe_stack(
 ) -> dict[str, Any]:
     """Observe the GPU/CUDA/framework/BLAS/toolchain/batch-job stack of a target.
 
-    :param root: file-system root for system paths (``/``; a directory in tests).
-    :param env: the target's environment (``os.environ`` when ``None``).
-    :param prefix: the target's prefix (``sys.prefix``).
-    :param site_dirs: the target's ``sys.path`` entries that are site directories.
-    :param path_dirs: the target's ``PATH`` directories in order (a conda env's ``bin`` first).
-    :param dists: the distributions of ``site_dirs`` already read by
+    :param world: what is observed (:class:`~envlock.probes.world.World`), handed to every
+        probe; each command gets at most ``min(budget / 2, world.timeout)`` seconds (the probes
+        see a copy with that ``timeout`` only when it is smaller than ``world.timeout``).
+    :param budget: overall budget in seconds (float).
+    :param dists: the distributions of ``world.site_dirs`` already read by
         :func:`~envlock.probes.pip.scan_distributions` (a snapshot's ``[pip]`` packages), or a
         function returning them, called once in the first probe thread that needs them (so the
         GPU probe need not wait for a scan still under way); ``None`` scans ``site_dirs`` once,
         shared by the probes.
     :param conda: the records of ``<prefix>/conda-meta`` already listed by
         :func:`~envlock.probes.conda.list_conda_meta`; ``None`` lists them once.
-    :param runner: runs external commands (see :func:`envlock._run.run`).
-    :param timeout: overall budget in seconds; each command gets at most
-        ``min(timeout / 2, DEFAULT_TIMEOUT)`` seconds.
-    :param do_import: also run the target interpreter to import torch (``--import``); the
-        frameworks probe then gets ``import_timeout`` more seconds.
-    :param python_exe: the target interpreter, for ``do_import``.
+    :param do_import: also run the target interpreter (``world.python``) to import torch
+        (``--import``); the frameworks probe then gets ``import_timeout`` more seconds.
     :param import_timeout: seconds allowed for the import run.
     :param areas: the subset of :data:`STACK_AREAS` to probe (all by default).
     :param use_nvml: let the GPU probe try NVML (``pynvml``) before ``nvidia-smi``.
@@ -97,86 +86,29 @@ def probe_stack(
         not finish within the budget gives ``cls(status="timeout", error=…)``, one that
         failed unexpectedly ``cls(status="error", error=…)``.  Never raises.
     """
-    import os  # noqa: PLC0415
-
-    env = dict(os.environ if env is None else env)
     # Half the budget per command: a probe may run two commands in a row (nvidia-smi's retry)
     # and still report what its commands said before the overall budget runs out.
-    per_cmd = min(timeout / 2, DEFAULT_TIMEOUT)
-    site_dirs = tuple(os.fspath(d) for d in site_dirs)
-    path_dirs = tuple(path_dirs)
+    per_cmd = min(budget / 2, world.timeout)
+    w = world if per_cmd == world.timeout else replace(world, timeout=per_cmd)
     # Read inside the probe threads (under the budget: a hung file system times out like a hung
     # command), once for all probes.
     get_dists: Callable[[], Sequence[PipPackage]]
     if dists is None:
-        get_dists = _once(lambda: scan_distributions(site_dirs).packages)
+        get_dists = _once(lambda: scan_distributions(world.site_dirs).packages)
     elif callable(dists):
         get_dists = _once(dists)
     else:
         get_dists = _once(lambda: dists)
-    get_conda = _once((lambda: list_conda_meta(prefix)) if conda is None else (lambda: conda))
+    get_conda = _once((lambda: list_conda_meta(world.prefix)) if conda is None else (lambda: conda))
     calls: dict[str, Callable[[], Any]] = {
-        "gpu": lambda: probe_gpu(
-            root=root,
-            env=env,
-            path_dirs=path_dirs,
-            runner=runner,
-            timeout=per_cmd,
-            use_nvml=use_nvml,
-        ),
-        "cuda": lambda: probe_cuda(
-            root=root,
-            env=env,
-            prefix=prefix,
-            site_dirs=site_dirs,
-            dists=get_dists(),
-            conda=get_conda(),
-            path_dirs=path_dirs,
-            runner=runner,
-            timeout=per_cmd,
-        ),
-        "frameworks": lambda: probe_frameworks(
-            root=root,
-            env=env,
-            prefix=prefix,
-            site_dirs=site_dirs,
-            dists=get_dists(),
-            conda=get_conda(),
-            runner=runner,
-            timeout=per_cmd,
-            do_import=do_import,
-            python_exe=python_exe,
-            import_timeout=import_timeout,
-            read_archs=read_archs,
-        ),
-        "blas": lambda: probe_blas(
-            root=root,
-            env=env,
-            prefix=prefix,
-            site_dirs=site_dirs,
-            dists=get_dists(),
-            conda=get_conda(),
-        ),
-        "toolchain": lambda: probe_toolchain(
-            root=root,
-            env=env,
-            prefix=prefix,
-            site_dirs=site_dirs,
-            dists=get_dists(),
-            path_dirs=path_dirs,
-            runner=runner,
-            timeout=per_cmd,
-        ),
-        "slurm": lambda: probe_slurm(env=env),
-        "build": lambda: probe_build(
-            env=env,
-            prefix=prefix,
-            site_dirs=site_dirs,
-            path_dirs=path_dirs,
-            root=root,
-            runner=runner,
-            timeout=per_cmd,
-        ),
+        "gpu": lambda: probe_gpu(w, use_nvml=use_nvml),
+        "cuda": lambda: probe_cuda(w, dists=get_dists(), conda=get_conda()),
+        "frameworks": lambda: probe_frameworks(w, dists=get_dists(), conda=get_conda(), do_import=do_import,
+                                               import_timeout=import_timeout, read_archs=read_archs),
+        "blas": lambda: probe_blas(w, dists=get_dists(), conda=get_conda()),
+        "toolchain": lambda: probe_toolchain(w, dists=get_dists()),
+        "slurm": lambda: probe_slurm(w),
+        "build": lambda: probe_build(w),
     }
     wanted = [a for a in STACK_AREAS if areas is None or a in areas]
     results: dict[str, Any] = {}
@@ -201,14 +133,14 @@ def probe_stack(
         ).start()
     out: dict[str, Any] = {}
     for area in wanted:
-        budget = timeout + (import_timeout if area == "frameworks" and do_import else 0.0)
-        left = start + budget - time.monotonic()
+        allowed = budget + (import_timeout if area == "frameworks" and do_import else 0.0)
+        left = start + allowed - time.monotonic()
         if done[area].wait(max(0.0, left)):
             with lock:
                 out[area] = results[area]
         else:
             out[area] = STACK_AREAS[area](
-                status="timeout", error=f"{area} probe did not finish within {budget:g} s"
+                status="timeout", error=f"{area} probe did not finish within {allowed:g} s"
             )
     return out
 

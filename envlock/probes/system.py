@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from envlock.manifest import CpuInfo, PlatformInfo
+from envlock.probes.world import World
 
 __all__ = ["ISA_FLAGS", "probe_platform", "probe_cpu", "parse_cpuinfo", "parse_os_release"]
 
@@ -52,9 +53,10 @@ def _glibc_version(root: Path) -> str | None:
     return found.version if found else None
 
 
-def probe_platform(root: str | os.PathLike[str] = "/") -> PlatformInfo:
-    """Read the ``[platform]`` table.  Never raises; a missing os-release gives ``status="error"``."""
-    r = Path(root)
+def probe_platform(world: World) -> PlatformInfo:
+    """Read the ``[platform]`` table from ``world.root`` (``etc/os-release``, glibc) and
+    :func:`os.uname`.  Never raises; a missing os-release gives ``status="error"``."""
+    r = world.root
     uname = os.uname()
     error = None
     release: dict[str, str] = {}
@@ -105,9 +107,10 @@ def parse_cpuinfo(text: str) -> dict[str, object]:
     return {"vendor": vendor, "model": model, "flags": tuple(sorted(flags))}
 
 
-def probe_cpu(root: str | os.PathLike[str] = "/") -> CpuInfo:
-    """Read the ``[cpu]`` table from ``<root>/proc/cpuinfo`` and ``<root>/proc/meminfo``."""
-    r = Path(root)
+def probe_cpu(world: World) -> CpuInfo:
+    """Read the ``[cpu]`` table from ``<world.root>/proc/cpuinfo`` and ``<world.root>/proc/meminfo``
+    (memory in bytes) and this process's CPU affinity.  Never raises."""
+    r = world.root
     try:
         parsed = parse_cpuinfo((r / "proc/cpuinfo").read_text(encoding="utf-8", errors="replace"))
     except OSError as exc:

@@ -19,10 +19,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from envlock._run import DEFAULT_TIMEOUT, Runner, RunResult, run
+from envlock._run import Runner, RunResult, run
 from envlock.manifest import PipPackage, Status
 from envlock.manifest.stack import BuiltWith, Libstdcxx, Tool, ToolchainInfo
 from envlock.probes._stackutil import site_dists, under_root, which
+from envlock.probes.world import World
 
 if TYPE_CHECKING:
     from envlock.libs.elf import ElfInfo
@@ -229,34 +230,27 @@ def _probe_tool(name: str, path: str, runner: Runner, timeout: float, env: dict[
 
 
 def probe_toolchain(
+    world: World,
     *,
-    root: Path = Path("/"),
-    env: Mapping[str, str] | None = None,
-    prefix: str | None = None,
-    site_dirs: Sequence[str] = (),
     dists: Sequence[PipPackage] | None = None,
-    path_dirs: Sequence[str] = (),
-    runner: Runner = run,
-    timeout: float = DEFAULT_TIMEOUT,
     tools: Sequence[str] = TOOLS,
     confstr: Callable[[str], str | None] | None = None,
 ) -> ToolchainInfo:
     """Record compilers, MPI, CMake, glibc and libstdc++ of the target.
 
-    :param root: file-system root for the system libraries (``/``; a directory in tests).
-    :param env: the target's environment (the tools run with it, plus ``LC_ALL=C``).
-    :param prefix: the target prefix (its ``lib/libstdc++.so.6``).
-    :param site_dirs: the target's site directories (binaries for ``built_with``).
+    :param world: what is observed: ``root`` for the system libraries, ``environ`` (the tools
+        run with it, plus ``LC_ALL=C``), ``prefix`` (its ``lib/libstdc++.so.6``), ``site_dirs``
+        (binaries for ``built_with``), ``path_dirs`` (searched in order), ``runner`` and
+        ``timeout`` (seconds per tool).
     :param dists: the distributions of ``site_dirs`` already read by
         :func:`~envlock.probes.pip.scan_distributions`; ``None`` scans ``site_dirs``.
-    :param path_dirs: the target's ``PATH``, in order.
-    :param runner: runs each tool.
-    :param timeout: seconds allowed per tool.
     :param tools: tool names to look for.
-    :param confstr: ``os.confstr`` (injectable); used only when ``root`` is ``/``.
+    :param confstr: ``os.confstr`` (injectable); used only when ``world.root`` is ``/``.
     :returns: a :class:`ToolchainInfo`.  Never raises.
     """
-    child_env = {**(os.environ if env is None else env), "LC_ALL": "C"}
+    root, prefix, site_dirs = world.root, world.prefix, world.site_dirs
+    path_dirs, runner, timeout = world.path_dirs, world.runner, world.timeout
+    child_env = {**world.environ, "LC_ALL": "C"}
     found = [(t, p) for t in tools if (p := which(t, path_dirs))]
     recorded: list[Tool] = []
     if found:

@@ -27,6 +27,7 @@ import re
 from collections.abc import Callable, Mapping
 
 from envlock.manifest.build import VirtualPackage
+from envlock.probes.world import World
 
 __all__ = ["probe_virtual", "conda_overrides", "linux_version", "OVERRIDE_PREFIX"]
 
@@ -61,7 +62,7 @@ def _archspec_name() -> tuple[str | None, str]:
 
 
 def probe_virtual(
-    environ: Mapping[str, str],
+    world: World,
     *,
     driver_cuda: str | None,
     driver_version: str | None = None,
@@ -70,9 +71,10 @@ def probe_virtual(
     system: str | None = None,
     archspec: Callable[[], tuple[str | None, str]] = _archspec_name,
 ) -> tuple[VirtualPackage, ...]:
-    """The virtual packages conda's solver would see with ``environ`` on this node.
+    """The virtual packages conda's solver would see with ``world.environ`` on this node.
 
-    :param environ: the job's environment (its ``CONDA_OVERRIDE_*`` variables).
+    :param world: what is observed: only ``environ`` is read (its ``CONDA_OVERRIDE_*``
+        variables); glibc, the kernel and the CPU are this machine's, as conda sees them.
     :param driver_cuda: the CUDA version the NVIDIA driver supports (``"12.4"``), ``None``
         without a driver.
     :param driver_version: the driver version, for the ``source`` text.
@@ -85,7 +87,7 @@ def probe_virtual(
         ``__archspec`` (absent ones left out).  Never raises.
     """
     out: list[VirtualPackage] = []
-    over = conda_overrides(environ)
+    over = conda_overrides(world.environ)
 
     # __cuda
     if "CONDA_OVERRIDE_CUDA" in over:

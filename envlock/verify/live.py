@@ -171,14 +171,14 @@ class Live:
         """The driver and GPUs: :class:`~envlock.manifest.stack.GpuInfo` (``status="absent"``
         without an NVIDIA driver)."""
         def compute() -> Any:
-            from pathlib import Path  # noqa: PLC0415
-
             from envlock.probes.gpu import probe_gpu  # noqa: PLC0415
+            from envlock.probes.world import World  # noqa: PLC0415
 
             path_dirs = [d for d in self.environ.get("PATH", "").split(os.pathsep) if d]
             runner = self.runner if driver_loaded(self.root) else _no_smi(self.runner)
-            return probe_gpu(root=Path(self.root), env=self.environ, path_dirs=path_dirs, runner=runner,
-                             timeout=self.command_timeout(), use_nvml=self.root in ("", "/"))
+            world = World(root=self.root, environ=self.environ, path_dirs=path_dirs, runner=runner,
+                          timeout=self.command_timeout())
+            return probe_gpu(world, use_nvml=self.root in ("", "/"))
         return self._get("gpu", compute)
 
     @property
@@ -207,9 +207,10 @@ class Live:
 
         def compute() -> tuple[Any, ...]:
             from envlock.probes.frameworks import probe_frameworks  # noqa: PLC0415
+            from envlock.probes.world import World  # noqa: PLC0415
 
             site = [p for p in self.python.path if os.path.isdir(p)]
-            info = probe_frameworks(prefix=self.target.prefix, site_dirs=site, read_archs=archs,
-                                    env=self.environ)
+            world = World(environ=self.environ, prefix=self.target.prefix, site_dirs=site)
+            info = probe_frameworks(world, read_archs=archs)
             return tuple(info.packages)
         return self._get(key, compute)

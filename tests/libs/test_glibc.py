@@ -70,12 +70,13 @@ def test_platform_and_toolchain_use_the_detector(tmp_path: Path) -> None:
     """[platform] and [toolchain] report the same glibc for a root (one producer)."""
     from envlock.probes.system import probe_platform
     from envlock.probes.toolchain import probe_toolchain
+    from envlock.probes.world import World
 
     lib = tmp_path / "lib" / "x86_64-linux-gnu"
     lib.mkdir(parents=True)
     shutil.copy(_real_libc(), lib / "libc.so.6")
-    assert probe_platform(tmp_path).glibc == _ldd_version()
-    assert probe_toolchain(root=tmp_path, env={"PATH": ""}).glibc == _ldd_version()
+    assert probe_platform(World(root=tmp_path)).glibc == _ldd_version()
+    assert probe_toolchain(World(root=tmp_path, environ={"PATH": ""}, path_dirs=())).glibc == _ldd_version()
 
 
 def test_loader_model_uses_the_detector(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import envlock
 from envlock.probes.toolchain import probe_toolchain
+from envlock.probes.world import World
 
 
 def _envlock(*args: str, cwd: Path | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -52,7 +53,7 @@ def test_timed_out_compiler_marks_the_toolchain_table(tmp_path: Path) -> None:
     gcc.write_text("#!/bin/sh\nsleep 30\n")
     gcc.chmod(0o755)
     started = time.monotonic()
-    info = probe_toolchain(root=tmp_path, path_dirs=[str(bin_dir)], tools=("gcc",), timeout=0.5)
+    info = probe_toolchain(World(root=tmp_path, path_dirs=[str(bin_dir)], timeout=0.5), tools=("gcc",))
     assert time.monotonic() - started < 5
     assert info.status == "timeout"
     assert info.error == f"{gcc}: no answer within 0.5 s"

@@ -10,6 +10,7 @@ import pytest
 
 import envlock
 from envlock.probes.env import probe_env
+from envlock.probes.world import World
 from envlock.redact import redact_url
 
 SECRETS = {
@@ -31,7 +32,7 @@ def test_allow_list_and_redaction() -> None:
         "HOME": "/home/alice", "EDITOR": "vim", "SSH_AUTH_SOCK": "/tmp/x",
         "TORCH_HOME": "/scratch/torch", **SECRETS,
     }
-    e = probe_env(env)
+    e = probe_env(World(environ=env))
     assert e.vars["OMP_NUM_THREADS"] == "4"
     assert e.vars["MKL_CBWR"] == "AVX2"
     assert e.vars["NPY_DISABLE_CPU_FEATURES"] == "AVX512_SKX"
@@ -45,7 +46,7 @@ def test_allow_list_and_redaction() -> None:
 
 def test_user_allow_and_deny() -> None:
     env = {"MYAPP_SEED": "1", "MYAPP_MODE": "x", "OMP_NUM_THREADS": "2", "EXTRA": "y"}
-    e = probe_env(env, allow=["MYAPP_*", "EXTRA"], deny=["MYAPP_MODE", "OMP_*"])
+    e = probe_env(World(environ=env), allow=["MYAPP_*", "EXTRA"], deny=["MYAPP_MODE", "OMP_*"])
     assert dict(e.vars) == {"EXTRA": "y", "MYAPP_SEED": "1"}
 
 
@@ -86,18 +87,18 @@ def test_redact_url(url: str, expected: str) -> None:
 
 
 def test_selection_variables_are_set_apart() -> None:
-    e = probe_env({"VIRTUAL_ENV": "/v", "PATH": "/v/bin:/usr/bin", "CONDA_PREFIX": "/c",
+    e = probe_env(World(environ={"VIRTUAL_ENV": "/v", "PATH": "/v/bin:/usr/bin", "CONDA_PREFIX": "/c",
                    "CONDA_DEFAULT_ENV": "c", "CONDA_SHLVL": "2", "CONDA_PREFIX_1": "/base",
-                   "OMP_NUM_THREADS": "2", "CONDA_OVERRIDE_CUDA": "12.4"})
+                   "OMP_NUM_THREADS": "2", "CONDA_OVERRIDE_CUDA": "12.4"}))
     assert dict(e.vars) == {"OMP_NUM_THREADS": "2", "CONDA_OVERRIDE_CUDA": "12.4"}
     assert set(e.selection) == {"VIRTUAL_ENV", "PATH", "CONDA_PREFIX", "CONDA_DEFAULT_ENV",
                                 "CONDA_SHLVL", "CONDA_PREFIX_1"}
 
 
 def test_tensorflow_by_exact_name_not_terraform() -> None:
-    e = probe_env({"TF_DETERMINISTIC_OPS": "1", "TF_ENABLE_ONEDNN_OPTS": "0", "XLA_FLAGS": "--x",
+    e = probe_env(World(environ={"TF_DETERMINISTIC_OPS": "1", "TF_ENABLE_ONEDNN_OPTS": "0", "XLA_FLAGS": "--x",
                    "TF_CLI_CONFIG_FILE": "/home/u/.terraformrc", "TF_VAR_region": "eu",
-                   "TF_LOG": "DEBUG", "XLA_SOMETHING_ELSE": "y"})
+                   "TF_LOG": "DEBUG", "XLA_SOMETHING_ELSE": "y"}))
     assert dict(e.vars) == {"TF_DETERMINISTIC_OPS": "1", "TF_ENABLE_ONEDNN_OPTS": "0", "XLA_FLAGS": "--x"}
 
 

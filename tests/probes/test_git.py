@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from envlock.probes.git import probe_git
+from envlock.probes.world import World
 
 ENV = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org"}
@@ -36,7 +37,7 @@ def repo(tmp_path: Path) -> Path:
 
 
 def test_clean_checkout(repo: Path) -> None:
-    info = probe_git(repo / ".", environ=ENV)
+    info = probe_git(World(environ=ENV), path=repo / ".")
     assert info.status == "ok"
     assert info.path == str(repo)
     assert info.commit == git(repo, "rev-parse", "HEAD")
@@ -51,7 +52,7 @@ def test_dirty_checkout_and_diff_hash(repo: Path) -> None:
     (repo / "train.py").write_text("lr = 0.2\n")
     (repo / "notes.txt").write_text("x")
     (repo / "more.txt").write_text("y")
-    info = probe_git(repo, environ=ENV)
+    info = probe_git(World(environ=ENV), path=repo)
     assert info.dirty is True
     assert info.untracked == 2
     assert info.describe == "v1.0-dirty"
@@ -64,14 +65,14 @@ def test_subdirectory_and_detached_head(repo: Path) -> None:
     sub = repo / "src"
     sub.mkdir()
     git(repo, "checkout", "-q", "--detach")
-    info = probe_git(sub, environ=ENV)
+    info = probe_git(World(environ=ENV), path=sub)
     assert info.path == str(repo)
     assert info.branch is None
     assert info.commit == git(repo, "rev-parse", "HEAD")
 
 
 def test_remote_credentials_stripped(repo: Path) -> None:
-    info = probe_git(repo, environ=ENV)
+    info = probe_git(World(environ=ENV), path=repo)
     assert [(r.name, r.url) for r in info.remotes] == [
         ("backup", "git@gitlab.example.org:lab/proj.git"),
         ("origin", "https://github.com/lab/proj.git"),
@@ -80,20 +81,20 @@ def test_remote_credentials_stripped(repo: Path) -> None:
 
 def test_no_commit_yet(tmp_path: Path) -> None:
     git(tmp_path, "init", "-q")
-    info = probe_git(tmp_path, environ=ENV)
+    info = probe_git(World(environ=ENV), path=tmp_path)
     assert info.status == "ok"
     assert info.commit is None
     assert info.describe is None
 
 
 def test_not_a_repository(tmp_path: Path) -> None:
-    info = probe_git(tmp_path, environ={**ENV, "GIT_CEILING_DIRECTORIES": str(tmp_path.parent)})
+    info = probe_git(World(environ={**ENV, "GIT_CEILING_DIRECTORIES": str(tmp_path.parent)}), path=tmp_path)
     assert info.status == "absent"
     assert "not a git repository" in info.error
 
 
 def test_git_missing(tmp_path: Path) -> None:
-    info = probe_git(tmp_path, environ={"PATH": str(tmp_path)})
+    info = probe_git(World(environ={"PATH": str(tmp_path)}), path=tmp_path)
     assert info.status == "absent"
     assert info.error == "git is not installed"
 
@@ -103,7 +104,7 @@ def test_git_hanging_times_out(tmp_path: Path) -> None:
     fake.mkdir()
     (fake / "git").write_text("#!/bin/sh\nsleep 30\n")
     (fake / "git").chmod(0o755)
-    info = probe_git(tmp_path, environ={"PATH": f"{fake}:/usr/bin:/bin"}, timeout=0.5)
+    info = probe_git(World(environ={"PATH": f"{fake}:/usr/bin:/bin"}, timeout=0.5), path=tmp_path)
     assert info.status == "timeout"
     assert "no answer within 0.5 s" in info.error
 
@@ -114,7 +115,7 @@ def test_observing_takes_no_index_lock(repo: Path) -> None:
     index = repo / ".git" / "index"
     before = index.stat().st_mtime_ns
     os.utime(repo / "train.py", None)
-    probe_git(repo, environ=ENV)
+    probe_git(World(environ=ENV), path=repo)
     assert index.stat().st_mtime_ns == before
 
 

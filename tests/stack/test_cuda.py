@@ -19,6 +19,7 @@ from envlock.probes.cuda import (
     _version_from_filename,
     probe_cuda,
 )
+from envlock.probes.world import World
 
 NVCC_HEAD = "nvcc: NVIDIA (R) Cuda compiler driver\nCopyright (c) 2005-{y} NVIDIA Corporation\n"
 NVCC = {
@@ -297,14 +298,7 @@ def world(tmp_path: Path, dist, conda, make_tool):
 
 
 def test_probe_cuda_world(world, bin_dir: Path) -> None:
-    info = probe_cuda(
-        root=world["root"],
-        env={"CUDA_HOME": "/opt/cuda-10.2"},
-        prefix=str(world["prefix"]),
-        site_dirs=[str(world["site"])],
-        path_dirs=[str(world["prefix"] / "bin"), str(bin_dir)],
-        timeout=5,
-    )
+    info = probe_cuda(World(root=world["root"], environ={"CUDA_HOME": "/opt/cuda-10.2"}, prefix=str(world["prefix"]), site_dirs=[str(world["site"])], path_dirs=[str(world["prefix"] / "bin"), str(bin_dir)], timeout=5))
     assert info.status == "ok", info.error
     # nvcc: the conda env's bin comes first on PATH
     assert info.nvcc == str(world["env_nvcc"])
@@ -358,9 +352,7 @@ def test_probe_cuda_world(world, bin_dir: Path) -> None:
 
 def test_probe_cuda_nothing(tmp_path: Path) -> None:
     (tmp_path / "root").mkdir()
-    info = probe_cuda(
-        root=tmp_path / "root", env={}, prefix=str(tmp_path / "p"), site_dirs=[], path_dirs=[]
-    )
+    info = probe_cuda(World(root=tmp_path / "root", environ={}, prefix=str(tmp_path / "p"), site_dirs=[], path_dirs=[]))
     assert info.status == "absent"
     assert info.error == "no CUDA toolkit or library found"
 
@@ -370,12 +362,7 @@ def test_probe_cuda_bad_cuda_home_and_failing_nvcc(
 ) -> None:
     (tmp_path / "root").mkdir()
     make_tool("nvcc", "echo 'nvcc: error while loading shared libraries' >&2\nexit 127\n")
-    info = probe_cuda(
-        root=tmp_path / "root",
-        env={"CUDA_HOME": "/nonexistent/cuda"},
-        path_dirs=[str(bin_dir)],
-        timeout=5,
-    )
+    info = probe_cuda(World(root=tmp_path / "root", environ={"CUDA_HOME": "/nonexistent/cuda"}, path_dirs=[str(bin_dir)], timeout=5))
     assert info.nvcc == str(bin_dir / "nvcc")
     assert info.nvcc_version is None
     assert "CUDA_HOME=/nonexistent/cuda is not a directory" in info.error
@@ -388,7 +375,7 @@ def test_probe_cuda_hanging_nvcc(tmp_path: Path, make_tool, bin_dir: Path) -> No
     (tmp_path / "root").mkdir()
     make_tool("nvcc", "sleep 30\n")
     t0 = time.monotonic()
-    info = probe_cuda(root=tmp_path / "root", env={}, path_dirs=[str(bin_dir)], timeout=0.5)
+    info = probe_cuda(World(root=tmp_path / "root", environ={}, path_dirs=[str(bin_dir)], timeout=0.5))
     assert time.monotonic() - t0 < 5
     assert "no answer within 0.5 s" in info.error
 
@@ -399,7 +386,7 @@ def test_probe_cuda_real_nvcc() -> None:
         ["/usr/local/bin/nvcc", "--version"], capture_output=True, text=True, timeout=30
     )
     expected = _parse_nvcc_version(real.stdout)
-    info = probe_cuda(env=dict(os.environ), path_dirs=["/usr/local/bin"], timeout=10)
+    info = probe_cuda(World(environ=dict(os.environ), path_dirs=["/usr/local/bin"], timeout=10))
     assert info.nvcc == "/usr/local/bin/nvcc"
     assert (info.nvcc_release, info.nvcc_version) == expected
     assert info.nvcc_release and info.nvcc_release.count(".") == 1
@@ -407,7 +394,7 @@ def test_probe_cuda_real_nvcc() -> None:
 
 @pytest.mark.skipif(not Path("/usr/local/cuda").is_dir(), reason="no /usr/local/cuda here")
 def test_probe_cuda_real_usr_local() -> None:
-    info = probe_cuda(env={}, path_dirs=[])
+    info = probe_cuda(World(environ={}, path_dirs=[]))
     real = os.path.realpath("/usr/local/cuda")
     assert real in {t.path for t in info.toolkits}
     assert len([t for t in info.toolkits if t.path == real]) == 1

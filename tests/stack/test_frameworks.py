@@ -21,6 +21,7 @@ from envlock.probes.frameworks import (
     fatbin_archs,
     probe_frameworks,
 )
+from envlock.probes.world import World
 
 TORCH_214_CU130 = """from typing import Optional
 
@@ -281,7 +282,7 @@ def test_probe_frameworks_world(tmp_path: Path, dist, conda) -> None:
     dist(site, "cupy-cuda102", "9.6.0", files=("cupy/x.py",))
     dist(site, "numba", "0.59.1", files=("numba/__init__.py",))
     dist(site, "requests", "2.31.0", files=("requests/__init__.py",))
-    info = probe_frameworks(prefix=str(prefix), site_dirs=[str(site)])
+    info = probe_frameworks(World(prefix=str(prefix), site_dirs=[str(site)]))
     assert info.status == "ok"
     assert [p.name for p in info.packages] == [
         "cupy-cuda102",
@@ -320,7 +321,7 @@ def test_probe_frameworks_conda_cpu_pytorch(tmp_path: Path, conda) -> None:
     prefix = tmp_path / "env"
     conda(prefix, "pytorch", "1.9.0", "py3.8_cpu_0")
     conda(prefix, "cudatoolkit", "11.3.1", "h2bc3f7f_2")
-    info = probe_frameworks(prefix=str(prefix), site_dirs=[])
+    info = probe_frameworks(World(prefix=str(prefix), site_dirs=[]))
     torch = info.get("torch")
     assert torch.build == "cpu"
     assert torch.conda_build == "py3.8_cpu_0"
@@ -328,7 +329,7 @@ def test_probe_frameworks_conda_cpu_pytorch(tmp_path: Path, conda) -> None:
 
 
 def test_probe_frameworks_nothing(tmp_path: Path) -> None:
-    info = probe_frameworks(site_dirs=[str(tmp_path)])
+    info = probe_frameworks(World(site_dirs=[str(tmp_path)]))
     assert info.status == "absent"
     assert info.packages == ()
 
@@ -342,9 +343,7 @@ def test_import_run_without_torch_real_interpreter() -> None:
         pytest.skip("torch is importable here")
     except ImportError:
         pass
-    info = probe_frameworks(
-        site_dirs=[], do_import=True, python_exe=sys.executable, import_timeout=60
-    )
+    info = probe_frameworks(World(site_dirs=[], python=sys.executable), do_import=True, import_timeout=60)
     rt = info.runtime
     assert rt.status == "absent"
     assert rt.error == "import torch: ModuleNotFoundError: No module named 'torch'"
@@ -354,15 +353,13 @@ def test_import_run_without_torch_real_interpreter() -> None:
 def test_import_run_hang(make_tool) -> None:
     python = make_tool("python", "sleep 30\n")
     t0 = time.monotonic()
-    info = probe_frameworks(
-        site_dirs=[], do_import=True, python_exe=str(python), import_timeout=0.5
-    )
+    info = probe_frameworks(World(site_dirs=[], python=str(python)), do_import=True, import_timeout=0.5)
     assert time.monotonic() - t0 < 5
     assert info.runtime.status == "timeout"
 
 
 def test_import_run_without_interpreter() -> None:
-    info = probe_frameworks(site_dirs=[], do_import=True, python_exe=None)
+    info = probe_frameworks(World(site_dirs=[], python=None), do_import=True)
     assert info.runtime.status == "error"
 
 

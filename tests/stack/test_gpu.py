@@ -14,6 +14,7 @@ from envlock.probes.gpu import (
     cuda_for_driver,
     probe_gpu,
 )
+from envlock.probes.world import World
 
 PROC_470 = (
     "NVRM version: NVIDIA UNIX x86_64 Kernel Module  470.182.03  Fri Feb 24 03:29:56 UTC 2023\n"
@@ -183,9 +184,7 @@ esac
 def test_probe_gpu_eight_mig_gpus(tmp_path: Path, make_tool, bin_dir: Path) -> None:
     make_tool("nvidia-smi", SMI_SCRIPT.format(rows=H100_MIG_8))
     root = _root(tmp_path, PROC_550_OPEN)
-    info = probe_gpu(
-        root=root, env={"CUDA_VISIBLE_DEVICES": "2,3"}, path_dirs=[str(bin_dir)], timeout=5
-    )
+    info = probe_gpu(World(root=root, environ={"CUDA_VISIBLE_DEVICES": "2,3"}, path_dirs=[str(bin_dir)], timeout=5))
     assert info.status == "ok", info.error
     assert info.vendor == "nvidia"
     assert info.driver_version == "550.54.14"  # /proc (the kernel module) wins over nvidia-smi
@@ -212,7 +211,7 @@ esac
 """,
     )
     root = _root(tmp_path, PROC_470)
-    info = probe_gpu(root=root, env={}, path_dirs=[str(bin_dir)], timeout=5)
+    info = probe_gpu(World(root=root, environ={}, path_dirs=[str(bin_dir)], timeout=5))
     assert info.status == "ok", info.error
     assert info.driver_version == "470.182.03"
     assert info.cuda_driver_version == "11.4"
@@ -224,7 +223,7 @@ esac
 
 
 def test_probe_gpu_no_driver_at_all(tmp_path: Path, bin_dir: Path) -> None:
-    info = probe_gpu(root=_root(tmp_path, None), env={}, path_dirs=[str(bin_dir)])
+    info = probe_gpu(World(root=_root(tmp_path, None), environ={}, path_dirs=[str(bin_dir)]))
     assert info.status == "absent"
     assert info.error.startswith("no NVIDIA driver")
     assert info.gpus == ()
@@ -239,7 +238,7 @@ echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driv
 exit 9
 """,
     )
-    info = probe_gpu(root=_root(tmp_path, None), env={}, path_dirs=[str(bin_dir)], timeout=5)
+    info = probe_gpu(World(root=_root(tmp_path, None), environ={}, path_dirs=[str(bin_dir)], timeout=5))
     assert info.status == "absent"
     assert info.error.startswith("no NVIDIA driver")
     assert "couldn't communicate with the NVIDIA driver" in info.error
@@ -249,7 +248,7 @@ def test_probe_gpu_smi_fails_with_driver(tmp_path: Path, make_tool, bin_dir: Pat
     make_tool(
         "nvidia-smi", 'echo "Failed to initialize NVML: Driver/library version mismatch"\nexit 18\n'
     )
-    info = probe_gpu(root=_root(tmp_path, PROC_535), env={}, path_dirs=[str(bin_dir)], timeout=5)
+    info = probe_gpu(World(root=_root(tmp_path, PROC_535), environ={}, path_dirs=[str(bin_dir)], timeout=5))
     assert info.status == "error"
     assert info.driver_version == "535.104.05"
     assert "version mismatch" in info.error
@@ -262,7 +261,7 @@ def test_probe_gpu_hanging_smi_finishes_within_budget(
     make_tool("nvidia-smi", "sleep 30\n")
     root = _root(tmp_path, PROC_580_OPEN)
     t0 = time.monotonic()
-    info = probe_gpu(root=root, env={}, path_dirs=[str(bin_dir)], timeout=0.5)
+    info = probe_gpu(World(root=root, environ={}, path_dirs=[str(bin_dir)], timeout=0.5))
     elapsed = time.monotonic() - t0
     assert elapsed < 5, elapsed  # far below the 30 s hang
     assert info.status == "timeout"
@@ -271,7 +270,7 @@ def test_probe_gpu_hanging_smi_finishes_within_budget(
 
 
 def test_probe_gpu_driver_but_no_smi(tmp_path: Path, bin_dir: Path) -> None:
-    info = probe_gpu(root=_root(tmp_path, PROC_535), env={}, path_dirs=[str(bin_dir)])
+    info = probe_gpu(World(root=_root(tmp_path, PROC_535), environ={}, path_dirs=[str(bin_dir)]))
     assert info.status == "error"
     assert info.driver_version == "535.104.05"
     assert "nvidia-smi not found" in info.error
@@ -281,7 +280,7 @@ def test_probe_gpu_sys_module_version(tmp_path: Path, bin_dir: Path) -> None:
     root = _root(tmp_path, None)
     (root / "sys/module/nvidia").mkdir(parents=True)
     (root / "sys/module/nvidia/version").write_text("550.54.14\n")
-    info = probe_gpu(root=root, env={}, path_dirs=[str(bin_dir)])
+    info = probe_gpu(World(root=root, environ={}, path_dirs=[str(bin_dir)]))
     assert info.driver_version == "550.54.14"
     assert info.source == "/sys/module/nvidia/version"
 
@@ -290,7 +289,7 @@ def test_probe_gpu_rocm(tmp_path: Path, bin_dir: Path) -> None:
     root = _root(tmp_path, None)
     (root / "opt/rocm/.info").mkdir(parents=True)
     (root / "opt/rocm/.info/version").write_text("6.0.2-115\n")
-    info = probe_gpu(root=root, env={"ROCR_VISIBLE_DEVICES": "0"}, path_dirs=[str(bin_dir)])
+    info = probe_gpu(World(root=root, environ={"ROCR_VISIBLE_DEVICES": "0"}, path_dirs=[str(bin_dir)]))
     assert info.status == "ok"
     assert info.vendor == "amd"
     assert info.rocm_version == "6.0.2-115"
@@ -303,6 +302,6 @@ def test_probe_gpu_this_machine_has_no_driver() -> None:
         pytest.skip("this machine has an NVIDIA driver")
     import os
 
-    info = probe_gpu(env=dict(os.environ), path_dirs=os.environ.get("PATH", "").split(":"))
+    info = probe_gpu(World(environ=dict(os.environ), path_dirs=os.environ.get("PATH", "").split(":")))
     assert info.status == "absent"
     assert info.error.startswith("no NVIDIA driver")

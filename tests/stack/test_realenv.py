@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from envlock.probes.stack import probe_stack
+from envlock.probes.world import World
 
 pytestmark = pytest.mark.realenv
 
@@ -40,14 +41,9 @@ def _py(venv: Path, code: str) -> object:
 def _stack(venv: Path, **kw):
     env = dict(os.environ)
     env["PATH"] = f"{venv}/bin:{env.get('PATH', '')}"
-    return probe_stack(
-        env=env,
-        prefix=str(venv),
-        site_dirs=[str(_site(venv))],
-        path_dirs=env["PATH"].split(":"),
-        python_exe=str(venv / "bin/python"),
-        **kw,
-    )
+    world = World(environ=env, prefix=str(venv), site_dirs=[str(_site(venv))],
+                  path_dirs=env["PATH"].split(":"), python=str(venv / "bin/python"))
+    return probe_stack(world, **kw)
 
 
 def _dist_versions(venv: Path) -> dict[str, str]:

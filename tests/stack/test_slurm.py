@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from envlock.probes.slurm import _int, _mem_bytes, probe_slurm
+from envlock.probes.world import World
 
 SLURM_GPU_JOB = {
     "SLURM_JOB_ID": "4242421",
@@ -29,7 +30,7 @@ SLURM_GPU_JOB = {
 
 
 def test_slurm_gpu_job() -> None:
-    info = probe_slurm(env=SLURM_GPU_JOB)
+    info = probe_slurm(World(environ=SLURM_GPU_JOB))
     assert info.status == "ok"
     assert info.scheduler == "slurm"
     assert (info.job_id, info.job_name, info.partition, info.cluster) == (
@@ -49,13 +50,13 @@ def test_slurm_gpu_job() -> None:
 
 def test_slurm_array_task() -> None:
     info = probe_slurm(
-        env={
+        World(environ={
             "SLURM_JOB_ID": "1001",
             "SLURM_ARRAY_JOB_ID": "1000",
             "SLURM_ARRAY_TASK_ID": "7",
             "SLURM_MEM_PER_CPU": "4096",
             "SLURM_CPUS_ON_NODE": "2(x3)",
-        }
+        })
     )
     assert info.job_id == "1000_7"
     assert info.mem_per_cpu == 4 * 1024**3
@@ -64,13 +65,13 @@ def test_slurm_array_task() -> None:
 
 def test_pbs_job() -> None:
     info = probe_slurm(
-        env={
+        World(environ={
             "PBS_JOBID": "12345.pbs01",
             "PBS_JOBNAME": "run",
             "PBS_QUEUE": "workq",
             "PBS_O_WORKDIR": "/scratch/bob",
             "NCPUS": "24",
-        }
+        })
     )
     assert (info.scheduler, info.job_id, info.partition, info.submit_dir, info.cpus_on_node) == (
         "pbs",
@@ -83,12 +84,12 @@ def test_pbs_job() -> None:
 
 def test_lsf_job() -> None:
     info = probe_slurm(
-        env={
+        World(environ={
             "LSB_JOBID": "777",
             "LSB_QUEUE": "normal",
             "LSB_HOSTS": "n1 n1 n2",
             "LSB_DJOB_NUMPROC": "3",
-        }
+        })
     )
     assert (info.scheduler, info.job_id, info.partition, info.nodelist, info.ntasks) == (
         "lsf",
@@ -100,7 +101,7 @@ def test_lsf_job() -> None:
 
 
 def test_not_in_a_job() -> None:
-    info = probe_slurm(env={"HOME": "/root", "PATH": "/usr/bin"})
+    info = probe_slurm(World(environ={"HOME": "/root", "PATH": "/usr/bin"}))
     assert info.status == "absent"
     assert info.scheduler is None
 

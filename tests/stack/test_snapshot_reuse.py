@@ -16,6 +16,7 @@ from envlock.probes.conda import list_conda_meta
 from envlock.probes.pip import scan_distributions
 from envlock.probes.stack import STACK_AREAS, probe_stack
 from envlock.probes.target import resolve_target
+from envlock.probes.world import World
 
 TORCH_VERSION_PY = "__version__ = '2.5.1+cu124'\ncuda = '12.4'\nhip = None\ndebug = False\n"
 NVCC = """
@@ -28,14 +29,7 @@ echo 'Build cuda_12.4.r12.4/compiler.34097967_0'
 def _standalone_stack(python: str, env: dict[str, str], sys_path: tuple[str, ...]) -> dict:
     """What the snapshot's stack call gets, minus the pre-read data: every file read again."""
     target = resolve_target(python=python, environ=env)
-    return probe_stack(
-        root=Path("/"),
-        env=env,
-        prefix=target.prefix,
-        site_dirs=[d for d in sys_path if os.path.isdir(d)],
-        path_dirs=target_path_dirs(target, env),
-        python_exe=target.python,
-    )
+    return probe_stack(World(root=Path("/"), environ=env, prefix=target.prefix, site_dirs=[d for d in sys_path if os.path.isdir(d)], path_dirs=target_path_dirs(target, env), python=target.python))
 
 
 def _assert_same_stack(m, alone: dict) -> None:
@@ -118,19 +112,15 @@ def test_probe_stack_pre_read_equals_own_read(
     site_dirs = [str(extra), str(site)]
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
     path_dirs = [str(bin_dir), "/usr/bin", "/bin"]
-    given = probe_stack(env=env, prefix=str(prefix), site_dirs=site_dirs, path_dirs=path_dirs,
-                        use_nvml=False, dists=scan_distributions(site_dirs).packages,
-                        conda=list_conda_meta(prefix))
-    alone = probe_stack(env=env, prefix=str(prefix), site_dirs=site_dirs, path_dirs=path_dirs,
-                        use_nvml=False)
+    given = probe_stack(World(environ=env, prefix=str(prefix), site_dirs=site_dirs, path_dirs=path_dirs), use_nvml=False, dists=scan_distributions(site_dirs).packages, conda=list_conda_meta(prefix))
+    alone = probe_stack(World(environ=env, prefix=str(prefix), site_dirs=site_dirs, path_dirs=path_dirs), use_nvml=False)
     calls = []
 
     def later():
         calls.append(1)
         return scan_distributions(site_dirs).packages
 
-    lazy = probe_stack(env=env, prefix=str(prefix), site_dirs=site_dirs, path_dirs=path_dirs,
-                       use_nvml=False, dists=later)
+    lazy = probe_stack(World(environ=env, prefix=str(prefix), site_dirs=site_dirs, path_dirs=path_dirs), use_nvml=False, dists=later)
     assert given == alone == lazy
     assert calls == [1]  # one scan shared by cuda, frameworks, blas and toolchain
     assert [lib.name for lib in given["cuda"].libraries if lib.origin == "pip"] == [

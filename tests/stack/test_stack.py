@@ -12,6 +12,7 @@ import tomllib
 from envlock._run import run
 from envlock.manifest import EnvlockInfo, Manifest, Target
 from envlock.probes.stack import STACK_AREAS, probe_stack
+from envlock.probes.world import World
 from envlock.manifest.stack import (
     BlasInfo,
     CudaInfo,
@@ -58,15 +59,16 @@ def world(tmp_path: Path, make_tool, bin_dir: Path, dist):
     return {"root": root, "prefix": prefix, "site": site}
 
 
-def _call(world, bin_dir, **kw):
-    return probe_stack(
+def _call(world, bin_dir, *, timeout: float, runner=run, **kw):
+    w = World(
         root=world["root"],
-        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "SLURM_JOB_ID": "99", "CUDA_VISIBLE_DEVICES": "0"},
+        environ={"PATH": f"{bin_dir}:/usr/bin:/bin", "SLURM_JOB_ID": "99", "CUDA_VISIBLE_DEVICES": "0"},
         prefix=str(world["prefix"]),
         site_dirs=[str(world["site"])],
         path_dirs=[str(bin_dir)],
-        **kw,
+        runner=runner,
     )
+    return probe_stack(w, budget=timeout, **kw)
 
 
 def test_probe_stack_fake_world(world, bin_dir: Path) -> None:

@@ -20,6 +20,7 @@ from envlock.probes.toolchain import (
     _parse_mpirun_version,
     probe_toolchain,
 )
+from envlock.probes.world import World
 
 GCC_DEBIAN = "gcc (Debian 12.2.0-14) 12.2.0\nCopyright (C) 2022 Free Software Foundation, Inc.\n"
 GCC_RHEL = "gcc (GCC) 8.5.0 20210514 (Red Hat 8.5.0-20)\nCopyright (C) 2018 Free Software Foundation, Inc.\n"
@@ -176,12 +177,7 @@ def test_probe_toolchain_fake_tools(tmp_path: Path, make_tool, bin_dir: Path) ->
     make_tool("cmake", "echo 'CMake Error: could not find CMAKE_ROOT' >&2\nexit 1\n")
     make_tool("g++", "sleep 30\n")
     t0 = time.monotonic()
-    info = probe_toolchain(
-        root=tmp_path,
-        env={"PATH": "/usr/bin:/bin"},
-        path_dirs=[str(env_bin), str(bin_dir)],
-        timeout=1.0,
-    )
+    info = probe_toolchain(World(root=tmp_path, environ={"PATH": "/usr/bin:/bin"}, path_dirs=[str(env_bin), str(bin_dir)], timeout=1.0))
     assert time.monotonic() - t0 < 6
     tools = {t.name: t for t in info.tools}
     assert [t.name for t in info.tools] == [
@@ -209,9 +205,7 @@ def test_probe_toolchain_mpich(make_tool, bin_dir: Path, tmp_path: Path) -> None
         "mpicc",
         'if [ "$1" = "-show" ]; then echo "gcc -I/usr/include/x86_64-linux-gnu/mpich -lmpich"; else exit 1; fi\n',
     )
-    info = probe_toolchain(
-        root=tmp_path, env={}, path_dirs=[str(bin_dir)], tools=("mpicc", "mpirun")
-    )
+    info = probe_toolchain(World(root=tmp_path, environ={}, path_dirs=[str(bin_dir)]), tools=("mpicc", "mpirun"))
     assert info.tool("mpirun").vendor == "MPICH"
     assert info.tool("mpirun").version == "4.1.2"
     assert info.tool("mpicc").wraps == "gcc"
@@ -219,7 +213,7 @@ def test_probe_toolchain_mpich(make_tool, bin_dir: Path, tmp_path: Path) -> None
 
 def test_probe_toolchain_unrecognised_output(make_tool, bin_dir: Path, tmp_path: Path) -> None:
     make_tool("gcc", "echo 'hello'\n")
-    info = probe_toolchain(root=tmp_path, env={}, path_dirs=[str(bin_dir)], tools=("gcc",))
+    info = probe_toolchain(World(root=tmp_path, environ={}, path_dirs=[str(bin_dir)]), tools=("gcc",))
     assert info.tool("gcc").status == "error"
     assert "unrecognised version output" in info.tool("gcc").error
 
@@ -253,7 +247,7 @@ def test_probe_toolchain_libstdcxx_and_glibc_in_root(tmp_path: Path, cshared) ->
     (sysdir / "libc.so.6").write_bytes(
         b"\x7fELF\0junk\0GNU C Library (GNU libc) stable release version 2.28.\n"
     )
-    info = probe_toolchain(root=root, env={}, prefix=str(prefix), path_dirs=[], tools=())
+    info = probe_toolchain(World(root=root, environ={}, prefix=str(prefix), path_dirs=[]), tools=())
     assert info.glibc == "2.28"
     assert info.glibc_source == "/usr/lib64/libc.so.6"
     env_lib, sys_lib = info.libstdcxx
@@ -271,7 +265,7 @@ def test_probe_toolchain_built_with(tmp_path: Path, cshared, dist) -> None:
     first = subprocess.run(
         ["gcc", "--version"], capture_output=True, text=True, timeout=30
     ).stdout.splitlines()[0]
-    info = probe_toolchain(root=tmp_path, env={}, site_dirs=[str(site)], path_dirs=[], tools=())
+    info = probe_toolchain(World(root=tmp_path, environ={}, site_dirs=[str(site)], path_dirs=[]), tools=())
     (bw,) = info.built_with
     assert bw.package == "torch"
     assert bw.path == str(site / "torch/lib/libtorch_cpu.so")
@@ -293,7 +287,7 @@ def test_probe_toolchain_real_gcc_and_glibc() -> None:
     ).stdout.splitlines()[0]
     glibc = re.search(r"(\d+\.\d+)\s*$", ldd).group(1)
     path_dirs = os.environ.get("PATH", "").split(":")
-    info = probe_toolchain(env=dict(os.environ), path_dirs=path_dirs, tools=("gcc", "g++"))
+    info = probe_toolchain(World(environ=dict(os.environ), path_dirs=path_dirs), tools=("gcc", "g++"))
     assert info.tool("gcc").version == gcc_ver
     assert info.tool("g++").version == gxx_ver
     assert info.glibc == glibc
@@ -302,7 +296,7 @@ def test_probe_toolchain_real_gcc_and_glibc() -> None:
 
 @pytest.mark.skipif(shutil.which("readelf") is None, reason="no readelf")
 def test_probe_toolchain_real_system_libstdcxx() -> None:
-    info = probe_toolchain(env={}, path_dirs=[], tools=())
+    info = probe_toolchain(World(environ={}, path_dirs=[]), tools=())
     system = [s for s in info.libstdcxx if s.origin == "system"]
     if not system:
         pytest.skip("no system libstdc++.so.6")

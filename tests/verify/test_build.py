@@ -26,6 +26,7 @@ from envlock.probes.buildenv import (
 )
 from envlock.verify import verify
 from envlock.verify.checks.build import BUILD_CHECKS
+from envlock.probes.world import World
 from tests.verify.conftest import (
     fake_nvidia_smi,
     fake_root,
@@ -423,7 +424,7 @@ def test_gcc_newer_than_the_loaded_libstdcxx_is_named(world):
     (sysdir / "libstdc++.so.6").symlink_to(real.resolve())  # the fake root's system libstdc++ is this machine's
     fake_gcc(world["bindir"], "15.1.0", "g++")
     r = run_build(world, {**world["env"], "CUDA_HOME": str(world["kits"]["11.8"])})
-    b = probe_build(env=world["env"], site_dirs=[str(site_packages(world["venv"]))], root=world["root"])
+    b = probe_build(World(environ=world["env"], site_dirs=[str(site_packages(world["venv"]))], root=world["root"]))
     assert b.libstdcxx == str(real.resolve()) and b.libstdcxx_glibcxx
     f = the(r, "build.libstdcxx-too-old")
     assert "built with gcc 15.1.0 may need GLIBCXX_3.4.34" in f.title
@@ -531,20 +532,20 @@ def test_override_claiming_more_than_the_driver(world, tmp_path):
 def test_virtual_packages_as_the_solver_sees_them():
     from envlock.probes.virtual import linux_version, probe_virtual
 
-    got = probe_virtual({}, driver_cuda="12.4", driver_version="550.54.14", glibc="2.36",
+    got = probe_virtual(World(environ={}), driver_cuda="12.4", driver_version="550.54.14", glibc="2.36",
                         release="6.1.0-18-amd64", system="Linux", archspec=lambda: ("x86_64_v3", "test"))
     assert [(p.name, p.version, p.build, p.override) for p in got] == [
         ("__cuda", "12.4", "0", None), ("__glibc", "2.36", "0", None), ("__linux", "6.1.0", "0", None),
         ("__unix", "0", "0", None), ("__archspec", "1", "x86_64_v3", None)]
-    got = probe_virtual({"CONDA_OVERRIDE_CUDA": "11.8", "CONDA_OVERRIDE_GLIBC": "", "CONDA_OVERRIDE_LINUX": "",
-                         "CONDA_OVERRIDE_ARCHSPEC": "skylake"},
+    got = probe_virtual(World(environ={"CONDA_OVERRIDE_CUDA": "11.8", "CONDA_OVERRIDE_GLIBC": "",
+                                       "CONDA_OVERRIDE_LINUX": "", "CONDA_OVERRIDE_ARCHSPEC": "skylake"}),
                         driver_cuda=None, glibc="2.36", release="6.1.0", system="Linux",
                         archspec=lambda: ("x86_64_v3", "test"))
     assert [(p.name, p.version, p.build, p.override) for p in got] == [
         ("__cuda", "11.8", "0", "CONDA_OVERRIDE_CUDA"), ("__linux", "0", "0", "CONDA_OVERRIDE_LINUX"),
         ("__unix", "0", "0", None), ("__archspec", "1", "skylake", "CONDA_OVERRIDE_ARCHSPEC")]
     # an empty CUDA override hides a real driver
-    assert not [p for p in probe_virtual({"CONDA_OVERRIDE_CUDA": ""}, driver_cuda="12.4", system="Linux",
+    assert not [p for p in probe_virtual(World(environ={"CONDA_OVERRIDE_CUDA": ""}), driver_cuda="12.4", system="Linux",
                                          glibc="2.36", release="6.1", archspec=lambda: (None, "")) if p.name == "__cuda"]
     assert linux_version("5.14.0-362.el9.x86_64") == "5.14.0" and linux_version("x") is None
 

@@ -21,6 +21,7 @@ from envlock.probes.buildenv import (
     read_cuda_home_order,
     read_torch_gcc_bounds,
 )
+from envlock.probes.world import World
 
 pytestmark = pytest.mark.realenv
 
@@ -41,7 +42,7 @@ def test_verify_build_on_the_cuda_venv(cuda_venv, tmp_path):
     assert all(c["status"] in ("ok", "findings") for c in doc["checks"])
     found = {f["id"] for f in doc["findings"]}
     nvcc = shutil.which("nvcc", path=env["PATH"])
-    b = probe_build(env=env, prefix=str(cuda_venv), site_dirs=[str(_site(cuda_venv))])
+    b = probe_build(World(environ=env, prefix=str(cuda_venv), site_dirs=[str(_site(cuda_venv))]))
     assert b.torch_cuda == "13.0" and b.torch_version == "2.14.1+cu130"
     assert b.torch_cxx11_abi is True and "__cxx11" in (b.torch_cxx11_abi_source or "")
     assert b.torch_gcc == "13.3.1"  # readelf -p .comment libtorch_cpu.so: GCC: (GNU) 13.3.1 20240611
@@ -103,7 +104,7 @@ def test_torch_itself_agrees_on_cuda_home_and_arch_flags(cuda_venv, tmp_path):
     r = subprocess.run([str(cuda_venv / "bin/python"), "-c", ORACLE], check=True, env=env, cwd=tmp_path,
                        capture_output=True, text=True, timeout=300)
     told = json.loads(next(line for line in r.stdout.splitlines() if line.startswith("ORACLE"))[6:])
-    b = probe_build(env=env, prefix=str(cuda_venv), site_dirs=[str(_site(cuda_venv))])
+    b = probe_build(World(environ=env, prefix=str(cuda_venv), site_dirs=[str(_site(cuda_venv))]))
     assert told["cuda_home"] == b.cuda_home
     doc = json.loads(subprocess.run(
         [sys.executable, "-m", "envlock", "verify", "--build", "--python", str(cuda_venv / "bin/python"),

@@ -28,7 +28,6 @@ import functools
 import os
 import re
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envlock.findings import Finding
@@ -81,11 +80,12 @@ def build_facts(ctx: Context, *, libraries: bool = False) -> Any:
 
     def compute() -> Any:
         from envlock.probes.buildenv import probe_build  # noqa: PLC0415
+        from envlock.probes.world import World  # noqa: PLC0415
 
         site = [p for p in live.python.path if os.path.isdir(p)]
-        return probe_build(env=live.environ, prefix=live.target.prefix, site_dirs=site, runner=live.runner,
-                           timeout=live.command_timeout(5.0),
-                           root=Path(live.root), virtual=(), libraries=libraries)
+        world = World(root=live.root, environ=live.environ, prefix=live.target.prefix, site_dirs=site,
+                      runner=live.runner, timeout=live.command_timeout(5.0))
+        return probe_build(world, virtual=(), libraries=libraries)
     return live._get("build+libraries" if libraries else "build", compute)  # Live's fact cache
 
 
