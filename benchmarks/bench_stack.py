@@ -18,6 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from envlock.probes.stack import probe_stack
+from envlock.probes.world import World
 
 
 def main(venv: str, runs: int = 7) -> None:
@@ -28,7 +29,8 @@ def main(venv: str, runs: int = 7) -> None:
     stack = []
     for _ in range(runs):
         t0 = time.perf_counter()
-        probe_stack(env=env, prefix=str(v), site_dirs=[str(site)], path_dirs=env["PATH"].split(":"))
+        probe_stack(World(environ=env, prefix=str(v), site_dirs=(str(site),),
+                          path_dirs=tuple(env["PATH"].split(":"))))
         stack.append(time.perf_counter() - t0)
     freeze = []
     for _ in range(3):
