@@ -206,7 +206,8 @@ def restore(inputs: tuple[str, ...], prefix: str | None, python_version: str | N
     import os  # noqa: PLC0415
     import sys  # noqa: PLC0415
 
-    from envlock.lock._restore import plan_restore, run_plan, verify_restored  # noqa: PLC0415
+    from envlock.lock._apply import run_plan, verify_restored  # noqa: PLC0415
+    from envlock.lock._restore import plan_restore  # noqa: PLC0415
 
     target = os.path.abspath(prefix or _beside(inputs[0]))
     plan = plan_restore(inputs, target, python_version=python_version,

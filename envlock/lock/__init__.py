@@ -29,20 +29,20 @@ from envlock.probes.lockfiles import find_lockfiles
 if TYPE_CHECKING:
     from envlock.lock._output import LockResult
     from envlock.lock._pip import IndexOptions, Skipped
-    from envlock.lock._restore import RestorePlan, Step
+    from envlock.lock._plan import RestorePlan, Step
 
 #: Names this package exports lazily, and the module that defines each.
 _LAZY = {
     "IndexOptions": "_pip",
     "Skipped": "_pip",
     "LockResult": "_output",
-    "RestorePlan": "_restore",
-    "Step": "_restore",
+    "RestorePlan": "_plan",
+    "Step": "_plan",
     "plan_restore": "_restore",
-    "run_plan": "_restore",
-    "verify_restored": "_restore",
-    "RestoreCheck": "_restore",
-    "find_python": "_restore",
+    "run_plan": "_apply",
+    "verify_restored": "_apply",
+    "RestoreCheck": "_apply",
+    "find_python": "_from_manifest",
 }
 
 __all__ = [
@@ -236,18 +236,18 @@ def lock_from_manifest(
     Nothing is built: conda packages are pinned to their recorded URLs and hashes, pip
     packages to their recorded versions, which uv finds (``--no-deps``) on the indexes given,
     PyTorch's per-variant index for ``+cpu``/``+cuXYZ`` versions unless ``index_map`` names
-    another (see :func:`envlock.lock._restore.variant_index`), and hashes.  The target's pip
+    another (see :func:`envlock.lock._from_manifest.variant_index`), and hashes.  The target's pip
     configuration is not read (the manifest may come from another machine).
 
     :raises ManifestError: unreadable manifest; :raises LockError: uv cannot find a recorded
         version (wrong index options?); :raises OutputExistsError: a lockfile exists.
     """
     from envlock.lock._fromenv import lock_manifest  # noqa: PLC0415
-    from envlock.lock._restore import _index_options  # noqa: PLC0415
+    from envlock.lock._from_manifest import index_options  # noqa: PLC0415
     from envlock.manifest import load  # noqa: PLC0415
 
     m = load(str(manifest))
-    opts, notes, warnings = _index_options(m, index_map or {}, index_url, find_links, no_index)
+    opts, notes, warnings = index_options(m, index_map or {}, index_url, find_links, no_index)
     result = lock_manifest(m, Path(out_dir), index=opts, use_pip_config=False, force=force,
                            runner=runner, how=f"envlock lock --from-manifest {Path(manifest).name}")
     import dataclasses  # noqa: PLC0415

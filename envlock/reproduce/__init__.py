@@ -196,7 +196,7 @@ def _rank(good: str, bad: str) -> dict[str, int]:
 def _index_args(good: Side, bad: Side, index_map: Mapping[str, str], index_url: str | None,
                 find_links: Sequence[str], no_index: bool) -> tuple[list[str], list[str]]:
     from envlock.lock._pip import IndexOptions  # noqa: PLC0415
-    from envlock.lock._restore import variant_index  # noqa: PLC0415
+    from envlock.lock._from_manifest import variant_index  # noqa: PLC0415
     from envlock.reproduce.changes import _local  # noqa: PLC0415
 
     extra: list[str] = []
@@ -264,7 +264,7 @@ def bisect(
     :param index_map, index_url, find_links, no_index: where uv finds the packages (as
         ``envlock restore``; ``+cpu``/``+cuXYZ`` versions from PyTorch's variant indexes).
     :param python: the interpreter for every environment (default: one of GOOD's recorded
-        version, found as :func:`envlock.lock._restore.find_python` does).
+        version, found as :func:`envlock.lock._from_manifest.find_python` does).
     :param workdir: directory for environments and logs (default: a new temporary one).
     :param keep: keep the environments bisect built (under ``workdir/envs``).
     :param own_envs: run GOOD and BAD in their own environments when those are on this machine
@@ -276,7 +276,7 @@ def bisect(
     :raises KeyboardInterrupt: after removing the environment being built (and, without
         ``keep``, every environment built).
     """
-    from envlock.lock._restore import find_python  # noqa: PLC0415
+    from envlock.lock._from_manifest import find_python  # noqa: PLC0415
 
     judge = judge or Judge()
     say = progress or (lambda _msg: None)

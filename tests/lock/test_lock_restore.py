@@ -270,7 +270,7 @@ def test_pip_entries_of_a_conda_lock_are_hash_checked(tmp_path, wheelhouse, h):
     """What ``restore --run`` does with the pip entries of conda-lock.yml when conda is absent."""
     from envlock._run import run
     from envlock.lock._pip import _uv_env
-    from envlock.lock._restore import _install_pip_lines
+    from envlock.lock._apply import _install_pip_lines
 
     venv = h.make_venv(tmp_path / "env", wheelhouse)
     wheel = wheelhouse / "beta-2.0-py3-none-any.whl"

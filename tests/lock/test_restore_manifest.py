@@ -16,7 +16,8 @@ import tomllib
 from click.testing import CliRunner
 
 from envlock.cli import cli
-from envlock.lock._restore import find_python, plan_restore, variant_index
+from envlock.lock._from_manifest import find_python, variant_index
+from envlock.lock._restore import plan_restore
 from envlock.manifest import (
     EnvlockInfo,
     GitInfo,
@@ -304,7 +305,7 @@ def test_editable_restored_from_commit_and_patch_for_real(tmp_path, h):
 
 def test_ctrl_c_during_restore_leaves_nothing(tmp_path, wheelhouse):
     from envlock._run import run
-    from envlock.lock._restore import run_plan
+    from envlock.lock._apply import run_plan
 
     mpath = torch_manifest("alpha==1.0", "beta==2.0").write(tmp_path / "m.toml")
     plan = plan_restore([mpath], tmp_path / "new", no_index=True,

@@ -1,0 +1,321 @@
+"""Restoring from a manifest alone: exact pins from its own tables, nothing solved.
+
+conda packages as ``name=version=build`` from the URLs and md5/sha256 of their ``conda-meta``
+records (py-rattler), pip packages at their exact versions with uv (``--no-deps``), the
+variant's index for local-label builds (:func:`variant_index`: PyTorch's per-variant indexes),
+VCS and editable packages from their recorded commit (plus ``--save-patch``'s patch), and, for
+a venv, an interpreter of the recorded version found on this machine (:func:`find_python`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envlock._run import Runner, run
+from envlock.errors import EnvlockError
+from envlock.lock._plan import PythonChoice, RestorePlan, Step
+
+if TYPE_CHECKING:
+    from envlock.lock._pip import IndexOptions, Skipped
+    from envlock.manifest import Manifest, PipPackage
+
+__all__ = ["PYTORCH_INDEX", "PythonChoice", "find_python", "manifest_pins", "plan_from_manifest",
+           "variant_index", "index_options"]
+
+
+#: Where PyTorch publishes each build variant (its local version label, PEP 440 "local
+#: version identifier": ``2.13.0+cpu``, ``2.14.1+cu130``): one index per variant, as the
+#: install selector on pytorch.org gives them (``--index-url https://download.pytorch.org/whl/cu130``).
+PYTORCH_INDEX = "https://download.pytorch.org/whl/{label}"
+
+#: Local labels PyTorch uses for its variant indexes: CPU-only, CUDA x.y, ROCm x.y, Intel XPU.
+_PYTORCH_LABEL = re.compile(r"cpu|cu\d{2,3}|rocm\d+(?:\.\d+)*|xpu")
+
+
+def variant_index(label: str, index_map: Mapping[str, str]) -> str | None:
+    """The index URL serving pip packages whose version has local label ``label``.
+
+    :param label: the local version label (``"cpu"``, ``"cu130"``).
+    :param index_map: the user's ``--index LABEL=URL`` choices; they win.
+    :returns: the URL, PyTorch's per-variant index (:data:`PYTORCH_INDEX`) for its labels, or
+        ``None`` when no index is known for the label.
+    """
+    if label in index_map:
+        return index_map[label]
+    if _PYTORCH_LABEL.fullmatch(label):
+        return PYTORCH_INDEX.format(label=label)
+    return None
+
+
+def _local_labels(manifest: Manifest) -> dict[str, list[str]]:
+    from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+
+    labels: dict[str, list[str]] = {}
+    for p in manifest.pip.packages if manifest.pip else ():
+        if p.origin != "index":
+            continue
+        try:
+            local = Version(p.version).local
+        except InvalidVersion:
+            continue
+        if local:
+            labels.setdefault(local, []).append(p.name)
+    return labels
+
+
+def index_options(
+    manifest: Manifest,
+    index_map: Mapping[str, str],
+    index_url: str | None,
+    find_links: Sequence[str],
+    no_index: bool,
+) -> tuple[IndexOptions, list[str], list[str]]:
+    """uv's index options for a manifest's pip packages, and notes/warnings about them."""
+    from envlock.lock._pip import IndexOptions  # noqa: PLC0415
+
+    notes: list[str] = []
+    warnings: list[str] = []
+    extra: list[str] = []
+    for label, names in sorted(_local_labels(manifest).items()):
+        url = variant_index(label, index_map)
+        who = ", ".join(names)
+        if no_index:
+            notes.append(f"+{label} packages ({who}) must be in --find-links (--no-index)")
+        elif url is None:
+            warnings.append(f"no index is known for the local label +{label} ({who}); give "
+                            f"--index {label}=URL or --find-links DIR")
+        else:
+            source = "--index" if label in index_map else "PyTorch's variant index (default)"
+            notes.append(f"+{label} packages ({who}) from {url} ({source})")
+            if url not in extra:
+                extra.append(url)
+    opts = IndexOptions(index_url=index_url, extra_index_urls=tuple(extra),
+                        find_links=tuple(str(Path(f).resolve()) if "://" not in f else f
+                                         for f in find_links),
+                        no_index=no_index, source="command line")
+    return opts, notes, warnings
+
+
+def _python_version_of(exe: str, runner: Runner) -> str | None:
+    result = runner([exe, "-c", "import platform; print(platform.python_version())"],
+                    timeout=20.0)
+    return result.stdout.strip() if result.ok and result.stdout.strip() else None
+
+
+def find_python(
+    version: str | None,
+    *,
+    base_prefix: str | None = None,
+    explicit: str | None = None,
+    runner: Runner = run,
+) -> PythonChoice:
+    """Find an interpreter of exactly ``version`` on this machine; never another silently.
+
+    Candidates, in order: ``explicit`` (``--python``: used even when its version differs, and
+    then said so); the recorded ``sys.base_prefix`` (``bin/pythonX.Y``, ``bin/python3``); what
+    ``uv python find --system VERSION`` finds (installed interpreters and ``PATH``; downloads
+    off).  Each is run to ask its ``platform.python_version()``.
+
+    :param version: the recorded version (``"3.11.7"``).
+    :returns: the choice; ``path`` is ``None`` when no candidate has that version.
+    """
+    import os  # noqa: PLC0415
+
+    looked: list[str] = []
+    if explicit:
+        found = _python_version_of(explicit, runner)
+        return PythonChoice(version=version, path=explicit if found else None,
+                            found_version=found, how="--python",
+                            looked=(f"{explicit}: {found or 'does not run'}",))
+    if not version:
+        return PythonChoice(version=None, path=None, looked=("the manifest records no version",))
+    mm = ".".join(version.split(".")[:2])
+    candidates: list[tuple[str, str]] = []
+    uv_miss = ""
+    if base_prefix:
+        for name in (f"python{mm}", "python3"):
+            candidates.append((os.path.join(base_prefix, "bin", name),
+                               "the manifest's base prefix"))
+    try:
+        from envlock.lock._tools import uv_bin  # noqa: PLC0415
+
+        env = dict(os.environ, UV_PYTHON_DOWNLOADS="never", NO_COLOR="1")
+        result = runner([uv_bin(), "python", "find", "--system", version], timeout=30.0, env=env)
+        if result.ok and result.stdout.strip():
+            candidates.append((result.stdout.strip().splitlines()[-1], "uv python find"))
+        else:
+            uv_miss = f"uv python find {version}: none"
+    except EnvlockError:
+        uv_miss = "uv python find: uv not installed"
+    seen: set[str] = set()
+    for exe, how in candidates:
+        if exe in seen:
+            continue
+        seen.add(exe)
+        if not os.path.exists(exe):
+            looked.append(f"{exe}: absent")
+            continue
+        found = _python_version_of(exe, runner)
+        looked.append(f"{exe}: {found or 'does not run'}")
+        if found == version:
+            return PythonChoice(version=version, path=exe, found_version=found, how=how,
+                                looked=tuple(looked))
+    return PythonChoice(version=version, path=None,
+                        looked=tuple(looked) + ((uv_miss,) if uv_miss else ()))
+
+
+def manifest_pins(manifest: Manifest) -> tuple[list[str], list[Skipped], list[PipPackage]]:
+    """The pip part of a manifest as uv requirements.
+
+    Index installs become ``name==version`` (the local label included: ``torch==2.13.0+cpu``),
+    archives ``name @ url``, VCS installs ``name @ git+url@commit`` (PEP 610's
+    ``vcs_info.commit_id``), as :func:`envlock.lock._pip.requirement_for` decides.
+
+    :returns: ``(requirements, skipped, editables)``: the lines; what is left out (conda-owned
+        dist-infos, dead URLs) with the reason; editable installs, restored from their git
+        checkout by separate steps.
+    """
+    from envlock.lock._pip import requirement_for  # noqa: PLC0415
+
+    pins: list[str] = []
+    skipped: list[Skipped] = []
+    editables: list[PipPackage] = []
+    for pkg in manifest.pip.packages if manifest.pip else ():
+        if pkg.origin == "editable":
+            editables.append(pkg)
+            continue
+        req = requirement_for(pkg)
+        if isinstance(req, str):
+            pins.append(req)
+        else:
+            skipped.append(req)
+    return pins, skipped, editables
+
+
+def _patch_for(manifest_path: Path, manifest: Manifest, pkg: PipPackage) -> Path | None:
+    """``manifest.patch`` beside the manifest (``envlock snapshot --save-patch``), when it is
+    the uncommitted diff of this package's checkout (the manifest's own ``[git]``)."""
+    patch = manifest_path.with_suffix(".patch")
+    g = manifest.git
+    if not patch.is_file() or g is None or pkg.git is None:
+        return None
+    return patch if g.path and g.path == pkg.git.path else None
+
+
+def _editable_steps(
+    manifest_path: Path, manifest: Manifest, pkg: PipPackage, prefix: str, python: str,
+    index_args: Sequence[str],
+) -> tuple[list[Step], list[str]]:
+    g = pkg.git
+    where = pkg.editable_path or pkg.url or "a local directory"
+    if g is None or not g.commit:
+        return [], []  # not_restored lists it: "editable install of …"
+    remotes = sorted(g.remotes, key=lambda r: r.name != "origin")
+    source = remotes[0].url if remotes else (g.path or where)
+    dest = f"{prefix}/src/{pkg.name}"
+    steps = [
+        Step(title=f"check out {pkg.name} at its recorded commit {g.commit[:12]}", kind="git",
+             argv=("git", "clone", "--quiet", "--no-checkout", source, dest)),
+        Step(title=f"  (commit {g.commit})", kind="git",
+             argv=("git", "-C", dest, "checkout", "--quiet", "--detach", g.commit)),
+    ]
+    notes = []
+    if g.dirty:
+        patch = _patch_for(manifest_path, manifest, pkg)
+        if patch is not None:
+            steps.append(Step(title=f"apply the uncommitted changes saved in {patch.name}",
+                              kind="git", argv=("git", "-C", dest, "apply", str(patch))))
+        else:
+            notes.append(f"{pkg.name} {pkg.version}: uncommitted changes of {g.path} "
+                         "(no manifest.patch beside the manifest: `envlock snapshot "
+                         "--save-patch` keeps them)")
+    steps.append(Step(title=f"install {pkg.name} editable from that checkout", kind="editable",
+                      argv=("uv", "pip", "install", "--python", python, "--no-deps",
+                            *index_args, "-e", dest)))
+    return steps, notes
+
+
+def plan_from_manifest(
+    path: Path,
+    manifest: Manifest,
+    prefix: str,
+    *,
+    warnings: list[str],
+    missing: list[str],
+    index: tuple[IndexOptions, list[str], list[str]],
+    python: str | None,
+    runner: Runner,
+) -> RestorePlan:
+    opts, notes, index_warnings = index
+    warnings = [*warnings, *index_warnings]
+    steps: list[Step] = []
+    choice: PythonChoice | None = None
+    conda = manifest.conda.packages if manifest.conda else ()
+    py = f"{prefix}/bin/python"
+    if conda:
+        channels: list[str] = []
+        for c in conda:
+            if c.url and c.url.count("/") >= 3:
+                base = c.url.rsplit("/", 2)[0]
+                if base not in channels:
+                    channels.append(base)
+            if not c.url or not c.md5:
+                warnings.append(f"conda package {c.name} {c.version} {c.build} has no "
+                                f"{'url' if not c.url else 'md5'} in the manifest; it cannot be "
+                                "restored (installed from a local file?)")
+        argv = ["conda", "create", "--prefix", prefix, "--override-channels"]
+        for ch in channels:
+            argv += ["-c", ch]
+        argv += ["--yes", *(f"{c.name}={c.version}={c.build}" for c in conda)]
+        steps.append(Step(
+            title=f"install the {len(conda)} conda packages of {path.name} as name=version=build "
+                  "(--run: py-rattler installs exactly these files, md5/sha256 checked)",
+            argv=tuple(argv), kind="conda-manifest", manifest=str(path)))
+    elif manifest.pip and manifest.pip.packages:
+        info = manifest.python
+        choice = find_python(info.version if info else None,
+                             base_prefix=info.base_prefix if info else None, explicit=python,
+                             runner=runner)
+        if not choice.exact:
+            warnings.append(choice.describe())
+        argv = ["uv", "venv", "--quiet", prefix, "--python",
+                choice.path or (choice.version or "3")]
+        steps.append(Step(title="create a virtual environment with "
+                          + (choice.describe() if choice.path else f"Python {choice.version}"),
+                          argv=tuple(argv), kind="uv-venv"))
+    pins, skipped, editables = manifest_pins(manifest)
+    index_args = opts.uv_args()
+    if pins:
+        steps.append(Step(
+            title=f"install the {len(pins)} pip packages of {path.name} at their recorded "
+                  "versions (--no-deps: exactly the recorded set)",
+            argv=("uv", "pip", "install", "--quiet", "--python", py, "--no-deps", *index_args,
+                  *pins),
+            kind="pip-pins"))
+    for pkg in editables:
+        more, lost = _editable_steps(path, manifest, pkg, prefix, py, index_args)
+        steps += more
+        missing += lost
+    for s in skipped:
+        if s.kind != "conda":
+            missing.append(f"{s.name} {s.version}: {s.reason}")
+    if pins:
+        notes.append("the manifest records no pip file hashes: uv checks versions, not files "
+                     "(`envlock lock --from-manifest` pins the sha256 of the files found now)")
+    if choice is not None:
+        missing = [(f"the Python interpreter itself: {choice.describe()}; the venv links to it, "
+                    "a rebuild does not make it") if m.startswith("the Python interpreter:")
+                   else m for m in missing]
+    from_git = {e.name for e in editables if e.git is not None and e.git.commit}
+    missing = [m for m in missing if not ("editable install of" in m
+                                          and m.split(" ", 1)[0] in from_git)]
+    if not steps:
+        warnings.append(f"{path}: the manifest records no conda or pip packages")
+    return RestorePlan(prefix=prefix, steps=tuple(steps),
+                       not_restored=tuple(dict.fromkeys(missing)), warnings=tuple(warnings),
+                       manifests=(str(path),), python=choice, notes=tuple(notes))
+
+
