@@ -19,9 +19,9 @@ kind                  recognised by                          read by
 ``conda-lock``        ``package:`` + ``metadata:`` (YAML)    conda-lock's model
 ``pixi.lock``         ``environments:`` + ``packages:``       :func:`locks.read_pixi_lock`
 ``pylock``            ``lock-version`` + ``[[packages]]``    :mod:`packaging.pylock`
-``uv.lock``           ``version`` + ``[[package]]``          :func:`locks.read_uv_lock`
-``poetry.lock``       ``[metadata] content-hash``            :func:`locks.read_poetry_lock`
-``pdm.lock``          ``[metadata] lock_version``            :func:`locks.read_pdm_lock`
+``uv.lock``           ``version`` + ``[[package]]``          :func:`projectlocks.read_uv_lock`
+``poetry.lock``       ``[metadata] content-hash``            :func:`projectlocks.read_poetry_lock`
+``pdm.lock``          ``[metadata] lock_version``            :func:`projectlocks.read_pdm_lock`
 ===================== ===================================== =================================
 
 Every file is read with :func:`envlock._io.read_text` (regular files only, 64 MiB, strict
@@ -39,7 +39,7 @@ from typing import Any
 
 from envlock._io import InputError, one_line, read_text
 from envlock.errors import ManifestError
-from envlock.formats import conda, locks, pep508
+from envlock.formats import conda, locks, pep508, projectlocks
 from envlock.formats._load import load_toml, load_yaml
 
 __all__ = ["KINDS", "Reading", "read", "read_lock", "detect_lockfile", "UNKNOWN"]
@@ -221,8 +221,8 @@ def _toml_kind(data: dict[str, Any], name: str, platform: str | None) -> Reading
     kind = locks.sniff_toml_lock(data)
     if kind is None:
         raise ManifestError(_UNKNOWN)
-    reader = {"pylock": locks.read_pylock, "uv.lock": locks.read_uv_lock,
-              "poetry.lock": locks.read_poetry_lock, "pdm.lock": locks.read_pdm_lock}[kind]
+    reader = {"pylock": locks.read_pylock, "uv.lock": projectlocks.read_uv_lock,
+              "poetry.lock": projectlocks.read_poetry_lock, "pdm.lock": projectlocks.read_pdm_lock}[kind]
     return _from_lock(reader(data, name), platform, name)
 
 

@@ -1,0 +1,274 @@
+"""The project lockfiles of uv, poetry and pdm: ``uv.lock``, ``poetry.lock``, ``pdm.lock``.
+
+None has a reference parser in Python; each is read with a TOML parser and its documented keys
+(uv's "lockfile" docs, poetry's and pdm's lock layouts), each key type-checked, into
+:class:`~envlock.formats.locks.Locked` entries — with which installs need each package
+(:attr:`~envlock.formats.locks.Locked.groups`): uv's dependency graph walked as ``uv sync``
+walks it, poetry's and pdm's per-package ``groups``.  Editable, virtual and local-directory
+entries are the project itself, not packages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from envlock._io import one_line
+from envlock._names import canonicalize
+from envlock.formats.locks import Locked, LockFile, _err, _packages, _sha, _str
+from envlock.formats.pep508 import UNKNOWN
+
+__all__ = ["read_uv_lock", "read_poetry_lock", "read_pdm_lock"]
+
+
+def read_uv_lock(data: Mapping[str, Any], name: str) -> LockFile:
+    """The packages of a ``uv.lock`` (``version`` 1).
+
+    Entries whose ``source`` is ``editable``, ``virtual`` or ``directory`` are the workspace's
+    own projects and left out; a project locked in several versions for different
+    ``resolution-markers`` gives one entry per version, with those markers.  Which installs
+    need each entry (:attr:`Locked.groups`) is read from the dependency graph as ``uv sync``
+    walks it (:func:`_uv_reach`).
+    """
+    version = data.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version != 1:
+        raise _err(name, f"uv.lock version {one_line(repr(version))} is not supported (1)")
+    out = []
+    entries = _packages(data, "package", name)
+    reach = _uv_reach(entries, data.get("manifest"), name)
+    for i, p in enumerate(entries):
+        where = f"package[{i}]"
+        pname = _str(p, "name", where, name)
+        source = p.get("source", {})
+        if not isinstance(source, Mapping):
+            raise _err(name, f"{where}.source must be a table")
+        if {"editable", "virtual", "directory"} & set(source):
+            continue
+        pversion = _str(p, "version", where, name, required=False)
+        vcs = commit = None
+        if "git" in source:
+            git = str(source["git"])
+            vcs, commit = "git", (git.rsplit("#", 1)[1] if "#" in git else None)
+        markers = p.get("resolution-markers")
+        if markers is not None and (not isinstance(markers, list)
+                                    or not all(isinstance(m, str) for m in markers)):
+            raise _err(name, f"{where}.resolution-markers must be an array of strings")
+        marker = " or ".join(f"({m})" for m in markers) if markers else None
+        raw_sdist = p.get("sdist")
+        sdist = raw_sdist if isinstance(raw_sdist, Mapping) else {}
+        out.append(Locked("pip", canonicalize(pname), pversion or UNKNOWN, marker=marker,
+                          vcs=vcs, commit=commit, sha256=_sha(sdist.get("hash")),
+                          groups=reach.get(i, ()) if reach is not None else ()))
+    return LockFile("uv.lock", (), tuple(out))
+
+
+#: at most this many distinct edge conditions are kept per package and group; beyond it the
+#: package counts as needed always (the conservative answer: verify then asks for it).
+_MAX_CONDITIONS = 16
+#: the "extra" of a walk state that stands for a member's ``dev-dependencies`` group
+_DEV = "\0dev:"
+
+
+def _uv_edges(p: Mapping[str, Any], key: str, name: str) -> dict[str, list[Mapping[str, Any]]]:
+    """``{group: [edge, ...]}`` of ``p[key]`` (``dependencies``: group ``""``; the tables
+    ``optional-dependencies`` / ``dev-dependencies``: one list per extra or group)."""
+    raw = p.get(key)
+    if raw is None:
+        return {}
+    if key == "dependencies":
+        raw = {"": raw}
+    if not isinstance(raw, Mapping):
+        raise _err(name, f"package {p.get('name')!r}: {key} must be a table")
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for group, edges in raw.items():
+        if not isinstance(edges, list) or not all(isinstance(e, Mapping) and isinstance(e.get("name"), str)
+                                                  for e in edges):
+            raise _err(name, f"package {p.get('name')!r}: {key} entries must be tables with a name")
+        out[str(group)] = edges
+    return out
+
+
+def _uv_reach(entries: list[Mapping[str, Any]], manifest: Any,
+              name: str) -> dict[int, tuple[tuple[str, str | None], ...]] | None:
+    """For each entry index, the installs that need it: ``(group, marker)`` pairs, group ``""``
+    for the default install (the workspace members' ``dependencies``), ``<group>`` for a
+    ``[package.dev-dependencies]`` group, ``extra:<name>`` for an extra of a member; markers
+    of the edges on the way are joined with ``and``, alternatives with ``or``.
+
+    The rule is uv's: ``uv sync`` installs the members, their dependencies and, transitively,
+    the extras each edge names (``{ name = "x", extra = ["y"] }`` pulls in x's
+    ``optional-dependencies.y``); an edge's ``marker`` limits it to where the marker holds.
+    ``None`` when the lock names no member (the format then does not say).
+    """
+    members: set[str] = set()
+    if isinstance(manifest, Mapping) and isinstance(manifest.get("members"), list):
+        members = {canonicalize(str(m)) for m in manifest["members"]}
+    by_name: dict[str, list[int]] = {}
+    for i, p in enumerate(entries):
+        if isinstance(p.get("name"), str):
+            by_name.setdefault(canonicalize(p["name"]), []).append(i)
+    roots = []
+    for i, p in enumerate(entries):
+        source = p.get("source")
+        if not isinstance(source, Mapping) or not isinstance(p.get("name"), str):
+            continue
+        local = {"editable", "virtual"} & set(source)
+        if canonicalize(p["name"]) in members or any(source.get(k) == "." for k in local):
+            roots.append(i)
+    if not roots:
+        return None
+    # state: (entry, extra or None, group); value: the conditions (frozensets of markers,
+    # joined with "and") under which it is reached.  An empty frozenset: always.
+    reached: dict[tuple[int, str | None, str], set[frozenset[str]]] = {}
+    todo: list[tuple[int, str | None, str, frozenset[str]]] = []
+
+    def visit(i: int, extra: str | None, group: str, cond: frozenset[str]) -> None:
+        have = reached.setdefault((i, extra, group), set())
+        if frozenset() in have or cond in have:
+            return
+        if not cond or len(have) >= _MAX_CONDITIONS:
+            have.clear()
+            cond = frozenset()
+        have.add(cond)
+        todo.append((i, extra, group, cond))
+
+    for r in roots:
+        p = entries[r]
+        visit(r, None, "", frozenset())
+        for ex in _uv_edges(p, "optional-dependencies", name):
+            visit(r, ex, f"extra:{ex}", frozenset())
+        for group in _uv_edges(p, "dev-dependencies", name):
+            visit(r, _DEV + group, group, frozenset())
+    steps = 0
+    while todo:
+        steps += 1
+        if steps > 200_000:  # a pathological lock: stop refining, say "always" for the rest
+            for key in reached:
+                reached[key] = {frozenset()}
+            break
+        i, extra, group, cond = todo.pop()
+        p = entries[i]
+        if extra is None:
+            edges = _uv_edges(p, "dependencies", name).get("", [])
+        elif extra.startswith(_DEV):
+            edges = _uv_edges(p, "dev-dependencies", name).get(extra[len(_DEV):], [])
+        else:
+            edges = _uv_edges(p, "optional-dependencies", name).get(extra, [])
+        for e in edges:
+            em = e.get("marker")
+            c = cond | {em} if isinstance(em, str) and em.strip() else cond
+            targets = by_name.get(canonicalize(e["name"]), [])
+            if "version" in e and len(targets) > 1:
+                targets = [t for t in targets if entries[t].get("version") == e["version"]] or targets
+            raw_extras = e.get("extra")
+            extras = raw_extras if isinstance(raw_extras, list) else []
+            for t in targets:
+                visit(t, None, group, c)
+                for x in extras:
+                    visit(t, str(x), group, c)
+    out: dict[int, dict[str, set[frozenset[str]]]] = {}
+    for (i, _extra, group), conds in reached.items():
+        out.setdefault(i, {}).setdefault(group, set()).update(conds)
+
+    def marker(conds: set[frozenset[str]]) -> str | None:
+        if frozenset() in conds:
+            return None
+        alts = sorted(" and ".join(f"({m})" for m in sorted(c)) for c in conds)
+        if len(alts) == 1:
+            return alts[0]
+        return " or ".join(f"({a})" if " and " in a else a for a in alts)
+
+    return {i: tuple((g, marker(c)) for g, c in sorted(groups.items())) for i, groups in out.items()}
+
+
+def read_poetry_lock(data: Mapping[str, Any], name: str) -> LockFile:
+    """The packages of a ``poetry.lock`` (``[metadata] lock-version`` 1.x or 2.x).
+
+    ``[package.source] type = "directory"`` (a path dependency, often the project) is left
+    out; ``type = "git"`` keeps ``resolved_reference`` as the commit.
+    """
+    meta = data.get("metadata")
+    if not isinstance(meta, Mapping):
+        raise _err(name, "poetry.lock has no [metadata] table")
+    lv = meta.get("lock-version")
+    if lv is not None and (not isinstance(lv, str) or lv.split(".")[0] not in ("1", "2")):
+        raise _err(name, f"poetry.lock lock-version {one_line(repr(lv))} is not supported (1.x, 2.x)")
+    out = []
+    for i, p in enumerate(_packages(data, "package", name)):
+        where = f"package[{i}]"
+        pname = _str(p, "name", where, name)
+        pversion = _str(p, "version", where, name)
+        source = p.get("source", {})
+        if not isinstance(source, Mapping):
+            raise _err(name, f"{where}.source must be a table")
+        kind = source.get("type")
+        if kind in ("directory",) or p.get("develop") is True:
+            continue
+        commit = source.get("resolved_reference") if kind == "git" else None
+        out.append(Locked("pip", canonicalize(pname), pversion,
+                          vcs="git" if kind == "git" else None,
+                          commit=str(commit) if commit else None,
+                          groups=_poetry_groups(p, where, name)))
+    return LockFile("poetry.lock", (), tuple(out))
+
+
+def _poetry_groups(p: Mapping[str, Any], where: str, name: str) -> tuple[tuple[str, str | None], ...]:
+    """:attr:`Locked.groups` of a poetry.lock entry: lock-version 2 lists ``groups``
+    (``"main"`` is the default install), 1.x a ``category`` (``"main"``/``"dev"``);
+    ``optional = true`` means only an extra pulls it in (``poetry install -E``).  A
+    ``markers`` string (lock-version 2) is the condition; a per-group table of markers keeps
+    each group's."""
+    optional = p.get("optional") is True
+    groups = p.get("groups")
+    if groups is None:
+        cat = p.get("category")
+        groups = [cat] if isinstance(cat, str) else []
+    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        raise _err(name, f"{where}.groups must be an array of strings")
+    if not groups:
+        return (("extra:*", None),) if optional else ()
+    markers = p.get("markers")
+    out = []
+    for g in groups:
+        m = markers.get(g) if isinstance(markers, Mapping) else markers
+        m = m if isinstance(m, str) and m.strip() else None
+        group = "" if g == "main" else g
+        if optional and group == "":
+            group = "extra:*"
+        out.append((group, m))
+    return tuple(sorted(set(out), key=lambda x: (x[0], x[1] or "")))
+
+
+def read_pdm_lock(data: Mapping[str, Any], name: str) -> LockFile:
+    """The packages of a ``pdm.lock`` (``[metadata] lock_version`` 4.x).
+
+    ``editable = true`` or a ``path`` entry is a local project, left out; ``git`` +
+    ``revision`` keeps the commit.
+    """
+    meta = data.get("metadata")
+    if not isinstance(meta, Mapping) or not isinstance(meta.get("lock_version"), str):
+        raise _err(name, "pdm.lock has no [metadata] lock_version")
+    if meta["lock_version"].split(".")[0] != "4":
+        raise _err(name, f"pdm.lock lock_version {one_line(meta['lock_version'])} is not supported (4.x)")
+    out = []
+    for i, p in enumerate(_packages(data, "package", name)):
+        where = f"package[{i}]"
+        pname = _str(p, "name", where, name)
+        pversion = _str(p, "version", where, name, required=False)
+        if p.get("editable") is True or "path" in p:
+            continue
+        marker = p.get("marker")
+        if marker is not None and not isinstance(marker, str):
+            raise _err(name, f"{where}.marker must be a string")
+        git = p.get("git")
+        groups = p.get("groups")
+        if groups is not None and (not isinstance(groups, list)
+                                   or not all(isinstance(g, str) for g in groups)):
+            raise _err(name, f"{where}.groups must be an array of strings")
+        out.append(Locked("pip", canonicalize(pname), pversion or UNKNOWN, marker=marker or None,
+                          vcs="git" if git else None,
+                          commit=str(p["revision"]) if git and p.get("revision") else None,
+                          # pdm's "default" group is what `pdm install --prod` installs
+                          groups=tuple(sorted(("" if g == "default" else g, None)
+                                              for g in set(groups or ())))))
+    return LockFile("pdm.lock", (), tuple(out))
