@@ -72,15 +72,27 @@ def load_inputs(paths: Sequence[PathLike], kb: KB) -> list[FactSet]:
 
     sets = []
     many = len(paths) > 2
-    for p in paths:
-        kind, data, listing = foreign.read(p)
-        if kind == "manifest":
-            check_shape(data, os.fspath(p))
-        raw_head = data.get("envlock")
+    readings = [foreign.reading(p) for p in paths]
+    for p, r in zip(paths, readings, strict=True):
+        if r.kind == "manifest":
+            check_shape(r.data, os.fspath(p))
+    notes: list[list[str]] = [[] for _ in paths]
+    if len(paths) == 2:  # a universal lock against a manifest: read for the manifest's target
+        for i in (0, 1):
+            narrowed, note = foreign.for_target(
+                readings[i], readings[1 - i], name=os.path.basename(paths[i]),
+                other_name=os.path.basename(paths[1 - i]))
+            readings[i] = narrowed
+            if note:
+                notes[i].append(note)
+    for p, r, n in zip(paths, readings, notes, strict=True):
+        raw_head = r.data.get("envlock")
         head = raw_head if isinstance(raw_head, dict) else {}
         label = str(head.get("host")) if many and head.get("host") else os.path.basename(p)
-        sets.append(extract(data, label=label, path=os.fspath(p), kind=kind, aliases=kb.aliases,
-                            listing=listing))
+        fs = extract(r.data, label=label, path=os.fspath(p), kind=r.kind, aliases=kb.aliases,
+                     listing=r.listing)
+        fs.notes.extend(n)
+        sets.append(fs)
     unique_labels(sets)
     return sets
 

@@ -159,6 +159,8 @@ class FactSet:
         really not installed, ``"partial"`` when the input only lists some (requirements).
     :ivar generic: areas of tables without an extractor, flattened generically (raw keys such
         as ``resolved[libgomp.so.1].realpath``); their facts rank below classified ones.
+    :ivar notes: sentences on how the input was read (a universal lock read for the other
+        input's Python and platform), shown with the context.
     """
 
     label: str
@@ -168,6 +170,7 @@ class FactSet:
     areas: dict[str, str] = field(default_factory=dict)
     listing: str = "complete"
     generic: set[str] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
 
 
 # -- extractors ---------------------------------------------------------------------------

@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from envlock.formats import KINDS
+from envlock.formats import KINDS, Reading
 from envlock.formats import read as _read
 from envlock.formats.conda import parse_url as parse_conda_url
 from envlock.manifest._schema import SCHEMA
 
-__all__ = ["read", "parse_conda_url", "parse_toml", "KINDS", "SCHEMA"]
+__all__ = ["read", "reading", "for_target", "parse_conda_url", "parse_toml", "KINDS", "SCHEMA"]
 
 
 def read(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any], str]:
@@ -30,6 +30,93 @@ def read(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any], str]:
     """
     r = _read(path)
     return r.kind, r.data, r.listing
+
+
+def reading(path: str | os.PathLike[str]) -> Reading:
+    """The whole :class:`envlock.formats.Reading` of one input (its lock too, for a lockfile).
+
+    :raises ManifestError: as :func:`read`.
+    """
+    return _read(path)
+
+
+def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: str
+               ) -> tuple[Reading, str | None]:
+    """A universal lock (``uv.lock``, ``pylock.toml``, ``pdm.lock``, …) read for the Python and
+    platform of the manifest it is compared with.
+
+    The lock holds every platform's, Python version's, group's and extra's packages; the
+    manifest records one environment.  Entries whose markers do not hold for the manifest's
+    interpreter (:func:`envlock.formats.markers.applicable`) are left out, as are entries only
+    a dependency group or an extra needs that the manifest does not have installed: neither is
+    a difference between the two.
+
+    :param lock_reading: the lock's reading (``lock`` set); ``other``: the manifest's.
+    :returns: the reading to compare, and a sentence saying what was left out (``None`` when
+        nothing was, or when the manifest records no Python version).
+    """
+    from dataclasses import replace  # noqa: PLC0415
+
+    from envlock._names import canonicalize  # noqa: PLC0415
+    from envlock.formats import reading_of_lock  # noqa: PLC0415
+    from envlock.formats.markers import applicable, marker_holds, target_marker_env  # noqa: PLC0415
+
+    lock = lock_reading.lock
+    if lock is None or other.kind != "manifest":
+        return lock_reading, None
+    pip = [x for x in lock.packages if x.manager == "pip"]
+    if not any(x.marker or x.groups for x in pip):
+        return lock_reading, None
+    py, plat = _table(other.data, "python"), _table(other.data, "platform")
+    version = py.get("version") if isinstance(py.get("version"), str) else None
+    if not version:
+        return lock_reading, None
+    impl = py.get("implementation") if isinstance(py.get("implementation"), str) else None
+    machine = plat.get("machine") if isinstance(plat.get("machine"), str) else None
+    env = target_marker_env(version, impl, machine=machine)
+    needed, optional = applicable(pip, env)
+    table = _table(other.data, "pip")
+    present = {canonicalize(str(p.get("name"))) for p in table.get("packages") or ()
+               if isinstance(p, dict) and p.get("name")}
+    keep = {n for n in needed if n not in optional or n in present}
+    kept, seen = [], set()
+    for x in lock.packages:
+        if x.manager != "pip":
+            kept.append(x)
+            continue
+        if x.name not in keep or x.name in seen:
+            continue
+        try:
+            holds = not x.marker or marker_holds(x.marker, env)
+        except ValueError:
+            holds = True
+        if holds:
+            seen.add(x.name)
+            kept.append(replace(x, marker=None))
+    platform_only = sorted({x.name for x in pip} - set(needed))
+    groups_only = sorted(n for n in optional if n not in present)
+    if not platform_only and not groups_only:
+        return reading_of_lock(replace(lock, packages=tuple(kept)), name), None
+    where = f"Python {version}" + (f" on {machine}" if machine else "")
+    parts = []
+    if platform_only:
+        parts.append(f"{len(platform_only)} entries for other platforms or Python versions "
+                     f"({_some(platform_only)})")
+    if groups_only:
+        parts.append(f"{len(groups_only)} entries needed only by dependency groups or extras "
+                     f"{other_name} does not have installed ({_some(groups_only)})")
+    note = (f"{name} read for {other_name}'s {where}: left out " + "; ".join(parts))
+    return reading_of_lock(replace(lock, packages=tuple(kept)), name), note
+
+
+def _table(data: dict[str, Any], key: str) -> dict[str, Any]:
+    t = data.get(key)
+    return t if isinstance(t, dict) else {}
+
+
+def _some(names: list[str], limit: int = 5) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f", … {len(names) - limit} more" if len(names) > limit else "")
 
 
 def parse_toml(text: str, name: str) -> dict[str, Any]:

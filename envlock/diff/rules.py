@@ -587,4 +587,6 @@ def context(sets: Sequence[FactSet]) -> list[str]:
         vals = {s.facts.get((area, key)) for s in sets}
         if len(vals) == 1 and None not in vals:
             out.append(f"same {what}: {vals.pop()}")
+    for s in sets:
+        out.extend(s.notes)
     return out

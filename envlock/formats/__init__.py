@@ -394,6 +394,15 @@ def _from_lock(lock: locks.LockFile, platform: str | None, name: str) -> Reading
     return Reading(lock.kind, data, "complete", tuple(platforms), lock)
 
 
+def reading_of_lock(lock: locks.LockFile, name: str, platform: str | None = None) -> Reading:
+    """The :class:`Reading` of an already read lock (``diff`` narrows a universal lock to one
+    target and reads it again through this).
+
+    :param name: the file name, for messages; ``platform``: the conda subdir to take.
+    """
+    return _from_lock(lock, platform, name)
+
+
 def detect_lockfile(path: str | os.PathLike[str]) -> str | None:
     """The lockfile kind of ``path`` by its content (``conda-lock``, ``pylock``, ``uv.lock``,
     ``poetry.lock``, ``pdm.lock``, ``pixi.lock``, ``conda-explicit``, ``requirements``), or

@@ -1,5 +1,5 @@
-"""``verify --lock`` on uv, poetry and pdm locks: what a default install needs, with the real
-``uv`` as the oracle.
+"""A universal lock read for one target (:mod:`envlock.formats.markers`): ``verify --lock`` and
+``diff`` on uv, poetry and pdm locks, with the real ``uv`` as the oracle.
 
 A lock of these tools holds every package of every dependency group, extra and platform;
 ``uv sync --no-dev`` installs only what the project's own dependencies reach, through edges
@@ -26,7 +26,7 @@ from envlock.verify.expected import applicable, read_lock, target_marker_env
 
 from _wheels import make_wheel
 
-FOREIGN = Path(__file__).resolve().parents[1] / "formats" / "foreign"
+FOREIGN = Path(__file__).resolve().parent / "foreign"
 
 PYPROJECT = """\
 [project]
@@ -152,3 +152,40 @@ def test_pdm_and_poetry_groups_are_read_from_the_lock() -> None:
     # a poetry 1.x lock without categories does not say: every entry is needed
     poetry = formats.read(FOREIGN / "EthanMarx__ztf-lfi-demo__poetry.lock").lock
     assert all(p.groups == () for p in poetry.packages)
+
+
+def test_diff_of_the_synced_venv_against_its_uv_lock_is_identical(project, tmp_path) -> None:
+    """The lock also holds win32-only, Python<3.8-only and dev/docs-only packages: not
+    differences from a `uv sync --no-dev` venv, and said once in the context."""
+    proj, wh = project
+    _uv(["sync", "--frozen", "--no-dev", "--no-index", "--find-links", str(wh), "-q",
+         "--python", sys.executable], proj)
+    manifest = tmp_path / "m.toml"
+    snap = subprocess.run([sys.executable, "-m", "envlock", "snapshot", "--python",
+                           str(proj / ".venv" / "bin" / "python"), "-o", str(manifest)],
+                          capture_output=True, text=True, timeout=120)
+    assert snap.returncode == 0, snap.stderr
+    r = subprocess.run([sys.executable, "-m", "envlock", "diff", str(manifest),
+                        str(proj / "uv.lock"), "--format", "json"],
+                       capture_output=True, text=True, timeout=120)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 0, doc["differences"]
+    assert doc["identical"]["areas"]["package"] == 2  # alpha, beta
+    note = next(c for c in doc["context"] if c.startswith("uv.lock read for m.toml's Python"))
+    assert "2 entries for other platforms or Python versions (oldpy, winonly)" in note
+    assert "2 entries needed only by dependency groups or extras m.toml does not have " \
+           "installed (devtool, sphinxish)" in note
+    # a real difference is still one: the venv's beta another version than the lock's
+    site = next((proj / ".venv" / "lib").glob("python3*/site-packages"))
+    meta = next(site.glob("beta-2.0.dist-info")) / "METADATA"
+    meta.write_text(meta.read_text().replace("Version: 2.0", "Version: 1.9"))
+    manifest.unlink()
+    subprocess.run([sys.executable, "-m", "envlock", "snapshot", "--python",
+                    str(proj / ".venv" / "bin" / "python"), "-o", str(manifest)],
+                   capture_output=True, text=True, timeout=120, check=True)
+    r = subprocess.run([sys.executable, "-m", "envlock", "diff", str(manifest),
+                        str(proj / "uv.lock"), "--format", "json"],
+                       capture_output=True, text=True, timeout=120)
+    doc = json.loads(r.stdout)
+    assert r.returncode == 1
+    assert [(d["key"], d["values"]) for d in doc["differences"]] == [("beta", ["1.9", "2.0"])]
