@@ -10,15 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from envlock.probes.fatbin import _parse_fatbin_entries, fatbin_archs
 from envlock.probes.frameworks import (
     _cuda_from_label,
-    _parse_fatbin_entries,
     _parse_import_output,
     _parse_tf_build_info,
     _parse_torch_version_py,
     _requires_cuda,
     _torch_build,
-    fatbin_archs,
     probe_frameworks,
 )
 from envlock.probes.world import World
