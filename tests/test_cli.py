@@ -61,10 +61,15 @@ def test_target_reported(runner: CliRunner, tmp_path: Path) -> None:
     assert "wrote" in res.stderr
 
 
-def test_bad_target_one_line(runner: CliRunner) -> None:
-    res = runner.invoke(cli, ["snapshot", "--prefix", "/nonexistent/env"])
-    assert res.exit_code == 2
-    assert res.stderr.strip() == "Error: --prefix /nonexistent/env: no such directory"
+def test_bad_target_one_line(runner: CliRunner, tmp_path: Path,
+                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "manifest.toml").write_text("")  # the README's first step leaves one behind
+    for args in ([], ["-o", "manifest.toml"]):
+        res = runner.invoke(cli, ["snapshot", "--prefix", "/nonexistent/env", *args])
+        assert res.exit_code == 2
+        # the wrong target is the error, not the existing output file
+        assert res.stderr.strip() == "Error: --prefix /nonexistent/env: no such directory"
 
 
 def test_show_golden(runner: CliRunner) -> None:

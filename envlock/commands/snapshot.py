@@ -112,13 +112,14 @@ def _snapshot(
     if save_patch and output == "-":
         raise click.UsageError("--save-patch needs -o FILE (the patch is written beside it)")
     path = expand_output(output) if output != "-" else "-"
+    # The target first: a wrong --python/--prefix is the error to report, whatever -o holds.
+    target = resolve_target(python=python, prefix=prefix)
     if path != "-" and not force and os.path.lexists(path):
         # Checked again, atomically, when the file is created; this spares the probes' work.
         from envlock.errors import OutputExistsError  # noqa: PLC0415
 
         raise OutputExistsError(f"{printable(path)} exists; use --force to replace it")
     lock_dir = os.path.dirname(os.path.abspath(path)) if path != "-" else None
-    target = resolve_target(python=python, prefix=prefix)
     manifest = take(target=target, repo=repo, env_allow=env_allow, env_deny=env_deny,
                     command=["envlock", *sys.argv[1:]], do_import=do_import, lock_dir=lock_dir,
                     locks=locks)
