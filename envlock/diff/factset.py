@@ -76,7 +76,7 @@ def satisfied(a: Pkg, b: Pkg) -> bool | None:
 
     try:
         return SpecifierSet(version).contains(Version(pkg.version), prereleases=True)
-    except (InvalidSpecifier, InvalidVersion):
+    except (InvalidSpecifier, InvalidVersion, ValueError):  # ValueError: int()'s digit limit
         return None
 
 

@@ -253,7 +253,7 @@ def parse_version(text: str | None) -> Any:
 
     try:
         return Version(text)
-    except InvalidVersion:
+    except (InvalidVersion, ValueError):  # ValueError: a number past int()'s digit limit
         return None
 
 
@@ -269,7 +269,7 @@ def plain_release(text: str | None) -> tuple[tuple[int, ...], str] | None:
     :mod:`packaging`.
     """
     m = _PLAIN.match(text or "")
-    if not m:
+    if not m or len(m.group(1)) > 1000:  # no real release has a thousand digits
         return None
     return tuple(int(x) for x in m.group(1).split(".")), (m.group(2) or "").lower()
 
@@ -286,7 +286,7 @@ def version_in(version: str | None, spec: str) -> bool:
     """
     rel = plain_release(version)
     clauses = [c.strip() for c in spec.split(",") if c.strip()]
-    ops = [re.fullmatch(r"(>=|<=|>|<|==)\s*(\d+(?:\.\d+)*)", c) for c in clauses]
+    ops = [re.fullmatch(r"(>=|<=|>|<|==)\s*(\d{1,100}(?:\.\d{1,100})*)", c) for c in clauses]
     if rel is not None and all(ops):
         ok = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
               "<": lambda a, b: a < b, "==": lambda a, b: a == b}
@@ -299,9 +299,12 @@ def version_in(version: str | None, spec: str) -> bool:
     v = parse_version(version.split("+")[0] if version else None)
     if v is None:
         return False
-    from packaging.specifiers import SpecifierSet  # noqa: PLC0415
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: PLC0415
 
-    return SpecifierSet(spec).contains(v, prereleases=True)
+    try:
+        return SpecifierSet(spec).contains(v, prereleases=True)
+    except (InvalidSpecifier, ValueError):  # ValueError: a number past int()'s digit limit
+        return False
 
 
 def _version_size(a: str | None, b: str | None) -> str:

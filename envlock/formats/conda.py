@@ -191,7 +191,7 @@ def _fallback_satisfies(spec: str, version: str) -> bool | None:
 
     try:
         v = Version(version)
-    except InvalidVersion:
+    except (InvalidVersion, ValueError):  # ValueError: a number past int()'s digit limit
         return None
 
     def clause(c: str) -> bool | None:
@@ -206,7 +206,7 @@ def _fallback_satisfies(spec: str, version: str) -> bool | None:
             return not ok if op == "!=" else ok
         try:
             r = Version(ref)
-        except InvalidVersion:
+        except (InvalidVersion, ValueError):
             return None
         if op == "~=":
             return v >= r and str(v.public).split(".")[: len(ref.split(".")) - 1] == ref.split(".")[:-1]

@@ -107,3 +107,20 @@ def test_three_header_only_manifests(write) -> None:
     paths = [_header_only(write, f"n{i}.toml") for i in range(3)]
     with pytest.raises(NothingToCompareError):
         diff(paths)
+
+
+@pytest.mark.parametrize("version", ["1" * 5000, "2." + "1" * 5000 + ".0", "1!" + "9" * 4400])
+def test_a_version_past_ints_digit_limit_is_compared_not_a_traceback(write, tmp_path, version) -> None:
+    """Python refuses int() of more than 4,300 digits (ValueError, not packaging's
+    InvalidVersion): such a version is a different version, never a crash."""
+    a = build_manifest()
+    b = build_manifest()
+    pkg = next(p for p in b["pip"]["packages"] if p["name"] == "numpy")
+    pkg["version"] = version
+    req = tmp_path / "requirements.txt"
+    req.write_text(f"numpy=={version}\nnumpy>=1.{'9' * 5000}\n"[: 20000])
+    for pair in ([write("a.toml", a), write("b.toml", b)], [write("a.toml", a), req]):
+        res = CliRunner().invoke(cli, ["diff", *map(str, pair)])
+        assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+        assert res.exit_code in (0, 1), res.output
+        assert "Traceback" not in res.output
