@@ -165,3 +165,19 @@ def test_interrupt_is_one_line(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert [ln for ln in err.splitlines() if ln.strip()] == ["Error: interrupted"]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["verify", "--timeout", "1e400"], "'--timeout': 1e400 is not a finite number in the range 0.1 to 86400"),
+    (["verify", "--timeout", "nan"], "'--timeout': nan is not a finite number"),
+    (["verify", "--timeout", "-1"], "'--timeout': -1 is not a finite number"),
+    (["bisect", "a", "b", "--rtol", "inf", "--", "true"], "'--rtol': inf is not a finite number"),
+    (["bisect", "a", "b", "--repeat", "99999999999999999999999", "--", "true"],
+     "'--repeat': 99999999999999999999999 is not in the range 1<=x<=1000"),
+])
+def test_numbers_that_are_not_finite_are_usage_errors(runner: CliRunner, args, message) -> None:
+    """``float("1e400")`` is inf and nan compares false with every bound: both were accepted
+    (a traceback from time_t, every check "not within nan s"); now one usage line, exit 2."""
+    res = runner.invoke(cli, args)
+    assert res.exit_code == 2
+    assert message in res.stderr and "Traceback" not in res.output

@@ -11,7 +11,32 @@ import click
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = ["handle_errors", "target_options", "fail"]
+__all__ = ["handle_errors", "target_options", "fail", "Finite"]
+
+
+class Finite(click.ParamType):
+    """A finite float in ``[low, high]``: ``nan``, ``inf`` and ``1e400`` (which float() reads
+    as ``inf``) are refused with a usage error, as a value out of range is.
+
+    :param low, high: the bounds, inclusive (seconds for a timeout, a ratio for a tolerance).
+    """
+
+    name = "float"
+
+    def __init__(self, low: float, high: float) -> None:
+        self.low, self.high = low, high
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        import math  # noqa: PLC0415
+
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        if not math.isfinite(x) or not self.low <= x <= self.high:
+            self.fail(f"{value} is not a finite number in the range {self.low:g} to {self.high:g}",
+                      param, ctx)
+        return x
 
 
 def fail(message: str, code: int = 2) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from envlock.commands._common import handle_errors
+from envlock.commands._common import Finite, handle_errors
 
 __all__ = ["bisect"]
 
@@ -20,13 +20,13 @@ __all__ = ["bisect"]
 @click.option("--metric", metavar="REGEX",
               help="Judge by a number CMD prints (the regex's first group) instead of its exit "
                    "status.")
-@click.option("--rtol", type=float, default=1e-9, show_default=True,
+@click.option("--rtol", type=Finite(0.0, 1e300), default=1e-9, show_default=True,
               help="Relative tolerance of --metric against GOOD's value.")
-@click.option("--atol", type=float, default=0.0, show_default=True,
+@click.option("--atol", type=Finite(0.0, 1e300), default=0.0, show_default=True,
               help="Absolute tolerance of --metric.")
-@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--repeat", type=click.IntRange(min=1, max=1000), default=1, show_default=True,
               help="Runs per step (majority verdict; median value) for noisy commands.")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=600.0, show_default=True,
+@click.option("--timeout", type=Finite(0.1, 7 * 86400.0), default=600.0, show_default=True,
               metavar="SECONDS", help="Per run of CMD; a run that times out is skipped.")
 @click.option("--index", "variant_index", multiple=True, metavar="VARIANT=URL",
               help="Index for pip versions with this local label (default for cpu, cuXYZ, "

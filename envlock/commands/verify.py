@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from envlock.commands._common import handle_errors, target_options
+from envlock.commands._common import Finite, handle_errors, target_options
 
 __all__ = ["verify"]
 
@@ -26,7 +26,7 @@ __all__ = ["verify"]
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="Output format (json: see docs/verify.md).")
 @click.option("-q", "--quiet", is_flag=True, help="Print nothing when all is well (text format).")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
+@click.option("--timeout", type=Finite(0.1, 86400.0), default=30.0, show_default=True,
               metavar="SECONDS", help="Deadline for all checks; unfinished ones are reported as errors.")
 @handle_errors
 def verify(
