@@ -315,28 +315,88 @@ def _secret_fragments(environ: Mapping[str, str]) -> set[str]:
     return out
 
 
-def _holds_secret(text: str, value: Any, environ: Mapping[str, str]) -> bool:
-    """``True`` when the entry would hold something a manifest redacts: a string that
-    redaction changes anywhere in ``value``, or a secret piece of the environment in ``text``."""
+def _redaction_changes(value: Any) -> bool:
+    """``True`` exactly when :func:`envlock.redact.redact_tree` would give back something other
+    than ``value`` (a JSON-like tree), found without copying the tree: a value under an
+    upper-case secret variable name (other than ``<redacted>``), a tuple (``redact_tree`` turns
+    it into a list), a string with undecodable bytes (:func:`envlock.redact.printable`
+    changes it), or a string :func:`envlock.redact.redact_text` changes.
+
+    ``redact_text`` leaves a string alone unless its trigger pattern (``redact._TRIGGER``)
+    matches; no part of that pattern can match across a newline, so one search over the
+    strings joined by newlines finds exactly the strings it would look at, and only those are
+    passed to it.
+    """
     from envlock import redact  # noqa: PLC0415
 
-    tree = getattr(redact, "redact_tree", None)
-    if tree is not None:
-        if tree(value) != value:
+    strings: list[str] = []
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            strings.append(v)
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                if isinstance(x, str) and isinstance(k, str) and k.isupper() and redact.secret_name(k):
+                    if x != redact.REDACTED:
+                        return True
+                else:
+                    stack.append(x)
+        elif isinstance(v, tuple):
             return True
-    elif "://" in text:
-        stack = [value]
-        while stack:
-            v = stack.pop()
-            if isinstance(v, str):
-                if "://" in v and redact.secret_value(v):
-                    return True
-            elif isinstance(v, dict):
-                stack.extend(v.keys())
-                stack.extend(v.values())
-            elif isinstance(v, list | tuple):
-                stack.extend(v)
-    return any(piece in text for piece in _secret_fragments(environ))
+        elif isinstance(v, list):
+            stack.extend(v)
+    if not strings:
+        return False
+    joined = "\n".join(strings)
+    try:
+        joined.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    trigger = redact._TRIGGER
+    m = trigger.search(joined)
+    if m is None:
+        return False
+    import bisect  # noqa: PLC0415
+
+    starts = []
+    pos = 0
+    for x in strings:
+        starts.append(pos)
+        pos += len(x) + 1
+    while m is not None:
+        i = bisect.bisect_right(starts, m.start()) - 1
+        x = strings[i]
+        if redact.redact_text(x) != x:
+            return True
+        m = trigger.search(joined, starts[i] + len(x) + 1)
+    return False
+
+
+_FRAGMENTS: dict[int, tuple[frozenset[tuple[str, str]], set[str]]] = {}
+
+
+def _secret_fragments_of(environ: Mapping[str, str]) -> set[str]:
+    """:func:`_secret_fragments`, computed once per distinct environment in this process."""
+    items = frozenset(environ.items())
+    got = _FRAGMENTS.get(hash(items))
+    if got is not None and got[0] == items:
+        return got[1]
+    out = _secret_fragments(environ)
+    if len(_FRAGMENTS) > 16:
+        _FRAGMENTS.clear()
+    _FRAGMENTS[hash(items)] = (items, out)
+    return out
+
+
+def _holds_secret(text: str, value: Any, environ: Mapping[str, str]) -> bool:
+    """``True`` when the entry would hold something a manifest redacts: a string that
+    redaction changes anywhere in ``value`` (:func:`_redaction_changes`, the same verdict as
+    comparing ``value`` with :func:`envlock.redact.redact_tree` of it), or a secret piece of
+    the environment in ``text``."""
+    if _redaction_changes(value):
+        return True
+    return any(piece in text for piece in _secret_fragments_of(environ))
 
 
 def _max_bytes(environ: Mapping[str, str]) -> int:

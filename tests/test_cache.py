@@ -406,3 +406,46 @@ def test_libraries_table_is_looked_up_once_on_a_miss(tiny_venv: Path, tmp_path: 
         envlock.snapshot(python=str(tiny_venv / "bin" / "python"), stack=False)
         assert sum("/snapshot-libs/" in p for p in reads) == 1
         assert len(computed) == expected_computed
+
+
+def _trees() -> list:
+    """JSON-like trees around every secret of the corpus: alone, inside big texts, beside many
+    clean strings, under secret and clean variable names, with undecodable bytes, tuples."""
+    from tests.probes.test_secrets_corpus import CORPUS, SECRET_NAMES
+
+    clean = [f"/opt/venv/lib/python3.11/site-packages/pkg{i}/lib/libx.so.{i}" for i in range(300)]
+    trees: list = [None, 1, 2.5, True, "", "plain", [], {}, clean, {"a": clean, "b": [clean, {"c": 3}]},
+                   "a\nb:c@d", "x:y\n@z", "line one\nkey\n", "https\n://h/x", {"PATH": "/usr/bin"},
+                   {"path": "TOKEN"}, {"HOME": "<redacted>"}, {"HF_TOKEN": "<redacted>"},
+                   {"MY_SESSION": "v"}, {"Session": "v"}, {"GITHUB_PAT": "v"}, {"PATH_X": "v"},
+                   {1: "x", None: ["y"]}, ("tuple",), ["a", ("b",)], "bad \udcff byte", ["ok", "\udce9"],
+                   "K\u212aelvin token", "to\u212aen=abc --to\u212aen=abc", "caf\u00e9 ?x=1"]
+    for text, _secrets, kept in CORPUS:
+        big = "\n".join([*clean[:50], text, *clean[50:]])
+        trees += [text, kept, [*clean, text], {"k": [clean, {"v": text}]}, big, big.replace("\n", " "),
+                  {"stdout": big, "exit": 0}, f"x{text}x", text.replace(" ", "\n"),
+                  ["x=1", "key", text, "y=2", "?"], {"a": "k=v", "b": [text, "auth"], "c": "p=q"}]
+    for name, value in SECRET_NAMES.items():
+        trees += [{name: value}, {name.lower(): value}, {name: [value]}, {"env": {name: value, "PATH": "/bin"}}]
+    return trees
+
+
+def test_secret_check_is_redact_tree_exactly() -> None:
+    """The cache's fast check finds exactly what comparing with ``redact_tree`` finds."""
+    from envlock.redact import redact_tree
+
+    trees = _trees()
+    verdicts = [cache._redaction_changes(t) for t in trees]
+    assert verdicts == [redact_tree(t) != t for t in trees]
+    assert sum(verdicts) > len(trees) // 3 and not all(verdicts)  # both kinds are exercised
+
+
+def test_every_corpus_secret_is_refused_by_the_writer(tmp_path: Path, env: dict[str, str]) -> None:
+    from tests.probes.test_secrets_corpus import CORPUS
+
+    clean = [f"/site-packages/pkg{i}/libx.so" for i in range(200)]
+    for i, (text, _secrets, _kept) in enumerate(CORPUS):
+        path = str(tmp_path / f"e{i}.json")
+        assert not cache._write(path, [], {"stdout": "\n".join([*clean, text]), "exit": 0}, env)
+        assert not os.path.exists(path)
+    assert cache._write(str(tmp_path / "ok.json"), [], {"stdout": "\n".join(clean)}, env)

@@ -338,7 +338,8 @@ def analyze_module(
     :param runtime: also resolve the well-known run-time dlopens.
     :param mode: ``"import"`` (the module is dlopen'ed into the interpreter) or ``"ldd"`` (the
         file is the main program, as ``ldd FILE`` does; only for a single file).
-    :param elf_cache: a cache of parsed ELF facts.
+    :param elf_cache: parsed ELF facts kept for this command (:class:`ElfCache`, in memory);
+        giving one also turns on the owner indexes' disk cache (``owners-v1``).
     :param config: a ready :class:`SearchConfig` (else :func:`detect_config`).
     :param owners: look up owner packages (reads RECORD, conda-meta and dpkg lists).
     :param extra_modules: more extension files to ``dlopen`` after the module's (e.g. those
@@ -353,7 +354,8 @@ def analyze_module(
     """
     env = {} if env is None else env
     cfg = config or detect_config(root=root, env=env)
-    proc = Process(cfg, elf_cache=elf_cache)
+    # parsed facts are kept in memory for this analysis even without the caller's ElfCache
+    proc = Process(cfg, elf_cache=elf_cache if elf_cache is not None else ElfCache())
     errors: list[str] = []
     package_dir, files = find_module_files(module_or_file, sys_path)
     if not files and package_dir is None:
@@ -413,8 +415,13 @@ def analyze_module(
                             framework="jax", name=plugin, caller=proc.main.path if proc.main else "",
                             when="backend start-up", required=False, resolution=res))
                 mark("runtime", "jax backend plugins")
-    cache_dir = os.path.join(os.path.dirname(str(elf_cache.directory)), "owners-v1") if elf_cache else None
-    index = OwnerIndex(sys_path, prefix=prefix, root=root, cache_dir=cache_dir) if owners else None
+    if elf_cache is not None:  # caches on (not --no-cache): owner indexes kept on disk
+        from envlock.cache import cache_dir as _cache_dir  # noqa: PLC0415
+
+        owners_dir: str | None = _cache_dir("owners-v1")
+    else:
+        owners_dir = None
+    index = OwnerIndex(sys_path, prefix=prefix, root=root, cache_dir=owners_dir) if owners else None
     entries = _entries(proc, index, stage, via)
     findings = _findings(proc, entries, runtime_results, index, torch_plan, sys_path, prefix, cfg)
     if check_symbols:
