@@ -518,8 +518,22 @@ def _marker_value(marker: str, extra: str) -> bool | None:
     """Evaluate a PEP 508 marker made of ``VAR ==|!= "value"`` clauses (and ``python_version``
     compared with a plain dotted release), ``and``, ``or`` and parentheses (``and`` binds
     tighter) for this interpreter, as ``packaging.markers`` does; ``None`` for any other
-    form (the caller then asks ``packaging``)."""
-    env = dict(_marker_env(), extra=extra)
+    form (the caller then asks ``packaging``).  A marker is tokenised once
+    (:func:`_marker_tokens`); only its ``extra`` clauses depend on ``extra``."""
+    parsed = _marker_tokens(marker)
+    if parsed is None:
+        return None
+    want = normalize_name(extra)
+    tokens = [(t[2] == want) == (t[1] == "==") if isinstance(t, tuple) else t for t in parsed]
+    return _evaluate(tokens)
+
+
+@functools.lru_cache(maxsize=4096)
+def _marker_tokens(marker: str) -> tuple[Any, ...] | None:
+    """The tokens of :func:`_marker_value`'s marker form: ``(``, ``)``, ``and``, ``or``, the
+    truth of each clause on this interpreter, and ``("extra", op, normalized value)`` for the
+    clauses on ``extra``; ``None`` for any other form."""
+    env = _marker_env()
     tokens: list[Any] = []
     pos = 0
     text = marker.rstrip()
@@ -546,10 +560,17 @@ def _marker_value(marker: str, extra: str) -> bool | None:
                 continue
             if op not in ("==", "!="):
                 return None
-            have = env[var]
             if var == "extra":
-                have, value = normalize_name(have), normalize_name(value)
+                tokens.append(("extra", op, normalize_name(value)))
+                continue
+            have = env[var]
             tokens.append((have == value) if op == "==" else (have != value))
+    return tuple(tokens)
+
+
+def _evaluate(tokens: list[Any]) -> bool | None:
+    """The value of a token list of :func:`_marker_tokens` with its clauses decided
+    (``and`` binds tighter than ``or``); ``None`` when it is not well formed."""
     i = 0
 
     def expr() -> bool | None:
