@@ -53,7 +53,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 __all__ = [
-    "FORMAT", "MAX_NAMESPACE_BYTES", "RACY_NS", "Recorder", "memo", "current", "is_enabled", "code_stamp", "signature",
+    "FORMAT", "MAX_NAMESPACE_BYTES", "RACY_NS", "Recorder", "memo", "current", "in_thread", "is_enabled",
+    "code_stamp", "signature",
     "cache_dir", "entry_path", "load", "store",
 ]
 
@@ -213,6 +214,22 @@ def current() -> Recorder | None:
     ``None``.  Code that cannot record its inputs calls ``current().uncacheable(...)`` when
     there is one, so that no answer built on it is stored."""
     return _CURRENT.recorder
+
+
+def in_thread(fn: Callable[[], T]) -> Callable[[], T]:
+    """``fn`` wrapped to run in another thread as part of the computation running in this one:
+    there, :func:`current` is this thread's recorder, so what ``fn`` reads (and the answers it
+    takes from the cache) is recorded for the computation as if it ran here."""
+    rec = _CURRENT.recorder
+
+    def bound() -> T:
+        previous, _CURRENT.recorder = _CURRENT.recorder, rec
+        try:
+            return fn()
+        finally:
+            _CURRENT.recorder = previous
+
+    return bound
 
 
 def _current(kind: str, name: str, environ: Mapping[str, str]) -> Any:

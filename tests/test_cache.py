@@ -449,3 +449,35 @@ def test_every_corpus_secret_is_refused_by_the_writer(tmp_path: Path, env: dict[
         assert not cache._write(path, [], {"stdout": "\n".join([*clean, text]), "exit": 0}, env)
         assert not os.path.exists(path)
     assert cache._write(str(tmp_path / "ok.json"), [], {"stdout": "\n".join(clean)}, env)
+
+
+def test_a_thread_of_a_computation_records_for_it(tmp_path: Path, env: dict[str, str]) -> None:
+    """Work handed to a thread with ``in_thread`` is recorded for the computation that started
+    it (a file read there, an answer taken from the cache there); without it, nothing is."""
+    import threading
+
+    from envlock.cache import in_thread
+
+    f = tmp_path / "read-in-thread"
+    f.write_text("one")
+
+    def compute(rec: Recorder, bind: bool) -> str:
+        out: list[str] = []
+
+        def work() -> None:
+            inner = memo("inner", str(f), lambda r: (r.file(f), f.read_text())[1], environ=env)
+            out.append(inner)
+
+        t = threading.Thread(target=in_thread(work) if bind else work)
+        t.start()
+        t.join()
+        return out[0]
+
+    bound = Counter(lambda rec: compute(rec, True))
+    assert memo("outer", 1, bound, environ=env) == "one"
+    f.write_text("two!")
+    assert memo("outer", 1, bound, environ=env) == "two!" and bound.runs == 2
+    loose = Counter(lambda rec: compute(rec, False))
+    memo("outer", 2, loose, environ=env)
+    f.write_text("three")
+    assert memo("outer", 2, loose, environ=env) == "two!"  # the thread's read was not recorded
