@@ -152,3 +152,29 @@ def test_other_markers_are_left_to_packaging() -> None:
     assert _marker_value('implementation_name == "cpython"', "") is None
     assert _marker_value('python_version < "3.15a1"', "") is None
     assert _marker_value('platform_system == "Linux" and', "") is None
+
+
+def test_so_lines_are_the_lines_text_mode_and_splitlines_give(tmp_path: Path) -> None:
+    """The ``.so`` lines of a RECORD or dpkg list are exactly those of reading it as text
+    (UTF-8, errors replaced, universal newlines) and ``splitlines``, whatever its bytes."""
+    import glob
+    import sysconfig
+
+    from envlock.libs.owners import _so_lines
+
+    samples = [b"", b".so", b"a.so\n", b"x\nlib/a.so,sha256=x,1\nb.py,,\nc.so.1", b"a.so\r\nb.so\rc.so\r",
+               b"p\x0cq.so\x0br.so\x1cs\x1d.so\x1e", "caf\u00e9/a.so\nb.so\u2028c.so\x85d".encode(),
+               b"bad \xff\xfe.so\nok.so", b"\n\n.so\n\n", b"no shared objects\nat all\n",
+               b"a.s\no.so", "\u00e9.so\r\n".encode() * 3, b"a.so,x,1\r\nb.py,y,2\r\nc.so\r\n",
+               b"a.so\r\nb.so", b"a.so\r\nb.so\rc.so\n", b"x.so\r", b".so\r\n\r\n.so"]
+    files = []
+    for i, data in enumerate(samples):
+        f = tmp_path / f"s{i}"
+        f.write_bytes(data)
+        files.append(str(f))
+    files += glob.glob(os.path.join(glob.escape(sysconfig.get_paths()["purelib"]), "*.dist-info", "RECORD"))[:40]
+    files += sorted(glob.glob("/var/lib/dpkg/info/*.list"))[:40]
+    for f in files:
+        with open(f, encoding="utf-8", errors="replace") as fh:
+            want = [line for line in fh.read().splitlines() if ".so" in line]
+        assert _so_lines(f) == want, f
