@@ -1075,7 +1075,26 @@ def _symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence
     A weak undefined symbol may stay unbound.  Versions a provider lacks altogether are
     ``missing-version`` findings instead.
     """
-    from envlock.libs.elf import provides, read_symbols  # noqa: PLC0415
+    from envlock.libs.elf import SymbolTable  # noqa: PLC0415
+
+    # Each file's symbol table is read once for both phases; the files are released after.
+    tables: dict[str, SymbolTable] = {}
+    try:
+        return _symbol_findings_in(proc, index, sys_path, prefix, cfg, tables)
+    finally:
+        for t in tables.values():
+            t.close()
+
+
+def _symbol_findings_in(proc: Process, index: OwnerIndex | None, sys_path: Sequence[str],
+                        prefix: str | None, cfg: SearchConfig, tables: dict[str, Any]) -> list[Finding]:
+    from envlock.libs.elf import SymbolTable, provides  # noqa: PLC0415
+
+    def table(path: str, info: Any) -> SymbolTable:
+        got = tables.get(path)
+        if got is None:
+            got = tables[path] = SymbolTable(proc._host(path), info=info)
+        return got
 
     # Phase 1: what every object needs.  Phase 2: only those names in the providers.
     needs: dict[int, Any] = {}
@@ -1087,7 +1106,7 @@ def _symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence
     for obj in proc.objects:
         if obj.kind == "interpreter" or not obj.info.ok or obj.path in unloadable:
             continue
-        mine = read_symbols(proc._host(obj.path), defined=False, info=obj.info)
+        mine = table(obj.path, obj.info).symbols(defined=False)
         if mine.error or not mine.undefined:
             continue
         needs[obj.id] = mine
@@ -1098,9 +1117,9 @@ def _symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence
         got = indexes.get(path)
         if got is None:
             known = proc.find(path)
-            got = indexes[path] = read_symbols(
-                proc._host(path), undefined=False, wanted=wanted,
-                info=known.info if known is not None and known.path == path else None).index()
+            got = indexes[path] = table(
+                path, known.info if known is not None and known.path == path else None,
+            ).symbols(undefined=False, wanted=wanted).index()
         return got
 
     scopes: dict[tuple[int | None, bool], list[LoadedObject]] = {}

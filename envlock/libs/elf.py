@@ -37,7 +37,7 @@ import os
 import struct
 import operator
 import time
-from itertools import accumulate, compress
+from itertools import compress
 from dataclasses import dataclass
 from collections.abc import Set as AbstractSet
 from typing import Any
@@ -60,6 +60,7 @@ __all__ = [
     "gnu_hash",
     "read_elf",
     "read_symbols",
+    "SymbolTable",
 ]
 
 #: ``e_machine`` numbers envlock names (gABI); others are shown as numbers.
@@ -846,23 +847,72 @@ def read_symbols(path: str | os.PathLike[str], *, defined: bool = True,
         definitions and requirements are used instead of reading them again).
     :returns: :class:`Symbols`; never raises (``error`` is set instead).
     """
-    if wanted is not None and wanted and isinstance(next(iter(wanted)), str):
-        wanted = {n.encode("utf-8", "surrogateescape") for n in wanted}  # type: ignore[union-attr]
-    try:
-        buf, size, close = _open_buf(os.fspath(path))
-    except OSError as exc:
-        return Symbols(error=exc.strerror or str(exc))
-    try:
-        return _symbols(buf, size, defined=defined, undefined=undefined, wanted=wanted,
-                        info=info if info is not None and info.ok else None)
-    except (_Bad, struct.error, ValueError, IndexError, TypeError) as exc:
-        return Symbols(error=str(exc) or type(exc).__name__)
-    finally:
-        close()
+    with SymbolTable(path, info=info) as table:
+        return table.symbols(defined=defined, undefined=undefined, wanted=wanted)
 
 
-def _symbols(buf: Any, size: int, *, defined: bool, undefined: bool, wanted: Any,
-             info: ElfInfo | None = None) -> Symbols:
+class SymbolTable:
+    """The dynamic symbol table of one file, read once and then asked several times (what
+    the file needs, later which of the wanted names it defines: the two phases of the symbol
+    check), so that the headers, the symbol columns and the string table are not read again.
+    :meth:`symbols` answers as :func:`read_symbols` would; :meth:`close` releases the file
+    (a ``with`` block does).
+
+    :param path: the ELF file.
+    :param info: its :func:`read_elf` facts, when already read.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, info: ElfInfo | None = None) -> None:
+        self._fixed: Symbols | None = None
+        self._select: Any = None
+        self._close: Any = lambda: None
+        try:
+            buf, size, close = _open_buf(os.fspath(path))
+        except OSError as exc:
+            self._fixed = Symbols(error=exc.strerror or str(exc))
+            return
+        try:
+            got = _symbol_table(buf, size, info if info is not None and info.ok else None)
+        except (_Bad, struct.error, ValueError, IndexError, TypeError) as exc:
+            close()
+            self._fixed = Symbols(error=str(exc) or type(exc).__name__)
+            return
+        if isinstance(got, Symbols):
+            close()
+            self._fixed = got
+        else:
+            self._select, self._close = got, close
+
+    def symbols(self, *, defined: bool = True, undefined: bool = True,
+                wanted: AbstractSet[str] | AbstractSet[bytes] | None = None) -> Symbols:
+        """The symbols asked for (parameters as :func:`read_symbols`); never raises."""
+        if self._fixed is not None:
+            return self._fixed
+        if wanted is not None and wanted and isinstance(next(iter(wanted)), str):
+            wanted = {n.encode("utf-8", "surrogateescape") for n in wanted}  # type: ignore[union-attr]
+        try:
+            return self._select(defined, undefined, wanted)  # type: ignore[no-any-return]
+        except (_Bad, struct.error, ValueError, IndexError, TypeError) as exc:
+            return Symbols(error=str(exc) or type(exc).__name__)
+
+    def close(self) -> None:
+        """Release the file (later :meth:`symbols` calls are not allowed)."""
+        self._close()
+        self._close = lambda: None
+        self._select = None
+
+    def __enter__(self) -> SymbolTable:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _symbol_table(buf: Any, size: int, info: ElfInfo | None) -> Symbols | Any:
+    """The part of reading symbols that does not depend on what is asked: the headers, the
+    dynamic section, the symbol columns and the string table; returns a ``Symbols`` when there
+    is nothing to select from, else ``select(defined, undefined, wanted) -> Symbols`` (which
+    reads ``buf``: it must stay open while ``select`` is used)."""
     if size < 64 or bytes(buf[:4]) != b"\x7fELF" or buf[4] not in (1, 2) or buf[5] not in (1, 2):
         return Symbols(error="not an ELF file")
     img = _Image(buf, size)
@@ -943,64 +993,74 @@ def _symbols(buf: Any, size: int, *, defined: bool, undefined: bool, wanted: Any
         e = buf.find(b"\0", a, min(str_end, a + _MAX_STR))
         return bytes(buf[a: e if e >= 0 else min(str_end, a + _MAX_STR)])
 
-    und: list[tuple[str, str, str]] = []
-    weak: set[str] = set()
-    if undefined:
-        # st_shndx == SHN_UNDEF, selected at C speed.
-        for i in compress(range(nsyms), map(operator.not_, st_shndx)):
-            if not i or st_info[i] < 16:  # the null entry, or STB_LOCAL
-                continue
-            nm = name_at(st_name[i])
-            if not nm:
-                continue
-            name = nm.decode("utf-8", "surrogateescape")
-            ndx = versym(i) & 0x7FFF
-            ver = names.get(ndx, "") if ndx >= 2 else ""
-            und.append((name, ver, files.get(ndx, "") if ver else ""))
-            if st_info[i] >> 4 == STB_WEAK:
-                weak.add(name)
-    dfn: list[tuple[str, str]] = []
-    hidden: set[tuple[str, str]] = set()
-    second: set[tuple[str, str]] = set()
-    if defined:
-        ok_bind = (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE)
-        lo = max(1, first_hashed)
-        window = st_name[lo:nsyms]
-        if wanted is not None:
-            # Only symbols whose name is wanted, found at C speed: the wanted names' offsets
-            # in the string table, then the symbols pointing there.  A symbol pointing into
-            # the middle of a string (the linker's suffix merging: the byte before it is not
-            # NUL) is resolved on its own.
-            parts = strbuf.split(b"\0")
-            starts = list(accumulate(map((1).__add__, map(len, parts)), initial=0))
-            hitnames = wanted.intersection(parts)
-            hit = set(compress(starts, map(hitnames.__contains__, parts)))
-            idx = list(compress(range(lo, nsyms), map(hit.__contains__, window)))
-            padded = b"\0" + strbuf  # padded[o] is the byte before offset o
-            if window and max(window) < len(padded):
-                odd = compress(range(lo, nsyms), map(padded.__getitem__, window))
+    def select(defined: bool, undefined: bool, wanted: Any) -> Symbols:
+        und: list[tuple[str, str, str]] = []
+        weak: set[str] = set()
+        if undefined:
+            # st_shndx == SHN_UNDEF, selected at C speed.
+            for i in compress(range(nsyms), map(operator.not_, st_shndx)):
+                if not i or st_info[i] < 16:  # the null entry, or STB_LOCAL
+                    continue
+                nm = name_at(st_name[i])
+                if not nm:
+                    continue
+                name = nm.decode("utf-8", "surrogateescape")
+                ndx = versym(i) & 0x7FFF
+                ver = names.get(ndx, "") if ndx >= 2 else ""
+                und.append((name, ver, files.get(ndx, "") if ver else ""))
+                if st_info[i] >> 4 == STB_WEAK:
+                    weak.add(name)
+        dfn: list[tuple[str, str]] = []
+        hidden: set[tuple[str, str]] = set()
+        second: set[tuple[str, str]] = set()
+        if defined:
+            ok_bind = (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE)
+            lo = max(1, first_hashed)
+            window = st_name[lo:nsyms]
+            if wanted is not None:
+                # Only symbols whose name is wanted, found at C speed: the wanted names' offsets
+                # in the string table, then the symbols pointing there.  A symbol pointing into
+                # the middle of a string (the linker's suffix merging: the byte before it is not
+                # NUL) is resolved on its own.
+                parts = strbuf.split(b"\0")
+                hitnames = wanted.intersection(parts)
+                # the offsets of the wanted strings: part k starts after the k parts before it
+                # and their NULs (summed from one wanted part to the next, at C speed)
+                lens = list(map(len, parts))
+                hit = set()
+                pos = prev = 0
+                for k in compress(range(len(parts)), map(hitnames.__contains__, parts)):
+                    pos += sum(lens[prev:k]) + (k - prev)
+                    hit.add(pos)
+                    prev = k
+                idx = list(compress(range(lo, nsyms), map(hit.__contains__, window)))
+                padded = b"\0" + strbuf  # padded[o] is the byte before offset o
+                if window and max(window) < len(padded):
+                    odd = compress(range(lo, nsyms), map(padded.__getitem__, window))
+                else:
+                    odd = compress(range(lo, nsyms), map(_mid_string(strbuf), window))
+                idx += [i for i in odd if name_at(st_name[i]) in wanted]
             else:
-                odd = compress(range(lo, nsyms), map(_mid_string(strbuf), window))
-            idx += [i for i in odd if name_at(st_name[i]) in wanted]
-        else:
-            idx = list(range(lo, nsyms))
-        pairs = [(i, nm) for i in idx
-                 if st_shndx[i] != SHN_UNDEF and (st_info[i] >> 4) in ok_bind
-                 and (st_info[i] & 0xF) in _ALLOWED_STT and (st_other[i] & 3) not in (1, 2)
-                 and (st_value[i] or st_shndx[i] == SHN_ABS or (st_info[i] & 0xF) == STT_TLS)
-                 and (nm := name_at(st_name[i]))]
-        for i, nm in pairs:
-            name = nm.decode("utf-8", "surrogateescape")
-            vs = versym(i)
-            ndx = vs & 0x7FFF
-            ver = names.get(ndx, "") if ndx >= 2 else ""
-            dfn.append((name, ver))
-            if vs & 0x8000:
-                hidden.add((name, ver))
-            if ndx == 2:
-                second.add((name, ver))
-    return Symbols(undefined=tuple(und), defined=tuple(dfn), weak_undefined=frozenset(weak),
-                   hidden=frozenset(hidden), second=frozenset(second))
+                idx = list(range(lo, nsyms))
+            pairs = [(i, nm) for i in idx
+                     if st_shndx[i] != SHN_UNDEF and (st_info[i] >> 4) in ok_bind
+                     and (st_info[i] & 0xF) in _ALLOWED_STT and (st_other[i] & 3) not in (1, 2)
+                     and (st_value[i] or st_shndx[i] == SHN_ABS or (st_info[i] & 0xF) == STT_TLS)
+                     and (nm := name_at(st_name[i]))]
+            for i, nm in pairs:
+                name = nm.decode("utf-8", "surrogateescape")
+                vs = versym(i)
+                ndx = vs & 0x7FFF
+                ver = names.get(ndx, "") if ndx >= 2 else ""
+                dfn.append((name, ver))
+                if vs & 0x8000:
+                    hidden.add((name, ver))
+                if ndx == 2:
+                    second.add((name, ver))
+        return Symbols(undefined=tuple(und), defined=tuple(dfn), weak_undefined=frozenset(weak),
+                       hidden=frozenset(hidden), second=frozenset(second))
+
+    return select
 
 
 def _mid_string(strbuf: bytes) -> Any:
