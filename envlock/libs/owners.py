@@ -551,8 +551,19 @@ def _marker_value(marker: str, extra: str) -> bool | None:
     parsed = _marker_tokens(marker)
     if parsed is None:
         return None
+    # The value depends only on which of the marker's own extra names (if any) ``extra`` is.
     want = normalize_name(extra)
-    tokens = [(t[2] == want) == (t[1] == "==") if isinstance(t, tuple) else t for t in parsed]
+    named = want if any(isinstance(t, tuple) and t[2] == want for t in parsed) else None
+    return _decided(marker, named)
+
+
+@functools.lru_cache(maxsize=4096)
+def _decided(marker: str, extra: str | None) -> bool | None:
+    """:func:`_marker_value` of ``marker`` for an extra named ``extra`` (normalized), or for
+    one that none of its ``extra`` clauses names (``None``)."""
+    parsed = _marker_tokens(marker)
+    assert parsed is not None
+    tokens = [(t[2] == extra) == (t[1] == "==") if isinstance(t, tuple) else t for t in parsed]
     return _evaluate(tokens)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -144,6 +145,37 @@ def test_simple_markers_agree_with_packaging(marker: str) -> None:
 
     for extra in ("", "all", "cublas", "cuda-toolkit"):
         assert _marker_value(marker, extra) == Marker(marker).evaluate({"extra": extra}), extra
+
+
+def test_installed_markers_agree_with_packaging() -> None:
+    """Every Requires-Dist marker installed here (and in the CUDA test venv, when it exists),
+    for every extra those markers name and one they do not, as packaging evaluates it."""
+    import glob
+    import sysconfig
+
+    from packaging.markers import Marker
+
+    from envlock.libs.owners import _marker_value
+
+    sites = [sysconfig.get_paths()["purelib"],
+             *glob.glob(os.path.expanduser("~/.cache/envlock-test-venvs/cuda/lib/python3*/site-packages"))]
+    markers: set[str] = set()
+    for site in sites:
+        for meta in glob.glob(os.path.join(glob.escape(site), "*.dist-info", "METADATA")):
+            with open(meta, encoding="utf-8", errors="replace") as f:
+                head = f.read().split("\n\n", 1)[0]
+            markers.update(line.split(";", 1)[1].strip() for line in head.splitlines()
+                           if line.lower().startswith("requires-dist:") and ";" in line)
+    extras = {"", "no-such-extra"} | {m for marker in markers
+                                      for m in re.findall(r"extra\s*==\s*['\"]([^'\"]+)", marker)}
+    checked = 0
+    for marker in sorted(markers):
+        for extra in sorted(extras):
+            got = _marker_value(marker, extra)
+            if got is not None:
+                assert got == Marker(marker).evaluate({"extra": extra}), (marker, extra)
+                checked += 1
+    assert checked > 20
 
 
 def test_other_markers_are_left_to_packaging() -> None:
