@@ -17,7 +17,7 @@ import re
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from envlock import libfamilies
 from envlock.libs.elf import ElfCache, read_elf
@@ -32,8 +32,10 @@ from envlock.libs.runtime import (
 )
 from envlock.libs.search import (
     LoadedObject,
+    ObjectKind,
     Process,
     Resolution,
+    Rule,
     SearchConfig,
     breadth_first,
     detect_config,
@@ -75,6 +77,11 @@ _GLIBCXX_GCC = {"3.4.28": "9.3", "3.4.29": "11.1", "3.4.30": "12.1", "3.4.31": "
                 "3.4.32": "13.2", "3.4.33": "14.1"}
 
 
+#: When an object is loaded: with the interpreter, by the module's import, by a run-time
+#: ``dlopen`` (first CUDA call, …), or by another extension the module's Python code imports.
+Stage = Literal["startup", "import", "runtime", "extra"]
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LibEntry:
     """One object in the modelled process.
@@ -102,8 +109,8 @@ class LibEntry:
     realpath: str
     soname: str | None = None
     name: str | None = None
-    kind: str = "needed"
-    rule: str | None = None
+    kind: ObjectKind = "needed"
+    rule: Rule | None = None
     source: str = ""
     requested_by: str | None = None
     deps: tuple[int, ...] = ()
@@ -111,7 +118,7 @@ class LibEntry:
     owner_kind: str | None = None
     owner_name: str | None = None
     owner_version: str | None = None
-    stage: str = "import"
+    stage: Stage = "import"
     via: str | None = None
 
     def resolution_is(self, r: Resolution) -> bool:
@@ -360,12 +367,12 @@ def analyze_module(
     package_dir, files = find_module_files(module_or_file, sys_path)
     if not files and package_dir is None:
         errors.append(f"{module_or_file}: no extension module found on the target's sys.path")
-    stage: dict[int, str] = {}
+    stage: dict[int, Stage] = {}
     via: dict[int, str] = {}
     runtime_results: list[RuntimeResult] = []
     torch_plan: TorchPlan | None = None
 
-    def mark(name: str, note: str | None = None) -> None:
+    def mark(name: Stage, note: str | None = None) -> None:
         for o in proc.objects:
             if o.id not in stage:
                 stage[o.id] = name
@@ -484,7 +491,7 @@ def _resolve_runtime(proc: Process, entries: list[RuntimeDlopen], mark: Any) -> 
     return out
 
 
-def _entries(proc: Process, index: OwnerIndex | None, stage: dict[int, str],
+def _entries(proc: Process, index: OwnerIndex | None, stage: dict[int, Stage],
              via: dict[int, str]) -> list[LibEntry]:
     out = []
     for o in proc.objects:
