@@ -30,10 +30,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _timing import default_venv
 
 
-def _run(argv: list[str], env: dict[str, str]) -> float | None:
+def _run(argv: list[str], env: dict[str, str], cwd: str | None = None) -> float | None:
     t0 = time.perf_counter()
     p = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-                       timeout=600, check=False)
+                       timeout=600, check=False, cwd=cwd)
     dt = time.perf_counter() - t0
     return dt if p.returncode in (0, 1) else None
 
@@ -59,11 +59,14 @@ def main() -> int:
         return e
 
     base = [sys.executable, "-m", "envlock"]
+    # ``python -m`` puts the working directory first on sys.path, before PYTHONPATH: run from
+    # a checkout, both trees would import that checkout's envlock.  Commands run in ``work``.
+    cwd = str(work)
     for k in trees:  # warm the caches, write the manifests verify reads
         subprocess.run([*base, "snapshot", "--python", py, "-o", str(manifests[k]), "--force"],
-                       env=env(k), check=True, capture_output=True, timeout=600)
+                       env=env(k), check=True, capture_output=True, timeout=600, cwd=cwd)
         subprocess.run([*base, "libs", "--no-symbols", "--python", py, "torch"], env=env(k),
-                       check=False, capture_output=True, timeout=600)
+                       check=False, capture_output=True, timeout=600, cwd=cwd)
     cmds = {
         "envlock --help": lambda k: [*base, "--help"],
         "snapshot (warm)": lambda k: [*base, "snapshot", "--python", py, "-o", str(work / f"s-{k}.toml"), "--force"],
@@ -83,7 +86,7 @@ def main() -> int:
             for k in order:
                 if name in cold:
                     shutil.rmtree(work / f"cold-{k}", ignore_errors=True)
-                dt = _run(make(k), env(k, cold=name in cold))
+                dt = _run(make(k), env(k, cold=name in cold), cwd)
                 if dt is not None:
                     times.setdefault((name, k), []).append(dt)
         yard["pip freeze"].append(_run([py, "-m", "pip", "freeze"], dict(os.environ)) or 0)
