@@ -964,16 +964,19 @@ def _symbol_table(buf: Any, size: int, info: ElfInfo | None) -> Symbols | Any:
     for vd in verdef:
         if not vd.base:
             names[vd.index & 0x7FFF] = vd.name
-    vs_span = None
+    # The .gnu.version entries as one column (entries past the file-backed bytes read as 0).
+    vcol: list[int] = []
     if DT_VERSYM in last:
         vs_off, vs_avail = img.file_span(last[DT_VERSYM])
-        vs_span = (vs_off, min(nsyms, vs_avail // 2))
-    vfmt = struct.Struct(img.e + "H")
+        vraw = bytes(buf[vs_off: vs_off + 2 * min(nsyms, vs_avail // 2)])
+        if (img.e == "<") == (struct.pack("=H", 1) == b"\x01\x00"):
+            vcol = memoryview(vraw).cast("H").tolist()
+        else:
+            vcol = [v for (v,) in struct.iter_unpack(img.e + "H", vraw)]
+    nvs = len(vcol)
 
     def versym(i: int) -> int:
-        if vs_span is None or i >= vs_span[1]:
-            return 0
-        return vfmt.unpack_from(buf, vs_span[0] + 2 * i)[0]
+        return vcol[i] if i < nvs else 0
 
     raw = bytes(buf[sym_off: sym_off + nsyms * entsize])
     st_name, st_info, st_other, st_shndx, st_value = _columns(raw, img.cls, img.e)
