@@ -53,7 +53,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 __all__ = [
-    "FORMAT", "MAX_NAMESPACE_BYTES", "RACY_NS", "Recorder", "memo", "current", "is_enabled", "code_stamp", "signature",
+    "FORMAT", "MAX_NAMESPACE_BYTES", "RACY_NS", "Recorder", "memo", "current", "in_thread", "is_enabled",
+    "code_stamp", "signature",
     "cache_dir", "entry_path", "load", "store",
 ]
 
@@ -215,6 +216,22 @@ def current() -> Recorder | None:
     return _CURRENT.recorder
 
 
+def in_thread(fn: Callable[[], T]) -> Callable[[], T]:
+    """``fn`` wrapped to run in another thread as part of the computation running in this one:
+    there, :func:`current` is this thread's recorder, so what ``fn`` reads (and the answers it
+    takes from the cache) is recorded for the computation as if it ran here."""
+    rec = _CURRENT.recorder
+
+    def bound() -> T:
+        previous, _CURRENT.recorder = _CURRENT.recorder, rec
+        try:
+            return fn()
+        finally:
+            _CURRENT.recorder = previous
+
+    return bound
+
+
 def _current(kind: str, name: str, environ: Mapping[str, str]) -> Any:
     if kind in ("file", "dir"):
         return signature(name)
@@ -315,28 +332,130 @@ def _secret_fragments(environ: Mapping[str, str]) -> set[str]:
     return out
 
 
-def _holds_secret(text: str, value: Any, environ: Mapping[str, str]) -> bool:
-    """``True`` when the entry would hold something a manifest redacts: a string that
-    redaction changes anywhere in ``value``, or a secret piece of the environment in ``text``."""
+def _redaction_changes(value: Any) -> bool:
+    """``True`` exactly when :func:`envlock.redact.redact_tree` would give back something other
+    than ``value`` (a JSON-like tree), found without copying the tree: a value under an
+    upper-case secret variable name (other than ``<redacted>``), a tuple (``redact_tree`` turns
+    it into a list), a string with undecodable bytes (:func:`envlock.redact.printable`
+    changes it), or a string :func:`envlock.redact.redact_text` changes.
+
+    ``redact_text`` leaves a string alone unless its trigger pattern (``redact._TRIGGER``)
+    matches; no part of that pattern can match across a newline, so one search over the
+    strings joined by newlines finds exactly the strings it would look at, and only those are
+    passed to it.
+    """
     from envlock import redact  # noqa: PLC0415
 
-    tree = getattr(redact, "redact_tree", None)
-    if tree is not None:
-        if tree(value) != value:
-            return True
-    elif "://" in text:
-        stack = [value]
-        while stack:
-            v = stack.pop()
-            if isinstance(v, str):
-                if "://" in v and redact.secret_value(v):
+    strings: list[str] = []
+    if isinstance(value, str):
+        strings.append(value)
+    elif isinstance(value, tuple):
+        return True
+    stack = [value] if isinstance(value, dict | list) else []
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            for k, x in v.items():
+                if isinstance(x, str):
+                    if isinstance(k, str) and k.isupper() and redact.secret_name(k):
+                        if x != redact.REDACTED:
+                            return True
+                    else:
+                        strings.append(x)
+                elif isinstance(x, dict | list):
+                    stack.append(x)
+                elif isinstance(x, tuple):
                     return True
-            elif isinstance(v, dict):
-                stack.extend(v.keys())
-                stack.extend(v.values())
-            elif isinstance(v, list | tuple):
-                stack.extend(v)
-    return any(piece in text for piece in _secret_fragments(environ))
+        else:
+            for x in v:
+                if isinstance(x, str):
+                    strings.append(x)
+                elif isinstance(x, dict | list):
+                    stack.append(x)
+                elif isinstance(x, tuple):
+                    return True
+    if not strings:
+        return False
+    joined = "\n".join(strings)
+    try:
+        joined.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    trigger = redact._TRIGGER
+    if redact._plain_case(joined):
+        hits = _trigger_hits(joined)
+        if not hits:
+            return False
+    else:
+        m = trigger.search(joined)
+        if m is None:
+            return False
+        hits = None
+    import bisect  # noqa: PLC0415
+
+    starts = []
+    pos = 0
+    for x in strings:
+        starts.append(pos)
+        pos += len(x) + 1
+    if hits is not None:
+        for i in sorted({bisect.bisect_right(starts, h) - 1 for h in hits}):
+            if redact.redact_text(strings[i]) != strings[i]:
+                return True
+        return False
+    while m is not None:
+        i = bisect.bisect_right(starts, m.start()) - 1
+        x = strings[i]
+        if redact.redact_text(x) != x:
+            return True
+        m = trigger.search(joined, starts[i] + len(x) + 1)
+    return False
+
+
+
+def _trigger_hits(text: str) -> list[int]:
+    """Positions in ``text`` (without ``redact._CASE_SPECIAL``) where ``redact._TRIGGER``
+    matches — at least one in
+    every newline-separated line it matches in, none elsewhere — found with ``str.find``
+    (a regex search with that many alternatives costs ~0.1 µs a character)."""
+    from envlock import redact  # noqa: PLC0415
+
+    out: list[int] = []
+    low = text.lower()
+    for hay, needles in ((text, redact._TRIGGER_LITERALS), (low, redact._TRIGGER_WORDS)):
+        for needle in needles:
+            i = hay.find(needle)
+            while i >= 0:
+                out.append(i)
+                i = hay.find(needle, i + 1)
+    out.extend(m.start() for m in redact._TRIGGER_REST.finditer(text))
+    return out
+
+
+_FRAGMENTS: dict[int, tuple[frozenset[tuple[str, str]], set[str]]] = {}
+
+
+def _secret_fragments_of(environ: Mapping[str, str]) -> set[str]:
+    """:func:`_secret_fragments`, computed once per distinct environment in this process."""
+    items = frozenset(environ.items())
+    got = _FRAGMENTS.get(hash(items))
+    if got is not None and got[0] == items:
+        return got[1]
+    out = _secret_fragments(environ)
+    if len(_FRAGMENTS) > 16:
+        _FRAGMENTS.clear()
+    _FRAGMENTS[hash(items)] = (items, out)
+    return out
+
+
+def _holds_secret(text: str, value: Any, environ: Mapping[str, str]) -> bool:
+    """``True`` when the entry would hold something a manifest redacts: a string that
+    redaction changes anywhere in ``value`` (:func:`_redaction_changes`, the same verdict as
+    comparing ``value`` with :func:`envlock.redact.redact_tree` of it), or a secret piece of
+    the environment in ``text``."""
+    if _redaction_changes(value):
+        return True
+    return any(piece in text for piece in _secret_fragments_of(environ))
 
 
 def _max_bytes(environ: Mapping[str, str]) -> int:

@@ -92,12 +92,44 @@ _TOKEN_SHAPES = re.compile(
     r"|(?:AKIA|ASIA)[0-9A-Z]{16})\b"
 )
 
+#: What every match of :data:`_TOKEN_SHAPES` starts with.
+_TOKEN_PREFIXES = ("gh", "github_pat_", "hf_", "glpat-", "xox", "sk-", "AKIA", "ASIA")
 
 #: Cheap pre-check: a string none of the rules can touch skips them all.
 _TRIGGER = re.compile(
     r"://|[?&=]|(?i:pass|account|bearer|basic|token|secret|key|auth)|gh[pousr]_|github_pat_|hf_"
     r"|glpat-|xox|sk-|AKIA|ASIA|:[^\s/@:]+@"
 )
+#: :data:`_TRIGGER`'s alternatives: literals, the case-insensitive words (found with ``in`` on
+#: ``str.lower()`` of a text without :data:`_CASE_SPECIAL`), and the two patterns left.
+_TRIGGER_LITERALS = ("://", "?", "&", "=", "github_pat_", "hf_", "glpat-", "xox", "sk-", "AKIA", "ASIA")
+_TRIGGER_WORDS = ("pass", "account", "bearer", "basic", "token", "secret", "key", "auth")
+_TRIGGER_REST = re.compile(r"gh[pousr]_|:[^\s/@:]+@")
+
+
+#: The characters outside ASCII that ``(?i)`` matches to an ASCII letter (İ ı ſ and the Kelvin
+#: sign); U+0130 is also the only character whose lower case is two characters.  In a text
+#: without them, ``(?i)`` matching of ASCII words is ``in`` on ``str.lower()`` of it, position
+#: for position (``tests/test_cache.py`` checks this table against the running ``re``).
+_CASE_SPECIAL = ("\u0130", "\u0131", "\u017f", "\u212a")
+
+
+def _plain_case(text: str) -> bool:
+    """Whether ``text`` holds none of :data:`_CASE_SPECIAL`."""
+    return text.isascii() or not any(c in text for c in _CASE_SPECIAL)
+
+
+def _triggered(text: str) -> bool:
+    """``_TRIGGER.search(text) is not None``; for a long text found with ``in`` checks,
+    which are much faster than a search for a pattern with this many alternatives."""
+    if len(text) < 512 or not _plain_case(text):
+        return _TRIGGER.search(text) is not None
+    if any(w in text for w in _TRIGGER_LITERALS):
+        return True
+    low = text.lower()
+    return any(w in low for w in _TRIGGER_WORDS) or _TRIGGER_REST.search(text) is not None
+
+
 # The user-info of a URL that a colon-separated list (LD_LIBRARY_PATH, PATH) has split apart:
 # "https://u:pw@h/lib" becomes the entries "https" and "//u:pw@h/lib" (or "/u:pw@h/lib" once a
 # search path is normalised).  A path entry holding "name:secret@host" keeps the name only.
@@ -205,17 +237,33 @@ def redact_text(text: str) -> str:
     >>> redact_text("machine h login me password s3cr3t")
     'machine h login me password <redacted>'
     """
-    if not text or not _TRIGGER.search(text):
+    if not text or not _triggered(text):
         return text
-    text = _userinfo_out(text)
-    text = _SPLIT_USERINFO.sub(lambda m: f"{m.group('user')}@", text)
-    text = _URL_IN_TEXT.sub(lambda m: _url_in_text(m.group(0)), text)
-    text = _QUERY_IN_TEXT.sub(_query_value, text)
-    text = _NETRC.sub(_keyed, text)
-    text = _OPTION.sub(_keyed, text)
-    text = _ASSIGN.sub(_assign, text)
-    text = _BEARER.sub(_keyed, text)
-    return _TOKEN_SHAPES.sub(REDACTED, text)
+    # Each rule runs only when the text it is given holds what any match of it must contain
+    # (checked with ``in``, much faster than a regex search over a long text); for the
+    # case-insensitive rules that needs a text without :data:`_CASE_SPECIAL` (``(?i)`` also
+    # matches "ſ" for "s" and the Kelvin sign for "k"), otherwise they always run.  The result
+    # is the same as running all.
+    if "://" in text:
+        text = _userinfo_out(text)
+    if "@" in text and ":" in text and "/" in text:
+        text = _SPLIT_USERINFO.sub(lambda m: f"{m.group('user')}@", text)
+    if "://" in text:
+        text = _URL_IN_TEXT.sub(lambda m: _url_in_text(m.group(0)), text)
+    if "=" in text and ("?" in text or "&" in text):
+        text = _QUERY_IN_TEXT.sub(_query_value, text)
+    low = text.lower() if _plain_case(text) else None
+    if low is None or "passw" in low or "account" in low:
+        text = _NETRC.sub(_keyed, text)
+    if "-" in text and (low is None or any(w in low for w in ("token", "passw", "secret", "key", "auth"))):
+        text = _OPTION.sub(_keyed, text)
+    if "=" in text:
+        text = _ASSIGN.sub(_assign, text)
+    if "Bearer" in text or "Basic" in text or "bearer" in text:
+        text = _BEARER.sub(_keyed, text)
+    if any(w in text for w in _TOKEN_PREFIXES):
+        text = _TOKEN_SHAPES.sub(REDACTED, text)
+    return text
 
 
 def _url_in_text(url: str) -> str:

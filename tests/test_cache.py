@@ -406,3 +406,149 @@ def test_libraries_table_is_looked_up_once_on_a_miss(tiny_venv: Path, tmp_path: 
         envlock.snapshot(python=str(tiny_venv / "bin" / "python"), stack=False)
         assert sum("/snapshot-libs/" in p for p in reads) == 1
         assert len(computed) == expected_computed
+
+
+def _trees() -> list:
+    """JSON-like trees around every secret of the corpus: alone, inside big texts, beside many
+    clean strings, under secret and clean variable names, with undecodable bytes, tuples."""
+    from tests.probes.test_secrets_corpus import CORPUS, SECRET_NAMES
+
+    clean = [f"/opt/venv/lib/python3.11/site-packages/pkg{i}/lib/libx.so.{i}" for i in range(300)]
+    trees: list = [None, 1, 2.5, True, "", "plain", [], {}, clean, {"a": clean, "b": [clean, {"c": 3}]},
+                   "a\nb:c@d", "x:y\n@z", "line one\nkey\n", "https\n://h/x", {"PATH": "/usr/bin"},
+                   {"path": "TOKEN"}, {"HOME": "<redacted>"}, {"HF_TOKEN": "<redacted>"},
+                   {"MY_SESSION": "v"}, {"Session": "v"}, {"GITHUB_PAT": "v"}, {"PATH_X": "v"},
+                   {1: "x", None: ["y"]}, ("tuple",), ["a", ("b",)], "bad \udcff byte", ["ok", "\udce9"],
+                   "K\u212aelvin token", "to\u212aen=abc --to\u212aen=abc", "caf\u00e9 ?x=1"]
+    for text, _secrets, kept in CORPUS:
+        big = "\n".join([*clean[:50], text, *clean[50:]])
+        trees += [text, kept, [*clean, text], {"k": [clean, {"v": text}]}, big, big.replace("\n", " "),
+                  {"stdout": big, "exit": 0}, f"x{text}x", text.replace(" ", "\n"),
+                  ["x=1", "key", text, "y=2", "?"], {"a": "k=v", "b": [text, "auth"], "c": "p=q"}]
+    for name, value in SECRET_NAMES.items():
+        trees += [{name: value}, {name.lower(): value}, {name: [value]}, {"env": {name: value, "PATH": "/bin"}}]
+    return trees
+
+
+def test_secret_check_is_redact_tree_exactly() -> None:
+    """The cache's fast check finds exactly what comparing with ``redact_tree`` finds."""
+    from envlock.redact import redact_tree
+
+    trees = _trees()
+    verdicts = [cache._redaction_changes(t) for t in trees]
+    assert verdicts == [redact_tree(t) != t for t in trees]
+    assert sum(verdicts) > len(trees) // 3 and not all(verdicts)  # both kinds are exercised
+
+
+def test_every_corpus_secret_is_refused_by_the_writer(tmp_path: Path, env: dict[str, str]) -> None:
+    from tests.probes.test_secrets_corpus import CORPUS
+
+    clean = [f"/site-packages/pkg{i}/libx.so" for i in range(200)]
+    for i, (text, _secrets, _kept) in enumerate(CORPUS):
+        path = str(tmp_path / f"e{i}.json")
+        assert not cache._write(path, [], {"stdout": "\n".join([*clean, text]), "exit": 0}, env)
+        assert not os.path.exists(path)
+    assert cache._write(str(tmp_path / "ok.json"), [], {"stdout": "\n".join(clean)}, env)
+
+
+def test_a_thread_of_a_computation_records_for_it(tmp_path: Path, env: dict[str, str]) -> None:
+    """Work handed to a thread with ``in_thread`` is recorded for the computation that started
+    it (a file read there, an answer taken from the cache there); without it, nothing is."""
+    import threading
+
+    from envlock.cache import in_thread
+
+    f = tmp_path / "read-in-thread"
+    f.write_text("one")
+
+    def compute(rec: Recorder, bind: bool) -> str:
+        out: list[str] = []
+
+        def work() -> None:
+            inner = memo("inner", str(f), lambda r: (r.file(f), f.read_text())[1], environ=env)
+            out.append(inner)
+
+        t = threading.Thread(target=in_thread(work) if bind else work)
+        t.start()
+        t.join()
+        return out[0]
+
+    bound = Counter(lambda rec: compute(rec, True))
+    assert memo("outer", 1, bound, environ=env) == "one"
+    f.write_text("two!")
+    assert memo("outer", 1, bound, environ=env) == "two!" and bound.runs == 2
+    loose = Counter(lambda rec: compute(rec, False))
+    memo("outer", 2, loose, environ=env)
+    f.write_text("three")
+    assert memo("outer", 2, loose, environ=env) == "two!"  # the thread's read was not recorded
+
+
+def _redact_all_rules(text: str) -> str:
+    """``redact_text`` as it was before its rules got literal pre-checks: every rule runs."""
+    from envlock import redact as r
+
+    if not text or not r._TRIGGER.search(text):
+        return text
+    text = r._userinfo_out(text)
+    text = r._SPLIT_USERINFO.sub(lambda m: f"{m.group('user')}@", text)
+    text = r._URL_IN_TEXT.sub(lambda m: r._url_in_text(m.group(0)), text)
+    text = r._QUERY_IN_TEXT.sub(r._query_value, text)
+    text = r._NETRC.sub(r._keyed, text)
+    text = r._OPTION.sub(r._keyed, text)
+    text = r._ASSIGN.sub(r._assign, text)
+    text = r._BEARER.sub(r._keyed, text)
+    return r._TOKEN_SHAPES.sub(r.REDACTED, text)
+
+
+def test_redaction_pre_checks_change_nothing() -> None:
+    """The redaction written to cache entries and output (``redact_text`` with its cheap
+    pre-checks) gives what running every rule gives, on the secrets corpus, case and Unicode
+    variants of it, and long clean texts around it."""
+    from envlock.redact import redact_text
+    from tests.probes.test_secrets_corpus import CORPUS, SECRET_NAMES
+
+    texts = [t for t, _s, _k in CORPUS] + [f"{k}={v} run" for k, v in SECRET_NAMES.items()]
+    texts += ["PASSWORD s3cr3t", "Password s3cr3t", "pa\u017f\u017fword s3cr3t", "--API-KEY=abc x",
+              "--\u212aey=abc", "-x --auth tok", "bearer abcdefghijk", "BEARER abcdefghijk",
+              "Authorization: Basic dXNlcjpwYXNz", "ghp_" + "a" * 30, "xoxb-1234567890a", "AKIA" + "A" * 16,
+              "sk-" + "a" * 40, "u:p@h/x", "/u:pw1234@host/lib", "a=b", "?a=b&token=c", "https://h/t/tok/x",
+              "caf\u00e9 https://u:p@h/x", "ACCOUNT me", "key", "=", "-", "://"]
+    clean = "\n".join(f"  libx{i}.so.{i} => /opt/venv/lib/libx{i}.so.{i} (rpath)" for i in range(400))
+    texts += [f"{clean}\n{t}\n{clean}" for t in texts] + [clean, clean.upper()]
+    for t in texts:
+        assert redact_text(t) == _redact_all_rules(t), t[:80]
+
+
+def test_trigger_positions_find_exactly_the_lines_the_trigger_matches() -> None:
+    import bisect
+
+    from envlock.redact import _TRIGGER
+    from tests.probes.test_secrets_corpus import CORPUS
+
+    lines = [t for t, _s, _k in CORPUS] + ["plain /usr/lib/libc.so.6", "x:y@z", "x:y z@w", "ghp_x", "ghq_x",
+                                          "PASS", "KeY", "Authorization", "a?b", "a&b", "c=d", "sk-", "AKIA",
+                                          "glpat-", "xox", "hf_", "github_pat_", "://", ":@", "::@", ":a/b@",
+                                          "\u2502 \u251c\u2500 lib => /x", "caf\u00e9 t\u00d6ken", "\u00c9 key"]
+    lines = [ln for t in lines for ln in t.split("\n")]
+    text = "\n".join(lines)
+    starts = []
+    pos = 0
+    for ln in lines:
+        starts.append(pos)
+        pos += len(ln) + 1
+    got = {bisect.bisect_right(starts, h) - 1 for h in cache._trigger_hits(text)}
+    assert got == {i for i, ln in enumerate(lines) if _TRIGGER.search(ln)}
+    assert 0 < len(got) < len(lines)
+
+
+def test_case_special_characters_are_those_of_this_python() -> None:
+    """The characters outside ASCII that ``(?i)`` matches to an ASCII letter, and those whose
+    lower case is not one character or is ASCII, are exactly ``redact._CASE_SPECIAL``."""
+    import re
+
+    from envlock.redact import _CASE_SPECIAL
+
+    every = "".join(chr(c) for c in range(0x80, 0x110000) if not 0xD800 <= c < 0xE000)
+    matched = {m.group(0) for m in re.finditer(r"(?i)[a-z]", every)}
+    odd = {c for c in every if len(c.lower()) != 1 or c.lower().isascii()}
+    assert matched | odd == set(_CASE_SPECIAL)

@@ -30,22 +30,21 @@ def target_query(
     python: str, prefix: str, *, environ: Mapping[str, str], cache: bool = True,
 ) -> tuple[list[str], str | None, str | None]:
     """The target interpreter's ``sys.path`` and ``sys.executable``, asked once (with a
-    timeout) and cached while valid (:func:`envlock.probes.target.query_interpreter_cached`; not
+    timeout) and cached while valid (:func:`envlock.probes.target.query_sys_path`; not
     with ``cache=False``, i.e. ``--no-cache``).  ``sys.executable`` is the program that really
     runs when ``python`` is a wrapper script (a pyenv shim execs the real interpreter).
 
     :returns: ``(sys_path, executable, error)``; on failure the prefix's ``site-packages``,
         ``None`` and a message.
     """
-    from envlock.probes.target import ResolvedTarget, query_interpreter, query_interpreter_cached  # noqa: PLC0415
+    from envlock.probes.target import ResolvedTarget, query_sys_path  # noqa: PLC0415
 
     target = ResolvedTarget(kind="venv", prefix=prefix, python=python, chosen_by="--python")
-    query = query_interpreter_cached if cache else query_interpreter
-    info = query(target, timeout=QUERY_TIMEOUT, environ=dict(environ))
-    path = list(info.path)
-    if info.status != "ok":
-        return path, None, f"could not ask {python} for sys.path ({info.error}); using {path}"
-    return path, info.executable or None, None
+    got, executable, error = query_sys_path(target, timeout=QUERY_TIMEOUT, environ=dict(environ), cache=cache)
+    path = list(got)
+    if error is not None:
+        return path, None, f"could not ask {python} for sys.path ({error}); using {path}"
+    return path, executable, None
 
 
 def _is_elf(path: str) -> bool:
@@ -55,6 +54,43 @@ def _is_elf(path: str) -> bool:
             return f.read(4) == b"\x7fELF"
     except OSError:
         return False
+
+
+class _Background:
+    """``fn()`` run in a thread, as part of the current cache computation
+    (:func:`envlock.cache.in_thread`); :meth:`result` waits for it and returns its value or
+    raises its exception.  On Ctrl-C in the waiting thread every child process is killed
+    (:func:`envlock._run.cancel_all`), so the thread ends at once."""
+
+    def __init__(self, fn: Any) -> None:
+        import threading  # noqa: PLC0415
+
+        from envlock.cache import in_thread  # noqa: PLC0415
+
+        self._value: Any = None
+        self._error: BaseException | None = None
+        bound = in_thread(fn)
+
+        def work() -> None:
+            try:
+                self._value = bound()
+            except BaseException as exc:  # noqa: BLE001 - re-raised by result()
+                self._error = exc
+
+        self._thread = threading.Thread(target=work, name="envlock-query", daemon=True)
+        self._thread.start()
+
+    def result(self) -> Any:
+        try:
+            self._thread.join()
+        except BaseException:
+            from envlock import _run  # noqa: PLC0415
+
+            _run.cancel_all()
+            raise
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 # -- the command ---------------------------------------------------------------------------
@@ -93,13 +129,17 @@ def libs(
     no_cache = no_cache or not is_enabled(environ)
     argv = ["libs", *targets, f"--python={python}", f"--prefix={prefix}", f"--format={fmt}", f"--why={why}",
             f"--symbols={symbols}"]
+    keep = not (no_cache or runtime)
+
     def compute(rec: Any) -> tuple[str, str, int]:
+        if not keep:  # nothing is stored: the inputs need not be recorded
+            return _compute(targets, python, prefix, fmt, why, runtime, no_cache, environ, symbols)
         from envlock.probes.target import record_resolution  # noqa: PLC0415
 
         record_resolution(rec, python=python, prefix=prefix, environ=environ)
         return _compute(targets, python, prefix, fmt, why, runtime, no_cache, environ, symbols, rec=rec)
 
-    out, err, code = memo_answer(argv, environ, compute, enabled=not (no_cache or runtime))
+    out, err, code = memo_answer(argv, environ, compute, enabled=keep)
     if err:
         click.echo(err, err=True, nl=False)
     sys.stdout.write(out)
@@ -134,24 +174,31 @@ def _compute(
 ) -> tuple[str, str, int]:
     """Run the analysis: returns ``(stdout, stderr, exit status)``; the inputs each report
     depends on are recorded through ``rec`` (:func:`envlock.libs.cache.record_report`)."""
-    from envlock.libs.analysis import analyze_module  # noqa: PLC0415
-    from envlock.libs.elf import ElfCache  # noqa: PLC0415
     from envlock.probes.target import resolve_target  # noqa: PLC0415
-    from envlock.redact import redact_tree, scrub, secret_fragments  # noqa: PLC0415
 
-    # the loader variables are split into directories before they are printed: scrub what a
-    # URL rule could no longer see in the pieces
-    hidden = secret_fragments(" ".join(environ.get(v, "") for v in ("LD_LIBRARY_PATH", "LD_PRELOAD")))
-
-    elf_cache = None if no_cache else ElfCache()
     target = resolve_target(python=python, prefix=prefix, environ=environ)
     target_prefix, target_python = target.prefix, target.python
     if target_python is None:
         from envlock.errors import TargetError  # noqa: PLC0415
 
         raise TargetError(f"{target_prefix}: no interpreter (bin/python) in this environment")
-    sys_path, executable, warn = target_query(target_python, target_prefix, environ=environ,
-                                              cache=not no_cache)
+    # The interpreter answers in its own process while the loader model is imported and the
+    # loader's configuration read here.
+    query = _Background(lambda: target_query(target_python, target_prefix, environ=environ,
+                                             cache=not no_cache))
+    from envlock.libs.analysis import analyze_module  # noqa: PLC0415
+    from envlock.libs.elf import ElfCache  # noqa: PLC0415
+    from envlock.libs.search import detect_config  # noqa: PLC0415
+    from envlock.redact import redact_tree, scrub, secret_fragments  # noqa: PLC0415
+
+    # the loader variables are split into directories before they are printed: scrub what a
+    # URL rule could no longer see in the pieces
+    hidden = secret_fragments(" ".join(environ.get(v, "") for v in ("LD_LIBRARY_PATH", "LD_PRELOAD")))
+    elf_cache = None if no_cache else ElfCache()
+    try:
+        config = detect_config(root="/", env=environ)
+    finally:
+        sys_path, executable, warn = query.result()
     err = f"warning: {warn}\n" if warn else ""
     launcher = None
     if executable and not _is_elf(target_python) and _is_elf(executable):
@@ -168,6 +215,7 @@ def _compute(
         def analyze(extra: Sequence[str] = (), _name: str = name, _mode: str = mode) -> LibsReport:
             return analyze_module(target_python, _name, sys_path=sys_path, prefix=target_prefix,
                                   env=environ, elf_cache=elf_cache, mode=_mode, extra_modules=extra,
+                                  config=config,
                                   extra_first=bool(extra), check_symbols=symbols)
 
         report = analyze()

@@ -17,7 +17,7 @@ import re
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from envlock import libfamilies
 from envlock.libs.elf import ElfCache, read_elf
@@ -32,8 +32,10 @@ from envlock.libs.runtime import (
 )
 from envlock.libs.search import (
     LoadedObject,
+    ObjectKind,
     Process,
     Resolution,
+    Rule,
     SearchConfig,
     breadth_first,
     detect_config,
@@ -75,6 +77,11 @@ _GLIBCXX_GCC = {"3.4.28": "9.3", "3.4.29": "11.1", "3.4.30": "12.1", "3.4.31": "
                 "3.4.32": "13.2", "3.4.33": "14.1"}
 
 
+#: When an object is loaded: with the interpreter, by the module's import, by a run-time
+#: ``dlopen`` (first CUDA call, …), or by another extension the module's Python code imports.
+Stage = Literal["startup", "import", "runtime", "extra"]
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LibEntry:
     """One object in the modelled process.
@@ -102,8 +109,8 @@ class LibEntry:
     realpath: str
     soname: str | None = None
     name: str | None = None
-    kind: str = "needed"
-    rule: str | None = None
+    kind: ObjectKind = "needed"
+    rule: Rule | None = None
     source: str = ""
     requested_by: str | None = None
     deps: tuple[int, ...] = ()
@@ -111,7 +118,7 @@ class LibEntry:
     owner_kind: str | None = None
     owner_name: str | None = None
     owner_version: str | None = None
-    stage: str = "import"
+    stage: Stage = "import"
     via: str | None = None
 
     def resolution_is(self, r: Resolution) -> bool:
@@ -338,7 +345,8 @@ def analyze_module(
     :param runtime: also resolve the well-known run-time dlopens.
     :param mode: ``"import"`` (the module is dlopen'ed into the interpreter) or ``"ldd"`` (the
         file is the main program, as ``ldd FILE`` does; only for a single file).
-    :param elf_cache: a cache of parsed ELF facts.
+    :param elf_cache: parsed ELF facts kept for this command (:class:`ElfCache`, in memory);
+        giving one also turns on the owner indexes' disk cache (``owners-v1``).
     :param config: a ready :class:`SearchConfig` (else :func:`detect_config`).
     :param owners: look up owner packages (reads RECORD, conda-meta and dpkg lists).
     :param extra_modules: more extension files to ``dlopen`` after the module's (e.g. those
@@ -353,17 +361,18 @@ def analyze_module(
     """
     env = {} if env is None else env
     cfg = config or detect_config(root=root, env=env)
-    proc = Process(cfg, elf_cache=elf_cache)
+    # parsed facts are kept in memory for this analysis even without the caller's ElfCache
+    proc = Process(cfg, elf_cache=elf_cache if elf_cache is not None else ElfCache())
     errors: list[str] = []
     package_dir, files = find_module_files(module_or_file, sys_path)
     if not files and package_dir is None:
         errors.append(f"{module_or_file}: no extension module found on the target's sys.path")
-    stage: dict[int, str] = {}
+    stage: dict[int, Stage] = {}
     via: dict[int, str] = {}
     runtime_results: list[RuntimeResult] = []
     torch_plan: TorchPlan | None = None
 
-    def mark(name: str, note: str | None = None) -> None:
+    def mark(name: Stage, note: str | None = None) -> None:
         for o in proc.objects:
             if o.id not in stage:
                 stage[o.id] = name
@@ -413,8 +422,13 @@ def analyze_module(
                             framework="jax", name=plugin, caller=proc.main.path if proc.main else "",
                             when="backend start-up", required=False, resolution=res))
                 mark("runtime", "jax backend plugins")
-    cache_dir = os.path.join(os.path.dirname(str(elf_cache.directory)), "owners-v1") if elf_cache else None
-    index = OwnerIndex(sys_path, prefix=prefix, root=root, cache_dir=cache_dir) if owners else None
+    if elf_cache is not None:  # caches on (not --no-cache): owner indexes kept on disk
+        from envlock.cache import cache_dir as _cache_dir  # noqa: PLC0415
+
+        owners_dir: str | None = _cache_dir("owners-v1")
+    else:
+        owners_dir = None
+    index = OwnerIndex(sys_path, prefix=prefix, root=root, cache_dir=owners_dir) if owners else None
     entries = _entries(proc, index, stage, via)
     findings = _findings(proc, entries, runtime_results, index, torch_plan, sys_path, prefix, cfg)
     if check_symbols:
@@ -477,7 +491,7 @@ def _resolve_runtime(proc: Process, entries: list[RuntimeDlopen], mark: Any) -> 
     return out
 
 
-def _entries(proc: Process, index: OwnerIndex | None, stage: dict[int, str],
+def _entries(proc: Process, index: OwnerIndex | None, stage: dict[int, Stage],
              via: dict[int, str]) -> list[LibEntry]:
     out = []
     for o in proc.objects:
@@ -1068,7 +1082,26 @@ def _symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence
     A weak undefined symbol may stay unbound.  Versions a provider lacks altogether are
     ``missing-version`` findings instead.
     """
-    from envlock.libs.elf import provides, read_symbols  # noqa: PLC0415
+    from envlock.libs.elf import SymbolTable  # noqa: PLC0415
+
+    # Each file's symbol table is read once for both phases; the files are released after.
+    tables: dict[str, SymbolTable] = {}
+    try:
+        return _symbol_findings_in(proc, index, sys_path, prefix, cfg, tables)
+    finally:
+        for t in tables.values():
+            t.close()
+
+
+def _symbol_findings_in(proc: Process, index: OwnerIndex | None, sys_path: Sequence[str],
+                        prefix: str | None, cfg: SearchConfig, tables: dict[str, Any]) -> list[Finding]:
+    from envlock.libs.elf import SymbolTable, provides  # noqa: PLC0415
+
+    def table(path: str, info: Any) -> SymbolTable:
+        got = tables.get(path)
+        if got is None:
+            got = tables[path] = SymbolTable(proc._host(path), info=info)
+        return got
 
     # Phase 1: what every object needs.  Phase 2: only those names in the providers.
     needs: dict[int, Any] = {}
@@ -1080,7 +1113,7 @@ def _symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence
     for obj in proc.objects:
         if obj.kind == "interpreter" or not obj.info.ok or obj.path in unloadable:
             continue
-        mine = read_symbols(proc._host(obj.path), defined=False, info=obj.info)
+        mine = table(obj.path, obj.info).symbols(defined=False)
         if mine.error or not mine.undefined:
             continue
         needs[obj.id] = mine
@@ -1091,9 +1124,9 @@ def _symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence
         got = indexes.get(path)
         if got is None:
             known = proc.find(path)
-            got = indexes[path] = read_symbols(
-                proc._host(path), undefined=False, wanted=wanted,
-                info=known.info if known is not None and known.path == path else None).index()
+            got = indexes[path] = table(
+                path, known.info if known is not None and known.path == path else None,
+            ).symbols(undefined=False, wanted=wanted).index()
         return got
 
     scopes: dict[tuple[int | None, bool], list[LoadedObject]] = {}

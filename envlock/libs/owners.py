@@ -174,13 +174,10 @@ class OwnerIndex:
         flat: dict[str, str] = {}
         for name, _version, record, site, _st in records:
             try:
-                with open(record, encoding="utf-8", errors="replace") as f:
-                    text = f.read()
+                lines = _so_lines(record)  # shared objects only: all the loader can map
             except OSError:
                 continue
-            for line in text.splitlines():
-                if ".so" not in line:  # shared objects only: all the loader can map
-                    continue
+            for line in lines:
                 rel = line.split(",", 1)[0].strip('"')
                 flat.setdefault(os.path.normpath(os.path.join(site, rel)), name)
         self._store_cache(key, flat)
@@ -274,15 +271,12 @@ class OwnerIndex:
         if not todo_set:
             self._dpkg_todo = []
         try:
-            with open(os.path.join(self.root, "var/lib/dpkg/info", pick), encoding="utf-8",
-                      errors="replace") as f:
-                text = f.read()
+            lines = _so_lines(os.path.join(self.root, "var/lib/dpkg/info", pick))
         except OSError:
             return True
         pkg = pick[: -len(".list")]
-        for line in text.splitlines():
-            if ".so" in line:
-                self._dpkg_partial.setdefault(line, pkg)
+        for line in lines:
+            self._dpkg_partial.setdefault(line, pkg)
         return True
 
     def _dpkg_lookup(self, path: str) -> Owner | None:
@@ -391,6 +385,40 @@ class OwnerIndex:
         """Installed version of pip distribution ``name`` (normalized), if any."""
         got = self.dists().get(normalize_name(name))
         return got[0] if got else None
+
+
+#: Bytes that end a line for ``str.splitlines`` other than ``\n`` and ``\r`` (ASCII ones; any
+#: non-ASCII byte sends a file the slow way too).
+_OTHER_LINE_ENDS = (b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e")
+
+
+def _so_lines(path: str) -> list[str]:
+    """The lines of the text file ``path`` that contain ``.so`` — exactly those of
+    ``open(path, encoding="utf-8", errors="replace").read().splitlines()`` (universal
+    newlines: ``\r\n`` and ``\r`` end lines too) — found by searching for ``.so`` rather than
+    splitting every line (torch's RECORD has 14,700 lines and 13 shared objects).
+
+    :raises OSError: the file cannot be read.
+    """
+    with open(path, "rb") as f:
+        data = f.read()
+    crlf = data.count(b"\r\n")
+    if (not data.isascii() or data.count(b"\r") != crlf
+            or any(b in data for b in _OTHER_LINE_ENDS)):
+        text = data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+        return [line for line in text.splitlines() if ".so" in line]
+    # ASCII, lines ended by "\n" or "\r\n" only
+    text = data.decode("ascii")
+    out = []
+    i = text.find(".so")
+    while i >= 0:
+        start = text.rfind("\n", 0, i) + 1
+        end = text.find("\n", i)
+        if end < 0:
+            end = len(text)
+        out.append(text[start:end - 1] if crlf and text[end - 1] == "\r" else text[start:end])
+        i = text.find(".so", end)
+    return out
 
 
 #: Top-level directories dpkg installs into (FHS; /usr/local is left to the administrator).
@@ -518,8 +546,33 @@ def _marker_value(marker: str, extra: str) -> bool | None:
     """Evaluate a PEP 508 marker made of ``VAR ==|!= "value"`` clauses (and ``python_version``
     compared with a plain dotted release), ``and``, ``or`` and parentheses (``and`` binds
     tighter) for this interpreter, as ``packaging.markers`` does; ``None`` for any other
-    form (the caller then asks ``packaging``)."""
-    env = dict(_marker_env(), extra=extra)
+    form (the caller then asks ``packaging``).  A marker is tokenised once
+    (:func:`_marker_tokens`); only its ``extra`` clauses depend on ``extra``."""
+    parsed = _marker_tokens(marker)
+    if parsed is None:
+        return None
+    # The value depends only on which of the marker's own extra names (if any) ``extra`` is.
+    want = normalize_name(extra)
+    named = want if any(isinstance(t, tuple) and t[2] == want for t in parsed) else None
+    return _decided(marker, named)
+
+
+@functools.lru_cache(maxsize=4096)
+def _decided(marker: str, extra: str | None) -> bool | None:
+    """:func:`_marker_value` of ``marker`` for an extra named ``extra`` (normalized), or for
+    one that none of its ``extra`` clauses names (``None``)."""
+    parsed = _marker_tokens(marker)
+    assert parsed is not None
+    tokens = [(t[2] == extra) == (t[1] == "==") if isinstance(t, tuple) else t for t in parsed]
+    return _evaluate(tokens)
+
+
+@functools.lru_cache(maxsize=4096)
+def _marker_tokens(marker: str) -> tuple[Any, ...] | None:
+    """The tokens of :func:`_marker_value`'s marker form: ``(``, ``)``, ``and``, ``or``, the
+    truth of each clause on this interpreter, and ``("extra", op, normalized value)`` for the
+    clauses on ``extra``; ``None`` for any other form."""
+    env = _marker_env()
     tokens: list[Any] = []
     pos = 0
     text = marker.rstrip()
@@ -546,10 +599,17 @@ def _marker_value(marker: str, extra: str) -> bool | None:
                 continue
             if op not in ("==", "!="):
                 return None
-            have = env[var]
             if var == "extra":
-                have, value = normalize_name(have), normalize_name(value)
+                tokens.append(("extra", op, normalize_name(value)))
+                continue
+            have = env[var]
             tokens.append((have == value) if op == "==" else (have != value))
+    return tuple(tokens)
+
+
+def _evaluate(tokens: list[Any]) -> bool | None:
+    """The value of a token list of :func:`_marker_tokens` with its clauses decided
+    (``and`` binds tighter than ``or``); ``None`` when it is not well formed."""
     i = 0
 
     def expr() -> bool | None:

@@ -19,13 +19,16 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 from envlock.libs.elf import HOST, ElfCache, ElfInfo, HostAbi, check_ident, read_elf
 from envlock.libs.ldcache import LdCache, read_ld_cache
 
 __all__ = [
     "RULES",
+    "ObjectKind",
+    "RequestKind",
+    "Rule",
     "Attempt",
     "LoadedObject",
     "Process",
@@ -38,8 +41,19 @@ __all__ = [
     "split_path_list",
 ]
 
+#: What found an object, or the list a tried file came from: a step of the loader's search
+#: (:data:`RULES`), or ``"preload"`` for an ``LD_PRELOAD`` entry.
+Rule = Literal["already-loaded", "slash", "rpath", "ld_library_path", "runpath", "ld.so.cache",
+               "default", "preload"]
+
+#: How a request was made: a ``DT_NEEDED`` entry, an ``LD_PRELOAD`` entry, a ``dlopen`` call.
+RequestKind = Literal["needed", "preload", "dlopen"]
+
+#: How an object came into the link map (:attr:`LoadedObject.kind`).
+ObjectKind = Literal["executable", "interpreter", "preload", "needed", "dlopen"]
+
 #: The rules that can find an object, in the order the loader applies them.
-RULES = (
+RULES: tuple[Rule, ...] = (
     "already-loaded",
     "slash",
     "rpath",
@@ -109,7 +123,7 @@ class Attempt:
     """
 
     path: str
-    rule: str
+    rule: Rule
     source: str
     outcome: str
 
@@ -132,9 +146,9 @@ class Resolution:
 
     name: str
     requester: str
-    kind: str
+    kind: RequestKind
     path: str | None = None
-    rule: str | None = None
+    rule: Rule | None = None
     source: str = ""
     tried: tuple[Attempt, ...] = ()
     error: str | None = None
@@ -185,7 +199,7 @@ class LoadedObject:
     info: ElfInfo
     names: list[str] = field(default_factory=list)
     loader: int | None = None
-    kind: str = "needed"
+    kind: ObjectKind = "needed"
     origin: str | None = None
     file_id: tuple[int, int] = (0, 0)
     deps: list[int] = field(default_factory=list)
@@ -414,7 +428,7 @@ class Process:
         self._ids: dict[str, tuple[int, int]] = {}
         self._keys: dict[int, tuple[Any, ...]] = {}
         self._dirs_cache: dict[tuple[int, str], list[str]] = {}
-        self._what_if: dict[tuple[Any, ...], tuple[str | None, str | None, str]] = {}
+        self._what_if: dict[tuple[Any, ...], tuple[str | None, Rule | None, str]] = {}
         self._env_dirs = self._parse_env_dirs(config.ld_library_path)
         #: True while a dlopen and its dependencies are loaded (``__RTLD_DLOPEN``).
         self._in_dlopen = False
@@ -573,7 +587,7 @@ class Process:
 
     # -- search ----------------------------------------------------------------------------
     def _try_dirs(
-        self, name: str, dirs: list[str], rule: str, source: str, tried: list[Attempt],
+        self, name: str, dirs: list[str], rule: Rule, source: str, tried: list[Attempt],
         state: dict[str, Any],
     ) -> str | None:
         """``open_path``: try ``dir/subdir/name`` for each dir and subdir; first hit wins.
@@ -634,7 +648,7 @@ class Process:
     def search(
         self, name: str, loader: LoadedObject | None, *, preload: bool = False,
         use_env: bool = True,
-    ) -> tuple[str | None, str | None, str, list[Attempt], str | None]:
+    ) -> tuple[str | None, Rule | None, str, list[Attempt], str | None]:
         """Search for a bare ``name`` on behalf of ``loader`` (``_dl_map_object``'s order).
 
         :param use_env: honour LD_LIBRARY_PATH (``False`` answers "what if it were unset").
@@ -645,7 +659,7 @@ class Process:
         main = self.main
         cfg = self.config
 
-        def done(path: str | None, rule: str | None, source: str) -> tuple[Any, ...]:
+        def done(path: str | None, rule: Rule | None, source: str) -> tuple[Any, ...]:
             return (path, rule, source, tried, state.get("fatal"))
 
         if loader is None or loader.info.runpath is None:
@@ -700,7 +714,7 @@ class Process:
 
     def what_if(
         self, name: str, requester: LoadedObject | None, *, ld_library_path: str | None,
-    ) -> tuple[str | None, str | None, str]:
+    ) -> tuple[str | None, Rule | None, str]:
         """Search ``name`` for ``requester`` with another LD_LIBRARY_PATH, ignoring objects
         already loaded, without changing the model's state.
 
@@ -771,7 +785,7 @@ class Process:
             return None
         return e if e.startswith("/") else os.path.join(self.config.cwd, e)
 
-    def _new_object(self, path: str, kind: str, loader: LoadedObject | None, name: str | None,
+    def _new_object(self, path: str, kind: ObjectKind, loader: LoadedObject | None, name: str | None,
                     origin_path: str | None = None) -> LoadedObject:
         info = self.info(path)
         origin_src = self.absolute(origin_path or path)
@@ -786,7 +800,7 @@ class Process:
         return obj
 
     def map_object(
-        self, name: str, requester: LoadedObject | None, *, kind: str = "needed",
+        self, name: str, requester: LoadedObject | None, *, kind: RequestKind = "needed",
         caller: LoadedObject | None = None,
     ) -> tuple[Resolution, LoadedObject | None, bool]:
         """Find (or reuse) the object for ``name``; returns (resolution, object, is_new).
@@ -803,7 +817,7 @@ class Process:
             return res, hit, False
         tried: list[Attempt] = []
         error = None
-        rule: str | None
+        rule: Rule | None
         if "/" in name:
             path = self._expand_slash(name, requester)
             rule, source = "slash", "the name contains a slash"
@@ -860,7 +874,7 @@ class Process:
             return res, None, False
         loader = requester if kind in ("needed", "preload") else None
         obj = self._new_object(path, kind, loader, name)
-        rule_final: str | None
+        rule_final: Rule | None
         if kind == "preload":
             rule_final = "preload"
         else:

@@ -20,15 +20,18 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from envlock._run import Runner, run
 from envlock.cache import Recorder
 from envlock.errors import TargetError
-from envlock.manifest import PythonInfo, Status, Target
+
+if TYPE_CHECKING:  # the model is imported only where a table is built (envlock libs needs none)
+    from envlock.manifest import PythonInfo, Status, Target
 
 __all__ = [
     "QUERY_SCRIPT", "ResolvedTarget", "resolve_target", "record_resolution", "query_interpreter",
-    "query_interpreter_cached",
+    "query_interpreter_cached", "query_sys_path",
     "refine_target", "target_kind",
 ]
 
@@ -78,6 +81,8 @@ class ResolvedTarget:
 
     def to_model(self) -> Target:
         """The ``[target]`` table for this target."""
+        from envlock.manifest import Target  # noqa: PLC0415
+
         return Target(kind=self.kind, prefix=self.prefix, python=self.python, chosen_by=self.chosen_by)
 
 
@@ -216,8 +221,6 @@ def query_interpreter(
     runner: Runner = run,
     timeout: float = QUERY_TIMEOUT,
     environ: Mapping[str, str] | None = None,
-    _extra: str = "",
-    _raw: dict | None = None,
 ) -> PythonInfo:
     """Ask the target interpreter for its version, prefixes and ``sys.path``.
 
@@ -229,32 +232,61 @@ def query_interpreter(
     :param environ: the child's environment (``os.environ`` when ``None``): the job's own, so
         that ``PYTHONPATH`` and user site-packages are seen as the job will see them.
     """
+    fields, status, detail = _ask(target, runner=runner, timeout=timeout, environ=environ)
+    return _info(target, fields, status, detail)
+
+
+def _ask(
+    target: ResolvedTarget, *, runner: Runner, timeout: float, environ: Mapping[str, str] | None,
+    extra: str = "", raw: dict | None = None,
+) -> tuple[dict[str, Any] | None, Status, str]:
+    """Run :data:`QUERY_SCRIPT` (with ``extra`` code before it prints) in the target: the
+    ``[python]`` fields of its answer (:func:`_fields`), ``"ok"`` and ``""``; or ``None``, the
+    status (``absent``, ``timeout``, ``error``) and what went wrong.  ``raw`` receives the
+    whole answer."""
     if target.python is None:
-        return _fallback(target, "absent", f"no bin/python in {target.prefix}")
+        return None, "absent", f"no bin/python in {target.prefix}"
     env = dict(os.environ if environ is None else environ)
     # The query must not write bytecode into the user's environment.
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    script = QUERY_SCRIPT.replace("sys.stdout.write", _extra + "sys.stdout.write") if _extra else QUERY_SCRIPT
+    script = QUERY_SCRIPT.replace("sys.stdout.write", extra + "sys.stdout.write") if extra else QUERY_SCRIPT
     result = runner([target.python, "-c", script], timeout=timeout, env=env, cwd="/")
     if not result.ok:
-        return _fallback(target, result.status if result.status != "failed" else "error", result.detail)
+        return None, result.status if result.status != "failed" else "error", result.detail
     try:
         data = json.loads(result.stdout)
-        if _raw is not None:
-            _raw.update(data)
-        return PythonInfo(
-            status="ok",
-            source=f"{target.python} -c <query>",
-            version=str(data["version"]),
-            implementation=str(data["implementation"]),
-            executable=str(data["executable"]),
-            prefix=str(data["prefix"]),
-            base_prefix=str(data["base_prefix"]),
-            path=tuple(str(p) for p in data["path"]),
-            user_site=data["user_site"] if data.get("user_site") and os.path.isdir(data["user_site"]) else None,
-        )
-    except (ValueError, KeyError, TypeError) as exc:
-        return _fallback(target, "error", f"unexpected answer from {target.python}: {exc}")
+        fields = _fields(data)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return None, "error", f"unexpected answer from {target.python}: {exc}"
+    if raw is not None:
+        raw.update(data)
+    return fields, "ok", ""
+
+
+def _fields(data: Any) -> dict[str, Any]:
+    """The ``[python]`` fields of the interpreter's answer (JSON-ready: ``path`` a list).
+
+    :raises KeyError, TypeError, AttributeError: the answer is not what the script prints.
+    """
+    return {
+        "version": str(data["version"]),
+        "implementation": str(data["implementation"]),
+        "executable": str(data["executable"]),
+        "prefix": str(data["prefix"]),
+        "base_prefix": str(data["base_prefix"]),
+        "path": [str(p) for p in data["path"]],
+        "user_site": data["user_site"] if data.get("user_site") and os.path.isdir(data["user_site"]) else None,
+    }
+
+
+def _info(target: ResolvedTarget, fields: dict[str, Any] | None, status: Status, detail: str) -> PythonInfo:
+    """The ``[python]`` table of an answer of :func:`_ask` (the fallback when there is none)."""
+    if fields is None:
+        return _fallback(target, status, detail)
+    from envlock.manifest import PythonInfo  # noqa: PLC0415
+
+    return PythonInfo(status="ok", source=f"{target.python} -c <query>",
+                      **{**fields, "path": tuple(fields["path"])})
 
 
 #: Variables that change the interpreter's answer besides every ``PYTHON*`` and ``LD_*`` one
@@ -397,6 +429,41 @@ def query_interpreter_cached(
 
     :param enabled: ``False`` for ``--no-cache``: ask the interpreter, store nothing.
     """
+    fields, status, detail = _ask_cached(target, runner=runner, timeout=timeout, environ=environ,
+                                         enabled=enabled)
+    return _info(target, fields, status, detail)
+
+
+def query_sys_path(
+    target: ResolvedTarget,
+    *,
+    runner: Runner = run,
+    timeout: float = QUERY_TIMEOUT,
+    environ: Mapping[str, str] | None = None,
+    cache: bool = True,
+) -> tuple[tuple[str, ...], str | None, str | None]:
+    """The target interpreter's ``sys.path`` and ``sys.executable``, asked as
+    :func:`query_interpreter_cached` asks (``cache=False``: as :func:`query_interpreter`), and
+    sharing its cached answers, without building the ``[python]`` table (the manifest model
+    is not imported: ``envlock libs`` starts sooner).
+
+    :returns: ``(sys_path, executable, error)``: on failure the path
+        :func:`query_interpreter` falls back to, ``None`` and what went wrong.
+    """
+    if cache:
+        fields, status, detail = _ask_cached(target, runner=runner, timeout=timeout, environ=environ)
+    else:
+        fields, status, detail = _ask(target, runner=runner, timeout=timeout, environ=environ)
+    if fields is None:
+        return _fallback_path(target), None, detail
+    return tuple(fields["path"]), fields["executable"] or None, None
+
+
+def _ask_cached(
+    target: ResolvedTarget, *, runner: Runner, timeout: float, environ: Mapping[str, str] | None,
+    enabled: bool = True,
+) -> tuple[dict[str, Any] | None, Status, str]:
+    """:func:`_ask`, kept by :func:`envlock.cache.memo` (see :func:`query_interpreter_cached`)."""
     from envlock import cache as _cache  # noqa: PLC0415
 
     env = os.environ if environ is None else environ
@@ -405,27 +472,37 @@ def query_interpreter_cached(
         outer = _cache.current()
         if outer is not None:  # an answer built on this one cannot be kept either
             outer.uncacheable(f"{target.python}: interpreter query not cacheable")
-        return query_interpreter(target, runner=runner, timeout=timeout, environ=environ)
-    from envlock.manifest import _model  # noqa: PLC0415
+        return _ask(target, runner=runner, timeout=timeout, environ=environ)
 
-    def compute(rec: Recorder) -> PythonInfo:
+    failed: list[tuple[Status, str]] = []
+
+    def compute(rec: Recorder) -> dict[str, Any] | None:
         data: dict = {}
-        info = query_interpreter(target, runner=runner, timeout=timeout, environ=environ,
-                                 _extra=_MAPS_SCRIPT, _raw=data)
-        if info.status != "ok":
-            rec.uncacheable(f"query {info.status}")
-            return info
+        fields, status, detail = _ask(target, runner=runner, timeout=timeout, environ=environ,
+                                      extra=_MAPS_SCRIPT, raw=data)
+        if fields is None:
+            rec.uncacheable(f"query {status}")
+            failed.append((status, detail))
+            return None
         if not data.get("maps"):
             rec.uncacheable("no /proc/self/maps")
-            return info
+            return fields
         _record_path_inputs(rec, target, real, data)
         _record_loader_inputs(rec, list(data["maps"]), env)
-        return info
+        return fields
+
+    def decode(v: Any) -> dict[str, Any]:
+        if not isinstance(v, dict) or not isinstance(v.get("path"), list):
+            raise ValueError("bad entry")
+        return v
 
     key = {"python": target.python, "real": real, "uid": os.getuid(), "euid": os.geteuid(),
            "env": _query_env_key(env), "timeout": timeout}
-    return _cache.memo("python-query", key, compute, environ=env, encode=_model.to_dict,
-                       decode=lambda d: _model.from_dict(PythonInfo, d))
+    fields = _cache.memo("python-query", key, compute, environ=env, decode=decode)
+    if fields is None:
+        status, detail = failed[0] if failed else ("error", "no answer")
+        return None, status, detail
+    return fields, "ok", ""
 
 
 def refine_target(target: ResolvedTarget, info: PythonInfo) -> ResolvedTarget:
@@ -445,13 +522,20 @@ def refine_target(target: ResolvedTarget, info: PythonInfo) -> ResolvedTarget:
                           chosen_by=target.chosen_by, skipped=target.skipped)
 
 
+def _fallback_path(target: ResolvedTarget) -> tuple[str, ...]:
+    """The prefix's ``lib/python3*/site-packages`` directories: the ``sys.path`` assumed when
+    the interpreter cannot be asked."""
+    return tuple(sorted(glob.glob(os.path.join(glob.escape(target.prefix), "lib", "python3*", "site-packages"))))
+
+
 def _fallback(target: ResolvedTarget, status: Status, detail: str) -> PythonInfo:
-    dirs = sorted(glob.glob(os.path.join(glob.escape(target.prefix), "lib", "python3*", "site-packages")))
+    from envlock.manifest import PythonInfo  # noqa: PLC0415
+
     return PythonInfo(
         status=status,
         source="prefix layout",
         error=detail,
         executable=target.python,
         prefix=target.prefix,
-        path=tuple(dirs),
+        path=_fallback_path(target),
     )

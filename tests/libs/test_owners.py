@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -146,9 +147,66 @@ def test_simple_markers_agree_with_packaging(marker: str) -> None:
         assert _marker_value(marker, extra) == Marker(marker).evaluate({"extra": extra}), extra
 
 
+def test_installed_markers_agree_with_packaging() -> None:
+    """Every Requires-Dist marker installed here (and in the CUDA test venv, when it exists),
+    for every extra those markers name and one they do not, as packaging evaluates it."""
+    import glob
+    import sysconfig
+
+    from packaging.markers import Marker
+
+    from envlock.libs.owners import _marker_value
+
+    sites = [sysconfig.get_paths()["purelib"],
+             *glob.glob(os.path.expanduser("~/.cache/envlock-test-venvs/cuda/lib/python3*/site-packages"))]
+    markers: set[str] = set()
+    for site in sites:
+        for meta in glob.glob(os.path.join(glob.escape(site), "*.dist-info", "METADATA")):
+            with open(meta, encoding="utf-8", errors="replace") as f:
+                head = f.read().split("\n\n", 1)[0]
+            markers.update(line.split(";", 1)[1].strip() for line in head.splitlines()
+                           if line.lower().startswith("requires-dist:") and ";" in line)
+    extras = {"", "no-such-extra"} | {m for marker in markers
+                                      for m in re.findall(r"extra\s*==\s*['\"]([^'\"]+)", marker)}
+    checked = 0
+    for marker in sorted(markers):
+        for extra in sorted(extras):
+            got = _marker_value(marker, extra)
+            if got is not None:
+                assert got == Marker(marker).evaluate({"extra": extra}), (marker, extra)
+                checked += 1
+    assert checked > 20
+
+
 def test_other_markers_are_left_to_packaging() -> None:
     from envlock.libs.owners import _marker_value
 
     assert _marker_value('implementation_name == "cpython"', "") is None
     assert _marker_value('python_version < "3.15a1"', "") is None
     assert _marker_value('platform_system == "Linux" and', "") is None
+
+
+def test_so_lines_are_the_lines_text_mode_and_splitlines_give(tmp_path: Path) -> None:
+    """The ``.so`` lines of a RECORD or dpkg list are exactly those of reading it as text
+    (UTF-8, errors replaced, universal newlines) and ``splitlines``, whatever its bytes."""
+    import glob
+    import sysconfig
+
+    from envlock.libs.owners import _so_lines
+
+    samples = [b"", b".so", b"a.so\n", b"x\nlib/a.so,sha256=x,1\nb.py,,\nc.so.1", b"a.so\r\nb.so\rc.so\r",
+               b"p\x0cq.so\x0br.so\x1cs\x1d.so\x1e", "caf\u00e9/a.so\nb.so\u2028c.so\x85d".encode(),
+               b"bad \xff\xfe.so\nok.so", b"\n\n.so\n\n", b"no shared objects\nat all\n",
+               b"a.s\no.so", "\u00e9.so\r\n".encode() * 3, b"a.so,x,1\r\nb.py,y,2\r\nc.so\r\n",
+               b"a.so\r\nb.so", b"a.so\r\nb.so\rc.so\n", b"x.so\r", b".so\r\n\r\n.so"]
+    files = []
+    for i, data in enumerate(samples):
+        f = tmp_path / f"s{i}"
+        f.write_bytes(data)
+        files.append(str(f))
+    files += glob.glob(os.path.join(glob.escape(sysconfig.get_paths()["purelib"]), "*.dist-info", "RECORD"))[:40]
+    files += sorted(glob.glob("/var/lib/dpkg/info/*.list"))[:40]
+    for f in files:
+        with open(f, encoding="utf-8", errors="replace") as fh:
+            want = [line for line in fh.read().splitlines() if ".so" in line]
+        assert _so_lines(f) == want, f
