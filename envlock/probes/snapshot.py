@@ -170,7 +170,7 @@ def snapshot(
         ``[lockfiles]``, each checked against the snapshot (default: the working directory).
     :param locks: more lockfiles to record (``--lock``), any file name.
     :param libraries: record how torch's key shared libraries resolve (``[libraries]``, from
-        envlock's model of the dynamic loader; parsed ELF facts are cached on disk).
+        envlock's model of the dynamic loader).
     :param stack_timeout: overall budget of the stack probes, seconds; a probe still running
         then is recorded as ``timeout``.
     :raises TargetError: the target cannot be found (bad ``--python``/``--prefix``).
@@ -297,8 +297,8 @@ def _libraries(world: World, sys_path: Sequence[str]) -> LibrariesInfo:
     """``[libraries]`` for torch, through the loader model (never raises); the answer is kept by
     :func:`envlock.cache.memo` (namespace ``snapshot-libs``, key
     :func:`envlock.libs.cache.answer_key`) while every input the report records is unchanged,
-    and looked up once: a miss computes it directly.  Parsed ELF facts are cached on disk
-    (not with ``ENVLOCK_NO_CACHE=1``)."""
+    and looked up once: a miss computes it directly.  Parsed ELF facts are kept in memory for
+    the one command, never on disk (reading a file again is as fast as reading its JSON)."""
     from envlock import cache as _cache  # noqa: PLC0415
     from envlock.libs import cache as libcache  # noqa: PLC0415
     from envlock.manifest import _model  # noqa: PLC0415
