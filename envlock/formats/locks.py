@@ -68,11 +68,23 @@ class Locked:
 @dataclass(frozen=True, slots=True)
 class LockFile:
     """A lockfile read: its ``kind``, the platforms it locks (conda subdirs; ``()`` for the pip
-    lockfiles, which lock for every platform through markers) and its packages."""
+    lockfiles, which lock for every platform through markers) and its packages.
+
+    :ivar projects: PEP 503 names of the entries that are the project itself (uv's workspace
+        members, editable/directory entries of pylock, poetry and pdm): installed, they are
+        neither packages of the lock nor extra ones.
+    :ivar requires_python: the lock's ``requires-python`` (PEP 440 specifier set: pylock,
+        uv.lock), or ``None``.
+    :ivar environments: the PEP 508 markers of the environments the lock is for (pylock's
+        ``environments``; uv.lock's ``supported-markers``/``environments``); ``()``: any.
+    """
 
     kind: str
     platforms: tuple[str, ...]
     packages: tuple[Locked, ...]
+    projects: tuple[str, ...] = ()
+    requires_python: str | None = None
+    environments: tuple[str, ...] = ()
 
 
 def _err(name: str, what: str) -> ManifestError:
@@ -241,9 +253,11 @@ def read_pylock(data: Any, name: str) -> LockFile:
     """The packages of a ``pylock.toml``; directory (project) entries are left out."""
     lock = validate_pylock(data, name)
     out = []
+    projects: list[str] = []
     if lock is not None:
         for p in lock.packages:
             if p.directory is not None:
+                projects.append(canonicalize(str(p.name)))
                 continue  # the project (or a local directory) itself
             version = str(p.version) if p.version else None
             if version is None and p.archive is not None:
@@ -256,14 +270,22 @@ def read_pylock(data: Any, name: str) -> LockFile:
                               commit=p.vcs.commit_id if p.vcs else None))
     else:
         for p in data["packages"]:
-            if not isinstance(p, Mapping) or not isinstance(p.get("name"), str) or "directory" in p:
+            if not isinstance(p, Mapping) or not isinstance(p.get("name"), str):
+                continue
+            if "directory" in p:
+                projects.append(canonicalize(p["name"]))
                 continue
             raw_vcs = p.get("vcs")
             vcs = raw_vcs if isinstance(raw_vcs, Mapping) else {}
             out.append(Locked("pip", canonicalize(p["name"]), str(p.get("version") or UNKNOWN),
                               marker=str(p["marker"]) if p.get("marker") else None,
                               vcs=vcs.get("type"), commit=vcs.get("commit-id")))
-    return LockFile("pylock", (), tuple(out))
+    rp = data.get("requires-python") if isinstance(data, Mapping) else None
+    envs = data.get("environments") if isinstance(data, Mapping) else None
+    return LockFile("pylock", (), tuple(out), projects=tuple(projects),
+                    requires_python=rp if isinstance(rp, str) and rp.strip() else None,
+                    environments=tuple(e for e in envs if isinstance(e, str))
+                    if isinstance(envs, list) else ())
 
 
 # -- key checks shared with envlock.formats.projectlocks --------------------------------------

@@ -34,6 +34,7 @@ def read_uv_lock(data: Mapping[str, Any], name: str) -> LockFile:
     if not isinstance(version, int) or isinstance(version, bool) or version != 1:
         raise _err(name, f"uv.lock version {one_line(repr(version))} is not supported (1)")
     out = []
+    projects: list[str] = []
     entries = _packages(data, "package", name)
     reach = _uv_reach(entries, data.get("manifest"), name)
     for i, p in enumerate(entries):
@@ -43,6 +44,7 @@ def read_uv_lock(data: Mapping[str, Any], name: str) -> LockFile:
         if not isinstance(source, Mapping):
             raise _err(name, f"{where}.source must be a table")
         if {"editable", "virtual", "directory"} & set(source):
+            projects.append(canonicalize(pname))
             continue
         pversion = _str(p, "version", where, name, required=False)
         vcs = commit = None
@@ -59,7 +61,12 @@ def read_uv_lock(data: Mapping[str, Any], name: str) -> LockFile:
         out.append(Locked("pip", canonicalize(pname), pversion or UNKNOWN, marker=marker,
                           vcs=vcs, commit=commit, sha256=_sha(sdist.get("hash")),
                           groups=reach.get(i, ()) if reach is not None else ()))
-    return LockFile("uv.lock", (), tuple(out))
+    rp = data.get("requires-python")
+    envs = data.get("supported-markers") or data.get("environments")
+    return LockFile("uv.lock", (), tuple(out), projects=tuple(projects),
+                    requires_python=rp if isinstance(rp, str) and rp.strip() else None,
+                    environments=tuple(e for e in envs if isinstance(e, str))
+                    if isinstance(envs, list) else ())
 
 
 #: at most this many distinct edge conditions are kept per package and group; beyond it the
@@ -194,6 +201,7 @@ def read_poetry_lock(data: Mapping[str, Any], name: str) -> LockFile:
     if lv is not None and (not isinstance(lv, str) or lv.split(".")[0] not in ("1", "2")):
         raise _err(name, f"poetry.lock lock-version {one_line(repr(lv))} is not supported (1.x, 2.x)")
     out = []
+    projects: list[str] = []
     for i, p in enumerate(_packages(data, "package", name)):
         where = f"package[{i}]"
         pname = _str(p, "name", where, name)
@@ -203,13 +211,14 @@ def read_poetry_lock(data: Mapping[str, Any], name: str) -> LockFile:
             raise _err(name, f"{where}.source must be a table")
         kind = source.get("type")
         if kind in ("directory",) or p.get("develop") is True:
+            projects.append(canonicalize(pname))
             continue
         commit = source.get("resolved_reference") if kind == "git" else None
         out.append(Locked("pip", canonicalize(pname), pversion,
                           vcs="git" if kind == "git" else None,
                           commit=str(commit) if commit else None,
                           groups=_poetry_groups(p, where, name)))
-    return LockFile("poetry.lock", (), tuple(out))
+    return LockFile("poetry.lock", (), tuple(out), projects=tuple(projects))
 
 
 def _poetry_groups(p: Mapping[str, Any], where: str, name: str) -> tuple[tuple[str, str | None], ...]:
@@ -251,11 +260,13 @@ def read_pdm_lock(data: Mapping[str, Any], name: str) -> LockFile:
     if meta["lock_version"].split(".")[0] != "4":
         raise _err(name, f"pdm.lock lock_version {one_line(meta['lock_version'])} is not supported (4.x)")
     out = []
+    projects: list[str] = []
     for i, p in enumerate(_packages(data, "package", name)):
         where = f"package[{i}]"
         pname = _str(p, "name", where, name)
         pversion = _str(p, "version", where, name, required=False)
         if p.get("editable") is True or "path" in p:
+            projects.append(canonicalize(pname))
             continue
         marker = p.get("marker")
         if marker is not None and not isinstance(marker, str):
@@ -271,4 +282,9 @@ def read_pdm_lock(data: Mapping[str, Any], name: str) -> LockFile:
                           # pdm's "default" group is what `pdm install --prod` installs
                           groups=tuple(sorted(("" if g == "default" else g, None)
                                               for g in set(groups or ())))))
-    return LockFile("pdm.lock", (), tuple(out))
+    targets = meta.get("targets")
+    rps = [t.get("requires_python") for t in targets if isinstance(t, Mapping)] \
+        if isinstance(targets, list) else []
+    # one target: its requires_python; several: any of them may apply (no PEP 440 "or")
+    rp = rps[0] if len(rps) == 1 and isinstance(rps[0], str) and rps[0].strip() else None
+    return LockFile("pdm.lock", (), tuple(out), projects=tuple(projects), requires_python=rp)

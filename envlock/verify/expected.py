@@ -56,12 +56,21 @@ class LockedPackage(NamedTuple):
 
 
 class Lock(NamedTuple):
-    """One lockfile: ``path``, ``kind`` (``"pylock"``/``"conda-lock"``) and its packages."""
+    """One lockfile: ``path``, ``kind`` (``"pylock"``/``"conda-lock"``) and its packages.
+
+    :ivar platform: the conda subdir whose entries were taken (when the lock has platforms).
+    :ivar platforms: every conda subdir the lock is for (``()``: a pip lock, any platform).
+    :ivar projects, requires_python, environments: as :class:`envlock.formats.locks.LockFile`.
+    """
 
     path: str
     kind: str
     platform: str | None = None
     packages: tuple[LockedPackage, ...] = ()
+    platforms: tuple[str, ...] = ()
+    projects: tuple[str, ...] = ()
+    requires_python: str | None = None
+    environments: tuple[str, ...] = ()
 
 
 def current_conda_platform() -> str:
@@ -132,8 +141,11 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
                                  md5=x.md5, cuda=x.cuda, marker=marker, groups=x.groups))
     kind = "pylock" if r.kind == "pylock" else r.kind
     has_platform = any(x.platform for x in r.lock.packages)
+    platforms = r.lock.platforms or tuple(dict.fromkeys(
+        x.platform for x in r.lock.packages if x.platform))
     return Lock(path=str(p), kind=kind, platform=plat if has_platform else None,
-                packages=tuple(out))
+                packages=tuple(out), platforms=tuple(platforms), projects=r.lock.projects,
+                requires_python=r.lock.requires_python, environments=r.lock.environments)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -284,3 +285,64 @@ def test_a_local_label_install_fix_names_the_pytorch_index() -> None:
         "pip install 'torch==2.13.0+cpu' --index-url https://download.pytorch.org/whl/cpu")
     assert _install_fix("numpy", "1.26.4", "pip") == "pip install 'numpy==1.26.4'"
     assert _install_fix("numpy", "1.26.4", "conda") == "conda install 'numpy=1.26.4'"
+
+
+PYLOCK_OK = """\
+lock-version = "1.0"
+created-by = "uv"
+requires-python = ">=3.10"
+
+[[packages]]
+name = "numpy"
+version = "1.26.4"
+wheels = [{ url = "https://files.pythonhosted.org/packages/numpy-1.26.4-cp311-cp311-manylinux_2_17_x86_64.whl", hashes = { sha256 = "b3ce300f3644fb06443ee2222c2201dd3a89ea6040541412b8fa189341847218" } }]
+
+[[packages]]
+name = "requests"
+version = "2.31.0"
+wheels = [{ url = "https://files.pythonhosted.org/packages/requests-2.31.0-py3-none-any.whl", hashes = { sha256 = "58cd2187c01e70e6e26505bca751777aa9f2ee0b7f4300988b709f44e013003f" } }]
+"""
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    (('requires-python = ">=3.10"', f'requires-python = ">={sys.version_info[0]}.{sys.version_info[1] + 1}"'),
+     f"it requires Python >={sys.version_info[0]}.{sys.version_info[1] + 1}; the target's is "),
+    (('created-by = "uv"', 'created-by = "uv"\nenvironments = ["sys_platform == \'win32\'"]'),
+     "none of its environments holds here (Python "),
+])
+def test_a_pylock_for_another_python_or_platform_is_an_error(tmp_path, venv, job_env, change, why):
+    """Every pin matches, but the lock is not for this target (PEP 751 requires-python and
+    environments): before, verify said "ok"."""
+    lock = tmp_path / "pylock.toml"
+    lock.write_text(PYLOCK_OK)
+    assert run(venv, job_env, tmp_path, locks=[str(lock)]).findings == ()
+    lock.write_text(PYLOCK_OK.replace(*change))
+    r = run(venv, job_env, tmp_path, locks=[str(lock)])
+    assert [f.id for f in r.findings] == ["packages.lock-target"] and r.exit_code == 1
+    assert r.findings[0].title.startswith(f"lockfile pylock.toml is not for this target: {why}")
+
+
+def test_a_conda_lock_of_another_platform_is_an_error(tmp_path, venv, job_env):
+    real = Path(__file__).resolve().parents[1] / "formats" / "foreign" / \
+        "konstantinjdobler__nlp-research-template__ppc64le.conda-lock.yml"
+    r = run(venv, job_env, tmp_path, locks=[str(real)])
+    found = by_id(r, "packages.lock-target")
+    assert len(found) == 1 and r.exit_code == 1
+    assert "it locks linux-ppc64le; this machine is linux-64" in found[0].title
+
+
+def test_the_project_itself_is_not_an_extra_package(tmp_path, venv, job_env):
+    """An editable install of the project (uv sync, pip install -e .) is what the lock is for;
+    pylock leaves it out or lists it as a directory entry: never packages.extra."""
+    import json as _json
+
+    site = site_packages(venv)
+    info = install_dist(site, "myproj", "0.1", installer="uv")
+    (info / "direct_url.json").write_text(_json.dumps(
+        {"url": f"file://{tmp_path}/src", "dir_info": {"editable": True}}))
+    lock = tmp_path / "pylock.toml"
+    lock.write_text(PYLOCK_OK)
+    assert run(venv, job_env, tmp_path, locks=[str(lock)]).findings == ()
+    remove_dist(site, "myproj")
+    install_dist(site, "stranger", "1.0")  # a real extra is still one
+    assert [f.id for f in run(venv, job_env, tmp_path, locks=[str(lock)]).findings] == ["packages.extra"]

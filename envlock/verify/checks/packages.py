@@ -8,7 +8,7 @@ Finding ids: ``packages.missing``, ``packages.extra``, ``packages.version-mismat
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import os
 import re
@@ -228,6 +228,10 @@ def check_lock_packages(ctx: Context) -> list[Finding]:
     out: list[Finding] = []
     for lock in ctx.expected.locks:
         source = f"lockfile {os.path.basename(lock.path)}"
+        mismatch = _lock_target_mismatch(ctx, lock, source)
+        if mismatch is not None:
+            out.append(mismatch)
+            continue  # its packages are another target's: comparing them says nothing more
         conda_entries = {p.name: (p.version, p.build, p.md5) for p in lock.packages if p.manager == "conda"}
         pip_entries, optional = _for_target(ctx, [p for p in lock.packages if p.manager == "pip"])
         live_conda = _live_conda(ctx)
@@ -248,10 +252,67 @@ def check_lock_packages(ctx: Context) -> list[Finding]:
             live = _live_pip(ctx, skip_conda_owned=bool(conda_entries and live_conda))
             # Distributions conda installed are conda's to account for, not a pip lock's extras.
             conda_owned = frozenset(p.name for p in ctx.live.pip.packages if p.origin == "conda")
+            # The project itself (an editable or local-directory install, a workspace member
+            # of the lock) is what the lock was made for, not a package of it.
+            projects = frozenset(lock.projects) | frozenset(
+                p.name for p in ctx.live.pip.packages if p.origin in ("editable", "directory"))
             out += _compare(pip_entries, live, source=source, kind="pip",
-                            extras=lock.kind == "pylock" or not conda_entries, not_extra=conda_owned,
-                            optional=optional)
+                            extras=lock.kind == "pylock" or not conda_entries,
+                            not_extra=conda_owned | projects, optional=optional)
     return out
+
+
+def _lock_target_mismatch(ctx: Context, lock: Any, source: str) -> Finding | None:
+    """``packages.lock-target``: the lock is for another platform (a conda-lock's
+    ``platforms``), another Python (``requires-python``, PEP 440) or other environments
+    (pylock's ``environments`` markers, PEP 751), so none of its packages are this target's."""
+    from envlock.verify.expected import current_conda_platform, marker_holds, target_marker_env  # noqa: PLC0415
+
+    py = ctx.live.python
+    version = getattr(py, "version", None)
+    why = evidence = None
+    fix = "Lock for this target (envlock lock), or verify on a machine and Python the lock is for."
+    here = current_conda_platform()
+    if lock.platforms and here not in lock.platforms:
+        why = f"it locks {', '.join(lock.platforms)}; this machine is {here}"
+        evidence = f"{lock.path}: platforms {', '.join(lock.platforms)}"
+        fix = (f"Lock for {here} too (conda-lock -p {here}, or envlock lock here), or verify "
+               "on a machine of the lock's platform.")
+    elif lock.requires_python and version:
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: PLC0415
+        from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+
+        try:
+            ok = SpecifierSet(lock.requires_python).contains(Version(version), prereleases=True)
+        except (InvalidSpecifier, InvalidVersion, ValueError):
+            ok = True  # cannot be told: say nothing
+        if not ok:
+            why = f"it requires Python {lock.requires_python}; the target's is {version}"
+            evidence = f"{lock.path}: requires-python = {lock.requires_python!r}"
+            fix = (f"Use an interpreter the lock allows (uv venv --python '{lock.requires_python}'), "
+                   "or lock again with this Python's version in requires-python.")
+    if why is None and lock.environments:
+        env = target_marker_env(version, getattr(py, "implementation", None))
+
+        def holds(m: str) -> bool:
+            try:
+                return marker_holds(m, env)
+            except ValueError:
+                return True
+        if not any(holds(m) for m in lock.environments):
+            why = (f"none of its environments holds here (Python {version or '?'} on "
+                   f"{env.get('sys_platform')} {env.get('platform_machine')})")
+            evidence = f"{lock.path}: environments = {list(lock.environments)!r}"
+    if why is None:
+        return None
+    return Finding(
+        id="packages.lock-target", severity="error",
+        title=f"{source} is not for this target: {why}",
+        cause="A lockfile pins the packages of the platforms and Python versions it was made "
+              "for; on another one none of its pins applies, so nothing can match it.",
+        evidence=tuple(e for e in (evidence, f"target: {ctx.live.target.prefix}") if e),
+        fix=(fix,),
+    )
 
 
 def _for_target(ctx: Context, packages: list[LockedPackage]) -> tuple[dict[str, tuple[str | None, None, None]],
