@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from envlock.diff.engine import ManyDiff, PairDiff, compare_many, compare_pair, unique_labels
 from envlock.diff.facts import FactSet, areas_of, extract
@@ -93,8 +94,25 @@ def load_inputs(paths: Sequence[PathLike], kb: KB) -> list[FactSet]:
                      listing=r.listing)
         fs.notes.extend(n)
         sets.append(fs)
+    if len(sets) == 2:
+        _drop_lock_projects(sets, readings)
     unique_labels(sets)
     return sets
+
+
+def _drop_lock_projects(sets: list[FactSet], readings: list[Any]) -> None:
+    """The project a lock is for (uv's workspace member, a pylock directory entry, an editable
+    entry of poetry/pdm) is installed in the other input's environment but is no package of
+    the lock: not compared, and said in the context."""
+    for i in (0, 1):
+        lock = readings[i].lock
+        if lock is None or not lock.projects:
+            continue
+        other = sets[1 - i]
+        gone = sorted(p for p in lock.projects if other.facts.pop(("package", p), None) is not None)
+        if gone:
+            other.notes.append(f"{', '.join(gone)}: the project {sets[i].label} locks (its "
+                               f"own entry there), installed in {other.label}; not compared")
 
 
 def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),

@@ -100,13 +100,17 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
     where = f"Python {version}" + (f" on {machine}" if machine else "")
     parts = []
     if platform_only:
-        parts.append(f"{len(platform_only)} entries for other platforms or Python versions "
+        parts.append(f"{_n(platform_only)} for other platforms or Python versions "
                      f"({_some(platform_only)})")
     if groups_only:
-        parts.append(f"{len(groups_only)} entries needed only by dependency groups or extras "
+        parts.append(f"{_n(groups_only)} needed only by dependency groups or extras "
                      f"{other_name} does not have installed ({_some(groups_only)})")
     note = (f"{name} read for {other_name}'s {where}: left out " + "; ".join(parts))
     return reading_of_lock(replace(lock, packages=tuple(kept)), name), note
+
+
+def _n(names: list[str]) -> str:
+    return f"{len(names)} entry" if len(names) == 1 else f"{len(names)} entries"
 
 
 def _table(data: dict[str, Any], key: str) -> dict[str, Any]:

@@ -62,3 +62,15 @@ def test_the_alias_table_still_decides_when_no_dist_info_is_named(write, tmp_pat
     result = diff([write("a.toml", a), spec])
     assert ("package", "pytorch") not in {(c.area, c.key) for c in result.changes}
     assert result.satisfied.get("package", 0) >= 2
+
+
+def test_the_project_a_lock_is_for_is_not_a_difference(write) -> None:
+    """The real comfy-cli uv.lock against an environment with comfy-cli installed editable:
+    the project is the lock's own workspace member, not one of its packages."""
+    from .conftest import editable
+
+    m = build_manifest(extra_pip=[editable("comfy-cli", "/home/u/comfy-cli")])
+    lock = Path(__file__).resolve().parents[1] / "formats" / "foreign" / "Comfy-Org__comfy-cli__uv.lock"
+    result = diff([write("m.toml", m), lock])
+    assert ("package", "comfy-cli") not in {(c.area, c.key) for c in result.changes}
+    assert any(n.startswith("comfy-cli: the project") for n in result.a.notes)
