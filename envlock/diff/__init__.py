@@ -142,7 +142,8 @@ def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),
     globs = [*kb.noise, *ignore]
     if len(sets) == 2:
         pair = compare_pair(sets[0], sets[1], kb, only=only, ignore=globs)
-        compared = bool(pair.changes or pair.identical or pair.satisfied or pair.unlisted)
+        compared = bool(pair.changes or pair.identical or pair.satisfied or pair.unlisted
+                        or pair.unknown)
         result: PairDiff | ManyDiff = pair
     else:
         many = compare_many(sets, kb, only=only, ignore=globs)

@@ -58,6 +58,9 @@ class PairDiff:
     #: per area, a spec's constraints the other side satisfies (``torch >=2.0`` against a
     #: lock's 2.3.1): equal in what the spec says, so not differences, but not "identical".
     satisfied: dict[str, int] = field(default_factory=dict)
+    #: keys of the facts not compared because an input does not record the version (a pip
+    #: freeze's ``name @ file:///…/work`` of a conda build): neither equal nor different.
+    unknown: list[str] = field(default_factory=list)
 
     @property
     def differ(self) -> bool:
@@ -110,10 +113,20 @@ def _manager(value: Any) -> str | None:
 
 def _unlisted(fs: FactSet, other: Any) -> bool:
     """Whether ``fs`` is silent about the package ``other`` holds: a spec lists only some
-    packages; an explicit list (listing ``"conda"``) never lists pip packages."""
+    packages; an explicit list (listing ``"conda"``) never lists pip packages, a ``pip freeze``
+    (listing ``"pip"``) never lists conda packages that are not Python distributions
+    (``cuda-cudart``, ``libgcc``)."""
     if fs.listing == "partial":
         return True
-    return fs.listing == "conda" and getattr(other, "manager", None) == "pip"
+    manager = getattr(other, "manager", None)
+    if fs.listing == "conda":  # an explicit list never lists pip packages
+        return manager == "pip"
+    # A pip freeze lists Python distributions, conda's among them, never the other conda
+    # packages: those whose build string has no ``py`` (conda-forge's and Anaconda's builds of
+    # Python packages are ``py311h…``, ``pyhd8ed1ab_0``, ``py_0``; ``cuda-cudart`` is ``0``).
+    build = getattr(other, "build", None)
+    return (fs.listing == "pip" and manager == "conda" and isinstance(build, str) and bool(build)
+            and "py" not in build.lower())
 
 
 def compare_pair(a: FactSet, b: FactSet, kb: KB, *, only: Sequence[str] = (),
@@ -137,6 +150,7 @@ def compare_pair(a: FactSet, b: FactSet, kb: KB, *, only: Sequence[str] = (),
     identical: Counter[str] = Counter()
     satisfied: Counter[str] = Counter()
     unlisted: Counter[str] = Counter()
+    unknown: list[str] = []
     changes: list[Change] = []
     fa, fb = a.facts, b.facts
     keep = _Filter(only, ignore).keep
@@ -159,6 +173,10 @@ def compare_pair(a: FactSet, b: FactSet, kb: KB, *, only: Sequence[str] = (),
                                   or (vb is None and _unlisted(b, va))):
             unlisted[area] += 1
             continue
+        if va is not None and vb is not None and "unknown" in (
+                getattr(va, "version", None), getattr(vb, "version", None)):
+            unknown.append(key[1])  # cannot be told: not shown equal, not a difference
+            continue
         comp = kb.component(*key)
         size = change_size(va, vb)
         changes.append(Change(area, key[1], (va, vb), size, comp.id, comp.cls,
@@ -168,7 +186,8 @@ def compare_pair(a: FactSet, b: FactSet, kb: KB, *, only: Sequence[str] = (),
     changes.sort(key=lambda c: (order.get(c.area, 99), c.key))
     explanations = rules.explain(a, b, changes, kb)
     return PairDiff(a, b, changes, explanations, dict(identical), not_compared, dict(unlisted),
-                    rules.context([a, b]) if counts is None else [], dict(satisfied))
+                    rules.context([a, b]) if counts is None else [], dict(satisfied),
+                    sorted(unknown))
 
 
 def compare_many(inputs: Sequence[FactSet], kb: KB, *, only: Sequence[str] = (),

@@ -66,8 +66,9 @@ class Reading:
     :ivar kind: one of :data:`KINDS`.
     :ivar data: the partial manifest (``dict`` in a manifest's layout).
     :ivar listing: ``"complete"`` (a package it does not list is absent), ``"partial"`` (a spec:
-        unlisted packages are not compared) or ``"conda"`` (complete for conda packages, silent
-        about pip: an explicit list).
+        unlisted packages are not compared), ``"conda"`` (complete for conda packages, silent
+        about pip: an explicit list) or ``"pip"`` (complete for Python distributions, silent
+        about conda packages: a ``pip freeze``).
     :ivar platforms: the conda subdirs the file is for (locks: all they lock).
     :ivar lock: the :class:`~envlock.formats.locks.LockFile` of a lockfile, else ``None``.
     """
@@ -171,7 +172,7 @@ def _sniff(p: str, text: str, platform: str | None, exact: bool = False) -> Read
         subs = {e.pop("wheel-subdir") for e in entries if "wheel-subdir" in e}
         sub = subs.pop() if len(subs) == 1 else None
         return Reading("requirements", _partial([], entries, "requirements", subdir=sub),
-                       "complete" if _frozen(content) else "partial", (sub,) if sub else ())
+                       "pip" if _frozen(content) else "partial", (sub,) if sub else ())
     if content and suffix in (".txt", ".in"):
         lines = pep508.logical_lines(text)
         try:

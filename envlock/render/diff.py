@@ -122,6 +122,7 @@ def _pair(p: PairDiff, show_all: bool) -> dict[str, Any]:
                       "areas": dict(sorted(p.identical.items()))},
         "satisfied": {"total": sum(p.satisfied.values()),
                       "areas": dict(sorted(p.satisfied.items()))},
+        "unknown": list(p.unknown),
         "not_compared": [{"area": a, "reason": r} for a, r in p.not_compared],
         "unlisted": p.unlisted,
     }
@@ -145,6 +146,7 @@ def to_json(result: PairDiff | ManyDiff, *, show_all: bool = False) -> dict[str,
         entry.update(_pair(d, show_all))
         entry.pop("identical")
         entry.pop("satisfied")
+        entry.pop("unknown")
         entry.pop("context")
         doc["deviants"].append(entry)
     doc["varying"] = [{"area": v.area, "key": v.key,
@@ -194,8 +196,14 @@ def _md_summary(doc: dict[str, Any]) -> list[str]:
         areas = ", ".join(f"{a} {n}" for a, n in sat["areas"].items())
         noun = "constraint" if sat["total"] == 1 else "constraints"
         out.append(f"**Satisfied:** {sat['total']} {noun} of a spec input ({areas})")
+    unknown = doc.get("unknown") or []
+    if unknown:
+        shown = ", ".join(unknown[:8]) + (f", … {len(unknown) - 8} more" if len(unknown) > 8 else "")
+        out.append(f"**Version unknown:** {len(unknown)} package entries an input records "
+                   f"without a version (`name @ file:///…/work`), not compared: {shown}")
     for a, n in doc.get("unlisted", {}).items():
-        out.append(f"**Not listed in a spec input:** {n} {a} entries (not compared)")
+        out.append(f"**Not listed in one input** (a spec, or a listing of one manager only): "
+                   f"{n} {a} entries (not compared)")
     if doc["not_compared"]:
         out.append("**Not compared:** " + "; ".join(
             f"{x['area']} ({x['reason']})" for x in doc["not_compared"]))

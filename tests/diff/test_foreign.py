@@ -61,8 +61,9 @@ def test_conda_url(url: str, expected: tuple[str, ...]) -> None:
 
 def test_requirements_pins_and_editable() -> None:
     kind, data, listing = foreign.read(FIXTURES / "requirements.txt")
-    # a pip freeze pins everything installed: a complete listing (what it lacks is absent)
-    assert (kind, listing) == ("requirements", "complete")
+    # a pip freeze pins every Python distribution installed: what it lacks is absent, except
+    # conda packages that are not Python distributions (listing "pip")
+    assert (kind, listing) == ("requirements", "pip")
     pkgs = {p["name"]: p for p in data["pip"]["packages"]}
     assert pkgs["torch"]["version"] == "2.2.1+cu121"
     assert pkgs["jinja2"]["version"] == "3.1.3"
@@ -191,8 +192,8 @@ def test_json_manifest_against_toml(write, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("text", "listing"), [
-    ("numpy==1.26.4\nscipy==1.12.0\n", "complete"),
-    ("--index-url https://download.pytorch.org/whl/cu121\ntorch==2.2.1+cu121\n", "complete"),
+    ("numpy==1.26.4\nscipy==1.12.0\n", "pip"),
+    ("--index-url https://download.pytorch.org/whl/cu121\ntorch==2.2.1+cu121\n", "pip"),
     ("numpy>=1.26\nscipy==1.12.0\n", "partial"),
     ("numpy\n", "partial"),
     ("-r base.txt\nnumpy==1.26.4\n", "partial"),

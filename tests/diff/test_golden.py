@@ -56,7 +56,8 @@ def test_pair_json_schema(pair: list[str]) -> None:
     assert doc["schema"] == 1 and doc["mode"] == "pair"
     assert next(e["id"] for e in doc["explanations"]) == "tf32"
     assert set(doc) == {"schema", "mode", "differ", "inputs", "code", "context", "explanations",
-                        "more_explanations", "differences", "identical", "satisfied", "not_compared",
+                        "more_explanations", "differences", "identical", "satisfied", "unknown",
+                        "not_compared",
                         "unlisted"}
 
 

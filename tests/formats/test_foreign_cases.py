@@ -68,12 +68,15 @@ def test_f03_direct_references_version_from_the_wheel_name_work_dirs_unknown() -
     assert pkgs["numpy"]["url"].split("#")[0].endswith("numpy-1.26.4-cp312-cp312-linux_x86_64.whl")
     assert pkgs["asttokens"]["version"] == formats.UNKNOWN  # …/feedstock_root/…/work
     result = _pair(dass, moma)
-    numpy = next(c for c in result.changes if c.key == "numpy")
-    assert [v.version for v in numpy.values] == ["1.26.4", "unknown"]
-    # two "unknown" versions are not shown equal: never counted as identical
+    assert result.a.facts[("package", "numpy")].version == "1.26.4"
+    assert result.b.facts[("package", "numpy")].version == "unknown"
+    # an "unknown" version is never shown equal (never counted as identical), nor different:
+    # it is not compared, and named as such
     assert Pkg("unknown").same(Pkg("unknown")) is False
-    idna = next(c for c in result.changes if c.key == "idna")  # …/work on both sides
-    assert [v.version for v in idna.values] == ["unknown", "unknown"]
+    changed = {c.key for c in result.changes}
+    assert "numpy" not in changed and "idna" not in changed  # idna: …/work on both sides
+    assert {"numpy", "idna"} <= set(result.unknown)
+    assert result.satisfied == {} and "package" in result.identical
 
 
 def test_f04_uv_export_requirements_and_pylock_of_one_lock_are_identical() -> None:
@@ -228,3 +231,25 @@ def test_f13_uv_lock_markers_and_forks() -> None:
     lock = formats.read(real("Comfy-Org__comfy-cli__uv.lock")).lock
     forked = [p for p in lock.packages if p.marker]
     assert forked and all("python_full_version" in p.marker for p in forked)
+
+
+def test_a_pip_freeze_against_a_copy_of_itself_exits_0(tmp_path) -> None:
+    """Its `name @ file:///…/work` entries have no version: not compared, never differences."""
+    freeze = real("PBarde__moma-ppo__pip_freeze.txt")
+    copy = tmp_path / "copy.txt"
+    copy.write_bytes(freeze.read_bytes())
+    code, doc = _json(copy, freeze)
+    assert code == 0 and doc["differences"] == []
+    assert "brotli" in doc["unknown"] and len(doc["unknown"]) >= 20
+
+
+def test_a_pip_freeze_does_not_list_conda_packages_that_are_not_python(tmp_path) -> None:
+    """The same project's `conda list` against its `pip freeze`: cuda-cudart, libgcc, … are
+    not in a pip freeze by nature; they are "not listed", not "removed"."""
+    listing, freeze = real("PBarde__moma-ppo__conda_list.txt"), real("PBarde__moma-ppo__pip_freeze.txt")
+    result = _pair(listing, freeze)
+    removed = {c.key for c in result.changes if c.values[1] is None}
+    conda = {k[1]: v for k, v in result.a.facts.items() if k[0] == "package"}
+    assert not any(conda[k].build and "py" not in conda[k].build for k in removed if k in conda)
+    assert "cuda-cudart" in conda and "cuda-cudart" not in removed
+    assert result.unlisted["package"] > 50

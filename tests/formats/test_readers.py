@@ -99,7 +99,7 @@ def test_markers_kept_one_entry_per_marker_set(tmp_path: Path) -> None:
     ("environment-nobuilds.yml", "environment.yml", "partial"),
     ("explicit.txt", "conda-explicit", "conda"),
     ("conda-list-export.txt", "conda-export", "complete"),
-    ("requirements.txt", "requirements", "complete"),  # a pip freeze: every line an == pin
+    ("requirements.txt", "requirements", "pip"),  # a pip freeze: every line an == pin
     ("conda-lock.yml", "conda-lock", "complete"),
     ("pixi.lock", "pixi.lock", "complete"),
     ("pylock.toml", "pylock", "complete"),
