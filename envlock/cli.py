@@ -88,6 +88,8 @@ def main(argv: list[str] | None = None) -> Any:
     """
     import sys  # noqa: PLC0415
 
+    from envlock.commands._common import Interrupted  # noqa: PLC0415
+
     try:
         rv = cli.main(args=argv, prog_name="envlock", standalone_mode=False)
     except click.UsageError as exc:
@@ -98,7 +100,7 @@ def main(argv: list[str] | None = None) -> Any:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except (click.exceptions.Abort, KeyboardInterrupt):
+    except (click.exceptions.Abort, KeyboardInterrupt, Interrupted):
         # children run in their own process groups (so a hung one can be killed whole): end
         # every one still running, so that no interpreter query outlives envlock
         if "envlock._run" in sys.modules:

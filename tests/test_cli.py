@@ -181,3 +181,47 @@ def test_numbers_that_are_not_finite_are_usage_errors(runner: CliRunner, args, m
     res = runner.invoke(cli, args)
     assert res.exit_code == 2
     assert message in res.stderr and "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("command", [["diff", "m.toml", "copy.toml"], ["show", "--all", "m.toml"],
+                                     ["diff", "--format", "markdown", "m.toml", "copy.toml"]])
+def test_a_reader_that_stops_early_does_not_change_the_exit_status(tmp_path: Path, command) -> None:
+    """`envlock diff a a | head -1` under `set -o pipefail`: identical is still exit 0 (rich's
+    own broken-pipe handling exits 1, which reads as "different")."""
+    from envlock.manifest import PipPackage
+    from envlock.manifest import _toml
+    from tests.diff.conftest import SITE, build_manifest
+
+    many = [PipPackage(name=f"pkg-{i}", version="1.0", location=SITE) for i in range(4000)]
+    text = _toml.dumps(build_manifest(extra_pip=many))
+    (tmp_path / "m.toml").write_text(text)
+    (tmp_path / "copy.toml").write_text(text)
+    p = subprocess.Popen([sys.executable, "-m", "envlock", *command], cwd=tmp_path,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout is not None and p.stdout.readline()
+    p.stdout.close()  # the reader goes away after one line, as `head -1` does
+    _out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert b"Traceback" not in err and b"Error" not in err
+
+
+def test_ctrl_c_in_verify_is_one_line(tmp_path: Path) -> None:
+    """click prints an empty line before its own Abort; envlock's commands say one line."""
+    import signal
+    import time
+
+    pidfile = tmp_path / "pid"
+    hang = tmp_path / "env" / "bin" / "python"
+    hang.parent.mkdir(parents=True)
+    hang.write_text(f"#!/bin/sh\necho $$ > {pidfile}\nsleep 30\n")
+    hang.chmod(0o755)
+    p = subprocess.Popen([sys.executable, "-m", "envlock", "verify", "--python", str(hang)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not (pidfile.exists() and pidfile.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.2)
+    p.send_signal(signal.SIGINT)
+    _out, err = p.communicate(timeout=30)
+    assert p.returncode == 130
+    assert err.splitlines() == ["Error: interrupted"]

@@ -11,7 +11,50 @@ import click
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-__all__ = ["handle_errors", "target_options", "fail", "Finite"]
+__all__ = ["handle_errors", "target_options", "fail", "Finite", "will_exit", "pipe_safe",
+           "Interrupted"]
+
+#: the exit status a command has decided on before it writes its output (:func:`will_exit`)
+_DECIDED: list[int] = []
+
+
+class Interrupted(Exception):
+    """Ctrl-C (SIGINT) during a command, carried past click (which would print an empty line
+    before its own ``Abort``) to :func:`envlock.cli.main`, which says ``Error: interrupted``."""
+
+
+def will_exit(code: int) -> int:
+    """Say the exit status before writing the output: if the reader of stdout goes away
+    (``envlock diff a b | head -1``), envlock still exits with it, not with a write error.
+
+    :returns: ``code``.
+    """
+    _DECIDED[:] = [code]
+    return code
+
+
+def pipe_safe(console: Any) -> Any:
+    """A :class:`rich.console.Console` that, when stdout's reader goes away, exits with the
+    status the command decided on (:func:`will_exit`) instead of rich's own ``SystemExit(1)``
+    (``Console.on_broken_pipe``, which rich documents for overriding).
+
+    :returns: ``console``.
+    """
+    console.on_broken_pipe = _reader_gone
+    return console
+
+
+def _reader_gone() -> None:
+    """stdout's reader closed the pipe: send the rest of the output, and Python's final flush,
+    to /dev/null, and exit with the status the command decided on (0 when it decided none)."""
+    import os  # noqa: PLC0415
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    sys.exit(_DECIDED[0] if _DECIDED else 0)
 
 
 class Finite(click.ParamType):
@@ -53,7 +96,13 @@ def handle_errors(func: F) -> F:
         from envlock.errors import EnvlockError  # noqa: PLC0415
 
         try:
-            return func(*args, **kwargs)
+            result = func(*args, **kwargs)
+            sys.stdout.flush()  # a closed pipe shows here, not at exit
+            return result
+        except BrokenPipeError:
+            _reader_gone()
+        except KeyboardInterrupt:
+            raise Interrupted from None
         except EnvlockError as exc:
             fail(str(exc), getattr(exc, "exit_code", 2))
         except OSError as exc:

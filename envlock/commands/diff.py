@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from envlock.commands._common import handle_errors
+from envlock.commands._common import handle_errors, pipe_safe, will_exit
 
 __all__ = ["diff"]
 
@@ -49,6 +49,7 @@ def diff(inputs: tuple[str, ...], fmt: str, only: tuple[str, ...], ignore: tuple
     from envlock.render import diff as render  # noqa: PLC0415
 
     result = run_diff(list(inputs), kb_files=kb, only=_split(only), ignore=_split(ignore))
+    code = will_exit(1 if result.differ else 0)
     if fmt == "json":
         click.echo(render.render_json(result, show_all=show_all), nl=False)
     elif fmt == "markdown":
@@ -56,8 +57,9 @@ def diff(inputs: tuple[str, ...], fmt: str, only: tuple[str, ...], ignore: tuple
     else:
         from rich.console import Console  # noqa: PLC0415
 
-        console = Console(file=sys.stdout, width=width, soft_wrap=False,
-                          highlight=False)
+        console = pipe_safe(Console(file=sys.stdout, width=width, soft_wrap=False,
+                                    highlight=False))
         render.render_text(result, console, show_all=show_all,
                            cut=console.is_terminal and sys.stdout.isatty())
-    sys.exit(1 if result.differ else 0)
+    sys.stdout.flush()
+    sys.exit(code)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from envlock.commands._common import handle_errors, target_options
+from envlock.commands._common import handle_errors, target_options, will_exit
 
 if TYPE_CHECKING:
     from envlock.libs.analysis import LibsReport
@@ -140,6 +140,7 @@ def libs(
         return _compute(targets, python, prefix, fmt, why, runtime, no_cache, environ, symbols, rec=rec)
 
     out, err, code = memo_answer(argv, environ, compute, enabled=keep)
+    will_exit(code)
     if err:
         click.echo(err, err=True, nl=False)
     sys.stdout.write(out)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from envlock.commands._common import handle_errors
+from envlock.commands._common import handle_errors, pipe_safe, will_exit
 
 __all__ = ["show"]
 
@@ -28,6 +28,7 @@ def show(manifest: str, show_all: bool, fmt: str, width: int | None) -> None:
     from envlock.manifest import load  # noqa: PLC0415
 
     m = load(manifest)
+    will_exit(0)
     if fmt == "json":
         click.echo(m.dumps("json"), nl=False)
         return
@@ -35,7 +36,7 @@ def show(manifest: str, show_all: bool, fmt: str, width: int | None) -> None:
 
     from envlock.render.show import render_packages, render_show  # noqa: PLC0415
 
-    console = Console(highlight=False, soft_wrap=True, width=width)
+    console = pipe_safe(Console(highlight=False, soft_wrap=True, width=width))
     render_show(m, console, path=manifest)
     if show_all:
         render_packages(m, console)

@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from envlock.commands._common import Finite, handle_errors, target_options
+from envlock.commands._common import Finite, handle_errors, target_options, will_exit
 
 __all__ = ["verify"]
 
@@ -55,6 +55,7 @@ def verify(
 
     report = run_verify(manifest=manifest, locks=locks, python=python, prefix=prefix,
                         output_dir=output_dir, strict=strict, timeout=timeout, build=build)
+    will_exit(report.exit_code)
     if fmt == "json":
         click.echo(json.dumps(report.to_json(), indent=2))
     elif report.status == "ok" and not any(f.severity != "info" for f in report.findings):
