@@ -225,3 +225,21 @@ def test_ctrl_c_in_verify_is_one_line(tmp_path: Path) -> None:
     _out, err = p.communicate(timeout=30)
     assert p.returncode == 130
     assert err.splitlines() == ["Error: interrupted"]
+
+
+@pytest.mark.parametrize("program", ["/bin/true", "script"])
+def test_snapshot_of_a_program_that_is_not_python_is_an_error(runner: CliRunner, tmp_path: Path,
+                                                              program: str) -> None:
+    """It runs, but does not answer as Python: a manifest of it would describe another
+    environment ("system /" before)."""
+    if program == "script":
+        p = tmp_path / "env" / "bin" / "python"
+        p.parent.mkdir(parents=True)
+        p.write_text("#!/bin/sh\necho hello\n")
+        p.chmod(0o755)
+        program = str(p)
+    res = runner.invoke(cli, ["snapshot", "--python", program, "-o", "-"])
+    assert res.exit_code == 2
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"Error: --python {program}: not a working Python interpreter (")

@@ -123,6 +123,16 @@ def _snapshot(
     manifest = take(target=target, repo=repo, env_allow=env_allow, env_deny=env_deny,
                     command=["envlock", *sys.argv[1:]], do_import=do_import, lock_dir=lock_dir,
                     locks=locks)
+    py = manifest.python
+    if python and py is not None and py.status == "error":
+        # The interpreter asked for by name ran but did not answer as Python does (/bin/true,
+        # a shell script, a binary of another machine): a manifest of it would describe
+        # some other environment.  (A hung one is recorded: its [python] says "timeout".)
+        from envlock._io import one_line  # noqa: PLC0415
+        from envlock.errors import TargetError  # noqa: PLC0415
+
+        raise TargetError(f"--python {printable(python)}: not a working Python interpreter "
+                          f"({one_line(printable(py.error or 'no answer'), 160)})")
     patch_path = None
     if save_patch:
         manifest, patch_path, patch_bytes = _with_patch(manifest, Path(path))
