@@ -167,6 +167,29 @@ def _check_arguments(targets: Sequence[str], why: str | None) -> None:
             raise TargetError(f"{name}: is a directory, not a shared object")
         if not os.path.exists(name):
             raise TargetError(f"{name}: no such file")
+        _check_regular_file(name)
+
+
+def _check_regular_file(name: str) -> None:
+    """A FILE argument must be a regular file: a FIFO or a device is refused without opening it
+    (reading one would hang or never end).  A regular file that is not a valid ELF file is the
+    loader's to judge: its finding quotes dlopen's own reason ("invalid ELF header").
+
+    :raises TargetError: one line naming what the file is.
+    """
+    import stat  # noqa: PLC0415
+
+    from envlock.errors import TargetError  # noqa: PLC0415
+    from envlock.redact import printable  # noqa: PLC0415
+
+    try:
+        st = os.stat(name)
+    except OSError as exc:
+        raise TargetError(f"{printable(name)}: {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        what = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if (
+            stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)) else "not a regular file"
+        raise TargetError(f"{printable(name)}: {what}, not a shared object")
 
 
 def _compute(

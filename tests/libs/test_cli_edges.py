@@ -231,3 +231,17 @@ def test_missing_path_is_opened_not_searched(build: Builder, dlopen_prog: Path) 
     assert f.evidence[1:] == (f"tried {missing} (the name contains a slash): absent",)
     assert f.fix == (f"{missing} does not exist: reinstall the package that should contain it, "
                      "or correct the path.",)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_fifo_or_device_given_by_path_is_one_error_line(tmp_path: Path, kind: str) -> None:
+    """Never opened (a FIFO would block, /dev/zero never ends): Error, exit 2."""
+    if kind == "fifo":
+        path = tmp_path / "libx.so"
+        os.mkfifo(path)
+        what = "a FIFO"
+    else:
+        path, what = Path("/dev/zero"), "a device"
+    result = _libs([str(path), "--python", sys.executable], tmp_path)
+    assert result.exit_code == 2
+    assert result.output.strip() == f"Error: {path}: {what}, not a shared object"
