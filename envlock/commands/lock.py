@@ -13,6 +13,16 @@ from envlock.commands._common import handle_errors, target_options
 __all__ = ["lock", "restore"]
 
 
+def _python_version(value: str | None) -> str | None:
+    """``--python-version``: ``3``, ``3.12`` or ``3.12.3`` (what uv's ``--python`` takes as a
+    version), else a usage error."""
+    import re  # noqa: PLC0415
+
+    if value is not None and not re.fullmatch(r"\d{1,2}(\.\d{1,3}){0,2}", value):
+        raise click.BadParameter(f"{value!r} is not a Python version (e.g. 3.12 or 3.12.3)")
+    return value
+
+
 @contextlib.contextmanager
 def _spinner(message: str) -> Iterator[None]:
     """A rich status spinner on stderr while a solve or install runs (nothing if not a tty)."""
@@ -114,7 +124,8 @@ _VARIANT_HELP = ("Index for pip versions with this local label (VARIANT=URL, rep
               help="With --from-env: do not take index options from the target's pip config.")
 @click.option("--requirements-txt", is_flag=True,
               help="With -r: write requirements.txt with hashes instead of pylock.toml.")
-@click.option("--python-version", help="With -r: resolve for this Python version.")
+@click.option("--python-version", callback=lambda _c, _p, v: _python_version(v),
+              help="With -r: resolve for this Python version.")
 @click.option("--force", is_flag=True, help="Replace existing lockfiles.")
 @handle_errors
 def lock(**options: Any) -> None:
@@ -180,7 +191,8 @@ def lock(**options: Any) -> None:
 @click.option("--into", "--prefix", "prefix", type=click.Path(file_okay=False),
               help="The environment directory to create (default: a new directory beside the "
                    "first input, <name>-restored).")
-@click.option("--python-version", help="Python for a new venv (default: the manifest's).")
+@click.option("--python-version", callback=lambda _c, _p, v: _python_version(v),
+              help="Python for a new venv (default: the manifest's).")
 @click.option("--python", "python", type=click.Path(dir_okay=False),
               help="Interpreter for a venv restored from a manifest (default: one of the "
                    "recorded version found on this machine).")

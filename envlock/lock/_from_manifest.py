@@ -248,7 +248,15 @@ def plan_from_manifest(
     index: tuple[IndexOptions, list[str], list[str]],
     python: str | None,
     runner: Runner,
+    python_version: str | None = None,
 ) -> RestorePlan:
+    """The plan that rebuilds ``manifest`` from its own tables (module docstring).
+
+    :param python: ``--python``: the interpreter of the new venv (it must run).
+    :param python_version: ``--python-version``: another version than the recorded one (the
+        plan then says the restore is not exact).
+    :raises TargetError: ``python`` does not run as a Python interpreter.
+    """
     opts, notes, index_warnings = index
     warnings = [*warnings, *index_warnings]
     steps: list[Step] = []
@@ -276,9 +284,17 @@ def plan_from_manifest(
             argv=tuple(argv), kind="conda-manifest", manifest=str(path)))
     elif manifest.pip and manifest.pip.packages:
         info = manifest.python
-        choice = find_python(info.version if info else None,
-                             base_prefix=info.base_prefix if info else None, explicit=python,
-                             runner=runner)
+        recorded = info.version if info else None
+        if python_version and python_version != recorded:
+            warnings.append(f"Python {python_version} asked for (--python-version); the manifest "
+                            f"records {recorded or 'no version'}: not an exact restore")
+        choice = find_python(python_version or recorded,
+                             base_prefix=info.base_prefix if info and not python_version else None,
+                             explicit=python, runner=runner)
+        if python and choice.path is None:
+            from envlock.errors import TargetError  # noqa: PLC0415
+
+            raise TargetError(f"--python {python}: does not run as a Python interpreter")
         if not choice.exact:
             warnings.append(choice.describe())
         argv = ["uv", "venv", "--quiet", prefix, "--python",

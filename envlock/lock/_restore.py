@@ -209,6 +209,7 @@ def plan_restore(
     warnings: list[str] = []
     missing: list[str] = []
     bare: list[tuple[Path, Manifest]] = []  # manifests that name no usable lockfile
+    asked_version = python_version
     for item in inputs:
         path = Path(item)
         if not path.exists():
@@ -234,7 +235,7 @@ def plan_restore(
         return plan_from_manifest(
             path, manifest, prefix, warnings=warnings, missing=missing,
             index=index_options(manifest, index_map or {}, index_url, find_links, no_index),
-            python=python, runner=runner)
+            python=python, runner=runner, python_version=asked_version)
     kinds = {p: _kind_of(p) for p in lockfiles}
     for p in dict.fromkeys(lockfiles):  # before any command is printed or run
         validate_lockfile(p, kinds[p] or "")

@@ -331,3 +331,30 @@ def test_a_version_no_longer_on_the_index_is_left_out_and_said(tmp_path, wheelho
     assert "not on the indexes given, left out: beta==9.9, zork==1.0" in result.stdout
     assert h.installed(new) == {"alpha": "1.0"}
     assert "#   error: 2 package(s) of the manifest (m.toml) not installed: beta, zork" in result.stdout
+
+
+def test_python_version_and_python_options_of_a_manifest_restore(tmp_path):
+    """--python-version is honoured (and the restore said not exact), a version that is not
+    one is a usage error, a --python that does not run is an Error line — none ignored."""
+    import platform
+
+    mine = platform.python_version()
+    m = Manifest(
+        envlock=EnvlockInfo(version="0.1.0", created="2026-11-30T00:00:00Z", host="h"),
+        target=Target(kind="venv", prefix="/old/env", python="/old/env/bin/python",
+                      chosen_by="--python"),
+        python=PythonInfo(version="3.9.1", implementation="cpython", base_prefix="/opt/nowhere"),
+        pip=PipInfo(packages=(PipPackage(name="alpha", version="1.0", location="/s"),)),
+    )
+    mpath = m.write(tmp_path / "exp.toml")
+    dry = CliRunner().invoke(cli, ["restore", str(mpath), "--python-version", mine])
+    assert dry.exit_code == 0, dry.output
+    assert (f"warning: Python {mine} asked for (--python-version); the manifest records 3.9.1: "
+            "not an exact restore") in dry.stderr
+    assert f"--python {mine}" in dry.stdout or f"Python {mine} at " in dry.stdout
+    bad = CliRunner().invoke(cli, ["restore", str(mpath), "--python-version", "banana"])
+    assert bad.exit_code == 2 and "'banana' is not a Python version" in bad.output
+    true = CliRunner().invoke(cli, ["restore", str(mpath), "--python", "/bin/true"])
+    assert true.exit_code == 2
+    assert true.output.strip().splitlines()[-1] == \
+        "Error: --python /bin/true: does not run as a Python interpreter"
