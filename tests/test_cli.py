@@ -243,3 +243,27 @@ def test_snapshot_of_a_program_that_is_not_python_is_an_error(runner: CliRunner,
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(
         f"Error: --python {program}: not a working Python interpreter (")
+
+
+def test_empty_or_wrong_output_paths_are_one_usage_line(runner: CliRunner, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    res = runner.invoke(cli, ["snapshot", "-o", ""])  # the click group: main() makes it one line
+    assert res.exit_code == 2 and res.stderr.strip().splitlines()[-1] == (
+        "Error: -o needs a file name (or - for standard output)")
+    os.mkfifo(tmp_path / "fifo")
+    for where, message in (("fifo", "Error: --dir fifo: exists and is not a directory"),
+                           ("", "Error: --dir: an empty directory name")):
+        res = runner.invoke(cli, ["run", "--dir", where, "--", "true"])
+        assert res.exit_code == 2 and res.stderr.strip() == message
+
+
+def test_verify_reads_conda_lock_s_explicit_lock_as_diff_and_restore_do(runner: CliRunner) -> None:
+    explicit = (Path(__file__).parent / "formats" / "foreign"
+                / "pangeo-data__pangeo-docker-images__pytorch-notebook_conda-linux-64.lock")
+    res = runner.invoke(cli, ["verify", "--lock", str(explicit), "--python", sys.executable,
+                              "--format", "json"])
+    doc = json.loads(res.stdout)
+    assert "unknown lockfile kind" not in res.output
+    assert [f["title"] for f in doc["findings"] if f["id"] == "packages.missing"] == [
+        f"lockfile {explicit.name} holds conda packages but the target is not a conda environment"]

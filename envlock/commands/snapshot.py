@@ -109,6 +109,8 @@ def _snapshot(
     from envlock.probes.target import resolve_target  # noqa: PLC0415
     from envlock.redact import printable, redact_text  # noqa: PLC0415
 
+    if not output.strip():
+        raise click.UsageError("-o needs a file name (or - for standard output)")
     if save_patch and output == "-":
         raise click.UsageError("--save-patch needs -o FILE (the patch is written beside it)")
     path = expand_output(output) if output != "-" else "-"

@@ -65,9 +65,19 @@ def prepare_dir(path: str, *, force: bool) -> str:
     """Create the run directory; refuse one that already holds a run record.
 
     :raises OutputExistsError: ``run.toml`` exists there and ``force`` is false.
-    :raises OSError: it cannot be created.
+    :raises InputError: ``path`` is empty, or exists and is not a directory.
+    :raises OSError: it cannot be created (the error names ``path``).
     """
-    os.makedirs(path, exist_ok=True)
+    from envlock._io import InputError  # noqa: PLC0415
+
+    if not path:
+        raise InputError("--dir: an empty directory name")
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise InputError(f"--dir {path}: exists and is not a directory")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, path) from None
     rec = os.path.join(path, RECORD)
     if os.path.exists(rec) and not force:
         raise OutputExistsError(f"{rec} exists (an earlier run); use --force to replace it")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -85,7 +86,8 @@ def current_conda_platform() -> str:
     return f"{osname}-{arch}"
 
 
-_LOCK_NAMES = "pylock.toml, conda-lock.yml, uv.lock, poetry.lock, pdm.lock or pixi.lock"
+_LOCK_NAMES = ("pylock.toml, conda-lock.yml, an explicit conda-<platform>.lock, uv.lock, "
+               "poetry.lock, pdm.lock or pixi.lock")
 
 
 def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
@@ -117,6 +119,8 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
         if p.name.endswith((".yml", ".yaml")):
             raise ManifestError(f"{p}: not a conda-lock file (no 'package' list)") from None
         raise ManifestError(f"{p}: unknown lockfile kind (expected {_LOCK_NAMES})") from None
+    if r.lock is None and r.kind == "conda-explicit":  # conda-lock's `conda-<subdir>.lock`
+        r = dataclasses.replace(r, lock=formats.read_lock(p))
     if r.lock is None:
         raise ManifestError(f"{p}: unknown lockfile kind (expected {_LOCK_NAMES}; this is "
                             f"{r.kind})")
