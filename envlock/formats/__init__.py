@@ -137,6 +137,10 @@ def _sniff(p: str, text: str, platform: str | None, exact: bool = False) -> Read
                 raise
             data = None
         if data is not None:
+            if "envlock" in data and "run" in data:
+                from envlock.manifest._toml import with_run_environment  # noqa: PLC0415
+
+                data = with_run_environment(data, p)
             return _toml_kind(data, name, platform)
     if suffix in (".yml", ".yaml") or base == "pixi.lock" or re.search(
             r"^(dependencies|package|metadata|environments|packages|version):", text, re.MULTILINE):

@@ -468,9 +468,9 @@ def load(path: str) -> Manifest:
     :raises ManifestVersionError: its schema major is newer than this envlock reads.
     """
     from envlock.errors import ManifestError  # noqa: PLC0415
-    from envlock.manifest._toml import load_file  # noqa: PLC0415
+    from envlock.manifest._toml import load_file, with_run_environment  # noqa: PLC0415
 
-    data = load_file(path)
+    data = with_run_environment(load_file(path), path)
     try:
         return Manifest.from_dict(data)
     except ManifestError as exc:

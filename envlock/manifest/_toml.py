@@ -89,6 +89,41 @@ def load_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     return loads(read_text(path), name=str(Path(path)))
 
 
+#: the tables that describe an environment (a run record alone has none of them)
+_ENVIRONMENT_TABLES = ("python", "pip", "conda", "platform", "cpu")
+
+
+def with_run_environment(data: dict[str, Any], path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A run record (``run.toml`` of ``envlock run``: ``[envlock]``, ``[target]``, ``[run]``)
+    with the environment tables of the manifest it names (``[run] manifest``, beside it) added,
+    when that file still has the ``manifest-sha256`` the record holds; ``data`` unchanged
+    otherwise.  The record's own tables win.  ``show`` and ``diff`` of a run record then see
+    the environment the run ran in.
+    """
+    run = data.get("run")
+    if not isinstance(run, dict) or any(k in data for k in _ENVIRONMENT_TABLES):
+        return data
+    ref = run.get("manifest")
+    if not isinstance(ref, str) or not ref or os.path.isabs(ref) or ".." in Path(ref).parts:
+        return data
+    sibling = Path(path).parent / ref
+    try:
+        raw = read_text(sibling)
+    except (OSError, ValueError):
+        return data
+    import hashlib  # noqa: PLC0415
+
+    want = run.get("manifest-sha256")
+    if isinstance(want, str) and hashlib.sha256(raw.encode("utf-8", "surrogateescape")).hexdigest() != want:
+        return data  # changed since the run: not the environment the run ran in
+    try:
+        env = loads(raw, name=str(sibling))
+    except ValueError:
+        return data
+    merged = {k: v for k, v in env.items() if k not in data}
+    return {**data, **merged}
+
+
 def dumps(data: dict[str, Any], fmt: str = "toml") -> str:
     """Serialize ``data`` as ``"toml"`` or ``"json"``; key order is kept as given.
 
