@@ -248,7 +248,8 @@ def restore(inputs: tuple[str, ...], prefix: str | None, python_version: str | N
         click.echo(f"# Came back exactly: {len(check.exact)} package(s)")
         for item in check.exact:
             click.echo(f"#   {item}")
-        click.echo("# Differs from the manifest:" + ("" if check.differs else " nothing"))
+        click.echo("# Packages and Python that differ from the manifest:"
+                   + ("" if check.differs else " none"))
         for item in check.differs:
             click.echo(f"#   {item}")
         click.echo("# A rebuild can never restore (comes from the machine or the job):")

@@ -62,7 +62,7 @@ def test_venv_restored_from_its_manifest_alone(tmp_path, wheelhouse, h):
     assert h.installed(new) == h.installed(old) == {"alpha": "1.0", "beta": "2.0",
                                                     "gamma-pkg": "0.3"}
     assert "# Came back exactly: 3 package(s)" in result.stdout
-    assert "# Differs from the manifest: nothing" in result.stdout
+    assert "# Packages and Python that differ from the manifest: none" in result.stdout
     assert "# A rebuild can never restore" in result.stdout
     # verify and diff agree: the same environment, at another path
     check = CliRunner().invoke(cli, ["verify", "--manifest", str(mpath), "--python",
@@ -203,7 +203,7 @@ def test_conda_prefix_restored_from_its_manifest(tmp_path, conda_channel):
     assert (second / "lib" / "python3.11" / "site-packages" / "pyfoo" / "__init__.py").exists()
     assert "# Came back exactly: 6 package(s)" in result.stdout
     # the channel's python is a stand-in without bin/python: verify says so, and only that
-    differs = result.stdout.split("# Differs from the manifest:")[1].split("# A rebuild")[0]
+    differs = result.stdout.split("# Packages and Python that differ from the manifest:")[1].split("# A rebuild")[0]
     assert [ln for ln in differs.splitlines() if ln.strip()] == [
         f"#   error: the target interpreter did not answer: no bin/python in {second}"]
     assert result.exit_code == 1

@@ -37,7 +37,7 @@ def test_cpu_venv_restored_from_its_manifest_alone(cpu_venv, tmp_path, monkeypat
     new = tmp_path / "cpu-restored"  # the default: beside the manifest
     assert "# Came back exactly: 13 package(s)" in result.stdout
     assert "#   torch 2.13.0+cpu" in result.stdout
-    assert "# Differs from the manifest: nothing" in result.stdout
+    assert "# Packages and Python that differ from the manifest: none" in result.stdout
     shutil.rmtree(wheels)
     check = CliRunner().invoke(cli, ["verify", "--manifest", str(manifest), "--python",
                                      str(new / "bin" / "python")])
