@@ -126,7 +126,7 @@ def _snapshot(
                     command=["envlock", *sys.argv[1:]], do_import=do_import, lock_dir=lock_dir,
                     locks=locks)
     py = manifest.python
-    if python and py is not None and py.status == "error":
+    if python and py is not None and py.status == "error" and _not_python(py.error or "", python):
         # The interpreter asked for by name ran but did not answer as Python does (/bin/true,
         # a shell script, a binary of another machine): a manifest of it would describe
         # some other environment.  (A hung one is recorded: its [python] says "timeout".)
@@ -164,6 +164,17 @@ def _snapshot(
         click.echo(printable(f"wrote {written} ({counts}) in {took:.2f} s"), err=True)
         if patch_path is not None:
             click.echo(printable(f"wrote {patch_path} ({len(patch_bytes)} bytes)"), err=True)
+
+
+def _not_python(detail: str, python: str) -> bool:
+    """Whether the interpreter query's failure says the program is not Python at all: it
+    answered something else (``/bin/true``, a script), or failed without a word of Python's
+    own (an ELF of another machine, ``/bin/ls``).  A Python that fails in this environment
+    ("Fatal Python error", "Python path configuration") is recorded as it is."""
+    if detail.startswith("unexpected answer"):
+        return True
+    own = detail.replace(python, "").replace(os.path.abspath(python), "")
+    return "python" not in own.lower()
 
 
 def _with_patch(manifest, path):  # noqa: ANN001
