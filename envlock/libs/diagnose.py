@@ -610,11 +610,11 @@ def symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence[
     does: in the object's scope (:meth:`Process.scope`: the global scope in load order, then
     the local scope of the dlopen that loaded it), among the definitions reachable through
     each object's hash table (global, weak, ``STB_GNU_UNIQUE``; protected too; local and
-    hidden never), with ``check_match``'s version rules (:func:`envlock.libs.elf.provides`).
+    hidden never), with ``check_match``'s version rules (:func:`envlock.libs.elfsyms.provides`).
     A weak undefined symbol may stay unbound.  Versions a provider lacks altogether are
     ``missing-version`` findings instead.
     """
-    from envlock.libs.elf import SymbolTable  # noqa: PLC0415
+    from envlock.libs.elfsyms import SymbolTable  # noqa: PLC0415
 
     # Each file's symbol table is read once for both phases; the files are released after.
     tables: dict[str, SymbolTable] = {}
@@ -627,7 +627,7 @@ def symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence[
 
 def _symbol_findings_in(proc: Process, index: OwnerIndex | None, sys_path: Sequence[str],
                         prefix: str | None, cfg: SearchConfig, tables: dict[str, Any]) -> list[Finding]:
-    from envlock.libs.elf import SymbolTable, provides  # noqa: PLC0415
+    from envlock.libs.elfsyms import SymbolTable, provides  # noqa: PLC0415
 
     def table(path: str, info: Any) -> SymbolTable:
         got = tables.get(path)
@@ -719,7 +719,7 @@ def _missing_symbol_finding(proc: Process, obj: LoadedObject, file: str,
                             prefix: str | None, cfg: SearchConfig) -> Finding:
     """One ``missing-symbol`` finding: ``obj`` needs ``names`` (from ``file``, the Verneed
     ``vn_file``, or ``""`` for unversioned symbols)."""
-    from envlock.libs.elf import provides  # noqa: PLC0415
+    from envlock.libs.elfsyms import provides  # noqa: PLC0415
 
     name, version = names[0]
     shown = name + (f" ({demangled[name]})" if name in demangled else "")

@@ -17,8 +17,8 @@ from envlock.libs.elf import (
     check_ident,
     elf_hash,
     read_elf,
-    read_symbols,
 )
+from envlock.libs.elfsyms import read_symbols
 
 VERSIONED = """
 int old_api(void) { return 1; }

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from envlock.libs.elf import read_elf, read_symbols
+from envlock.libs.elf import read_elf
+from envlock.libs.elfsyms import read_symbols
 from envlock.libs.search import Process, detect_config
 
 NEEDS_NO_GCC = True

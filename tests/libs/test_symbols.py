@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from envlock.libs.analysis import analyze_module
-from envlock.libs.elf import read_symbols
+from envlock.libs.elfsyms import read_symbols
 
 from .conftest import DLOPEN_CALLER, DLOPEN_MAIN, Builder, real_dlopen
 
