@@ -21,10 +21,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from envlock.errors import ManifestError
-from envlock.formats.markers import applicable, marker_holds, target_marker_env
 
-__all__ = ["LockedPackage", "Lock", "Expected", "read_lock", "current_conda_platform", "canonical",
-           "marker_holds", "target_marker_env", "applicable"]
+__all__ = ["LockedPackage", "Lock", "Expected", "read_lock", "current_conda_platform", "canonical"]
 
 
 def canonical(name: str) -> str:
@@ -99,7 +97,7 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
     :param platform: conda subdir whose packages to keep (default: this machine's).
     :param marker_env: PEP 508 marker environment of the target; entries whose marker does
         not hold are dropped.  ``None``: every entry is kept with its marker, for the caller to
-        evaluate against the target (:func:`marker_holds`).
+        evaluate against the target (:func:`envlock.formats.markers.marker_holds`).
     :raises ManifestError: the file is missing, not a regular file, malformed, invalid for its
         own tool, or not a lockfile (one line).
     """
@@ -132,6 +130,8 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
         marker = x.marker
         if marker:
             try:
+                from envlock.formats.markers import marker_holds  # noqa: PLC0415
+
                 holds = marker_holds(marker, marker_env if marker_env is not None else {})
                 holds = holds or marker_env is None  # parsed now; evaluated for the target later
             except ValueError as exc:

@@ -22,7 +22,8 @@ from packaging.requirements import Requirement
 
 from envlock import formats
 from envlock.lock._tools import uv_bin
-from envlock.verify.expected import applicable, read_lock, target_marker_env
+from envlock.formats.markers import applicable, target_marker_env
+from envlock.verify.expected import read_lock
 
 from _wheels import make_wheel
 

@@ -13,7 +13,8 @@ from envlock.verify.checks import CHECKS
 from envlock.verify.checks.packages import describe_build, same_version
 from envlock.errors import ManifestError
 from envlock.verify import verify
-from envlock.verify.expected import read_lock, target_marker_env
+from envlock.formats.markers import target_marker_env
+from envlock.verify.expected import read_lock
 from tests.verify.conftest import install_dist, remove_dist, site_packages, snapshot_to
 
 PACKAGE_CHECKS = [c for c in CHECKS if c[0] in ("python", "packages", "locks", "overwritten", "shadowed")]

@@ -266,7 +266,8 @@ def _lock_target_mismatch(ctx: Context, lock: Any, source: str) -> Finding | Non
     """``packages.lock-target``: the lock is for another platform (a conda-lock's
     ``platforms``), another Python (``requires-python``, PEP 440) or other environments
     (pylock's ``environments`` markers, PEP 751), so none of its packages are this target's."""
-    from envlock.verify.expected import current_conda_platform, marker_holds, target_marker_env  # noqa: PLC0415
+    from envlock.formats.markers import marker_holds, target_marker_env  # noqa: PLC0415
+    from envlock.verify.expected import current_conda_platform  # noqa: PLC0415
 
     py = ctx.live.python
     version = getattr(py, "version", None)
@@ -317,9 +318,9 @@ def _lock_target_mismatch(ctx: Context, lock: Any, source: str) -> Finding | Non
 
 def _for_target(ctx: Context, packages: list[LockedPackage]) -> tuple[dict[str, tuple[str | None, None, None]],
                                                                       dict[str, tuple[str, ...]]]:
-    """:func:`envlock.verify.expected.applicable` for the target interpreter, as ``_compare``
+    """:func:`envlock.formats.markers.applicable` for the target interpreter, as ``_compare``
     takes it."""
-    from envlock.verify.expected import applicable, target_marker_env  # noqa: PLC0415
+    from envlock.formats.markers import applicable, target_marker_env  # noqa: PLC0415
 
     py = ctx.live.python
     needed, optional = applicable(packages, target_marker_env(getattr(py, "version", None),
