@@ -43,11 +43,13 @@ class InputError(EnvlockError, ValueError):
 def one_line(text: str, limit: int = 200) -> str:
     """``text`` on one line (control characters as spaces), cut to ``limit`` characters with a
     middle ellipsis — for echoing a piece of untrusted input in an error message."""
-    flat = "".join(" " if (ord(c) < 32 or ord(c) == 127) else c for c in text)
-    if len(flat) <= limit:
-        return flat
+    def flat(t: str) -> str:  # one character for one: the cut below can come first
+        return "".join(" " if (ord(c) < 32 or ord(c) == 127) else c for c in t)
+
+    if len(text) <= limit:
+        return flat(text)
     half = (limit - 1) // 2
-    return flat[:half] + "…" + flat[-(limit - 1 - half):]
+    return flat(text[:half]) + "…" + flat(text[-(limit - 1 - half):])
 
 
 def read_bytes(path: str | os.PathLike[str], *, limit: int = MAX_INPUT_BYTES) -> bytes:

@@ -129,14 +129,23 @@ def _url_entry(name: str | None, url: str, editable: bool) -> dict[str, Any] | N
     return entry
 
 
+#: longest logical requirements line read (a URL with a long fragment and a dozen
+#: ``--hash`` options stays well under it).
+MAX_LINE = 64 * 1024
+
+
 def parse_line(line: str) -> dict[str, Any] | None:
     """Read one logical requirements line.
 
     :returns: a ``[pip]`` package entry (``name``, ``version``; ``marker``, ``constraint``,
         ``url``, ``vcs``, ``commit``, ``origin`` where they apply), or ``None`` for an option or
         the project itself (``-e .``).
-    :raises ManifestError: the line is not a requirement (PEP 508) nor an option.
+    :raises ManifestError: the line is not a requirement (PEP 508) nor an option, or is longer
+        than :data:`MAX_LINE` characters (no requirement is; a hash-pinned one is ~200).
     """
+    if len(line) > MAX_LINE:
+        raise ManifestError(f"a line of {len(line):,} characters is not a requirement "
+                            f"(at most {MAX_LINE:,}): {one_line(line, 60)}")
     opt = _OPTION.match(line)
     if opt:
         flag, value = opt.group(1), (opt.group(2) or "").strip()
