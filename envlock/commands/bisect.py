@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from envlock.commands._common import Finite, handle_errors
+from envlock.commands._common import Finite, handle_errors, will_exit
 
 __all__ = ["bisect"]
 
@@ -97,6 +97,7 @@ def bisect(good: str, bad: str, command: tuple[str, ...], fmt: str, **options: A
             status.stop()
     render = {"text": report.render_text, "markdown": report.render_markdown,
               "json": report.render_json}[fmt]
+    will_exit(result.exit_code)
     click.echo(render(result), nl=False)
     sys.stdout.flush()
     sys.exit(result.exit_code)

@@ -144,6 +144,7 @@ def libs(
     if err:
         click.echo(err, err=True, nl=False)
     sys.stdout.write(out)
+    sys.stdout.flush()  # a reader gone shows here, inside handle_errors
     if code:
         sys.exit(code)
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from envlock.commands._common import handle_errors, target_options
+from envlock.commands._common import handle_errors, target_options, will_exit
 
 __all__ = ["lock", "restore"]
 
@@ -245,6 +245,7 @@ def restore(inputs: tuple[str, ...], prefix: str | None, python_version: str | N
     if do_run and plan.manifests:
         with _spinner(f"Verifying {plan.prefix} against {plan.manifests[0]}…"):
             check = verify_restored(plan)
+        will_exit(check.exit_code)
         click.echo(f"# Came back exactly: {len(check.exact)} package(s)")
         for item in check.exact:
             click.echo(f"#   {item}")
