@@ -65,6 +65,8 @@ def target_marker_env(version: str | None, implementation: str | None, *,
         parts = version.split(".")
         env["python_full_version"] = version
         env["python_version"] = ".".join(parts[:2])
+        if (implementation or "cpython") == "cpython":
+            env["implementation_version"] = version  # CPython's is its own version (PEP 508)
     if implementation:
         env["implementation_name"] = implementation
         env["platform_python_implementation"] = {"cpython": "CPython", "pypy": "PyPy"}.get(
