@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import click
 
@@ -43,6 +44,9 @@ def run(run_dir: str, verify_policy: str, manifest: str | None, python: str | No
     """
     from envlock.record import job  # noqa: PLC0415
 
+    # envlock's own messages must never stop the job: a job script's `2>&1 | tee log` whose
+    # reader dies leaves stderr a broken pipe, and CMD runs and is recorded all the same.
+    sys.stderr = _Tolerant(sys.stderr)  # type: ignore[assignment]
     if manifest and verify_policy == "none":
         fail("--manifest is what --verify compares with; add --verify error (or report, strict)")
     argv = ["envlock", *sys.argv[1:]]
@@ -59,7 +63,7 @@ def run(run_dir: str, verify_policy: str, manifest: str | None, python: str | No
         if report.status == "ok" and not any(f.severity != "info" for f in report.findings):
             say(summary_line(report))
         else:
-            print_report(report, file=sys.stderr)
+            print_report(report, file=sys.stderr)  # type: ignore[arg-type]
         if verify_exit and verify_policy in ("error", "strict"):
             rec = job.record_not_started(path, command, reason="envlock verify found errors",
                                          exit_code=verify_exit, verify=verify_policy,
@@ -99,3 +103,30 @@ def _target(report: object) -> dict[str, object]:
     out = {"kind": t.get("kind") or "system", "prefix": t.get("prefix") or sys.prefix,
            "python": t.get("python"), "chosen-by": t.get("chosen_by") or "none"}
     return {k: v for k, v in out.items() if v is not None}
+
+
+class _Tolerant:
+    """A text stream that drops what it cannot write (``EPIPE``, a full disk, a closed file)
+    instead of raising: envlock's progress and findings lines, never CMD's output."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self._broken = False
+
+    def write(self, text: str) -> int:
+        if not self._broken:
+            try:
+                return int(self._stream.write(text))
+            except (OSError, ValueError):
+                self._broken = True
+        return len(text)
+
+    def flush(self) -> None:
+        if not self._broken:
+            try:
+                self._stream.flush()
+            except (OSError, ValueError):
+                self._broken = True
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)

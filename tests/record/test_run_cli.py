@@ -233,3 +233,17 @@ def test_unwritable_record_keeps_the_exit_status(tmp_path: Path) -> None:
                      f"rm -f {d}/run.toml; mkdir {d}/run.toml; exit 4"], tmp_path)
     assert r.returncode == 4
     assert "Error: could not write the run record: " in r.stderr
+
+
+def test_a_broken_stderr_pipe_does_not_stop_the_job(tmp_path: Path) -> None:
+    """`envlock run … 2>&1 | tee log` whose reader died: CMD still runs, its status is
+    envlock's, and run.toml is final (it exited 0 without running CMD)."""
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before envlock writes a line
+    p = subprocess.Popen([sys.executable, "-m", "envlock", "run", "--dir", "t", "--", "sh", "-c",
+                          "touch marker; exit 5"], cwd=tmp_path, stdout=w, stderr=w)
+    os.close(w)
+    assert p.wait(timeout=60) == 5
+    assert (tmp_path / "marker").exists()
+    rec = run_from_dict(tomllib.loads((tmp_path / "t" / "run.toml").read_text())["run"])
+    assert rec.outcome == "failed" and rec.exit_status == 5
