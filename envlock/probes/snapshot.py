@@ -112,10 +112,14 @@ def attribute_conda(
 
 
 def _editable_git(world: World, pip: PipInfo, pool: ThreadPoolExecutor) -> PipInfo:
-    """Record the git state of every editable/directory install that lives in a checkout (C13)."""
+    """Record the git state of every editable install that lives in a checkout (C13).
+
+    Only editable ones: their checkout *is* the code Python imports.  A plain directory install
+    (``pip install .``, ``dir_info`` without ``editable``) imports the copy made at install
+    time; the checkout's state now says nothing about that copy, so it is not recorded."""
     jobs = {}
     for p in pip.packages:
-        if p.origin in ("editable", "directory") and p.editable_path and os.path.isdir(p.editable_path):
+        if p.origin == "editable" and p.editable_path and os.path.isdir(p.editable_path):
             jobs[p.name] = pool.submit(probe_git, world, path=p.editable_path)
     if not jobs:
         return pip

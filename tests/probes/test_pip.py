@@ -85,6 +85,20 @@ def test_editable_install_records_checkout_state(tmp_path: Path) -> None:
     assert other.git.diff_sha256 != dirty.git.diff_sha256
 
 
+def test_a_plain_directory_install_records_no_checkout_state(tmp_path: Path) -> None:
+    """`pip install ./mylib` (not -e) imports the copy made at install time: the checkout's
+    git state now is not the imported code, so none is recorded (show called it "editable")."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    py = venv / "bin" / "python"
+    src = _make_checkout(tmp_path)
+    pip_install(py, str(src), index=True)
+    (src / "mylib" / "__init__.py").write_text("X = 2\n")  # the checkout moves on
+    pkg = {p.name: p for p in envlock.snapshot(python=str(py)).pip.packages}["mylib"]
+    assert pkg.origin == "directory" and pkg.url == f"file://{src}"
+    assert pkg.git is None
+
+
 def test_shadowed_copy_on_pythonpath(small_venv: Path, wheelhouse: Path, tmp_path: Path) -> None:
     """A second alpha earlier on sys.path (PYTHONPATH) wins; the venv's copy is listed as shadowed."""
     extra = tmp_path / "extra"
