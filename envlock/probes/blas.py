@@ -204,6 +204,22 @@ def _conda_blas_impl(build: str) -> str | None:
     return "accelerate" if m.group(1) == "newaccelerate" else m.group(1)
 
 
+def _config_int64(config: str | None, name: str | None) -> bool | None:
+    """Whether an OpenBLAS build uses 64-bit integers (ILP64), from numpy's meson config:
+    OpenBLAS's ``openblas configuration`` string says ``USE64BITINT`` (older builds) or
+    ``USE_64BITINT=1`` (numpy 1.26's scipy-openblas; ``USE_64BITINT=`` when unset), and its
+    pkg-config name is ``openblas64`` (the ``64_`` symbol-suffix build); ``None`` when neither
+    says."""
+    if name and re.fullmatch(r"(scipy-)?openblas64_?", name):
+        return True
+    if config:
+        m = re.search(r"\bUSE_?64BITINT(=(\S*))?", config)
+        if m is None:
+            return False  # OpenBLAS lists the flag when it is set
+        return m.group(1) is None or m.group(2) not in ("", "0")
+    return None
+
+
 # -- probe -----------------------------------------------------------------------------------
 def _package_blas(pkg: str, site: Path, version: str | None, libs_out: list[BlasLibrary]) -> None:
     pkg_dir = site / pkg
@@ -227,9 +243,7 @@ def _package_blas(pkg: str, site: Path, version: str | None, libs_out: list[Blas
         config = blas.get("openblas configuration")
         config = config if isinstance(config, str) and config not in ("unknown", "") else None
         ilp = blas.get("has ilp64")
-        int64 = (
-            bool(ilp) if isinstance(ilp, bool) else (("USE64BITINT" in config) if config else None)
-        )
+        int64 = bool(ilp) if isinstance(ilp, bool) else _config_int64(config, name)
         path = bundled[0][0] if bundled else None
         if int64 is None and bundled:
             int64 = bundled[0][2]

@@ -320,3 +320,41 @@ def test_probe_blas_pip_mkl(tmp_path: Path, dist) -> None:
         ("mkl", "mkl", "2024.2.2")
     ]
     assert [(o.name, o.version) for o in info.openmp] == [("libiomp5", "2024.2.1")]
+
+
+# numpy 1.26.4's manylinux wheel: the blas entry of its meson __config__.py, as shipped
+# (no "has ilp64" key; OpenBLAS's configuration says USE_64BITINT=1; pkg-config openblas64).
+NUMPY126_BLAS = '''CONFIG = _cleanup(
+    {
+        "Build Dependencies": {
+            "blas": {
+                "name": "openblas64",
+                "found": bool("True".lower().replace("false", "")),
+                "version": "0.3.23.dev",
+                "detection method": "pkgconfig",
+                "include directory": r"/usr/local/include",
+                "lib directory": r"/usr/local/lib",
+                "openblas configuration": r"USE_64BITINT=1 DYNAMIC_ARCH=1 DYNAMIC_OLDER= NO_CBLAS= NO_LAPACK= NO_LAPACKE= NO_AFFINITY=1 USE_OPENMP= HASWELL MAX_THREADS=2",
+                "pc file directory": r"/usr/local/lib/pkgconfig",
+            },
+        },
+    }
+)
+'''
+
+
+@pytest.mark.parametrize(("config", "int64"), [
+    (NUMPY126_BLAS, True),
+    (NUMPY126_BLAS.replace('"openblas64"', '"openblas"').replace("USE_64BITINT=1", "USE_64BITINT="), False),
+    (NUMPY126_BLAS.replace('"openblas64"', '"openblas"').replace("USE_64BITINT=1 ", ""), False),
+], ids=["numpy-1.26-ilp64", "flag-unset", "flag-absent"])
+def test_numpy_1_26_openblas64_is_ilp64(tmp_path: Path, dist, config: str, int64: bool) -> None:
+    """numpy 1.26 writes USE_64BITINT=1 (older OpenBLAS USE64BITINT): it was read as LP64,
+    and diff then showed an integer-width change between 1.26 and 2.x that does not exist."""
+    site = tmp_path / "site-packages"
+    dist(site, "numpy", "1.26.4",
+         files=("numpy/__init__.py", "numpy/__config__.py",
+                "numpy.libs/libopenblas64_p-r0-0cf96a72.3.23.dev.so"),
+         file_contents={"numpy/__config__.py": config})
+    np_ = next(lib for lib in probe_blas(World(site_dirs=[str(site)])).libraries if lib.user == "numpy")
+    assert (np_.version, np_.int64, np_.origin) == ("0.3.23.dev", int64, "build config")
