@@ -37,7 +37,8 @@ from envlock.manifest.process import (
     TorchState,
 )
 
-__all__ = ["FRAMEWORKS", "observe", "mapped_libraries", "native_threadpools", "TORCH_DEFAULT_SEED"]
+__all__ = ["FRAMEWORKS", "observe", "mapped_libraries", "native_threadpools", "openblas_version",
+           "TORCH_DEFAULT_SEED"]
 
 #: modules whose presence is recorded in ``[process] modules``.
 FRAMEWORKS = ("torch", "numpy", "scipy", "jax", "tensorflow", "cupy", "numba", "sklearn",
@@ -158,6 +159,14 @@ _POOLS: tuple[tuple[str, str, re.Pattern[str], tuple[str, ...], str | None], ...
 )
 
 
+def openblas_version(config: bytes) -> str | None:
+    """The version in ``openblas_get_config()``'s answer (``b"OpenBLAS 0.3.23.dev DYNAMIC_ARCH
+    …"`` → ``"0.3.23.dev"``): the word after ``OpenBLAS``, as threadpoolctl reads it, a dev or
+    rc suffix included."""
+    m = re.search(rb"OpenBLAS ([0-9][^\s]*)", config)
+    return m.group(1).decode("ascii", "replace").rstrip(".,") if m else None
+
+
 def _native_pool(path: str, getters: Iterable[str], version_fn: str | None) -> tuple[int | None, str | None]:
     import ctypes  # noqa: PLC0415
 
@@ -178,8 +187,7 @@ def _native_pool(path: str, getters: Iterable[str], version_fn: str | None) -> t
         if fn is not None:
             fn.restype = ctypes.c_char_p
             raw = fn() or b""
-            m = re.search(rb"OpenBLAS ([0-9][0-9.]*)", raw)
-            version = m.group(1).decode() if m else None
+            version = openblas_version(raw)
             break
     return n, version
 

@@ -96,3 +96,12 @@ def test_granted_from_variables() -> None:
 def test_exit_code_of() -> None:
     assert exit_code_of(3 << 8) == (3, None, 3)
     assert exit_code_of(15) == (None, "SIGTERM", 143)
+
+
+def test_openblas_version_keeps_its_dev_suffix() -> None:
+    """numpy 1.26's OpenBLAS reports "OpenBLAS 0.3.23.dev …": recorded as "0.3.23." before."""
+    from envlock.record.process import openblas_version
+
+    assert openblas_version(b"OpenBLAS 0.3.23.dev DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64") == "0.3.23.dev"
+    assert openblas_version(b"OpenBLAS 0.3.21 NO_AFFINITY Zen MAX_THREADS=64") == "0.3.21"
+    assert openblas_version(b"no version here") is None
