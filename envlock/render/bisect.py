@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
+from envlock.reproduce.model import NEVER_TOGGLED
+
 if TYPE_CHECKING:
     from envlock.reproduce import BisectResult, Step
 
@@ -48,9 +50,8 @@ def _summary(r: BisectResult) -> list[str]:
         lines.append("GOOD and BAD give the same result: the cause is not in the packages or "
                      "variables bisect can toggle.")
         lines.append("What bisect cannot toggle:" + ("" if r.not_toggled else
-                                                    " the NVIDIA driver, GPU, CPU, kernel, "
-                                                    "system libraries (none recorded as "
-                                                    "differing)"))
+                                                    f" {', '.join(NEVER_TOGGLED)} (none "
+                                                    "recorded as differing)"))
     else:
         lines.append("Unresolved: the steps that would decide were skipped (see the notes).")
     lines.append(f"{r.envs_built} environment(s) built, {r.runs} run(s) of "
@@ -73,7 +74,7 @@ def render_text(r: BisectResult) -> str:
     if r.not_toggled:
         out += ["", "Not toggled by bisect (differs, but no environment built from GOOD can "
                 "change it):"] + [f"  {n}" for n in r.not_toggled]
-        out.append("  and never: the NVIDIA driver, GPU, CPU, kernel, system libraries")
+        out.append(f"  and never: {', '.join(NEVER_TOGGLED)}")
     if r.rebuild:
         out += ["", "Rebuild the culprit's two environments:"] + [f"  {c}" for c in r.rebuild]
     where = "environments and " if r.kept else ""

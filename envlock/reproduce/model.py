@@ -12,7 +12,11 @@ from typing import Any
 
 from envlock.reproduce.changes import Group
 
-__all__ = ["DEFAULT_TIMEOUT", "JSON_SCHEMA", "Judge", "Step", "BisectResult", "Progress"]
+__all__ = ["DEFAULT_TIMEOUT", "JSON_SCHEMA", "NEVER_TOGGLED", "Judge", "Step", "BisectResult",
+           "Progress"]
+
+#: What no environment bisect builds can change: it comes from the machine.
+NEVER_TOGGLED = ("the NVIDIA driver", "GPU", "CPU", "kernel", "system libraries")
 
 #: Seconds one run of CMD may take before it is stopped and the step skipped.
 DEFAULT_TIMEOUT = 600.0
@@ -145,6 +149,7 @@ class BisectResult:
             "envs_built": self.envs_built, "runs": self.runs,
             "steps": [s.to_json() for s in self.steps],
             "notes": list(self.notes), "not_toggled": list(self.not_toggled),
+            "never_toggled": list(NEVER_TOGGLED),
             "rebuild": list(self.rebuild), "workdir": self.workdir, "kept": self.kept,
         }
 

@@ -84,6 +84,8 @@ def test_an_interacting_pair_is_found_as_a_pair(env_from, wheels):
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert sorted(g["label"] for g in doc["culprit"]) == ["flipa 1.0 → 2.0", "flipb 1.0 → 2.0"]
+    # what the text says no rebuild changes is in the JSON too
+    assert doc["never_toggled"] == ["the NVIDIA driver", "GPU", "CPU", "kernel", "system libraries"]
 
 
 def test_infeasible_groups_are_merged_and_said(env_from, wheels):
