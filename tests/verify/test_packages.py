@@ -49,7 +49,11 @@ def test_missing_extra_and_version_mismatch(tmp_path, venv, job_env):
     assert missing.severity == "error" and missing.evidence == ("requests 2.31.0 (pip)",)
     (mismatch,) = by_id(r, "packages.version-mismatch")
     assert mismatch.title == "numpy 2.0.1 is installed; the manifest (m.toml) has 1.26.4"
-    assert mismatch.fix[0].startswith("pip install 'numpy==1.26.4'")
+    # the command names the environment verified; this venv has no pip (made --without-pip)
+    assert mismatch.fix[0].startswith(f"uv pip install --python {venv}/bin/python 'numpy==1.26.4'")
+    install_dist(site, "pip", "24.0")
+    (mismatch,) = by_id(run(venv, job_env, tmp_path, manifest=str(m)), "packages.version-mismatch")
+    assert mismatch.fix[0].startswith(f"{venv}/bin/python -m pip install 'numpy==1.26.4'")
     (extra,) = by_id(r, "packages.extra")
     assert extra.severity == "warning" and extra.evidence == ("tqdm 4.66.4 (pip)",)
     assert r.exit_code == 1

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import os
 import re
+import shlex
 from collections.abc import Iterable, Mapping
 
 from envlock.findings import Finding
@@ -89,6 +90,7 @@ def _compare(
     extras: bool = True,
     not_extra: frozenset[str] = frozenset(),
     optional: Mapping[str, tuple[str, ...]] | None = None,
+    python: str | None = None,
 ) -> list[Finding]:
     """Compare ``{name: (version, build, md5)}`` maps; ``kind`` is ``"pip"`` or ``"conda"``.
 
@@ -97,6 +99,7 @@ def _compare(
     """
     out: list[Finding] = []
     optional = optional or {}
+    has_pip = "pip" in live
     skipped = sorted(n for n in expected if n not in live and n in optional)
     if skipped:
         groups = sorted({g for n in skipped for g in optional[n]})
@@ -160,7 +163,8 @@ def _compare(
                 cause="A different release than the one recorded: results and APIs may differ.",
                 evidence=(f"installed: {name} {live_v}" + (f" (build {live_b})" if live_b else ""),
                           f"{source}: {name} {exp_v}" + (f" (build {exp_b})" if exp_b else "")),
-                fix=(_install_fix(name, exp_v, kind) + f"  (or recreate the environment from {source})",),
+                fix=(_install_fix(name, exp_v, kind, python=python, has_pip=has_pip)
+                     + f"  (or recreate the environment from {source})",),
             ))
             continue
         if kind == "conda" and ((exp_b and live_b and exp_b != live_b)
@@ -219,7 +223,8 @@ def check_manifest_packages(ctx: Context) -> list[Finding]:
     if m.pip is not None:
         exp_pip = {p.name: (p.version, None, None) for p in m.pip.packages
                    if not (both_conda and p.origin == "conda")}
-        out += _compare(exp_pip, _live_pip(ctx, skip_conda_owned=both_conda), source=source, kind="pip")
+        out += _compare(exp_pip, _live_pip(ctx, skip_conda_owned=both_conda), source=source, kind="pip",
+                        python=ctx.live.target.python)
     return out
 
 
@@ -258,7 +263,8 @@ def check_lock_packages(ctx: Context) -> list[Finding]:
                 p.name for p in ctx.live.pip.packages if p.origin in ("editable", "directory"))
             out += _compare(pip_entries, live, source=source, kind="pip",
                             extras=lock.kind == "pylock" or not conda_entries,
-                            not_extra=conda_owned | projects, optional=optional)
+                            not_extra=conda_owned | projects, optional=optional,
+                            python=ctx.live.target.python)
     return out
 
 
@@ -444,12 +450,25 @@ _TORCH_INDEX = "https://download.pytorch.org/whl/{label}"
 _TORCH_FAMILY = frozenset({"torch", "torchvision", "torchaudio"})
 
 
-def _install_fix(name: str, version: str, kind: str) -> str:
+def _install_fix(name: str, version: str, kind: str, *, python: str | None = None,
+                 has_pip: bool = True) -> str:
     """The install command for ``name==version``: conda's ``name=version``; for pip a local
-    label of torch's family (``2.13.0+cpu``) names the PyTorch index that serves it."""
+    label of torch's family (``2.13.0+cpu``) names the PyTorch index that serves it.
+
+    :param python: the target interpreter: the command then names it (``PY -m pip install``),
+        so that it installs into the environment verified, not the shell's.
+    :param has_pip: the target has pip; without it (a venv made by uv) ``uv pip install
+        --python PY``.
+    """
     if kind == "conda":
         return f"conda install '{name}={version}'"
-    cmd = f"pip install '{name}=={version}'"
+    req = f"'{name}=={version}'"
+    if python and not has_pip:
+        cmd = f"uv pip install --python {shlex.quote(python)} {req}"
+    elif python:
+        cmd = f"{shlex.quote(python)} -m pip install {req}"
+    else:
+        cmd = f"pip install {req}"
     if "+" in version and name in _TORCH_FAMILY:
         cmd += " --index-url " + _TORCH_INDEX.format(label=version.split("+", 1)[1])
     return cmd
