@@ -52,6 +52,14 @@ def run(run_dir: str, verify_policy: str, manifest: str | None, python: str | No
     argv = ["envlock", *sys.argv[1:]]
     path = job.prepare_dir(job.expand_dir(run_dir), force=force)
     say = (lambda _m: None) if quiet else (lambda m: click.echo(f"envlock run: {m}", err=True))
+    chosen_by = None
+    if python is None and prefix is None:
+        # `envlock run -- /envs/good/bin/python train.py`: the run's environment is the one
+        # of the interpreter CMD runs, not the venv active in this shell
+        python = job.command_interpreter(command)
+        if python is not None:
+            chosen_by = "CMD"
+            say(f"environment of CMD's interpreter {python}")
     verify_exit = None
     if verify_policy != "none":
         from envlock.render.verify import print_report, summary_line  # noqa: PLC0415
@@ -71,7 +79,7 @@ def run(run_dir: str, verify_policy: str, manifest: str | None, python: str | No
                                          envlock_command=argv)
             fail(f"verify failed; {command[0]} not started (record: {rec})", verify_exit)
     manifest_path, target, warnings = job.take_snapshot(path, python=python, prefix=prefix,
-                                                        command=argv)
+                                                        command=argv, chosen_by=chosen_by)
     for w in warnings:
         click.echo(f"envlock run: warning: {w}", err=True)
     if manifest_path:

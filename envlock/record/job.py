@@ -84,18 +84,48 @@ def prepare_dir(path: str, *, force: bool) -> str:
     return path
 
 
+def command_interpreter(command: Sequence[str], environ: Mapping[str, str] | None = None
+                        ) -> str | None:
+    """The Python interpreter CMD runs, when its program is one (``python``, ``python3.11``,
+    ``/env/bin/python``, found on ``PATH`` as the shell would): the run's environment is that
+    interpreter's, whatever venv is active in envlock's own shell.
+
+    :returns: its absolute path (symlinks kept: a venv's ``bin/python`` names the venv), or
+        ``None`` when CMD is not a Python interpreter by name.
+    """
+    import re  # noqa: PLC0415
+    import shutil  # noqa: PLC0415
+
+    if not command:
+        return None
+    prog = command[0]
+    if not re.fullmatch(r"python(\d+(\.\d+)?)?", os.path.basename(prog)):
+        return None
+    env = os.environ if environ is None else environ
+    found = prog if "/" in prog else shutil.which(prog, path=env.get("PATH"))
+    return os.path.abspath(found) if found and os.path.isfile(found) else None
+
+
 def take_snapshot(run_dir: str, *, python: str | None = None, prefix: str | None = None,
-                  command: Sequence[str] = ()) -> tuple[str | None, dict[str, Any] | None,
-                                                        list[str]]:
+                  command: Sequence[str] = (), chosen_by: str | None = None,
+                  ) -> tuple[str | None, dict[str, Any] | None, list[str]]:
     """Snapshot the target environment into ``run_dir/manifest.toml``.
 
+    :param chosen_by: what chose ``python`` when the user did not (``"CMD"``: the interpreter
+        the command runs, :func:`command_interpreter`); recorded as ``[target] chosen-by``.
     :returns: (the path written or ``None``, the ``[target]`` table, warning lines). A
         snapshot that cannot be taken (no target found) is a warning: the job still runs.
     """
     from envlock.probes.snapshot import snapshot  # noqa: PLC0415
+    from envlock.probes.target import resolve_target  # noqa: PLC0415
 
     try:
-        m = snapshot(python=python, prefix=prefix, command=list(command))
+        target = None
+        if chosen_by is not None:
+            from dataclasses import replace  # noqa: PLC0415
+
+            target = replace(resolve_target(python=python, prefix=prefix), chosen_by=chosen_by)
+        m = snapshot(python=python, prefix=prefix, command=list(command), target=target)
     except EnvlockError as exc:
         return None, None, [f"snapshot: {exc}"]
     path = os.path.join(run_dir, MANIFEST)

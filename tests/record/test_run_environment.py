@@ -26,3 +26,22 @@ def test_show_and_diff_of_run_records_see_their_environment(tmp_path: Path) -> N
     # a manifest changed since the run is not the run's environment: not merged
     manifest.write_text(manifest.read_text().replace('version = "', 'version = "9', 1))
     assert load(str(record)).pip is None
+
+
+def test_the_run_records_the_environment_of_the_interpreter_cmd_runs(tmp_path: Path) -> None:
+    """`envlock run -- /envs/good/bin/python train.py` from a shell with another venv active:
+    the snapshot is good's (chosen by "CMD"), not the active venv's."""
+    import os
+    import subprocess
+
+    good = tmp_path / "good"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(good)], check=True, timeout=120)
+    env = {**os.environ, "VIRTUAL_ENV": sys.prefix}  # another environment is "active"
+    r = envlock_run(["--dir", "r", "-q", "--", str(good / "bin" / "python"), "-c", "print(1)"],
+                    tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    m = load(str(tmp_path / "r" / "manifest.toml"))
+    assert (m.target.prefix, m.target.chosen_by) == (str(good), "CMD")
+    # a program that is not Python by name keeps the usual choice
+    r = envlock_run(["--dir", "s", "-q", "--", "true"], tmp_path, env=env)
+    assert load(str(tmp_path / "s" / "manifest.toml")).target.chosen_by == "VIRTUAL_ENV"
