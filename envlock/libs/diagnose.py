@@ -539,7 +539,7 @@ def _version_finding(proc: Process, vp: Any, index: OwnerIndex | None, sys_path:
     evidence = [vp.message]
     prov_res = prov.resolution if prov else None
     if prov_res is not None:
-        evidence.append(f"{vp.file} is found via {prov_res.rule} ({prov_res.source})")
+        evidence.append(f"{vp.file} is found through {prov_res.source}")
     alternatives: list[str] = []
     dirs = [os.path.dirname(vp.consumer), *_stray_dirs(sys_path, prefix, cfg.root), *cfg.system_dirs]
     for d in dict.fromkeys(dirs):
@@ -755,7 +755,7 @@ def _missing_symbol_finding(proc: Process, obj: LoadedObject, file: str,
         evidence.append(f"{soname} will be {picked.path} ({_owner_text(index, picked.path)})")
         res = picked.resolution
         if res is not None:
-            evidence.append(f"found via {res.rule} ({res.source})")
+            evidence.append(f"found through {res.source}")
         if copy is not None:
             evidence.append(f"{copy} defines it ({_owner_text(index, copy)})")
             fixes.append(f"Make the loader pick {copy}: e.g. remove {os.path.dirname(picked.path)} "

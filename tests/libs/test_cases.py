@@ -238,7 +238,7 @@ def test_c03_glibcxx_not_found(build: Builder) -> None:
         # The system's copy would do, but the executable's RPATH beats LD_LIBRARY_PATH.
         assert any("LD_LIBRARY_PATH cannot make the loader pick it" in x and "LD_PRELOAD=" in x
                    for x in f.fix)
-    assert f"libstdc++.so.6 is found via rpath (RPATH of {os.path.realpath(python)} (the executable))" in f.evidence
+    assert f"libstdc++.so.6 is found through RPATH of {os.path.realpath(python)} (the executable)" in f.evidence
     # The real loader says the same thing, word for word.
     real = real_dlopen(python, str(ext))
     assert real.error == f.evidence[0]

@@ -363,7 +363,7 @@ def check_overwritten(ctx: Context) -> list[Finding]:
             ) if e),
             fix=(f"Let one installer own it: `pip uninstall {c.name}` then "
                  f"`conda install {c.name}={c.pip_version or c.version}`",
-                 f"or `conda remove --force {c.name}` and keep the {installer} copy"),
+                 f"`conda remove --force {c.name}` and keep the {installer} copy"),
         ))
     return out
 
