@@ -262,8 +262,8 @@ def render_markdown(result: PairDiff | ManyDiff, *, show_all: bool = False) -> s
 def _named(d: dict[str, Any]) -> str:
     """A deviant input by its label and, where that is a host name, its file."""
     name = d["path"].rsplit("/", 1)[-1]
-    return d["label"] if not name or name == d["label"] or d["label"].endswith(name) \
-        else f"{d['label']} ({name})"
+    # a label made unique with its path ("vm (runs/n2.toml)") already names the file
+    return d["label"] if not name or name in d["label"] else f"{d['label']} ({name})"
 
 
 def varying_cells(v: dict[str, Any]) -> list[str]:
