@@ -26,6 +26,7 @@ RULE_FIELDS: dict[str, frozenset[str]] = {
     "untracked": frozenset({"where", "a", "b"}),
     "torch-variant": frozenset({"a", "b", "la", "lb", "fix"}),
     "tf32": frozenset({"on", "off", "cc_on", "torch_on", "spec"}),
+    "tf32-cudnn": frozenset({"on", "off", "cc_on", "torch_on", "spec"}),
     "blas-vendor": frozenset({"a", "b", "la", "lb", "fix"}),
     "simd": frozenset({"a", "b", "la", "lb", "numpy"}),
     "threads": frozenset({"what"}),
@@ -45,6 +46,7 @@ COMPONENT_FIELDS = frozenset({"a", "b", "key"})
 #: parameters of rules beyond class/rank/title/why/do: key → kind of value.
 _RULE_PARAMS: dict[str, dict[str, str]] = {
     "tf32": {"torch": "specifier", "min-cc": "number"},
+    "tf32-cudnn": {"torch": "specifier", "min-cc": "number"},
     "simd": {"numpy": "specifier"},
     "threads": {"vars": "strings"},
 }

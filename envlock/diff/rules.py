@@ -224,12 +224,16 @@ def _both_differ(changes: Iterable[Change], *keys: tuple[str, str]) -> Change | 
 
 
 # -- TF32 -------------------------------------------------------------------------------------
-def _tf32_on(facts: Facts, spec: str, min_cc: float) -> tuple[bool | None, str, str]:
+def _tf32_on(facts: Facts, spec: str, min_cc: float, *, key: str = "allow-tf32-matmul",
+             ) -> tuple[bool | None, str, str]:
+    """Whether TF32 is on by default for an input (``None``: cannot be told), its GPUs'
+    compute capabilities and torch version; ``key``: the ``--import`` flag that overrides the
+    default when recorded (``allow-tf32-matmul`` or ``allow-tf32-cudnn``)."""
     ccs = facts.get(("gpu", "compute-capability"))
     best = max((float(c) for c in ccs if re.fullmatch(r"\d+\.\d+", c)), default=None) \
         if isinstance(ccs, frozenset) else None
     torch = _pkg_version(facts, "torch") or facts.get(("frameworks", "torch.version"))
-    runtime = facts.get(("frameworks", "torch.runtime.allow-tf32-matmul"))
+    runtime = facts.get(("frameworks", f"torch.runtime.{key}"))
     cc_text = display(ccs) if ccs else "no GPU"
     if isinstance(runtime, bool) and best is not None:
         return runtime and best >= min_cc, cc_text, str(torch)
@@ -246,12 +250,22 @@ def _tf32(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explana
     min_cc = float(spec.get("min-cc", "8.0"))
     on_a, cc_a, t_a = _tf32_on(a.facts, torch_spec, min_cc)
     on_b, cc_b, t_b = _tf32_on(b.facts, torch_spec, min_cc)
+    rid = "tf32"
     if on_a is None or on_b is None or on_a == on_b:
-        return []
+        # torch >= 1.12: the matmul default is off, cuDNN's convolutions still use TF32
+        cudnn = kb.rules.get("tf32-cudnn")
+        if not cudnn:
+            return []
+        torch_spec = str(cudnn.get("torch", ">=1.12"))
+        on_a, cc_a, t_a = _tf32_on(a.facts, torch_spec, min_cc, key="allow-tf32-cudnn")
+        on_b, cc_b, t_b = _tf32_on(b.facts, torch_spec, min_cc, key="allow-tf32-cudnn")
+        if on_a is None or on_b is None or on_a == on_b:
+            return []
+        rid = "tf32-cudnn"
     on, off, cc_on, torch_on = (a, b, cc_a, t_a) if on_a else (b, a, cc_b, t_b)
     absorbed = [c for c in changes if c.component == "gpu-arch"
                 or c.key.startswith("torch.runtime.allow-tf32")]
-    return [_rule(kb, "tf32", absorbed, "value", on=on.label, off=off.label, cc_on=cc_on,
+    return [_rule(kb, rid, absorbed, "value", on=on.label, off=off.label, cc_on=cc_on,
                   torch_on=torch_on, spec=torch_spec)]
 
 

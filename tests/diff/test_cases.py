@@ -176,11 +176,19 @@ def test_c14_tf32_on_ampere_with_torch_1_8(write) -> None:
     assert {c.key for c in top.changes} == {"compute-capability", "models"}
 
 
-def test_c14_no_tf32_rule_from_torch_1_12(write) -> None:
+def test_c14_from_torch_1_12_only_cudnn_convolutions_default_to_tf32(write) -> None:
+    """C14: "from torch 1.12 the matmul default is off (cuDNN convolutions still default on)":
+    the explanation names cuDNN's TF32, not matmul's, and takes the GPU-architecture facts."""
     rows = replace(CONDA_PACKAGES, pytorch=("1.12.1", "cuda112py310h51fe464_200"))
     result = _pair(write, build_manifest(conda=rows, stack=gpu_table("RTX 3090", "8.6")),
                    build_manifest(conda=rows, stack=gpu_table("GTX 1080 Ti", "6.1")))
-    assert result.explanations[0].id == "gpu-arch:gpu:compute-capability"
+    top = result.explanations[0]
+    assert top.id == "tf32-cudnn"
+    assert top.title.startswith("TF32 cuDNN convolutions are on by default in a.toml (GPU compute "
+                                "capability 8.6, torch 1.12.1) and not in b.toml")
+    assert "torch.backends.cudnn.allow_tf32 = False" in top.do
+    assert "compute-capability" in {c.key for c in top.changes}
+    assert not any(e.id == "tf32" for e in result.explanations)  # the matmul default is off
 
 
 def _repo(untracked: int, **kw) -> GitInfo:

@@ -82,7 +82,7 @@ CASES = [
      "expected an integer from 0 to 100 in 'classes.lab.rank', got 500"),
     ("unknown-rule", 'schema = 1\n[rules.mine]\ntitle = "x"\n',
      ("unknown rule 'rules.mine' (envlock implements: blas-vendor, code, loader-path, "
-      "scheduler, simd, tf32, threads, torch-variant, untracked)")),
+      "scheduler, simd, tf32, tf32-cudnn, threads, torch-variant, untracked)")),
     ("no-tables", 'schema = 1\n', "no impact-model table"),
     ("components-table", 'schema = 1\n[component]\nid = "x"\n',
      "expected an array of tables ([[component]]) in 'component', got a table"),
