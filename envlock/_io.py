@@ -21,7 +21,7 @@ import stat
 
 from envlock.errors import EnvlockError
 
-__all__ = ["MAX_INPUT_BYTES", "InputError", "read_bytes", "read_text", "one_line"]
+__all__ = ["MAX_INPUT_BYTES", "InputError", "read_bytes", "read_text", "one_line", "irregular"]
 
 #: Largest input file envlock reads, in bytes (64 MiB).  Real lockfiles and manifests are
 #: well under 10 MiB; the cap keeps a stray multi-GB file from being read into memory.
@@ -34,6 +34,12 @@ _KINDS = (
     (stat.S_ISCHR, "is a character device, not a regular file"),
     (stat.S_ISBLK, "is a block device, not a regular file"),
 )
+
+
+def irregular(mode: int) -> str | None:
+    """What a non-regular file is (``"is a FIFO (named pipe), not a regular file"``) for an
+    ``st_mode``, or ``None`` for a regular file (what :func:`read_bytes` refuses, and why)."""
+    return next((what for test, what in _KINDS if test(mode)), None)
 
 
 class InputError(EnvlockError, ValueError):
@@ -71,9 +77,9 @@ def read_bytes(path: str | os.PathLike[str], *, limit: int = MAX_INPUT_BYTES) ->
         raise InputError(f"{shown}: cannot open ({exc.strerror})") from None
     try:
         st = os.fstat(fd)
-        for test, what in _KINDS:
-            if test(st.st_mode):
-                raise InputError(f"{shown}: {what}")
+        what = irregular(st.st_mode)
+        if what is not None:
+            raise InputError(f"{shown}: {what}")
         if st.st_size > limit:
             raise InputError(f"{shown}: too large ({st.st_size} bytes; envlock reads at most {limit})")
         chunks = []

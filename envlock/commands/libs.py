@@ -178,19 +178,16 @@ def _check_regular_file(name: str) -> None:
 
     :raises TargetError: one line naming what the file is.
     """
-    import stat  # noqa: PLC0415
-
+    from envlock._io import irregular  # noqa: PLC0415
     from envlock.errors import TargetError  # noqa: PLC0415
     from envlock.redact import printable  # noqa: PLC0415
 
     try:
-        st = os.stat(name)
+        what = irregular(os.stat(name).st_mode)
     except OSError as exc:
         raise TargetError(f"{printable(name)}: {exc.strerror}") from None
-    if not stat.S_ISREG(st.st_mode):
-        what = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if (
-            stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)) else "not a regular file"
-        raise TargetError(f"{printable(name)}: {what}, not a shared object")
+    if what is not None:
+        raise TargetError(f"{printable(name)}: {what}, so not a shared object")
 
 
 def _compute(

@@ -50,9 +50,7 @@ from envlock.manifest.build import BuildCompiler, BuildInfo, VirtualPackage
 from envlock.probes._stackutil import read_text, under_root, which
 from envlock.probes.buildfiles import (
     DEFAULT_CUDA_HOME_ORDER,
-    GCC_GLIBCXX,
     _vt,
-    glibcxx_for_gcc,
     parse_host_config,
     parse_nvcc_release,
     read_cuda_home_order,
@@ -61,18 +59,7 @@ from envlock.probes.buildfiles import (
 )
 from envlock.probes.world import World
 
-__all__ = [
-    "probe_build",
-    "DEFAULT_CUDA_HOME_ORDER",
-    "read_cuda_home_order",
-    "read_torch_gcc_bounds",
-    "parse_host_config",
-    "parse_nvcc_release",
-    "read_cxx11_abi",
-    "GCC_GLIBCXX",
-    "glibcxx_for_gcc",
-    "find_cuda_home",
-]
+__all__ = ["probe_build", "find_cuda_home"]
 
 _SYSTEM_LIB_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/lib/x86_64-linux-gnu", "/lib64",
                     "/usr/lib/aarch64-linux-gnu", "/usr/lib")

@@ -239,9 +239,9 @@ def test_a_fifo_or_device_given_by_path_is_one_error_line(tmp_path: Path, kind: 
     if kind == "fifo":
         path = tmp_path / "libx.so"
         os.mkfifo(path)
-        what = "a FIFO"
+        what = "is a FIFO (named pipe), not a regular file"
     else:
-        path, what = Path("/dev/zero"), "a device"
+        path, what = Path("/dev/zero"), "is a character device, not a regular file"
     result = _libs([str(path), "--python", sys.executable], tmp_path)
     assert result.exit_code == 2
-    assert result.output.strip() == f"Error: {path}: {what}, not a shared object"
+    assert result.output.strip() == f"Error: {path}: {what}, so not a shared object"

@@ -16,10 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from envlock.probes.buildenv import (
+from envlock.probes.buildenv import find_cuda_home, probe_build
+from envlock.probes.buildfiles import (
     DEFAULT_CUDA_HOME_ORDER,
-    find_cuda_home,
-    probe_build,
     read_cuda_home_order,
     read_cxx11_abi,
     read_torch_gcc_bounds,
@@ -436,7 +435,7 @@ def test_gcc_glibcxx_table_matches_this_machines_gcc():
     """The oracle: the libstdc++ this gcc links (``-print-file-name``) defines exactly the
     GLIBCXX version the table gives for its release."""
     from envlock.libs.elf import read_elf
-    from envlock.probes.buildenv import glibcxx_for_gcc
+    from envlock.probes.buildfiles import glibcxx_for_gcc
 
     def gcc(*args: str) -> str:
         return subprocess.run(["gcc", *args], check=True, capture_output=True, text=True, timeout=30).stdout.strip()

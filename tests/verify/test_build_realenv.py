@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from envlock.nvidia import host_compiler_range
-from envlock.probes.buildenv import (
+from envlock.probes.buildenv import probe_build
+from envlock.probes.buildfiles import (
     DEFAULT_CUDA_HOME_ORDER,
     parse_host_config,
     parse_nvcc_release,
-    probe_build,
     read_cuda_home_order,
     read_torch_gcc_bounds,
 )

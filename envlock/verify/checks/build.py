@@ -349,7 +349,7 @@ def check_build_abi(ctx: Context) -> list[Finding]:
 def check_build_libstdcxx(ctx: Context) -> list[Finding]:
     """The ``GLIBCXX_*`` a build with this GCC may need against the libstdc++ a process of the
     target loads (libstdc++ manual, "ABI Policy and Guidelines"; case C03)."""
-    from envlock.probes.buildenv import glibcxx_for_gcc  # noqa: PLC0415
+    from envlock.probes.buildfiles import glibcxx_for_gcc  # noqa: PLC0415
 
     b = build_facts(ctx, libraries=True)
     if not b.libstdcxx_glibcxx:
