@@ -21,7 +21,8 @@ import stat
 
 from envlock.errors import EnvlockError
 
-__all__ = ["MAX_INPUT_BYTES", "InputError", "read_bytes", "read_text", "one_line", "irregular"]
+__all__ = ["MAX_INPUT_BYTES", "InputError", "read_bytes", "read_text", "one_line", "irregular",
+           "has_elf_magic"]
 
 #: Largest input file envlock reads, in bytes (64 MiB).  Real lockfiles and manifests are
 #: well under 10 MiB; the cap keeps a stray multi-GB file from being read into memory.
@@ -40,6 +41,21 @@ def irregular(mode: int) -> str | None:
     """What a non-regular file is (``"is a FIFO (named pipe), not a regular file"``) for an
     ``st_mode``, or ``None`` for a regular file (what :func:`read_bytes` refuses, and why)."""
     return next((what for test, what in _KINDS if test(mode)), None)
+
+
+def has_elf_magic(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a regular file that starts with ``\\x7fELF`` (a wrapper script, a
+    FIFO, a missing file: ``False``; opened non-blocking, so a FIFO never waits)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return False
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and os.read(fd, 4) == b"\x7fELF"
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 class InputError(EnvlockError, ValueError):

@@ -75,3 +75,18 @@ def test_a_requirements_line_past_the_cap_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ManifestError, match=r"a line of 70,007 characters is not a requirement"):
         parse_line("numpy==" + "1" * 70000)
     assert parse_line("numpy==" + "1" * (MAX_LINE - 10))["name"] == "numpy"
+
+
+def test_has_elf_magic_never_waits_on_a_fifo(tmp_path: Path) -> None:
+    import sys
+
+    from envlock._io import has_elf_magic
+
+    fifo = tmp_path / "python"
+    os.mkfifo(fifo)
+    script = tmp_path / "shim"
+    script.write_text("#!/bin/sh\nexec python3 \"$@\"\n")
+    t0 = time.monotonic()
+    assert has_elf_magic(fifo) is False and time.monotonic() - t0 < 1.0
+    assert has_elf_magic(script) is False and has_elf_magic(tmp_path / "missing") is False
+    assert has_elf_magic(os.path.realpath(sys.executable)) is True

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from envlock._io import has_elf_magic
 from envlock.commands._common import handle_errors, target_options, will_exit
 
 if TYPE_CHECKING:
@@ -45,15 +46,6 @@ def target_query(
     if error is not None:
         return path, None, f"could not ask {python} for sys.path ({error}); using {path}"
     return path, executable, None
-
-
-def _is_elf(path: str) -> bool:
-    """Whether ``path`` starts with the ELF magic (a wrapper script does not)."""
-    try:
-        with open(path, "rb") as f:
-            return f.read(4) == b"\x7fELF"
-    except OSError:
-        return False
 
 
 class _Background:
@@ -223,7 +215,7 @@ def _compute(
         sys_path, executable, warn = query.result()
     err = f"warning: {warn}\n" if warn else ""
     launcher = None
-    if executable and not _is_elf(target_python) and _is_elf(executable):
+    if executable and not has_elf_magic(target_python) and has_elf_magic(executable):
         # A wrapper script (pyenv shim): the kernel runs its #! interpreter, which execs the
         # real Python; that program, as sys.executable names it, is what the loader sees.
         launcher, target_python = target_python, executable

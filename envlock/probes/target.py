@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from envlock._io import has_elf_magic
 from envlock._run import Runner, run
 from envlock.cache import Recorder
 from envlock.errors import TargetError
@@ -324,14 +325,6 @@ def _query_env_key(env: Mapping[str, str]) -> dict[str, str | None]:
     return {k: env.get(k) for k in sorted(keys)}
 
 
-def _starts_with_elf_magic(path: str) -> bool:
-    try:
-        with open(path, "rb") as f:
-            return f.read(4) == b"\x7fELF"
-    except OSError:
-        return False
-
-
 def _record_loader_inputs(rec: Recorder, maps: list[str], env: Mapping[str, str]) -> None:
     """Record what decided which shared objects the interpreter loaded (libpython: an
     ``LD_LIBRARY_PATH`` can select another one): the mapped files themselves, and every
@@ -468,7 +461,7 @@ def _ask_cached(
 
     env = os.environ if environ is None else environ
     real = os.path.realpath(target.python) if target.python else None
-    if real is None or not enabled or not _cache.is_enabled(env) or not _starts_with_elf_magic(real):
+    if real is None or not enabled or not _cache.is_enabled(env) or not has_elf_magic(real):
         outer = _cache.current()
         if outer is not None:  # an answer built on this one cannot be kept either
             outer.uncacheable(f"{target.python}: interpreter query not cacheable")
