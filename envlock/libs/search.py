@@ -76,6 +76,37 @@ _X86_LEVELS = (
 )
 
 
+def _x86_legacy_caps(vendor: str, flags: frozenset[str]) -> tuple[str, list[str]]:
+    """``$PLATFORM`` and the legacy AT_HWCAP names glibc 2.26–2.36 gives an x86-64 CPU.
+
+    glibc ``sysdeps/x86/cpu-features.c`` (``update_active``/``init_cpu_features``): on Intel,
+    AVX512CD with AVX512ER and AVX512PF makes the platform ``xeon_phi``; AVX512CD without ER but
+    with AVX512BW, AVX512DQ and AVX512VL sets ``HWCAP_X86_AVX512_1``; otherwise AVX2, FMA, BMI1,
+    BMI2, LZCNT (``abm``), MOVBE and POPCNT make it ``haswell``. Other vendors keep AT_PLATFORM
+    (``x86_64``). ``HWCAP_X86_64`` is always set; ``HWCAP_IMPORTANT`` (``sysdeps/x86/dl-hwcap.h``)
+    keeps ``x86_64`` and ``avx512_1``.
+
+    :param vendor: ``/proc/cpuinfo``'s ``vendor_id``.
+    :param flags: ``/proc/cpuinfo`` flag names.
+    :returns: ``(platform, names)``, the names from the highest bit down (``avx512_1``, ``x86_64``).
+    """
+    platform = "x86_64"
+    names = ["x86_64"]
+    if vendor != "GenuineIntel":
+        return platform, names
+    xeon_phi = False
+    if "avx512cd" in flags:
+        if "avx512er" in flags:
+            xeon_phi = "avx512pf" in flags
+        elif {"avx512bw", "avx512dq", "avx512vl"} <= flags:
+            names.insert(0, "avx512_1")
+    if xeon_phi:
+        platform = "xeon_phi"
+    elif {"avx2", "fma", "bmi1", "bmi2", "abm", "movbe", "popcnt"} <= flags:
+        platform = "haswell"
+    return platform, names
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SearchConfig:
     """Everything the search depends on besides the objects themselves.
@@ -329,15 +360,15 @@ def detect_config(
                 break
             hwcaps.append(name)
         hwcaps.reverse()
-    if host.machine == 62 and vendor == "GenuineIntel" and {
-        "avx2", "bmi1", "bmi2", "abm", "movbe", "popcnt", "fma"
-    } <= set(cpu_flags):
-        platform = "haswell"
+    legacy_hwcap: list[str] = []  # AT_HWCAP names under HWCAP_IMPORTANT, highest bit first
+    if host.machine == 62:
+        platform, legacy_hwcap = _x86_legacy_caps(vendor, frozenset(cpu_flags))
     subdirs = [f"glibc-hwcaps/{h}" for h in hwcaps]
     if glibc < (2, 37):
-        # Legacy hwcaps: the power set of (tls, the hwcap name, the platform), tls most
-        # significant, in decreasing order — what 2.36 prints with LD_DEBUG=libs.
-        comps = ["tls", "x86_64" if host.machine == 62 else "", platform]
+        # Legacy hwcaps (glibc elf/dl-hwcaps.c, _dl_important_hwcaps before 2.37): every
+        # non-empty subset of (tls, the platform, the masked AT_HWCAP names from the highest
+        # bit down), the largest first and tls most significant — LD_DEBUG=libs on 2.36.
+        comps = ["tls", platform, *legacy_hwcap] if host.machine == 62 else ["tls", platform]
         comps = [c for c in comps if c]
         n = len(comps)
         for mask in range((1 << n) - 1, 0, -1):

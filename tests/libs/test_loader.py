@@ -147,6 +147,37 @@ def test_tried_files_match_ld_debug(build: Builder) -> None:
         assert ours == real[name], name
 
 
+_V4 = frozenset({"cx16", "lahf_lm", "popcnt", "pni", "sse4_1", "sse4_2", "ssse3", "avx", "avx2", "bmi1",
+                 "bmi2", "f16c", "fma", "abm", "movbe", "xsave", "avx512f", "avx512bw", "avx512cd",
+                 "avx512dq", "avx512vl"})
+
+
+@pytest.mark.parametrize(("vendor", "flags", "platform", "first_legacy"), [
+    # Intel with AVX-512 (Skylake-SP and later): HWCAP_X86_AVX512_1 and platform haswell
+    ("GenuineIntel", _V4, "haswell", "tls/haswell/avx512_1/x86_64"),
+    # Intel Haswell/Broadwell (AVX2, no AVX-512)
+    ("GenuineIntel", _V4 - {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}, "haswell",
+     "tls/haswell/x86_64"),
+    # Knights Landing: AVX512ER and AVX512PF make the platform xeon_phi, no avx512_1
+    ("GenuineIntel", _V4 | {"avx512er", "avx512pf"}, "xeon_phi", "tls/xeon_phi/x86_64"),
+    # AMD Zen 4 (AVX-512): glibc sets neither the platform nor avx512_1 for other vendors
+    ("AuthenticAMD", _V4, "x86_64", "tls/x86_64/x86_64"),
+])
+def test_legacy_hwcaps_follow_glibc_2_36_cpu_features(vendor: str, flags: frozenset[str],
+                                                      platform: str, first_legacy: str) -> None:
+    """glibc 2.36 ``sysdeps/x86/cpu-features.c`` and ``elf/dl-hwcaps.c``: the platform, the
+    masked AT_HWCAP names and the power set of legacy subdirectories, largest first."""
+    cfg = detect_config(env={}, cpu_flags=flags, vendor=vendor)
+    if cfg.glibc >= (2, 37):
+        pytest.skip("legacy hwcaps were removed in glibc 2.37")
+    assert cfg.platform == platform
+    legacy = [d for d in cfg.subdirs if not d.startswith("glibc-hwcaps/")]
+    assert legacy[0] == first_legacy
+    n = len(first_legacy.split("/"))
+    assert len(legacy) == 2 ** n - 1 and legacy[-1] == first_legacy.split("/")[-1]
+    assert legacy[2 ** (n - 1) - 1] == "tls"  # every subset with tls comes before those without
+
+
 def test_glibc_hwcaps_subdirectory_wins(build: Builder) -> None:
     cfg = detect_config(env={})
     if not cfg.hwcaps_active:
