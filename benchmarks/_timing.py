@@ -57,8 +57,13 @@ def uv_binary() -> str | None:
 
 
 def default_venv(name: str) -> Path:
-    root = Path(os.environ.get("ENVLOCK_TEST_VENVS", Path.home() / ".cache" / "envlock-test-venvs"))
-    return root / name
+    """This interpreter's real test venv ``name`` (``tests/_realenv.py``: keyed by the interpreter)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    try:
+        from _realenv import venv_dir  # noqa: PLC0415 - the tests' helper, found by path
+    finally:
+        sys.path.pop(0)
+    return venv_dir(name)
 
 
 def report(rows: list[tuple[str, float | None]], base: str) -> None:

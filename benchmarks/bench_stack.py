@@ -1,6 +1,6 @@
 """Benchmark: ``probe_stack`` on a real venv against ``pip freeze`` (not a test; run by hand).
 
-    python benchmarks/bench_stack.py ~/.cache/envlock-test-venvs/cuda
+    python benchmarks/bench_stack.py [VENV]   # default: this interpreter's real CUDA test venv
 
 Prints the median of N runs of each, in seconds.  Target (issue 3): probe_stack well under
 0.5 s on the CUDA venv, and the whole snapshot ≤ 0.5 × ``pip freeze``.
@@ -49,4 +49,6 @@ def main(venv: str, runs: int = 7) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "~/.cache/envlock-test-venvs/cuda")
+    from _timing import default_venv
+
+    main(sys.argv[1] if len(sys.argv) > 1 else str(default_venv("cuda")))

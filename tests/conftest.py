@@ -5,14 +5,14 @@ The ``realenv`` group runs envlock against real virtual environments with PyTorc
 * ``cpu_venv``: torch 2.13.0 (CPU build), numpy 1.24.4, scipy 1.10.1;
 * ``cuda_venv``: torch 2.14.1 (CUDA 13.0 build, ``nvidia-*`` wheels), numpy 2.4.1, scipy 1.17.0.
 
-They are created on first use under ``$ENVLOCK_TEST_VENVS`` (default
-``~/.cache/envlock-test-venvs``) with ``pip install`` and reused afterwards.  The group is
-skipped unless ``--realenv`` is given; the README's test command and CI give it.
+They are created on first use with ``pip install`` under ``$ENVLOCK_TEST_VENVS`` (default
+``~/.cache/envlock-test-venvs``), one pair per interpreter that runs the tests (``_realenv.py``:
+keyed by its path, version and build; about 6.7 GB a pair), and reused afterwards.  The group
+is skipped unless ``--realenv`` is given; the README's test command and CI give it.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -20,10 +20,7 @@ from pathlib import Path
 
 import pytest
 
-REAL_VENVS = {
-    "cpu": ["torch==2.13.0", "numpy==1.24.4", "scipy==1.10.1"],
-    "cuda": ["torch==2.14.1", "numpy==2.4.1", "scipy==1.17.0"],
-}
+from _realenv import REAL_VENVS, ready_text, venv_dir
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -44,29 +41,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
-def venv_root() -> Path:
-    """Directory holding the real test venvs."""
-    return Path(
-        os.environ.get("ENVLOCK_TEST_VENVS", Path.home() / ".cache" / "envlock-test-venvs")
-    )
-
-
 def _ensure_venv(name: str) -> Path:
-    root = venv_root()
-    venv = root / name
+    venv = venv_dir(name)
     marker = venv / ".envlock-ready"
-    if marker.exists():
+    want = ready_text(name)
+    if marker.exists() and marker.read_text() == want and (venv / "bin" / "python").exists():
         return venv
     if venv.exists():
         shutil.rmtree(venv)
-    root.mkdir(parents=True, exist_ok=True)
+    venv.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     subprocess.run(
         [str(venv / "bin" / "python"), "-m", "pip", "install", "-q", *REAL_VENVS[name]],
         check=True,
         timeout=3000,
     )
-    marker.write_text(" ".join(REAL_VENVS[name]) + "\n")
+    marker.write_text(want)
     return venv
 
 

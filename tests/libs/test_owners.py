@@ -157,8 +157,10 @@ def test_installed_markers_agree_with_packaging() -> None:
 
     from envlock.libs.owners import _marker_value
 
+    from _realenv import venv_dir
+
     sites = [sysconfig.get_paths()["purelib"],
-             *glob.glob(os.path.expanduser("~/.cache/envlock-test-venvs/cuda/lib/python3*/site-packages"))]
+             *glob.glob(os.path.join(glob.escape(str(venv_dir("cuda"))), "lib/python3*/site-packages"))]
     markers: set[str] = set()
     for site in sites:
         for meta in glob.glob(os.path.join(glob.escape(site), "*.dist-info", "METADATA")):
