@@ -59,11 +59,24 @@ Runner = Callable[..., RunResult]
 _LIVE: set[subprocess.Popen[bytes]] = set()
 _LIVE_LOCK = threading.Lock()
 _CANCELLED = threading.Event()
+# The thread that handles the interrupt and carries on (a library caller that caught
+# KeyboardInterrupt): :func:`cancel_all` with ``spare_caller`` leaves its later commands alone.
+_SPARED: set[int] = set()
 
 
-def cancel_all() -> None:
+def cancel_all(*, spare_caller: bool = False) -> None:
     """Kill the process group of every command :func:`run` is waiting on, and make later calls
-    return ``status="error"`` ("cancelled") without starting anything — for Ctrl-C."""
+    return ``status="error"`` ("cancelled") without starting anything — for Ctrl-C.
+
+    :param spare_caller: later commands of the calling thread still run (the caller handles the
+        interrupt and goes on, while its abandoned worker threads must start nothing more until
+        :func:`resume`).
+    """
+    with _LIVE_LOCK:
+        if spare_caller:
+            _SPARED.add(threading.get_ident())
+        else:
+            _SPARED.clear()
     _CANCELLED.set()
     with _LIVE_LOCK:
         procs = list(_LIVE)
@@ -77,6 +90,13 @@ def cancel_all() -> None:
 def resume() -> None:
     """Allow :func:`run` to start commands again after :func:`cancel_all`."""
     _CANCELLED.clear()
+    with _LIVE_LOCK:
+        _SPARED.clear()
+
+
+def _cancelled() -> bool:
+    """Whether a command started now from this thread is cancelled."""
+    return _CANCELLED.is_set() and threading.get_ident() not in _SPARED
 
 
 def run(
@@ -98,7 +118,7 @@ def run(
     :returns: a :class:`RunResult`; this function does not raise for failures of the command.
     """
     args = tuple(str(a) for a in argv)
-    if _CANCELLED.is_set():
+    if _cancelled():
         return RunResult(argv=args, status="error", detail=f"{args[0]}: cancelled")
     try:
         # A new session, so that on timeout the whole process group (a shell script's
@@ -118,7 +138,7 @@ def run(
         return RunResult(argv=args, status="error", detail=f"{args[0]}: {exc.strerror or exc}")
     with _LIVE_LOCK:
         _LIVE.add(proc)
-    if _CANCELLED.is_set():
+    if _cancelled():
         _kill_group(proc)
     try:
         stdout, stderr = proc.communicate(
@@ -138,7 +158,7 @@ def run(
     finally:
         with _LIVE_LOCK:
             _LIVE.discard(proc)
-    if _CANCELLED.is_set() and proc.returncode is not None and proc.returncode < 0:
+    if _cancelled() and proc.returncode is not None and proc.returncode < 0:
         return RunResult(argv=args, status="error", detail=f"{args[0]}: cancelled")
     out = stdout.decode("utf-8", "replace")
     err = stderr.decode("utf-8", "replace")

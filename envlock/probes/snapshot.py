@@ -234,9 +234,10 @@ def snapshot(
         # Ctrl-C (or a bug): drop what has not started, end every child now; the threads
         # still running then return within moments instead of waiting out their timeouts.
         pool.shutdown(wait=False, cancel_futures=True)
-        _run.cancel_all()
-        # Commands may run again once the abandoned probes have returned (library callers
-        # carry on after catching KeyboardInterrupt).
+        # The caller's own later commands run at once (a library caller carries on after
+        # catching KeyboardInterrupt); the abandoned probes' threads start none until they
+        # have all returned.
+        _run.cancel_all(spare_caller=True)
         threading.Thread(target=_resume_after, args=(pool,), daemon=True).start()
         raise
     pool.shutdown(wait=True)
