@@ -15,7 +15,7 @@ import errno
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
@@ -229,14 +229,29 @@ def _read_one(location: str, entry: str) -> PipPackage:
     return pkg
 
 
-def _entries(location: str) -> Iterator[str]:
+def _listing(location: str) -> tuple[list[str], list[str]]:
+    """The ``.dist-info``/``.egg-info`` entries and the ``.egg-link`` files of ``location``."""
     try:
-        names = os.listdir(location)
+        names = sorted(os.listdir(location))
     except OSError:
-        return
-    for entry in sorted(names):
-        if entry.endswith((".dist-info", ".egg-info")):
-            yield entry
+        return [], []
+    return ([e for e in names if e.endswith((".dist-info", ".egg-info"))],
+            [e for e in names if e.endswith(".egg-link")])
+
+
+def _legacy_editable(pkg: PipPackage, egg_links: Mapping[str, str]) -> PipPackage:
+    """A ``setup.py develop`` install (``pip install -e`` by pip < 23.1, or ``--no-use-pep517``)
+    as pip itself recognises it: no PEP 610 ``direct_url.json``, but a ``<name>.egg-link`` in
+    a site directory; the project location is where its ``.egg-info`` is (pip
+    ``_internal/utils/egg_link.py`` and ``BaseDistribution.editable_project_location``).
+
+    :param pkg: a package of the scan.
+    :param egg_links: normalized project name (PEP 503) → path of its ``.egg-link`` file.
+    :returns: ``pkg`` with origin ``"editable"`` and ``editable_path``, or ``pkg`` unchanged.
+    """
+    if pkg.origin != "index" or pkg.name not in egg_links:
+        return pkg
+    return replace(pkg, origin="editable", editable_path=os.path.normpath(pkg.location))
 
 
 def conda_build_url(pkg: PipPackage) -> bool:
@@ -250,17 +265,22 @@ def scan_distributions(path_entries: Iterable[str]) -> PipInfo:
     :param path_entries: directories in ``sys.path`` order; files (zips, eggs) and missing
         directories are skipped.
     :returns: :class:`PipInfo` with packages sorted by normalized name; a project found more
-        than once lists the later copies in ``shadowed`` as ``"<version> at <dir>"``.
+        than once lists the later copies in ``shadowed`` as ``"<version> at <dir>"``; one with a
+        ``<name>.egg-link`` in a scanned directory is editable, as pip says (:func:`_legacy_editable`).
     """
     winners: dict[str, PipPackage] = {}
     shadows: dict[str, list[str]] = {}
     seen_dirs: set[str] = set()
+    egg_links: dict[str, str] = {}
     for location in path_entries:
         real = os.path.realpath(location)
         if real in seen_dirs or not os.path.isdir(location):
             continue
         seen_dirs.add(real)
-        for entry in _entries(location):
+        entries, links = _listing(location)
+        for link in links:
+            egg_links.setdefault(canonicalize(link[: -len(".egg-link")]), os.path.join(location, link))
+        for entry in entries:
             pkg = _read_one(location, entry)
             first = winners.get(pkg.name)
             if first is not None and first.location == location and first.version == pkg.version:
@@ -270,7 +290,8 @@ def scan_distributions(path_entries: Iterable[str]) -> PipInfo:
             else:
                 winners[pkg.name] = pkg
     packages = tuple(
-        replace(p, shadowed=tuple(shadows[n])) if n in shadows else p
+        replace(_legacy_editable(p, egg_links), shadowed=tuple(shadows[n])) if n in shadows
+        else _legacy_editable(p, egg_links)
         for n, p in sorted(winners.items())
     )
     return PipInfo(status="ok", source="dist-info/egg-info on sys.path", packages=packages)

@@ -54,14 +54,32 @@ def _make_checkout(tmp_path: Path) -> Path:
     return src
 
 
-def test_editable_install_records_checkout_state(tmp_path: Path) -> None:
-    """Case C13: an editable install of a git checkout records HEAD, branch, dirty and a diff hash."""
+def _pip_editable_location(py: Path, name: str) -> str | None:
+    """pip's own answer (the oracle): ``pip list -e``'s editable project location of ``name``."""
+    out = subprocess.run([str(py), "-m", "pip", "list", "-e", "--format", "json"], capture_output=True,
+                         text=True, check=True, timeout=120,
+                         env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}).stdout
+    return next((d.get("editable_project_location") for d in json.loads(out) if d["name"] == name), None)
+
+
+@pytest.mark.parametrize("how", ["pep660", "setup.py develop"])
+def test_editable_install_records_checkout_state(tmp_path: Path, how: str) -> None:
+    """Case C13: an editable install of a git checkout records HEAD, branch, dirty and a diff hash
+    — a PEP 660 one (PEP 610 ``dir_info.editable``) and a legacy ``setup.py develop`` one (an
+    ``.egg-link``, what pip < 23.1 makes of a project without pyproject.toml, as Debian's
+    python3 venvs bring), each where pip itself says it is."""
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     py = venv / "bin" / "python"
     src = _make_checkout(tmp_path)
-    # A real PEP 660 editable install; the build backend (setuptools) comes from the index.
-    pip_install(py, "-e", str(src), index=True)
+    if how == "pep660":
+        # A real PEP 660 editable install; the build backend (setuptools) comes from the index.
+        pip_install(py, "--use-pep517", "-e", str(src), index=True)
+    else:
+        pip_install(py, "setuptools", "wheel", index=True)  # pip >= 23.1 needs both for it
+        pip_install(py, "--no-use-pep517", "-e", str(src), index=True)
+        assert list((venv / "lib").glob("python3*/site-packages/mylib.egg-link"))
+    assert _pip_editable_location(py, "mylib") == str(src)
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=src, capture_output=True, text=True,
                           check=True, timeout=60).stdout.strip()
 
@@ -92,7 +110,10 @@ def test_a_plain_directory_install_records_no_checkout_state(tmp_path: Path) -> 
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     py = venv / "bin" / "python"
     src = _make_checkout(tmp_path)
-    pip_install(py, str(src), index=True)
+    # As a wheel built from the directory (PEP 517, pip's default from 23.1): pip records PEP 610
+    # dir_info.  A legacy 'setup.py install' (pip < 23.1 without the wheel package) records no
+    # origin at all, and pip freeze says only 'mylib==0.2.0'.
+    pip_install(py, "--use-pep517", str(src), index=True)
     (src / "mylib" / "__init__.py").write_text("X = 2\n")  # the checkout moves on
     pkg = {p.name: p for p in envlock.snapshot(python=str(py)).pip.packages}["mylib"]
     assert pkg.origin == "directory" and pkg.url == f"file://{src}"
