@@ -60,7 +60,7 @@ def default_venv(name: str) -> Path:
     """This interpreter's real test venv ``name`` (``tests/_realenv.py``: keyed by the interpreter)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     try:
-        from _realenv import venv_dir  # noqa: PLC0415 - the tests' helper, found by path
+        from _realenv import venv_dir  # the tests' helper, found by path
     finally:
         sys.path.pop(0)
     return venv_dir(name)
