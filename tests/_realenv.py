@@ -55,3 +55,12 @@ def venv_dir(name: str) -> Path:
 def ready_text(name: str) -> str:
     """What the ready-marker of a finished venv ``name`` holds: its key, interpreter and specs."""
     return f"{interpreter_key()} {base_interpreter()}\n" + " ".join(REAL_VENVS[name]) + "\n"
+
+
+def manifest_pins(manifest: Path, *names: str) -> list[str]:
+    """``name==version`` for each of ``names`` the manifest's ``[pip]`` records (the venv's own
+    pip and setuptools: whichever the building interpreter's ``ensurepip`` bundled)."""
+    import envlock
+
+    have = {p.name: p.version for p in envlock.load(manifest).pip.packages}
+    return [f"{n}=={have[n]}" for n in names if n in have]

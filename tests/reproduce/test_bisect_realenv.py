@@ -12,6 +12,8 @@ from click.testing import CliRunner
 
 from envlock.cli import cli
 
+from _realenv import manifest_pins
+
 pytestmark = pytest.mark.realenv
 
 CHECK = ("import numpy as np, torch\n"
@@ -36,7 +38,7 @@ def test_cpu_venv_against_a_numpy_change(cpu_venv, tmp_path, monkeypatch):
     wheels = tmp_path / "wheels"
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "-d", str(wheels),
                     "torch==2.13.0+cpu", "numpy==1.24.4", "scipy==1.10.1",
-                    "pip==23.2.1", "setuptools==84.2.1"], check=True, timeout=600)
+                    *manifest_pins(good, "pip", "setuptools")], check=True, timeout=600)
     subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d",
                     str(wheels), "numpy==1.26.4"], check=True, timeout=600)
     args = ["bisect", str(good), str(bad), "--no-index", "--find-links", str(wheels),
