@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -274,8 +275,15 @@ def test_query_key_holds_the_variables_that_change_sys_path(tiny_venv: Path, tmp
     assert list((tmp_path / "cache/envlock/python-query").glob("*.json"))
     assert _query(python, {**base, "PYTHONPATH": str(extra)}).path[0] == str(extra)
     assert _query(python, base) == first
-    home = _query(python, {**base, "PYTHONHOME": "/usr"})  # another standard library
-    assert home.base_prefix == "/usr" != first.base_prefix
+    # Another standard library: a home of its own whose lib/pythonX.Y is this one's (a base prefix
+    # that is the interpreter's own, /usr for Debian's python3, would change nothing).
+    other = tmp_path / "home"
+    (other / "lib").mkdir(parents=True)
+    stdlib = sysconfig.get_paths()["stdlib"]
+    (other / "lib" / os.path.basename(stdlib)).symlink_to(stdlib)
+    home = _query(python, {**base, "PYTHONHOME": str(other)})
+    assert home.status == "ok", home.error
+    assert home.base_prefix == str(other) != first.base_prefix
     assert _query(python, base) == first
 
 
