@@ -18,8 +18,8 @@ __all__ = ["bisect"]
 @click.argument("bad", type=click.Path(dir_okay=False, exists=True))
 @click.argument("command", nargs=-1, required=True)
 @click.option("--metric", metavar="REGEX",
-              help="Judge by a number CMD prints (the regex's first group) instead of its exit "
-                   "status.")
+              help="Judge by a number CMD prints (the regex's first group, which it must have) "
+                   "instead of its exit status.")
 @click.option("--rtol", type=Finite(0.0, 1e300), default=1e-9, show_default=True,
               help="Relative tolerance of --metric against GOOD's value.")
 @click.option("--atol", type=Finite(0.0, 1e300), default=0.0, show_default=True,
@@ -63,19 +63,11 @@ def bisect(good: str, bad: str, command: tuple[str, ...], fmt: str, **options: A
     from envlock.render import bisect as report  # noqa: PLC0415
     from envlock.reproduce import Judge  # noqa: PLC0415
     from envlock.reproduce import bisect as run_bisect  # noqa: PLC0415
+    from envlock.reproduce import check_metric  # noqa: PLC0415
 
     judge = Judge(metric=options["metric"], rtol=options["rtol"], atol=options["atol"],
                   repeat=options["repeat"], timeout=options["timeout"])
-    if options["metric"]:
-        import re  # noqa: PLC0415
-
-        try:
-            re.compile(options["metric"])
-        except re.error as exc:
-            from envlock.errors import EnvlockError  # noqa: PLC0415
-
-            raise EnvlockError(f"--metric {options['metric']!r}: not a regular expression "
-                               f"({exc})") from None
+    check_metric(options["metric"])  # before anything is read or built
     console = Console(stderr=True)
     status = console.status("Reading GOOD and BAD…") if console.is_terminal else None
 

@@ -200,12 +200,19 @@ def lock(**options: Any) -> None:
 @click.option("-i", "--index-url", help="pip index URL for uv (replaces PyPI).")
 @click.option("--find-links", multiple=True, help="Directory of wheels (repeatable).")
 @click.option("--no-index", is_flag=True, help="Use only --find-links.")
+@click.option("--allow-index", "allow_index", multiple=True, metavar="URL",
+              help="Let a lockfile use this index (or --find-links page, or --trusted-host "
+                   "host of this URL) that your own pip/uv configuration does not name "
+                   "(repeatable; see docs/trust.md).")
+@click.option("--trust-lockfile-indexes", is_flag=True,
+              help="Let lockfiles use every index they name (see docs/trust.md).")
 @click.option("--run", "do_run", is_flag=True,
               help="Build the environment (default: print the plan), then verify it.")
 @handle_errors
 def restore(inputs: tuple[str, ...], prefix: str | None, python_version: str | None,
             python: str | None, variant_index: tuple[str, ...], index_url: str | None,
-            find_links: tuple[str, ...], no_index: bool, do_run: bool) -> None:
+            find_links: tuple[str, ...], no_index: bool, allow_index: tuple[str, ...],
+            trust_lockfile_indexes: bool, do_run: bool) -> None:
     """Recreate an environment from a manifest or lockfiles (dry run unless --run).
 
     A lockfile given, or recorded in the manifest and unchanged, is used; else the manifest
@@ -224,12 +231,14 @@ def restore(inputs: tuple[str, ...], prefix: str | None, python_version: str | N
     target = os.path.abspath(prefix or _beside(inputs[0]))
     plan = plan_restore(inputs, target, python_version=python_version,
                         index_map=_variant_map(variant_index), index_url=index_url,
-                        find_links=find_links, no_index=no_index, python=python)
+                        find_links=find_links, no_index=no_index, python=python,
+                        allow_index=allow_index, trust_lockfile_indexes=trust_lockfile_indexes)
     for warning in plan.warnings:
         click.echo(f"warning: {warning}", err=True)
     for note in plan.notes:
         click.echo(f"note: {note}", err=True)
     if do_run:
+        _say_sources(plan)
         with _spinner(f"Recreating {plan.prefix}…"):
             for line in run_plan(plan):
                 click.echo(line)
@@ -237,6 +246,7 @@ def restore(inputs: tuple[str, ...], prefix: str | None, python_version: str | N
         click.echo("# Recreate the environment from the manifest alone (dry run; --run "
                    "builds it, then verifies it):" if plan.manifests
                    else "# Recreate the environment:")
+        _say_sources(plan)
         if not plan.steps:
             click.echo("# (nothing to install)")
         for step in plan.steps:
@@ -262,6 +272,23 @@ def restore(inputs: tuple[str, ...], prefix: str | None, python_version: str | N
         click.echo("# Not restored by any lockfile (comes from the machine or the job):")
         for item in plan.not_restored:
             click.echo(f"#   {item}")
+
+
+def _say_sources(plan: Any) -> None:
+    """What --run contacts and builds, before any step is shown or run (docs/trust.md)."""
+    from envlock.redact import printable  # noqa: PLC0415
+
+    if plan.contacts:
+        click.echo("# --run contacts:")
+        for item in plan.contacts:
+            click.echo(printable(f"#   {item}"))
+    if plan.builds:
+        click.echo("# --run builds from source (runs code from there):")
+        for item in plan.builds:
+            click.echo(printable(f"#   {item}"))
+    if plan.python is not None and plan.python.path is None and plan.python.proposed:
+        click.echo(printable(f"# the manifest names the interpreter {plan.python.proposed}: "
+                             "not run (a manifest is data); --python PATH chooses one"))
 
 
 def _beside(first: str) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from envlock._run import Runner, run
 from envlock.errors import EnvlockError, LockError, ManifestError
-from envlock.lock._plan import RestorePlan
+from envlock.lock._plan import RestorePlan, Step
 
 __all__ = ["run_plan", "RestoreCheck", "verify_restored"]
 
@@ -110,12 +110,27 @@ def _run_steps(plan: RestorePlan, runner: Runner) -> list[str]:
             argv = [*conda_lock_argv(), *step.argv[1:], "--conda", exe]
             _run_checked(argv, runner, INSTALL_TIMEOUT, None)
         else:
+            if step.kind == "patch":
+                _check_patch(step)
             argv = list(step.argv)
             if argv[0] == "uv":
                 argv[0] = uv_bin()
             _run_checked(argv, runner, INSTALL_TIMEOUT, _uv_env())
         done.append(f"done: {step.shell}")
     return done
+
+
+def _check_patch(step: Step) -> None:
+    """The patch file is still the one the plan checked (its recorded sha256), right before
+    ``git apply`` reads it."""
+    import hashlib  # noqa: PLC0415
+
+    from envlock._io import read_bytes  # noqa: PLC0415
+
+    patch = step.argv[-1]
+    if hashlib.sha256(read_bytes(patch)).hexdigest() != step.sha256:
+        raise LockError(f"{patch}: changed since the plan was made (sha256 is not the "
+                        "manifest's patch-sha256); not applied")
 
 
 #: How uv says that a pinned version is not on the indexes given (``uv pip install``).

@@ -15,6 +15,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envlock._run import Runner, run
+from envlock._untrusted import (
+    UntrustedValueError,
+    check_commit,
+    check_conda_spec,
+    check_file_name,
+    check_git_source,
+    check_name,
+    check_requirement,
+    check_url,
+    contained,
+)
 from envlock.errors import EnvlockError
 from envlock.lock._plan import PythonChoice, RestorePlan, Step
 
@@ -23,7 +34,7 @@ if TYPE_CHECKING:
     from envlock.manifest import Manifest, PipPackage
 
 __all__ = ["PYTORCH_INDEX", "PythonChoice", "find_python", "manifest_pins", "plan_from_manifest",
-           "variant_index", "index_options"]
+           "variant_index", "index_options", "check_pip_package"]
 
 
 #: Where PyTorch publishes each build variant (its local version label, PEP 440 "local
@@ -110,19 +121,28 @@ def find_python(
     *,
     base_prefix: str | None = None,
     explicit: str | None = None,
+    local_prefix: str | None = None,
     runner: Runner = run,
 ) -> PythonChoice:
     """Find an interpreter of exactly ``version`` on this machine; never another silently.
 
-    Candidates, in order: ``explicit`` (``--python``: used even when its version differs, and
-    then said so); the recorded ``sys.base_prefix`` (``bin/pythonX.Y``, ``bin/python3``); what
-    ``uv python find --system VERSION`` finds (installed interpreters and ``PATH``; downloads
-    off).  Each is run to ask its ``platform.python_version()``.
+    Only interpreters the user's machine offers are run: ``explicit`` (``--python``: used even
+    when its version differs, and then said so), ``local_prefix`` (a prefix the caller trusts,
+    such as envlock's own ``sys.base_prefix``) and what ``uv python find --system VERSION``
+    finds (uv's managed interpreters and ``PATH``; downloads off).  Each is run to ask its
+    ``platform.python_version()``.  The manifest's ``base_prefix`` is never run (a manifest is
+    data, docs/trust.md): its ``bin/pythonX.Y`` is only a proposal the plan shows
+    (:attr:`PythonChoice.proposed`), which ``--python`` can accept.
 
     :param version: the recorded version (``"3.11.7"``).
+    :param base_prefix: the manifest's ``[python] base-prefix`` (shown, not run).
     :returns: the choice; ``path`` is ``None`` when no candidate has that version.
+    :raises UntrustedValueError: ``version`` is not a Python version (it would reach uv's
+        command line).
     """
     import os  # noqa: PLC0415
+
+    from envlock._untrusted import check_python_version  # noqa: PLC0415
 
     looked: list[str] = []
     if explicit:
@@ -132,18 +152,20 @@ def find_python(
                             looked=(f"{explicit}: {found or 'does not run'}",))
     if not version:
         return PythonChoice(version=None, path=None, looked=("the manifest records no version",))
+    check_python_version(version, "[python] version")
     mm = ".".join(version.split(".")[:2])
+    proposed = os.path.join(base_prefix, "bin", f"python{mm}") if base_prefix else None
     candidates: list[tuple[str, str]] = []
     uv_miss = ""
-    if base_prefix:
+    if local_prefix:
         for name in (f"python{mm}", "python3"):
-            candidates.append((os.path.join(base_prefix, "bin", name),
-                               "the manifest's base prefix"))
+            candidates.append((os.path.join(local_prefix, "bin", name), "envlock's own"))
     try:
         from envlock.lock._tools import uv_bin  # noqa: PLC0415
 
         env = dict(os.environ, UV_PYTHON_DOWNLOADS="never", NO_COLOR="1")
-        result = runner([uv_bin(), "python", "find", "--system", version], timeout=30.0, env=env)
+        result = runner([uv_bin(), "python", "find", "--system", "--", version], timeout=30.0,
+                        env=env)
         if result.ok and result.stdout.strip():
             candidates.append((result.stdout.strip().splitlines()[-1], "uv python find"))
         else:
@@ -162,8 +184,8 @@ def find_python(
         looked.append(f"{exe}: {found or 'does not run'}")
         if found == version:
             return PythonChoice(version=version, path=exe, found_version=found, how=how,
-                                looked=tuple(looked))
-    return PythonChoice(version=version, path=None,
+                                looked=tuple(looked), proposed=proposed)
+    return PythonChoice(version=version, path=None, proposed=proposed,
                         looked=tuple(looked) + ((uv_miss,) if uv_miss else ()))
 
 
@@ -184,58 +206,123 @@ def manifest_pins(manifest: Manifest) -> tuple[list[str], list[Skipped], list[Pi
     skipped: list[Skipped] = []
     editables: list[PipPackage] = []
     for pkg in manifest.pip.packages if manifest.pip else ():
+        if pkg.origin == "conda":  # installed by its conda package, never by a pip command
+            conda_req = requirement_for(pkg)
+            if not isinstance(conda_req, str):
+                skipped.append(conda_req)
+            continue
+        check_pip_package(pkg)
         if pkg.origin == "editable":
             editables.append(pkg)
             continue
         req = requirement_for(pkg)
         if isinstance(req, str):
-            pins.append(req)
+            pins.append(check_requirement(req, f"[[pip.packages]] {pkg.name}"))
         else:
             skipped.append(req)
     return pins, skipped, editables
 
 
-def _patch_for(manifest_path: Path, manifest: Manifest, pkg: PipPackage) -> Path | None:
-    """``manifest.patch`` beside the manifest (``envlock snapshot --save-patch``), when it is
-    the uncommitted diff of this package's checkout (the manifest's own ``[git]``)."""
-    patch = manifest_path.with_suffix(".patch")
+def check_pip_package(pkg: PipPackage) -> None:
+    """Check the fields of one ``[[pip.packages]]`` entry that a restore puts on a command line
+    (docs/trust.md): the name (PEP 508), a VCS install's URL (git's transports) and commit (full
+    hex for git), an archive's URL, an editable's git remotes and commit.
+
+    :raises UntrustedValueError: a field is not what it must be (one line naming it).
+    """
+    where = f"[[pip.packages]] {pkg.name!r}"
+    check_name(pkg.name, f"{where} name")
+    if pkg.origin == "vcs" and pkg.url:
+        check_git_source(pkg.url, f"{where} url")
+        if pkg.commit and (pkg.vcs or "git") == "git":
+            check_commit(pkg.commit, f"{where} commit")
+        if (pkg.vcs or "git") not in ("git", "hg", "svn", "bzr"):
+            raise UntrustedValueError(f"{where} vcs: {pkg.vcs!r} is not git, hg, svn or bzr; "
+                                      "nothing was run")
+    elif pkg.origin in ("archive", "directory") and pkg.url:
+        check_url(pkg.url, f"{where} url")
+    if pkg.origin == "editable" and pkg.git is not None and pkg.git.commit:
+        check_commit(pkg.git.commit, f"{where} git.commit")
+        for remote in pkg.git.remotes:
+            check_git_source(remote.url, f"{where} git.remotes {remote.name!r}")
+        if not pkg.git.remotes and pkg.git.path:
+            check_git_source(pkg.git.path, f"{where} git.path")
+
+
+def _patch_for(manifest_path: Path, manifest: Manifest,
+               pkg: PipPackage) -> tuple[Path | None, str, str | None]:
+    """The patch ``envlock snapshot --save-patch`` recorded for this package's checkout (the
+    manifest's own ``[git]``): ``(path, note, sha256)``.
+
+    Only the file the manifest names (``[git] patch``, a bare name beside the manifest) is
+    used, and only when its sha256 is the recorded ``patch-sha256``; any other ``*.patch`` is
+    never applied.  ``path`` is ``None`` then, and ``note`` says why.
+    """
+    import hashlib  # noqa: PLC0415
+
+    from envlock._io import InputError, read_bytes  # noqa: PLC0415
+
     g = manifest.git
-    if not patch.is_file() or g is None or pkg.git is None:
-        return None
-    return patch if g.path and g.path == pkg.git.path else None
+    if g is None or pkg.git is None or not g.path or g.path != pkg.git.path:
+        return None, "", None
+    if not g.patch:
+        beside = manifest_path.with_suffix(".patch")
+        extra = (f"; {beside.name} beside the manifest is not used (the manifest does not "
+                 "record it)" if beside.exists() else "")
+        return None, ("the manifest records no patch (`envlock snapshot --save-patch` keeps "
+                      f"them){extra}"), None
+    name = check_file_name(g.patch, "[git] patch")
+    if not g.patch_sha256:
+        return None, f"{name}: the manifest records no patch-sha256; not applied", None
+    path = contained(manifest_path.resolve().parent, name, field="[git] patch")
+    try:
+        digest = hashlib.sha256(read_bytes(path)).hexdigest()
+    except InputError as exc:
+        return None, f"{exc}; not applied", None
+    if digest != g.patch_sha256.lower():
+        return None, (f"{name}: sha256 {digest[:12]}… is not the recorded patch-sha256 "
+                      f"{g.patch_sha256[:12]}…; not applied"), None
+    return path, "", digest
 
 
 def _editable_steps(
     manifest_path: Path, manifest: Manifest, pkg: PipPackage, prefix: str, python: str,
     index_args: Sequence[str],
-) -> tuple[list[Step], list[str]]:
+) -> tuple[list[Step], list[str], list[str]]:
+    """The steps that restore an editable install from its recorded commit:
+    ``(steps, notes, lost)``."""
     g = pkg.git
-    where = pkg.editable_path or pkg.url or "a local directory"
     if g is None or not g.commit:
-        return [], []  # not_restored lists it: "editable install of …"
+        return [], [], []  # not_restored lists it: "editable install of …"
     remotes = sorted(g.remotes, key=lambda r: r.name != "origin")
-    source = remotes[0].url if remotes else (g.path or where)
-    dest = f"{prefix}/src/{pkg.name}"
+    source = remotes[0].url if remotes else (g.path or "")
+    if not source:
+        return [], [], []
+    dest = str(contained(prefix, "src", pkg.name, field=f"[[pip.packages]] {pkg.name!r} name"))
     steps = [
-        Step(title=f"check out {pkg.name} at its recorded commit {g.commit[:12]}", kind="git",
-             argv=("git", "clone", "--quiet", "--no-checkout", source, dest)),
+        Step(title=f"check out {pkg.name} at its recorded commit {g.commit[:12]} (fetches "
+                   f"{source})", kind="git",
+             argv=("git", "-c", "protocol.ext.allow=never", "clone", "--quiet",
+                   "--no-checkout", "--", source, dest)),
         Step(title=f"  (commit {g.commit})", kind="git",
              argv=("git", "-C", dest, "checkout", "--quiet", "--detach", g.commit)),
     ]
     notes = []
     if g.dirty:
-        patch = _patch_for(manifest_path, manifest, pkg)
+        patch, why, digest = _patch_for(manifest_path, manifest, pkg)
         if patch is not None:
-            steps.append(Step(title=f"apply the uncommitted changes saved in {patch.name}",
-                              kind="git", argv=("git", "-C", dest, "apply", str(patch))))
+            steps.append(Step(title=f"apply the uncommitted changes saved in {patch.name} "
+                                    f"(sha256 {digest})",
+                              kind="patch", sha256=digest,
+                              argv=("git", "-C", dest, "apply", "--binary", "--", str(patch))))
         else:
-            notes.append(f"{pkg.name} {pkg.version}: uncommitted changes of {g.path} "
-                         "(no manifest.patch beside the manifest: `envlock snapshot "
-                         "--save-patch` keeps them)")
-    steps.append(Step(title=f"install {pkg.name} editable from that checkout", kind="editable",
+            notes.append(f"{pkg.name} {pkg.version}: uncommitted changes of {g.path} are not "
+                         f"restored: {why or 'no patch'}")
+    steps.append(Step(title=f"install {pkg.name} editable from that checkout (runs its build "
+                            "backend: code from that checkout)", kind="editable",
                       argv=("uv", "pip", "install", "--python", python, "--no-deps",
                             *index_args, "-e", dest)))
-    return steps, notes
+    return steps, notes, [source]
 
 
 def plan_from_manifest(
@@ -260,12 +347,18 @@ def plan_from_manifest(
     opts, notes, index_warnings = index
     warnings = [*warnings, *index_warnings]
     steps: list[Step] = []
+    contacts: list[str] = []
+    builds: list[str] = []
     choice: PythonChoice | None = None
+    pins, skipped, editables = manifest_pins(manifest)  # every value checked before a step
     conda = manifest.conda.packages if manifest.conda else ()
     py = f"{prefix}/bin/python"
     if conda:
         channels: list[str] = []
         for c in conda:
+            check_conda_spec(c.name, c.version, c.build, f"[[conda.packages]] {c.name!r}")
+            if c.url:
+                check_url(c.url, f"[[conda.packages]] {c.name!r} url")
             if c.url and c.url.count("/") >= 3:
                 base = c.url.rsplit("/", 2)[0]
                 if base not in channels:
@@ -277,7 +370,8 @@ def plan_from_manifest(
         argv = ["conda", "create", "--prefix", prefix, "--override-channels"]
         for ch in channels:
             argv += ["-c", ch]
-        argv += ["--yes", *(f"{c.name}={c.version}={c.build}" for c in conda)]
+        argv += ["--yes", "--", *(f"{c.name}={c.version}={c.build}" for c in conda)]
+        contacts += [f"conda channel {ch}" for ch in channels]
         steps.append(Step(
             title=f"install the {len(conda)} conda packages of {path.name} as name=version=build "
                   "(--run: py-rattler installs exactly these files, md5/sha256 checked)",
@@ -302,19 +396,33 @@ def plan_from_manifest(
         steps.append(Step(title="create a virtual environment with "
                           + (choice.describe() if choice.path else f"Python {choice.version}"),
                           argv=tuple(argv), kind="uv-venv"))
-    pins, skipped, editables = manifest_pins(manifest)
     index_args = opts.uv_args()
+    if pins:
+        contacts += pip_contacts(opts)
     if pins:
         steps.append(Step(
             title=f"install the {len(pins)} pip packages of {path.name} at their recorded "
                   "versions (--no-deps: exactly the recorded set)",
             argv=("uv", "pip", "install", "--quiet", "--python", py, "--no-deps", *index_args,
-                  *pins),
+                  "--", *pins),
             kind="pip-pins"))
+        for pin in pins:
+            name, at, url = pin.partition(" @ ")
+            if at:
+                contacts.append(f"{url} ({name})")
+                if url.startswith(("git+", "hg+", "svn+", "bzr+")) or not url.endswith(".whl"):
+                    builds.append(f"{name}: builds {url} (runs its build backend)")
+        builds.append("any recorded version that has no wheel for this machine is built from "
+                      "its sdist (runs its build backend)")
     for pkg in editables:
-        more, lost = _editable_steps(path, manifest, pkg, prefix, py, index_args)
+        more, more_notes, remotes = _editable_steps(path, manifest, pkg, prefix, py, index_args)
         steps += more
-        missing += lost
+        notes += more_notes
+        if more:
+            contacts += [c for c in pip_contacts(opts) if c not in contacts]  # its build deps
+            contacts += [f"git remote {r} ({pkg.name})" for r in remotes]
+            builds.append(f"{pkg.name}: builds its checkout of {remotes[0]} (runs its build "
+                          "backend)")
     for s in skipped:
         if s.kind != "conda":
             missing.append(f"{s.name} {s.version}: {s.reason}")
@@ -332,6 +440,19 @@ def plan_from_manifest(
         warnings.append(f"{path}: the manifest records no conda or pip packages")
     return RestorePlan(prefix=prefix, steps=tuple(steps),
                        not_restored=tuple(dict.fromkeys(missing)), warnings=tuple(warnings),
-                       manifests=(str(path),), python=choice, notes=tuple(notes))
+                       manifests=(str(path),), python=choice, notes=tuple(notes),
+                       contacts=tuple(dict.fromkeys(contacts)), builds=tuple(dict.fromkeys(builds)))
+
+
+def pip_contacts(opts: IndexOptions) -> list[str]:
+    """What uv contacts for pip packages with these index options, one line each (the plan
+    names them, docs/trust.md)."""
+    out = []
+    if not opts.no_index:
+        out.append(f"pip index {opts.index_url}" if opts.index_url
+                   else "pip index: uv's default (PyPI) or the one your uv/pip configuration sets")
+        out += [f"pip index {u}" for u in opts.extra_index_urls]
+    out += [f"find-links {f}" for f in opts.find_links]
+    return out
 
 

@@ -25,9 +25,11 @@ class PythonChoice:
     :ivar version: the version the manifest records (``[python] version``).
     :ivar path: the interpreter found (``None``: none of that version on this machine).
     :ivar found_version: what that interpreter reports (``platform.python_version()``).
-    :ivar how: where it was found (``"the manifest's base prefix"``, ``"uv python find"``,
+    :ivar how: where it was found (``"envlock's own"``, ``"uv python find"``,
         ``"--python"``).
     :ivar looked: every candidate tried, with what it reported.
+    :ivar proposed: the interpreter the manifest names (``[python] base-prefix``): a proposal
+        shown in the plan, never run (docs/trust.md); ``--python`` accepts it.
     """
 
     version: str | None
@@ -35,6 +37,7 @@ class PythonChoice:
     found_version: str | None = None
     how: str = ""
     looked: tuple[str, ...] = ()
+    proposed: str | None = None
 
     @property
     def exact(self) -> bool:
@@ -45,8 +48,10 @@ class PythonChoice:
         """One line: which interpreter, where, and whether it is the recorded version."""
         if self.path is None:
             tried = "; ".join(self.looked) or "nothing"
-            return (f"no Python {self.version} on this machine (tried: {tried}); install it "
-                    f"(e.g. `uv python install {self.version}`) or give --python PATH")
+            named = (f"; the manifest names {self.proposed} (not run: a manifest is data; "
+                     f"--python {self.proposed} uses it)" if self.proposed else "")
+            return (f"no Python {self.version} on this machine (tried: {tried}){named}; install "
+                    f"it (e.g. `uv python install {self.version}`) or give --python PATH")
         same = ("the recorded version" if self.exact
                 else f"NOT the recorded {self.version}")
         return f"Python {self.found_version} at {self.path} ({self.how}; {same})"
@@ -60,9 +65,11 @@ class Step:
     :ivar kind: ``"conda-lock"``, ``"uv-venv"``, ``"pylock"``, ``"requirements"``, or for a
         restore from the manifest alone ``"conda-manifest"`` (py-rattler installs the recorded
         conda files), ``"pip-pins"`` (uv installs exact versions), ``"git"`` (clone, checkout,
-        apply a patch) and ``"editable"``.
+        apply a patch: ``"patch"``) and ``"editable"``.
     :ivar lockfile: the lockfile it installs, if any; ``manifest``: the manifest it restores
         from (``"conda-manifest"``).
+    :ivar sha256: for ``"patch"`` (``git apply`` of a ``--save-patch`` file): the digest the
+        manifest records, checked again right before the patch is applied.
     """
 
     title: str
@@ -70,6 +77,7 @@ class Step:
     kind: str
     lockfile: str | None = None
     manifest: str | None = None
+    sha256: str | None = None
 
     @property
     def shell(self) -> str:
@@ -85,6 +93,9 @@ class RestorePlan:
         result :func:`verify_restored` checks.
     :ivar python: the interpreter chosen for a new venv restored from a manifest.
     :ivar notes: facts about the plan (which indexes serve which local-label variant).
+    :ivar contacts: every index, channel, URL and VCS remote ``--run`` contacts, one line each
+        (docs/trust.md: the plan names them before anything runs).
+    :ivar builds: what ``--run`` builds from source, which runs that source's build backend.
     """
 
     prefix: str
@@ -94,6 +105,8 @@ class RestorePlan:
     manifests: tuple[str, ...] = ()
     python: PythonChoice | None = None
     notes: tuple[str, ...] = ()
+    contacts: tuple[str, ...] = ()
+    builds: tuple[str, ...] = ()
 
 
 #: Manifest tables that a lockfile restores (``frameworks`` and ``blas`` follow from the

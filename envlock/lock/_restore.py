@@ -181,9 +181,16 @@ def plan_restore(
     find_links: Sequence[str] = (),
     no_index: bool = False,
     python: str | None = None,
+    allow_index: Sequence[str] = (),
+    trust_lockfile_indexes: bool = False,
+    environ: Mapping[str, str] | None = None,
     runner: Runner = run,
 ) -> RestorePlan:
     """Build the restore plan for manifests and/or lockfiles.
+
+    Nothing an input names is run, fetched or written here (docs/trust.md): every value that
+    reaches a command is checked (:mod:`envlock._untrusted`), and the plan names every index,
+    channel, URL and VCS remote ``--run`` contacts and every source it builds.
 
     Lockfiles given, or recorded in a manifest's ``[lockfiles]`` and unchanged since (same
     sha256), are preferred.  Without any, the manifest is restored from its own tables
@@ -199,9 +206,16 @@ def plan_restore(
         only ``find_links`` (uv's options of the same names).
     :param python: the interpreter for a venv restored from a manifest (default: one of the
         recorded version found on this machine).
+    :param allow_index: further indexes a lockfile may bring (``--allow-index URL``); the
+        user's own configuration is always admitted (:func:`envlock.lock._sources.user_indexes`).
+    :param trust_lockfile_indexes: admit every index a lockfile names.
+    :param environ: the variables pip's and uv's configuration is read from (``os.environ``).
     :raises ManifestError: an input is neither a manifest nor a known lockfile, or a lockfile
         is malformed (see :func:`validate_lockfile`); nothing is run then.
+    :raises UntrustedValueError: a value of an input is not what its field must be, or a
+        lockfile names an index that is not admitted.
     """
+    from envlock.lock._sources import check_admitted, lockfile_sources, user_indexes  # noqa: PLC0415
     from envlock.manifest import load  # noqa: PLC0415
 
     prefix = str(prefix)
@@ -237,8 +251,17 @@ def plan_restore(
             index=index_options(manifest, index_map or {}, index_url, find_links, no_index),
             python=python, runner=runner, python_version=asked_version)
     kinds = {p: _kind_of(p) for p in lockfiles}
+    contacts: list[str] = []
+    builds: list[str] = []
+    admitted = user_indexes([*allow_index, *(f for f in find_links if "://" in f),
+                             *([index_url] if index_url else []), *(index_map or {}).values()],
+                            environ)
     for p in dict.fromkeys(lockfiles):  # before any command is printed or run
         validate_lockfile(p, kinds[p] or "")
+        sources = lockfile_sources(p, kinds[p] or "")
+        check_admitted(sources, p, admitted, trust_lockfile_indexes)
+        contacts += sources.contacts
+        builds += sources.builds
     order = {"conda-lock": 0, "conda-explicit": 0, "pylock": 1, "requirements": 2}
     lockfiles = sorted(dict.fromkeys(lockfiles), key=lambda p: order.get(kinds[p] or "", 3))
     python = f"{prefix}/bin/python"
@@ -268,4 +291,5 @@ def plan_restore(
                               argv=("uv", "pip", "install", "--python", python,
                                     "--require-hashes", "-r", str(p))))
     return RestorePlan(prefix=prefix, steps=tuple(steps),
-                       not_restored=tuple(dict.fromkeys(missing)), warnings=tuple(warnings))
+                       not_restored=tuple(dict.fromkeys(missing)), warnings=tuple(warnings),
+                       contacts=tuple(dict.fromkeys(contacts)), builds=tuple(dict.fromkeys(builds)))

@@ -17,6 +17,7 @@ import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from envlock._run import Runner, run
 from envlock.errors import EnvlockError
@@ -29,10 +30,18 @@ from envlock.reproduce.changes import (
     read_side,
 )
 from envlock.reproduce.envs import Builder, resolve_check
-from envlock.reproduce.model import DEFAULT_TIMEOUT, JSON_SCHEMA, BisectResult, Judge, Progress, Step
+from envlock.reproduce.model import (
+    DEFAULT_TIMEOUT,
+    JSON_SCHEMA,
+    BisectResult,
+    Judge,
+    Progress,
+    Step,
+)
 from envlock.reproduce.session import Session
 
-__all__ = ["bisect", "BisectResult", "Step", "Judge", "DEFAULT_TIMEOUT", "JSON_SCHEMA"]
+__all__ = ["bisect", "BisectResult", "Step", "Judge", "DEFAULT_TIMEOUT", "JSON_SCHEMA",
+           "check_metric"]
 
 
 
@@ -74,13 +83,17 @@ def _index_args(good: Side, bad: Side, index_map: Mapping[str, str], index_url: 
     return opts.uv_args(), notes
 
 
-def _own_env(side: Side) -> Path | None:
-    """The side's own environment, when it is on this machine and still matches its manifest
-    (verify's package and Python checks find nothing)."""
-    if side.kind != "manifest" or not side.target_python:
+def _own_env(side: Side, interpreter: str | None) -> Path | None:
+    """The side's own environment, when it is on this machine, is a venv of ``interpreter``
+    (its ``bin/python`` resolves to the same file: the manifest's path is never run as a
+    program of its own, docs/trust.md) and still matches its manifest (verify's package and
+    Python checks find nothing)."""
+    import os  # noqa: PLC0415
+
+    if side.kind != "manifest" or not side.target_python or not interpreter:
         return None
     python = Path(side.target_python)
-    if not python.exists():
+    if not python.exists() or os.path.realpath(python) != os.path.realpath(interpreter):
         return None
     from envlock.verify import verify  # noqa: PLC0415
     from envlock.verify.checks.packages import (  # noqa: PLC0415
@@ -135,6 +148,11 @@ def bisect(
         (their runs were skipped); uv failed.
     :raises KeyboardInterrupt: after removing the environment being built (and, without
         ``keep``, every environment built).
+
+    Nothing GOOD or BAD names is run as a program (docs/trust.md): the interpreter is one of
+    this machine's (``python``, uv's, ``PATH``), every pin is checked and given to uv after
+    ``--``.  A failed bisect in its own temporary directory removes it (keeping only logs an
+    error points at).
     """
     from envlock.lock._from_manifest import find_python  # noqa: PLC0415
 
@@ -143,6 +161,7 @@ def bisect(
     command = tuple(command)
     if not command:
         raise EnvlockError("give the command to judge after --: envlock bisect GOOD BAD -- CMD")
+    check_metric(judge.metric)  # before anything is built
     gside, bside = read_side(good), read_side(bad)
     changes, not_toggled = changes_between(gside, bside)
     groups = group_changes(changes, _rank(good, bad) if changes else {})
@@ -152,7 +171,7 @@ def bisect(
         import platform  # noqa: PLC0415
         import sys  # noqa: PLC0415
 
-        choice = find_python(platform.python_version(), base_prefix=sys.base_prefix,
+        choice = find_python(platform.python_version(), local_prefix=sys.base_prefix,
                              runner=runner)
         notes.append(f"{good} records no Python version: envlock's own is used")
     else:
@@ -183,13 +202,59 @@ def bisect(
         check = lambda gs: None  # noqa: E731 - the resolver cannot judge subsets then
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="envlock-bisect-"))
     root.mkdir(parents=True, exist_ok=True)
+    try:
+        return _bisect_in(root, gside, bside, groups, choice, index_args, notes, not_toggled,
+                          check, good=good, bad=bad, command=command, judge=judge, keep=keep,
+                          own_envs=own_envs, say=say, runner=runner)
+    except BaseException:
+        if not workdir:
+            _clean_failed(root)
+        raise
+
+
+def check_metric(metric: str | None) -> None:
+    """``--metric`` must be a regular expression with a group around the number (the
+    :class:`Judge` reads its first group), checked before anything is built.
+
+    :raises EnvlockError: not a regular expression, or one without a group.
+    """
+    import re  # noqa: PLC0415
+
+    if metric is None:
+        return
+    try:
+        groups = re.compile(metric).groups
+    except re.error as exc:
+        raise EnvlockError(f"--metric {metric!r}: not a regular expression ({exc})") from None
+    if groups == 0:
+        raise EnvlockError(f"--metric {metric!r}: put the number in a group, e.g. "
+                           "'loss=(\\S+)'; nothing was built")
+
+
+def _clean_failed(root: Path) -> None:
+    """After a failed bisect in its own temporary directory: remove the environments; remove
+    the directory too unless it holds the logs the error points at."""
+    shutil.rmtree(root / "envs", ignore_errors=True)
+    logs = root / "logs"
+    if not (logs.is_dir() and any(logs.iterdir())):
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _bisect_in(root: Path, gside: Side, bside: Side, groups: list[Group], choice: Any,
+               index_args: list[str], notes: list[str], not_toggled: Sequence[str],
+               check: Any, *, good: str, bad: str, command: tuple[str, ...], judge: Judge,
+               keep: bool, own_envs: bool, say: Progress, runner: Runner) -> BisectResult:
+    """The part of :func:`bisect` that builds and runs, in the work directory ``root``."""
+    def pins_for(applied: Sequence[Group]) -> dict[str, str]:
+        return Session.pins_of(gside, applied)
+
     envs = root / "envs"
     existing: dict[frozenset[str], Path] = {}
     if own_envs:
         for side, name, applied in ((gside, "GOOD", ()), (bside, "BAD", tuple(groups))):
             if side.python != gside.python:
                 continue  # BAD's own interpreter is not the one every subset is built with
-            own = _own_env(side)
+            own = _own_env(side, choice.path)
             if own is not None and not side.lost:
                 existing.setdefault(frozenset(pins_for(applied).values()), own)
                 notes.append(f"{name} ran in its own environment {own} (it still matches "

@@ -108,6 +108,8 @@ def read_side(path: str | Path) -> Side:
     :raises ManifestError: unreadable or of an unknown format (one line); an input that lists
         pip packages without exact versions (a spec such as ``numpy>=1.24``), which no
         environment can be built from.
+    :raises UntrustedValueError: a name, URL, commit or the Python version is not what it must
+        be (docs/trust.md: no value from a file becomes an option).
     """
     from envlock.diff import foreign  # noqa: PLC0415 - the readers of every diff input
     from envlock.lock._pip import Skipped, requirement_for  # noqa: PLC0415
@@ -147,13 +149,27 @@ def read_side(path: str | Path) -> Side:
                 vcs="git" if d.get("commit") else None, commit=d.get("commit")))
         py = data.get("python") or {}
         python = str(py.get("version")) if isinstance(py, Mapping) and py.get("version") else None
-    for pkg in packages:
-        req = requirement_for(pkg)
-        if isinstance(req, Skipped):
-            if req.kind != "conda":
-                lost.append(f"{pkg.name} {pkg.version}: {req.reason}")
-            continue
-        pins[canonicalize(pkg.name)] = (pkg.version, req)
+    from envlock._untrusted import (  # noqa: PLC0415
+        UntrustedValueError,
+        check_python_version,
+        check_requirement,
+    )
+    from envlock.lock._from_manifest import check_pip_package  # noqa: PLC0415
+
+    try:  # every value that reaches uv's command line is data (docs/trust.md)
+        if python is not None:
+            check_python_version(python, "[python] version")
+        for pkg in packages:
+            req = requirement_for(pkg)
+            if isinstance(req, Skipped):
+                if req.kind != "conda":
+                    lost.append(f"{pkg.name} {pkg.version}: {req.reason}")
+                continue
+            check_pip_package(pkg)
+            pins[canonicalize(pkg.name)] = (pkg.version, check_requirement(
+                req, f"[[pip.packages]] {pkg.name!r}"))
+    except UntrustedValueError as exc:
+        raise UntrustedValueError(f"{p}: {exc}") from None
     conda = {str(c.get("name")): f"{c.get('version', '')} {c.get('build', '')}".strip()
              for c in (data.get("conda") or {}).get("packages", []) if isinstance(c, Mapping)}
     return Side(path=p, kind=kind, pins=pins, env=env, python=python, base_prefix=base,

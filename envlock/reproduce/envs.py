@@ -81,7 +81,7 @@ class Builder:
         site = ["--system-site-packages"] if self.system_site else []
         return [["uv", "venv", "--quiet", *site, str(dest), "--python", self.python],
                 ["uv", "pip", "install", "--quiet", "--python", str(dest / "bin" / "python"),
-                 "--no-deps", *self.index_args, *pins]]
+                 "--no-deps", *self.index_args, "--", *pins]]
 
     def get(self, pins: Sequence[str]) -> Built:
         """The environment with exactly ``pins`` installed, built on first use.

@@ -30,7 +30,8 @@ class Judge:
 
     Without ``metric``: the exit status, as ``git bisect run`` reads it: 0 good, 125 skip (it
     cannot be tested), anything else bad; a run that times out is skipped.  With ``metric``:
-    the first match of the regular expression in CMD's output (its first group if it has one)
+    the first match of the regular expression in CMD's output (its first group; bisect refuses a
+    ``metric`` without one: :func:`envlock.reproduce.check_metric`)
     as a float; the result is *good* when it is close to GOOD's value (``|x - good| <= atol +
     rtol * |good|``, as :func:`math.isclose` with both tolerances), else *bad*; no match: skip.
     ``repeat`` runs are made per step and the majority verdict (the median value) counts.

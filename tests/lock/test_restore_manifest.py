@@ -85,9 +85,11 @@ def test_default_into_is_beside_the_manifest_and_run_refuses_a_missing_python(tm
     mpath = m.write(tmp_path / "exp.toml")
     result = CliRunner().invoke(cli, ["restore", str(mpath), "--run"])
     assert result.exit_code == 2
-    assert result.output.splitlines()[-1].startswith(
+    assert result.output.splitlines()[-1] == (
         "Error: cannot create the venv: no Python 3.11.99 on this machine (tried: "
-        "/opt/nowhere/bin/python3.11: absent; /opt/nowhere/bin/python3: absent")
+        "uv python find 3.11.99: none); the manifest names /opt/nowhere/bin/python3.11 (not "
+        "run: a manifest is data; --python /opt/nowhere/bin/python3.11 uses it); install it "
+        "(e.g. `uv python install 3.11.99`) or give --python PATH")
     assert not (tmp_path / "exp-restored").exists()
     dry = CliRunner().invoke(cli, ["restore", str(mpath)])
     assert f"uv venv --quiet {tmp_path / 'exp-restored'} --python 3.11.99" in dry.stdout
@@ -98,9 +100,10 @@ def test_find_python_names_what_it_found_and_never_another(tmp_path):
     here = ".".join(map(str, sys.version_info[:3]))
     found = find_python(here, base_prefix=sys.base_prefix)
     assert found.exact and Path(found.path).exists()
-    assert found.how == "the manifest's base prefix"
-    assert found.describe().startswith(f"Python {here} at {found.path} (the manifest's base "
-                                       "prefix; the recorded version)")
+    assert found.how == "uv python find"  # the machine's, not the manifest's (never run)
+    assert found.proposed == f"{sys.base_prefix}/bin/python{sys.version_info[0]}.{sys.version_info[1]}"
+    assert found.describe().startswith(f"Python {here} at {found.path} (uv python find; the "
+                                       "recorded version)")
     other = find_python("3.0.1", explicit=sys.executable)
     assert other.path == sys.executable and not other.exact
     assert "NOT the recorded 3.0.1" in other.describe()
@@ -128,7 +131,7 @@ def test_local_label_variants_get_their_index(tmp_path):
     plan = plan_restore([mpath], tmp_path / "new", index_map={"cu130": "https://mirror/cu130"})
     pins = next(s for s in plan.steps if s.kind == "pip-pins")
     assert pins.shell.endswith("--no-deps --extra-index-url https://mirror/cu130 --index-strategy "
-                               "unsafe-best-match torch==2.14.1+cu130 numpy==2.4.1 odd==1.0+mylab1")
+                               "unsafe-best-match -- torch==2.14.1+cu130 numpy==2.4.1 odd==1.0+mylab1")
     assert "+cu130 packages (torch) from https://mirror/cu130 (--index)" in plan.notes
     assert ("no index is known for the local label +mylab1 (odd); give --index mylab1=URL or "
             "--find-links DIR") in plan.warnings
@@ -138,7 +141,11 @@ def test_local_label_variants_get_their_index(tmp_path):
 
 def test_editable_from_its_recorded_commit_and_patch(tmp_path):
     commit = "c" * 40
-    git = GitInfo(path="/src/proj", commit=commit, dirty=True,
+    import hashlib
+
+    patch_bytes = b"diff --git a/x b/x\n"
+    git = GitInfo(path="/src/proj", commit=commit, dirty=True, patch="manifest.patch",
+                  patch_sha256=hashlib.sha256(patch_bytes).hexdigest(),
                   remotes=(GitRemote(name="origin", url="https://git.example/proj.git"),))
     m = Manifest(
         envlock=EnvlockInfo(version="0.1.0", created="2026-11-30T00:00:00Z", host="h"),
@@ -153,17 +160,19 @@ def test_editable_from_its_recorded_commit_and_patch(tmp_path):
                                          commit="d" * 40))),
     )
     mpath = m.write(tmp_path / "manifest.toml")
-    (tmp_path / "manifest.patch").write_text("diff --git a/x b/x\n")
+    (tmp_path / "manifest.patch").write_bytes(patch_bytes)
     new = tmp_path / "new"
     plan = plan_restore([mpath], new)
     shells = [s.shell for s in plan.steps]
     assert f"tool @ git+https://git.example/tool.git@{'d' * 40}" in shells[1]
     assert shells[2:] == [
-        f"git clone --quiet --no-checkout https://git.example/proj.git {new}/src/proj",
+        "git -c protocol.ext.allow=never clone --quiet --no-checkout -- "
+        f"https://git.example/proj.git {new}/src/proj",
         f"git -C {new}/src/proj checkout --quiet --detach {commit}",
-        f"git -C {new}/src/proj apply {tmp_path / 'manifest.patch'}",
+        f"git -C {new}/src/proj apply --binary -- {tmp_path / 'manifest.patch'}",
         f"uv pip install --python {new}/bin/python --no-deps -e {new}/src/proj",
     ]
+    assert "git remote https://git.example/proj.git (proj)" in plan.contacts
     assert not any("editable install of" in n for n in plan.not_restored)
 
 
@@ -285,16 +294,16 @@ def test_editable_restored_from_commit_and_patch_for_real(tmp_path, h):
     subprocess.run([h.uv(), "pip", "install", "-q", "--python", str(old / "bin" / "python"),
                     "--no-index", "-e", str(repo)], check=True, timeout=300)
     mpath = tmp_path / "manifest.toml"
+    # `--save-patch` keeps the uncommitted diff beside the manifest and its sha256 in [git]
     result = CliRunner().invoke(cli, ["snapshot", "--python", str(old / "bin" / "python"),
-                                      "-o", str(mpath), "-q", "--repo", str(repo)])
+                                      "-o", str(mpath), "-q", "--repo", str(repo),
+                                      "--save-patch"])
     assert result.exit_code == 0, result.output
-    # what `envlock snapshot --save-patch` keeps beside the manifest: the uncommitted diff
-    (tmp_path / "manifest.patch").write_text(git("diff", "HEAD", "--binary", cwd=repo))
     new = tmp_path / "new"
     result = CliRunner().invoke(cli, ["restore", str(mpath), "--into", str(new), "--no-index",
                                       "--run"])
-    assert f"git -C {new}/src/proj apply {tmp_path / 'manifest.patch'}" in result.stdout, \
-        result.output
+    assert f"git -C {new}/src/proj apply --binary -- {tmp_path / 'manifest.patch'}" in \
+        result.stdout, result.output
     assert git("rev-parse", "HEAD", cwd=new / "src" / "proj").strip() == commit
     value = subprocess.run([str(new / "bin" / "python"), "-c", "import proj; print(proj.VALUE)"],
                            capture_output=True, text=True, timeout=60, check=True).stdout

@@ -1,0 +1,206 @@
+"""Values read from files envlock does not control are data, never options or paths outside.
+
+A manifest or lockfile may come from someone else (docs/trust.md).  Before a value from one
+reaches a command line or a path, it is checked to be exactly what it must be — a project name
+(PEP 508), a pinned requirement, a hex commit, a URL of an allowed scheme, a conda
+``name=version=build`` — and a path built from it must stay inside its root.  A value that is
+not is a :class:`UntrustedValueError`: one line naming the field and the value, raised before
+anything runs.  Commands still put ``--`` before such values where the tool allows it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from envlock.errors import ManifestError
+
+__all__ = ["UntrustedValueError", "check_name", "check_requirement", "check_commit",
+           "check_url", "check_git_source", "check_python_version", "check_conda_spec",
+           "check_file_name", "contained", "INDEX_SCHEMES", "GIT_SCHEMES"]
+
+#: URL schemes a pip index, ``--find-links`` page or archive may have (pip's "Repository API"
+#: and its ``file:`` support).
+INDEX_SCHEMES = frozenset({"https", "http", "file"})
+
+#: git's own transports (git-clone(1) "GIT URLS"), without ``ext::``/``fd::`` (which run
+#: commands) and without anything git hands to a remote helper.
+GIT_SCHEMES = frozenset({"https", "http", "ssh", "git", "file"})
+
+
+class UntrustedValueError(ManifestError):
+    """A value read from a file is not what its field must be; nothing was run."""
+
+
+def _shown(value: object) -> str:
+    from envlock._io import one_line  # noqa: PLC0415
+
+    return repr(one_line(str(value), 120))
+
+
+def _fail(field: str, value: object, what: str) -> UntrustedValueError:
+    return UntrustedValueError(f"{field}: {_shown(value)} is not {what}; nothing was run")
+
+
+def check_name(value: object, field: str) -> str:
+    """A distribution name, as PEP 508 ("Names") allows it: letters, digits, ``-_.``, starting
+    and ending with a letter or digit (``packaging.utils.canonicalize_name(validate=True)``).
+
+    :param field: how the error names where the value came from (``"[pip] package name"``).
+    :returns: ``value`` unchanged.
+    :raises UntrustedValueError: anything else (``--index-url=…``, ``../../x``, an empty name).
+    """
+    from packaging.utils import InvalidName, canonicalize_name  # noqa: PLC0415
+
+    if not isinstance(value, str):
+        raise _fail(field, value, "a project name")
+    try:
+        canonicalize_name(value, validate=True)
+    except InvalidName:
+        raise _fail(field, value, "a project name (PEP 508)") from None
+    return value
+
+
+def check_requirement(value: object, field: str) -> str:
+    """A requirement line for uv: valid PEP 508 (``packaging.requirements.Requirement``), whose
+    name passes :func:`check_name` and whose URL, if any (``name @ url``), passes
+    :func:`check_url` (a VCS URL ``git+https://…`` by its transport).
+
+    :returns: ``value`` unchanged.
+    :raises UntrustedValueError: not such a line.
+    """
+    from packaging.requirements import InvalidRequirement, Requirement  # noqa: PLC0415
+
+    if not isinstance(value, str) or value.lstrip().startswith("-"):
+        raise _fail(field, value, "a requirement")
+    try:
+        req = Requirement(value)
+    except InvalidRequirement:
+        raise _fail(field, value, "a requirement (PEP 508)") from None
+    check_name(req.name, field)
+    if req.url:
+        vcs, plus, rest = req.url.partition("+")
+        if plus and vcs in ("git", "hg", "svn", "bzr"):
+            check_url(rest.rsplit("@", 1)[0] if vcs == "git" else rest, field, GIT_SCHEMES)
+        else:
+            check_url(req.url, field, INDEX_SCHEMES)
+    return value
+
+
+_HEX_COMMIT = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+
+
+def check_commit(value: object, field: str) -> str:
+    """A full git object name: 40 hex digits (SHA-1) or 64 (SHA-256), lower case, as
+    ``git rev-parse`` prints it (gitglossary(7) "object name").
+
+    :returns: ``value`` unchanged.
+    :raises UntrustedValueError: anything else (``--orphan=x``, ``HEAD~1``, an abbreviation).
+    """
+    if not isinstance(value, str) or not _HEX_COMMIT.fullmatch(value):
+        raise _fail(field, value, "a full hex commit (40 or 64 hex digits)")
+    return value
+
+
+def _plain(value: str) -> bool:
+    return bool(value) and not value.startswith("-") and not any(
+        c.isspace() or ord(c) < 32 or ord(c) == 127 for c in value)
+
+
+def check_url(value: object, field: str, schemes: frozenset[str] = INDEX_SCHEMES) -> str:
+    """A URL whose scheme is one of ``schemes`` and that has a host (``file:`` a path), with no
+    white space or control characters and not starting with ``-``.
+
+    :returns: ``value`` unchanged.
+    :raises UntrustedValueError: anything else (``--upload-pack=…``, ``ext::sh -c …``).
+    """
+    if not isinstance(value, str) or not _plain(value) or "::" in value:
+        raise _fail(field, value, f"a URL ({', '.join(sorted(schemes))})")
+    parts = urlsplit(value)
+    scheme = parts.scheme.lower()
+    if scheme not in schemes or (scheme != "file" and not parts.hostname) or (
+            scheme == "file" and not parts.path.startswith("/")):
+        raise _fail(field, value, f"a URL ({', '.join(sorted(schemes))})")
+    return value
+
+
+_SCP_LIKE = re.compile(r"(?:[A-Za-z0-9._~-]+@)?[A-Za-z0-9][A-Za-z0-9.-]*:(?!//)[^\s]+")
+
+
+def check_git_source(value: object, field: str) -> str:
+    """A git remote ``git clone`` may be given: a URL of :data:`GIT_SCHEMES`, the scp-like
+    ``[user@]host:path`` of ssh (git-clone(1) "GIT URLS"), or an absolute local path.
+
+    :returns: ``value`` unchanged.
+    :raises UntrustedValueError: anything else (an option, ``ext::``, a relative path).
+    """
+    if isinstance(value, str) and _plain(value) and "::" not in value:
+        if value.startswith("/") or _SCP_LIKE.fullmatch(value):
+            return value
+        if "://" in value:
+            return check_url(value, field, GIT_SCHEMES)
+    raise _fail(field, value, "a git remote (https/http/ssh/git/file URL, host:path, or an "
+                "absolute path)")
+
+
+_PY_VERSION = re.compile(r"\d{1,2}(?:\.\d{1,3}){0,2}(?:(?:a|b|rc)\d{1,3})?\+?")
+
+
+def check_python_version(value: object, field: str) -> str:
+    """A Python version as ``platform.python_version()`` prints it (``3.11.7``, ``3.14.0rc1``).
+
+    :returns: ``value`` unchanged.
+    :raises UntrustedValueError: anything else.
+    """
+    if not isinstance(value, str) or not _PY_VERSION.fullmatch(value):
+        raise _fail(field, value, "a Python version")
+    return value
+
+
+#: conda's package name, version and build string characters (conda's MatchSpec grammar;
+#: ``conda.models.version`` and ``conda build`` never produce others).
+_CONDA_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+_CONDA_TOKEN = re.compile(r"[A-Za-z0-9_.+!]+")
+
+
+def check_conda_spec(name: object, version: object, build: object, field: str) -> str:
+    """An exact conda MatchSpec ``name=version=build`` (conda's "Package match
+    specifications"), each part of conda's own characters.
+
+    :returns: the spec string.
+    :raises UntrustedValueError: a part is empty, an option, or holds other characters.
+    """
+    for part, rx in ((name, _CONDA_NAME), (version, _CONDA_TOKEN), (build, _CONDA_TOKEN)):
+        if not isinstance(part, str) or not rx.fullmatch(part):
+            raise _fail(field, f"{name}={version}={build}", "an exact conda MatchSpec "
+                        "(name=version=build)")
+    return f"{name}={version}={build}"
+
+
+def check_file_name(value: object, field: str) -> str:
+    """A bare file name (no directory part, not ``.``/``..``, not an option).
+
+    :returns: ``value`` unchanged.
+    :raises UntrustedValueError: anything else.
+    """
+    if (not isinstance(value, str) or not _plain(value) or value in (".", "..")
+            or "/" in value or os.sep in value or "\0" in value):
+        raise _fail(field, value, "a file name")
+    return value
+
+
+def contained(root: str | os.PathLike[str], *parts: str, field: str) -> Path:
+    """``root/parts…``, refused unless it stays inside ``root`` once both are resolved
+    (symbolic links followed, ``..`` removed), as every path derived from a file must.
+
+    :returns: the joined path (not resolved, so the plan shows what the user asked for).
+    :raises UntrustedValueError: the path leaves ``root``.
+    """
+    path = Path(root).joinpath(*parts)
+    base = Path(root).resolve()
+    if not path.resolve().is_relative_to(base) or path.resolve() == base:
+        raise UntrustedValueError(f"{field}: {_shown('/'.join(parts))} leads outside "
+                                  f"{_shown(os.fspath(root))}; nothing was run")
+    return path
