@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from envlock._run import Runner, run
+from envlock.errors import EnvlockError
 from envlock.manifest.process import (
     Granted,
     GpuUse,
@@ -196,8 +197,13 @@ def _utc() -> str:
 def write_record(path: str, info: RunInfo, *, target: Mapping[str, Any] | None,
                  command: Sequence[str]) -> str:
     """Write ``run.toml`` atomically: ``[envlock]`` (schema, version, created, host, command),
-    ``[target]`` (from the snapshot), ``[run]``.  Returns the path."""
+    ``[target]`` (from the snapshot), ``[run]``.  Returns the path.
+
+    :raises OutputExistsError: ``path`` is a symbolic link (never written through).
+    :raises OSError: it cannot be written (a full disk names inodes when none is left).
+    """
     from envlock._version import __version__  # noqa: PLC0415
+    from envlock._io import write_file  # noqa: PLC0415
     from envlock.manifest import _model, _toml  # noqa: PLC0415
     from envlock.manifest._schema import SCHEMA  # noqa: PLC0415
     from envlock.redact import redact_text_urls  # noqa: PLC0415
@@ -210,17 +216,18 @@ def write_record(path: str, info: RunInfo, *, target: Mapping[str, Any] | None,
                                                "chosen-by": "none"},
         "run": _model.to_dict(info),
     }
-    from pathlib import Path  # noqa: PLC0415
-
-    _toml.atomic_write(Path(path), _toml.dumps(doc, "toml"), force=True)
+    # replaced (prepare_dir refused an earlier record without --force); a symbolic link planted
+    # at run.toml is refused, never written through (envlock._io.write_file)
+    write_file(path, _toml.dumps(doc, "toml"), force=True)
     return path
 
 
 def _sha256(path: str) -> str | None:
+    from envlock._io import InputError, read_bytes  # noqa: PLC0415
+
     try:
-        with open(path, "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
-    except OSError:
+        return hashlib.sha256(read_bytes(path)).hexdigest()
+    except InputError:
         return None
 
 
@@ -381,8 +388,8 @@ def supervise(
                            error=f"{command[0]}: {exc.strerror or exc}")
             try:
                 write(info)
-            except OSError as err:
-                return RunResult(info, record_path, code, write_error=f"{record_path}: {err}")
+            except (OSError, EnvlockError) as err:
+                return RunResult(info, record_path, code, write_error=_why(record_path, err))
             return RunResult(info, record_path, code)
         state["pgid"] = proc.pid
         if term_owner is not None:
@@ -397,7 +404,7 @@ def supervise(
         sampler = Sampler(root=os.getpid(), environ=env, runner=runner, gpu_enabled=gpu,
                           driver_file=driver_file)
         sampler.start()
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, EnvlockError):
             write(base)
         status, usage = _wait(proc.pid, term_owner)
         proc.returncode = exit_code_of(status)[2]  # waited for here; Popen must not wait again
@@ -451,7 +458,14 @@ def supervise(
         on_findings(findings)
     try:
         write(info)
-    except OSError as exc:  # the command's exit status matters more than its record
-        return RunResult(info, record_path, code, write_error=f"{record_path}: {exc.strerror or exc}")
+    except (OSError, EnvlockError) as exc:  # the command's exit status matters more than its record
+        return RunResult(info, record_path, code, write_error=_why(record_path, exc))
     return RunResult(info, record_path, code)
+
+
+def _why(path: str, exc: BaseException) -> str:
+    """One line: why the record could not be written (an OutputExistsError names the path)."""
+    if isinstance(exc, OSError):
+        return f"{path}: {exc.strerror or exc}"
+    return str(exc)
 
