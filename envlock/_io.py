@@ -470,7 +470,7 @@ def hold_lock(path: str | os.PathLike[str], owner: str, *, wait_owner: float = 1
     try:
         fd = os.open(path, flags, 0o644)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
+        if os.path.islink(path):  # ELOOP; EACCES for another's link in a sticky directory
             check_writable(path, force=True)  # names the link
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise no_space(exc, path, os.path.dirname(os.fspath(path)) or ".") from None
