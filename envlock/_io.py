@@ -46,7 +46,7 @@ from envlock.errors import EnvlockError, OutputExistsError
 
 __all__ = ["MAX_INPUT_BYTES", "InputError", "read_bytes", "read_text", "one_line", "irregular",
            "has_elf_magic", "write_file", "check_writable", "no_space", "BusyError",
-           "hold_lock", "null_fd"]
+           "hold_lock", "null_fd", "null_closed_streams"]
 
 #: Largest input file envlock reads, in bytes (64 MiB).  Real lockfiles and manifests are
 #: well under 10 MiB; the cap keeps a stray multi-GB file from being read into memory.
@@ -514,3 +514,33 @@ def null_fd(fd: int, *, inheritable: bool = False) -> None:
         os.close(devnull)
     elif inheritable:
         os.set_inheritable(fd, True)
+
+
+def null_closed_streams() -> list[str]:
+    """Make a closed standard stream (``envlock … >&-``, ``2>&-``, ``<&-``) harmless: its
+    descriptor gets ``/dev/null`` (:func:`null_fd`, not inheritable: a command envlock runs
+    still finds it closed), and when Python left ``sys.stdin``/``sys.stdout``/``sys.stderr``
+    as ``None`` (it does for an invalid descriptor at start-up) it becomes a ``/dev/null``
+    stream: envlock's own messages to a closed stream are dropped instead of raising.
+
+    :returns: the names of the streams that were closed (``["stdout"]``).
+    """
+    import sys  # noqa: PLC0415
+
+    closed = []
+    for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            closed.append(name)
+            try:
+                null_fd(fd)
+            except OSError:
+                pass
+        if getattr(sys, name) is None:
+            try:
+                setattr(sys, name, open(os.devnull, "r" if fd == 0 else "w",  # noqa: SIM115
+                                        encoding="utf-8", errors="backslashreplace"))
+            except OSError:
+                pass
+    return closed

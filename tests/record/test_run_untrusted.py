@@ -1,5 +1,6 @@
-"""``envlock run`` in a directory others can write to (issue 29): links planted in the run
-directory are refused, one run owns a directory, a full inode table is named."""
+"""``envlock run`` in a directory others can write to, with streams closed (issue 29): links
+planted in the run directory are refused, one run owns a directory, closed stdout/stderr never
+stop the job, a full inode table is named."""
 
 from __future__ import annotations
 
@@ -125,6 +126,40 @@ def test_one_run_owns_a_directory(tmp_path: Path) -> None:
     # the lock goes with the process: a later run of the directory meets the record instead
     r = envlock_run(["--dir", str(d), "--", "true"], tmp_path)
     assert r.returncode == 2 and "run.toml exists (an earlier run)" in _one_error_line(r.stderr)
+
+
+_FD_PROBE = ("import os, sys; s = ' '.join(str(os.path.exists(f'/proc/self/fd/{n}')) for n in "
+             "(1, 2)); open(sys.argv[1], 'w').write(s)")  # looked at before open() takes fd 1
+
+
+@pytest.mark.parametrize("closed", [">&-", "2>&-", ">&- 2>&-"])
+def test_closed_streams_never_stop_the_job(tmp_path: Path, closed: str) -> None:
+    """``envlock run … >&-`` in a job script: CMD runs, with the streams as envlock got them
+    (closed: nothing is put in their place for CMD), and the record is final."""
+    marker = tmp_path / "fds"
+    script = (f'exec "$0" -m envlock run --dir d -- "$0" -c "$1" {marker} {closed}')
+    r = subprocess.run(["sh", "-c", script, sys.executable, _FD_PROBE], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr and "Traceback" not in r.stdout
+    want = {">&-": "False True", "2>&-": "True False", ">&- 2>&-": "False False"}[closed]
+    assert marker.read_text() == want
+    assert _record(tmp_path / "d").outcome == "succeeded"
+
+
+@pytest.mark.parametrize("argv", [["snapshot", "--python", sys.executable, "-o", "m.toml"],
+                                  ["diff", "a.toml", "a.toml"]], ids=["snapshot", "diff"])
+def test_snapshot_and_diff_with_stdout_closed(tmp_path: Path, argv: list[str]) -> None:
+    """Their stdout closed: no traceback; snapshot writes its file, diff exits with its status
+    (0: equal), their output to the closed stream dropped."""
+    subprocess.run([*ENVLOCK, "snapshot", "-q", "--python", sys.executable, "-o", "a.toml"],
+                   cwd=tmp_path, check=True, capture_output=True, timeout=120)
+    r = subprocess.run(["sh", "-c", 'exec "$@" >&-', "sh", *ENVLOCK, *argv],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    if argv[0] == "snapshot":
+        assert (tmp_path / "m.toml").read_text().startswith("[envlock]")
 
 
 def _mount_tiny_tmpfs(where: Path) -> bool:
