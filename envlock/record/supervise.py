@@ -2,8 +2,8 @@
 
 The command runs in its own process group with envlock's stdin, stdout, stderr and
 environment, unchanged (``close_fds=False``: other inherited descriptors pass too).  envlock
-becomes the *child subreaper* of the tree (prctl(2)), forwards SIGTERM, SIGINT and SIGUSR1 to
-the command's process group and records them, and samples the tree from ``/proc`` in a
+becomes the *child subreaper* of the tree (prctl(2)), forwards SIGTERM, SIGINT, SIGUSR1, SIGHUP and
+SIGQUIT to the command's process group and records them, and samples the tree from ``/proc`` in a
 background thread (:class:`Sampler`).  When the command ends, the processes still alive
 below envlock outlived it: they are killed (SIGTERM, then SIGKILL after a grace period) unless
 ``keep_children``.  The run record is written twice, atomically: at the start
@@ -46,8 +46,12 @@ from envlock.record import proctree
 __all__ = ["FORWARDED", "Sampler", "RunResult", "supervise", "write_record", "exit_code_of"]
 
 #: signals forwarded to the command's process group (Slurm sends SIGTERM before the time limit,
-#: ``--signal=USR1@secs`` a warning; Ctrl-C is SIGINT).
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+#: ``--signal=USR1@secs`` a warning; Ctrl-C is SIGINT; a closed terminal or ``kill -HUP`` is
+#: SIGHUP; Ctrl-\ is SIGQUIT).  Without a handler SIGHUP and SIGQUIT would end envlock and
+#: leave the command unsupervised, its record stuck at ``running``.
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP, signal.SIGQUIT)
+#: forwarded signals that ask the job to stop: a run that received one is ``terminated``.
+STOPPING = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
 #: seconds between two samples of the tree; the first 10 s are sampled every 0.1 s.
 INTERVAL = 0.5
 #: at most this fraction of one core is spent sampling: a sample that cost ``c`` CPU seconds
@@ -312,9 +316,15 @@ def _wait(pid: int, term_owner: int | None) -> tuple[int, Any]:
 
 
 def _outcome(exit_status: int | None, sig: str | None, received: Sequence[str]) -> str:
-    if any(s in ("SIGTERM", "SIGINT") for s in received):
+    """``[run] outcome`` (docs/run.md).  SIGPIPE is ``output-closed``: the reader of the
+    command's output went away (``envlock run -- yes | head -1``) and the kernel ended the
+    writer, the normal end of a producer in a pipeline (POSIX ``write()``: EPIPE and SIGPIPE
+    when no process has the pipe open for reading) — not a crash."""
+    if any(s in STOPPING for s in received):
         return "terminated"
     if sig is not None:
+        if sig == "SIGPIPE":
+            return "output-closed"
         return "killed" if sig == "SIGKILL" else (
             "terminated" if sig in ("SIGTERM", "SIGINT", "SIGHUP") else "crashed")
     return "succeeded" if exit_status == 0 else "failed"

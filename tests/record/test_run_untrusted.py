@@ -1,11 +1,13 @@
-"""``envlock run`` in a directory others can write to, with streams closed (issue 29): links
-planted in the run directory are refused, one run owns a directory, closed stdout/stderr never
-stop the job, a full inode table is named."""
+"""``envlock run`` in a directory others can write to, with streams closed, under signals
+(issue 29): links planted in the run directory are refused, one run owns a directory,
+closed stdout/stderr never stop the job, SIGHUP/SIGQUIT are forwarded and recorded, SIGPIPE is
+the normal end of a producer, a full inode table is named."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -160,6 +162,64 @@ def test_snapshot_and_diff_with_stdout_closed(tmp_path: Path, argv: list[str]) -
     assert "Traceback" not in r.stderr
     if argv[0] == "snapshot":
         assert (tmp_path / "m.toml").read_text().startswith("[envlock]")
+
+
+_TRAP = r"""
+import signal, sys, time
+def stop(signum, frame):
+    open("checkpoint", "w").write(signal.Signals(signum).name)
+    sys.exit(0)
+signal.signal(signal.SIGHUP, stop)
+signal.signal(signal.SIGQUIT, stop)
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGQUIT], ids=["SIGHUP", "SIGQUIT"])
+def test_hup_and_quit_are_forwarded_and_recorded(tmp_path: Path, sig: signal.Signals) -> None:
+    """kill -HUP / -QUIT of envlock only (CMD is in its own process group): forwarded to CMD,
+    recorded, and the record finalised — not left at 'running' with CMD unsupervised."""
+    script = tmp_path / "job.py"
+    script.write_text(_TRAP)
+    p = subprocess.Popen([*ENVLOCK, "run", "--dir", "t", "-q", "--", sys.executable, str(script)],
+                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout is not None
+    assert p.stdout.readline().strip() == "ready"
+    p.send_signal(sig)
+    _out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    assert (tmp_path / "checkpoint").read_text() == sig.name
+    rec = _record(tmp_path / "t")
+    assert rec.outcome == "terminated" and rec.exit_status == 0
+    assert [(s.name, s.forwarded) for s in rec.signals] == [(sig.name, True)]
+    assert any(f.id == "run.terminated" and sig.name in f.title for f in rec.findings)
+
+
+def test_sigquit_kills_a_command_without_a_handler_and_is_recorded(tmp_path: Path) -> None:
+    p = subprocess.Popen([*ENVLOCK, "run", "--dir", "t", "-q", "--", "sh", "-c",
+                          "echo ready; exec sleep 120"], cwd=tmp_path, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    p.send_signal(signal.SIGQUIT)
+    p.communicate(timeout=60)
+    assert p.returncode == 128 + signal.SIGQUIT
+    rec = _record(tmp_path / "t")
+    assert rec.outcome == "terminated" and rec.signal == "SIGQUIT"
+
+
+def test_a_producer_ended_by_sigpipe_is_not_a_crash(tmp_path: Path) -> None:
+    """``envlock run -- yes | head -1``: yes ends by SIGPIPE when head has its line — the
+    normal end of a producer; recorded as output-closed (info), not 'the command crashed'."""
+    r = subprocess.run(["sh", "-c", '"$0" -m envlock run --dir p -- yes | head -1',
+                        sys.executable], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.stdout == "y\n", r.stderr
+    rec = _record(tmp_path / "p")
+    assert rec.outcome == "output-closed" and rec.signal == "SIGPIPE"
+    assert rec.exit_code == 128 + signal.SIGPIPE  # as the shell reports it
+    ids = {f.id: f.severity for f in rec.findings}
+    assert ids.get("run.output-closed") == "info" and "run.crashed" not in ids
+    assert "crashed" not in r.stderr
 
 
 def _mount_tiny_tmpfs(where: Path) -> bool:
