@@ -493,7 +493,8 @@ def _evict(directory: str, limit: int) -> None:
 def _write(path: str, witnesses: list[list[Any]], value: Any, environ: Mapping[str, str]) -> bool:
     """The one writer: atomically store an entry; ``False`` (nothing written) when it would
     hold a secret or cannot be written."""
-    import tempfile  # noqa: PLC0415
+    from envlock._io import write_file  # noqa: PLC0415
+    from envlock.errors import EnvlockError  # noqa: PLC0415
 
     data = {"format": FORMAT, "witness": witnesses, "value": value}
     directory = os.path.dirname(path)
@@ -501,19 +502,8 @@ def _write(path: str, witnesses: list[list[Any]], value: Any, environ: Mapping[s
         text = json.dumps(data, separators=(",", ":"))
         if _holds_secret(text, data, environ):
             return False
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-    except (OSError, TypeError, ValueError):
+        write_file(path, text, force=True)  # temporary file + rename; never through a link
+    except (OSError, TypeError, ValueError, EnvlockError):
         return False
     _evict(directory, _max_bytes(environ))
     return True

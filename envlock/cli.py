@@ -82,14 +82,19 @@ def cli() -> None:
 def main(argv: list[str] | None = None) -> Any:
     """Console-script entry point.
 
+    A closed standard stream is ``/dev/null`` to envlock (:func:`envlock._io.null_closed_streams`).
     Every failure is one line on stderr: click's usage errors (exit 2) become
     ``Error: <message> (see 'envlock <command> --help')`` instead of usage text, and an
     interrupt (Ctrl-C, ``SIGINT`` from a job scheduler) is ``Error: interrupted`` (exit 130).
     """
     import sys  # noqa: PLC0415
 
+    from envlock._io import null_closed_streams  # noqa: PLC0415
     from envlock.commands._common import Interrupted  # noqa: PLC0415
 
+    # `envlock run … >&-` (a job script that closed stdout or stderr): the job still runs,
+    # envlock's own messages to the closed stream are dropped
+    null_closed_streams()
     try:
         rv = cli.main(args=argv, prog_name="envlock", standalone_mode=False)
     except click.UsageError as exc:

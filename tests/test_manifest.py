@@ -111,14 +111,17 @@ def test_atomic_write_refuses_existing_and_leaves_no_temp(tmp_path: Path) -> Non
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.toml"]
 
 
-def test_force_writes_through_symlink_and_into_special_files(tmp_path: Path) -> None:
+def test_force_refuses_a_symlink_and_writes_into_special_files(tmp_path: Path) -> None:
     m = envlock.load(str(GOLDEN))
     real = tmp_path / "real.toml"
     real.write_text("old")
     link = tmp_path / "link.toml"
     link.symlink_to(real)
-    m.write(link, force=True)
-    assert link.is_symlink() and real.read_bytes() == GOLDEN.read_bytes()
+    from envlock.errors import OutputExistsError
+
+    with pytest.raises(OutputExistsError, match="symbolic link"):
+        m.write(link, force=True)
+    assert link.is_symlink() and real.read_text() == "old"
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     # a reader that holds the FIFO open before the write (as a consumer of `-o fifo --force`

@@ -47,12 +47,11 @@ def pipe_safe(console: Any) -> Any:
 def _reader_gone() -> None:
     """stdout's reader closed the pipe: send the rest of the output, and Python's final flush,
     to /dev/null, and exit with the status the command decided on (0 when it decided none)."""
-    import os  # noqa: PLC0415
+    from envlock._io import null_fd  # noqa: PLC0415
 
     try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):
+        null_fd(sys.stdout.fileno(), inheritable=True)
+    except (OSError, ValueError, AttributeError):
         pass
     sys.exit(_DECIDED[0] if _DECIDED else 0)
 

@@ -79,7 +79,8 @@ def run(run_dir: str, verify_policy: str, manifest: str | None, python: str | No
                                          envlock_command=argv)
             fail(f"verify failed; {command[0]} not started (record: {rec})", verify_exit)
     manifest_path, target, warnings = job.take_snapshot(path, python=python, prefix=prefix,
-                                                        command=argv, chosen_by=chosen_by)
+                                                        command=argv, chosen_by=chosen_by,
+                                                        force=force)
     for w in warnings:
         click.echo(f"envlock run: warning: {w}", err=True)
     if manifest_path:

@@ -116,11 +116,11 @@ def _snapshot(
     path = expand_output(output) if output != "-" else "-"
     # The target first: a wrong --python/--prefix is the error to report, whatever -o holds.
     target = resolve_target(python=python, prefix=prefix)
-    if path != "-" and not force and os.path.lexists(path):
+    if path != "-":
         # Checked again, atomically, when the file is created; this spares the probes' work.
-        from envlock.errors import OutputExistsError  # noqa: PLC0415
+        from envlock._io import check_writable  # noqa: PLC0415
 
-        raise OutputExistsError(f"{printable(path)} exists; use --force to replace it")
+        check_writable(path, force=force, special=True)
     lock_dir = os.path.dirname(os.path.abspath(path)) if path != "-" else None
     manifest = take(target=target, repo=repo, env_allow=env_allow, env_deny=env_deny,
                     command=["envlock", *sys.argv[1:]], do_import=do_import, lock_dir=lock_dir,
@@ -151,9 +151,9 @@ def _snapshot(
         click.echo(manifest.dumps(fmt or "toml"), nl=False)
         return
     if patch_path is not None:
-        from envlock.manifest._toml import atomic_write  # noqa: PLC0415
+        from envlock._io import write_file  # noqa: PLC0415
 
-        atomic_write(patch_path, patch_bytes.decode("utf-8", "surrogateescape"), force=force)
+        write_file(patch_path, patch_bytes, force=force)
     written = manifest.write(path, fmt=fmt, force=force)
     if not quiet:
         n_pip = len(manifest.pip.packages) if manifest.pip else 0

@@ -12,6 +12,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from envlock._io import write_file
 from envlock._run import Runner, run
 from envlock.errors import EnvlockError, LockError, ManifestError
 from envlock.lock._plan import RestorePlan, Step
@@ -175,7 +176,7 @@ def _install_pip_lines(
 
     with tempfile.TemporaryDirectory(prefix="envlock-restore-") as tmp:
         req = Path(tmp) / "requirements.txt"
-        req.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        write_file(req, "".join(line + "\n" for line in lines))
         _run_checked([uv, "pip", "install", "--python", f"{prefix}/bin/python", "--no-deps",
                       "--require-hashes", "-r", str(req)], runner, timeout, env)
 
@@ -206,7 +207,7 @@ def _install_conda_manifest(manifest_path: str, prefix: str) -> list[str]:
         raise LockError(f"{manifest_path}: no conda package can be restored")
     with tempfile.TemporaryDirectory(prefix="envlock-restore-") as tmp:
         lock = Path(tmp) / "conda-lock.yml"
-        lock.write_text(text, encoding="utf-8")
+        write_file(lock, text)
         return _condalock.install(lock, prefix, platform=environment_platform(manifest))
 
 

@@ -1,7 +1,7 @@
 """What a lock produced, and writing it: all files or none.
 
 Every lockfile's text is computed before the first one is written, then each is written
-atomically (temporary file, fsync, rename; :func:`envlock.manifest._toml.atomic_write`), so a failed
+atomically (temporary file, fsync, rename; :func:`envlock._io.write_file`), so a failed
 solve or an interrupted job never leaves a partial lockfile behind.
 """
 
@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envlock.errors import OutputExistsError
 from envlock.lock._pip import Skipped, validate_pylock
 
 __all__ = ["LockResult", "write_all", "pylock_text"]
@@ -37,18 +36,17 @@ class LockResult:
 def write_all(texts: Mapping[Path, str], *, force: bool = False) -> tuple[Path, ...]:
     """Write several files, refusing before the first write if any exists (without ``force``).
 
-    :raises OutputExistsError: one of the paths exists and ``force`` is false.
+    :raises OutputExistsError: one of the paths exists and ``force`` is false, or is a
+        symbolic link (never written through, even with ``force``: :func:`envlock._io.write_file`).
     :raises OSError: a directory is not writable.
     :returns: the paths written.
     """
-    from envlock.manifest._toml import atomic_write  # noqa: PLC0415
+    from envlock._io import check_writable, write_file  # noqa: PLC0415
 
-    if not force:
-        for path in texts:
-            if path.exists():
-                raise OutputExistsError(f"{path} exists; use --force to replace it")
+    for path in texts:  # before the first write: a link planted at any of them, or (without
+        check_writable(path, force=force)  # force) an existing file, stops them all
     for path, text in texts.items():
-        atomic_write(path, text, force=True)
+        write_file(path, text, force=True)
     return tuple(texts)
 
 

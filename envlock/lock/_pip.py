@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+from envlock._io import write_file
 from envlock._run import Runner, run
 from envlock.errors import LockError, ManifestError, SolveError
 from envlock.lock._tools import SOLVE_TIMEOUT, uv_bin
@@ -253,7 +254,7 @@ def compile_requirements(
             source = requirements
         else:
             source = Path(tmp) / "requirements.in"
-            source.write_text("".join(r + "\n" for r in requirements), encoding="utf-8")
+            write_file(source, "".join(r + "\n" for r in requirements))
         out = Path(tmp) / ("pylock.toml" if fmt == "pylock.toml" else "requirements.txt")
         argv = [uv_bin(), "pip", "compile", str(source), "--format", fmt, "--generate-hashes",
                 "--quiet", "--no-header", "-o", str(out), *index.uv_args()]

@@ -432,8 +432,11 @@ class Manifest:
 
         :param path: destination; its suffix ``.json`` selects JSON unless ``fmt`` is given.
         :param fmt: ``"toml"`` or ``"json"``.
-        :param force: replace an existing file.
-        :raises OutputExistsError: when ``path`` exists and ``force`` is false.
+        :param force: replace an existing file (or write into an existing FIFO or character
+            device, ``-o /dev/full``).
+        :raises OutputExistsError: when ``path`` exists and ``force`` is false, or is a
+            symbolic link (never written through, even with ``force``:
+            :func:`envlock._io.write_file`).
         :returns: the path written.
         """
         from envlock.manifest import _toml  # noqa: PLC0415

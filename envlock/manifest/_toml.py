@@ -8,18 +8,14 @@ half-written manifest nor a temporary file.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-import re
-import secrets
-import stat
 import sys
 from pathlib import Path
 from typing import Any
 
-from envlock.errors import ManifestError, OutputExistsError
-from envlock.redact import printable, redact_tree
+from envlock.errors import ManifestError
+from envlock.redact import redact_tree
 
 __all__ = ["atomic_write", "dumps", "load_file", "loads", "read_text"]
 
@@ -140,255 +136,17 @@ def dumps(data: dict[str, Any], fmt: str = "toml") -> str:
     return tomli_w.dumps(data, multiline_strings=False)
 
 
-#: ``os.statvfs``, injectable by tests (a full inode table cannot always be arranged).
-_statvfs = os.statvfs
-
-_TMP_RE = re.compile(r"^\.(?P<name>.+)\.(?P<host>[^.]+)\.(?P<pid>\d+)\.[0-9a-f]{8}\.tmp$")
-
-
-def _host() -> str:
-    """This host's short name, as a file-name part (temporary files on a shared file system are
-    judged only by the host that wrote them: a pid means nothing elsewhere)."""
-    import socket  # noqa: PLC0415
-
-    return re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname().split(".")[0]) or "host"
-
-
-def _umask() -> int:
-    """The process umask, read from ``/proc/self/status`` (``os.umask`` would change it)."""
-    try:
-        with open("/proc/self/status", encoding="ascii", errors="replace") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0o022
-
-
-def _follow_allowed(link: Path, st_link: os.stat_result) -> bool:
-    """Whether the kernel's ``fs.protected_symlinks`` rule lets this process follow ``link``.
-
-    Following is refused when the link sits in a sticky, world-writable directory, and neither
-    the follower nor the directory's owner owns the link (``Documentation/admin-guide/sysctl/
-    fs.rst``, ``protected_symlinks``); envlock applies the rule whatever the sysctl says.
-    """
-    try:
-        st_dir = os.stat(link.parent if str(link.parent) else ".")
-    except OSError:
-        return False
-    sticky_shared = bool(st_dir.st_mode & stat.S_ISVTX) and bool(st_dir.st_mode & stat.S_IWOTH)
-    if not sticky_shared:
-        return True
-    return st_link.st_uid in (os.geteuid(), st_dir.st_uid)
-
-
-def _clean_stale(directory: Path, name: str) -> None:
-    """Remove ``.<name>.<host>.<pid>.<random>.tmp`` files of ours, written on this host, whose
-    writer is gone (killed)."""
-    try:
-        entries = os.listdir(directory)
-    except OSError:
-        return
-    me = os.geteuid()
-    host = _host()
-    for entry in entries:
-        m = _TMP_RE.match(entry)
-        if not m or m.group("name") != name or m.group("host") != host:
-            continue
-        pid = int(m.group("pid"))
-        if pid != os.getpid():
-            try:
-                os.kill(pid, 0)
-                continue  # its writer still runs
-            except ProcessLookupError:
-                pass
-            except PermissionError:
-                continue
-        full = directory / entry
-        try:
-            st = os.lstat(full)
-            if stat.S_ISREG(st.st_mode) and st.st_uid == me and (pid != os.getpid()):
-                os.unlink(full)
-        except OSError:
-            pass
-
-
-def _temp_name(directory: Path, name: str) -> Path:
-    return directory / f".{name}.{_host()}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-
-
-def _no_space(exc: OSError, path: Path, directory: Path) -> OSError:
-    """The error to show for ENOSPC/EDQUOT: inodes when ``statvfs`` says none is free."""
-    try:
-        vfs = _statvfs(directory)
-        no_inodes = vfs.f_favail == 0 and vfs.f_files > 0
-    except OSError:
-        no_inodes = False
-    if no_inodes:
-        return OSError(exc.errno, f"no free inodes left on the file system of {directory} "
-                       "(statvfs f_favail = 0): delete files there or write elsewhere", str(path))
-    if exc.errno == errno.EDQUOT:
-        return OSError(exc.errno, "disk quota exceeded", str(path))
-    return OSError(exc.errno, "no space left on the device", str(path))
-
-
 def atomic_write(path: Path, text: str, *, force: bool = False) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically; without ``force``, create-or-fail.
 
-    * The content is written to an unnamed file (``O_TMPFILE``, Linux ≥ 3.11) in the
-      destination directory and ``fsync``-ed; a kill -9 before it is linked leaves nothing.
-      Without ``force`` it is linked in with ``linkat``, which fails if the name exists, so of
-      concurrent writers exactly one succeeds.  With ``force`` it is linked under a temporary
-      name and renamed over ``path``.  Where ``O_TMPFILE`` is unsupported a named temporary
-      ``.<name>.<host>.<pid>.<random>.tmp`` is used; those left by killed writers are removed by the
-      next write.
-    * The replaced file's permission bits are kept; a new file gets ``0o666 & ~umask``.
-    * A symbolic link is written through (its target is replaced, the link kept) — unless it
-      sits in a sticky world-writable directory and another user owns it (the kernel's
-      ``fs.protected_symlinks`` rule): then the write is refused.
-    * A path that exists but is not a regular file (``/dev/stdout``, a FIFO) is written to
-      directly, with ``force`` only.
+    :func:`envlock._io.write_file` with ``special=True``, the one safe-write path (see there):
+    a symbolic link at ``path`` is refused even with ``force`` (never written through); with
+    ``force`` an existing FIFO or character device (``-o /dev/full``) is written into.
 
-    :raises OutputExistsError: ``path`` exists and ``force`` is false, or a protected symlink.
+    :raises OutputExistsError: ``path`` exists and ``force`` is false, or it is a symbolic link.
     :raises OSError: the directory is not writable; the disk is full — naming inodes when the
         file system has none left (``statvfs`` ``f_favail``) — with ``filename`` the output path.
     """
-    path = Path(path)
-    data = text.encode("utf-8", "surrogateescape")
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        st = None
-    if st is not None:
-        if not force:
-            raise OutputExistsError(f"{printable(str(path))} exists; use --force to replace it")
-        if stat.S_ISLNK(st.st_mode):
-            if not _follow_allowed(path, st):
-                raise OutputExistsError(
-                    f"{printable(str(path))} is a symbolic link owned by another user in a "
-                    "shared sticky directory; refusing to follow it (fs.protected_symlinks)")
-            path = Path(os.path.realpath(path))
-            try:
-                st = os.stat(path)
-            except FileNotFoundError:
-                st = None
-        if st is not None and not stat.S_ISREG(st.st_mode):
-            # O_NONBLOCK: a FIFO without a reader is an error (ENXIO) at once, not a hang; once
-            # open, write in blocking mode so that a manifest larger than the pipe buffer is
-            # written whole as the reader drains it
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-            except OSError as exc:
-                if exc.errno == errno.ENXIO:
-                    raise OSError(exc.errno, "a FIFO that no process is reading", str(path)) from None
-                raise
-            os.set_blocking(fd, True)
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            return
-    directory = path.parent if str(path.parent) else Path(".")
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise _no_space(exc, path, directory) from None
-        raise
-    mode = stat.S_IMODE(st.st_mode) if st is not None else (0o666 & ~_umask())
-    _clean_stale(directory, path.name)
-    try:
-        _write_new(path, directory, data, mode, force=force)
-    except FileExistsError:
-        raise OutputExistsError(
-            f"{printable(str(path))} exists; use --force to replace it") from None
-    except OSError as exc:
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise _no_space(exc, path, directory) from None
-        if exc.filename and str(exc.filename).startswith(str(directory / f".{path.name}.")):
-            raise OSError(exc.errno, exc.strerror, str(path)) from None
-        raise
+    from envlock._io import write_file  # noqa: PLC0415
 
-
-def _write_all(fd: int, data: bytes, mode: int) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
-    os.fchmod(fd, mode)
-    os.fsync(fd)
-
-
-def _write_new(path: Path, directory: Path, data: bytes, mode: int, *, force: bool) -> None:
-    tmpfile = getattr(os, "O_TMPFILE", 0)
-    fd = -1
-    if tmpfile:
-        try:
-            fd = os.open(directory, tmpfile | os.O_WRONLY | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT):
-                raise
-            fd = -1
-    if fd >= 0:
-        try:
-            _write_all(fd, data, mode)
-            if not force:
-                _link_fd(fd, path)  # fails if the name exists: create-or-fail
-            else:
-                tmp = _temp_name(directory, path.name)
-                _link_fd(fd, tmp)
-                try:
-                    os.replace(tmp, path)
-                except BaseException:
-                    _unlink(tmp)
-                    raise
-        finally:
-            os.close(fd)
-        _fsync_dir(directory)
-        return
-    tmp = _temp_name(directory, path.name)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    try:
-        try:
-            _write_all(fd, data, mode)
-        finally:
-            os.close(fd)
-        if not force:
-            os.link(tmp, path)  # fails if the name exists: create-or-fail
-            _unlink(tmp)
-        else:
-            os.replace(tmp, path)
-    except BaseException:
-        _unlink(tmp)
-        raise
-    _fsync_dir(directory)
-
-
-def _link_fd(fd: int, dest: Path) -> None:
-    """Give the unnamed file ``fd`` the name ``dest``: ``linkat(AT_FDCWD, "/proc/self/fd/<fd>",
-    AT_FDCWD, dest, AT_SYMLINK_FOLLOW)`` as open(2) documents for ``O_TMPFILE``."""
-    proc = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        # With a src_dir_fd CPython calls linkat(2) and passes AT_SYMLINK_FOLLOW.
-        os.link(str(fd), dest, src_dir_fd=proc, follow_symlinks=True)
-    finally:
-        os.close(proc)
-
-
-def _unlink(path: Path) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    write_file(path, text, force=force, special=True)

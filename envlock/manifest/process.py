@@ -273,7 +273,8 @@ class RunInfo:
     :ivar schema: :data:`RUN_SCHEMA`.
     :ivar outcome: ``running`` (the record written at the start; still so if envlock was
         killed), ``succeeded`` (exit 0), ``failed`` (exit status ≠ 0), ``terminated`` (a
-        SIGTERM/SIGINT was forwarded, whatever the exit), ``killed`` (SIGKILL that envlock did
+        SIGTERM/SIGINT/SIGHUP/SIGQUIT was forwarded, whatever the exit), ``output-closed``
+        (SIGPIPE: the reader of its output went away, ``| head``), ``killed`` (SIGKILL that envlock did
         not send, e.g. the out-of-memory killer), ``crashed`` (another signal: SIGSEGV,
         SIGABRT …), ``not-started`` (verify failed, or the command could not be started).
     :ivar command: the command line, URL credentials removed; ``cwd``: its working directory.

@@ -40,11 +40,13 @@ def record(path: str | None = None, *, extra: Mapping[str, Any] | None = None,
     DDP job: ``{rank}`` in ``path`` is ``RANK`` or ``SLURM_PROCID`` (``0`` when unset).
 
     :param path: the manifest file (``.json`` for JSON); placeholders ``{rank}``, ``{host}``,
-        ``{job}``, ``{time}``, ``{pid}``; default :data:`DEFAULT_PATH`. Replaced if it exists.
+        ``{job}``, ``{time}``, ``{pid}``; default :data:`DEFAULT_PATH`. Replaced if it exists;
+        a symbolic link there is refused (never written through, :func:`envlock._io.write_file`).
     :param extra: the program's own values for ``[process.extra]`` (str, int, float, bool, or
         lists of them), e.g. ``{"seed": 0, "config": "base.yaml"}``.
     :param snapshot: include the environment snapshot (``False``: ``[process]`` only, ~ms).
-    :raises EnvlockError: a bad placeholder in ``path``.
+    :raises EnvlockError: a bad placeholder in ``path``; ``OutputExistsError`` when ``path`` is
+        a symbolic link.
     :raises OSError: the file cannot be written.
     :returns: the :class:`~envlock.manifest.Manifest` written (``[process]`` among its
         ``extra`` tables; :func:`envlock.manifest.process.process_from_dict` types it).

@@ -3,7 +3,7 @@ what it left behind.
 
 Ids (stable, ``run.<what>``): ``run.memory`` (peak RSS of the granted memory; warning from
 :data:`NEAR` of it), ``run.time`` (time used of the limit; warning from :data:`NEAR`),
-``run.terminated``, ``run.killed``, ``run.crashed``, ``run.failed``,
+``run.terminated``, ``run.killed``, ``run.crashed``, ``run.output-closed``, ``run.failed``,
 ``run.visible-devices-unset``, ``run.gpu-unused``, ``run.leftover-children``.
 """
 
@@ -140,6 +140,14 @@ def run_findings(
             cause="A native library or the interpreter died (SIGSEGV: invalid memory access; SIGABRT: "
                   "an assertion or an uncaught C++ exception; SIGBUS: a file truncated under mmap).",
             fix=("Run it again with PYTHONFAULTHANDLER=1 for a Python traceback of the crash.",),
+        ))
+    elif outcome == "output-closed":
+        out.append(RunFinding(
+            id="run.output-closed", severity="info",
+            title="the command's output was closed by its reader (SIGPIPE): it stopped writing",
+            cause="The program that read its output ended first (`| head`, a pager quit); the "
+                  "kernel then ends the writer with SIGPIPE, the normal end of a producer in a "
+                  "pipeline.",
         ))
     elif outcome == "failed":
         out.append(RunFinding(id="run.failed", severity="warning",

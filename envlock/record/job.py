@@ -15,12 +15,19 @@ from typing import Any
 from envlock.errors import EnvlockError, OutputExistsError
 from envlock.manifest.process import RunInfo
 
-__all__ = ["RECORD", "MANIFEST", "VERIFY_POLICIES", "rank_of", "expand_dir", "prepare_dir",
+__all__ = ["RECORD", "MANIFEST", "LOCK", "RunDirBusyError", "VERIFY_POLICIES", "rank_of", "expand_dir", "prepare_dir",
            "take_snapshot", "record_not_started"]
 
-#: file names inside the run directory.
+#: file names inside the run directory; :data:`LOCK` is held (``flock``) while a run owns it.
 RECORD = "run.toml"
 MANIFEST = "manifest.toml"
+LOCK = ".envlock-run.lock"
+#: the lock descriptors this process holds (released when it exits)
+_HELD: list[int] = []
+
+
+class RunDirBusyError(EnvlockError):
+    """Another ``envlock run`` owns the run directory (holds its :data:`LOCK`)."""
 #: ``--verify`` values: ``none`` (no verify), ``report`` (print its findings, run anyway),
 #: ``error`` (do not run when verify finds an error: exit 1), ``strict`` (warnings too).
 VERIFY_POLICIES = ("none", "report", "error", "strict")
@@ -62,13 +69,24 @@ def expand_dir(template: str, environ: Mapping[str, str] | None = None) -> str:
 
 
 def prepare_dir(path: str, *, force: bool) -> str:
-    """Create the run directory; refuse one that already holds a run record.
+    """Create the run directory and take it: one ``envlock run`` owns a run directory.
 
-    :raises OutputExistsError: ``run.toml`` exists there and ``force`` is false.
+    1. the directory is created (``ENOSPC`` names inodes when none is left, as ``snapshot``
+       does: :func:`envlock._io.no_space`);
+    2. its lock :data:`LOCK` is taken (:func:`envlock._io.hold_lock`, held until envlock
+       exits): a concurrent ``envlock run --dir`` of the same directory fails here, naming the
+       owner, before it runs anything;
+    3. ``run.toml`` and ``manifest.toml`` are checked as :func:`envlock._io.write_file` will
+       write them: a symbolic link at either is refused (even with ``force``), and without
+       ``force`` an existing one is (``run.toml``: an earlier run).
+
+    :raises OutputExistsError: ``run.toml`` or ``manifest.toml`` exists there and ``force`` is
+        false; either is a symbolic link or not a regular file.
+    :raises RunDirBusyError: another ``envlock run`` holds the directory.
     :raises InputError: ``path`` is empty, or exists and is not a directory.
     :raises OSError: it cannot be created (the error names ``path``).
     """
-    from envlock._io import InputError  # noqa: PLC0415
+    from envlock._io import BusyError, InputError, check_writable, hold_lock, no_space  # noqa: PLC0415
 
     if not path:
         raise InputError("--dir: an empty directory name")
@@ -77,10 +95,28 @@ def prepare_dir(path: str, *, force: bool) -> str:
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as exc:
+        import errno  # noqa: PLC0415
+
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            parent = os.path.dirname(os.path.abspath(path))
+            while parent != "/" and not os.path.isdir(parent):
+                parent = os.path.dirname(parent)
+            raise no_space(exc, path, parent) from None
         raise OSError(exc.errno, exc.strerror, path) from None
-    rec = os.path.join(path, RECORD)
-    if os.path.exists(rec) and not force:
-        raise OutputExistsError(f"{rec} exists (an earlier run); use --force to replace it")
+    from envlock.probes.snapshot import utc_now  # noqa: PLC0415
+
+    owner = f"envlock run pid {os.getpid()} on {socket.gethostname()} since {utc_now()}"
+    try:
+        _HELD.append(hold_lock(os.path.join(path, LOCK), owner))
+    except BusyError as exc:
+        raise RunDirBusyError(f"--dir {path}: in use by another {exc.owner or 'envlock run'}; "
+                              "wait for it to end or use another --dir") from None
+    for name in (RECORD, MANIFEST):
+        full = os.path.join(path, name)
+        check_writable(full, force=True)  # a link, a FIFO: refused even with --force
+        if not force and os.path.lexists(full):
+            why = " (an earlier run)" if name == RECORD else ""
+            raise OutputExistsError(f"{full} exists{why}; use --force to replace it")
     return path
 
 
@@ -108,9 +144,14 @@ def command_interpreter(command: Sequence[str], environ: Mapping[str, str] | Non
 
 def take_snapshot(run_dir: str, *, python: str | None = None, prefix: str | None = None,
                   command: Sequence[str] = (), chosen_by: str | None = None,
+                  force: bool = False,
                   ) -> tuple[str | None, dict[str, Any] | None, list[str]]:
     """Snapshot the target environment into ``run_dir/manifest.toml``.
 
+    :param force: replace an existing ``manifest.toml`` (without it the write is
+        create-or-fail); a symbolic link there is refused either way.
+    :raises OutputExistsError: ``manifest.toml`` exists (without ``force``) or is a link.
+    :raises OSError: it cannot be written.
     :param chosen_by: what chose ``python`` when the user did not (``"CMD"``: the interpreter
         the command runs, :func:`command_interpreter`); recorded as ``[target] chosen-by``.
     :returns: (the path written or ``None``, the ``[target]`` table, warning lines). A
@@ -129,7 +170,9 @@ def take_snapshot(run_dir: str, *, python: str | None = None, prefix: str | None
     except EnvlockError as exc:
         return None, None, [f"snapshot: {exc}"]
     path = os.path.join(run_dir, MANIFEST)
-    m.write(path, force=True)
+    from envlock._io import write_file  # noqa: PLC0415
+
+    write_file(path, m.dumps("toml"), force=force)  # never through a link planted there
     from envlock.manifest import _model  # noqa: PLC0415
 
     return path, _model.to_dict(m.target), [f"snapshot: {w}" for w in m.envlock.warnings]

@@ -2,8 +2,8 @@
 
 The command runs in its own process group with envlock's stdin, stdout, stderr and
 environment, unchanged (``close_fds=False``: other inherited descriptors pass too).  envlock
-becomes the *child subreaper* of the tree (prctl(2)), forwards SIGTERM, SIGINT and SIGUSR1 to
-the command's process group and records them, and samples the tree from ``/proc`` in a
+becomes the *child subreaper* of the tree (prctl(2)), forwards SIGTERM, SIGINT, SIGUSR1, SIGHUP and
+SIGQUIT to the command's process group and records them, and samples the tree from ``/proc`` in a
 background thread (:class:`Sampler`).  When the command ends, the processes still alive
 below envlock outlived it: they are killed (SIGTERM, then SIGKILL after a grace period) unless
 ``keep_children``.  The run record is written twice, atomically: at the start
@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from envlock._run import Runner, run
+from envlock.errors import EnvlockError
 from envlock.manifest.process import (
     Granted,
     GpuUse,
@@ -45,8 +46,12 @@ from envlock.record import proctree
 __all__ = ["FORWARDED", "Sampler", "RunResult", "supervise", "write_record", "exit_code_of"]
 
 #: signals forwarded to the command's process group (Slurm sends SIGTERM before the time limit,
-#: ``--signal=USR1@secs`` a warning; Ctrl-C is SIGINT).
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+#: ``--signal=USR1@secs`` a warning; Ctrl-C is SIGINT; a closed terminal or ``kill -HUP`` is
+#: SIGHUP; Ctrl-\ is SIGQUIT).  Without a handler SIGHUP and SIGQUIT would end envlock and
+#: leave the command unsupervised, its record stuck at ``running``.
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP, signal.SIGQUIT)
+#: forwarded signals that ask the job to stop: a run that received one is ``terminated``.
+STOPPING = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
 #: seconds between two samples of the tree; the first 10 s are sampled every 0.1 s.
 INTERVAL = 0.5
 #: at most this fraction of one core is spent sampling: a sample that cost ``c`` CPU seconds
@@ -196,8 +201,13 @@ def _utc() -> str:
 def write_record(path: str, info: RunInfo, *, target: Mapping[str, Any] | None,
                  command: Sequence[str]) -> str:
     """Write ``run.toml`` atomically: ``[envlock]`` (schema, version, created, host, command),
-    ``[target]`` (from the snapshot), ``[run]``.  Returns the path."""
+    ``[target]`` (from the snapshot), ``[run]``.  Returns the path.
+
+    :raises OutputExistsError: ``path`` is a symbolic link (never written through).
+    :raises OSError: it cannot be written (a full disk names inodes when none is left).
+    """
     from envlock._version import __version__  # noqa: PLC0415
+    from envlock._io import write_file  # noqa: PLC0415
     from envlock.manifest import _model, _toml  # noqa: PLC0415
     from envlock.manifest._schema import SCHEMA  # noqa: PLC0415
     from envlock.redact import redact_text_urls  # noqa: PLC0415
@@ -210,17 +220,18 @@ def write_record(path: str, info: RunInfo, *, target: Mapping[str, Any] | None,
                                                "chosen-by": "none"},
         "run": _model.to_dict(info),
     }
-    from pathlib import Path  # noqa: PLC0415
-
-    _toml.atomic_write(Path(path), _toml.dumps(doc, "toml"), force=True)
+    # replaced (prepare_dir refused an earlier record without --force); a symbolic link planted
+    # at run.toml is refused, never written through (envlock._io.write_file)
+    write_file(path, _toml.dumps(doc, "toml"), force=True)
     return path
 
 
 def _sha256(path: str) -> str | None:
+    from envlock._io import InputError, read_bytes  # noqa: PLC0415
+
     try:
-        with open(path, "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
-    except OSError:
+        return hashlib.sha256(read_bytes(path)).hexdigest()
+    except InputError:
         return None
 
 
@@ -305,9 +316,15 @@ def _wait(pid: int, term_owner: int | None) -> tuple[int, Any]:
 
 
 def _outcome(exit_status: int | None, sig: str | None, received: Sequence[str]) -> str:
-    if any(s in ("SIGTERM", "SIGINT") for s in received):
+    """``[run] outcome`` (docs/run.md).  SIGPIPE is ``output-closed``: the reader of the
+    command's output went away (``envlock run -- yes | head -1``) and the kernel ended the
+    writer, the normal end of a producer in a pipeline (POSIX ``write()``: EPIPE and SIGPIPE
+    when no process has the pipe open for reading) — not a crash."""
+    if any(s in STOPPING for s in received):
         return "terminated"
     if sig is not None:
+        if sig == "SIGPIPE":
+            return "output-closed"
         return "killed" if sig == "SIGKILL" else (
             "terminated" if sig in ("SIGTERM", "SIGINT", "SIGHUP") else "crashed")
     return "succeeded" if exit_status == 0 else "failed"
@@ -381,8 +398,8 @@ def supervise(
                            error=f"{command[0]}: {exc.strerror or exc}")
             try:
                 write(info)
-            except OSError as err:
-                return RunResult(info, record_path, code, write_error=f"{record_path}: {err}")
+            except (OSError, EnvlockError) as err:
+                return RunResult(info, record_path, code, write_error=_why(record_path, err))
             return RunResult(info, record_path, code)
         state["pgid"] = proc.pid
         if term_owner is not None:
@@ -397,7 +414,7 @@ def supervise(
         sampler = Sampler(root=os.getpid(), environ=env, runner=runner, gpu_enabled=gpu,
                           driver_file=driver_file)
         sampler.start()
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, EnvlockError):
             write(base)
         status, usage = _wait(proc.pid, term_owner)
         proc.returncode = exit_code_of(status)[2]  # waited for here; Popen must not wait again
@@ -451,7 +468,14 @@ def supervise(
         on_findings(findings)
     try:
         write(info)
-    except OSError as exc:  # the command's exit status matters more than its record
-        return RunResult(info, record_path, code, write_error=f"{record_path}: {exc.strerror or exc}")
+    except (OSError, EnvlockError) as exc:  # the command's exit status matters more than its record
+        return RunResult(info, record_path, code, write_error=_why(record_path, exc))
     return RunResult(info, record_path, code)
+
+
+def _why(path: str, exc: BaseException) -> str:
+    """One line: why the record could not be written (an OutputExistsError names the path)."""
+    if isinstance(exc, OSError):
+        return f"{path}: {exc.strerror or exc}"
+    return str(exc)
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from envlock._io import write_file
 from envlock._run import Runner, run
 from envlock.errors import EnvlockError
 
@@ -152,11 +153,10 @@ def run_command(
     result = runner(argv, timeout=timeout, env=env)
     seconds = time.monotonic() - started
     output = result.stdout + (("\n" if result.stdout and result.stderr else "") + result.stderr)
-    log.parent.mkdir(parents=True, exist_ok=True)
     shown = " ".join(f"{k}={v}" if v is not None else f"-u {k}" for k, v in variables.items())
-    log.write_text(f"# {' '.join(command)}\n# environment: {env_dir}\n# variables: "
-                   f"{shown or '(as GOOD)'}\n# exit: {result.returncode} ({result.status})\n"
-                   + output, encoding="utf-8")
+    write_file(log, f"# {' '.join(command)}\n# environment: {env_dir}\n# variables: "
+               f"{shown or '(as GOOD)'}\n# exit: {result.returncode} ({result.status})\n"
+               + output, force=True)
     code = result.returncode if result.status in ("ok", "failed") else None
     return RunOutcome(returncode=code, seconds=seconds, log=log, output=output,
                       detail=result.detail)

@@ -134,6 +134,26 @@ def test_lock_requirements_into_pylock(tmp_path, wheelhouse):
     assert data["tool"]["envlock"]["no-index"] is True
 
 
+def test_lock_force_never_writes_through_a_planted_link(tmp_path, wheelhouse):
+    """``lock --force -o D`` where someone planted ``D/pylock.toml -> victim``: one line,
+    exit 2, nothing written (neither the victim nor the lockfile)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (out / "pylock.toml").symlink_to(victim)
+    req = tmp_path / "requirements.in"
+    req.write_text("alpha\n")
+    for force in ((), ("--force",)):
+        result = invoke("lock", "-r", str(req), "-o", str(out), "--no-index", "--find-links",
+                        str(wheelhouse), "--python-version", "3.11", *force)
+        assert result.exit_code == 2, result.output
+        [line] = result.output.splitlines()
+        assert line.startswith(f"Error: {out / 'pylock.toml'} is a symbolic link"), line
+    assert victim.read_text() == "precious\n" and (out / "pylock.toml").is_symlink()
+    assert sorted(p.name for p in out.iterdir()) == ["pylock.toml"]
+
+
 def test_lock_requirements_txt_with_hashes(tmp_path, wheelhouse):
     req = tmp_path / "requirements.in"
     req.write_text("gamma-pkg\n")

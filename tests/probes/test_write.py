@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from envlock.errors import OutputExistsError
-from envlock.manifest import _toml
+from envlock import _io
 from envlock.manifest._toml import atomic_write
 
 STRESS = bool(os.environ.get("ENVLOCK_STRESS"))
@@ -126,7 +126,7 @@ def test_kill_9_leaves_no_partial_file_and_no_temp(tmp_path: Path, mode: str) ->
 def test_stale_named_temp_of_a_dead_writer_is_removed(tmp_path: Path) -> None:
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    host = _toml._host()
+    host = _io._host()
     stale = tmp_path / f".m.toml.{host}.{dead.pid}.abcd1234.tmp"
     stale.write_text("half")
     other = tmp_path / f".other.toml.{host}.{dead.pid}.abcd1234.tmp"
@@ -155,20 +155,31 @@ def test_new_file_follows_umask(tmp_path: Path) -> None:
     assert stat.S_IMODE((tmp_path / "m.toml").stat().st_mode) == 0o640
 
 
-def test_own_symlink_is_written_through(tmp_path: Path) -> None:
+def test_own_symlink_is_refused_even_with_force(tmp_path: Path) -> None:
+    """The final component is never followed: a link is refused with and without --force,
+    and neither the link nor its target changes."""
     real = tmp_path / "real.toml"
     real.write_text("old\n")
     real.chmod(0o640)
     link = tmp_path / "link.toml"
     link.symlink_to(real)
-    atomic_write(link, "new = 1\n", force=True)
-    assert link.is_symlink() and real.read_text() == "new = 1\n"
-    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+    for force in (False, True):
+        with pytest.raises(OutputExistsError, match="is a symbolic link; envlock never writes through"):
+            atomic_write(link, "new = 1\n", force=force)
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert real.read_text() == "old\n" and stat.S_IMODE(real.stat().st_mode) == 0o640
+    dangling = tmp_path / "dangling.toml"
+    dangling.symlink_to(tmp_path / "created-through-the-link")
+    with pytest.raises(OutputExistsError, match="symbolic link"):
+        atomic_write(dangling, "x = 1\n", force=True)
+    assert not (tmp_path / "created-through-the-link").exists()
+    assert _leftovers(tmp_path) == []
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a symlink owned by another user needs root")
 def test_foreign_symlink_in_sticky_dir_is_not_followed(tmp_path: Path) -> None:
-    """fs.protected_symlinks: /tmp-like dir (1777), link owned by uid 4242 ≠ us ≠ dir owner."""
+    """A /tmp-like dir (1777), a link owned by uid 4242 ≠ us ≠ dir owner, as an attacker
+    plants it where fs.protected_symlinks is 0: refused, the victim untouched (CLI too)."""
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o1777)
@@ -178,13 +189,14 @@ def test_foreign_symlink_in_sticky_dir_is_not_followed(tmp_path: Path) -> None:
     link = shared / "manifest.toml"
     link.symlink_to(victim)
     os.lchown(link, 4242, 4242)
-    with pytest.raises(OutputExistsError, match="owned by another user.*protected_symlinks"):
+    with pytest.raises(OutputExistsError, match="symbolic link"):
         atomic_write(link, "evil = 1\n", force=True)
     assert victim.read_text() == "precious\n"
     assert stat.S_IMODE(victim.stat().st_mode) == 0o600
     result = _envlock("snapshot", "-q", "--python", sys.executable, "--force", "-o", str(link))
     assert result.returncode == 2
     assert result.stderr.decode().count("\n") == 1 and b"Traceback" not in result.stderr
+    assert "symbolic link" in result.stderr.decode()
     assert victim.read_text() == "precious\n"
 
 
@@ -202,7 +214,7 @@ def test_inode_exhaustion_is_named_simulated(tmp_path: Path, monkeypatch: pytest
         return real_open(path, flags, *a, **k)
 
     monkeypatch.setattr(os, "open", full)
-    monkeypatch.setattr(_toml, "_statvfs", lambda d: _Vfs())
+    monkeypatch.setattr(_io, "_statvfs", lambda d: _Vfs())
     with pytest.raises(OSError) as info:
         atomic_write(tmp_path / "m.toml", "x = 1\n")
     assert "inodes" in info.value.strerror and info.value.filename == str(tmp_path / "m.toml")

@@ -48,22 +48,26 @@ def check_output_dir(ctx: Context) -> list[Finding]:
                       f"parent {parent} {'exists' if os.path.isdir(parent) else 'does not exist'}"),
             fix=(f"mkdir -p {d}  (in the job script, before the program starts)",),
         )]
-    import tempfile  # noqa: PLC0415
+    import secrets  # noqa: PLC0415
+
+    from envlock._io import write_file  # noqa: PLC0415
+    from envlock.errors import EnvlockError  # noqa: PLC0415
 
     out: list[Finding] = []
+    probe = os.path.join(d, f".envlock-verify-{secrets.token_hex(8)}")
     try:
-        fd, probe = tempfile.mkstemp(prefix=".envlock-verify-", dir=d)
-    except OSError as exc:
+        write_file(probe, b"")  # create-or-fail, as the job's first write would create a file
+    except (OSError, EnvlockError) as exc:
+        reason = getattr(exc, "strerror", None) or exc
         out.append(Finding(
             id="output.not-writable", severity="error",
-            title=f"cannot write to {d}: {exc.strerror or exc}",
+            title=f"cannot write to {d}: {reason}",
             cause="The job's results would be lost when it first writes (read-only mount, permissions, "
                   "quota exceeded).",
-            evidence=(f"creating a file in {d}: {exc.strerror or exc}",),
+            evidence=(f"creating a file in {d}: {reason}",),
             fix=("Choose a directory you can write to (e.g. $SCRATCH), or fix its permissions/quota.",),
         ))
     else:
-        os.close(fd)
         try:
             os.unlink(probe)
         except OSError:
