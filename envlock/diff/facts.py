@@ -34,6 +34,7 @@ from envlock.diff.factset import (
     str_or_none,
 )
 from envlock.formats.conda import is_metapackage
+from envlock.redact import redact_variable
 
 __all__ = ["Pkg", "Impl", "Lib", "FactSet", "extract", "normalize_name", "display", "same", "areas_of",
            "put_fact", "str_or_none"]
@@ -68,8 +69,8 @@ def _cpu(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
 def _env(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
     variables = t.get("vars")
     if isinstance(variables, Mapping):
-        for name, value in variables.items():
-            put_fact(out, "env", str(name), str(value))
+        for name, value in variables.items():  # a foreign manifest may hold what we redact
+            put_fact(out, "env", str(name), redact_variable(str(name), str(value))[0])
 
 
 def _git_state(scope: str, g: Mapping[str, Any], out: Sink) -> None:
