@@ -35,7 +35,9 @@ Entries live under ``$XDG_CACHE_HOME/envlock/<namespace>/`` (``~/.cache`` by def
 JSON file per key, written atomically (temporary file + ``os.replace``); each namespace is
 bounded (:data:`MAX_NAMESPACE_BYTES`, least recently used entries evicted first).
 ``ENVLOCK_NO_CACHE=1`` turns every cache off (nothing read, nothing written).  Any problem
-reading or writing an entry is ignored: the caller computes the answer instead.
+reading or writing an entry is ignored: the caller computes the answer instead.  Entries are
+read only as regular files (:mod:`envlock._io`): a FIFO or device planted where an entry would
+be is a miss, not a hang.
 
 :func:`signature`, :func:`entry_path`, :func:`load` and :func:`store` are the older
 entry-at-a-time interface, kept as thin wrappers over the same format, writer and bound.
@@ -51,6 +53,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
+
+from envlock._io import read_text
 
 __all__ = [
     "FORMAT", "MAX_NAMESPACE_BYTES", "RACY_NS", "Recorder", "memo", "current", "in_thread", "is_enabled",
@@ -284,9 +288,12 @@ def entry_path(namespace: str, key: Any, environ: Mapping[str, str] | None = Non
 
 
 def _read(path: str, environ: Mapping[str, str]) -> tuple[bool, Any]:
+    """``(True, {"value", "witness"})`` for a valid entry at ``path``, else ``(False, None)``.
+    The entry is read through :func:`envlock._io.read_text` (a regular file only, opened
+    non-blocking: a FIFO, a device or a directory where an entry would be is a miss, never a
+    wait; at most :data:`envlock._io.MAX_INPUT_BYTES`)."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+        data = json.loads(read_text(path))
         if data.get("format") != FORMAT or not _valid(data["witness"], environ):
             return False, None
         try:

@@ -15,14 +15,21 @@ cache files — passes :func:`redact_text` (or, for one URL, :func:`redact_url`)
 * **conda tokens**: the ``/t/<token>/`` path segment of a channel URL (conda's
   ``CondaHttpAuth``) → ``/t/<redacted>/``.
 * **netrc-style** ``password <secret>`` / ``account <secret>`` pairs (``man 5 netrc``),
-  ``--password=…``/``--token …`` options, ``NAME=value`` with a secret ``NAME``, and HTTP
-  ``Authorization: Bearer|Basic …`` values.
+  ``NAME=value`` with a secret ``NAME``, and HTTP ``Authorization: Bearer|Basic …`` values.
+* **Credential options** (:func:`secret_option`: the option's name says its value is a
+  credential — ``--token``, ``--api-key``, ``--access-key``, ``--secret``, ``--password``,
+  ``--auth`` …): the value after ``=``, after blanks in text, and in a command line
+  (:func:`redact_argv`; :func:`redact_tree` treats every list of strings as one) the next
+  argument, whatever it looks like.
 * **Well-known token shapes** anywhere: GitHub (``ghp_``, ``gho_``, ``ghs_``, ``github_pat_``),
   Hugging Face (``hf_``), GitLab (``glpat-``), Slack (``xox?-``), OpenAI-style ``sk-``, AWS access
   key ids (``AKIA…``).
 * **Variable names**: ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``/``*PASSWD*``, ``*KEY*``,
   ``*CREDENTIAL*``, ``*AUTH*``, ``*COOKIE*``, ``*SESSION*`` and ``*_PAT`` → the whole value is
   ``<redacted>``.
+* **Free-text variables** (:data:`FREE_TEXT_VARIABLES`: ``SLURM_JOB_COMMENT``, what users
+  type into ``sbatch --comment``) → only a digest, ``<redacted: sha256 …, N characters>``
+  (:func:`free_text_digest`): no detector can know every secret a comment may hold.
 
 :func:`printable` turns the undecodable bytes of a path or variable (Python's
 ``surrogateescape``, PEP 383) into ``\\xNN`` escapes so they can be written as UTF-8.
@@ -31,12 +38,14 @@ cache files — passes :func:`redact_text` (or, for one URL, :func:`redact_url`)
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 __all__ = [
+    "FREE_TEXT_VARIABLES",
     "REDACTED",
+    "free_text_digest",
     "printable",
     "redact_argv",
     "redact_text",
@@ -47,6 +56,7 @@ __all__ = [
     "scrub",
     "secret_fragments",
     "secret_name",
+    "secret_option",
     "secret_param",
     "secret_value",
 ]
@@ -78,10 +88,16 @@ _URL_IN_TEXT = re.compile(rf"{_SCHEME}[^\s'\"<>]+")
 _QUERY_IN_TEXT = re.compile(r"(?P<lead>[?&])(?P<name>[A-Za-z0-9_.\-]+)=(?P<value>[^&#\s\"'<>]*)")
 _SCP_LIKE = re.compile(r"^(?P<user>[^@/:]+)@(?P<host>[^:/]+):(?P<path>.*)$")
 _NETRC = re.compile(r"(?i)(?P<k>\b(?:password|passwd|account)\s+)(?P<v>[^\s]+)")
+# An option that may name a credential (:data:`_OPTION_WORDS` in it; :func:`secret_option`
+# decides) and its value, after "=" or (when the value does not look like an option itself)
+# after blanks.
 _OPTION = re.compile(
-    r"(?i)(?P<k>(?:(?<=\s)|^)--?[A-Za-z0-9_-]*(?:token|password|passwd|secret|api[-_]?key|auth)[A-Za-z0-9_-]*"
-    r"(?:=|\s+))(?P<v>[^\s]+)"
+    r"(?i)(?P<k>(?:(?<=\s)|^)(?P<opt>--?[A-Za-z0-9_.-]*"
+    r"(?:token|pass|pwd|secret|key|auth|cookie|credential)[A-Za-z0-9_.-]*)"
+    r"(?:=|\s+(?!--?[A-Za-z])))(?P<v>[^\s]+)"
 )
+#: What every match of :data:`_OPTION` holds (lower case).
+_OPTION_WORDS = ("token", "pass", "pwd", "secret", "key", "auth", "cookie", "credential")
 _ASSIGN = re.compile(r"(?P<k>(?<![A-Za-z0-9_.-])(?P<name>[A-Z_][A-Z0-9_]*)=)(?P<v>[^\s]+)")
 # HTTP credentials (RFC 7617 Basic, RFC 6750 Bearer) as a header value or after "Authorization".
 _BEARER = re.compile(r"(?P<k>(?:(?i:authorization)\s*[:=]\s*)?\b(?:Bearer|Basic|bearer)\s+)"
@@ -97,13 +113,15 @@ _TOKEN_PREFIXES = ("gh", "github_pat_", "hf_", "glpat-", "xox", "sk-", "AKIA", "
 
 #: Cheap pre-check: a string none of the rules can touch skips them all.
 _TRIGGER = re.compile(
-    r"://|[?&=]|(?i:pass|account|bearer|basic|token|secret|key|auth)|gh[pousr]_|github_pat_|hf_"
+    r"://|[?&=]|(?i:pass|account|bearer|basic|token|secret|key|auth|pwd|cookie|credential)|gh[pousr]_"
+    r"|github_pat_|hf_"
     r"|glpat-|xox|sk-|AKIA|ASIA|:[^\s/@:]+@"
 )
 #: :data:`_TRIGGER`'s alternatives: literals, the case-insensitive words (found with ``in`` on
 #: ``str.lower()`` of a text without :data:`_CASE_SPECIAL`), and the two patterns left.
 _TRIGGER_LITERALS = ("://", "?", "&", "=", "github_pat_", "hf_", "glpat-", "xox", "sk-", "AKIA", "ASIA")
-_TRIGGER_WORDS = ("pass", "account", "bearer", "basic", "token", "secret", "key", "auth")
+_TRIGGER_WORDS = ("pass", "account", "bearer", "basic", "token", "secret", "key", "auth", "pwd", "cookie",
+                  "credential")
 _TRIGGER_REST = re.compile(r"gh[pousr]_|:[^\s/@:]+@")
 
 
@@ -218,6 +236,8 @@ def _query_value(match: re.Match[str]) -> str:
 
 
 def _keyed(match: re.Match[str]) -> str:
+    if "opt" in match.re.groupindex and not secret_option(match.group("opt")):
+        return match.group(0)
     return match.group("k") + (match.group("v") if match.group("v") == REDACTED else REDACTED)
 
 
@@ -255,7 +275,7 @@ def redact_text(text: str) -> str:
     low = text.lower() if _plain_case(text) else None
     if low is None or "passw" in low or "account" in low:
         text = _NETRC.sub(_keyed, text)
-    if "-" in text and (low is None or any(w in low for w in ("token", "passw", "secret", "key", "auth"))):
+    if "-" in text and (low is None or any(w in low for w in _OPTION_WORDS)):
         text = _OPTION.sub(_keyed, text)
     if "=" in text:
         text = _ASSIGN.sub(_assign, text)
@@ -279,20 +299,79 @@ def _url_in_text(url: str) -> str:
     return url
 
 
-_SECRET_OPTION = re.compile(
-    r"(?i)^--?[A-Za-z0-9_-]*(?:token|password|passwd|secret|api[-_]?key)[A-Za-z0-9_-]*$")
+#: The last word of an option name that makes it a credential (``--token``, ``--hf-token``,
+#: ``--db-password``, ``--client-secret``, ``--auth``, ``--cookie``, ``--credentials``) …
+_CREDENTIAL_WORDS = frozenset({
+    "token", "authtoken", "accesstoken", "apitoken", "password", "passwd", "pwd", "passphrase",
+    "pass", "passin", "passout", "secret", "credential", "credentials", "cookie", "cookies", "auth",
+    "oauth", "authorization", "apikey", "accesskey", "secretkey", "privatekey",
+})
+#: … ``key`` after one of these words (``--api-key``, ``--access-key``, ``--secret-access-key``,
+#: ``--private-key``); a bare ``--key`` (sort keys, dictionary keys) does not say it …
+_KEY_QUALIFIERS = frozenset({
+    "api", "access", "secret", "private", "auth", "client", "account", "license", "licence",
+    "signing", "encryption", "master", "sas", "storage", "subscription", "session", "service",
+    "app", "application", "shared", "hmac", "deploy", "ssh",
+})
+#: … ``token`` after one of these is a tokenizer's vocabulary entry (``--pad-token``,
+#: ``--eos-token``) or a count (``--max-token``), not a credential …
+_VOCAB_QUALIFIERS = frozenset({
+    "pad", "eos", "bos", "unk", "sep", "cls", "mask", "start", "end", "special", "max", "min", "num",
+})
+#: … and an option that starts with one of these is a switch (``--no-auth``,
+#: ``--use-auth-token``, ``--with-token``), whose next argument is not its value.
+_SWITCH_WORDS = frozenset({"no", "use", "with", "without", "enable", "disable", "skip", "require"})
 
 
-def redact_argv(argv: Sequence[str]) -> tuple[str, ...]:
-    """A command line with its secrets out: each argument through :func:`redact_text`, and the
-    argument after a secret-named option (``--password X``, ``--token X``) replaced."""
+def secret_option(option: str) -> bool:
+    """``True`` when a command-line option's name says that its value is a credential.
+
+    The rule: split the name (leading dashes and any ``=value`` off) at ``-``, ``_`` and ``.``;
+    its *last* word says what the value is — ``token``, ``password``/``passwd``/``pwd``,
+    ``passphrase``, ``pass`` (OpenSSL ``-pass``), ``secret``, ``credential(s)``, ``cookie(s)``,
+    ``auth``/``oauth``/``authorization``, ``apikey``; or ``key`` after a word such as ``api``,
+    ``access``, ``secret``, ``private``.  Not: ``token`` of a tokenizer (``--pad-token``,
+    ``--max-token``), a name whose last word says it is something else (``--token-file``,
+    ``--password-stdin``, ``--tokenizer``, ``--max-tokens``), a switch (``--no-auth``,
+    ``--use-auth-token``), a bare ``--key``.  Case-insensitive.
+
+    >>> [secret_option(o) for o in ("--token", "--api-key", "--aws-secret-access-key", "--auth")]
+    [True, True, True, True]
+    >>> [secret_option(o) for o in ("--tokenizer", "--pad-token", "--token-file", "--key", "-o")]
+    [False, False, False, False, False]
+
+    :param option: one argument as given, e.g. ``"--hf-token"`` or ``"--password=x"``.
+    """
+    if not option.startswith("-"):
+        return False
+    name = option.lstrip("-").split("=", 1)[0].lower()
+    words = [w for w in re.split(r"[-_.]+", name) if w]
+    if not words or words[0] in _SWITCH_WORDS:
+        return False
+    last, before = words[-1], (words[-2] if len(words) > 1 else "")
+    if last == "key":
+        return before in _KEY_QUALIFIERS
+    if last == "token" and before in _VOCAB_QUALIFIERS:
+        return False
+    return last in _CREDENTIAL_WORDS
+
+
+def redact_argv(argv: Iterable[str]) -> tuple[str, ...]:
+    """A command line with its secrets out: each argument through :func:`redact_text`
+    (``--password=X`` there), and the argument after an option that names a credential
+    (:func:`secret_option`: ``--token X``, ``--api-key X``, ``--secret X``) replaced by
+    ``<redacted>``, whatever it looks like.  Undecodable bytes become ``\\xNN``
+    (:func:`printable`).  Idempotent.
+
+    >>> redact_argv(["hf", "upload", "--token", "abc", "--private-key=k", "--repo", "r"])
+    ('hf', 'upload', '--token', '<redacted>', '--private-key=<redacted>', '--repo', 'r')
+    """
     out: list[str] = []
-    for i, arg in enumerate(argv):
+    after_secret = False
+    for arg in argv:
         text = printable(str(arg))
-        if i and _SECRET_OPTION.match(printable(str(argv[i - 1]))):
-            out.append(REDACTED)
-        else:
-            out.append(redact_text(text))
+        out.append(REDACTED if after_secret else redact_text(text))
+        after_secret = "=" not in text and secret_option(text)
     return tuple(out)
 
 
@@ -306,13 +385,38 @@ def secret_value(value: str) -> bool:
     return redact_text(value) != value
 
 
+#: Variables that hold free text a user typed (``sbatch --comment``: Slurm sets
+#: ``SLURM_JOB_COMMENT``), where anything can be — a token in a form no rule knows included.
+#: Their value is never recorded; :func:`free_text_digest` stands for it.
+FREE_TEXT_VARIABLES = frozenset({"SLURM_JOB_COMMENT"})
+
+_DIGEST = re.compile(r"<redacted: sha256 [0-9a-f]{64}, \d+ characters>")
+
+
+def free_text_digest(value: str) -> str:
+    """What is recorded for the value of a :data:`FREE_TEXT_VARIABLES` variable:
+    ``<redacted: sha256 HEX, N characters>`` (SHA-256 of the UTF-8 of its :func:`printable`
+    form) — two runs with the same comment compare equal, and no word of it is
+    kept.  A value that already is such a digest is returned unchanged (idempotent).
+    """
+    import hashlib  # noqa: PLC0415
+
+    if _DIGEST.fullmatch(value):
+        return value
+    digest = hashlib.sha256(printable(value).encode("utf-8")).hexdigest()
+    return f"<redacted: sha256 {digest}, {len(value)} characters>"
+
+
 def redact_variable(name: str, value: str) -> tuple[str, bool]:
     """The value of variable ``name`` as it may be recorded, and whether it was changed.
 
-    A secret name (:func:`secret_name`) gives ``<redacted>``; otherwise the value passes
+    A free-text variable (:data:`FREE_TEXT_VARIABLES`) gives its :func:`free_text_digest`; a
+    secret name (:func:`secret_name`) gives ``<redacted>``; otherwise the value passes
     :func:`redact_text`.  Undecodable bytes become ``\\xNN`` (:func:`printable`), which does not
     count as a redaction.
     """
+    if name in FREE_TEXT_VARIABLES:
+        return free_text_digest(value), True
     if secret_name(name):
         return REDACTED, True
     shown = printable(value)
@@ -332,13 +436,18 @@ def redact_tree(data: Any) -> Any:
     if isinstance(data, Mapping):
         return {k: _tree_item(k, v) for k, v in data.items()}
     if isinstance(data, (list, tuple)):
+        if all(isinstance(v, str) for v in data):
+            return list(redact_argv(data))  # a command line, maybe: "--token X" loses X
         return [redact_tree(v) for v in data]
     return data
 
 
 def _tree_item(key: Any, value: Any) -> Any:
-    if isinstance(value, str) and isinstance(key, str) and key.isupper() and secret_name(key):
-        return REDACTED
+    if isinstance(value, str) and isinstance(key, str) and key.isupper():
+        if key in FREE_TEXT_VARIABLES:
+            return free_text_digest(value)
+        if secret_name(key):
+            return REDACTED
     return redact_tree(value)
 
 

@@ -560,3 +560,60 @@ def test_case_special_characters_are_those_of_this_python() -> None:
     matched = {m.group(0) for m in re.finditer(r"(?i)[a-z]", every)}
     odd = {c for c in every if len(c.lower()) != 1 or c.lower().isascii()}
     assert matched | odd == set(_CASE_SPECIAL)
+
+
+_FIFO_CHILD = r'''
+import json, os, sys
+from envlock import cache
+cache.RACY_NS = 0
+env = {"XDG_CACHE_HOME": sys.argv[1], "HOME": sys.argv[1]}
+path = cache.entry_path("t", "fifo", env)
+os.makedirs(os.path.dirname(path), exist_ok=True)
+os.mkfifo(path)
+runs = []
+first = cache.memo("t", "fifo", lambda rec: runs.append(1) or 41, environ=env)
+regular = os.path.isfile(path) and not os.path.islink(path)
+second = cache.memo("t", "fifo", lambda rec: runs.append(1) or 42, environ=env)
+os.unlink(path)
+os.mkfifo(path)
+os.environ.update(env)
+old = cache.load(path)
+print(json.dumps([first, second, len(runs), regular, old]))
+'''
+
+
+def test_a_fifo_where_an_entry_would_be_is_a_miss_not_a_hang(tmp_path: Path) -> None:
+    """A FIFO planted at an entry's path (nobody writes to it): ``memo`` computes the answer at
+    once and replaces the FIFO by a real entry, which the next call finds; ``load`` of a FIFO is
+    ``None``.  In a child process with a deadline: a plain ``open()`` would wait for ever."""
+    env = {k: v for k, v in os.environ.items() if k != "ENVLOCK_NO_CACHE"}
+    r = subprocess.run([sys.executable, "-c", _FIFO_CHILD, str(tmp_path / "cache")], env=env,
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == [41, 41, 1, True, None]
+
+
+def test_snapshot_with_fifos_for_every_cache_entry(tiny_venv: Path, tmp_path: Path) -> None:
+    """``envlock snapshot`` fills its caches; each entry is then replaced by a FIFO; a second
+    snapshot finishes within its deadline and writes the same tables as the first."""
+    import tomllib
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "ENVLOCK_"))}
+    env.update(HOME=str(tmp_path), XDG_CACHE_HOME=str(tmp_path / "cache"))
+
+    def snap(out: str) -> dict:
+        r = subprocess.run([sys.executable, "-m", "envlock", "snapshot", "--python",
+                            str(tiny_venv / "bin" / "python"), "-o", str(tmp_path / out), "-q"],
+                           env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert r.returncode in (0, 1), r.stderr
+        doc = tomllib.loads((tmp_path / out).read_text())
+        doc.pop("envlock")  # its creation time
+        return doc
+
+    first = snap("a.toml")
+    entries = [p for p in (tmp_path / "cache").rglob("*.json") if p.is_file()]
+    assert entries
+    for p in entries:
+        p.unlink()
+        os.mkfifo(p)
+    assert snap("b.toml") == first

@@ -34,6 +34,7 @@ from envlock.diff.factset import (
     str_or_none,
 )
 from envlock.formats.conda import is_metapackage
+from envlock.redact import redact_variable
 
 __all__ = ["Pkg", "Impl", "Lib", "FactSet", "extract", "normalize_name", "display", "same", "areas_of",
            "put_fact", "str_or_none"]
@@ -68,8 +69,8 @@ def _cpu(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
 def _env(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
     variables = t.get("vars")
     if isinstance(variables, Mapping):
-        for name, value in variables.items():
-            put_fact(out, "env", str(name), str(value))
+        for name, value in variables.items():  # a foreign manifest may hold what we redact
+            put_fact(out, "env", str(name), redact_variable(str(name), str(value))[0])
 
 
 def _git_state(scope: str, g: Mapping[str, Any], out: Sink) -> None:
@@ -151,22 +152,24 @@ def _conda(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
 
 
 def _pip(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
+    # One pass, a few dictionary look-ups per package: a pip freeze may list millions.
     for p in t.get("packages") or ():
-        if not isinstance(p, Mapping) or "name" not in p:
+        if not (type(p) is dict or isinstance(p, Mapping)) or "name" not in p:
             continue
         raw = str(p["name"])
-        key = aliases.get(normalize_name(raw), normalize_name(raw))
+        norm = normalize_name(raw)
+        key = aliases.get(norm, norm)
         if p.get("marker"):  # listed once per environment marker set (uv export, pylock)
             key = f"{key} ; {p['marker']}"
         version = str(p.get("version") or "")
         prior = out.get(("package", key))
-        owned = p.get("origin") == "conda" or p.get("conda-package")
-        if isinstance(prior, Pkg) and prior.manager == "conda" and (
-            owned or prior.version == version
+        if prior is not None and isinstance(prior, Pkg) and prior.manager == "conda" and (
+            p.get("origin") == "conda" or p.get("conda-package") or prior.version == version
         ):
             pass  # conda's record (with its build string) describes the same files
         else:
-            out[("package", key)] = Pkg(version, None, None, "pip", raw, _constraint(p))
+            out[("package", key)] = Pkg(version, None, None, "pip", raw,
+                                        _constraint(p) if "constraint" in p else None)
         git = p.get("git")
         if isinstance(git, Mapping):
             _git_state(key, git, out)

@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from envlock.diff.factset import Sink, put_fact, str_or_none
+from envlock.redact import redact_argv
 
 __all__ = ["EXTRACTORS", "process", "run"]
 
@@ -106,7 +107,7 @@ def run(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
     """``[run]`` → ``run:*`` facts (see the module docstring)."""
     cmd = t.get("command")
     if isinstance(cmd, list):
-        put_fact(out, "run", "command", " ".join(map(str, cmd)))
+        put_fact(out, "run", "command", " ".join(redact_argv(map(str, cmd))))
     for key in ("outcome", "signal"):
         put_fact(out, "run", key, str_or_none(t.get(key)))
     put_fact(out, "run", "exit-status", _scalar(t.get("exit-status")))

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,8 +115,15 @@ def read(path: str | os.PathLike[str], *, platform: str | None = None,
 
 
 def _content(text: str) -> list[str]:
-    lines = (ln.strip() for ln in text.splitlines())
-    return [ln for ln in lines if ln and not ln.startswith("#")]
+    return list(_iter_content(text))
+
+
+def _iter_content(text: str) -> Iterator[str]:
+    """The stripped lines of ``text`` that are neither blank nor comments, one at a time."""
+    for raw in pep508.iter_lines(text):
+        ln = raw.strip()
+        if ln and not ln.startswith("#"):
+            yield ln
 
 
 def _sniff(p: str, text: str, platform: str | None, exact: bool = False) -> Reading:
@@ -164,9 +171,9 @@ def _sniff(p: str, text: str, platform: str | None, exact: bool = False) -> Read
                         raise ManifestError("not a conda environment file (no dependencies)")
                 return _environment(data, name, plat)
         raise ManifestError(_UNKNOWN)
-    content = _content(text)
-    if content and all(conda.is_export_line(ln) for ln in content):
-        conda_pkgs, pip_pkgs = conda.export_list(content)
+    content = next(_iter_content(text), None) is not None
+    if content and all(conda.is_export_line(ln) for ln in _iter_content(text)):
+        conda_pkgs, pip_pkgs = conda.export_list(_content(text))
         sub = conda.header_platform(text)
         return Reading("conda-export", _partial(conda_pkgs, pip_pkgs, "conda list --export",
                                                 subdir=sub), "complete", (sub,) if sub else ())
@@ -176,7 +183,7 @@ def _sniff(p: str, text: str, platform: str | None, exact: bool = False) -> Read
         subs = {e.pop("wheel-subdir") for e in entries if "wheel-subdir" in e}
         sub = subs.pop() if len(subs) == 1 else None
         return Reading("requirements", _partial([], entries, "requirements", subdir=sub),
-                       "pip" if _frozen(content) else "partial", (sub,) if sub else ())
+                       "pip" if _frozen(_iter_content(text)) else "partial", (sub,) if sub else ())
     if content and suffix in (".txt", ".in"):
         lines = pep508.logical_lines(text)
         try:
@@ -193,13 +200,17 @@ _FREEZE_OPTIONS = ("--index-url", "--extra-index-url", "-i ", "--find-links", "-
                    "--hash", "--trusted-host", "--no-index", "--pre")
 
 
-def _frozen(lines: list[str]) -> bool:
+def _frozen(lines: Iterable[str]) -> bool:
     """Whether a requirements file is a complete listing: ``pip freeze`` output (or a lockfile
     export) pins every installed distribution with ``==``, a direct reference (``name @ url``)
     or ``-e``; a hand-written file with a range (``>=``), a bare name or an include (``-r``,
     ``-c``) lists only what someone asked for."""
     pins = 0
+    simple = pep508.SIMPLE_PIN.fullmatch
     for ln in lines:
+        if simple(ln):  # name==version, the bulk of a freeze
+            pins += 1
+            continue
         text = ln.split(" #", 1)[0].strip().rstrip("\\").strip()
         if not text or text.startswith(_FREEZE_OPTIONS):
             continue
@@ -240,9 +251,8 @@ def _pip_entries(pkgs: list[Any]) -> list[dict[str, Any]]:
     out = []
     seen: set[tuple[str, str | None]] = set()
     for e in pkgs:
-        e = dict(e)
-        if counts[e["name"]] < 2 or not e.get("marker"):
-            e.pop("marker", None)
+        if "marker" in e and (counts[e["name"]] < 2 or not e["marker"]):
+            e = {k: v for k, v in e.items() if k != "marker"}  # a copy: the caller's stays
         key = (e["name"], e.get("marker"))
         if key in seen:
             continue

@@ -557,9 +557,11 @@ def _parse_buf(path: str, buf: Any, size: int) -> ElfInfo:
         kind = "truncated" if b"\x7fELF".startswith(head) and head else "not-elf"
         msg = "file too short" if kind == "truncated" else "invalid ELF header"
         return ElfInfo(path=path, size=size, error=ElfError(kind=kind, message=msg))
+    if len(head) < _EHDR[32]:
+        # Shorter than the smallest ELF header (glibc reads the header first: "file too
+        # short"); e_ident's class and data bytes may not even be there.
+        return ElfInfo(path=path, size=size, error=ElfError(kind="truncated", message="file too short"))
     if head[4] not in (1, 2) or head[5] not in (1, 2):
-        if len(head) < 52:
-            return ElfInfo(path=path, size=size, error=ElfError(kind="truncated", message="file too short"))
         return ElfInfo(path=path, size=size,
                        error=ElfError(kind="corrupt", message="bad ELF class or data encoding"))
     img = _Image(buf, size)

@@ -187,10 +187,10 @@ def record_not_started(run_dir: str, command: Sequence[str], *, reason: str, exi
 
     from envlock.probes.snapshot import utc_now  # noqa: PLC0415
     from envlock.record.supervise import _sha256, write_record  # noqa: PLC0415
-    from envlock.redact import redact_text_urls  # noqa: PLC0415
+    from envlock.redact import redact_argv  # noqa: PLC0415
 
     now = utc_now()
-    info = RunInfo(outcome="not-started", command=tuple(redact_text_urls(a) for a in command),
+    info = RunInfo(outcome="not-started", command=redact_argv(command),
                    cwd=os.getcwd(), start=now, end=now, exit_code=exit_code, error=reason,
                    verify=verify, verify_exit=verify_exit)
     if manifest_path:

@@ -210,12 +210,12 @@ def write_record(path: str, info: RunInfo, *, target: Mapping[str, Any] | None,
     from envlock._io import write_file  # noqa: PLC0415
     from envlock.manifest import _model, _toml  # noqa: PLC0415
     from envlock.manifest._schema import SCHEMA  # noqa: PLC0415
-    from envlock.redact import redact_text_urls  # noqa: PLC0415
+    from envlock.redact import redact_argv  # noqa: PLC0415
 
     doc = {
         "envlock": {"schema": SCHEMA, "version": __version__, "created": _utc(),
                     "host": socket.gethostname(),
-                    "command": [redact_text_urls(a) for a in command]},
+                    "command": list(redact_argv(command))},
         "target": dict(target) if target else {"kind": "system", "prefix": sys.prefix,
                                                "chosen-by": "none"},
         "run": _model.to_dict(info),
@@ -376,9 +376,9 @@ def supervise(
         manifest_sha256=_sha256(manifest_path) if manifest_path else None,
         verify=verify, verify_exit=verify_exit, keep_children=keep_children, granted=granted,
     )
-    from envlock.redact import redact_text_urls  # noqa: PLC0415
+    from envlock.redact import redact_argv  # noqa: PLC0415
 
-    base = replace(base, command=tuple(redact_text_urls(a) for a in command))
+    base = replace(base, command=redact_argv(command))
     write = lambda info: write_record(record_path, info, target=target,  # noqa: E731
                                       command=envlock_command)
     state: dict[str, Any] = {"t0": time.monotonic(), "signals": [], "pgid": None}

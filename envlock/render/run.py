@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from envlock.record.findings import fmt_bytes, fmt_duration
+from envlock.redact import redact_argv
 
 __all__ = ["run_lines", "process_lines"]
 
@@ -19,7 +20,7 @@ def run_lines(t: Mapping[str, Any]) -> list[str]:
     elif t.get("signal"):
         how += f" ({t['signal']})"
     wall = t.get("wall")
-    cmd = " ".join(map(str, t.get("command") or ()))
+    cmd = " ".join(redact_argv(map(str, t.get("command") or ())))  # a foreign record, maybe
     lines = [f"run: {how}" + (f" after {fmt_duration(float(wall))}" if isinstance(wall, (int, float))
                              else "") + f": {cmd}",
              f"run: {t.get('start', '?')} → {t.get('end', '?')} in {t.get('cwd', '?')}"]

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from envlock.manifest import AREAS, Manifest
+from envlock.redact import redact_variable
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -272,7 +273,8 @@ def summary_lines(m: Manifest, *, path: str = "") -> list[str]:
     blas = _blas(m)
     if blas:
         out.append(f"blas: {blas}")
-    env = dict(m.env.vars) if m.env is not None and not _state(m.env) else {}
+    env = ({n: redact_variable(n, v)[0] for n, v in m.env.vars.items()}  # foreign ones too
+           if m.env is not None and not _state(m.env) else {})
     out.append(f"threads: {_threads(m, env, kb)}")
     out += _code(m)
     numerics = [f"{n}={v}" for n, v in sorted(env.items())

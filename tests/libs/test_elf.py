@@ -200,3 +200,50 @@ def test_cache_writes_nothing_to_disk(sample, tmp_path: Path, monkeypatch: pytes
     again = read_elf(sample["run"], cache=cache)
     assert again.runpath == "$ORIGIN/../lib"
     assert not list(tmp_path.rglob("*"))
+
+
+def _cut_points(data: bytes) -> set[int]:
+    """Every length up to 512, and around each boundary the loader reads across: the ELF
+    header, each program header, each segment's file bytes, the dynamic section and each of
+    its entries, the section headers."""
+    import struct
+
+    points = set(range(0, 513))
+    phoff, shoff = struct.unpack_from("<QQ", data, 32)
+    _fl, _eh, phentsize, phnum, shentsize, shnum = struct.unpack_from("<IHHHHH", data, 48)
+    edges = [phoff + k * phentsize for k in range(phnum + 1)] + [shoff + k * shentsize for k in range(shnum + 1)]
+    for k in range(phnum):
+        p_type, _f, p_offset, _va, _pa, p_filesz = struct.unpack_from("<IIQQQQ", data, phoff + k * phentsize)
+        edges += [p_offset, p_offset + p_filesz]
+        if p_type == 2:  # PT_DYNAMIC: each Elf64_Dyn entry
+            edges += range(p_offset, p_offset + p_filesz + 1, 16)
+    for e in edges:
+        points.update(range(e - 2, e + 3))
+    return {p for p in points if 0 <= p < len(data)}
+
+
+@pytest.mark.parametrize("which", ["user", "exe"])
+def test_every_truncation_is_an_elf_result_never_an_exception(sample, tmp_path: Path, which: str) -> None:
+    """A real gcc-built file cut at every length up to 512 bytes and at every header, segment
+    and dynamic-entry boundary: ``read_elf`` and ``read_symbols`` return (no IndexError or
+    struct.error, the 4- and 5-byte ``\\x7fELF`` files of issue 29 included), with a documented
+    error kind; any cut inside the ELF header is ``truncated``."""
+    from envlock.libs.elfsyms import read_symbols
+
+    data = sample[which].read_bytes()
+    assert read_elf(sample[which]).ok
+    cut = tmp_path / "cut.so"
+    points = sorted(_cut_points(data))
+    assert len(points) > 600
+    for n in points:
+        cut.write_bytes(data[:n])
+        info = read_elf(cut)  # an exception here fails the test
+        kind = info.error.kind if info.error is not None else None
+        assert kind in (None, "not-elf", "truncated", "corrupt"), (n, info.error)
+        if 1 <= n < 64:
+            assert kind == "truncated" and info.error.message == "file too short", (n, info.error)
+        if n == 0:
+            assert kind == "not-elf"
+        syms = read_symbols(cut, info=info)
+        assert syms.error is not None or info.ok, n
+        read_symbols(cut)  # also without the facts read first

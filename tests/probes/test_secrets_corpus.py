@@ -186,3 +186,75 @@ def test_fragments_of_a_split_url_are_scrubbed() -> None:
     out = scrub(pieces, frags)
     assert "SECRET" not in out and "/opt/x/lib" in out
     assert scrub("/usr/lib/x86_64-linux-gnu", frags) == "/usr/lib/x86_64-linux-gnu"
+
+
+#: (option, whether its name says its value is a credential)
+OPTIONS = [
+    ("--token", True), ("--api-key", True), ("--apikey", True), ("--secret", True),
+    ("--password", True), ("--passwd", True), ("--access-key", True), ("--auth", True),
+    ("--hf-token", True), ("--hf_token", True), ("--HF-TOKEN", True), ("-token", True),
+    ("--client-secret", True), ("--aws-secret-access-key", True), ("--private-key", True),
+    ("--db-password", True), ("--cookie", True), ("--credentials", True), ("-pass", True),
+    ("--oauth", True), ("--auth-token", True), ("--passphrase", True), ("--password=x", True),
+    ("--tokenizer", False), ("--tokenizer-name", False), ("--max-tokens", False),
+    ("--pad-token", False), ("--eos_token", False), ("--token-file", False),
+    ("--password-stdin", False), ("--no-auth", False), ("--use-auth-token", False),
+    ("--with-token", False), ("--key", False), ("--sort-key", False), ("--author", False),
+    ("--access-key-id", False), ("-o", False), ("token", False), ("--", False), ("-", False),
+]
+
+
+@pytest.mark.parametrize(("option", "secret"), OPTIONS, ids=[o for o, _s in OPTIONS])
+def test_secret_option_names(option: str, secret: bool) -> None:
+    from envlock.redact import secret_option
+
+    assert secret_option(option) is secret
+
+
+def test_every_credential_option_loses_the_next_argument() -> None:
+    """The issue's cases: a credential option's value as its own argv element, for every option
+    whose name says it is one; the others keep theirs; ``--x=V`` as before."""
+    from envlock.redact import redact_argv
+
+    for option, secret in OPTIONS:
+        if not option.startswith("-") or "=" in option:
+            continue
+        argv = ["python", "train.py", option, "v17SECRET", "--epochs", "3"]
+        want = [*argv[:3], "<redacted>" if secret else "v17SECRET", "--epochs", "3"]
+        assert list(redact_argv(argv)) == want, option
+        joined = " ".join(argv)  # the same rule on a command line as one string (/proc cmdline)
+        assert ("v17SECRET" in redact_text(joined)) is not secret, option
+        eq = [*argv[:2], f"{option}=v17SECRET", *argv[4:]]
+        assert ("v17SECRET" in redact_argv(eq)[2]) is not secret, option
+    # the value is replaced whatever it looks like: spaces, a leading dash, an option's shape
+    assert redact_argv(["x", "--token", "a b c", "--secret", "-abc", "--password", "--verbose"]) == (
+        "x", "--token", "<redacted>", "--secret", "<redacted>", "--password", "<redacted>")
+    # a switch before a positional argument leaves it alone; idempotent
+    assert redact_argv(["git", "--no-auth", "push"]) == ("git", "--no-auth", "push")
+    once = redact_argv(["a", "--token", "t", "--token", "--token", "u"])
+    assert once == ("a", "--token", "<redacted>", "--token", "<redacted>", "<redacted>")
+    assert redact_argv(once) == once
+
+
+def test_free_text_options_do_not_hide_a_later_secret() -> None:
+    """In text, a non-secret option whose name merely contains a credential word does not swallow
+    the ``--token X`` after it."""
+    out = redact_text("train --max-tokens 5 --token v18SECRET --auth-type --secret v19SECRET")
+    assert out == "train --max-tokens 5 --token <redacted> --auth-type --secret <redacted>"
+
+
+def test_manifest_writer_redacts_argv_lists_and_the_job_comment() -> None:
+    """The last line of defence (every document written passes ``redact_tree``): a list of
+    strings is a command line; ``SLURM_JOB_COMMENT`` becomes its digest, stably."""
+    import hashlib
+
+    from envlock.redact import free_text_digest, redact_tree, redact_variable
+
+    comment = "run for alice, wandb key 0123456789abcdef my20SECRET"
+    tree = redact_tree({"command": ["x", "--api-key", "k20SECRET"], "vars": {"SLURM_JOB_COMMENT": comment},
+                        "flags": ["avx2", "fma"]})
+    digest = f"<redacted: sha256 {hashlib.sha256(comment.encode()).hexdigest()}, {len(comment)} characters>"
+    assert tree == {"command": ["x", "--api-key", "<redacted>"], "vars": {"SLURM_JOB_COMMENT": digest},
+                    "flags": ["avx2", "fma"]}
+    assert redact_variable("SLURM_JOB_COMMENT", comment) == (digest, True)
+    assert free_text_digest(digest) == digest and redact_tree(tree) == tree

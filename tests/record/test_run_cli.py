@@ -3,6 +3,7 @@ and GNU time's, the orphan killed, the record complete; SIGTERM forwarded; Slurm
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -247,3 +248,53 @@ def test_a_broken_stderr_pipe_does_not_stop_the_job(tmp_path: Path) -> None:
     assert (tmp_path / "marker").exists()
     rec = run_from_dict(tomllib.loads((tmp_path / "t" / "run.toml").read_text())["run"])
     assert rec.outcome == "failed" and rec.exit_status == 5
+
+
+def test_secrets_of_the_command_line_and_the_job_comment_stay_out(tmp_path: Path) -> None:
+    """A real ``envlock run`` whose argv holds credential options as separate arguments and
+    whose Slurm job comment holds a token: neither run.toml nor manifest.toml holds them, nor
+    ``show``/``diff`` of the records; a hand-made (foreign) record holding them is redacted
+    by ``show`` and ``diff`` too."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    comment = "nightly; WANDB c21SECRET"
+    env.update(SLURM_JOB_ID="77", SLURM_JOB_COMMENT=comment)
+    argv = [sys.executable, "-c", "pass", "--token", "t21SECRET", "--api-key", "k21SECRET",
+            "--access-key", "a21SECRET", "--auth", "u21SECRET", "--secret", "s21SECRET",
+            "--password=p21SECRET", "--epochs", "3"]
+    r = envlock_run(["--dir", "one", "-q", "--", *argv], tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    run_toml = (tmp_path / "one" / "run.toml").read_text()
+    manifest = (tmp_path / "one" / "manifest.toml").read_text()
+    assert "21SECRET" not in run_toml + manifest + r.stdout + r.stderr
+    doc = tomllib.loads(run_toml)
+    assert doc["run"]["command"] == [sys.executable, "-c", "pass", "--token", "<redacted>",
+                                     "--api-key", "<redacted>", "--access-key", "<redacted>",
+                                     "--auth", "<redacted>", "--secret", "<redacted>",
+                                     "--password=<redacted>", "--epochs", "3"]
+    assert doc["envlock"]["command"][-len(argv):] == doc["run"]["command"]
+    env_vars = tomllib.loads(manifest)["env"]["vars"]
+    digest = hashlib.sha256(comment.encode()).hexdigest()
+    assert env_vars["SLURM_JOB_COMMENT"] == f"<redacted: sha256 {digest}, {len(comment)} characters>"
+    assert env_vars["SLURM_JOB_ID"] == "77"
+
+    # a foreign record, written by hand with the secrets in it: show and diff redact them
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "run.toml").write_text(run_toml.replace('"--token",\n    "<redacted>"',
+                                                        '"--token",\n    "f21SECRET"'))
+    assert "f21SECRET" in (foreign / "run.toml").read_text()
+    (foreign / "manifest.toml").write_text(manifest.replace(env_vars["SLURM_JOB_COMMENT"], comment))
+    outs = []
+    for args in (["show", "one/run.toml"], ["show", "foreign/run.toml"],
+                 ["diff", "one/run.toml", "foreign/run.toml"],
+                 ["diff", "one/manifest.toml", "foreign/manifest.toml"],
+                 ["show", "foreign/manifest.toml"]):
+        p = subprocess.run([sys.executable, "-m", "envlock", *args], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode in (0, 1), p.stderr
+        outs.append(p.stdout + p.stderr)
+    assert "--token <redacted> --api-key <redacted>" in outs[0]
+    assert "--token <redacted> --api-key <redacted>" in " ".join(outs[1].split())
+    assert "SLURM_JOB_COMMENT=<redacted: sha256" in outs[4]
+    for out in outs:
+        assert "21SECRET" not in out, out
