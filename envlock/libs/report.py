@@ -163,6 +163,8 @@ class LibsReport:
                 "hwcaps": list(cfg.hwcaps_active),
                 "subdirs": list(cfg.subdirs),
                 "platform": cfg.platform,
+                "glibc_tunables": cfg.tunables.raw,
+                "cpu_masked": list(cfg.cpu_masked),
                 "lib": cfg.lib,
                 "cache": cfg.cache.path if cfg.cache else None,
                 "cwd": cfg.cwd,

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeVar
 
+from envlock.libs import hwcaps as x86
 from envlock.libs.elf import HOST, ElfCache, ElfInfo, HostAbi, check_ident, read_elf
 from envlock.libs.ldcache import LdCache, read_ld_cache
 
@@ -36,6 +37,7 @@ __all__ = [
     "SearchConfig",
     "VersionProblem",
     "breadth_first",
+    "describe_tunables",
     "detect_config",
     "expand_dst",
     "split_path_list",
@@ -67,46 +69,6 @@ _MULTIARCH = {62: "x86_64-linux-gnu", 183: "aarch64-linux-gnu", 3: "i386-linux-g
               21: "powerpc64le-linux-gnu", 22: "s390x-linux-gnu", 243: "riscv64-linux-gnu"}
 _PLATFORM = {62: "x86_64", 183: "aarch64", 3: "i686", 21: "ppc64le", 22: "s390x", 243: "riscv64"}
 
-#: CPU flags (``/proc/cpuinfo`` names; ``pni`` is SSE3) each x86-64 ISA level needs (x86-64 psABI;
-#: glibc ``sysdeps/x86/get-isa-level.h``).
-_X86_LEVELS = (
-    ("x86-64-v2", {"cx16", "lahf_lm", "popcnt", "pni", "sse4_1", "sse4_2", "ssse3"}),
-    ("x86-64-v3", {"avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave"}),
-    ("x86-64-v4", {"avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"}),
-)
-
-
-def _x86_legacy_caps(vendor: str, flags: frozenset[str]) -> tuple[str, list[str]]:
-    """``$PLATFORM`` and the legacy AT_HWCAP names glibc 2.26–2.36 gives an x86-64 CPU.
-
-    glibc ``sysdeps/x86/cpu-features.c`` (``update_active``/``init_cpu_features``): on Intel,
-    AVX512CD with AVX512ER and AVX512PF makes the platform ``xeon_phi``; AVX512CD without ER but
-    with AVX512BW, AVX512DQ and AVX512VL sets ``HWCAP_X86_AVX512_1``; otherwise AVX2, FMA, BMI1,
-    BMI2, LZCNT (``abm``), MOVBE and POPCNT make it ``haswell``. Other vendors keep AT_PLATFORM
-    (``x86_64``). ``HWCAP_X86_64`` is always set; ``HWCAP_IMPORTANT`` (``sysdeps/x86/dl-hwcap.h``)
-    keeps ``x86_64`` and ``avx512_1``.
-
-    :param vendor: ``/proc/cpuinfo``'s ``vendor_id``.
-    :param flags: ``/proc/cpuinfo`` flag names.
-    :returns: ``(platform, names)``, the names from the highest bit down (``avx512_1``, ``x86_64``).
-    """
-    platform = "x86_64"
-    names = ["x86_64"]
-    if vendor != "GenuineIntel":
-        return platform, names
-    xeon_phi = False
-    if "avx512cd" in flags:
-        if "avx512er" in flags:
-            xeon_phi = "avx512pf" in flags
-        elif {"avx512bw", "avx512dq", "avx512vl"} <= flags:
-            names.insert(0, "avx512_1")
-    if xeon_phi:
-        platform = "xeon_phi"
-    elif {"avx2", "fma", "bmi1", "bmi2", "abm", "movbe", "popcnt"} <= flags:
-        platform = "haswell"
-    return platform, names
-
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SearchConfig:
     """Everything the search depends on besides the objects themselves.
@@ -121,6 +83,10 @@ class SearchConfig:
     :ivar subdirs: the subdirectories tried inside every search directory before the
         directory itself (``glibc-hwcaps/x86-64-v3``, …, legacy ``tls/x86_64``, … before 2.37).
     :ivar platform: the ``$PLATFORM`` value.
+    :ivar tunables: the ``GLIBC_TUNABLES``/``LD_HWCAP_MASK`` settings that change the search
+        (:func:`envlock.libs.hwcaps.read_tunables`).
+    :ivar cpu_masked: the usable CPU features ``glibc.cpu.hwcaps`` turned off (glibc names,
+        ``AVX512F``, …, including those ``init_cpu_features`` drops with them), sorted.
     :ivar lib: the ``$LIB`` value.
     :ivar glibc: the glibc version modelled, e.g. ``(2, 36)``.
     :ivar host: class, data encoding and machine of the process.
@@ -136,6 +102,8 @@ class SearchConfig:
     hwcaps_active: tuple[str, ...] = ()
     subdirs: tuple[str, ...] = ()
     platform: str = "x86_64"
+    tunables: x86.Tunables = field(default_factory=x86.Tunables)
+    cpu_masked: tuple[str, ...] = ()
     lib: str = "lib"
     glibc: tuple[int, int] = (2, 36)
     host: HostAbi = HOST
@@ -322,15 +290,20 @@ def detect_config(
       ``lib/<triplet>`` on Debian-style multiarch systems;
     * the glibc version: the ``ld.so.cache`` generator string, else the highest
       ``GLIBC_2.x`` defined by ``libc.so.6``;
-    * glibc-hwcaps subdirectories (2.33+) from the CPU flags, and before 2.37 the legacy
-      ``tls``/platform/hwcap subdirectories (glibc ``elf/dl-hwcaps.c``).
+    * glibc-hwcaps subdirectories (2.33+) from the CPU's usable features as glibc's
+      ``cpu_features`` sees them after the target's ``GLIBC_TUNABLES=glibc.cpu.hwcaps=-…``
+      (:mod:`envlock.libs.hwcaps`), and before 2.37 the legacy ``tls``/platform/hwcap
+      subdirectories (glibc ``elf/dl-hwcaps.c``), which also follow the vendor and
+      ``glibc.cpu.hwcap_mask``/``LD_HWCAP_MASK``.  ``ld.so --glibc-hwcaps-mask`` and
+      ``--glibc-hwcaps-prepend`` exist only for ``ld.so`` run as a command: not modelled.
 
     :param root: the system root.
-    :param env: the target's environment (``LD_LIBRARY_PATH``, ``LD_PRELOAD``); ``os.environ``
-        when ``None``.
-    :param secure: model AT_SECURE mode.
+    :param env: the target's environment (``LD_LIBRARY_PATH``, ``LD_PRELOAD``,
+        ``GLIBC_TUNABLES``, ``LD_HWCAP_MASK``); ``os.environ`` when ``None``.
+    :param secure: model AT_SECURE mode (those four variables are then ignored).
     :param cpu_flags: CPU feature names as in ``/proc/cpuinfo``; read from it when ``None``.
-    :param vendor: CPU vendor id (``GenuineIntel`` selects the ``haswell`` platform name).
+    :param vendor: CPU vendor id (``GenuineIntel`` selects the ``haswell``/``xeon_phi``
+        platforms and the ``avx512_1`` hwcap; read from ``/proc/cpuinfo`` when ``None``).
     :returns: a :class:`SearchConfig`.
     """
     env = os.environ if env is None else env
@@ -352,17 +325,17 @@ def detect_config(
             v = re.search(r"^vendor_id\s*:\s*(\S+)", text, re.MULTILINE)
             vendor = v.group(1) if v else ""
     platform = _PLATFORM.get(host.machine, os.uname().machine)
+    tunables = x86.read_tunables(env, secure=secure, glibc=glibc)
     hwcaps: list[str] = []
-    if host.machine == 62 and glibc >= (2, 33):
-        have = set(cpu_flags)
-        for name, need in _X86_LEVELS:
-            if not need <= have:
-                break
-            hwcaps.append(name)
-        hwcaps.reverse()
-    legacy_hwcap: list[str] = []  # AT_HWCAP names under HWCAP_IMPORTANT, highest bit first
+    legacy_hwcap: list[str] = []  # AT_HWCAP names under the hwcap mask, highest bit first
+    masked: frozenset[str] = frozenset()
     if host.machine == 62:
-        platform, legacy_hwcap = _x86_legacy_caps(vendor, frozenset(cpu_flags))
+        usable = x86.usable_features(cpu_flags)
+        after = x86.mask_features(usable, tunables.hwcaps, glibc=glibc)
+        masked = usable - after
+        if glibc >= (2, 33):
+            hwcaps = x86.isa_levels(after)
+        platform, legacy_hwcap = x86.legacy_caps(vendor, after, tunables.hwcap_mask)
     subdirs = [f"glibc-hwcaps/{h}" for h in hwcaps]
     if glibc < (2, 37):
         # Legacy hwcaps (glibc elf/dl-hwcaps.c, _dl_important_hwcaps before 2.37): every
@@ -388,11 +361,38 @@ def detect_config(
         hwcaps_active=tuple(hwcaps),
         subdirs=tuple(subdirs),
         platform=platform,
+        tunables=tunables,
+        cpu_masked=tuple(sorted(masked)),
         lib=lib,
         glibc=glibc,
         host=host,
         cwd=cwd or os.getcwd(),
     )
+
+
+def describe_tunables(cfg: SearchConfig) -> str | None:
+    """One line on what ``GLIBC_TUNABLES``/``LD_HWCAP_MASK`` did to the search, for
+    ``envlock libs`` (text and ``--why``); ``None`` when neither was set.
+
+    E.g. ``GLIBC_TUNABLES=glibc.cpu.hwcaps=-AVX512F: masks AVX512F; glibc-hwcaps searched:
+    x86-64-v3, x86-64-v2; platform haswell``, or ``…: ignored (AT_SECURE)``.
+    """
+    t = cfg.tunables
+    if t.raw is None and t.hwcap_mask is None and t.ignored is None:
+        return None
+    head = f"GLIBC_TUNABLES={t.raw}" if t.raw is not None else "LD_HWCAP_MASK"
+    if t.ignored:
+        return f"{head}: ignored ({t.ignored})"
+    if t.hwcaps is None and t.hwcap_mask is None:
+        return f"{head}: changes no library search (only glibc.cpu.hwcaps and glibc.cpu.hwcap_mask do)"
+    bits = []
+    if t.hwcaps is not None:
+        bits.append(f"masks {', '.join(cfg.cpu_masked)}" if cfg.cpu_masked else
+                    "glibc.cpu.hwcaps masks no usable CPU feature")
+    if t.hwcap_mask is not None:
+        bits.append(f"hwcap mask {t.hwcap_mask:#x}")
+    searched = ", ".join(cfg.hwcaps_active) or "none"
+    return f"{head}: {'; '.join(bits)}; glibc-hwcaps searched: {searched}; platform {cfg.platform}"
 
 
 def _glibc_version(root: str, cache: LdCache, system_dirs: tuple[str, ...]) -> tuple[int, int]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from envlock.libs.search import describe_tunables
+
 if TYPE_CHECKING:
     from envlock.libs.analysis import LibEntry, LibsReport
 
@@ -58,6 +60,9 @@ def render_text(report: LibsReport, *, check: dict[str, Any] | None = None) -> s
                 f"LD_PRELOAD={cfg.ld_preload}" if cfg.ld_preload else "LD_PRELOAD unset"]
     lines.append(f"loader: glibc {'.'.join(map(str, cfg.glibc))}, {', '.join(env_bits)}, "
                  f"default dirs {':'.join(cfg.system_dirs)}")
+    note = describe_tunables(cfg)
+    if note:
+        lines.append(f"tunables: {note}")
     startup = [o for o in objs if o.stage == "startup" and o.kind not in ("executable",)]
     if startup:
         lines.append("interpreter start-up: " + ", ".join(os.path.basename(o.path) for o in startup))
@@ -187,6 +192,9 @@ def render_why(report: LibsReport, name: str) -> str:
     if not reqs:
         return f"{name}: never requested by {report.target} (not in any DT_NEEDED or known dlopen)\n"
     lines = []
+    note = describe_tunables(report.config)
+    if note:
+        lines += [f"tunables: {note}", ""]
     by_id = {o.id: o for o in report.objects}
     runtime = {id(rt.resolution): rt for rt in report.runtime}
     for r in reqs:

@@ -34,7 +34,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LD_")}
+    """The test's environment without the loader's variables (``LD_*``, and ``GLIBC_TUNABLES``,
+    which masks CPU features), plus ``extra``: the oracle sees what the model is given."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LD_") and k != "GLIBC_TUNABLES"}
     env.update(extra or {})
     return env
 
