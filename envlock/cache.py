@@ -49,6 +49,7 @@ import functools
 import hashlib
 import json
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -497,6 +498,18 @@ def _evict(directory: str, limit: int) -> None:
         pass
 
 
+def _drop_special(path: str) -> None:
+    """Remove a FIFO, socket or device file sitting where an entry goes (the cache directory is
+    envlock's own; such a file is never an entry), so that the new entry replaces it; a link
+    or a directory stays, and the write then refuses it."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return
+    if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode) or stat.S_ISDIR(mode)):
+        os.unlink(path)
+
+
 def _write(path: str, witnesses: list[list[Any]], value: Any, environ: Mapping[str, str]) -> bool:
     """The one writer: atomically store an entry; ``False`` (nothing written) when it would
     hold a secret or cannot be written."""
@@ -509,6 +522,7 @@ def _write(path: str, witnesses: list[list[Any]], value: Any, environ: Mapping[s
         text = json.dumps(data, separators=(",", ":"))
         if _holds_secret(text, data, environ):
             return False
+        _drop_special(path)
         write_file(path, text, force=True)  # temporary file + rename; never through a link
     except (OSError, TypeError, ValueError, EnvlockError):
         return False
