@@ -118,9 +118,14 @@ def check_url(value: object, field: str, schemes: frozenset[str] = INDEX_SCHEMES
     """
     if not isinstance(value, str) or not _plain(value) or "::" in value:
         raise _fail(field, value, f"a URL ({', '.join(sorted(schemes))})")
-    parts = urlsplit(value)
+    try:
+        parts = urlsplit(value)
+        hostname = parts.hostname  # the port and a bracketed host are checked here too
+        _ = parts.port
+    except ValueError:  # an unbalanced or non-IP "[...]" host, a port that is no number
+        raise _fail(field, value, f"a URL ({', '.join(sorted(schemes))})") from None
     scheme = parts.scheme.lower()
-    if scheme not in schemes or (scheme != "file" and not parts.hostname) or (
+    if scheme not in schemes or (scheme != "file" and not hostname) or (
             scheme == "file" and not parts.path.startswith("/")):
         raise _fail(field, value, f"a URL ({', '.join(sorted(schemes))})")
     return value

@@ -97,6 +97,7 @@ def main() -> None:
 
     from envlock import formats
     from envlock.cli import cli
+    from envlock._untrusted import UntrustedValueError
     from envlock.errors import EnvlockError
     from envlock.lock._restore import plan_restore
     from envlock.verify.expected import read_lock
@@ -123,6 +124,13 @@ def main() -> None:
                     try:
                         call()
                         verdicts[what] = True
+                    except UntrustedValueError as exc:
+                        # read as its parser reads it, then refused as a value restore will
+                        # not pass on (docs/trust.md): the parse agreed, the trust check spoke
+                        verdicts[what] = True
+                        if not _one_line(str(exc)):
+                            failures.append({"file": src.name, "mutant": i, "what": what,
+                                             "error": str(exc)[:2000]})
                     except EnvlockError as exc:
                         verdicts[what] = False
                         if not _one_line(str(exc)):

@@ -182,8 +182,11 @@ def test_hup_and_quit_are_forwarded_and_recorded(tmp_path: Path, sig: signal.Sig
     recorded, and the record finalised — not left at 'running' with CMD unsupervised."""
     script = tmp_path / "job.py"
     script.write_text(_TRAP)
+    # envlock must get the signal's default disposition: under nohup (SIGHUP ignored) it keeps
+    # it ignored, as it should, and the command never sees it
     p = subprocess.Popen([*ENVLOCK, "run", "--dir", "t", "-q", "--", sys.executable, str(script)],
-                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL))
     assert p.stdout is not None
     assert p.stdout.readline().strip() == "ready"
     p.send_signal(sig)
