@@ -225,10 +225,13 @@ def parse_line(line: str) -> dict[str, Any] | None:
     return entry
 
 
-def read_requirements(text: str, name: str) -> list[dict[str, Any]]:
+def read_requirements(text: str, name: str, *, limit: int | None = None) -> list[dict[str, Any]]:
     """Every package entry of a requirements file (see :func:`parse_line`).
 
-    :raises ManifestError: ``name: line N: …`` for the first line that is not a requirement.
+    :param limit: the most entries read; one more is refused while reading, before the rest of
+        the file costs memory (``envlock.formats.MAX_PACKAGES``).
+    :raises ManifestError: ``name: line N: …`` for the first line that is not a requirement, or
+        for the entry past ``limit``.
     """
     out = []
     for no, line in iter_logical_lines(text):
@@ -237,6 +240,9 @@ def read_requirements(text: str, name: str) -> list[dict[str, Any]]:
         except ManifestError as exc:
             raise ManifestError(f"{name}: line {no}: {exc}") from None
         if entry is not None:
+            if limit is not None and len(out) >= limit:
+                raise ManifestError(f"{name}: line {no}: more than {limit} requirements; envlock "
+                                    f"reads at most {limit} packages from one file")
             out.append(entry)
     return out
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from envlock.errors import ManifestError
-from envlock.formats import pep508
+from envlock.formats import MAX_PACKAGES, pep508
 
 
 def _freeze(path: Path, n: int, variant: int) -> int:
@@ -55,14 +55,15 @@ def _diff_cost(tmp_path: Path, n: int) -> tuple[int, float, int, int]:
 
 
 def test_a_large_freeze_costs_memory_in_proportion_and_time_linearly(tmp_path: Path) -> None:
-    """Two freezes of 100,000 and of 300,000 lines each: every 50th pin differs and is found;
+    """Two freezes of 30,000 and of 90,000 lines each (under ``MAX_PACKAGES``): every 50th pin
+    differs and is found;
     the peak RSS grows by under 40 bytes per input byte (a pin of ~20 characters becomes an
     entry, a fact and their strings: ~500 bytes at the peak; the 9.4 GB of a 61 MB freeze
     were ~150), and three times the input costs under 3.9 times the CPU time (linear, with
     room for a busy machine; the costs this guards against grew faster)."""
-    small = _diff_cost(tmp_path, 100_000)
-    large = _diff_cost(tmp_path, 300_000)
-    assert small[3] == 2_000 and large[3] == 6_000
+    small = _diff_cost(tmp_path, 30_000)
+    large = _diff_cost(tmp_path, 90_000)
+    assert small[3] == 600 and large[3] == 1_800
     assert large[2] < 40 * large[0], (large, large[2] / large[0])
     ratio = large[1] / small[1]
     assert ratio < 3.9, (small, large, ratio)
@@ -96,3 +97,59 @@ def test_fast_pins_read_as_packaging_reads_them(line: str, monkeypatch: pytest.M
                                   "a\n\\\nb", "\n\n"])
 def test_lines_are_splitlines(text: str) -> None:
     assert list(pep508.iter_lines(text)) == text.splitlines()
+
+
+_PEAK_CHILD = r"""
+import json, resource, subprocess, sys
+r = subprocess.run([sys.executable, "-m", "envlock", *sys.argv[1:]], capture_output=True,
+                   text=True, timeout=300)
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+print(json.dumps([r.returncode, r.stdout, r.stderr, peak]))
+"""
+
+
+def _cli_peak(tmp_path: Path, *argv: str) -> tuple[int, str, str, int]:
+    """``envlock ARGV`` in a grandchild: exit status, stdout, stderr and its peak RSS (bytes)."""
+    r = subprocess.run([sys.executable, "-c", _PEAK_CHILD, *argv], capture_output=True, text=True,
+                       timeout=600, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    code, out, err, peak = json.loads(r.stdout)
+    return code, out, err, peak
+
+
+def test_a_freeze_of_more_packages_than_any_environment_is_one_refusal(tmp_path: Path) -> None:
+    """A 3-million-line freeze (55 MB, under the 64 MiB read cap) is refused while it is read,
+    at its line MAX_PACKAGES + 1: one Error line naming the file, the line and the bound, exit
+    2, and memory for MAX_PACKAGES entries only (not the 9.4 GB the whole file once took)."""
+    big, small = tmp_path / "big.txt", tmp_path / "small.txt"
+    with open(big, "w") as f:
+        for i in range(3_000_000):
+            f.write(f"pkg{i:07d}=={i % 7}.{i % 13}.{i % 5}\n")
+    _freeze(small, 10, 0)
+    code, out, err, peak = _cli_peak(tmp_path, "diff", str(big), str(small))
+    assert code == 2, (out, err)
+    errors = [ln for ln in err.splitlines() if ln.startswith("Error:")]
+    assert errors == [f"Error: {big}: line {MAX_PACKAGES + 1}: more than {MAX_PACKAGES} requirements; "
+                      f"envlock reads at most {MAX_PACKAGES} packages from one file"], err
+    assert "Traceback" not in err
+    assert peak < 20 * big.stat().st_size, peak  # the text itself (55 MB, held as str) and 100k entries
+
+
+def test_a_manifest_of_more_packages_than_any_environment_is_one_refusal(tmp_path: Path) -> None:
+    """A manifest listing MAX_PACKAGES + 1 pip packages: diff and show's reader refuse it in
+    one line (the count and the bound); one of MAX_PACKAGES is read."""
+    from envlock import formats
+
+    def manifest(path: Path, n: int) -> None:
+        rows = "".join(f'[[pip.packages]]\nname = "p{i}"\nversion = "1.0"\nlocation = "/s"\n\n'
+                       for i in range(n))
+        path.write_text('[envlock]\nschema = 1\nversion = "0.1.0"\n\n[pip]\nstatus = "ok"\n\n' + rows)
+
+    over, edge = tmp_path / "over.toml", tmp_path / "edge.toml"
+    manifest(over, MAX_PACKAGES + 1)
+    manifest(edge, MAX_PACKAGES)
+    with pytest.raises(ManifestError) as exc:
+        formats.read(over)
+    assert str(exc.value) == (f"{over}: lists {MAX_PACKAGES + 1} packages; envlock reads at most "
+                              f"{MAX_PACKAGES} from one file")
+    assert len(formats.read(edge).data["pip"]["packages"]) == MAX_PACKAGES
