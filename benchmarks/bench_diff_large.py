@@ -9,7 +9,10 @@ resident set size") against the input size:
 * ``manifest``: two envlock manifests of ``--packages`` packages each (default 300,000; half
   conda, half pip, as ``bench_diff.py`` builds them), ~5 % different.
 
-``tests/diff/test_scaling.py`` is the scaled-down guard (300,000 lines, a time ratio).
+``tests/diff/test_scaling.py`` is the scaled-down guard (90,000 lines, a time ratio).  The
+defaults are over ``envlock.formats.MAX_PACKAGES`` (100,000 a file), so they measure the
+refusal (one Error line, read up to the bound); ``--lines 100000 --packages 100000`` measures
+the readers at the largest input they accept.
 
 Run: ``python benchmarks/bench_diff_large.py [--lines N] [--packages N] [--only freeze|manifest]``.
 """

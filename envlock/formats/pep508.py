@@ -233,7 +233,7 @@ def read_requirements(text: str, name: str, *, limit: int | None = None) -> list
     :raises ManifestError: ``name: line N: …`` for the first line that is not a requirement, or
         for the entry past ``limit``.
     """
-    out = []
+    out: list[dict[str, Any]] = []
     for no, line in iter_logical_lines(text):
         try:
             entry = parse_line(line)
