@@ -182,23 +182,23 @@ def check_conda_spec(name: object, version: object, build: object, field: str) -
 
 def check_match_spec(value: object, field: str) -> str:
     """A conda MatchSpec as an ``environment.yml`` dependency line gives it (conda's "Package
-    match specifications", read by :func:`envlock.formats.conda.parse_spec`), whose package name
-    is of conda's own characters and which is not an option (``--override-channels`` parses as
-    a spec named ``--override-channels``; conda-lock would hand it to ``conda create``).
+    match specifications": ``[channel::]name[ version[ build]]`` or with ``=``/``[…]``), that is
+    not an option (``--override-channels`` parses as a spec named ``--override-channels``, and
+    conda-lock hands specs to ``conda create``): its package name is of conda's own characters
+    and its channel, if any, passes :func:`check_channel`.  The grammar itself is checked by
+    :func:`envlock.formats.conda.parse_spec`.
 
     :returns: ``value`` unchanged.
     :raises UntrustedValueError: anything else.
     """
-    from envlock.formats.conda import parse_spec  # noqa: PLC0415
-
     if not isinstance(value, str) or value.lstrip().startswith("-") or any(
             ord(c) < 32 or ord(c) == 127 for c in value):
         raise _fail(field, value, "a conda MatchSpec")
-    try:
-        name = parse_spec(value).name
-    except ManifestError:
-        raise _fail(field, value, "a conda MatchSpec") from None
-    if not _CONDA_NAME.fullmatch(name):
+    channel, sep, rest = value.strip().rpartition("::")
+    if sep:
+        check_channel(channel, field)
+    name = re.match(r"[^\s=<>!~\[]*", rest)
+    if name is None or not _CONDA_NAME.fullmatch(name.group(0)):
         raise _fail(field, value, "a conda MatchSpec")
     return value
 
