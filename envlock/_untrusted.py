@@ -19,7 +19,8 @@ from envlock.errors import ManifestError
 
 __all__ = ["UntrustedValueError", "check_name", "check_requirement", "check_commit",
            "check_url", "check_git_source", "check_python_version", "check_conda_spec",
-           "check_file_name", "contained", "INDEX_SCHEMES", "GIT_SCHEMES"]
+           "check_file_name", "check_match_spec", "check_channel", "contained", "INDEX_SCHEMES",
+           "GIT_SCHEMES"]
 
 #: URL schemes a pip index, ``--find-links`` page or archive may have (pip's "Repository API"
 #: and its ``file:`` support).
@@ -182,6 +183,50 @@ def check_conda_spec(name: object, version: object, build: object, field: str) -
             raise _fail(field, f"{name}={version}={build}", "an exact conda MatchSpec "
                         "(name=version=build)")
     return f"{name}={version}={build}"
+
+
+def check_match_spec(value: object, field: str) -> str:
+    """A conda MatchSpec as an ``environment.yml`` dependency line gives it (conda's "Package
+    match specifications": ``[channel::]name[ version[ build]]`` or with ``=``/``[…]``), that is
+    not an option (``--override-channels`` parses as a spec named ``--override-channels``, and
+    conda-lock hands specs to ``conda create``): its package name is of conda's own characters
+    and its channel, if any, passes :func:`check_channel`.  The grammar itself is checked by
+    :func:`envlock.formats.conda.parse_spec`.
+
+    :returns: ``value`` unchanged.
+    :raises UntrustedValueError: anything else.
+    """
+    if not isinstance(value, str) or value.lstrip().startswith("-") or any(
+            ord(c) < 32 or ord(c) == 127 for c in value):
+        raise _fail(field, value, "a conda MatchSpec")
+    channel, sep, rest = value.strip().rpartition("::")
+    if sep:
+        check_channel(channel, field)
+    name = re.match(r"[^\s=<>!~\[]*", rest)
+    if name is None or not _CONDA_NAME.fullmatch(name.group(0)):
+        raise _fail(field, value, "a conda MatchSpec")
+    return value
+
+
+_CHANNEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(?:/[A-Za-z0-9_][A-Za-z0-9_.-]*)*")
+
+
+def check_channel(value: object, field: str) -> str:
+    """A conda channel as ``channels:`` or ``-c`` gives it (conda's "Channels"): a name
+    (``conda-forge``, ``pkgs/main``, ``conda-forge/label/dev``), a URL of
+    :data:`INDEX_SCHEMES`, or a local directory (absolute, ``./``, ``../`` or ``~/``: read
+    only).
+
+    :returns: ``value`` unchanged.
+    :raises UntrustedValueError: anything else (an option, ``ext::``, white space).
+    """
+    if isinstance(value, str) and _plain(value):
+        if "://" in value:
+            return check_url(value, field, INDEX_SCHEMES)
+        if _CHANNEL_NAME.fullmatch(value) or value.startswith(("/", "./", "../", "~/")):
+            return value
+    raise _fail(field, value, "a conda channel (a name, an https/http/file URL or a local "
+                "directory)")
 
 
 def check_file_name(value: object, field: str) -> str:

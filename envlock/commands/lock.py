@@ -126,6 +126,12 @@ _VARIANT_HELP = ("Index for pip versions with this local label (VARIANT=URL, rep
               help="With -r: write requirements.txt with hashes instead of pylock.toml.")
 @click.option("--python-version", callback=lambda _c, _p, v: _python_version(v),
               help="With -r: resolve for this Python version.")
+@click.option("--allow-index", "allow_index", multiple=True, metavar="URL",
+              help="With -r/-f: let the file use this index (or --find-links page, or "
+                   "--trusted-host host of this URL) that your own pip/uv configuration does "
+                   "not name (repeatable; see docs/trust.md).")
+@click.option("--trust-lockfile-indexes", is_flag=True,
+              help="With -r/-f: let the file use every index it names (see docs/trust.md).")
 @click.option("--force", is_flag=True, help="Replace existing lockfiles.")
 @handle_errors
 def lock(**options: Any) -> None:
@@ -136,6 +142,10 @@ def lock(**options: Any) -> None:
     envlock lock -f environment.yml -p linux-64       conda-lock.yml (solved)
     envlock lock -r requirements.in                   pylock.toml (uv)
     envlock lock --from-manifest manifest.toml        the lockfiles of a recorded env
+
+    A manifest or spec file is data (docs/trust.md): the interpreter a manifest names is never
+    run (--python chooses one for --from-manifest), no value becomes an option, and an index a
+    file names is used only if your configuration names it or --allow-index admits it.
     """
     from envlock.errors import EnvlockError  # noqa: PLC0415
 
@@ -160,6 +170,7 @@ def lock(**options: Any) -> None:
                 index_map=_variant_map(options["variant_index"]),
                 index_url=options["index_url"], find_links=options["find_links"],
                 no_index=options["no_index"], force=options["force"],
+                python=options["python"],
             )
     elif from_env:
         with _spinner("Reading the environment and locking its packages…"):
@@ -174,7 +185,8 @@ def lock(**options: Any) -> None:
                 options["spec"], options["out_dir"], platforms=options["platforms"],
                 solver=options["solver"], channels=options["channels"],
                 virtual_package_spec=options["virtual_package_spec"], cuda=cuda,
-                index=index, force=options["force"],
+                index=index, force=options["force"], allow_index=options["allow_index"],
+                trust_lockfile_indexes=options["trust_lockfile_indexes"],
             )
     else:
         with _spinner(f"Resolving {options['requirements']} with uv…"):
@@ -182,6 +194,8 @@ def lock(**options: Any) -> None:
                 options["requirements"], options["out_dir"], python=options["python"],
                 python_version=options["python_version"],
                 requirements_txt=options["requirements_txt"], index=index, force=options["force"],
+                allow_index=options["allow_index"],
+                trust_lockfile_indexes=options["trust_lockfile_indexes"],
             )
     _report(result)
 

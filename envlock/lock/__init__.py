@@ -109,6 +109,8 @@ def lock_spec(
     force: bool = False,
     runner: Runner = run,
     environ: dict[str, str] | None = None,
+    allow_index: Sequence[str] = (),
+    trust_lockfile_indexes: bool = False,
 ) -> LockResult:
     """Solve a conda ``environment.yml`` into ``<out_dir>/conda-lock.yml``.
 
@@ -118,6 +120,10 @@ def lock_spec(
     :param channels: replace the file's channels.
     :param virtual_package_spec: conda-lock virtual-package spec file (``__cuda``, ``__glibc``).
     :param cuda: ``__cuda`` version to assume (``""``: none), as conda-lock's ``--with-cuda``.
+    :param allow_index, trust_lockfile_indexes: admit indexes the file's ``pip:`` section names
+        (docs/trust.md; :func:`envlock.lock._sources.check_admitted`).
+    :raises UntrustedValueError: a dependency, channel or ``pip:`` line of the file is not what
+        it must be, or the ``pip:`` section names an index not admitted; nothing was run.
     :raises SolveError: unsatisfiable (the solver's explanation); nothing is written.
     :raises ManifestError: malformed spec; :raises LockError: channel unreachable.
     """
@@ -127,8 +133,10 @@ def lock_spec(
 
     spec = Path(spec)
     out = Path(out_dir) / "conda-lock.yml"
+    first = _spec.read_environment_yml(spec)  # every value checked (docs/trust.md)
+    _admit(_sources_of_spec(first, spec), spec, index, allow_index, trust_lockfile_indexes)
     if not platforms:
-        platforms = _spec.read_environment_yml(spec).platforms or (_current_platform(),)
+        platforms = first.platforms or (_current_platform(),)
     for p in platforms:
         if p not in _spec.PLATFORMS:
             raise LockError(f"unknown platform {p!r} (known: {', '.join(_spec.PLATFORMS)})")
@@ -152,6 +160,24 @@ def lock_spec(
         note = "solved by py-rattler (no conda executable needed)"
     files = write_all({out: text}, force=force)
     return LockResult(files=files, notes=(note, f"platforms: {', '.join(platforms)}"))
+
+
+def _sources_of_spec(env: Any, spec: Path) -> Any:
+    from envlock.lock._sources import pip_section_sources  # noqa: PLC0415
+
+    return pip_section_sources(env.pip, spec)
+
+
+def _admit(sources: Any, path: Path, index: IndexOptions | None, allow_index: Sequence[str],
+           trust: bool) -> None:
+    """Refuse indexes a file brings that the user did not admit (docs/trust.md)."""
+    from envlock.lock._sources import check_admitted, user_indexes  # noqa: PLC0415
+
+    given = [*allow_index]
+    if index is not None:
+        given += [*(u for u in (index.index_url,) if u), *index.extra_index_urls,
+                  *index.find_links]
+    check_admitted(sources, path, user_indexes(given), trust, command="lock")
 
 
 def _check_requirements_input(source: Path) -> None:
@@ -186,19 +212,32 @@ def lock_requirements(
     index: IndexOptions | None = None,
     force: bool = False,
     runner: Runner = run,
+    allow_index: Sequence[str] = (),
+    trust_lockfile_indexes: bool = False,
 ) -> LockResult:
     """Resolve ``requirements.in`` or ``pyproject.toml`` with uv into a hash-pinned lock.
 
+    The file is read first as uv would read it (:func:`envlock.lock._sources.
+    lock_input_sources`): a requirement that is not one, an option uv would follow (``-r``,
+    ``-e``, ``-c``), a dynamic ``pyproject.toml`` (uv would run its build backend) or
+    ``[tool.uv.sources]`` is refused, and an index the file names is used only when the user's
+    configuration names it or ``allow_index``/``trust_lockfile_indexes`` admit it
+    (docs/trust.md).
+
     :param requirements_txt: write ``requirements.txt`` (with ``--hash`` lines and the index
         options) instead of ``pylock.toml``.
+    :raises UntrustedValueError: as above; nothing was run.
     :raises SolveError: no solution (uv's explanation); :raises LockError: uv failed.
     """
     from envlock.lock import _pip  # noqa: PLC0415
     from envlock.lock._output import LockResult, now, pylock_text, write_all  # noqa: PLC0415
     from envlock.lock._pip import IndexOptions  # noqa: PLC0415
 
+    from envlock.lock._sources import lock_input_sources  # noqa: PLC0415
+
     source = Path(source)
     _check_requirements_input(source)
+    _admit(lock_input_sources(source), source, index, allow_index, trust_lockfile_indexes)
     index = index or IndexOptions(source="uv defaults (PyPI)")
     fmt = "requirements.txt" if requirements_txt else "pylock.toml"
     if requirements_txt:
@@ -230,8 +269,14 @@ def lock_from_manifest(
     no_index: bool = False,
     force: bool = False,
     runner: Runner = run,
+    python: str | None = None,
 ) -> LockResult:
     """Write ``conda-lock.yml``/``pylock.toml`` for the environment a manifest records.
+
+    The manifest is data (docs/trust.md): every value that reaches uv or the lockfiles is
+    checked first (:func:`envlock.lock._from_manifest.check_pip_package`, conda specs and URLs),
+    and the interpreter it names is never run: uv resolves for ``python`` (``--python``, the
+    user's choice) or else for the recorded ``[python] version`` (``--python-version``).
 
     Nothing is built: conda packages are pinned to their recorded URLs and hashes, pip
     packages to their recorded versions, which uv finds (``--no-deps``) on the indexes given,
@@ -249,7 +294,8 @@ def lock_from_manifest(
     m = load(str(manifest))
     opts, notes, warnings = index_options(m, index_map or {}, index_url, find_links, no_index)
     result = lock_manifest(m, Path(out_dir), index=opts, use_pip_config=False, force=force,
-                           runner=runner, how=f"envlock lock --from-manifest {Path(manifest).name}")
+                           runner=runner, how=f"envlock lock --from-manifest {Path(manifest).name}",
+                           untrusted=True, python=python)
     import dataclasses  # noqa: PLC0415
 
     return dataclasses.replace(result, notes=(*result.notes, *notes,

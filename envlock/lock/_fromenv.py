@@ -115,6 +115,50 @@ def check_interpreter(manifest: Manifest) -> tuple[str | None, str | None]:
     return None, info.version
 
 
+def check_untrusted(manifest: Manifest) -> None:
+    """Check every value of a manifest that ``lock --from-manifest`` puts into uv's input or a
+    lockfile (docs/trust.md): each pip package (:func:`envlock.lock._from_manifest.
+    check_pip_package`: PEP 508 name, VCS/archive URL, full commit), each conda package (an
+    exact ``name=version=build``, its URL and subdir) and the recorded Python version.
+
+    :raises UntrustedValueError: one line naming the field and the value; nothing was run.
+    """
+    from envlock._untrusted import (  # noqa: PLC0415
+        check_conda_spec,
+        check_file_name,
+        check_python_version,
+        check_url,
+    )
+    from envlock.lock._from_manifest import check_pip_package  # noqa: PLC0415
+
+    for pkg in manifest.pip.packages if manifest.pip else ():
+        if pkg.origin != "conda":
+            check_pip_package(pkg)
+    for c in manifest.conda.packages if manifest.conda else ():
+        where = f"[[conda.packages]] {c.name!r}"
+        check_conda_spec(c.name, c.version, c.build, where)
+        if c.url:
+            check_url(c.url, f"{where} url")
+        if c.subdir:
+            check_file_name(c.subdir, f"{where} subdir")
+    if manifest.python is not None and manifest.python.version:
+        check_python_version(manifest.python.version, "[python] version")
+
+
+def _untrusted_interpreter(manifest: Manifest, python: str | None
+                           ) -> tuple[str | None, str | None]:
+    """What uv resolves for when the manifest is data: the user's ``--python``, else the
+    recorded version; the manifest's own ``[target] python``/``[python] executable`` is never
+    handed to uv (uv would run it to read its tags)."""
+    if python:
+        return python, None
+    info = manifest.python
+    if info is None or not info.version:
+        raise LockError(f"cannot lock the pip packages of {manifest.target.prefix}: the manifest "
+                        "records no Python version; give --python PATH to resolve for")
+    return None, info.version
+
+
 def _conda_part(manifest: Manifest, source: str, how: str = "envlock lock --from-env"
                 ) -> tuple[str | None, list[Skipped], list[str]]:
     conda = manifest.conda
@@ -167,6 +211,8 @@ def lock_manifest(
     force: bool = False,
     runner: Runner = run,
     how: str = "envlock lock --from-env",
+    untrusted: bool = False,
+    python: str | None = None,
 ) -> LockResult:
     """Write ``conda-lock.yml`` and/or ``pylock.toml`` for the environment a manifest describes.
 
@@ -174,10 +220,19 @@ def lock_manifest(
     :param out_dir: directory for the lockfiles.
     :param index: index options for uv; when ``None`` and ``use_pip_config``, the target's pip
         configuration is read (uv does not read ``pip.conf``).
+    :param untrusted: the manifest is a file, maybe from someone else (``lock
+        --from-manifest``; docs/trust.md): every value that reaches uv or the lockfiles is
+        checked first (:func:`check_untrusted`), and the interpreter it names is never run —
+        uv resolves for ``python`` if given, else for the recorded version.
+    :param python: with ``untrusted``: the interpreter the user chose (``--python``).
     :raises OutputExistsError: a lockfile exists and ``force`` is false.
     :raises LockError: uv cannot find an installed version (wrong index options?).
+    :raises UntrustedValueError: with ``untrusted``, a value is not what it must be; nothing
+        was run.
     :returns: what was written and what was left out.
     """
+    if untrusted:
+        check_untrusted(manifest)
     check_complete(manifest)
     texts: dict[Path, str] = {}
     notes: list[str] = []
@@ -195,8 +250,15 @@ def lock_manifest(
         else:
             pins.append(req)
             expected[pkg.name] = pkg.version
+    if untrusted:
+        from envlock._untrusted import check_requirement  # noqa: PLC0415
+
+        pins = [check_requirement(p, "[[pip.packages]] requirement") for p in pins]
     if pins:
-        python, version = check_interpreter(manifest)
+        if untrusted:
+            python, version = _untrusted_interpreter(manifest, python)
+        else:
+            python, version = check_interpreter(manifest)
         if index is None:
             found = None
             if use_pip_config and python:

@@ -27,7 +27,8 @@ from envlock._untrusted import (
     check_url,
 )
 
-__all__ = ["Sources", "lockfile_sources", "user_indexes", "check_admitted", "PYPI"]
+__all__ = ["Sources", "lockfile_sources", "lock_input_sources", "pip_section_sources",
+           "user_indexes", "check_admitted", "PYPI"]
 
 #: uv's and pip's default index (PyPI's simple API); a user without configuration has it.
 PYPI = "https://pypi.org/simple"
@@ -60,7 +61,7 @@ _FLAGS = frozenset({"--no-index", "--pre", "--prefer-binary", "--require-hashes"
 _VALUED = frozenset({"--only-binary", "--no-binary"})
 
 
-def _requirements(path: Path, text: str) -> Sources:
+def _requirements(path: Path, text: str, command: str = "restore") -> Sources:
     indexes: list[str] = []
     hosts: list[str] = []
     contacts: list[str] = []
@@ -73,12 +74,15 @@ def _requirements(path: Path, text: str) -> Sources:
         where = f"{path.name} line {number}"
         tokens = line.split()
         if not tokens[0].startswith("-"):
-            req = tokens[0] if "@" not in line else line.split(" --", 1)[0].strip()
+            # the requirement (markers included: `name==1 ; python_version < "3.12"`) ends
+            # where its options (`--hash=…`) begin
+            opt_at = re.search(r"\s--?[A-Za-z]", line)
+            req = line[:opt_at.start()].strip() if opt_at else line
             rest = line[len(req):].split()
             for opt in rest:
                 if not opt.startswith("--hash="):
                     raise UntrustedValueError(f"{where}: option {opt.split('=')[0]!r} on a "
-                                              "requirement is not one restore passes on (only "
+                                              f"requirement is not one {command} passes on (only "
                                               "--hash); nothing was run")
             check_requirement(req, where)
             name, at, url = req.partition("@")
@@ -99,8 +103,8 @@ def _requirements(path: Path, text: str) -> Sources:
             continue
         kind = _INDEX_OPTIONS.get(opt)
         if kind is None or not value or extra:
-            raise UntrustedValueError(f"{where}: {opt!r} is not an option restore passes on "
-                                      "from a lockfile; nothing was run")
+            raise UntrustedValueError(f"{where}: {opt!r} is not an option {command} passes "
+                                      "on from a lockfile; nothing was run")
         if kind == "trusted-host":
             if not re.fullmatch(r"[A-Za-z0-9.-]+(:\d+)?", value):
                 raise UntrustedValueError(f"{where}: --trusted-host {value!r} is not a host; "
@@ -110,7 +114,7 @@ def _requirements(path: Path, text: str) -> Sources:
             continue
         if "://" not in value and kind == "find-links":
             raise UntrustedValueError(f"{where}: --find-links {value!r} is a local path; give "
-                                      "it on restore's command line instead; nothing was run")
+                                      f"it on {command}'s command line instead; nothing was run")
         check_url(value, f"{where} {opt}", INDEX_SCHEMES)
         if opt in ("-i", "--index-url"):
             default_index = False
@@ -206,6 +210,71 @@ def lockfile_sources(path: Path, kind: str) -> Sources:
     return Sources()
 
 
+def lock_input_sources(path: Path) -> Sources:
+    """What ``envlock lock -r FILE`` makes uv contact, read before uv runs.
+
+    A requirements file (``requirements.in``) is read as :func:`lockfile_sources` reads one
+    (its ``--index-url``/``--extra-index-url``/``--find-links``/``--trusted-host`` become
+    :attr:`Sources.indexes` to admit; ``-r``, ``-c``, ``-e`` and other options are refused).  A
+    ``pyproject.toml`` (PEP 621) must list its dependencies statically: uv builds a project
+    whose ``dynamic`` names them (it runs the build backend, code of the project) and follows
+    ``[tool.uv.sources]`` (git, URL and path sources), so both are refused; each dependency
+    must be a PEP 508 requirement, and the indexes of its ``[tool.uv]`` table are indexes to
+    admit.
+
+    :raises UntrustedValueError: one line naming the file, the field and the value.
+    """
+    from envlock.manifest._toml import load_file, read_text  # noqa: PLC0415
+
+    if path.name != "pyproject.toml":
+        return _requirements(path, read_text(path), command="lock")
+    data = load_file(path)
+    project = data.get("project")
+    if not isinstance(project, Mapping):
+        raise UntrustedValueError(f"{path}: no [project] table (PEP 621) to lock; nothing was "
+                                  "run")
+    dynamic = project.get("dynamic")
+    for key in ("dependencies", "optional-dependencies"):
+        if isinstance(dynamic, list) and key in dynamic:
+            raise UntrustedValueError(
+                f"{path}: [project] dynamic names {key!r}: uv would run the project's build "
+                "backend (code from there) to read them; lock a requirements file instead; "
+                "nothing was run")
+    deps = project.get("dependencies", [])
+    optional = project.get("optional-dependencies", {})
+    lines = list(deps) if isinstance(deps, list) else [deps]
+    if isinstance(optional, Mapping):
+        for extra in optional.values():
+            lines += list(extra) if isinstance(extra, list) else [extra]
+    else:
+        lines.append(optional)
+    for line in lines:
+        check_requirement(line, f"{path.name} [project] dependency")
+    tool = data.get("tool")
+    uv = tool.get("uv") if isinstance(tool, Mapping) else None
+    if not isinstance(uv, Mapping):
+        return Sources(contacts=("pip index: uv's default (PyPI) or the one your uv "
+                                 "configuration sets",))
+    if uv.get("sources"):
+        raise UntrustedValueError(
+            f"{path}: [tool.uv.sources] names where packages come from (git, URL, path); "
+            "envlock lock -r does not follow them; nothing was run")
+    indexes = _uv_table_values(uv)
+    for url in indexes:
+        check_url(url, f"{path.name} [tool.uv] index", INDEX_SCHEMES)
+    return Sources(indexes=tuple(indexes),
+                   contacts=tuple(f"pip index {u} ([tool.uv] in {path.name})" for u in indexes))
+
+
+def pip_section_sources(lines: Iterable[str], path: Path) -> Sources:
+    """The ``pip:`` section of an ``environment.yml``, read as a requirements file
+    (:func:`lock_input_sources`): what uv or conda-lock would contact for it.
+
+    :raises UntrustedValueError: a line is not a requirement or an index option.
+    """
+    return _requirements(path, "\n".join(lines), command="lock")
+
+
 def _norm(url: str) -> str:
     return url.strip().rstrip("/")
 
@@ -252,16 +321,27 @@ def _uv_toml_values(environ: Mapping[str, str]) -> list[str]:
             data = tomllib.loads(read(f, limit=1 << 20))
         except (InputError, tomllib.TOMLDecodeError):
             continue
-        for table in (data, data.get("pip") if isinstance(data.get("pip"), dict) else {}):
-            for key in ("index-url", "extra-index-url", "find-links"):
-                value = table.get(key)
-                if isinstance(value, str):
-                    out.append(value)
-                elif isinstance(value, list):
-                    out += [v for v in value if isinstance(v, str)]
-            for index in table.get("index", []) if isinstance(table.get("index"), list) else []:
-                if isinstance(index, dict) and isinstance(index.get("url"), str):
-                    out.append(index["url"])
+        out += _uv_table_values(data)
+    return out
+
+
+def _uv_table_values(data: Mapping[str, object]) -> list[str]:
+    """The index and find-links URLs a uv settings table names (uv's "Settings":
+    ``index-url``, ``extra-index-url``, ``find-links``, ``[[index]] url``, and the same under
+    ``[pip]``)."""
+    out: list[str] = []
+    pip = data.get("pip")
+    for table in (data, pip if isinstance(pip, Mapping) else {}):
+        for key in ("index-url", "extra-index-url", "find-links"):
+            value = table.get(key)
+            if isinstance(value, str):
+                out.append(value)
+            elif isinstance(value, list):
+                out += [v for v in value if isinstance(v, str)]
+        indexes = table.get("index")
+        for index in indexes if isinstance(indexes, list) else []:
+            if isinstance(index, Mapping) and isinstance(index.get("url"), str):
+                out.append(index["url"])
     return out
 
 
@@ -286,9 +366,12 @@ def user_indexes(given: Iterable[str], environ: Mapping[str, str] | None = None)
     return {_norm(v) for v in values if v} | {PYPI}
 
 
-def check_admitted(sources: Sources, path: Path, admitted: set[str], trust_all: bool) -> None:
+def check_admitted(sources: Sources, path: Path, admitted: set[str], trust_all: bool,
+                   command: str = "restore") -> None:
     """Refuse a lockfile whose own indexes or ``--trusted-host`` hosts the user has not
     admitted (:func:`user_indexes`, ``--allow-index``, ``--trust-lockfile-indexes``).
+
+    :param command: the command the error names (``restore``, ``lock``).
 
     :raises UntrustedValueError: one line naming the index and the flag that admits it.
     """
@@ -297,13 +380,13 @@ def check_admitted(sources: Sources, path: Path, admitted: set[str], trust_all: 
     for index in sources.indexes:
         if _norm(index) not in admitted:
             raise UntrustedValueError(
-                f"{path}: names the index {index}, which is not in your configuration; restore "
-                f"uses it only with --allow-index {index} (or --trust-lockfile-indexes); "
-                "nothing was run")
+                f"{path}: names the index {index}, which is not in your configuration; "
+                f"{command} uses it only with --allow-index {index} (or "
+                "--trust-lockfile-indexes); nothing was run")
     hosts = {urlsplit(a).netloc for a in admitted}
     for host in sources.insecure_hosts:
         if host not in hosts:
             raise UntrustedValueError(
                 f"{path}: --trusted-host {host} turns off TLS verification for a host not in "
-                f"your configuration; restore does so only with --allow-index naming a URL of "
+                f"your configuration; {command} does so only with --allow-index naming a URL of "
                 "that host (or --trust-lockfile-indexes); nothing was run")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from envlock._run import Runner, run
+from envlock._untrusted import check_channel, check_match_spec
 from envlock.errors import LockError, ManifestError, SolveError
 from envlock.lock import _condalock, _pip
 from envlock.lock._pip import IndexOptions
@@ -125,7 +126,8 @@ def read_environment_yml(path: str | Path, platform: str | None = None) -> EnvSp
 
     :raises ManifestError: the file is missing, is not YAML, or its ``channels`` /
         ``dependencies`` are not lists of match specs and a ``pip:`` list (one line naming the
-        problem).
+        problem); an :class:`~envlock._untrusted.UntrustedValueError` when a spec or channel
+        is an option or has characters conda's never have (docs/trust.md).
     """
     from envlock._io import InputError, read_text  # noqa: PLC0415
     from envlock.formats import conda as conda_formats  # noqa: PLC0415
@@ -156,7 +158,9 @@ def read_environment_yml(path: str | Path, platform: str | None = None) -> EnvSp
                 conda_formats.parse_spec(str(dep))  # conda's grammar, lenient as conda is
             except ManifestError as exc:
                 raise ManifestError(f"{path}: dependencies[{i}]: {exc}") from None
-            conda.append(str(dep).split("#", 1)[0].strip())
+            text = str(dep).split("#", 1)[0].strip()
+            check_match_spec(text, f"{path.name} dependencies[{i}]")  # data, never an option
+            conda.append(text)
         elif isinstance(dep, dict) and set(dep) == {"pip"} and isinstance(dep["pip"], list):
             pip += [str(r).strip() for r in dep["pip"] if r is not None]
         elif isinstance(dep, dict) and set(dep) == {"pip"} and dep["pip"] is None:
@@ -168,6 +172,8 @@ def read_environment_yml(path: str | Path, platform: str | None = None) -> EnvSp
     platforms = data.get("platforms") or []
     if not isinstance(platforms, list):
         raise ManifestError(f"{path}: 'platforms' must be a list")
+    for i, channel in enumerate(channels):
+        check_channel(channel, f"{path.name} channels[{i}]")
     expanded, _ = conda_formats.expand_channels(list(channels))
     name = data.get("name")
     return EnvSpec(
