@@ -5,7 +5,11 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+from click.testing import CliRunner
+
 import envlock.nvidia as nvidia
+from envlock.cli import cli
 from envlock.probes import gpu
 
 PKG = Path(__file__).resolve().parents[1] / "envlock"
@@ -51,3 +55,75 @@ def test_one_glibc_detector() -> None:
         text = p.read_text(encoding="utf-8")
         if p.name != "glibc.py":
             assert "CS_GNU_LIBC_VERSION" not in text and "libc-2." not in text, p
+
+
+# --- one TOML reader ---------------------------------------------------------------------------
+
+EXAMPLE = Path(__file__).resolve().parent / "data" / "manifest.example.toml"
+
+
+def _parser_calls(tree: ast.AST) -> set[str]:
+    """Names of TOML parser modules ``tree`` imports (``tomllib``, ``tomli``, ``rtoml``, ``toml``,
+    ``tomlkit``): importing one is the only way to call it."""
+    parsers = {"tomllib", "tomli", "rtoml", "toml", "tomlkit"}
+    found = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            found |= {a.name.split(".")[0] for a in n.names} & parsers
+        elif isinstance(n, ast.ImportFrom) and n.module and n.level == 0:
+            found |= {n.module.split(".")[0]} & parsers
+    return found
+
+
+def test_one_toml_reader() -> None:
+    """Only envlock/manifest/_toml.py imports a TOML parser; every other module parses TOML with
+    its load_toml, so every input has the same depth rule (once show/verify accepted 150 levels
+    that diff refused)."""
+    from envlock.diff import foreign
+    from envlock.formats import _load
+    from envlock.manifest import _toml
+
+    reader = PKG / "manifest" / "_toml.py"
+    assert _parser_calls(ast.parse(reader.read_text(encoding="utf-8"))) == {"tomllib", "tomli", "rtoml"}
+    for p in PKG.rglob("*.py"):
+        if p != reader:
+            assert not _parser_calls(ast.parse(p.read_text(encoding="utf-8"))), p
+    assert _load.load_toml is _toml.load_toml and _load.load_json is _toml.load_json
+    assert _load.MAX_DEPTH == _toml.MAX_DEPTH
+    text = EXAMPLE.read_text(encoding="utf-8")
+    import tomllib
+
+    assert _toml.loads(text) == foreign.parse_toml(text, "m") == tomllib.loads(text)
+
+
+def _nested(tmp_path: Path, name: str, extra: str) -> Path:
+    p = tmp_path / name
+    p.write_text(EXAMPLE.read_text(encoding="utf-8") + "\n[extra]\n" + extra + "\n", encoding="utf-8")
+    return p
+
+
+@pytest.mark.parametrize(("name", "extra", "ok"), [
+    ("arrays-99.toml", "x = " + "[" * 99 + "1" + "]" * 99, True),     # [extra] + 99 = 100 levels
+    ("arrays-150.toml", "x = " + "[" * 150 + "1" + "]" * 150, False),
+    ("arrays-2000.toml", "x = " + "[" * 2000 + "1" + "]" * 2000, False),
+    ("inline-150.toml", "x = " + "{a = " * 150 + "1" + "}" * 150, False),
+    ("dotted-5000.toml", "x." + ".".join(["a"] * 5000) + " = 1", False),  # no bracket nests
+    ("header-5000.toml", "[extra." + ".".join(["a"] * 5000) + "]\nq = 1", False),
+])
+def test_same_depth_answer_in_show_verify_diff(tmp_path: Path, name: str, extra: str, ok: bool) -> None:
+    """The same nested manifest gets the same answer from show, verify --manifest and diff: read,
+    or one ``Error: … nested more than 100 levels deep`` line and exit 2 (never a
+    RecursionError traceback, which show once gave for 5000 dotted keys)."""
+    p = _nested(tmp_path, name, extra)
+    runner = CliRunner()
+    for argv in (["show", str(p)], ["verify", "--manifest", str(p)], ["diff", str(p), str(EXAMPLE)]):
+        res = runner.invoke(cli, argv)
+        assert res.exception is None or isinstance(res.exception, SystemExit), (argv, res.exception)
+        errors = [ln for ln in res.output.splitlines() if ln.startswith("Error:")]
+        if ok:
+            assert not errors, (argv, errors)
+            assert res.exit_code in (0, 1), (argv, res.output[-400:])
+        else:
+            assert res.exit_code == 2, (argv, res.output[-400:])
+            assert errors == [errors[0]] and "nested more than 100 levels deep" in errors[0], argv
+            assert errors[0].startswith(f"Error: {p}"), errors[0]
