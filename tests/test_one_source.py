@@ -127,3 +127,67 @@ def test_same_depth_answer_in_show_verify_diff(tmp_path: Path, name: str, extra:
             assert res.exit_code == 2, (argv, res.output[-400:])
             assert errors == [errors[0]] and "nested more than 100 levels deep" in errors[0], argv
             assert errors[0].startswith(f"Error: {p}"), errors[0]
+
+
+# --- one "this machine's conda platform" -------------------------------------------------------
+
+def test_one_conda_platform_function() -> None:
+    """Only envlock/formats/conda.py maps an OS and machine to a conda subdir; lock, restore and
+    verify ask its current_subdir() (once three functions, with py-rattler's, conda's and a
+    linux-only rule)."""
+    from envlock.formats import conda
+
+    for p in PKG.rglob("*.py"):
+        if p == PKG / "formats" / "conda.py":
+            continue
+        text = p.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+        assert "Subdir.current" not in text, p
+        for n in ast.walk(tree):
+            if isinstance(n, ast.FunctionDef):
+                assert not ("platform" in n.name and "current" in n.name), (p, n.name)
+            if isinstance(n, ast.Dict):  # an OS/machine → subdir table
+                values = {v.value for v in n.values if isinstance(v, ast.Constant)}
+                keys = {k.value for k in n.keys if isinstance(k, ast.Constant)}
+                assert not ({"x86_64", "aarch64"} <= keys and values & {"64", "linux-64"}), p
+                assert not ("darwin" in keys and "osx" in values), p
+    assert conda.current_subdir() in {"linux-64", "linux-aarch64", "linux-ppc64le", "osx-64",
+                                      "osx-arm64", "win-64", "linux-s390x"}
+
+
+def test_current_subdir_is_py_rattlers() -> None:
+    """py-rattler's Subdir.current() (the platform rattler and pixi install for) is the oracle of
+    this machine's subdir."""
+    import rattler
+
+    from envlock.formats.conda import current_subdir
+
+    assert current_subdir() == str(rattler.Subdir.current())
+
+
+@pytest.mark.parametrize(("system", "machine", "bits", "subdir"), [
+    ("Linux", "x86_64", None, "linux-64"),
+    ("linux", "x86_64", 32, "linux-32"),      # a 32-bit interpreter: conda's context.bits
+    ("Linux", "aarch64", None, "linux-aarch64"),
+    ("Linux", "ppc64le", 64, "linux-ppc64le"),
+    ("Linux", "s390x", None, "linux-s390x"),
+    ("Linux", "armv7l", 32, "linux-armv7l"),
+    ("Linux", "i686", None, "linux-32"),
+    ("Darwin", "arm64", 64, "osx-arm64"),
+    ("darwin", "x86_64", 64, "osx-64"),
+    ("Windows", "AMD64", None, "win-64"),
+    ("win32", "AMD64", 64, "win-64"),
+    ("Linux", "mips", None, None),
+    ("SunOS", "x86_64", None, None),
+])
+def test_subdir_of_is_condas_rule(system: str, machine: str, bits: int | None,
+                                  subdir: str | None) -> None:
+    """conda's context.subdir rule (conda/base/context.py): non-x86 machines name themselves,
+    x86 ones the interpreter's bits; every subdir it gives is one py-rattler knows."""
+    import rattler
+
+    from envlock.formats.conda import subdir_of
+
+    assert subdir_of(system, machine, bits) == subdir
+    if subdir:
+        assert str(rattler.Subdir(subdir)) == subdir

@@ -122,13 +122,14 @@ def lock_spec(
     :raises ManifestError: malformed spec; :raises LockError: channel unreachable.
     """
     from envlock.errors import LockError  # noqa: PLC0415
+    from envlock.formats.conda import current_subdir  # noqa: PLC0415
     from envlock.lock import _spec, _tools  # noqa: PLC0415
     from envlock.lock._output import LockResult, write_all  # noqa: PLC0415
 
     spec = Path(spec)
     out = Path(out_dir) / "conda-lock.yml"
     if not platforms:
-        platforms = _spec.read_environment_yml(spec).platforms or (_current_platform(),)
+        platforms = _spec.read_environment_yml(spec).platforms or (current_subdir(),)
     for p in platforms:
         if p not in _spec.PLATFORMS:
             raise LockError(f"unknown platform {p!r} (known: {', '.join(_spec.PLATFORMS)})")
@@ -254,12 +255,6 @@ def lock_from_manifest(
 
     return dataclasses.replace(result, notes=(*result.notes, *notes,
                                               *(f"warning: {w}" for w in warnings)))
-
-
-def _current_platform() -> str:
-    from envlock.lock._tools import current_platform  # noqa: PLC0415
-
-    return current_platform()
 
 
 def __getattr__(name: str) -> Any:
