@@ -191,3 +191,26 @@ def test_subdir_of_is_condas_rule(system: str, machine: str, bits: int | None,
     assert subdir_of(system, machine, bits) == subdir
     if subdir:
         assert str(rattler.Subdir(subdir)) == subdir
+
+
+# --- one FILE check of `libs` ------------------------------------------------------------------
+
+def test_one_file_check_of_libs() -> None:
+    """Whether a MODULE|FILE argument is a FILE, and whether that FILE is acceptable, is decided
+    only by envlock/libs/argument.py's file_target: the command checks its arguments with it and
+    the analysis finds its files with it (once two functions, with two rules)."""
+    from envlock.libs import analysis, argument
+
+    for p in PKG.rglob("*.py"):
+        if p == PKG / "libs" / "argument.py":
+            continue
+        text = p.read_text(encoding="utf-8")
+        assert "not a shared object" not in text, p
+        assert "irregular(" not in text or p in (PKG / "_io.py",), p
+    for module in (analysis, PKG / "commands" / "libs.py"):
+        path = Path(module.__file__) if not isinstance(module, Path) else module
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)
+                  and isinstance(n.func, ast.Name)}
+        assert "file_target" in called, path
+    assert analysis.file_target is argument.file_target
