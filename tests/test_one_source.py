@@ -214,3 +214,17 @@ def test_one_file_check_of_libs() -> None:
                   and isinstance(n.func, ast.Name)}
         assert "file_target" in called, path
     assert analysis.file_target is argument.file_target
+
+
+def test_snapshot_command_is_thin() -> None:
+    """commands/snapshot.py parses, calls probes.snapshot.snapshot and renders: the patch and the
+    'not a Python' rule are the library's (envlock.snapshot(save_patch=True) works alone)."""
+    from envlock.probes import snapshot
+
+    tree = ast.parse((PKG / "commands" / "snapshot.py").read_text(encoding="utf-8"))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "envlock.probes.git" not in imported and "hashlib" not in {
+        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    assert not defined & {"_not_python", "_with_patch"}
+    assert callable(snapshot.with_patch) and callable(snapshot.not_python)
