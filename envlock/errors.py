@@ -37,6 +37,11 @@ class TargetError(EnvlockError):
     """The target environment (``--python`` / ``--prefix``) does not exist or is not usable."""
 
 
+class ArgumentsError(EnvlockError):
+    """Arguments that cannot work together (``snapshot(save_patch=True)`` without an output
+    file, or outside a git checkout); the command line shows it as a usage error."""
+
+
 class OutputExistsError(EnvlockError):
     """The output file exists and ``--force`` was not given."""
 

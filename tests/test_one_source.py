@@ -5,7 +5,11 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+from click.testing import CliRunner
+
 import envlock.nvidia as nvidia
+from envlock.cli import cli
 from envlock.probes import gpu
 
 PKG = Path(__file__).resolve().parents[1] / "envlock"
@@ -51,3 +55,176 @@ def test_one_glibc_detector() -> None:
         text = p.read_text(encoding="utf-8")
         if p.name != "glibc.py":
             assert "CS_GNU_LIBC_VERSION" not in text and "libc-2." not in text, p
+
+
+# --- one TOML reader ---------------------------------------------------------------------------
+
+EXAMPLE = Path(__file__).resolve().parent / "data" / "manifest.example.toml"
+
+
+def _parser_calls(tree: ast.AST) -> set[str]:
+    """Names of TOML parser modules ``tree`` imports (``tomllib``, ``tomli``, ``rtoml``, ``toml``,
+    ``tomlkit``): importing one is the only way to call it."""
+    parsers = {"tomllib", "tomli", "rtoml", "toml", "tomlkit"}
+    found = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            found |= {a.name.split(".")[0] for a in n.names} & parsers
+        elif isinstance(n, ast.ImportFrom) and n.module and n.level == 0:
+            found |= {n.module.split(".")[0]} & parsers
+    return found
+
+
+def test_one_toml_reader() -> None:
+    """Only envlock/manifest/_toml.py imports a TOML parser; every other module parses TOML with
+    its load_toml, so every input has the same depth rule (once show/verify accepted 150 levels
+    that diff refused)."""
+    from envlock.diff import foreign
+    from envlock.formats import _load
+    from envlock.manifest import _toml
+
+    reader = PKG / "manifest" / "_toml.py"
+    assert _parser_calls(ast.parse(reader.read_text(encoding="utf-8"))) == {"tomllib", "tomli", "rtoml"}
+    for p in PKG.rglob("*.py"):
+        if p != reader:
+            assert not _parser_calls(ast.parse(p.read_text(encoding="utf-8"))), p
+    assert _load.load_toml is _toml.load_toml and _load.load_json is _toml.load_json
+    assert _load.MAX_DEPTH == _toml.MAX_DEPTH
+    text = EXAMPLE.read_text(encoding="utf-8")
+    import tomllib
+
+    assert _toml.loads(text) == foreign.parse_toml(text, "m") == tomllib.loads(text)
+
+
+def _nested(tmp_path: Path, name: str, extra: str) -> Path:
+    p = tmp_path / name
+    p.write_text(EXAMPLE.read_text(encoding="utf-8") + "\n[extra]\n" + extra + "\n", encoding="utf-8")
+    return p
+
+
+@pytest.mark.parametrize(("name", "extra", "ok"), [
+    ("arrays-99.toml", "x = " + "[" * 99 + "1" + "]" * 99, True),     # [extra] + 99 = 100 levels
+    ("arrays-150.toml", "x = " + "[" * 150 + "1" + "]" * 150, False),
+    ("arrays-2000.toml", "x = " + "[" * 2000 + "1" + "]" * 2000, False),
+    ("inline-150.toml", "x = " + "{a = " * 150 + "1" + "}" * 150, False),
+    ("dotted-5000.toml", "x." + ".".join(["a"] * 5000) + " = 1", False),  # no bracket nests
+    ("header-5000.toml", "[extra." + ".".join(["a"] * 5000) + "]\nq = 1", False),
+])
+def test_same_depth_answer_in_show_verify_diff(tmp_path: Path, name: str, extra: str, ok: bool) -> None:
+    """The same nested manifest gets the same answer from show, verify --manifest and diff: read,
+    or one ``Error: … nested more than 100 levels deep`` line and exit 2 (never a
+    RecursionError traceback, which show once gave for 5000 dotted keys)."""
+    p = _nested(tmp_path, name, extra)
+    runner = CliRunner()
+    for argv in (["show", str(p)], ["verify", "--manifest", str(p)], ["diff", str(p), str(EXAMPLE)]):
+        res = runner.invoke(cli, argv)
+        assert res.exception is None or isinstance(res.exception, SystemExit), (argv, res.exception)
+        errors = [ln for ln in res.output.splitlines() if ln.startswith("Error:")]
+        if ok:
+            assert not errors, (argv, errors)
+            assert res.exit_code in (0, 1), (argv, res.output[-400:])
+        else:
+            assert res.exit_code == 2, (argv, res.output[-400:])
+            assert errors == [errors[0]] and "nested more than 100 levels deep" in errors[0], argv
+            assert errors[0].startswith(f"Error: {p}"), errors[0]
+
+
+# --- one "this machine's conda platform" -------------------------------------------------------
+
+def test_one_conda_platform_function() -> None:
+    """Only envlock/formats/conda.py maps an OS and machine to a conda subdir; lock, restore and
+    verify ask its current_subdir() (once three functions, with py-rattler's, conda's and a
+    linux-only rule)."""
+    from envlock.formats import conda
+
+    for p in PKG.rglob("*.py"):
+        if p == PKG / "formats" / "conda.py":
+            continue
+        text = p.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+        assert "Subdir.current" not in text, p
+        for n in ast.walk(tree):
+            if isinstance(n, ast.FunctionDef):
+                assert not ("platform" in n.name and "current" in n.name), (p, n.name)
+            if isinstance(n, ast.Dict):  # an OS/machine → subdir table
+                values = {v.value for v in n.values if isinstance(v, ast.Constant)}
+                keys = {k.value for k in n.keys if isinstance(k, ast.Constant)}
+                assert not ({"x86_64", "aarch64"} <= keys and values & {"64", "linux-64"}), p
+                assert not ("darwin" in keys and "osx" in values), p
+    assert conda.current_subdir() in {"linux-64", "linux-aarch64", "linux-ppc64le", "osx-64",
+                                      "osx-arm64", "win-64", "linux-s390x"}
+
+
+def test_current_subdir_is_py_rattlers() -> None:
+    """py-rattler's Subdir.current() (the platform rattler and pixi install for) is the oracle of
+    this machine's subdir."""
+    import rattler
+
+    from envlock.formats.conda import current_subdir
+
+    assert current_subdir() == str(rattler.Subdir.current())
+
+
+@pytest.mark.parametrize(("system", "machine", "bits", "subdir"), [
+    ("Linux", "x86_64", None, "linux-64"),
+    ("linux", "x86_64", 32, "linux-32"),      # a 32-bit interpreter: conda's context.bits
+    ("Linux", "aarch64", None, "linux-aarch64"),
+    ("Linux", "ppc64le", 64, "linux-ppc64le"),
+    ("Linux", "s390x", None, "linux-s390x"),
+    ("Linux", "armv7l", 32, "linux-armv7l"),
+    ("Linux", "i686", None, "linux-32"),
+    ("Darwin", "arm64", 64, "osx-arm64"),
+    ("darwin", "x86_64", 64, "osx-64"),
+    ("Windows", "AMD64", None, "win-64"),
+    ("win32", "AMD64", 64, "win-64"),
+    ("Linux", "mips", None, None),
+    ("SunOS", "x86_64", None, None),
+])
+def test_subdir_of_is_condas_rule(system: str, machine: str, bits: int | None,
+                                  subdir: str | None) -> None:
+    """conda's context.subdir rule (conda/base/context.py): non-x86 machines name themselves,
+    x86 ones the interpreter's bits; every subdir it gives is one py-rattler knows."""
+    import rattler
+
+    from envlock.formats.conda import subdir_of
+
+    assert subdir_of(system, machine, bits) == subdir
+    if subdir:
+        assert str(rattler.Subdir(subdir)) == subdir
+
+
+# --- one FILE check of `libs` ------------------------------------------------------------------
+
+def test_one_file_check_of_libs() -> None:
+    """Whether a MODULE|FILE argument is a FILE, and whether that FILE is acceptable, is decided
+    only by envlock/libs/argument.py's file_target: the command checks its arguments with it and
+    the analysis finds its files with it (once two functions, with two rules)."""
+    from envlock.libs import analysis, argument
+
+    for p in PKG.rglob("*.py"):
+        if p == PKG / "libs" / "argument.py":
+            continue
+        text = p.read_text(encoding="utf-8")
+        assert "not a shared object" not in text, p
+        assert "irregular(" not in text or p in (PKG / "_io.py",), p
+    for module in (analysis, PKG / "commands" / "libs.py"):
+        path = Path(module.__file__) if not isinstance(module, Path) else module
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)
+                  and isinstance(n.func, ast.Name)}
+        assert "file_target" in called, path
+    assert analysis.file_target is argument.file_target
+
+
+def test_snapshot_command_is_thin() -> None:
+    """commands/snapshot.py parses, calls probes.snapshot.snapshot and renders: the patch and the
+    'not a Python' rule are the library's (envlock.snapshot(save_patch=True) works alone)."""
+    from envlock.probes import snapshot
+
+    tree = ast.parse((PKG / "commands" / "snapshot.py").read_text(encoding="utf-8"))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "envlock.probes.git" not in imported and "hashlib" not in {
+        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    assert not defined & {"_not_python", "_with_patch"}
+    assert callable(snapshot.with_patch) and callable(snapshot.not_python)

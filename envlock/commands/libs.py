@@ -142,44 +142,21 @@ def libs(
 
 
 def _check_arguments(targets: Sequence[str], why: str | None) -> None:
-    """Reject arguments that cannot name anything: an empty ``--why``, a FILE (an argument
-    with a slash or ending in ``.so``) that does not exist or is a directory.
+    """Reject arguments that cannot name anything: an empty ``--why``, an empty argument, a
+    FILE that is missing, a directory or not a regular file
+    (:func:`envlock.libs.argument.file_target` with ``check``).
 
     :raises TargetError: (shown as one ``Error:`` line, exit status 2).
     """
     from envlock.errors import TargetError  # noqa: PLC0415
+    from envlock.libs.argument import file_target  # noqa: PLC0415
 
     if why is not None and not why.strip():
         raise TargetError("--why needs a SONAME or file name (got an empty string)")
     for name in targets:
         if not name.strip():
             raise TargetError("an empty MODULE|FILE argument")
-        if "/" not in name and not name.endswith(".so"):
-            continue
-        if os.path.isdir(name):
-            raise TargetError(f"{name}: is a directory, not a shared object")
-        if not os.path.exists(name):
-            raise TargetError(f"{name}: no such file")
-        _check_regular_file(name)
-
-
-def _check_regular_file(name: str) -> None:
-    """A FILE argument must be a regular file: a FIFO or a device is refused without opening it
-    (reading one would hang or never end).  A regular file that is not a valid ELF file is the
-    loader's to judge: its finding quotes dlopen's own reason ("invalid ELF header").
-
-    :raises TargetError: one line naming what the file is.
-    """
-    from envlock._io import irregular  # noqa: PLC0415
-    from envlock.errors import TargetError  # noqa: PLC0415
-    from envlock.redact import printable  # noqa: PLC0415
-
-    try:
-        what = irregular(os.stat(name).st_mode)
-    except OSError as exc:
-        raise TargetError(f"{printable(name)}: {exc.strerror}") from None
-    if what is not None:
-        raise TargetError(f"{printable(name)}: {what}, so not a shared object")
+        file_target(name, check=True)
 
 
 def _compute(

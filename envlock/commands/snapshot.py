@@ -122,22 +122,17 @@ def _snapshot(
 
         check_writable(path, force=force, special=True)
     lock_dir = os.path.dirname(os.path.abspath(path)) if path != "-" else None
-    manifest = take(target=target, repo=repo, env_allow=env_allow, env_deny=env_deny,
-                    command=["envlock", *sys.argv[1:]], do_import=do_import, lock_dir=lock_dir,
-                    locks=locks)
-    py = manifest.python
-    if python and py is not None and py.status == "error" and _not_python(py.error or "", python):
-        # The interpreter asked for by name ran but did not answer as Python does (/bin/true,
-        # a shell script, a binary of another machine): a manifest of it would describe
-        # some other environment.  (A hung one is recorded: its [python] says "timeout".)
-        from envlock._io import one_line  # noqa: PLC0415
-        from envlock.errors import TargetError  # noqa: PLC0415
+    from envlock.errors import ArgumentsError  # noqa: PLC0415
 
-        raise TargetError(f"--python {printable(python)}: not a working Python interpreter "
-                          f"({one_line(printable(py.error or 'no answer'), 160)})")
-    patch_path = None
-    if save_patch:
-        manifest, patch_path, patch_bytes = _with_patch(manifest, Path(path))
+    try:
+        manifest = take(target=target, python=python, repo=repo, env_allow=env_allow,
+                        env_deny=env_deny, command=["envlock", *sys.argv[1:]], do_import=do_import,
+                        lock_dir=lock_dir, locks=locks, output=None if path == "-" else path,
+                        save_patch=save_patch, force=force, require_python=True)
+    except ArgumentsError as exc:
+        raise click.UsageError(str(exc)) from None
+    patch_path = (Path(path).with_suffix(".patch") if save_patch and manifest.git
+                  and manifest.git.patch else None)
     if not quiet:
         t = manifest.target
         click.echo(
@@ -150,10 +145,6 @@ def _snapshot(
     if output == "-":
         click.echo(manifest.dumps(fmt or "toml"), nl=False)
         return
-    if patch_path is not None:
-        from envlock._io import write_file  # noqa: PLC0415
-
-        write_file(patch_path, patch_bytes, force=force)
     written = manifest.write(path, fmt=fmt, force=force)
     if not quiet:
         n_pip = len(manifest.pip.packages) if manifest.pip else 0
@@ -163,43 +154,4 @@ def _snapshot(
         took = manifest.envlock.duration
         click.echo(printable(f"wrote {written} ({counts}) in {took:.2f} s"), err=True)
         if patch_path is not None:
-            click.echo(printable(f"wrote {patch_path} ({len(patch_bytes)} bytes)"), err=True)
-
-
-def _not_python(detail: str, python: str) -> bool:
-    """Whether the interpreter query's failure says the program is not Python at all: it
-    answered something else (``/bin/true``, a script), or failed without a word of Python's
-    own (an ELF of another machine, ``/bin/ls``).  A Python that fails in this environment
-    ("Fatal Python error", "Python path configuration") is recorded as it is."""
-    if detail.startswith("unexpected answer"):
-        return True
-    own = detail.replace(python, "").replace(os.path.abspath(python), "")
-    return "python" not in own.lower()
-
-
-def _with_patch(manifest, path):  # noqa: ANN001
-    """The manifest with ``[git] patch``/``patch-sha256`` set, the patch path and its bytes."""
-    import hashlib  # noqa: PLC0415
-    from dataclasses import replace  # noqa: PLC0415
-
-    from envlock.probes.git import make_patch  # noqa: PLC0415
-    from envlock.redact import secret_value  # noqa: PLC0415
-
-    git = manifest.git
-    if git is None or git.status != "ok" or not git.path:
-        raise click.UsageError("--save-patch: the working directory (or --repo) is not a git "
-                               "checkout")
-    patch_path = path.with_suffix(".patch")
-    data, note = make_patch(git.path, git.commit)
-    new_git = replace(git, patch=patch_path.name, patch_sha256=hashlib.sha256(data).hexdigest(),
-                      patch_note=note)
-    warnings = list(manifest.envlock.warnings)
-    if note:
-        warnings.append(f"git: --save-patch: {note}")
-    text = data.decode("utf-8", "replace")
-    risky = sum(1 for line in text.splitlines() if line.startswith("+") and secret_value(line))
-    if risky:
-        warnings.append(f"git: --save-patch: {patch_path.name} is your diff verbatim and "
-                        f"{risky} added line(s) look like credentials; check it before sharing")
-    head = replace(manifest.envlock, warnings=tuple(warnings))
-    return replace(manifest, git=new_git, envlock=head), patch_path, data
+            click.echo(printable(f"wrote {patch_path} ({patch_path.stat().st_size} bytes)"), err=True)

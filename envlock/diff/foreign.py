@@ -125,10 +125,10 @@ def _some(names: list[str], limit: int = 5) -> str:
 
 def parse_toml(text: str, name: str) -> dict[str, Any]:
     """Parse TOML (or JSON, starting with ``{``) text with bounded nesting
-    (:func:`envlock.formats._load.load_toml`).
+    (:func:`envlock.manifest._toml.load_toml`, envlock's one TOML reader).
 
     :raises ManifestError: malformed text.
     """
-    from envlock.formats._load import load_toml  # noqa: PLC0415
+    from envlock.manifest._toml import load_toml  # noqa: PLC0415
 
     return load_toml(text, name)

@@ -5,9 +5,10 @@ Every reader of :mod:`envlock.formats` reads its file with :func:`envlock._io.re
 any input:
 
 * **nesting** of arrays/tables/mappings is at most :data:`MAX_DEPTH` levels; deeper input is one
-  error line, checked *before* the recursive parsers (``tomllib``, ``json``) see it, so no
-  ``RecursionError`` can happen (``rtoml``, tried first for TOML, has its own depth limit and
-  fails cleanly);
+  error line.  TOML and JSON are parsed by envlock's one TOML reader,
+  :func:`envlock.manifest._toml.load_toml` (re-exported here), which checks the brackets
+  *before* the recursive parsers (``tomllib``, ``json``) see them and the parsed tables after,
+  so no ``RecursionError`` can happen; YAML is composed here with the same bound;
 * **YAML aliases** are bounded: the document is composed event by event (no recursion) and the
   number of nodes it stands for, counting every alias expansion, is at most
   :data:`MAX_YAML_NODES`, so a "billion laughs" document is refused in milliseconds instead of
@@ -24,92 +25,15 @@ from typing import Any
 
 from envlock._io import one_line
 from envlock.errors import ManifestError
+from envlock.manifest._toml import MAX_DEPTH, check_nesting, load_json, load_toml
 
 __all__ = ["MAX_DEPTH", "MAX_YAML_NODES", "load_yaml", "load_toml", "load_json", "check_nesting"]
 
-#: Deepest nesting of arrays, tables or mappings accepted (real lockfiles nest < 10 levels).
-MAX_DEPTH = 100
 #: Most YAML nodes a document may stand for, aliases expanded (a 400 KB conda-lock.yml: ~40,000).
 MAX_YAML_NODES = 1_000_000
 
-# TOML/JSON strings and TOML comments: brackets inside them do not nest.
-_STRINGS = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:\\.|[^"\\\n])*"|\'[^\'\n]*\'|#[^\n]*')
+# brackets of YAML flow collections (an upper bound of their nesting; see _plainly_bounded)
 _BRACKETS = re.compile(r"[\[\]{}]")
-
-
-def check_nesting(text: str, name: str, limit: int = MAX_DEPTH) -> None:
-    """Refuse TOML/JSON text whose brackets nest deeper than ``limit``.
-
-    Strings and comments are skipped, so brackets inside them do not count; the count is an upper
-    bound of the nesting a TOML or JSON parser would build.
-
-    :raises ManifestError: deeper than ``limit``.
-    """
-    if text.count("[") + text.count("{") <= limit:
-        return
-    depth = 0
-    for m in _BRACKETS.finditer(_STRINGS.sub("", text)):
-        if m.group() in "[{":
-            depth += 1
-            if depth > limit:
-                line = text.count("\n", 0, m.start()) + 1 if len(text) < 1 << 20 else 0
-                where = f" (line {line})" if line else ""
-                raise ManifestError(f"{name}: nested more than {limit} levels deep{where}")
-        else:
-            depth = max(depth - 1, 0)
-
-
-def load_json(text: str, name: str) -> Any:
-    """Parse JSON with bounded nesting.
-
-    :raises ManifestError: malformed or too deeply nested (one line).
-    """
-    import json  # noqa: PLC0415
-
-    check_nesting(text, name)
-    try:
-        return json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise ManifestError(f"{name}: malformed JSON ({one_line(str(exc))})") from None
-
-
-def load_toml(text: str, name: str, *, exact: bool = False) -> dict[str, Any]:
-    """Parse TOML (or JSON when the text starts with ``{``) with bounded nesting.
-
-    ``rtoml`` (Rust, ~15x faster) parses first when installed; on any failure :mod:`tomllib`
-    parses again, so errors are worded by ``tomllib``.  With ``exact``, only :mod:`tomllib`
-    (what ``packaging.pylock`` users and uv's Python tooling parse with) judges the text.
-
-    :raises ManifestError: malformed or too deeply nested (one line).
-    """
-    if text.lstrip().startswith("{"):
-        data = load_json(text, name)
-        if not isinstance(data, dict):
-            raise ManifestError(f"{name}: top level is not an object")
-        return data
-    try:  # rtoml refuses nesting deeper than its own limit (~80 levels) with an error
-        if exact:
-            raise ImportError
-        import rtoml  # noqa: PLC0415
-
-        data = rtoml.loads(text)
-        if isinstance(data, dict):
-            return data
-    except ImportError:
-        pass
-    except Exception:  # noqa: BLE001, S110 - any rtoml failure: tomllib judges and words it
-        pass
-    check_nesting(text, name)  # before the recursive tomllib sees the text
-    import sys  # noqa: PLC0415
-
-    if sys.version_info >= (3, 11):
-        import tomllib  # noqa: PLC0415
-    else:  # pragma: no cover
-        import tomli as tomllib  # noqa: PLC0415
-    try:
-        return tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, RecursionError) as exc:
-        raise ManifestError(f"{name}: malformed TOML ({one_line(str(exc))})") from None
 
 
 def load_yaml(text: str, name: str, *, max_nodes: int = MAX_YAML_NODES,

@@ -31,7 +31,8 @@ from envlock.errors import ManifestError
 from envlock.redact import REDACTED, redact_url
 
 __all__ = ["CondaSpec", "parse_spec", "parse_url", "build_variant", "is_metapackage",
-           "expand_channels", "DEFAULT_CHANNELS", "satisfies", "subdir_of"]
+           "expand_channels", "DEFAULT_CHANNELS", "satisfies", "subdir_of",
+           "current_subdir"]
 
 #: What ``defaults`` means on Linux and macOS (conda's ``DEFAULT_CHANNELS_UNIX``).
 DEFAULT_CHANNELS = ("pkgs/main", "pkgs/r")
@@ -283,18 +284,65 @@ def parse_url(url: str) -> dict[str, str]:
             "subdir": segments[-2], "url": url}
 
 
-def subdir_of(system: str | None, machine: str | None) -> str | None:
-    """conda's subdir for an OS and machine (``Linux``/``x86_64`` → ``linux-64``), from conda's
-    ``context.subdir`` mapping; ``None`` when unknown."""
+#: machines conda names by themselves in a subdir (``linux-aarch64``, ``osx-arm64``); any other
+#: (x86) machine is named by the interpreter's pointer size (``linux-64``, ``win-32``).
+#: conda's ``conda/base/context.py``: ``non_x86_machines``.
+_NON_X86_MACHINES = frozenset({"armv6l", "armv7l", "aarch64", "arm64", "ppc64", "ppc64le",
+                               "riscv64", "s390x"})
+#: ``sys.platform`` (or ``platform.system()``, lower-cased) → conda's platform name
+#: (conda's ``_platform_map``).
+_CONDA_OS = {"linux": "linux", "linux2": "linux", "darwin": "osx", "win32": "win",
+             "windows": "win", "zos": "zos", "os390": "zos"}
+_X86_BITS = {"x86_64": 64, "amd64": 64, "i386": 32, "i486": 32, "i586": 32, "i686": 32, "x86": 32}
+
+
+def subdir_of(system: str | None, machine: str | None, bits: int | None = None) -> str | None:
+    """conda's subdir for an OS and machine, the rule of conda's ``context.subdir`` (its
+    ``_native_subdir``, conda/base/context.py): a non-x86 machine names itself
+    (``Linux``/``aarch64`` → ``linux-aarch64``, ``Darwin``/``arm64`` → ``osx-arm64``,
+    ``ppc64le`` → ``linux-ppc64le``); an x86 one is ``<os>-<bits>`` (``linux-64``, ``win-32``);
+    z/OS is ``zos-z``.
+
+    :param system: ``sys.platform`` or ``platform.system()`` (``linux``, ``Darwin``, ``Windows``…).
+    :param machine: ``platform.machine()`` (``x86_64``, ``aarch64``, ``arm64``, ``AMD64``…).
+    :param bits: the interpreter's pointer size in bits (conda's ``context.bits``), which names
+        every machine not in conda's non-x86 list; by default the machine's own (``x86_64`` →
+        64, ``i686`` → 32; ``None`` for another machine).
+    :returns: the subdir, or ``None`` for an unknown OS, or an unknown machine without ``bits``.
+    """
     if not system or not machine:
         return None
-    osname = {"linux": "linux", "darwin": "osx", "windows": "win"}.get(system.lower())
+    osname = _CONDA_OS.get(system.lower())
     if osname is None:
         return None
-    arch = {"x86_64": "64", "amd64": "64", "aarch64": "aarch64",
-            "arm64": "arm64" if osname == "osx" else "aarch64", "ppc64le": "ppc64le",
-            "s390x": "s390x", "i686": "32", "x86": "32"}.get(machine.lower())
-    return f"{osname}-{arch}" if arch else None
+    if osname == "zos":
+        return "zos-z"
+    m = machine.lower()
+    if m in _NON_X86_MACHINES:
+        return f"{osname}-{m}"
+    width = bits if bits is not None else _X86_BITS.get(m)
+    return f"{osname}-{width}" if width else None
+
+
+def current_subdir() -> str:
+    """This machine's conda platform (subdir): ``linux-64``, ``linux-aarch64``,
+    ``linux-ppc64le``, ``osx-arm64``, ``win-64``…, as conda's ``context.subdir`` names it
+    without a ``CONDA_SUBDIR``/``subdir`` setting (:func:`subdir_of` of ``sys.platform``,
+    ``platform.machine()`` and the interpreter's pointer size).  envlock's one answer to "this
+    machine's conda platform" (``lock``'s default platform, ``verify``'s lock-target check,
+    ``restore``).
+
+    :returns: the subdir (``unknown-<bits>`` on an OS conda does not know, as conda).
+    """
+    import platform  # noqa: PLC0415
+    import struct  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    bits = 8 * struct.calcsize("P")
+    found = subdir_of(sys.platform, platform.machine(), bits)
+    if found:
+        return found
+    return f"unknown-{bits}"
 
 
 # -- files ------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import Any
 
 from envlock import libfamilies
 from envlock.findings import Finding
+from envlock.libs.argument import file_target
 from envlock.libs.diagnose import report_findings, symbol_findings
 from envlock.libs.elf import ElfCache
 from envlock.libs.owners import OwnerIndex
@@ -45,11 +46,13 @@ __all__ = [
     "LibsReport",
     "RuntimeResult",
     "analyze_module",
+    "file_target",
     "find_module_files",
     "probe_libraries",
 ]
 
 # -- finding the module's files ------------------------------------------------------------
+
 
 #: Packages whose main extension module is not directly in the package directory.
 _KNOWN_EXTENSIONS = {"tensorflow": ("python/_pywrap_tensorflow_internal.so",)}
@@ -60,7 +63,7 @@ _EXT = re.compile(r"\.(cpython-[^.]+|abi3)?\.?so$")
 def find_module_files(target: str, sys_path: Sequence[str]) -> tuple[str | None, list[str]]:
     """The package directory and extension files ``import target`` would ``dlopen``.
 
-    :param target: a dotted module name, or a path to a file.
+    :param target: a dotted module name, or a file (:func:`file_target`).
     :param sys_path: the target interpreter's ``sys.path``.
     :returns: ``(where, [extension files])``.  For a package, ``where`` is its directory and
         the files are the extension modules directly inside it
@@ -69,8 +72,9 @@ def find_module_files(target: str, sys_path: Sequence[str]) -> tuple[str | None,
         pure-Python module, ``where`` is its ``.py`` file and the list is empty.  Names not
         found give ``(None, [])``.
     """
-    if os.sep in target or target.endswith(".so") or os.path.isfile(target):
-        return (None, [os.path.abspath(target)])
+    path = file_target(target)
+    if path is not None:
+        return (None, [path])
     parts = target.split(".")
     for entry in sys_path:
         if not entry or not os.path.isdir(entry):

@@ -128,6 +128,7 @@ def lock_spec(
     :raises ManifestError: malformed spec; :raises LockError: channel unreachable.
     """
     from envlock.errors import LockError  # noqa: PLC0415
+    from envlock.formats.conda import current_subdir  # noqa: PLC0415
     from envlock.lock import _spec, _tools  # noqa: PLC0415
     from envlock.lock._output import LockResult, write_all  # noqa: PLC0415
 
@@ -136,7 +137,7 @@ def lock_spec(
     first = _spec.read_environment_yml(spec)  # every value checked (docs/trust.md)
     _admit(_sources_of_spec(first, spec), spec, index, allow_index, trust_lockfile_indexes)
     if not platforms:
-        platforms = first.platforms or (_current_platform(),)
+        platforms = first.platforms or (current_subdir(),)
     for p in platforms:
         if p not in _spec.PLATFORMS:
             raise LockError(f"unknown platform {p!r} (known: {', '.join(_spec.PLATFORMS)})")
@@ -300,12 +301,6 @@ def lock_from_manifest(
 
     return dataclasses.replace(result, notes=(*result.notes, *notes,
                                               *(f"warning: {w}" for w in warnings)))
-
-
-def _current_platform() -> str:
-    from envlock.lock._tools import current_platform  # noqa: PLC0415
-
-    return current_platform()
 
 
 def __getattr__(name: str) -> Any:

@@ -77,11 +77,11 @@ def _remove_partial(prefix: Path, created: bool) -> str:
 def _run_steps(plan: RestorePlan, runner: Runner) -> list[str]:
     from envlock.lock import _condalock  # noqa: PLC0415
     from envlock.lock._pip import _uv_env  # noqa: PLC0415
+    from envlock.formats.conda import current_subdir  # noqa: PLC0415
     from envlock.lock._tools import (  # noqa: PLC0415
         INSTALL_TIMEOUT,
         conda_executable,
         conda_lock_argv,
-        current_platform,
         uv_bin,
     )
 
@@ -99,7 +99,7 @@ def _run_steps(plan: RestorePlan, runner: Runner) -> list[str]:
             exe = conda_executable()
             if exe is None:
                 names = _condalock.install(step.lockfile or "", plan.prefix)
-                platform = current_platform()
+                platform = current_subdir()
                 pip_lines = _condalock.pip_requirements(step.lockfile or "", platform)
                 if pip_lines:
                     _install_pip_lines(uv_bin(), plan.prefix, pip_lines, runner, INSTALL_TIMEOUT,

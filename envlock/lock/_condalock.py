@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envlock.errors import LockError, ManifestError
-from envlock.lock._tools import current_platform, require, run_async
+from envlock.formats.conda import current_subdir
+from envlock.lock._tools import require, run_async
 from envlock.redact import REDACTED
 
 if TYPE_CHECKING:
@@ -256,7 +257,7 @@ def install(
     """
     rattler = require("rattler")
     doc = read(path)
-    platform = platform or current_platform()
+    platform = platform or current_subdir()
     conda = [p for p in doc.package if p.manager == "conda" and p.platform == platform]
     if not conda:
         raise LockError(f"{path}: no conda packages for platform {platform}")

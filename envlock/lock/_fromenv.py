@@ -27,19 +27,17 @@ __all__ = ["lock_manifest", "environment_platform", "check_complete", "check_int
 
 def environment_platform(manifest: Manifest) -> str:
     """The conda platform (subdir) of an environment: the commonest non-``noarch`` subdir of
-    its conda packages, else this machine's (as py-rattler names it)."""
+    its conda packages, else this machine's
+    (:func:`envlock.formats.conda.current_subdir`)."""
     subdirs = Counter(
         c.subdir for c in (manifest.conda.packages if manifest.conda else ()) if c.subdir
         and c.subdir != "noarch"
     )
     if subdirs:
         return subdirs.most_common(1)[0][0]
-    import platform  # noqa: PLC0415
+    from envlock.formats.conda import current_subdir  # noqa: PLC0415
 
-    machine = platform.machine()
-    return {"x86_64": "linux-64", "aarch64": "linux-aarch64", "ppc64le": "linux-ppc64le"}.get(
-        machine, f"linux-{machine}"
-    )
+    return current_subdir()
 
 
 def check_complete(manifest: Manifest) -> None:

@@ -306,10 +306,10 @@ def _pip_conf_values(environ: Mapping[str, str]) -> list[str]:
 
 
 def _uv_toml_values(environ: Mapping[str, str]) -> list[str]:
-    import tomllib  # noqa: PLC0415
-
     from envlock._io import InputError  # noqa: PLC0415
     from envlock._io import read_text as read  # noqa: PLC0415
+    from envlock.errors import ManifestError  # noqa: PLC0415
+    from envlock.manifest._toml import load_toml  # noqa: PLC0415
 
     home = Path(environ.get("HOME", "~")).expanduser()
     xdg = Path(environ.get("XDG_CONFIG_HOME") or home / ".config")
@@ -318,8 +318,8 @@ def _uv_toml_values(environ: Mapping[str, str]) -> list[str]:
     out: list[str] = []
     for f in files:
         try:
-            data = tomllib.loads(read(f, limit=1 << 20))
-        except (InputError, tomllib.TOMLDecodeError):
+            data = load_toml(read(f, limit=1 << 20), str(f))  # rtoml: the Rust toml crate uv reads with
+        except (InputError, ManifestError):
             continue
         out += _uv_table_values(data)
     return out

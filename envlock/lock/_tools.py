@@ -23,7 +23,6 @@ __all__ = [
     "uv_bin",
     "run_async",
     "conda_executable",
-    "current_platform",
     "CONDA_EXECUTABLES",
     "SOLVE_TIMEOUT",
     "INSTALL_TIMEOUT",
@@ -105,11 +104,6 @@ def conda_executable(env: Mapping[str, str] | None = None) -> str | None:
         if found:
             return found
     return None
-
-
-def current_platform() -> str:
-    """This machine's conda platform (subdir), e.g. ``"linux-64"``, as py-rattler detects it."""
-    return str(require("rattler").Subdir.current())
 
 
 def conda_lock_argv() -> list[str]:

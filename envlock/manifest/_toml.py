@@ -1,6 +1,7 @@
 """Reading and writing manifest files: the only module that touches TOML/JSON text.
 
-TOML is read with :mod:`tomllib` (``tomli`` before Python 3.11) and written with ``tomli_w``;
+TOML is read by :func:`load_toml`, envlock's one TOML reader (bounded nesting; ``rtoml``, else
+:mod:`tomllib`) and written with ``tomli_w``;
 JSON with :mod:`json` (sorted as the model orders it, two-space indent).  Writing is atomic
 and, without ``force``, create-or-fail (:func:`atomic_write`): a killed job never leaves a
 half-written manifest nor a temporary file.
@@ -10,50 +11,139 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
+from envlock._io import one_line
 from envlock.errors import ManifestError
 from envlock.redact import redact_tree
 
-__all__ = ["atomic_write", "dumps", "load_file", "loads", "read_text"]
+__all__ = ["MAX_DEPTH", "atomic_write", "check_depth", "check_nesting", "dumps", "load_file", "load_json",
+           "load_toml", "loads", "read_text"]
 
 
-def _tomllib() -> Any:
-    if sys.version_info >= (3, 11):
-        import tomllib  # noqa: PLC0415
+#: Deepest nesting of arrays, tables or mappings accepted.  Real manifests and lockfiles nest
+#: at most 7 levels (uv.lock, poetry.lock, pylock.toml, conda-lock.yml of tests/formats/foreign and
+#: /work/shared/cases); 100 keeps every recursive parser or walker far from Python's recursion
+#: limit (1000).
+MAX_DEPTH = 100
 
-        return tomllib
-    import tomli  # noqa: PLC0415
+# TOML/JSON strings and TOML comments: brackets inside them do not nest.
+_STRINGS = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:\\.|[^"\\\n])*"|\'[^\'\n]*\'|#[^\n]*')
+_BRACKETS = re.compile(r"[\[\]{}]")
 
-    return tomli
+
+def check_nesting(text: str, name: str, limit: int = MAX_DEPTH) -> None:
+    """Refuse TOML/JSON text whose brackets nest deeper than ``limit``, before a parser sees it.
+
+    Strings and comments are skipped, so brackets inside them do not count; the count is an upper
+    bound of the nesting of arrays and inline tables, the constructs :mod:`tomllib` and
+    :mod:`json` parse recursively.  (Dotted keys and ``[a.b.c]`` headers nest without brackets;
+    :func:`check_depth` bounds those after parsing.)
+
+    :raises ManifestError: deeper than ``limit``.
+    """
+    if text.count("[") + text.count("{") <= limit:
+        return
+    depth = 0
+    for m in _BRACKETS.finditer(_STRINGS.sub("", text)):
+        if m.group() in "[{":
+            depth += 1
+            if depth > limit:
+                line = text.count("\n", 0, m.start()) + 1 if len(text) < 1 << 20 else 0
+                where = f" (line {line})" if line else ""
+                raise ManifestError(f"{name}: nested more than {limit} levels deep{where}")
+        else:
+            depth = max(depth - 1, 0)
+
+
+def check_depth(data: Any, name: str, limit: int = MAX_DEPTH) -> None:
+    """Refuse parsed data whose tables/arrays nest more than ``limit`` levels below the top-level
+    table (walked with an explicit stack, never recursively), so that no later walker of it (the
+    manifest model, redaction, rendering) can hit Python's recursion limit.
+
+    :raises ManifestError: deeper than ``limit``.
+    """
+    stack: list[tuple[Any, int]] = [(data, 0)]
+    while stack:
+        node, depth = stack.pop()
+        for child in node.values() if isinstance(node, dict) else node:
+            if isinstance(child, (dict, list)):
+                if depth + 1 > limit:
+                    raise ManifestError(f"{name}: nested more than {limit} levels deep")
+                stack.append((child, depth + 1))
+
+
+def load_json(text: str, name: str) -> Any:
+    """Parse JSON with bounded nesting (:func:`check_nesting`; JSON nests only with brackets).
+
+    :raises ManifestError: malformed or too deeply nested (one line).
+    """
+    check_nesting(text, name)
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ManifestError(f"{name}: malformed JSON ({one_line(str(exc))})") from None
+
+
+def load_toml(text: str, name: str, *, exact: bool = False) -> dict[str, Any]:
+    """Parse TOML (or JSON when the text starts with ``{``): envlock's one TOML reader.
+
+    Every TOML input — manifests, run records, lockfiles, impact models, ``uv.toml`` — is parsed
+    here, with one rule: at most :data:`MAX_DEPTH` levels of nesting (brackets counted before
+    parsing, :func:`check_nesting`; the parsed tables after, :func:`check_depth`), else one
+    error line.  ``rtoml`` (Rust, ~15x faster) parses first when installed; on any failure
+    :mod:`tomllib` (TOML 1.0; ``tomli`` before Python 3.11) parses again, so errors are worded
+    by ``tomllib``.  With ``exact``, only :mod:`tomllib` (what ``packaging.pylock`` users and
+    uv's Python tooling parse with) judges the text.
+
+    :param name: the file name shown in error messages.
+    :returns: the top-level table.
+    :raises ManifestError: malformed, top level not a table/object, or nested too deeply (one
+        line naming ``name``).
+    """
+    if text.lstrip().startswith("{"):
+        data = load_json(text, name)
+        if not isinstance(data, dict):
+            raise ManifestError(f"{name}: top level is not an object")
+        check_depth(data, name)
+        return data
+    parsed: dict[str, Any] | None = None
+    try:  # rtoml refuses nesting deeper than its own limit (~80 levels) with an error
+        if exact:
+            raise ImportError
+        import rtoml  # noqa: PLC0415
+
+        got = rtoml.loads(text)
+        if isinstance(got, dict):
+            parsed = got
+    except ImportError:
+        pass
+    except Exception:  # noqa: BLE001, S110 - any rtoml failure: tomllib judges and words it
+        pass
+    if parsed is None:
+        check_nesting(text, name)  # before the recursive tomllib sees the text
+        if sys.version_info >= (3, 11):
+            import tomllib  # noqa: PLC0415
+        else:  # pragma: no cover
+            import tomli as tomllib  # noqa: PLC0415
+        try:
+            parsed = tomllib.loads(text)
+        except (tomllib.TOMLDecodeError, RecursionError) as exc:
+            raise ManifestError(f"{name}: malformed TOML ({one_line(str(exc))})") from None
+    check_depth(parsed, name)
+    return parsed
 
 
 def loads(text: str, *, name: str = "<string>") -> dict[str, Any]:
-    """Parse TOML or JSON text (JSON when it starts with ``{``).
+    """Parse TOML or JSON text (JSON when it starts with ``{``) with :func:`load_toml`.
 
     :param name: file name used in error messages.
-    :raises ManifestError: malformed text, with the parser's reason.
+    :raises ManifestError: malformed text, with the parser's reason, or nested too deeply.
     """
-    stripped = text.lstrip()
-    if stripped.startswith("{"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ManifestError(f"{name}: malformed JSON ({exc})") from None
-        except RecursionError:
-            raise ManifestError(f"{name}: malformed JSON (nested too deeply)") from None
-        if not isinstance(data, dict):
-            raise ManifestError(f"{name}: top level is not an object")
-        return data
-    tomllib = _tomllib()
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ManifestError(f"{name}: malformed TOML ({exc})") from None
-    except RecursionError:
-        raise ManifestError(f"{name}: malformed TOML (nested too deeply)") from None
+    return load_toml(text, name)
 
 
 def read_text(path: str | os.PathLike[str]) -> str:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envlock import _run
@@ -49,7 +50,7 @@ from envlock.redact import redact_argv
 if TYPE_CHECKING:
     from envlock.manifest.libraries import LibrariesInfo
 
-__all__ = ["attribute_conda", "snapshot", "utc_now"]
+__all__ = ["attribute_conda", "not_python", "snapshot", "utc_now", "with_patch"]
 
 
 def utc_now() -> str:
@@ -151,6 +152,10 @@ def snapshot(
     lock_dir: str | None = None,
     locks: Sequence[str] = (),
     libraries: bool = True,
+    output: str | os.PathLike[str] | None = None,
+    save_patch: bool = False,
+    force: bool = False,
+    require_python: bool = False,
 ) -> Manifest:
     """Observe a target environment and return its manifest.
 
@@ -177,7 +182,21 @@ def snapshot(
         envlock's model of the dynamic loader).
     :param stack_timeout: overall budget of the stack probes, seconds; a probe still running
         then is recorded as ``timeout``.
-    :raises TargetError: the target cannot be found (bad ``--python``/``--prefix``).
+    :param output: the manifest file this snapshot is for (the caller writes it with
+        ``Manifest.write``); ``save_patch`` writes beside it.
+    :param save_patch: write the uncommitted diff of the ``[git]`` checkout (``git diff HEAD
+        --binary``, a header naming the commit and the untracked files;
+        :func:`envlock.probes.git.make_patch`) to ``output`` with the suffix ``.patch``, and
+        record its name and sha256 in ``[git]`` (``--save-patch``).
+    :param force: with ``save_patch``, replace an existing patch file.
+    :param require_python: refuse (``TargetError``) a ``python`` that runs but is not a Python
+        interpreter (:func:`not_python`), as ``envlock snapshot --python`` does: a manifest of it
+        would describe some other environment.  Off by default: the manifest then records the
+        failure (``[python] status = "error"``) and the prefix's ``site-packages``.
+    :raises TargetError: the target cannot be found (bad ``--python``/``--prefix``), or, with
+        ``require_python``, ``python`` is not a Python interpreter.
+    :raises ArgumentsError: ``save_patch`` without ``output``, or the checkout is no git one.
+    :raises OutputExistsError: ``save_patch``: the patch file exists and ``force`` is false.
     :raises InputError: a ``locks`` file is missing or not a lockfile.
     :raises KeyboardInterrupt: on Ctrl-C, after pending probes are cancelled and every child
         process group is killed (:func:`envlock._run.cancel_all`), so it returns at once.
@@ -195,6 +214,16 @@ def snapshot(
     try:
         query = query_interpreter_cached if runner is run else query_interpreter
         python_info = pool.submit(query, target, runner=runner, environ=env).result()
+        if require_python and python and python_info.status == "error" and not_python(python_info.error or "", python):
+            # The interpreter asked for by name ran but did not answer as Python does
+            # (/bin/true, a shell script, a binary of another machine).  (A hung one is
+            # recorded: its [python] says "timeout".)
+            from envlock._io import one_line  # noqa: PLC0415
+            from envlock.errors import TargetError  # noqa: PLC0415
+            from envlock.redact import printable  # noqa: PLC0415
+
+            raise TargetError(f"--python {printable(python)}: not a working Python interpreter "
+                              f"({one_line(printable(python_info.error or 'no answer'), 160)})")
         target = refine_target(target, python_info)
         # The one world every probe of this snapshot observes (the target as its interpreter
         # reported it); results of one probe that another needs are passed on explicitly.
@@ -267,7 +296,7 @@ def snapshot(
         duration=round(time.perf_counter() - started, 3),
         warnings=tuple(warnings),
     )
-    return Manifest(
+    manifest = Manifest(
         envlock=head,
         target=target.to_model(),
         python=python_info,
@@ -281,6 +310,61 @@ def snapshot(
         libraries=libraries_info,
         **stack_tables,
     )
+    if save_patch:
+        from envlock._io import write_file  # noqa: PLC0415
+
+        manifest, patch_path, data = with_patch(manifest, output, runner=runner, environ=env)
+        write_file(patch_path, data, force=force)
+    return manifest
+
+
+def not_python(detail: str, python: str) -> bool:
+    """Whether the interpreter query's failure ``detail`` says the program ``python`` is not
+    Python at all: it answered something else (``/bin/true``, a script), or failed without a
+    word of Python's own (an ELF of another machine, ``/bin/ls``).  A Python that fails in this
+    environment ("Fatal Python error", "Python path configuration") is recorded as it is."""
+    if detail.startswith("unexpected answer"):
+        return True
+    own = detail.replace(python, "").replace(os.path.abspath(python), "")
+    return "python" not in own.lower()
+
+
+def with_patch(manifest: Manifest, output: str | os.PathLike[str] | None, *,
+               runner: Runner = run, environ: Mapping[str, str] | None = None,
+               ) -> tuple[Manifest, Path, bytes]:
+    """``manifest`` with ``[git] patch``/``patch-sha256``/``patch-note`` set for the patch file
+    beside ``output`` (its suffix replaced by ``.patch``), that file's path and its bytes
+    (:func:`envlock.probes.git.make_patch`).  A patch whose added lines look like credentials
+    (:func:`envlock.redact.secret_value`) adds a warning: it is the diff verbatim.
+
+    :raises ArgumentsError: no ``output``, or ``manifest`` has no readable git checkout.
+    """
+    import hashlib  # noqa: PLC0415
+
+    from envlock.errors import ArgumentsError  # noqa: PLC0415
+    from envlock.probes.git import make_patch  # noqa: PLC0415
+    from envlock.redact import secret_value  # noqa: PLC0415
+
+    if output is None or os.fspath(output) == "-":
+        raise ArgumentsError("--save-patch needs -o FILE (the patch is written beside it)")
+    git = manifest.git
+    if git is None or git.status != "ok" or not git.path:
+        raise ArgumentsError("--save-patch: the working directory (or --repo) is not a git "
+                             "checkout")
+    patch_path = Path(output).with_suffix(".patch")
+    data, note = make_patch(git.path, git.commit, runner=runner, environ=environ)
+    new_git = replace(git, patch=patch_path.name, patch_sha256=hashlib.sha256(data).hexdigest(),
+                      patch_note=note)
+    warnings = list(manifest.envlock.warnings)
+    if note:
+        warnings.append(f"git: --save-patch: {note}")
+    text = data.decode("utf-8", "replace")
+    risky = sum(1 for line in text.splitlines() if line.startswith("+") and secret_value(line))
+    if risky:
+        warnings.append(f"git: --save-patch: {patch_path.name} is your diff verbatim and "
+                        f"{risky} added line(s) look like credentials; check it before sharing")
+    head = replace(manifest.envlock, warnings=tuple(warnings))
+    return replace(manifest, git=new_git, envlock=head), patch_path, data
 
 
 def _resume_after(pool: ThreadPoolExecutor) -> None:

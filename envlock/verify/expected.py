@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 from envlock.errors import ManifestError
 
-__all__ = ["LockedPackage", "Lock", "Expected", "read_lock", "current_conda_platform", "canonical"]
+__all__ = ["LockedPackage", "Lock", "Expected", "read_lock", "canonical"]
 
 
 def canonical(name: str) -> str:
@@ -72,18 +72,6 @@ class Lock(NamedTuple):
     environments: tuple[str, ...] = ()
 
 
-def current_conda_platform() -> str:
-    """conda's subdir for this machine: ``linux-64``, ``linux-aarch64``, ``osx-arm64``, …"""
-    import platform as _platform  # noqa: PLC0415
-
-    system = _platform.system().lower()
-    machine = _platform.machine().lower()
-    osname = {"linux": "linux", "darwin": "osx", "windows": "win"}.get(system, system)
-    arch = {"x86_64": "64", "amd64": "64", "aarch64": "aarch64", "arm64": "arm64" if osname == "osx" else "aarch64",
-            "ppc64le": "ppc64le", "s390x": "s390x"}.get(machine, machine)
-    return f"{osname}-{arch}"
-
-
 _LOCK_NAMES = ("pylock.toml, conda-lock.yml, an explicit conda-<platform>.lock, uv.lock, "
                "poetry.lock, pdm.lock or pixi.lock")
 
@@ -102,6 +90,7 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
         own tool, or not a lockfile (one line).
     """
     from envlock import formats  # noqa: PLC0415
+    from envlock.formats.conda import current_subdir  # noqa: PLC0415
 
     p = Path(path)
     if not os.path.lexists(p):
@@ -122,7 +111,7 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
     if r.lock is None:
         raise ManifestError(f"{p}: unknown lockfile kind (expected {_LOCK_NAMES}; this is "
                             f"{r.kind})")
-    plat = platform or current_conda_platform()
+    plat = platform or current_subdir()
     out = []
     for x in r.lock.packages:
         if x.platform is not None and x.platform != plat:

@@ -273,13 +273,13 @@ def _lock_target_mismatch(ctx: Context, lock: Any, source: str) -> Finding | Non
     ``platforms``), another Python (``requires-python``, PEP 440) or other environments
     (pylock's ``environments`` markers, PEP 751), so none of its packages are this target's."""
     from envlock.formats.markers import marker_holds, target_marker_env  # noqa: PLC0415
-    from envlock.verify.expected import current_conda_platform  # noqa: PLC0415
+    from envlock.formats.conda import current_subdir  # noqa: PLC0415
 
     py = ctx.live.python
     version = getattr(py, "version", None)
     why = evidence = None
     fix = "Lock for this target (envlock lock), or verify on a machine and Python the lock is for."
-    here = current_conda_platform()
+    here = current_subdir()
     if lock.platforms and here not in lock.platforms:
         why = f"it locks {', '.join(lock.platforms)}; this machine is {here}"
         evidence = f"{lock.path}: platforms {', '.join(lock.platforms)}"
