@@ -44,7 +44,7 @@ from pathlib import Path
 
 from envlock.errors import EnvlockError, OutputExistsError
 
-__all__ = ["MAX_INPUT_BYTES", "InputError", "read_bytes", "read_text", "one_line", "irregular",
+__all__ = ["MAX_INPUT_BYTES", "InputError", "read_bytes", "read_head", "read_text", "one_line", "irregular",
            "has_elf_magic", "write_file", "check_writable", "no_space", "BusyError",
            "hold_lock", "null_fd", "null_closed_streams"]
 
@@ -67,19 +67,25 @@ def irregular(mode: int) -> str | None:
     return next((what for test, what in _KINDS if test(mode)), None)
 
 
-def has_elf_magic(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a regular file that starts with ``\\x7fELF`` (a wrapper script, a
-    FIFO, a missing file: ``False``; opened non-blocking, so a FIFO never waits)."""
+def read_head(path: str | os.PathLike[str], size: int) -> bytes | None:
+    """The first ``size`` bytes (or fewer) of the regular file ``path``; ``None`` for anything
+    else (missing, unreadable, a FIFO or device: opened non-blocking, so a FIFO never waits)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError:
-        return False
+        return None
     try:
-        return stat.S_ISREG(os.fstat(fd).st_mode) and os.read(fd, 4) == b"\x7fELF"
+        return os.read(fd, size) if stat.S_ISREG(os.fstat(fd).st_mode) else None
     except OSError:
-        return False
+        return None
     finally:
         os.close(fd)
+
+
+def has_elf_magic(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a regular file that starts with ``\\x7fELF`` (a wrapper script, a
+    FIFO, a missing file: ``False``; :func:`read_head`)."""
+    return read_head(path, 4) == b"\x7fELF"
 
 
 class InputError(EnvlockError, ValueError):

@@ -11,12 +11,13 @@ import hashlib
 import os
 from collections.abc import Mapping
 
+from envlock._io import read_head
 from envlock._run import Runner, RunResult, run
 from envlock.manifest import GitInfo, GitRemote, Status
 from envlock.probes.world import World
 from envlock.redact import redact_url
 
-__all__ = ["GIT_TIMEOUT", "git_env", "probe_git"]
+__all__ = ["GIT_TIMEOUT", "git_env", "probe_git", "untracked_files"]
 
 #: Seconds allowed for each git command.
 GIT_TIMEOUT = 5.0
@@ -29,6 +30,38 @@ def git_env(environ: Mapping[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in (os.environ if environ is None else environ).items() if k not in _DROP}
     env.update({"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"})
     return env
+
+
+#: The first bytes of a file envlock wrote: a manifest or run record (TOML, JSON), a
+#: ``--save-patch`` file.  Such a file is envlock's output about the code, never the code.
+_OWN_HEADS = (b"[envlock]", b'{"envlock"', b"[run]", b"# envlock --save-patch")
+_OWN_SUFFIXES = (".toml", ".json", ".patch")
+
+
+def _envlock_output(top: str, name: str) -> bool:
+    """Whether the untracked file ``name`` (relative to ``top``) is one envlock wrote: a
+    manifest, run record or patch by its first bytes, or a run directory's lock file."""
+    if os.path.basename(name) == ".envlock-run.lock":
+        return True
+    if not name.endswith(_OWN_SUFFIXES):
+        return False
+    head = read_head(os.path.join(top, name), 64)
+    return head is not None and head.lstrip().startswith(_OWN_HEADS)
+
+
+def untracked_files(top: str, status_z: str) -> list[str]:
+    """The untracked, not ignored files of ``git status --porcelain=v2 -z --untracked-files=all``
+    output (every file, as ``git ls-files --others --exclude-standard`` lists them), less those
+    envlock wrote (:func:`_envlock_output`): a second snapshot does not see the first
+    manifest as a change of the code.  ``[git] untracked`` and the ``--save-patch`` header
+    count this one list.
+
+    :param top: the top of the work tree (git's paths are relative to it).
+    :param status_z: git's NUL-separated status records.
+    :returns: the file names, sorted.
+    """
+    names = (rec[2:] for rec in status_z.split("\0") if rec.startswith("? "))
+    return sorted(n for n in names if not _envlock_output(top, n))
 
 
 def _status(result_status: str) -> Status:
@@ -66,12 +99,11 @@ def probe_git(world: World, *, path: str | os.PathLike[str]) -> GitInfo:
         return GitInfo(status=_status(top.status), source="git", error=top.detail)
     toplevel = top.stdout.strip()
 
-    st = git("status", "--porcelain=v2", "--branch", "-z", "--untracked-files=normal")
+    st = git("status", "--porcelain=v2", "--branch", "-z", "--untracked-files=all")
     if not st.ok:
         return GitInfo(status=_status(st.status), source="git", path=toplevel, error=st.detail)
     commit = branch = None
     dirty = False
-    untracked = 0
     for record in st.stdout.split("\0"):
         if record.startswith("# branch.oid "):
             oid = record.split(" ", 2)[2]
@@ -81,8 +113,7 @@ def probe_git(world: World, *, path: str | os.PathLike[str]) -> GitInfo:
             branch = None if head == "(detached)" else head
         elif record.startswith(("1 ", "2 ", "u ")):
             dirty = True
-        elif record.startswith("? "):
-            untracked += 1
+    untracked = len(untracked_files(toplevel, st.stdout))
 
     describe = None
     if commit:
@@ -171,10 +202,10 @@ def make_patch(
                     except InputError as exc:
                         note = str(exc)
     untracked: list[str] = []
-    res = runner(["git", "-C", top, "ls-files", "--others", "--exclude-standard", "-z"],
+    res = runner(["git", "-C", top, "status", "--porcelain=v2", "-z", "--untracked-files=all"],
                  timeout=timeout, env=env)
     if res.ok:
-        untracked = sorted(n for n in res.stdout.split("\0") if n)
+        untracked = untracked_files(top, res.stdout)
     header.append(f"# untracked files (names only, not in the diff): {len(untracked)}")
     header += [f"#   {printable(n)}" for n in untracked]
     if note:

@@ -181,3 +181,52 @@ def test_save_patch_over_the_cap_says_so(tmp_path: Path) -> None:
     data, note = make_patch(str(repo), head, cap=100)
     assert note is not None and "over the cap of 100 bytes: not saved" in note
     assert b"diff --git" not in data and b"# INCOMPLETE: the diff is" in data
+
+
+def test_untracked_counts_files_as_git_ls_files_does_and_the_patch_header_agrees(repo: Path) -> None:
+    """``[git] untracked`` and the ``--save-patch`` header count one list: every untracked, not
+    ignored file (``git ls-files --others --exclude-standard``, the oracle), a new directory's
+    files each — not 1 for the directory as ``--untracked-files=normal`` would."""
+    from envlock.probes.git import make_patch
+
+    (repo / "data").mkdir()
+    for name in ("a.csv", "b.csv", "c.csv"):
+        (repo / "data" / name).write_text("1\n")
+    (repo / "notes.txt").write_text("x")
+    (repo / ".gitignore").write_text("*.log\n")
+    (repo / "run.log").write_text("ignored\n")
+    oracle = git(repo, "ls-files", "--others", "--exclude-standard").splitlines()
+    assert len(oracle) == 5  # 3 csv, notes.txt, .gitignore
+    assert probe_git(World(environ=ENV), path=repo).untracked == len(oracle)
+    data, _note = make_patch(str(repo), git(repo, "rev-parse", "HEAD"), environ=ENV)
+    assert f"# untracked files (names only, not in the diff): {len(oracle)}\n".encode() in data
+
+
+def test_envlock_outputs_in_the_checkout_are_not_untracked_code(repo: Path, tmp_path: Path) -> None:
+    """Two snapshots of one unchanged checkout, the first written into it: the first manifest,
+    its patch, a run directory's files are envlock's outputs about the code, not code — the
+    second snapshot's ``[git]`` equals the first's and ``diff`` finds no difference (exit 0).
+    A TOML file that is not envlock's still counts."""
+    from click.testing import CliRunner
+
+    from envlock.cli import cli
+
+    def snap(name: str) -> None:
+        r = CliRunner().invoke(cli, ["snapshot", "--python", sys.executable, "--repo", str(repo),
+                                     "--save-patch", "-o", str(repo / name), "-q"])
+        assert r.exit_code == 0, r.output
+
+    snap("first.toml")
+    (repo / "runs" / "1").mkdir(parents=True)
+    (repo / "runs" / "1" / "run.toml").write_text('[run]\nschema = 1\noutcome = "succeeded"\n')
+    (repo / "runs" / "1" / ".envlock-run.lock").write_text("")
+    snap("second.toml")
+    import envlock
+
+    first, second = envlock.load(repo / "first.toml").git, envlock.load(repo / "second.toml").git
+    assert first is not None and second is not None
+    assert (first.untracked, first.dirty) == (second.untracked, second.dirty) == (0, False)
+    r = CliRunner().invoke(cli, ["diff", str(repo / "first.toml"), str(repo / "second.toml")])
+    assert r.exit_code == 0, r.output
+    (repo / "config.toml").write_text("[train]\nlr = 0.1\n")  # the user's own file: code
+    assert probe_git(World(environ=ENV), path=repo).untracked == 1
