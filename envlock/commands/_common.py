@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -110,6 +110,39 @@ def handle_errors(func: F) -> F:
         return None
 
     return wrapper  # type: ignore[return-value]
+
+
+def selection_options(func: F) -> F:
+    """Add ``uv sync``'s ``--extra NAME``, ``--group NAME`` (repeatable), ``--all-extras``,
+    ``--all-groups`` and ``--no-dev``: which install of a project lock to compare with; the
+    command gets one ``requested`` (:class:`envlock.formats.markers.Requested`)."""
+    @functools.wraps(func)
+    def wrapper(*args: Any, extras: tuple[str, ...] = (), groups: tuple[str, ...] = (),
+                all_extras: bool = False, all_groups: bool = False, no_dev: bool = False,
+                **kwargs: Any) -> Any:
+        from envlock.formats.markers import Requested  # noqa: PLC0415
+
+        kwargs["requested"] = Requested(tuple(extras), tuple(groups), all_extras, all_groups,
+                                        no_dev)
+        return func(*args, **kwargs)
+
+    opts = [
+        click.option("--no-dev", "no_dev", is_flag=True,
+                     help="The install left out the dev group (uv sync --no-dev)."),
+        click.option("--all-groups", "all_groups", is_flag=True,
+                     help="The install took every dependency group of the lock."),
+        click.option("--all-extras", "all_extras", is_flag=True,
+                     help="The install took every extra of the lock."),
+        click.option("--group", "groups", multiple=True, metavar="NAME",
+                     help="A dependency group the install took (uv sync --group); repeatable."),
+        click.option("--extra", "extras", multiple=True, metavar="NAME",
+                     help="An extra the install took (uv sync --extra); repeatable. Without any "
+                          "of these: inferred from what is installed, and said."),
+    ]
+    out: Any = wrapper
+    for opt in opts:
+        out = opt(out)
+    return cast(F, out)
 
 
 def target_options(func: F) -> F:

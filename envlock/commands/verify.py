@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
 
-from envlock.commands._common import Finite, handle_errors, target_options, will_exit
+from envlock.commands._common import (Finite, handle_errors, selection_options, target_options,
+                                      will_exit)
 
 __all__ = ["verify"]
 
@@ -16,7 +18,9 @@ __all__ = ["verify"]
 @click.option("--manifest", "-m", type=click.Path(dir_okay=False, path_type=str),
               help="The manifest this environment must match (envlock snapshot).")
 @click.option("--lock", "locks", multiple=True, type=click.Path(dir_okay=False, path_type=str),
-              help="A pylock.toml or conda-lock.yml it must match. Repeatable.")
+              help="A pylock.toml, conda-lock.yml, uv.lock, poetry.lock, pdm.lock or pixi.lock it "
+                   "must match. Repeatable.")
+@selection_options
 @target_options
 @click.option("--output-dir", type=click.Path(path_type=str),
               help="Directory the job writes to: must exist, be writable, have free space and inodes.")
@@ -40,6 +44,7 @@ def verify(
     fmt: str,
     quiet: bool,
     timeout: float,
+    requested: Any,
 ) -> None:
     """Check that this job will run as intended.
 
@@ -53,8 +58,10 @@ def verify(
     """
     from envlock.verify import verify as run_verify  # noqa: PLC0415
 
+    extra = {"requested": requested} if requested.given else {}
     report = run_verify(manifest=manifest, locks=locks, python=python, prefix=prefix,
-                        output_dir=output_dir, strict=strict, timeout=timeout, build=build)
+                        output_dir=output_dir, strict=strict, timeout=timeout, build=build,
+                        **extra)
     will_exit(report.exit_code)
     if fmt == "json":
         click.echo(json.dumps(report.to_json(), indent=2))

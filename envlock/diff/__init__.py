@@ -96,8 +96,51 @@ def load_inputs(paths: Sequence[PathLike], kb: KB) -> list[FactSet]:
         sets.append(fs)
     if len(sets) == 2:
         _drop_lock_projects(sets, readings)
+    for i in range(1, len(sets)):
+        _match_markers(sets[0], sets[i], readings[0], readings[i])
     unique_labels(sets)
     return sets
+
+
+_MARKED = " ; "
+
+
+def _match_markers(a: FactSet, b: FactSet, ra: Any, rb: Any) -> None:
+    """A package listed once per environment marker (``uv export``, pylock, a uv.lock fork) is
+    keyed ``name ; marker``; two inputs that write one marker differently (``'`` or ``"``, a
+    uv.lock's ``resolution-markers`` joined with ``or``, ``python_version`` for
+    ``python_full_version``) still mean the same entry.  ``b``'s key is renamed to ``a``'s where
+    the markers are equivalent (:func:`envlock.formats.markers.markers_equivalent`, for the
+    Python versions the locks allow)."""
+    from envlock.formats.markers import markers_equivalent  # noqa: PLC0415
+
+    def marked(fs: FactSet) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for area, key in fs.facts:
+            if area == "package" and _MARKED in key and ("package", key) not in other.facts:
+                out.setdefault(key.split(_MARKED, 1)[0], []).append(key)
+        return out
+
+    other = b
+    only_a = marked(a)
+    other = a
+    only_b = marked(b)
+    rp = next((r.lock.requires_python for r in (ra, rb)
+               if r.lock is not None and r.lock.requires_python), None)
+    for name, keys_b in only_b.items():
+        keys_a = only_a.get(name, [])
+        for kb in keys_b:
+            mb = kb.split(_MARKED, 1)[1]
+            vb = getattr(b.facts[("package", kb)], "version", None)
+            # the same version first: most pairs are found without a full comparison
+            for ka in sorted(keys_a, key=lambda k: getattr(a.facts[("package", k)], "version",
+                                                          None) != vb):
+                if markers_equivalent(ka.split(_MARKED, 1)[1], mb, requires_python=rp):
+                    keys_a.remove(ka)
+                    for (area, key) in list(b.facts):
+                        if key == kb or key.startswith(kb + "."):
+                            b.facts[(area, ka + key[len(kb):])] = b.facts.pop((area, key))
+                    break
 
 
 def _drop_lock_projects(sets: list[FactSet], readings: list[Any]) -> None:

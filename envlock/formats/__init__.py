@@ -418,8 +418,9 @@ def _from_lock(lock: locks.LockFile, platform: str | None, name: str) -> Reading
             conda_pkgs.append(conda.package_entry(x.name, x.version, x.build, x.channel))
         else:
             e: dict[str, Any] = {"name": x.name, "version": x.version}
-            if x.marker:
-                e["marker"] = x.marker
+            marker = _install_marker(x)
+            if marker:
+                e["marker"] = marker
             if x.vcs:
                 e["vcs"] = x.vcs
             if x.commit:
@@ -430,6 +431,17 @@ def _from_lock(lock: locks.LockFile, platform: str | None, name: str) -> Reading
     if not conda_pkgs and not pip_pkgs:
         data.setdefault("pip", {"status": "ok", "source": source, "packages": []})
     return Reading(lock.kind, data, "complete", tuple(platforms), lock)
+
+
+def _install_marker(x: locks.Locked) -> str | None:
+    """Where an entry is installed: its own marker (a uv.lock's ``resolution-markers``: the
+    fork it belongs to) and, where the lock says which installs reach it
+    (:attr:`locks.Locked.groups`), the markers of those edges — what ``uv export`` writes as
+    the entry's ``marker``."""
+    if not x.groups or any(m is None for _g, m in x.groups):
+        return x.marker
+    reach = " or ".join(f"({m})" for m in dict.fromkeys(m for _g, m in x.groups if m))
+    return f"({x.marker}) and ({reach})" if x.marker else reach
 
 
 def reading_of_lock(lock: locks.LockFile, name: str, platform: str | None = None) -> Reading:

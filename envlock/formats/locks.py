@@ -77,6 +77,9 @@ class LockFile:
         uv.lock), or ``None``.
     :ivar environments: the PEP 508 markers of the environments the lock is for (pylock's
         ``environments``; uv.lock's ``supported-markers``/``environments``); ``()``: any.
+    :ivar conflicts: uv.lock's ``conflicts``: sets of extras (``"extra:<name>"``) and groups
+        (``"<group>"``) of which ``uv sync`` installs at most one each (uv's
+        ``tool.uv.conflicts``: the PyTorch ``cpu``/``cu124`` recipe); ``()``: none.
     """
 
     kind: str
@@ -85,6 +88,7 @@ class LockFile:
     projects: tuple[str, ...] = ()
     requires_python: str | None = None
     environments: tuple[str, ...] = ()
+    conflicts: tuple[frozenset[str], ...] = ()
 
 
 def _err(name: str, what: str) -> ManifestError:

@@ -9,10 +9,76 @@ platform, Python version, dependency group and extra; an installed environment i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Protocol
+import itertools
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Protocol
 
-__all__ = ["LockEntry", "marker_holds", "target_marker_env", "applicable"]
+from envlock._names import canonicalize
+
+__all__ = ["LockEntry", "Selection", "Requested", "marker_holds", "target_marker_env", "applicable",
+           "infer_selection", "conflict_item", "markers_equivalent"]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The extras and dependency groups one install took, as ``uv sync --extra X --group G``
+    (``--no-dev`` leaves ``dev`` out), in :attr:`envlock.formats.locks.Locked.groups`' words:
+    ``"extra:<name>"`` for an extra, ``"<group>"`` for a group; names PEP 685-normalized.
+
+    :ivar chosen: the selected extras and groups (the default install ``""`` is always in).
+    :ivar inferred: ``True`` when :func:`infer_selection` chose it from what is installed.
+    """
+
+    chosen: frozenset[str] = frozenset()
+    inferred: bool = False
+
+    def items(self) -> frozenset[tuple[str, str]]:
+        """``{("extra", name), ("group", name)}`` of :attr:`chosen`, as conflict markers ask."""
+        return frozenset(("extra", canonicalize(g[6:])) if g.startswith("extra:")
+                         else ("group", canonicalize(g)) for g in self.chosen)
+
+    def label(self) -> str:
+        """``"--extra cu124 --group dev"`` (``uv sync``'s words), or ``"no extra or group"``."""
+        parts = [f"--extra {g[6:]}" for g in sorted(self.chosen) if g.startswith("extra:")]
+        parts += [f"--group {g}" for g in sorted(self.chosen) if not g.startswith("extra:")]
+        return " ".join(parts) or "no extra or group"
+
+
+@dataclass(frozen=True)
+class Requested:
+    """The extras and groups asked for on the command line, as ``uv sync`` takes them:
+    ``--extra`` / ``--group`` (repeatable), ``--all-extras``, ``--all-groups``, ``--no-dev``.
+    uv's default groups (``dev``) are in unless ``--no-dev``; nothing given at all means
+    "infer it from what is installed" (:func:`infer_selection`)."""
+
+    extras: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    all_extras: bool = False
+    all_groups: bool = False
+    no_dev: bool = False
+
+    @property
+    def given(self) -> bool:
+        """Whether any option was given."""
+        return bool(self.extras or self.groups or self.all_extras or self.all_groups or self.no_dev)
+
+    def resolve(self, choices: Iterable[str]) -> Selection:
+        """The :class:`Selection` of a lock whose extras and groups are ``choices``."""
+        have = set(choices)
+        chosen = {f"extra:{canonicalize(x)}" for x in self.extras}
+        chosen |= {canonicalize(g) for g in self.groups}
+        if self.all_extras:
+            chosen |= {g for g in have if g.startswith("extra:")}
+        if self.all_groups:
+            chosen |= {g for g in have if g and not g.startswith("extra:")}
+        if not self.no_dev and "dev" in have:
+            chosen.add("dev")
+        elif self.no_dev:
+            chosen.discard("dev")
+        return Selection(frozenset(chosen))
 
 
 class LockEntry(Protocol):
@@ -29,22 +95,21 @@ class LockEntry(Protocol):
     def groups(self) -> tuple[tuple[str, str | None], ...]: ...
 
 
-def marker_holds(marker: str, env: Mapping[str, str]) -> bool:
-    """Whether PEP 508 ``marker`` holds in marker environment ``env`` (:mod:`packaging.markers`;
-    ``extra`` is ``""`` unless ``env`` sets it).  A variable ``env`` lacks makes it not hold.
+def marker_holds(marker: str, env: Mapping[str, str], *,
+                 selection: Selection | None = None) -> bool:
+    """Whether PEP 508 ``marker`` holds in marker environment ``env`` for the extras and groups
+    ``selection`` installs (:mod:`packaging.markers` for each comparison; ``extra`` is ``""``
+    unless ``env`` sets it).  A variable ``env`` lacks makes its comparison false.
+
+    uv's conflict markers (``extra == 'extra-7-project-cpu'``, ``extra != 'group-7-project-dev'``;
+    :func:`conflict_item`) and PEP 751's ``'cpu' in extras`` / ``'dev' in dependency_groups``
+    hold when ``selection`` has that extra or group (``None``: none selected), as ``uv sync``
+    reads them: several may be selected at once.
 
     :raises ValueError: ``marker`` is not a valid marker.
     """
-    from packaging.markers import InvalidMarker, Marker  # noqa: PLC0415
-
-    try:
-        m = Marker(marker)
-    except InvalidMarker as exc:
-        raise ValueError(str(exc)) from None
-    try:
-        return bool(m.evaluate({"extra": "", **env}))
-    except Exception:  # noqa: BLE001 - a marker variable this target lacks
-        return False
+    active = selection.items() if selection is not None else frozenset()
+    return _eval(_tree(marker), env, active)
 
 
 def target_marker_env(version: str | None, implementation: str | None, *,
@@ -76,42 +141,420 @@ def target_marker_env(version: str | None, implementation: str | None, *,
     return env
 
 
-def applicable(packages: Iterable[LockEntry], env: Mapping[str, str]
-               ) -> tuple[dict[str, str | None], dict[str, tuple[str, ...]]]:
+def applicable(packages: Iterable[LockEntry], env: Mapping[str, str],
+               selection: Selection | None = None, *,
+               conflicts: Sequence[frozenset[str]] = ()) -> tuple[dict[str, str | None], dict[str, tuple[str, ...]]]:
     """Which of a lock's pip entries apply to a target with PEP 508 marker environment ``env``.
 
     An entry applies when its own marker holds and, where the lock says which installs need
     it (:attr:`envlock.formats.locks.Locked.groups`), one of those groups reaches it under a marker that
     holds (uv's dependency edges: ``colorama`` only where ``sys_platform == 'win32'``).
 
+    :param selection: the extras and groups installed (:class:`Selection`): their entries are
+        needed, and conflict markers are read for them.  ``None``: every group is looked at
+        on its own (its conflict markers read as if it alone were selected) and counted
+        optional — right for a lock without conflicts, ambiguous with them
+        (:func:`infer_selection` then picks one).
+    :param conflicts: the lock's conflict sets (:attr:`envlock.formats.locks.LockFile.conflicts`):
+        a group that conflicts with the selection is not one that could be added to it, so
+        its entries are not optional either.
     :returns: ``({name: version}`` of every applicable entry (of two forks that both apply,
-        the lock's first), ``{name: groups})`` for those only a dependency group or an extra
-        needs (not installing a group is a choice — ``uv sync --no-dev``, ``poetry install
-        --only main``, ``pdm install --prod`` — not a broken environment).
+        the lock's first; a needed one before an optional one), ``{name: groups})`` for those
+        only a dependency group or an extra needs (not installing a group is a choice —
+        ``uv sync --no-dev``, ``poetry install --only main``, ``pdm install --prod`` — not a
+        broken environment).
     """
-    def holds(marker: str | None) -> bool:
+    chosen = selection.chosen if selection is not None else frozenset()
+    excluded = {g for c in conflicts if c & chosen for g in c - chosen}
+
+    def holds(marker: str | None, sel: Selection | None) -> bool:
         if not marker:
             return True
         try:
-            return marker_holds(marker, env)
+            return marker_holds(marker, env, selection=sel)
         except ValueError:
             return True  # read_lock refuses a bad package marker; a bad edge's: count it needed
 
     needed: dict[str, str | None] = {}
+    maybe: dict[str, str | None] = {}
     optional: dict[str, tuple[str, ...]] = {}
     default: set[str] = set()
     for p in packages:
-        if not holds(p.marker):
-            continue
         if p.groups:
-            active = sorted({g for g, m in p.groups if holds(m)})
-            if not active:
-                continue  # every edge that reaches it is for another platform or Python
-            if "" in active:
+            if any(g in ("", *chosen) and holds(m, selection) and holds(p.marker, selection)
+                   for g, m in p.groups):
                 default.add(p.name)
-            else:
-                optional[p.name] = tuple(sorted(set(optional.get(p.name, ())) | set(active)))
-        else:
+                needed.setdefault(p.name, p.version)
+                continue
+            active = sorted({g for g, m in p.groups if g not in chosen and g != ""
+                             and g not in excluded
+                             and holds(m, Selection(chosen | {g}))
+                             and holds(p.marker, Selection(chosen | {g}))})
+            if not active:
+                continue  # every edge that reaches it is for another platform, Python or choice
+            optional[p.name] = tuple(sorted(set(optional.get(p.name, ())) | set(active)))
+            maybe.setdefault(p.name, p.version)
+        elif holds(p.marker, selection):
             default.add(p.name)
-        needed.setdefault(p.name, p.version)
+            needed.setdefault(p.name, p.version)
+    for name, version in maybe.items():
+        needed.setdefault(name, version)
     return needed, {n: g for n, g in optional.items() if n not in default}
+
+
+#: at most this many extras and groups are tried in every combination; past it, one at a time
+_MAX_EXHAUSTIVE = 10
+
+
+def infer_selection(packages: Sequence[LockEntry], env: Mapping[str, str],
+                    installed: Mapping[str, str], *,
+                    conflicts: Sequence[frozenset[str]] = ()) -> Selection:
+    """The extras and groups an installed environment was most likely synced with: of every
+    selection ``uv sync`` allows (no two members of one of the lock's ``conflicts`` sets —
+    uv refuses those), the one under which the lock's needed entries and what is installed
+    differ least.
+
+    A difference is a needed entry not installed, installed in another version (a ``+cpu``
+    torch where ``+cu124`` is needed), or a package of the lock installed that the selection
+    does not need.  Ties go to the fewest extras and groups, then to the first by name — one
+    consistent choice, the same for the same inputs.
+
+    :param installed: ``{normalized name: version}`` of the target.
+    :param conflicts: the lock's conflict sets, in :class:`Selection`'s words.
+    """
+    from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+
+    choices = sorted({g for p in packages for g, _m in p.groups if g})
+    if not choices:
+        return Selection(inferred=True)
+    names = {p.name for p in packages}
+
+    def same(a: str | None, b: str) -> bool:
+        if a is None or a == b:
+            return True
+        try:
+            return Version(a) == Version(b)
+        except InvalidVersion:
+            return False
+
+    def cost(sel: Selection) -> int:
+        needed, optional = applicable(packages, env, sel)
+        required = {n: v for n, v in needed.items() if n not in optional}
+        bad = sum(1 for n, v in required.items() if n not in installed or not same(v, installed[n]))
+        return bad + sum(1 for n in installed if n in names and n not in required)
+
+    def allowed(chosen: frozenset[str]) -> bool:
+        return all(len(chosen & c) < 2 for c in conflicts)
+
+    def key(chosen: frozenset[str]) -> tuple[int, int, list[str]]:
+        return cost(Selection(chosen)), len(chosen), sorted(chosen)
+
+    if len(choices) <= _MAX_EXHAUSTIVE:
+        candidates = (frozenset(c) for r in range(len(choices) + 1)
+                      for c in itertools.combinations(choices, r))
+        best = min((c for c in candidates if allowed(c)), key=key)
+    else:  # greedy: add the choice that lowers the difference most, while one does
+        best = frozenset()
+        while True:
+            step = [best | {c} for c in choices if c not in best and allowed(best | {c})]
+            nxt = min(step, key=key) if step else None
+            if nxt is None or key(nxt)[0] >= key(best)[0]:
+                break
+            best = nxt
+    return Selection(best, inferred=True)
+
+
+# --- uv's conflict markers, and markers as markers -------------------------------------------
+
+#: One token of a PEP 508 marker: a quoted string, a comparison operator, ``and``/``or``, a
+#: parenthesis, or a variable name (PEP 508's grammar; PEP 751 adds ``extras`` and
+#: ``dependency_groups``).
+_TOKEN = re.compile(r"""\s*(?:(?P<str>'[^']*'|"[^"]*")|(?P<op>===|==|!=|<=|>=|~=|<|>|not\s+in\b|in\b)"""
+                    r"""|(?P<kw>and\b|or\b)|(?P<lp>\()|(?P<rp>\))|(?P<var>[A-Za-z_][A-Za-z0-9_.]*))""")
+#: uv's encoding of a conflicting extra or group as an ``extra`` value:
+#: ``extra-{len(package)}-{package}-{extra}`` / ``group-{len(package)}-{package}-{group}``
+#: (uv-resolver ``universal_marker.rs``, ``encode_package_extra``): the length makes the split
+#: unambiguous although ``-`` may occur in both names.
+_UV_CONFLICT = re.compile(r"(extra|group)-(\d+)-(.+)")
+
+#: A parsed marker: an atom ``(lhs, op, rhs)`` (each side ``("var", name)`` or ``("str", value)``),
+#: or ``("and"|"or", [children])``.
+_Node = tuple[Any, ...]
+
+
+def conflict_item(value: str) -> tuple[str, str, str] | None:
+    """Decode one of uv's conflict ``extra`` values: ``"extra-7-project-cpu"`` →
+    ``("extra", "project", "cpu")``, ``"group-7-project-dev"`` → ``("group", "project", "dev")``;
+    ``None`` for an ordinary extra name.  The rule is uv's (uv-resolver ``universal_marker.rs``:
+    the decimal is the package name's length in bytes)."""
+    m = _UV_CONFLICT.fullmatch(value)
+    if not m:
+        return None
+    n = int(m.group(2)) if len(m.group(2)) < 6 else -1
+    tail = m.group(3)
+    if n <= 0 or len(tail.encode()) < n + 2:
+        return None
+    raw = tail.encode()
+    if raw[n:n + 1] != b"-":
+        return None
+    return m.group(1), raw[:n].decode(errors="replace"), raw[n + 1:].decode(errors="replace")
+
+
+def _parse(text: str) -> _Node:
+    """The and/or tree of a marker text packaging already accepted (so the grammar holds)."""
+    toks: list[tuple[str, str]] = []
+    pos = 0
+    text = text.strip()
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if not m or m.end() == pos:
+            raise ValueError(f"cannot read marker at {text[pos:pos + 20]!r}")
+        kind = m.lastgroup or ""
+        val = m.group(kind)
+        toks.append((kind, " ".join(val.split()) if kind == "op" else val))
+        pos = m.end()
+    i = 0
+
+    def side() -> tuple[str, str]:
+        nonlocal i
+        kind, val = toks[i]
+        i += 1
+        if kind == "str":
+            return "str", val[1:-1]
+        if kind == "var":
+            return "var", val.replace(".", "_")  # PEP 508's legacy os.name etc.
+        raise ValueError(f"unexpected {val!r} in marker")
+
+    def atom() -> _Node:
+        nonlocal i
+        if toks[i][0] == "lp":
+            i += 1
+            node = expr()
+            if i >= len(toks) or toks[i][0] != "rp":
+                raise ValueError("unbalanced parenthesis in marker")
+            i += 1
+            return node
+        lhs = side()
+        kind, op = toks[i]
+        if kind != "op":
+            raise ValueError(f"expected an operator, found {op!r}")
+        i += 1
+        return (lhs, op, side())
+
+    def chain(word: str, sub: Any) -> _Node:
+        nonlocal i
+        parts = [sub()]
+        while i < len(toks) and toks[i] == ("kw", word):
+            i += 1
+            parts.append(sub())
+        return parts[0] if len(parts) == 1 else (word, parts)
+
+    def expr() -> _Node:
+        return chain("or", lambda: chain("and", atom))
+
+    node = expr()
+    if i != len(toks):
+        raise ValueError("trailing text in marker")
+    return node
+
+
+def _atom_item(node: _Node) -> tuple[bool, tuple[str, str | None, str]] | None:
+    """``(positive, (kind, package, name))`` when an atom asks whether an extra or group is
+    selected: uv's ``extra == 'extra-7-project-cpu'`` (package known) or PEP 751's ``'cpu' in
+    extras`` / ``'dev' in dependency_groups`` (package ``None``: the locked project)."""
+    lhs, op, rhs = node
+    if op in ("==", "!=") and {lhs[0], rhs[0]} == {"var", "str"}:
+        var, val = (lhs, rhs) if lhs[0] == "var" else (rhs, lhs)
+        if var[1] == "extra":
+            item = conflict_item(val[1])
+            if item is not None:
+                return op == "==", item
+    if op in ("in", "not in") and lhs[0] == "str" and rhs[0] == "var" \
+            and rhs[1] in ("extras", "dependency_groups"):
+        kind = "extra" if rhs[1] == "extras" else "group"
+        return op == "in", (kind, None, canonicalize(lhs[1]))
+    return None
+
+
+def _atom_text(node: _Node) -> str:
+    lhs, op, rhs = node
+
+    def s(x: tuple[str, str]) -> str:
+        return x[1] if x[0] == "var" else (f'"{x[1]}"' if '"' not in x[1] else f"'{x[1]}'")
+    return f"{s(lhs)} {op} {s(rhs)}"
+
+
+@lru_cache(maxsize=4096)
+def _compiled(text: str) -> Any:
+    from packaging.markers import Marker  # noqa: PLC0415
+
+    return Marker(text)
+
+
+def _eval_atom(node: _Node, env: Mapping[str, str], active: frozenset[tuple[str, str]]) -> bool:
+    item = _atom_item(node)
+    if item is not None:
+        positive, (kind, _package, name) = item
+        return ((kind, canonicalize(name)) in active) == positive
+    try:
+        return bool(_compiled(_atom_text(node)).evaluate({"extra": "", **env}))
+    except Exception:  # noqa: BLE001 - a variable this target lacks (``extras`` outside a lock)
+        return False
+
+
+def _eval(node: _Node, env: Mapping[str, str], active: frozenset[tuple[str, str]]) -> bool:
+    if node[0] == "and":
+        return all(_eval(n, env, active) for n in node[1])
+    if node[0] == "or":
+        return any(_eval(n, env, active) for n in node[1])
+    return _eval_atom(node, env, active)
+
+
+@lru_cache(maxsize=4096)
+def _tree(marker: str) -> _Node:
+    from packaging.markers import InvalidMarker  # noqa: PLC0415
+
+    try:
+        _compiled(marker)
+    except InvalidMarker as exc:
+        raise ValueError(str(exc)) from None
+    return _parse(marker)
+
+
+def _atoms(node: _Node) -> list[_Node]:
+    if node[0] in ("and", "or"):
+        return [a for n in node[1] for a in _atoms(n)]
+    return [node]
+
+
+def _var_of(node: _Node) -> str | None:
+    lhs, _op, rhs = node
+    if lhs[0] == "var":
+        return str(lhs[1])
+    return str(rhs[1]) if rhs[0] == "var" else None
+
+
+def _literal(node: _Node) -> str | None:
+    lhs, _op, rhs = node
+    return str(rhs[1]) if rhs[0] == "str" else (str(lhs[1]) if lhs[0] == "str" else None)
+
+
+def _version_points(literals: Iterable[str]) -> list[str]:
+    """Versions on both sides of every literal: the regions where a comparison with any of
+    them is constant (PEP 440 ordering; ``.*`` wildcards mark a boundary at the next release)."""
+    from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+
+    points: set[tuple[int, ...]] = set()
+    for lit in literals:
+        try:
+            r = Version(lit.removesuffix(".*")).release
+        except InvalidVersion:
+            continue
+        points.update({r, (*r[:-1], r[-1] + 1), (*r, 1), (*r[:-1], r[-1] + 1, 1)})
+        if r[-1] > 0:
+            points.add((*r[:-1], r[-1] - 1))
+            points.add((*r[:-1], r[-1] - 1, 99))
+    return [".".join(map(str, p)) for p in sorted(points)]
+
+
+#: at most this many marker environments are tried when two markers are compared
+_MAX_POINTS = 20_000
+_PYTHON = ("python_version", "python_full_version")
+
+
+def markers_equivalent(a: str, b: str, *, requires_python: str | None = None) -> bool:
+    """Whether two PEP 508 markers hold in exactly the same marker environments, with uv's
+    conflict markers (:func:`conflict_item`) and PEP 751's ``extras`` /
+    ``dependency_groups`` read as the same selection of the locked project's extras and groups
+    (uv's own ``pylock.toml`` export writes ``extra == 'extra-7-project-cpu'`` as ``'cpu' in
+    extras``).
+
+    ``'`` or ``"``, ``python_version`` or ``python_full_version``, parentheses, order and
+    unions written differently (``(>= '3.12') or (== '3.11.*')`` and ``>= '3.11'``) are the
+    same marker.  Decided by evaluating both (:mod:`packaging.markers`) on every marker
+    environment that tells their comparisons apart: each variable's literals and the versions
+    around them, one value no literal names, every combination of the extras and groups named.
+
+    :param requires_python: only Python versions this PEP 440 specifier allows count (the
+        lock's ``requires-python``: the only ones the lock is for).
+    :returns: ``False`` when either is not a valid marker, or when they are too large to
+        compare this way (over :data:`_MAX_POINTS` environments) and differ as text.
+    """
+    if a == b:
+        return True
+    try:
+        ta, tb = _tree(a), _tree(b)
+    except ValueError:
+        return False
+    atoms = _atoms(ta) + _atoms(tb)
+    items: set[tuple[str, str]] = set()
+    by_var: dict[str, set[str]] = {}
+    for at in atoms:
+        item = _atom_item(at)
+        if item is not None:
+            items.add((item[1][0], canonicalize(item[1][2])))
+            continue
+        var = _var_of(at)
+        lit = _literal(at)
+        if var is not None:
+            by_var.setdefault("python" if var in _PYTHON else var, set()).update(
+                [lit] if lit is not None else [])
+    dims: list[tuple[str, list[str]]] = []
+    for var, lits in sorted(by_var.items()):
+        if var == "python":
+            pts = _version_points(lits)
+            if requires_python:
+                pts = _allowed(pts, requires_python)
+            dims.append((var, pts or ["3.12.0"]))
+        else:
+            dims.append((var, sorted(lits) + _version_points(lits) + ["\0other"]))
+    size = 2 ** len(items)
+    for _v, pts in dims:
+        size *= len(pts)
+    if size > _MAX_POINTS:
+        return False
+    base = target_marker_env(None, None)
+    item_list = sorted(items)
+    memo: dict[tuple[str, str], bool] = {}
+
+    def value(at: _Node, env: Mapping[str, str], active: frozenset[tuple[str, str]]) -> bool:
+        if _atom_item(at) is not None:
+            return _eval_atom(at, env, active)
+        var = _var_of(at) or ""
+        k = (_atom_text(at), env.get("python_full_version", "") if var in _PYTHON
+             else env.get(var, ""))
+        if k not in memo:
+            memo[k] = _eval_atom(at, env, active)
+        return memo[k]
+
+    def ev(node: _Node, env: Mapping[str, str], active: frozenset[tuple[str, str]]) -> bool:
+        if node[0] == "and":
+            return all(ev(n, env, active) for n in node[1])
+        if node[0] == "or":
+            return any(ev(n, env, active) for n in node[1])
+        return value(node, env, active)
+
+    for combo in itertools.product(*(pts for _v, pts in dims)):
+        env = dict(base)
+        for (var, _pts), val in zip(dims, combo, strict=True):
+            if var == "python":
+                env["python_full_version"] = val
+                env["python_version"] = ".".join((val.split(".") + ["0"])[:2])
+            else:
+                env[var] = val
+        for bits in itertools.product((False, True), repeat=len(item_list)):
+            active = frozenset(i for i, on in zip(item_list, bits, strict=True) if on)
+            if ev(ta, env, active) != ev(tb, env, active):
+                return False
+    return True
+
+
+def _allowed(points: list[str], requires_python: str) -> list[str]:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: PLC0415
+    from packaging.version import Version  # noqa: PLC0415
+
+    try:
+        spec = SpecifierSet(requires_python)
+    except InvalidSpecifier:
+        return points
+    return [p for p in points if spec.contains(Version(p), prereleases=True)]

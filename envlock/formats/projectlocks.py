@@ -66,7 +66,30 @@ def read_uv_lock(data: Mapping[str, Any], name: str) -> LockFile:
     return LockFile("uv.lock", (), tuple(out), projects=tuple(projects),
                     requires_python=rp if isinstance(rp, str) and rp.strip() else None,
                     environments=tuple(e for e in envs if isinstance(e, str))
-                    if isinstance(envs, list) else ())
+                    if isinstance(envs, list) else (),
+                    conflicts=_uv_conflicts(data.get("conflicts"), name))
+
+
+def _uv_conflicts(raw: Any, name: str) -> tuple[frozenset[str], ...]:
+    """uv.lock's ``conflicts = [[{ package, extra }|{ package, group }, ...], ...]`` as
+    :attr:`LockFile.conflicts` (``"extra:<name>"`` / ``"<group>"``, PEP 685-normalized)."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not all(isinstance(s, list) for s in raw):
+        raise _err(name, "conflicts must be an array of arrays")
+    out = []
+    for s in raw:
+        items = set()
+        for item in s:
+            if not isinstance(item, Mapping):
+                raise _err(name, "conflicts entries must be tables")
+            if isinstance(item.get("extra"), str):
+                items.add(f"extra:{canonicalize(item['extra'])}")
+            elif isinstance(item.get("group"), str):
+                items.add(canonicalize(item["group"]))
+        if len(items) > 1:
+            out.append(frozenset(items))
+    return tuple(out)
 
 
 #: at most this many distinct edge conditions are kept per package and group; beyond it the
@@ -167,6 +190,8 @@ def _uv_reach(entries: list[Mapping[str, Any]], manifest: Any,
             targets = by_name.get(canonicalize(e["name"]), [])
             if "version" in e and len(targets) > 1:
                 targets = [t for t in targets if entries[t].get("version") == e["version"]] or targets
+            if "source" in e and len(targets) > 1:  # one version from two indexes (cpu, cu124)
+                targets = [t for t in targets if entries[t].get("source") == e["source"]] or targets
             raw_extras = e.get("extra")
             extras = raw_extras if isinstance(raw_extras, list) else []
             for t in targets:

@@ -193,6 +193,7 @@ def verify(
     statvfs: Callable[[str], Any] = os.statvfs,
     checks: Sequence[tuple[str, Callable[[Any], list[Finding]]]] | None = None,
     build: bool = False,
+    requested: Any = None,
 ) -> VerifyReport:
     """Check the target environment and this node against a manifest and/or lockfiles.
 
@@ -213,6 +214,10 @@ def verify(
     :param checks: the checks to run (default :data:`envlock.verify.checks.CHECKS`).
     :param build: run only the build-toolchain checks
         (:data:`envlock.verify.checks.build.BUILD_CHECKS`, ``verify --build``).
+    :param requested: the extras and groups the target was installed with
+        (:class:`envlock.formats.markers.Requested`: ``uv sync``'s ``--extra`` / ``--group`` /
+        ``--all-extras`` / ``--no-dev``); ``None``: inferred for each lock from what is
+        installed.
     :raises ManifestError: the manifest or a lockfile is missing or malformed.
     :raises ConfigError: the policy file is malformed.
     :raises TargetError: the target environment cannot be found.
@@ -244,7 +249,8 @@ def verify(
     config = load_config(config_dir or (os.path.dirname(os.path.abspath(manifest)) if manifest else cwd))
     ctx = Context(
         live=live,
-        expected=Expected(manifest=m, manifest_path=manifest, locks=lock_list),
+        expected=Expected(manifest=m, manifest_path=manifest, locks=lock_list,
+                          requested=requested),
         environ=env,
         config=config,
         output_dir=output_dir,

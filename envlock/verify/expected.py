@@ -59,7 +59,8 @@ class Lock(NamedTuple):
 
     :ivar platform: the conda subdir whose entries were taken (when the lock has platforms).
     :ivar platforms: every conda subdir the lock is for (``()``: a pip lock, any platform).
-    :ivar projects, requires_python, environments: as :class:`envlock.formats.locks.LockFile`.
+    :ivar projects, requires_python, environments, conflicts: as
+        :class:`envlock.formats.locks.LockFile`.
     """
 
     path: str
@@ -70,6 +71,7 @@ class Lock(NamedTuple):
     projects: tuple[str, ...] = ()
     requires_python: str | None = None
     environments: tuple[str, ...] = ()
+    conflicts: tuple[frozenset[str], ...] = ()
 
 
 _LOCK_NAMES = ("pylock.toml, conda-lock.yml, an explicit conda-<platform>.lock, uv.lock, "
@@ -138,7 +140,8 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
         x.platform for x in r.lock.packages if x.platform))
     return Lock(path=str(p), kind=kind, platform=plat if has_platform else None,
                 packages=tuple(out), platforms=tuple(platforms), projects=r.lock.projects,
-                requires_python=r.lock.requires_python, environments=r.lock.environments)
+                requires_python=r.lock.requires_python, environments=r.lock.environments,
+                conflicts=r.lock.conflicts)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,11 +151,14 @@ class Expected:
     :ivar manifest: the loaded manifest, or ``None``.
     :ivar manifest_path: its path.
     :ivar locks: the lockfiles given with ``--lock``.
+    :ivar requested: the extras and groups the install took (``--extra``, ``--group``,
+        ``--all-extras``, ``--no-dev``); none given: inferred from what is installed.
     """
 
     manifest: Any = None
     manifest_path: str | None = None
     locks: tuple[Lock, ...] = ()
+    requested: Any = None
     _tables: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def table(self, name: str) -> Any:

@@ -89,6 +89,8 @@ def test_uv_sync_no_dev_verifies_and_names_the_groups_left_out(project) -> None:
     assert note["severity"] == "info"
     assert note["title"] == ("2 package(s) of lockfile uv.lock not installed, needed only by dev, "
                              "extra docs: devtool, sphinxish")
+    assert notes["packages.lock-selection"]["title"] == (
+        "lockfile uv.lock read for no extra or group (inferred from what is installed)")
     # winonly (win32) and oldpy (Python < 3.8) are for other targets: never asked for
     assert "winonly" not in json.dumps(doc) and "oldpy" not in json.dumps(doc)
 
@@ -96,8 +98,8 @@ def test_uv_sync_no_dev_verifies_and_names_the_groups_left_out(project) -> None:
     _uv(["sync", "--frozen", "--all-extras", "--all-groups", "--no-index", "--find-links", str(wh),
          "-q", "--python", sys.executable], proj)
     code, doc = _verify(py, proj / "uv.lock")
-    assert code == 0 and [f["id"] for f in doc["findings"]
-                          if f["id"].startswith("packages.")] == []
+    assert code == 0 and [f["title"] for f in doc["findings"] if f["id"].startswith("packages.")] \
+        == ["lockfile uv.lock read for --extra docs --group dev (inferred from what is installed)"]
     _uv(["pip", "uninstall", "--python", str(py), "alpha", "-q"], proj)
     code, doc = _verify(py, proj / "uv.lock")
     assert code == 1

@@ -19,7 +19,6 @@ from envlock.findings import Finding
 
 if TYPE_CHECKING:
     from envlock.verify.context import Context
-    from envlock.verify.expected import LockedPackage
 
 __all__ = [
     "check_manifest_packages",
@@ -238,7 +237,9 @@ def check_lock_packages(ctx: Context) -> list[Finding]:
             out.append(mismatch)
             continue  # its packages are another target's: comparing them says nothing more
         conda_entries = {p.name: (p.version, p.build, p.md5) for p in lock.packages if p.manager == "conda"}
-        pip_entries, optional = _for_target(ctx, [p for p in lock.packages if p.manager == "pip"])
+        pip_entries, optional, chose = _for_target(ctx, lock, source)
+        if chose is not None:
+            out.append(chose)
         live_conda = _live_conda(ctx)
         if conda_entries:
             if not live_conda:
@@ -322,16 +323,47 @@ def _lock_target_mismatch(ctx: Context, lock: Any, source: str) -> Finding | Non
     )
 
 
-def _for_target(ctx: Context, packages: list[LockedPackage]) -> tuple[dict[str, tuple[str | None, None, None]],
-                                                                      dict[str, tuple[str, ...]]]:
-    """:func:`envlock.formats.markers.applicable` for the target interpreter, as ``_compare``
-    takes it."""
-    from envlock.formats.markers import applicable, target_marker_env  # noqa: PLC0415
+def _for_target(ctx: Context, lock: Any, source: str
+                ) -> tuple[dict[str, tuple[str | None, None, None]], dict[str, tuple[str, ...]],
+                           Finding | None]:
+    """:func:`envlock.formats.markers.applicable` for the target interpreter and the extras
+    and groups it was installed with, as ``_compare`` takes it, and the ``info`` finding
+    ``packages.lock-selection`` that says which selection was read (given with ``--extra`` /
+    ``--group`` / ``--all-extras`` / ``--no-dev``, or inferred from what is installed:
+    :func:`envlock.formats.markers.infer_selection`) when the lock has extras or groups."""
+    from envlock.formats.markers import (  # noqa: PLC0415
+        Requested, applicable, infer_selection, target_marker_env)
 
+    packages = [p for p in lock.packages if p.manager == "pip"]
     py = ctx.live.python
-    needed, optional = applicable(packages, target_marker_env(getattr(py, "version", None),
-                                                              getattr(py, "implementation", None)))
-    return {n: (v, None, None) for n, v in needed.items()}, optional
+    env = target_marker_env(getattr(py, "version", None), getattr(py, "implementation", None))
+    choices = sorted({g for p in packages for g, _m in p.groups if g})
+    requested = ctx.expected.requested or Requested()
+    finding = None
+    selection = None
+    if choices:
+        if requested.given:
+            selection = requested.resolve(choices)
+            how = "as given"
+        else:
+            installed = {p.name: p.version for p in ctx.live.pip.packages}
+            selection = infer_selection(packages, env, installed, conflicts=lock.conflicts)
+            how = "inferred from what is installed"
+        shown = ", ".join(g.replace("extra:", "extra ") for g in choices)
+        finding = Finding(
+            id="packages.lock-selection", severity="info",
+            title=f"{source} read for {selection.label()} ({how})",
+            cause=f"{source} locks the packages of several installs (its extras and groups: "
+                  f"{shown}); the target is compared with the one `uv sync {selection.label()}`"
+                  " installs" + (", the one closest to what is installed" if selection.inferred
+                                 else "") + ".",
+            evidence=tuple(f"conflicting, at most one installed: {', '.join(sorted(c))}"
+                           for c in lock.conflicts),
+            fix=("Name the install to check: --extra NAME / --group NAME / --all-extras / "
+                 "--no-dev, as given to uv sync.",),
+        )
+    needed, optional = applicable(packages, env, selection, conflicts=lock.conflicts)
+    return {n: (v, None, None) for n, v in needed.items()}, optional, finding
 
 
 def check_overwritten(ctx: Context) -> list[Finding]:
