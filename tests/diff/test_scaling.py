@@ -59,14 +59,17 @@ def test_a_large_freeze_costs_memory_in_proportion_and_time_linearly(tmp_path: P
     differs and is found;
     the peak RSS grows by under 40 bytes per input byte (a pin of ~20 characters becomes an
     entry, a fact and their strings: ~500 bytes at the peak; the 9.4 GB of a 61 MB freeze
-    were ~150), and three times the input costs under 3.9 times the CPU time (linear, with
-    room for a busy machine; the costs this guards against grew faster)."""
-    small = _diff_cost(tmp_path, 30_000)
-    large = _diff_cost(tmp_path, 90_000)
+    were ~150), and three times the input costs under 6 times the CPU time (linear is 3,
+    quadratic 9: room for a busy machine; the costs this guards against grew faster)."""
+    # each size twice, interleaved, the lower CPU time kept: a busy machine slows single runs
+    runs = [_diff_cost(tmp_path, n) for n in (30_000, 90_000, 30_000, 90_000)]
+    small = min(runs[0::2], key=lambda r: r[1])
+    large = min(runs[1::2], key=lambda r: r[1])
     assert small[3] == 600 and large[3] == 1_800
     assert large[2] < 40 * large[0], (large, large[2] / large[0])
     ratio = large[1] / small[1]
-    assert ratio < 3.9, (small, large, ratio)
+    # linear is 3, quadratic 9: under 6 is linear with room for a busy machine
+    assert ratio < 6, (small, large, ratio)
 
 
 #: pins the fast path takes, and lines next to them that it must leave to packaging
