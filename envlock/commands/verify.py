@@ -17,6 +17,12 @@ __all__ = ["verify"]
               help="The manifest this environment must match (envlock snapshot).")
 @click.option("--lock", "locks", multiple=True, type=click.Path(dir_okay=False, path_type=str),
               help="A pylock.toml or conda-lock.yml it must match. Repeatable.")
+@click.option("-E", "--extras", "extras", multiple=True, metavar="NAME",
+              help="The lock was installed with this optional category/extra (as conda-lock install "
+                   "-E NAME, uv sync --extra NAME): its packages must be there. Repeatable.")
+@click.option("--dev/--no-dev", "dev", default=None,
+              help="The lock's dev category/group was (not) installed (default: as its tool does; "
+                   "conda-lock install installs dev).")
 @target_options
 @click.option("--output-dir", type=click.Path(path_type=str),
               help="Directory the job writes to: must exist, be writable, have free space and inodes.")
@@ -32,6 +38,8 @@ __all__ = ["verify"]
 def verify(
     manifest: str | None,
     locks: tuple[str, ...],
+    extras: tuple[str, ...],
+    dev: bool | None,
     python: str | None,
     prefix: str | None,
     output_dir: str | None,
@@ -54,7 +62,8 @@ def verify(
     from envlock.verify import verify as run_verify  # noqa: PLC0415
 
     report = run_verify(manifest=manifest, locks=locks, python=python, prefix=prefix,
-                        output_dir=output_dir, strict=strict, timeout=timeout, build=build)
+                        output_dir=output_dir, strict=strict, timeout=timeout, build=build,
+                        extras=extras, dev=dev)
     will_exit(report.exit_code)
     if fmt == "json":
         click.echo(json.dumps(report.to_json(), indent=2))

@@ -19,8 +19,8 @@ Editable, virtual and local-directory entries are the project itself, not packag
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any, Literal, overload
 
 from envlock._io import one_line
@@ -29,7 +29,8 @@ from envlock.errors import ManifestError
 from envlock.formats import conda as _conda
 from envlock.formats.pep508 import UNKNOWN, version_from_url
 
-__all__ = ["Locked", "LockFile", "check_conda_lock_layout", "read_conda_lock", "read_pylock",
+__all__ = ["Locked", "LockFile", "check_conda_lock_layout", "conda_lock_groups", "read_conda_lock",
+           "read_pylock", "for_install",
            "read_pixi_lock", "validate_conda_lock", "validate_pylock", "sniff_toml_lock"]
 
 
@@ -197,15 +198,15 @@ def read_conda_lock(data: Any, name: str) -> LockFile:
     out: list[Locked] = []
     if model is not None:
         rows = [(p.manager, p.name, p.version, p.platform, p.url, p.hash.md5, p.hash.sha256,
-                 dict(p.dependencies), p.build) for p in model.package]
+                 dict(p.dependencies), p.build, tuple(sorted(p.categories))) for p in model.package]
         platforms = tuple(str(p) for p in model.metadata.platforms)
     else:
         rows = [(p["manager"], p["name"], p["version"], p["platform"], p["url"],
                  p["hash"].get("md5"), p["hash"].get("sha256"),
                  p.get("dependencies") if isinstance(p.get("dependencies"), Mapping) else {},
-                 p.get("build")) for p in data["package"]]
+                 p.get("build"), _v1_categories(p)) for p in data["package"]]
         platforms = tuple(str(p) for p in data["metadata"]["platforms"])
-    for manager, pname, version, platform, url, md5, sha256, deps, build in rows:
+    for manager, pname, version, platform, url, md5, sha256, deps, build, categories in rows:
         channel = None
         if manager == "conda":
             try:
@@ -218,8 +219,52 @@ def read_conda_lock(data: Any, name: str) -> LockFile:
         out.append(Locked(manager=manager, name=pname if manager == "conda" else canonicalize(pname),
                           version=str(version), platform=str(platform), build=build,
                           channel=channel, md5=md5 if manager == "conda" else None, sha256=sha256,
-                          cuda=cuda))
+                          cuda=cuda, groups=conda_lock_groups(categories)))
     return LockFile("conda-lock", platforms, tuple(out))
+
+
+def _v1_categories(p: Mapping[str, Any]) -> tuple[str, ...]:
+    cat = p.get("category", "main")  # conda-lock's v1 model: ``category: str = "main"``
+    return (cat,) if isinstance(cat, str) else ("main",)
+
+
+def conda_lock_groups(categories: Iterable[str]) -> tuple[tuple[str, str | None], ...]:
+    """:attr:`Locked.groups` of a conda-lock entry from its categories.
+
+    conda-lock installs an entry when one of its categories is ``main``, ``dev`` (unless
+    ``conda-lock install --no-dev``) or a category named with ``-E/--extras``
+    (``render_lockfile_for_platform``: ``categories_to_install = {"main", *extras, "dev"?}``).
+    A version-1 file writes one entry per category (``category:``, with ``optional: true``
+    for every category but ``main``); conda-lock's v2 model merges them into ``categories``.
+
+    :returns: ``("", None)`` for ``main`` (the default install), ``("dev", None)`` for
+        ``dev``, ``("extra:<category>", None)`` for any other category.
+    """
+    out = {"" if c == "main" else "dev" if c == "dev" else f"extra:{c}" for c in categories}
+    return tuple((g, None) for g in sorted(out or {""}))
+
+
+def for_install(lock: LockFile, *, extras: Iterable[str] = (), dev: bool | None = None) -> LockFile:
+    """``lock`` as its tool's install with ``extras`` (and the ``dev`` group) takes it: the
+    entries of those groups become part of the default install (group ``""``).
+
+    :param extras: ``-E NAME`` selects the group ``extra:NAME`` (``conda-lock install -E``,
+        ``uv sync --extra``, ``poetry install -E``).
+    :param dev: select the group ``dev``; ``None``: as the tool does by default — a
+        conda-lock file's ``dev`` category is installed (``conda-lock install --dev`` is its
+        default, ``DEFAULT_INSTALL_OPT_DEV = True``), other locks' ``dev`` group is not.
+    """
+    if dev is None:
+        dev = lock.kind == "conda-lock"
+    chosen = {f"extra:{e}" for e in extras} | ({"dev"} if dev else set())
+    if not chosen:
+        return lock
+    out = []
+    for x in lock.packages:
+        if any(g in chosen for g, _ in x.groups):
+            x = replace(x, groups=tuple(("" if g in chosen else g, m) for g, m in x.groups))
+        out.append(x)
+    return replace(lock, packages=tuple(out))
 
 
 # -- pylock (PEP 751) ------------------------------------------------------------------------

@@ -193,6 +193,8 @@ def verify(
     statvfs: Callable[[str], Any] = os.statvfs,
     checks: Sequence[tuple[str, Callable[[Any], list[Finding]]]] | None = None,
     build: bool = False,
+    extras: Sequence[str] = (),
+    dev: bool | None = None,
 ) -> VerifyReport:
     """Check the target environment and this node against a manifest and/or lockfiles.
 
@@ -213,6 +215,11 @@ def verify(
     :param checks: the checks to run (default :data:`envlock.verify.checks.CHECKS`).
     :param build: run only the build-toolchain checks
         (:data:`envlock.verify.checks.build.BUILD_CHECKS`, ``verify --build``).
+    :param extras: the optional groups the lockfiles were installed with (``-E NAME``, as
+        ``conda-lock install -E NAME``; ``uv sync --extra NAME``): their entries are needed;
+        not installed, other groups' entries are a choice (``packages.group-not-installed``).
+    :param dev: whether the ``dev`` group was installed; ``None``: each tool's default
+        (conda-lock: yes; :func:`envlock.formats.locks.for_install`).
     :raises ManifestError: the manifest or a lockfile is missing or malformed.
     :raises ConfigError: the policy file is malformed.
     :raises TargetError: the target environment cannot be found.
@@ -240,7 +247,7 @@ def verify(
         from envlock.manifest import load  # noqa: PLC0415
 
         m = load(manifest)
-    lock_list = tuple(read_lock(p) for p in locks)
+    lock_list = tuple(read_lock(p, extras=tuple(extras), dev=dev) for p in locks)
     config = load_config(config_dir or (os.path.dirname(os.path.abspath(manifest)) if manifest else cwd))
     ctx = Context(
         live=live,

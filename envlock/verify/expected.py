@@ -77,7 +77,8 @@ _LOCK_NAMES = ("pylock.toml, conda-lock.yml, an explicit conda-<platform>.lock, 
 
 
 def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
-              marker_env: Mapping[str, str] | None = None) -> Lock:
+              marker_env: Mapping[str, str] | None = None, extras: Sequence[str] = (),
+              dev: bool | None = None) -> Lock:
     """Read a lockfile with the shared reader of its format (:func:`envlock.formats.read_lock`:
     conda-lock's model, :mod:`packaging.pylock`, the uv/poetry/pdm/pixi schemas), recognised by
     its content.
@@ -86,6 +87,9 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
     :param marker_env: PEP 508 marker environment of the target; entries whose marker does
         not hold are dropped.  ``None``: every entry is kept with its marker, for the caller to
         evaluate against the target (:func:`envlock.formats.markers.marker_holds`).
+    :param extras, dev: the optional groups the install took (``conda-lock install -E NAME
+        --no-dev``): :func:`envlock.formats.locks.for_install`; entries of other groups keep
+        their groups, and not installed they are a choice, not a missing package.
     :raises ManifestError: the file is missing, not a regular file, malformed, invalid for its
         own tool, or not a lockfile (one line).
     """
@@ -113,7 +117,7 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
                             f"{r.kind})")
     plat = platform or current_subdir()
     out = []
-    for x in r.lock.packages:
+    for x in formats.locks.for_install(r.lock, extras=extras, dev=dev).packages:
         if x.platform is not None and x.platform != plat:
             continue
         marker = x.marker

@@ -91,11 +91,13 @@ def _compare(
     not_extra: frozenset[str] = frozenset(),
     optional: Mapping[str, tuple[str, ...]] | None = None,
     python: str | None = None,
+    group_fix: str | None = None,
 ) -> list[Finding]:
     """Compare ``{name: (version, build, md5)}`` maps; ``kind`` is ``"pip"`` or ``"conda"``.
 
     :param optional: entries of ``expected`` that only a dependency group or an extra needs
-        (name → groups): not installed, they are an ``info``, not ``packages.missing``.
+        (name → groups): not installed, they are an ``info``, not ``packages.missing``;
+        ``group_fix``: the fix it names (how to install those groups).
     """
     out: list[Finding] = []
     optional = optional or {}
@@ -109,12 +111,13 @@ def _compare(
             severity="info",
             title=f"{len(skipped)} package(s) of {source} not installed, needed only by {shown}: "
                   f"{_names(skipped)}",
-            cause=f"{source} locks them for dependency groups or extras that this environment was "
-                  "not installed with; a default install leaves them out.",
+            cause=f"{source} locks them for dependency groups, extras or categories that this "
+                  "environment was not installed with (and verify was not given with -E/--dev): "
+                  "an install without them leaves them out.",
             evidence=tuple(f"{n} {expected[n][0] or ''} (only {', '.join(optional[n])})".replace("  ", " ")
                            for n in skipped),
-            fix=("If the job needs them, install those groups too (uv sync --extra NAME / --group "
-                 "NAME; poetry install --with NAME; pdm install -G NAME).",),
+            fix=(group_fix or "If the job needs them, install those groups too (uv sync --extra "
+                 "NAME / --group NAME; poetry install --with NAME; pdm install -G NAME).",),
         ))
     missing = sorted(n for n in expected if n not in live and n not in optional)
     if missing:
@@ -238,7 +241,9 @@ def check_lock_packages(ctx: Context) -> list[Finding]:
             out.append(mismatch)
             continue  # its packages are another target's: comparing them says nothing more
         conda_entries = {p.name: (p.version, p.build, p.md5) for p in lock.packages if p.manager == "conda"}
+        conda_optional = _for_target(ctx, [p for p in lock.packages if p.manager == "conda"])[1]
         pip_entries, optional = _for_target(ctx, [p for p in lock.packages if p.manager == "pip"])
+        group_fix = _group_fix(lock)
         live_conda = _live_conda(ctx)
         if conda_entries:
             if not live_conda:
@@ -252,7 +257,8 @@ def check_lock_packages(ctx: Context) -> list[Finding]:
                          "(envlock restore / conda-lock install).",),
                 ))
             else:
-                out += _compare(conda_entries, live_conda, source=source, kind="conda")
+                out += _compare(conda_entries, live_conda, source=source, kind="conda",
+                                optional=conda_optional, group_fix=group_fix)
         if pip_entries or lock.kind == "pylock":
             live = _live_pip(ctx, skip_conda_owned=bool(conda_entries and live_conda))
             # Distributions conda installed are conda's to account for, not a pip lock's extras.
@@ -264,8 +270,18 @@ def check_lock_packages(ctx: Context) -> list[Finding]:
             out += _compare(pip_entries, live, source=source, kind="pip",
                             extras=lock.kind == "pylock" or not conda_entries,
                             not_extra=conda_owned | projects, optional=optional,
-                            python=ctx.live.target.python)
+                            python=ctx.live.target.python, group_fix=group_fix)
     return out
+
+
+def _group_fix(lock: Any) -> str:
+    """How to install (and verify with) the groups a lock's default install leaves out."""
+    if lock.kind == "conda-lock":
+        return (f"If the job needs them, install those categories too (conda-lock install -E NAME "
+                f"{os.path.basename(lock.path)}) and verify with the same -E NAME; a dev category "
+                "left out is conda-lock install --no-dev (verify --no-dev).")
+    return ("If the job needs them, install those groups too (uv sync --extra NAME / --group "
+            "NAME; poetry install --with NAME; pdm install -G NAME) and verify with -E NAME.")
 
 
 def _lock_target_mismatch(ctx: Context, lock: Any, source: str) -> Finding | None:
