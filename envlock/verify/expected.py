@@ -60,6 +60,9 @@ class Lock(NamedTuple):
     :ivar platform: the conda subdir whose entries were taken (when the lock has platforms).
     :ivar platforms: every conda subdir the lock is for (``()``: a pip lock, any platform).
     :ivar projects, requires_python, environments: as :class:`envlock.formats.locks.LockFile`.
+    :ivar cuda: the ``__cuda`` version the taken platform's virtual packages require (a v7
+        ``pixi.lock`` platform solved for ``__cuda=12``), compared with the driver like a
+        package's ``__cuda`` dependency; ``lock_platform``: that platform's name (``p2``).
     """
 
     path: str
@@ -70,6 +73,8 @@ class Lock(NamedTuple):
     projects: tuple[str, ...] = ()
     requires_python: str | None = None
     environments: tuple[str, ...] = ()
+    cuda: str | None = None
+    lock_platform: str | None = None
 
 
 _LOCK_NAMES = ("pylock.toml, conda-lock.yml, an explicit conda-<platform>.lock, uv.lock, "
@@ -116,9 +121,14 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
         raise ManifestError(f"{p}: unknown lockfile kind (expected {_LOCK_NAMES}; this is "
                             f"{r.kind})")
     plat = platform or current_subdir()
+    # pixi.lock v7 names its platforms (``p2`` = linux-64 solved with __cuda=12): the one
+    # named as this subdir, else the first of this subdir, is the one taken
+    pixi = {q.name: q for q in r.lock.pixi_platforms}
+    taken = plat if plat in pixi or not pixi else next(
+        (q.name for q in r.lock.pixi_platforms if q.subdir == plat), plat)
     out = []
     for x in formats.locks.for_install(r.lock, extras=extras, dev=dev).packages:
-        if x.platform is not None and x.platform != plat:
+        if x.platform is not None and x.platform != taken:
             continue
         marker = x.marker
         if marker:
@@ -140,9 +150,13 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
     has_platform = any(x.platform for x in r.lock.packages)
     platforms = r.lock.platforms or tuple(dict.fromkeys(
         x.platform for x in r.lock.packages if x.platform))
+    if pixi:
+        platforms = tuple(dict.fromkeys(pixi[n].subdir if n in pixi else n for n in platforms))
     return Lock(path=str(p), kind=kind, platform=plat if has_platform else None,
                 packages=tuple(out), platforms=tuple(platforms), projects=r.lock.projects,
-                requires_python=r.lock.requires_python, environments=r.lock.environments)
+                requires_python=r.lock.requires_python, environments=r.lock.environments,
+                cuda=pixi[taken].cuda if taken in pixi else None,
+                lock_platform=taken if taken in pixi else None)
 
 
 @dataclass(frozen=True, kw_only=True)
