@@ -432,11 +432,10 @@ def _pixi_record_key(rec: Mapping[str, Any], i: int, version: int, name: str) ->
         if not isinstance(loc, str) or not loc:
             raise _err(name, f"packages[{i}] ({kind} {one_line(str(rec.get('name', '?')))}) has no url or path")
         return str(kind), loc
-    found = [k for k in _PIXI_KEYS if k in rec]
-    if len(found) != 1 or not isinstance(rec[found[0]], str) or not rec[found[0]]:
+    found = [k for k in _PIXI_KEYS if k in rec]  # both conda and pypi: rattler takes conda
+    if not found or not isinstance(rec[found[0]], str) or not rec[found[0]]:
         keys = "conda, conda_source or pypi" if version >= 7 else "conda or pypi"
-        raise _err(name, f"packages[{i}] needs exactly one {keys} location string"
-                         + (f" (has {', '.join(found)})" if len(found) > 1 else ""))
+        raise _err(name, f"packages[{i}] needs a {keys} location string")
     if found[0] == "conda_source" and version < 7:
         raise _err(name, f"packages[{i}]: conda_source records are pixi.lock version 7")
     return found[0], rec[found[0]]
@@ -444,8 +443,8 @@ def _pixi_record_key(rec: Mapping[str, Any], i: int, version: int, name: str) ->
 
 def _pixi_ref_key(ref: Mapping[str, Any], where: str, version: int, name: str) -> tuple[str, str]:
     found = [k for k in _PIXI_KEYS if k in ref]
-    if len(found) != 1 or not isinstance(ref[found[0]], str) or not ref[found[0]]:
-        raise _err(name, f"{where} needs exactly one conda"
+    if not found or not isinstance(ref[found[0]], str) or not ref[found[0]]:
+        raise _err(name, f"{where} needs a conda"
                          f"{', conda_source' if version >= 7 else ''} or pypi location string")
     return found[0], ref[found[0]]
 

@@ -384,7 +384,7 @@ def lock_summary_lines(lock: Any, *, path: str = "") -> list[str]:
     (:class:`envlock.formats.locks.LockFile`): its kind, then per platform how many conda
     and pip packages it locks (a ``pixi.lock`` platform with its subdir and virtual packages),
     the groups only some installs take, and the project entries."""
-    lines = [f"file: {path} ({lock.kind})" if path else f"file: {lock.kind}"]
+    lines = [f"{lock.kind}: {path}" if path else lock.kind]
     pixi = {q.name: q for q in getattr(lock, "pixi_platforms", ())}
     plats = list(lock.platforms) or [None]
     for plat in plats:
