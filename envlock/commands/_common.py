@@ -113,8 +113,9 @@ def handle_errors(func: F) -> F:
 
 
 def selection_options(func: F) -> F:
-    """Add ``uv sync``'s ``--extra NAME``, ``--group NAME`` (repeatable), ``--all-extras``,
-    ``--all-groups`` and ``--no-dev``: which install of a project lock to compare with; the
+    """Add ``uv sync``'s ``--extra NAME`` (also ``-E``/``--extras``, as ``conda-lock install``
+    takes it), ``--group NAME`` (repeatable), ``--all-extras``, ``--all-groups`` and
+    ``--no-dev``: which install of a lock to compare with; the
     command gets one ``requested`` (:class:`envlock.formats.markers.Requested`)."""
     @functools.wraps(func)
     def wrapper(*args: Any, extras: tuple[str, ...] = (), groups: tuple[str, ...] = (),
@@ -135,9 +136,10 @@ def selection_options(func: F) -> F:
                      help="The install took every extra of the lock."),
         click.option("--group", "groups", multiple=True, metavar="NAME",
                      help="A dependency group the install took (uv sync --group); repeatable."),
-        click.option("--extra", "extras", multiple=True, metavar="NAME",
-                     help="An extra the install took (uv sync --extra); repeatable. Without any "
-                          "of these: inferred from what is installed, and said."),
+        click.option("--extra", "-E", "--extras", "extras", multiple=True, metavar="NAME",
+                     help="An extra or optional category the install took (uv sync --extra, "
+                          "conda-lock install -E); repeatable. Without any of these: uv's "
+                          "inferred from what is installed, and said; conda-lock's main and dev."),
     ]
     out: Any = wrapper
     for opt in opts:

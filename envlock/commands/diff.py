@@ -32,9 +32,16 @@ def _split(values: tuple[str, ...]) -> list[str]:
 @click.option("--width", type=click.IntRange(min=40), default=None, metavar="COLUMNS",
               help="Lay the text out for this many columns (default: the terminal's, else 80). "
                    "Piped output is never cut; it wraps.")
+@click.option("-E", "--extras", "extras", multiple=True, metavar="NAME",
+              help="A lock compared with a manifest: read it as installed with this optional "
+                   "category/extra (conda-lock install -E NAME); repeatable.")
+@click.option("--dev/--no-dev", "dev", default=None,
+              help="A lock compared with a manifest: its dev category/group was (not) installed "
+                   "(default: as its tool does; conda-lock installs dev).")
 @handle_errors
 def diff(inputs: tuple[str, ...], fmt: str, only: tuple[str, ...], ignore: tuple[str, ...],
-         show_all: bool, kb: tuple[str, ...], width: int | None) -> None:
+         show_all: bool, kb: tuple[str, ...], width: int | None, extras: tuple[str, ...],
+         dev: bool | None) -> None:
     """Explain how environments differ, most likely causes first.
 
     INPUTS are envlock manifests, or environment.yml, `conda list --explicit` files,
@@ -48,7 +55,8 @@ def diff(inputs: tuple[str, ...], fmt: str, only: tuple[str, ...], ignore: tuple
     from envlock.diff import diff as run_diff  # noqa: PLC0415
     from envlock.render import diff as render  # noqa: PLC0415
 
-    result = run_diff(list(inputs), kb_files=kb, only=_split(only), ignore=_split(ignore))
+    result = run_diff(list(inputs), kb_files=kb, only=_split(only), ignore=_split(ignore),
+                      extras=extras, dev=dev)
     code = will_exit(1 if result.differ else 0)
     if fmt == "json":
         click.echo(render.render_json(result, show_all=show_all), nl=False)

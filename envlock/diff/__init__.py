@@ -58,7 +58,8 @@ def expand_paths(paths: Iterable[PathLike]) -> list[str]:
     return out
 
 
-def load_inputs(paths: Sequence[PathLike], kb: KB) -> list[FactSet]:
+def load_inputs(paths: Sequence[PathLike], kb: KB, *, extras: Sequence[str] = (),
+                dev: bool | None = None) -> list[FactSet]:
     """Read and flatten each input.
 
     The label of a manifest is its ``[envlock] host`` (for many node manifests), else the
@@ -82,7 +83,7 @@ def load_inputs(paths: Sequence[PathLike], kb: KB) -> list[FactSet]:
         for i in (0, 1):
             narrowed, note = foreign.for_target(
                 readings[i], readings[1 - i], name=os.path.basename(paths[i]),
-                other_name=os.path.basename(paths[1 - i]))
+                other_name=os.path.basename(paths[1 - i]), extras=extras, dev=dev)
             readings[i] = narrowed
             if note:
                 notes[i].append(note)
@@ -159,13 +160,16 @@ def _drop_lock_projects(sets: list[FactSet], readings: list[Any]) -> None:
 
 
 def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),
-         only: Sequence[str] = (), ignore: Sequence[str] = ()) -> PairDiff | ManyDiff:
+         only: Sequence[str] = (), ignore: Sequence[str] = (), extras: Sequence[str] = (),
+         dev: bool | None = None) -> PairDiff | ManyDiff:
     """Compare two or more inputs.
 
     :param paths: manifest or foreign files, or directories of ``*.toml`` manifests.
     :param kb_files: extra impact-model files (``--kb``).
     :param only: areas to compare (``package``, ``env``, ``cpu``, …); empty: all.
     :param ignore: fnmatch patterns over ``area:key`` (or ``key``) to leave out.
+    :param extras, dev: a lock compared with a manifest is read as its install with these
+        optional groups (``-E NAME``, ``--no-dev``; :func:`envlock.formats.locks.for_install`).
     :returns: a :class:`PairDiff` for two inputs, a :class:`ManyDiff` for more.
     :raises ManifestError: fewer than two inputs, or an input cannot be read.
     :raises EnvlockError: ``only`` names an area none of the inputs has.
@@ -176,7 +180,7 @@ def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),
     if len(files) < 2:
         raise ManifestError("need at least two inputs to compare")
     kb = load_kb(kb_files)
-    sets = load_inputs(files, kb)
+    sets = load_inputs(files, kb, extras=extras, dev=dev)
     known = areas_of(sets)
     unknown = [a for a in only if a not in known]
     if unknown:

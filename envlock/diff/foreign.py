@@ -10,6 +10,7 @@ or unknown for pip only (``"conda"``: an explicit list).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from envlock.formats import KINDS, Reading
@@ -40,18 +41,20 @@ def reading(path: str | os.PathLike[str]) -> Reading:
     return _read(path)
 
 
-def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: str
-               ) -> tuple[Reading, str | None]:
+def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: str,
+               extras: Sequence[str] = (), dev: bool | None = None) -> tuple[Reading, str | None]:
     """A universal lock (``uv.lock``, ``pylock.toml``, ``pdm.lock``, …) read for the Python and
     platform of the manifest it is compared with.
 
     The lock holds every platform's, Python version's, group's and extra's packages; the
     manifest records one environment.  Entries whose markers do not hold for the manifest's
     interpreter (:func:`envlock.formats.markers.applicable`) are left out, as are entries only
-    a dependency group or an extra needs that the manifest does not have installed: neither is
-    a difference between the two.
+    a dependency group, an extra or a conda-lock category needs that the manifest does not have
+    installed: neither is a difference between the two.
 
     :param lock_reading: the lock's reading (``lock`` set); ``other``: the manifest's.
+    :param extras, dev: the groups the install took (``-E NAME``, ``--no-dev``), as
+        :func:`envlock.formats.locks.for_install`: their entries are compared, installed or not.
     :returns: the reading to compare, and a sentence saying what was left out (``None`` when
         nothing was, or when the manifest records no Python version).
     """
@@ -59,18 +62,24 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
 
     from envlock._names import canonicalize  # noqa: PLC0415
     from envlock.formats import reading_of_lock  # noqa: PLC0415
+    from envlock.formats.locks import for_install  # noqa: PLC0415
     from envlock.formats.markers import applicable, marker_holds, target_marker_env  # noqa: PLC0415
 
     lock = lock_reading.lock
     if lock is None or other.kind != "manifest":
         return lock_reading, None
+    lock = for_install(lock, extras=extras, dev=dev)
+    conda_optional = _conda_optional(lock, other, applicable)
     pip = [x for x in lock.packages if x.manager == "pip"]
-    if not any(x.marker or x.groups for x in pip):
-        return lock_reading, None
     py, plat = _table(other.data, "python"), _table(other.data, "platform")
     version = py.get("version") if isinstance(py.get("version"), str) else None
-    if not version:
-        return lock_reading, None
+    if not any(x.marker or x.groups not in ((), (("", None),)) for x in pip) or not version:
+        if not conda_optional:
+            return lock_reading, None
+        narrowed = tuple(x for x in lock.packages
+                         if x.manager != "conda" or x.name not in conda_optional)
+        return reading_of_lock(replace(lock, packages=narrowed), name), _left_out_note(
+            name, other_name, None, [], sorted(conda_optional))
     impl = py.get("implementation") if isinstance(py.get("implementation"), str) else None
     machine = plat.get("machine") if isinstance(plat.get("machine"), str) else None
     env = target_marker_env(version, impl, machine=machine)
@@ -82,7 +91,8 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
     kept, seen = [], set()
     for x in lock.packages:
         if x.manager != "pip":
-            kept.append(x)
+            if x.name not in conda_optional:
+                kept.append(x)
             continue
         if x.name not in keep or x.name in seen:
             continue
@@ -94,10 +104,28 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
             seen.add(x.name)
             kept.append(replace(x, marker=None))
     platform_only = sorted({x.name for x in pip} - set(needed))
-    groups_only = sorted(n for n in optional if n not in present)
+    groups_only = sorted({n for n in optional if n not in present} | conda_optional)
     if not platform_only and not groups_only:
         return reading_of_lock(replace(lock, packages=tuple(kept)), name), None
     where = f"Python {version}" + (f" on {machine}" if machine else "")
+    return reading_of_lock(replace(lock, packages=tuple(kept)), name), _left_out_note(
+        name, other_name, where, platform_only, groups_only)
+
+
+def _conda_optional(lock: Any, other: Reading, applicable: Any) -> set[str]:
+    """Conda entries of ``lock`` only a category the install did not take needs, that the
+    manifest ``other`` does not have installed."""
+    conda_entries = [x for x in lock.packages if x.manager == "conda"]
+    if all(x.groups in ((), (("", None),)) for x in conda_entries):
+        return set()
+    _, optional = applicable(conda_entries, {})
+    table = _table(other.data, "conda")
+    present = {str(p.get("name")) for p in table.get("packages") or () if isinstance(p, dict)}
+    return {n for n in optional if n not in present}
+
+
+def _left_out_note(name: str, other_name: str, where: str | None, platform_only: list[str],
+                   groups_only: list[str]) -> str:
     parts = []
     if platform_only:
         parts.append(f"{_n(platform_only)} for other platforms or Python versions "
@@ -105,8 +133,8 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
     if groups_only:
         parts.append(f"{_n(groups_only)} needed only by dependency groups or extras "
                      f"{other_name} does not have installed ({_some(groups_only)})")
-    note = (f"{name} read for {other_name}'s {where}: left out " + "; ".join(parts))
-    return reading_of_lock(replace(lock, packages=tuple(kept)), name), note
+    head = f"{name} read for {other_name}'s {where}" if where else f"{name} read for {other_name}"
+    return f"{head}: left out " + "; ".join(parts)
 
 
 def _n(names: list[str]) -> str:

@@ -427,7 +427,8 @@ def _from_lock(lock: locks.LockFile, platform: str | None, name: str) -> Reading
                 e["commit"] = x.commit
             pip_pkgs.append(e)
     source = f"{lock.kind} ({chosen})" if chosen else lock.kind
-    data = _partial(conda_pkgs, pip_pkgs, source, subdir=chosen if lock.platforms or chosen else None)
+    subdir = next((q.subdir for q in lock.pixi_platforms if q.name == chosen), chosen)
+    data = _partial(conda_pkgs, pip_pkgs, source, subdir=subdir if lock.platforms or chosen else None)
     if not conda_pkgs and not pip_pkgs:
         data.setdefault("pip", {"status": "ok", "source": source, "packages": []})
     return Reading(lock.kind, data, "complete", tuple(platforms), lock)

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 __all__ = ["KEY_CLASSES", "NUMERICS_ENV_CLASSES", "render_show", "render_packages",
-           "package_rows", "summary_lines"]
+           "package_rows", "summary_lines", "lock_summary_lines", "render_lock_summary"]
 
 #: impact classes of the packages listed as "key packages".
 KEY_CLASSES = frozenset({"platform", "gpu-runtime", "blas", "numerical-core", "domain"})
@@ -377,3 +377,42 @@ def render_packages(manifest: Manifest, console: Console) -> None:
     rows = package_rows(manifest)
     console.print(f"every package ({len(rows)})", markup=False)
     _table(console, rows)
+
+
+def lock_summary_lines(lock: Any, *, path: str = "") -> list[str]:
+    """The summary of a lockfile ``show`` was given instead of a manifest
+    (:class:`envlock.formats.locks.LockFile`): its kind, then per platform how many conda
+    and pip packages it locks (a ``pixi.lock`` platform with its subdir and virtual packages),
+    the groups only some installs take, and the project entries."""
+    lines = [f"{lock.kind}: {path}" if path else lock.kind]
+    pixi = {q.name: q for q in getattr(lock, "pixi_platforms", ())}
+    plats = list(lock.platforms) or [None]
+    for plat in plats:
+        pkgs = [x for x in lock.packages if plat is None or x.platform == plat]
+        conda = sum(1 for x in pkgs if x.manager == "conda")
+        pip = len(pkgs) - conda
+        label = f"platform {plat}" if plat else "packages"
+        text = f"{conda} conda, {pip} pip" if conda else f"{pip} pip"
+        q = pixi.get(plat) if plat else None
+        if q is not None and (q.subdir != q.name or q.virtual_packages):
+            text += f" (subdir {q.subdir}" + (f"; virtual packages {', '.join(q.virtual_packages)}"
+                                                if q.virtual_packages else "") + ")"
+        lines.append(f"{label}: {text}")
+    groups: dict[str, set[str]] = {}
+    for x in lock.packages:
+        for g, _ in x.groups:
+            if g:
+                groups.setdefault(g, set()).add(x.name)
+    if groups:
+        lines.append("optional: " + ", ".join(f"{g.replace('extra:', 'extra ')} ({len(n)})"
+                                               for g, n in sorted(groups.items())))
+    if lock.projects:
+        lines.append(f"project: {', '.join(lock.projects)}")
+    return lines
+
+
+def render_lock_summary(lock: Any, console: Console, *, path: str = "") -> None:
+    """Print :func:`lock_summary_lines`, wrapped to the console's width."""
+    for line in lock_summary_lines(lock, path=path):
+        for part in _wrap(line, console.width):
+            console.print(part, markup=False, highlight=False, soft_wrap=True)

@@ -216,8 +216,9 @@ def verify(
         (:data:`envlock.verify.checks.build.BUILD_CHECKS`, ``verify --build``).
     :param requested: the extras and groups the target was installed with
         (:class:`envlock.formats.markers.Requested`: ``uv sync``'s ``--extra`` / ``--group`` /
-        ``--all-extras`` / ``--no-dev``); ``None``: inferred for each lock from what is
-        installed.
+        ``--all-extras`` / ``--no-dev``; ``-E NAME`` as ``conda-lock install -E NAME``); ``None``:
+        inferred for each lock from what is installed (uv's extras and groups), or each
+        tool's default install (conda-lock: main and dev; :func:`envlock.formats.locks.for_install`).
     :raises ManifestError: the manifest or a lockfile is missing or malformed.
     :raises ConfigError: the policy file is malformed.
     :raises TargetError: the target environment cannot be found.
@@ -245,7 +246,9 @@ def verify(
         from envlock.manifest import load  # noqa: PLC0415
 
         m = load(manifest)
-    lock_list = tuple(read_lock(p) for p in locks)
+    extras = tuple(requested.extras) if requested is not None else ()
+    dev = False if requested is not None and requested.no_dev else None
+    lock_list = tuple(read_lock(p, extras=extras, dev=dev) for p in locks)
     config = load_config(config_dir or (os.path.dirname(os.path.abspath(manifest)) if manifest else cwd))
     ctx = Context(
         live=live,

@@ -61,6 +61,9 @@ class Lock(NamedTuple):
     :ivar platforms: every conda subdir the lock is for (``()``: a pip lock, any platform).
     :ivar projects, requires_python, environments, conflicts: as
         :class:`envlock.formats.locks.LockFile`.
+    :ivar cuda: the ``__cuda`` version the taken platform's virtual packages require (a v7
+        ``pixi.lock`` platform solved for ``__cuda=12``), compared with the driver like a
+        package's ``__cuda`` dependency; ``lock_platform``: that platform's name (``p2``).
     """
 
     path: str
@@ -72,6 +75,8 @@ class Lock(NamedTuple):
     requires_python: str | None = None
     environments: tuple[str, ...] = ()
     conflicts: tuple[frozenset[str], ...] = ()
+    cuda: str | None = None
+    lock_platform: str | None = None
 
 
 _LOCK_NAMES = ("pylock.toml, conda-lock.yml, an explicit conda-<platform>.lock, uv.lock, "
@@ -79,7 +84,8 @@ _LOCK_NAMES = ("pylock.toml, conda-lock.yml, an explicit conda-<platform>.lock, 
 
 
 def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
-              marker_env: Mapping[str, str] | None = None) -> Lock:
+              marker_env: Mapping[str, str] | None = None, extras: Sequence[str] = (),
+              dev: bool | None = None) -> Lock:
     """Read a lockfile with the shared reader of its format (:func:`envlock.formats.read_lock`:
     conda-lock's model, :mod:`packaging.pylock`, the uv/poetry/pdm/pixi schemas), recognised by
     its content.
@@ -88,6 +94,9 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
     :param marker_env: PEP 508 marker environment of the target; entries whose marker does
         not hold are dropped.  ``None``: every entry is kept with its marker, for the caller to
         evaluate against the target (:func:`envlock.formats.markers.marker_holds`).
+    :param extras, dev: the optional groups the install took (``conda-lock install -E NAME
+        --no-dev``): :func:`envlock.formats.locks.for_install`; entries of other groups keep
+        their groups, and not installed they are a choice, not a missing package.
     :raises ManifestError: the file is missing, not a regular file, malformed, invalid for its
         own tool, or not a lockfile (one line).
     """
@@ -114,9 +123,14 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
         raise ManifestError(f"{p}: unknown lockfile kind (expected {_LOCK_NAMES}; this is "
                             f"{r.kind})")
     plat = platform or current_subdir()
+    # pixi.lock v7 names its platforms (``p2`` = linux-64 solved with __cuda=12): the one
+    # named as this subdir, else the first of this subdir, is the one taken
+    pixi = {q.name: q for q in r.lock.pixi_platforms}
+    taken = plat if plat in pixi or not pixi else next(
+        (q.name for q in r.lock.pixi_platforms if q.subdir == plat), plat)
     out = []
-    for x in r.lock.packages:
-        if x.platform is not None and x.platform != plat:
+    for x in formats.locks.for_install(r.lock, extras=extras, dev=dev).packages:
+        if x.platform is not None and x.platform != taken:
             continue
         marker = x.marker
         if marker:
@@ -138,10 +152,14 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
     has_platform = any(x.platform for x in r.lock.packages)
     platforms = r.lock.platforms or tuple(dict.fromkeys(
         x.platform for x in r.lock.packages if x.platform))
+    if pixi:
+        platforms = tuple(dict.fromkeys(pixi[n].subdir if n in pixi else n for n in platforms))
     return Lock(path=str(p), kind=kind, platform=plat if has_platform else None,
                 packages=tuple(out), platforms=tuple(platforms), projects=r.lock.projects,
                 requires_python=r.lock.requires_python, environments=r.lock.environments,
-                conflicts=r.lock.conflicts)
+                conflicts=r.lock.conflicts,
+                cuda=pixi[taken].cuda if taken in pixi else None,
+                lock_platform=taken if taken in pixi else None)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -146,6 +146,9 @@ def _needs_cuda_from_conda(ctx: Context) -> list[tuple[str, str]]:
             if name == "__cuda":
                 out.append((f"conda package {c.name} {c.version} {c.build}", spec.strip()))
     for lock in ctx.expected.locks:
+        if getattr(lock, "cuda", None):  # a pixi.lock platform solved for __cuda=<v>
+            out.append((f"platform {lock.lock_platform} of {lock.path} (virtual package "
+                        f"__cuda={lock.cuda})", f">={lock.cuda}"))
         for p in lock.packages:
             if p.cuda is not None:
                 out.append((f"{p.name} {p.version or ''} in {lock.path}".replace("  ", " "), p.cuda))

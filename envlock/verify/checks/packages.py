@@ -90,11 +90,13 @@ def _compare(
     not_extra: frozenset[str] = frozenset(),
     optional: Mapping[str, tuple[str, ...]] | None = None,
     python: str | None = None,
+    group_fix: str | None = None,
 ) -> list[Finding]:
     """Compare ``{name: (version, build, md5)}`` maps; ``kind`` is ``"pip"`` or ``"conda"``.
 
     :param optional: entries of ``expected`` that only a dependency group or an extra needs
-        (name → groups): not installed, they are an ``info``, not ``packages.missing``.
+        (name → groups): not installed, they are an ``info``, not ``packages.missing``;
+        ``group_fix``: the fix it names (how to install those groups).
     """
     out: list[Finding] = []
     optional = optional or {}
@@ -108,12 +110,13 @@ def _compare(
             severity="info",
             title=f"{len(skipped)} package(s) of {source} not installed, needed only by {shown}: "
                   f"{_names(skipped)}",
-            cause=f"{source} locks them for dependency groups or extras that this environment was "
-                  "not installed with; a default install leaves them out.",
+            cause=f"{source} locks them for dependency groups, extras or categories that this "
+                  "environment was not installed with (and verify was not given with -E/--dev): "
+                  "an install without them leaves them out.",
             evidence=tuple(f"{n} {expected[n][0] or ''} (only {', '.join(optional[n])})".replace("  ", " ")
                            for n in skipped),
-            fix=("If the job needs them, install those groups too (uv sync --extra NAME / --group "
-                 "NAME; poetry install --with NAME; pdm install -G NAME).",),
+            fix=(group_fix or "If the job needs them, install those groups too (uv sync --extra "
+                 "NAME / --group NAME; poetry install --with NAME; pdm install -G NAME).",),
         ))
     missing = sorted(n for n in expected if n not in live and n not in optional)
     if missing:
@@ -240,6 +243,8 @@ def check_lock_packages(ctx: Context) -> list[Finding]:
         pip_entries, optional, chose = _for_target(ctx, lock, source)
         if chose is not None:
             out.append(chose)
+        conda_optional = _conda_optional(ctx, [p for p in lock.packages if p.manager == "conda"])
+        group_fix = _group_fix(lock)
         live_conda = _live_conda(ctx)
         if conda_entries:
             if not live_conda:
@@ -253,7 +258,8 @@ def check_lock_packages(ctx: Context) -> list[Finding]:
                          "(envlock restore / conda-lock install).",),
                 ))
             else:
-                out += _compare(conda_entries, live_conda, source=source, kind="conda")
+                out += _compare(conda_entries, live_conda, source=source, kind="conda",
+                                optional=conda_optional, group_fix=group_fix)
         if pip_entries or lock.kind == "pylock":
             live = _live_pip(ctx, skip_conda_owned=bool(conda_entries and live_conda))
             # Distributions conda installed are conda's to account for, not a pip lock's extras.
@@ -265,8 +271,18 @@ def check_lock_packages(ctx: Context) -> list[Finding]:
             out += _compare(pip_entries, live, source=source, kind="pip",
                             extras=lock.kind == "pylock" or not conda_entries,
                             not_extra=conda_owned | projects, optional=optional,
-                            python=ctx.live.target.python)
+                            python=ctx.live.target.python, group_fix=group_fix)
     return out
+
+
+def _group_fix(lock: Any) -> str:
+    """How to install (and verify with) the groups a lock's default install leaves out."""
+    if lock.kind == "conda-lock":
+        return (f"If the job needs them, install those categories too (conda-lock install -E NAME "
+                f"{os.path.basename(lock.path)}) and verify with the same -E NAME; a dev category "
+                "left out is conda-lock install --no-dev (verify --no-dev).")
+    return ("If the job needs them, install those groups too (uv sync --extra NAME / --group "
+            "NAME; poetry install --with NAME; pdm install -G NAME) and verify with -E NAME.")
 
 
 def _lock_target_mismatch(ctx: Context, lock: Any, source: str) -> Finding | None:
@@ -321,6 +337,17 @@ def _lock_target_mismatch(ctx: Context, lock: Any, source: str) -> Finding | Non
         evidence=tuple(e for e in (evidence, f"target: {ctx.live.target.prefix}") if e),
         fix=(fix,),
     )
+
+
+def _conda_optional(ctx: Context, packages: list[Any]) -> dict[str, tuple[str, ...]]:
+    """The conda entries of a lock that only a category not installed needs (name → groups:
+    :func:`envlock.formats.markers.applicable`; the categories asked for with ``-E`` were made
+    part of the default install when the lock was read, :func:`envlock.formats.locks.for_install`)."""
+    from envlock.formats.markers import applicable, target_marker_env  # noqa: PLC0415
+
+    py = ctx.live.python
+    return applicable(packages, target_marker_env(getattr(py, "version", None),
+                                                  getattr(py, "implementation", None)))[1]
 
 
 def _for_target(ctx: Context, lock: Any, source: str
