@@ -1,6 +1,10 @@
-"""``envlock show``: summarize a manifest file, list its packages, or print it as JSON."""
+"""``envlock show``: summarize a manifest (or any file envlock reads), list its packages, or
+print it as JSON."""
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 import click
 
@@ -19,12 +23,21 @@ __all__ = ["show"]
               help="Wrap the text to this many columns (default: the terminal's, else 80).")
 @handle_errors
 def show(manifest: str, show_all: bool, fmt: str, width: int | None) -> None:
-    """Summarize MANIFEST (an envlock manifest, TOML or JSON).
+    """Summarize MANIFEST: an envlock manifest, or any file envlock reads.
 
-    The summary: platform and CPU, Python, the numerical stack, GPU and CUDA, BLAS and
-    threads, the code, numerics variables, then key packages.  `--format json` prints the
-    manifest as JSON (what `envlock snapshot --format json` writes; it reads back the same).
+    For a manifest, the summary: platform and CPU, Python, the numerical stack, GPU and CUDA,
+    BLAS and threads, the code, numerics variables, then key packages.  For another file
+    (environment.yml, conda lists, requirements, conda-lock, pixi.lock, pylock, uv.lock,
+    poetry.lock, pdm.lock, Pipfile, Pipfile.lock): its kind, platforms, conda and pip package
+    counts and Python.  `--format json` prints the manifest as JSON (what `envlock snapshot
+    --format json` writes; it reads back the same), or the reading of another file.
     """
+    from envlock import formats  # noqa: PLC0415
+
+    reading = formats.read(manifest)
+    if reading.kind != "manifest":
+        _show_foreign(manifest, reading, show_all, fmt, width)
+        return
     from envlock.manifest import load  # noqa: PLC0415
 
     m = load(manifest)
@@ -40,3 +53,16 @@ def show(manifest: str, show_all: bool, fmt: str, width: int | None) -> None:
     render_show(m, console, path=manifest)
     if show_all:
         render_packages(m, console)
+
+
+def _show_foreign(path: str, reading: Any, show_all: bool, fmt: str, width: int | None) -> None:
+    from envlock.render.show import foreign_json, render_foreign  # noqa: PLC0415
+
+    will_exit(0)
+    if fmt == "json":
+        click.echo(json.dumps(foreign_json(reading), indent=2, default=str))
+        return
+    from rich.console import Console  # noqa: PLC0415
+
+    console = pipe_safe(Console(highlight=False, soft_wrap=True, width=width))
+    render_foreign(reading, console, path=path, show_all=show_all)

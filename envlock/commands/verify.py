@@ -7,16 +7,18 @@ import sys
 
 import click
 
+from envlock._kinds import LOCK_KINDS as _LOCK_KINDS  # the kinds formats.read_lock reads
 from envlock.commands._common import Finite, handle_errors, target_options, will_exit
 
 __all__ = ["verify"]
+
 
 
 @click.command()
 @click.option("--manifest", "-m", type=click.Path(dir_okay=False, path_type=str),
               help="The manifest this environment must match (envlock snapshot).")
 @click.option("--lock", "locks", multiple=True, type=click.Path(dir_okay=False, path_type=str),
-              help="A pylock.toml or conda-lock.yml it must match. Repeatable.")
+              help="A lockfile it must match (" + ", ".join(_LOCK_KINDS) + "). Repeatable.")
 @target_options
 @click.option("--output-dir", type=click.Path(path_type=str),
               help="Directory the job writes to: must exist, be writable, have free space and inodes.")
