@@ -272,6 +272,8 @@ def _toml_kind(data: dict[str, Any], name: str, platform: str | None, base: str 
         out.setdefault("pip", {"status": "ok", "source": "Pipfile", "packages": []})
         return Reading("Pipfile", out, "partial", (), None, meta)
     kind = locks.sniff_toml_lock(data)
+    if kind is None and re.search(r"(^|[_.-])pylock(\.[^.]+)?\.toml$", base) and "packages" in data:
+        raise ManifestError("not a PEP 751 lock file: no lock-version (PEP 751 requires it)")
     if kind is None:
         raise ManifestError(_UNKNOWN)
     reader = {"pylock": locks.read_pylock, "uv.lock": projectlocks.read_uv_lock,

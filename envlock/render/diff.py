@@ -44,6 +44,8 @@ def _code_rows(result: PairDiff | ManyDiff) -> list[dict[str, Any]]:
         parts = []
         for what in ("commit", "url", "uncommitted", "untracked", "branch"):
             vals = [f.get(("code", f"{scope}.{what}")) for f in facts]
+            if what == "url" and all(v is None for v in vals):
+                continue  # only a VCS requirement without a commit has a URL fact
             row[what] = [_v(v) for v in vals]
             distinct = list(dict.fromkeys(display(v) for v in vals))
             if len(distinct) == 1:
