@@ -91,7 +91,8 @@ def test_show_golden(runner: CliRunner) -> None:
     [
         ("not = [valid", "malformed TOML"),
         ("", "empty file"),
-        ("[project]\nname='x'\n", "not an envlock manifest"),
+        # show reads any format: a TOML file of none of them is "unknown format"
+        ("[project]\nname='x'\n", "unknown format (expected an envlock manifest"),
         ("[envlock]\nschema = 9\n", "manifest schema 9 is newer"),
     ],
     ids=["bad-toml", "empty", "not-manifest", "newer"],

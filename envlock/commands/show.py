@@ -1,7 +1,9 @@
-"""``envlock show``: summarize a manifest file, list its packages, or print it as JSON."""
+"""``envlock show``: summarize a manifest (or any file envlock reads), list its packages, or
+print it as JSON."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import click
@@ -21,12 +23,14 @@ __all__ = ["show"]
               help="Wrap the text to this many columns (default: the terminal's, else 80).")
 @handle_errors
 def show(manifest: str, show_all: bool, fmt: str, width: int | None) -> None:
-    """Summarize MANIFEST (an envlock manifest, TOML or JSON), or a lockfile (conda-lock.yml,
-    pixi.lock, pylock.toml, uv.lock, …): its platforms and package counts.
+    """Summarize MANIFEST: an envlock manifest, or any file envlock reads.
 
-    The summary: platform and CPU, Python, the numerical stack, GPU and CUDA, BLAS and
-    threads, the code, numerics variables, then key packages.  `--format json` prints the
-    manifest as JSON (what `envlock snapshot --format json` writes; it reads back the same).
+    For a manifest, the summary: platform and CPU, Python, the numerical stack, GPU and CUDA,
+    BLAS and threads, the code, numerics variables, then key packages.  For another file
+    (environment.yml, conda lists, requirements, conda-lock, pixi.lock, pylock, uv.lock,
+    poetry.lock, pdm.lock, Pipfile, Pipfile.lock): its kind, platforms, conda and pip package
+    counts and Python.  `--format json` prints the manifest as JSON (what `envlock snapshot
+    --format json` writes; it reads back the same), or the reading of another file.
     """
     from envlock.errors import ManifestError, ManifestVersionError  # noqa: PLC0415
     from envlock.manifest import load  # noqa: PLC0415
@@ -36,17 +40,7 @@ def show(manifest: str, show_all: bool, fmt: str, width: int | None) -> None:
     except ManifestVersionError:
         raise
     except ManifestError as not_manifest:
-        lock = _lockfile(manifest, not_manifest)
-        if fmt == "json":
-            raise ManifestError(f"{manifest}: a {lock.kind} file; --format json prints "
-                                "manifests only") from None
-        will_exit(0)
-        from rich.console import Console  # noqa: PLC0415
-
-        from envlock.render.show import render_lock_summary  # noqa: PLC0415
-
-        render_lock_summary(lock, pipe_safe(Console(highlight=False, soft_wrap=True, width=width)),
-                            path=manifest)
+        _show_foreign(manifest, _reading(manifest, not_manifest), show_all, fmt, width)
         return
     will_exit(0)
     if fmt == "json":
@@ -62,18 +56,29 @@ def show(manifest: str, show_all: bool, fmt: str, width: int | None) -> None:
         render_packages(m, console)
 
 
-def _lockfile(path: str, not_manifest: Exception) -> Any:
-    """The :class:`~envlock.formats.locks.LockFile` of ``path`` when it is a lockfile, else
-    ``not_manifest`` (why it is no manifest) is raised."""
-    from envlock import formats  # noqa: PLC0415
-    from envlock.errors import ManifestError  # noqa: PLC0415
+def _reading(path: str, not_manifest: Exception) -> Any:
+    """The :class:`envlock.formats.Reading` of ``path``, a file envlock reads that is not a
+    manifest; its reader's error when it is none it knows, ``not_manifest`` when it reads as a
+    manifest the model refuses.
 
-    try:
-        reading = formats.read(path)
-    except ManifestError as exc:
-        if "unknown format" in str(exc):
-            raise not_manifest from None
-        raise  # a lockfile, with its own fault
-    if reading.lock is None:
+    :raises ManifestError: as said.
+    """
+    from envlock import formats  # noqa: PLC0415
+
+    reading = formats.read(path)  # another kind, or its own fault ("unknown format")
+    if reading.kind == "manifest":  # read by formats but not by the model: say the model's why
         raise not_manifest
-    return reading.lock
+    return reading
+
+
+def _show_foreign(path: str, reading: Any, show_all: bool, fmt: str, width: int | None) -> None:
+    from envlock.render.show import foreign_json, render_foreign  # noqa: PLC0415
+
+    will_exit(0)
+    if fmt == "json":
+        click.echo(json.dumps(foreign_json(reading), indent=2, default=str))
+        return
+    from rich.console import Console  # noqa: PLC0415
+
+    console = pipe_safe(Console(highlight=False, soft_wrap=True, width=width))
+    render_foreign(reading, console, path=path, show_all=show_all)

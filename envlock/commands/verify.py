@@ -8,18 +8,19 @@ from typing import Any
 
 import click
 
+from envlock._kinds import LOCK_KINDS as _LOCK_KINDS  # the kinds formats.read_lock reads
 from envlock.commands._common import (Finite, handle_errors, selection_options, target_options,
                                       will_exit)
 
 __all__ = ["verify"]
 
 
+
 @click.command()
 @click.option("--manifest", "-m", type=click.Path(dir_okay=False, path_type=str),
               help="The manifest this environment must match (envlock snapshot).")
 @click.option("--lock", "locks", multiple=True, type=click.Path(dir_okay=False, path_type=str),
-              help="A pylock.toml, conda-lock.yml, uv.lock, poetry.lock, pdm.lock or pixi.lock it "
-                   "must match. Repeatable.")
+              help="A lockfile it must match (" + ", ".join(_LOCK_KINDS) + "). Repeatable.")
 @selection_options
 @target_options
 @click.option("--output-dir", type=click.Path(path_type=str),

@@ -175,6 +175,8 @@ def _pip(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
             _git_state(key, git, out)
         elif p.get("vcs") and p.get("commit"):
             put_fact(out, "code", f"{key}.commit", str(p["commit"]))
+        elif p.get("vcs") and p.get("url"):  # a branch or tag, or no ref: the URL says which
+            put_fact(out, "code", f"{key}.url", str(p["url"]))
 
 
 def _lockfiles(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:

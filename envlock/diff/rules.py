@@ -102,7 +102,9 @@ def _code(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explana
         if c.area == "code" and not c.key.endswith(".branch"):
             by_scope.setdefault(c.key.rsplit(".", 1)[0], []).append(c)
     for scope, cs in by_scope.items():
-        where = "the repository" if scope == "repository" else f"{scope} (editable checkout)"
+        where = ("the repository" if scope == "repository" else
+                 f"{scope} (VCS requirement)" if any(c.key.endswith(".url") for c in cs) else
+                 f"{scope} (editable checkout)")
         if all(c.key.endswith(".untracked") for c in cs) and _tracked_same(a, b, scope):
             c = cs[0]
             va, vb = (_unset(v) for v in c.values)
@@ -600,7 +602,7 @@ def context(sets: Sequence[FactSet]) -> list[str]:
     for area, key, what in (("platform", "machine", "machine"), ("python", "version", "Python")):
         vals = {s.facts.get((area, key)) for s in sets}
         if len(vals) == 1 and None not in vals:
-            out.append(f"same {what}: {vals.pop()}")
+            out.append(f"same {what}: {display(vals.pop())}")  # a spec's Python: a constraint
     for s in sets:
         out.extend(s.notes)
     return out

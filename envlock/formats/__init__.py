@@ -22,6 +22,8 @@ kind                  recognised by                          read by
 ``uv.lock``           ``version`` + ``[[package]]``          :func:`projectlocks.read_uv_lock`
 ``poetry.lock``       ``[metadata] content-hash``            :func:`projectlocks.read_poetry_lock`
 ``pdm.lock``          ``[metadata] lock_version``            :func:`projectlocks.read_pdm_lock`
+``Pipfile.lock``      ``_meta`` + ``default``/``develop``    :func:`pipenv.read_pipfile_lock`
+``Pipfile``           ``[packages]``/``[dev-packages]``      :func:`pipenv.read_pipfile` (a spec)
 ===================== ===================================== =================================
 
 Every file is read with :func:`envlock._io.read_text` (regular files only, 64 MiB, strict
@@ -39,20 +41,14 @@ from typing import Any
 
 from envlock._io import InputError, one_line, read_text
 from envlock.errors import ManifestError
-from envlock.formats import conda, locks, pep508, projectlocks
+from envlock.formats import conda, locks, pep508, pipenv, projectlocks
 from envlock.formats._load import load_toml, load_yaml
 
-__all__ = ["KINDS", "Reading", "read", "read_lock", "detect_lockfile", "UNKNOWN"]
+__all__ = ["KINDS", "LOCK_KINDS", "MAX_PACKAGES", "Reading", "read", "read_lock", "detect_lockfile", "UNKNOWN"]
 
 UNKNOWN = pep508.UNKNOWN
 
-#: every kind :func:`read` recognises, in the words reports use.
-KINDS = ("manifest", "environment.yml", "conda-explicit", "conda-export", "requirements",
-         "conda-lock", "pixi.lock", "pylock", "uv.lock", "poetry.lock", "pdm.lock")
-
-#: the lockfile kinds (installable, complete listings).
-LOCK_KINDS = ("conda-lock", "pixi.lock", "pylock", "uv.lock", "poetry.lock", "pdm.lock",
-              "conda-explicit")
+from envlock._kinds import KINDS, LOCK_KINDS  # noqa: E402  (the names, without the readers)
 
 #: The most packages one input file may list (its pip entries and conda packages, on all the
 #: platforms a lockfile locks).  Real environments list hundreds to a few thousand (the largest
@@ -63,7 +59,7 @@ MAX_PACKAGES = 100_000
 
 _UNKNOWN = ("unknown format (expected an envlock manifest, environment.yml, conda list "
             "--explicit/--export, pip freeze/requirements.txt, conda-lock.yml, pixi.lock, "
-            "pylock.toml, uv.lock, poetry.lock or pdm.lock)")
+            "pylock.toml, uv.lock, poetry.lock, pdm.lock, Pipfile or Pipfile.lock)")
 
 
 @dataclass(frozen=True)
@@ -78,6 +74,8 @@ class Reading:
         about conda packages: a ``pip freeze``).
     :ivar platforms: the conda subdirs the file is for (locks: all they lock).
     :ivar lock: the :class:`~envlock.formats.locks.LockFile` of a lockfile, else ``None``.
+    :ivar meta: what the format says besides packages, for ``show`` (``Pipfile.lock``: its
+        ``sha256``, ``sources``, ``requires``, ``categories``); ``{}`` for most kinds.
     """
 
     kind: str
@@ -85,6 +83,7 @@ class Reading:
     listing: str = "complete"
     platforms: tuple[str, ...] = ()
     lock: Any = field(default=None, repr=False)
+    meta: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 def _text(path: str) -> str:
@@ -98,7 +97,7 @@ def _text(path: str) -> str:
 
 
 def read(path: str | os.PathLike[str], *, platform: str | None = None,
-         exact: bool = False) -> Reading:
+         exact: bool = False, includes: bool = True) -> Reading:
     """Read one input file (any of :data:`KINDS`).
 
     :param platform: for lockfiles of several platforms, which one's packages go into
@@ -107,6 +106,9 @@ def read(path: str | os.PathLike[str], *, platform: str | None = None,
         (PyYAML's pure-Python ``safe_load`` as conda-lock, :mod:`tomllib`), not with the faster
         libyaml/rtoml; ``verify --lock`` and ``restore`` validate with it, so that they accept
         exactly what conda-lock and packaging accept.
+    :param includes: follow a requirements file's ``-r``/``-c`` includes (relative to the
+        including file, as pip does; :func:`pep508.read_requirements`).  ``restore`` reads a
+        lockfile from someone else with ``False``: its trust rules refuse ``-r`` instead.
     :raises ManifestError: unreadable, empty, malformed or of an unknown format (one line that
         names the file).
     :raises ManifestVersionError: a manifest of a newer schema.
@@ -115,7 +117,7 @@ def read(path: str | os.PathLike[str], *, platform: str | None = None,
     text = _text(p)
     shown = one_line(p)
     try:
-        return _bounded(_sniff(p, text, platform, exact))
+        return _bounded(_sniff(p, text, platform, exact, includes))
     except ManifestError as exc:
         msg = one_line(str(exc), 400)
         raise type(exc)(msg if msg.startswith(shown) else f"{shown}: {msg}") from None
@@ -149,7 +151,8 @@ def _iter_content(text: str) -> Iterator[str]:
             yield ln
 
 
-def _sniff(p: str, text: str, platform: str | None, exact: bool = False) -> Reading:
+def _sniff(p: str, text: str, platform: str | None, exact: bool = False,
+           includes: bool = True) -> Reading:
     name = one_line(p)
     base = os.path.basename(p)
     suffix = os.path.splitext(p)[1].lower()
@@ -171,7 +174,7 @@ def _sniff(p: str, text: str, platform: str | None, exact: bool = False) -> Read
                 from envlock.manifest._toml import with_run_environment  # noqa: PLC0415
 
                 data = with_run_environment(data, p)
-            return _toml_kind(data, name, platform)
+            return _toml_kind(data, name, platform, base)
     if suffix in (".yml", ".yaml") or base == "pixi.lock" or re.search(
             r"^(dependencies|package|metadata|environments|packages|version):", text, re.MULTILINE):
         data = load_yaml(text, name, exact=exact)
@@ -201,7 +204,8 @@ def _sniff(p: str, text: str, platform: str | None, exact: bool = False) -> Read
         return Reading("conda-export", _partial(conda_pkgs, pip_pkgs, "conda list --export",
                                                 subdir=sub), "complete", (sub,) if sub else ())
     if content and pep508.looks_like_requirements(text):
-        entries = pep508.read_requirements(text, name, limit=MAX_PACKAGES)
+        entries = pep508.read_requirements(text, name, limit=MAX_PACKAGES, path=p,
+                                           includes=includes)
         # the platform of the platform-specific wheels it pins (PEP 425 tags), when one
         subs = {e.pop("wheel-subdir") for e in entries if "wheel-subdir" in e}
         sub = subs.pop() if len(subs) == 1 else None
@@ -214,7 +218,7 @@ def _sniff(p: str, text: str, platform: str | None, exact: bool = False) -> Read
         except ManifestError:
             pass
         else:  # a requirements file with a bad line further down: name that line
-            pep508.read_requirements(text, name)
+            pep508.read_requirements(text, name, path=p, includes=includes)
     raise ManifestError(_UNKNOWN)
 
 
@@ -251,13 +255,25 @@ def _frozen(lines: Iterable[str]) -> bool:
     return pins > 0
 
 
-def _toml_kind(data: dict[str, Any], name: str, platform: str | None) -> Reading:
+def _toml_kind(data: dict[str, Any], name: str, platform: str | None, base: str = "") -> Reading:
     if "envlock" in data:
         from envlock.manifest._schema import check_header  # noqa: PLC0415
 
         check_header(data)
         return Reading("manifest", data, "complete")
+    if pipenv.is_pipfile_lock(data):
+        lock, entries, meta = pipenv.read_pipfile_lock(data, name)
+        out = _partial([], entries, "Pipfile.lock")
+        out.setdefault("pip", {"status": "ok", "source": "Pipfile.lock", "packages": []})
+        return Reading("Pipfile.lock", out, "complete", (), lock, meta)
+    if pipenv.is_pipfile(data, base):
+        entries, meta = pipenv.read_pipfile(data, name)
+        out = _partial([], entries, "Pipfile")
+        out.setdefault("pip", {"status": "ok", "source": "Pipfile", "packages": []})
+        return Reading("Pipfile", out, "partial", (), None, meta)
     kind = locks.sniff_toml_lock(data)
+    if kind is None and re.search(r"(^|[_.-])pylock(\.[^.]+)?\.toml$", base) and "packages" in data:
+        raise ManifestError("not a PEP 751 lock file: no lock-version (PEP 751 requires it)")
     if kind is None:
         raise ManifestError(_UNKNOWN)
     reader = {"pylock": locks.read_pylock, "uv.lock": projectlocks.read_uv_lock,

@@ -16,26 +16,56 @@ are not packages.  Each requirement is a PEP 508 string parsed by
   ``git+…@<commit>`` keeps the commit;
 * ``-e <path>``, ``-e .``, a bare local path: the project itself (not a package); ``-e
   git+…#egg=name`` and a bare ``git+…#egg=name`` line: the package ``name`` from that
-  checkout.
+  checkout;
+* a VCS or archive URL without a name (no ``#egg=``, no ``name @``): pip learns its name only
+  by building it, so envlock names it from the URL — the repository's last path part
+  (``git+https://host/org/pydantic.git@v2`` → ``pydantic``), a wheel's or sdist's file name —
+  and records ``named-by = "url"``; a URL whose last path part names nothing is recorded as
+  *unnamed* (its name is the URL itself, ``unnamed = true``).  No such line is dropped: two
+  files that differ only there differ;
+* ``-r FILE`` / ``-c FILE`` (and ``--requirement``/``--constraint``) are followed as pip
+  follows them (``pip/_internal/req/req_file.py``): a relative name is relative to the
+  directory of the file that names it.  Requirements of a ``-r`` file are the including
+  file's; a ``-c`` file's lines are constraints, not requirements (pip installs a constrained
+  project only when something requires it), so they are read — they must be valid, and count
+  towards the bound — but are not packages.  Includes nest at most :data:`MAX_INCLUDE_DEPTH`
+  deep, read at most :data:`MAX_INCLUDE_BYTES` in all, and a file that includes itself (a
+  cycle) is one error.  A URL include (``-r https://…``) is refused: envlock fetches nothing.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
-from envlock._io import one_line
+from envlock._io import InputError, one_line, read_text
 from envlock._names import canonicalize
 from envlock.errors import ManifestError
 
-__all__ = ["SIMPLE_PIN", "UNKNOWN", "iter_lines", "iter_logical_lines", "logical_lines", "parse_line",
+__all__ = ["MAX_INCLUDE_BYTES", "MAX_INCLUDE_DEPTH", "SIMPLE_PIN", "UNKNOWN", "include_of",
+           "iter_lines", "iter_logical_lines", "logical_lines", "name_from_url", "parse_line",
            "read_requirements", "version_from_url", "wheel_subdir"]
 
 #: The version of a direct reference whose URL does not name one (conda-build ``…/work`` paths).
 UNKNOWN = "unknown"
 
-_OPTION = re.compile(r"^(-[a-zA-Z]|--[a-z][a-z0-9-]*)(?:[ =]\s*(.*))?$")
+#: a pip option line: ``-x value``, ``-x=value``, ``-xvalue`` (optparse's short options),
+#: ``--long value``, ``--long=value``.
+_OPTION = re.compile(r"^(-[a-zA-Z]|--[a-z][a-z0-9-]*)(?:(?:[ =]\s*|(?<=^-[a-zA-Z]))(.*))?$")
+
+#: the options that include another requirements file: ``-r``/``--requirement`` (its
+#: requirements) and ``-c``/``--constraint`` (constraints).
+_INCLUDES = {"-r": False, "--requirement": False, "-c": True, "--constraint": True}
+
+#: how deep ``-r``/``-c`` includes nest (pip sets no bound; real files nest one or two deep).
+MAX_INCLUDE_DEPTH = 16
+
+#: the most bytes one reading follows through includes, all files together (as one file's
+#: bound, :data:`envlock._io.MAX_INPUT_BYTES`).
+MAX_INCLUDE_BYTES = 64 * 1024 * 1024
 _WHEEL = re.compile(r"^(?P<name>[^-/]+)-(?P<version>[^-/]+)(?:-[^-/]+)?-[^-/]+-[^-/]+-[^-/]+\.whl$")
 _SDIST = re.compile(r"^(?P<name>.+?)-(?P<version>\d[^-/]*?)\.(?:tar\.gz|tar\.bz2|zip|tgz)$")
 
@@ -134,11 +164,47 @@ def _is_local(target: str) -> bool:
         is not None or "/" in target and "://" not in target and "@" not in target
 
 
-def _url_entry(name: str | None, url: str, editable: bool) -> dict[str, Any] | None:
+def name_from_url(url: str) -> str | None:
+    """The project name a VCS or archive URL without ``#egg=`` suggests, or ``None``.
+
+    A VCS URL (``git+https://host/org/repo.git@ref``): the repository, its last path part
+    without ``@ref`` and ``.git`` — pip's own name for such a checkout comes from building it,
+    and a repository is almost always named after its project.  An archive URL: the name of
+    its wheel (PEP 427) or sdist file name.  Anything else (``…/archive/main.zip``, a bare host)
+    names nothing: ``None``.
+    """
+    from urllib.parse import unquote  # noqa: PLC0415
+
+    path = url.split("#", 1)[0].split("?", 1)[0]
+    vcs = re.match(r"^(git|hg|svn|bzr)\+", path) is not None
+    if "://" in path:
+        path = path.split("://", 1)[1]
+        path = path.split("/", 1)[1] if "/" in path else ""
+    elif vcs and ":" in path:  # git+git@host:org/repo.git (scp-like)
+        path = path.split(":", 1)[-1]
+    last = unquote(path.rstrip("/").rsplit("/", 1)[-1]) if path.strip("/") else ""
+    if vcs:
+        last = last.split("@", 1)[0]
+        last = last[:-4] if last.endswith(".git") else last
+        return last if re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?", last) else None
+    m = _WHEEL.match(last) or _SDIST.match(last)
+    if m and re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?", m.group("name")):
+        return m.group("name")
+    return None
+
+
+def _url_entry(name: str | None, url: str, editable: bool) -> dict[str, Any]:
     vcs = url.split("+", 1)[0] if re.match(r"^(git|hg|svn|bzr)\+", url) else None
+    named_by = None
     if name is None:
-        return None  # a project path without a name: the project itself
-    entry: dict[str, Any] = {"name": canonicalize(name), "url": url}
+        name = name_from_url(url)
+        named_by = "url"
+    if name is None:
+        entry: dict[str, Any] = {"name": url, "url": url, "unnamed": True}
+    else:
+        entry = {"name": canonicalize(name), "url": url}
+        if named_by:
+            entry["named-by"] = named_by
     commit = _vcs_commit(url) if vcs else None
     if vcs:
         entry["vcs"] = vcs
@@ -194,7 +260,7 @@ def parse_line(line: str) -> dict[str, Any] | None:
             if _is_local(target) and not _egg(target):
                 return None  # the project (or a local checkout) itself, not a package
             return _url_entry(_egg(target), target, editable=True)
-        return None  # -r, -c, -i, --hash, --index-url, …: options, not packages
+        return None  # -r, -c (see read_requirements), -i, --hash, --index-url, …: options, not packages
     first = line.split()[0]
     if "://" in first and "@" not in line.split("://", 1)[0] or re.match(r"^(git|hg|svn|bzr)\+", first):
         return _url_entry(_egg(first), first, editable=False)  # a bare URL line
@@ -212,9 +278,7 @@ def parse_line(line: str) -> dict[str, Any] | None:
     if req.marker is not None:
         entry["marker"] = str(req.marker)
     if req.url:
-        e = _url_entry(req.name, req.url, editable=False)
-        assert e is not None
-        return {**e, **entry}
+        return {**_url_entry(req.name, req.url, editable=False), **entry}
     specs = list(req.specifier)
     if len(specs) == 1 and specs[0].operator in ("==", "===") and "*" not in specs[0].version:
         entry["version"] = specs[0].version
@@ -225,16 +289,61 @@ def parse_line(line: str) -> dict[str, Any] | None:
     return entry
 
 
-def read_requirements(text: str, name: str, *, limit: int | None = None) -> list[dict[str, Any]]:
-    """Every package entry of a requirements file (see :func:`parse_line`).
+def include_of(line: str) -> tuple[str, bool] | None:
+    """``(file, is_constraint)`` when ``line`` is ``-r FILE``/``-c FILE`` (or the long
+    spellings), else ``None``."""
+    opt = _OPTION.match(line)
+    if not opt or opt.group(1) not in _INCLUDES:
+        return None
+    return (opt.group(2) or "").strip(), _INCLUDES[opt.group(1)]
 
-    :param limit: the most entries read; one more is refused while reading, before the rest of
-        the file costs memory (``envlock.formats.MAX_PACKAGES``).
-    :raises ManifestError: ``name: line N: …`` for the first line that is not a requirement, or
-        for the entry past ``limit``.
+
+@dataclass
+class _Includes:
+    """What one reading has followed so far: the chain of files (for cycles), bytes read."""
+
+    chain: list[str] = field(default_factory=list)
+    total: int = 0
+
+
+def read_requirements(text: str, name: str, *, limit: int | None = None,
+                      path: str | os.PathLike[str] | None = None,
+                      includes: bool = True) -> list[dict[str, Any]]:
+    """Every package entry of a requirements file (see :func:`parse_line`), its ``-r``
+    includes' too.
+
+    :param limit: the most entries read, includes and constraint files together; one more is
+        refused while reading, before the rest costs memory (``envlock.formats.MAX_PACKAGES``).
+    :param path: the file ``text`` was read from: ``-r``/``-c`` names are relative to its
+        directory (pip's rule).  Without it (text from elsewhere: an ``environment.yml``'s
+        ``pip:`` list), or with ``includes=False``, include lines are options and are skipped.
+    :param includes: follow ``-r``/``-c`` (``diff``, ``show``, ``verify``).  ``restore`` and
+        ``lock`` read a lockfile from someone else without following them: their own check
+        (:mod:`envlock.lock._sources`, docs/trust.md) refuses the option.
+    :raises ManifestError: ``name: line N: …`` for the first line that is not a requirement,
+        for the entry past ``limit``, for an include that is missing, unreadable, a URL, a
+        cycle, too deep or past :data:`MAX_INCLUDE_BYTES`.
     """
     out: list[dict[str, Any]] = []
+    state = _Includes()
+    if path is not None and includes:
+        real = os.path.realpath(os.fspath(path))
+        state.chain.append(real)
+        state.total = len(text.encode("utf-8", "surrogatepass"))
+        _read_into(out, text, name, os.path.dirname(real), limit, state, constraint=False)
+    else:
+        _read_into(out, text, name, None, limit, state, constraint=False)
+    return [e for e in out if not e.get("_constraint")]
+
+
+def _read_into(out: list[dict[str, Any]], text: str, name: str, base: str | None,
+               limit: int | None, state: _Includes, *, constraint: bool) -> None:
     for no, line in iter_logical_lines(text):
+        inc = include_of(line) if base is not None else None
+        if inc is not None:
+            _follow(out, inc, f"{name}: line {no}", base or ".", limit, state,
+                    constraint=constraint or inc[1])
+            continue
         try:
             entry = parse_line(line)
         except ManifestError as exc:
@@ -243,8 +352,43 @@ def read_requirements(text: str, name: str, *, limit: int | None = None) -> list
             if limit is not None and len(out) >= limit:
                 raise ManifestError(f"{name}: line {no}: more than {limit} requirements; envlock "
                                     f"reads at most {limit} packages from one file")
+            if constraint:
+                entry["_constraint"] = True
             out.append(entry)
-    return out
+
+
+def _follow(out: list[dict[str, Any]], inc: tuple[str, bool], where: str, base: str,
+            limit: int | None, state: _Includes, *, constraint: bool) -> None:
+    target, _ = inc
+    flag = "-c" if inc[1] else "-r"
+    if not target:
+        raise ManifestError(f"{where}: {flag} names no file")
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", target):
+        raise ManifestError(f"{where}: {flag} {one_line(target, 80)}: a URL include; envlock "
+                            "reads local files only and fetches nothing")
+    full = os.path.realpath(os.path.join(base, os.path.expanduser(target.removeprefix("file:"))))
+    if full in state.chain:
+        cycle = " -> ".join(os.path.basename(p) for p in [*state.chain[state.chain.index(full):],
+                                                           full])
+        raise ManifestError(f"{where}: {flag} {one_line(target, 80)} includes itself "
+                            f"(a cycle: {cycle})")
+    if len(state.chain) > MAX_INCLUDE_DEPTH:
+        raise ManifestError(f"{where}: {flag} {one_line(target, 80)}: includes nest more than "
+                            f"{MAX_INCLUDE_DEPTH} deep")
+    try:
+        text = read_text(full, limit=max(1, MAX_INCLUDE_BYTES - state.total))
+    except InputError as exc:
+        raise ManifestError(f"{where}: {flag} {exc}") from None
+    state.total += len(text.encode("utf-8", "surrogatepass"))
+    if state.total > MAX_INCLUDE_BYTES:
+        raise ManifestError(f"{where}: {flag} {one_line(target, 80)}: the includes read more "
+                            f"than {MAX_INCLUDE_BYTES // 2**20} MiB in all")
+    state.chain.append(full)
+    try:
+        _read_into(out, text, one_line(full), os.path.dirname(full), limit, state,
+                   constraint=constraint)
+    finally:
+        state.chain.pop()
 
 
 def looks_like_requirements(text: str) -> bool:

@@ -152,7 +152,9 @@ def _kind_of(path: Path) -> str | None:
     from envlock import formats  # noqa: PLC0415
 
     try:
-        kind = formats.read(path, exact=True).kind
+        # a lockfile from someone else: its `-r`/`-c` are not followed here, and
+        # envlock.lock._sources refuses them (docs/trust.md)
+        kind = formats.read(path, exact=True, includes=False).kind
     except ManifestError as exc:
         if "unknown format" in str(exc):
             raise ManifestError(f"{path}: neither an envlock manifest nor a known lockfile"

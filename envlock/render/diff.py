@@ -42,8 +42,10 @@ def _code_rows(result: PairDiff | ManyDiff) -> list[dict[str, Any]]:
     for scope in scopes:
         row: dict[str, Any] = {"scope": scope, "differs": False}
         parts = []
-        for what in ("commit", "uncommitted", "untracked", "branch"):
+        for what in ("commit", "url", "uncommitted", "untracked", "branch"):
             vals = [f.get(("code", f"{scope}.{what}")) for f in facts]
+            if what == "url" and all(v is None for v in vals):
+                continue  # only a VCS requirement without a commit has a URL fact
             row[what] = [_v(v) for v in vals]
             distinct = list(dict.fromkeys(display(v) for v in vals))
             if len(distinct) == 1:
@@ -80,9 +82,9 @@ def _clean_or_hashed(values: list[Any]) -> bool:
         first == "none" or first.startswith("sha256:"))
 
 
-_SAME = {"commit": "same commit {}", "uncommitted": "same uncommitted changes ({})",
+_SAME = {"commit": "same commit {}", "url": "same source {}", "uncommitted": "same uncommitted changes ({})",
          "untracked": "same number of untracked files ({})", "branch": "branch {}"}
-_WHAT = {"commit": "commits", "uncommitted": "uncommitted changes",
+_WHAT = {"commit": "commits", "url": "sources (VCS URL and ref)", "uncommitted": "uncommitted changes",
          "untracked": "untracked files", "branch": "branches"}
 
 

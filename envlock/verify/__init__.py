@@ -111,12 +111,15 @@ def _interpreter_findings(live: Any) -> list[Finding]:
     status = getattr(info, "status", "ok")
     if info is None or status == "ok":
         return []
+    # the target may be a prefix whose interpreter was never named: never "interpreter None"
+    who = live.target.python or getattr(info, "executable", None) or (
+        f"of {live.target.prefix}" if getattr(live.target, "prefix", None) else "(none found)")
     return [Finding(
         id="verify.interpreter", severity="error",
-        title=f"the target interpreter {live.target.python} did not answer ({status})",
+        title=f"the target interpreter {who} did not answer ({status})",
         cause="The checks that read the interpreter (its packages, its frameworks, the libraries an "
               "import loads) had nothing to read; the job would start the same interpreter.",
-        evidence=(f"{live.target.python}: {getattr(info, 'error', None) or status}",),
+        evidence=(f"{who}: {getattr(info, 'error', None) or status}",),
         fix=("Run the interpreter by hand (`<python> -c 'import sys; print(sys.version)'`); give "
              "the right one with --python.",),
     )]

@@ -79,8 +79,13 @@ class Lock(NamedTuple):
     lock_platform: str | None = None
 
 
-_LOCK_NAMES = ("pylock.toml, conda-lock.yml, an explicit conda-<platform>.lock, uv.lock, "
-               "poetry.lock, pdm.lock or pixi.lock")
+def _lock_names() -> str:
+    from envlock.formats import LOCK_KINDS  # noqa: PLC0415
+
+    return ", ".join(LOCK_KINDS[:-1]) + " or " + LOCK_KINDS[-1]
+
+
+_LOCK_NAMES = _lock_names()
 
 
 def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,

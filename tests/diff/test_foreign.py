@@ -201,4 +201,5 @@ def test_json_manifest_against_toml(write, tmp_path: Path) -> None:
 def test_pip_freeze_is_a_complete_listing(tmp_path: Path, text: str, listing: str) -> None:
     path = tmp_path / "requirements.txt"
     path.write_text(text)
+    (tmp_path / "base.txt").write_text("scipy==1.12.0\n")  # the include is read, as pip reads it
     assert foreign.read(path)[2] == listing

@@ -1,0 +1,210 @@
+"""Requirements files read as pip reads them (``-r``/``-c`` includes, unnamed VCS/URL lines),
+``Pipfile.lock``/``Pipfile`` read as pipenv reads them.  Oracles: pip's own requirements-file
+parser (``pip._internal.req.req_file.parse_requirements``), ``packaging.requirements``, and
+pipenv's ``requirement_from_lockfile``/``requirement_from_pipfile`` (what ``pipenv
+requirements`` prints) on the real files in ``shared/cases``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from envlock import formats
+from envlock.cli import cli
+from envlock.errors import ManifestError
+from envlock.formats import pipenv as pipenv_reader
+
+CASES = Path(__file__).resolve().parents[2] / ".." / "shared" / "cases"
+if not CASES.is_dir():
+    CASES = Path("/work/shared/cases")
+PEERS, FOREIGN = CASES / "peers", CASES / "foreign"
+
+
+def _pip_reading(path: Path) -> tuple[set[tuple[str, str]], set[str]]:
+    """pip's reading: ``{(name, version or spec)}`` of the requirements (not constraints) whose
+    name pip knows without building, and the URLs of those it does not."""
+    from pip._internal.network.session import PipSession
+    from pip._internal.req.constructors import install_req_from_parsed_requirement
+    from pip._internal.req.req_file import parse_requirements
+
+    named, urls = set(), set()
+    for parsed in parse_requirements(str(path), session=PipSession()):
+        if parsed.constraint:
+            continue
+        ireq = install_req_from_parsed_requirement(parsed)
+        if ireq.req is not None:
+            spec = str(ireq.req.specifier)
+            named.add((canonicalize_name(ireq.req.name), spec.removeprefix("==")
+                       if spec.startswith("==") and "," not in spec else spec))
+        elif ireq.link is not None and not ireq.link.is_file:
+            urls.add(parsed.requirement)
+    return named, urls
+
+
+def _envlock_reading(path: Path) -> tuple[set[tuple[str, str]], set[str]]:
+    pkgs = formats.read(path).data.get("pip", {}).get("packages", [])
+    named = {(p["name"], p["version"]) for p in pkgs if not p.get("named-by") and not p.get("unnamed")
+             and not p.get("vcs")}
+    named |= {(p["name"], "") for p in pkgs if p.get("vcs") and not p.get("named-by")}
+    urls = {p["url"] for p in pkgs if p.get("named-by") or p.get("unnamed")}
+    return named, urls
+
+
+def _requirement_files() -> list[Path]:
+    out = sorted((PEERS / "reqs").iterdir())
+    out += [p for p in sorted(FOREIGN.iterdir()) if p.name.endswith(("requirements.txt",))]
+    return out
+
+
+@pytest.mark.parametrize("path", _requirement_files(), ids=lambda p: p.name)
+def test_real_requirements_files_read_as_pip_reads_them(path: Path) -> None:
+    pip_named, pip_urls = _pip_reading(path)
+    ours_named, ours_urls = _envlock_reading(path)
+    # an editable VCS checkout (-e git+…#egg=pip) is named by pip from #egg=: no specifier
+    assert ours_named == pip_named
+    assert ours_urls == pip_urls
+
+
+def _tree(tmp: Path) -> Path:
+    """A project whose requirements include others, relative to each including file."""
+    (tmp / "reqs" / "sub").mkdir(parents=True)
+    (tmp / "reqs" / "base.txt").write_text("numpy==1.26.4\nscipy>=1.11\n-r sub/ml.txt\n")
+    (tmp / "reqs" / "sub" / "ml.txt").write_text(
+        "torch==2.3.1 ; sys_platform == 'linux'\n--requirement=../extra.txt\n")
+    (tmp / "reqs" / "extra.txt").write_text("rich==13.7.1\n")
+    (tmp / "reqs" / "pins.txt").write_text("numpy==1.26.4\nurllib3==2.2.1\n")
+    main = tmp / "requirements.txt"
+    main.write_text("-r reqs/base.txt\n-c reqs/pins.txt\nclick==8.1.7\n"
+                    "git+https://github.com/pydantic/pydantic@v2.7.0\n"
+                    "https://example.invalid/archive/main.zip\n")
+    return main
+
+
+def test_includes_are_followed_as_pip_follows_them(tmp_path: Path) -> None:
+    main = _tree(tmp_path)
+    pip_named, pip_urls = _pip_reading(main)
+    assert len(pip_named) == 5  # numpy, scipy, torch, rich, click (constraints are not requirements)
+    ours_named, ours_urls = _envlock_reading(main)
+    assert ours_named == pip_named and ours_urls == pip_urls
+    pkgs = {p["name"]: p for p in formats.read(main).data["pip"]["packages"]}
+    assert pkgs["pydantic"]["named-by"] == "url" and pkgs["pydantic"]["vcs"] == "git"
+    unnamed = pkgs["https://example.invalid/archive/main.zip"]
+    assert unnamed["unnamed"] is True and unnamed["version"] == "unknown"
+    assert "urllib3" not in pkgs  # only in the -c file: pip installs it only if required
+
+
+def test_restore_reads_a_lockfile_without_following_its_includes(tmp_path: Path) -> None:
+    main = _tree(tmp_path)
+    names = {p["name"] for p in formats.read(main, includes=False).data["pip"]["packages"]}
+    assert names == {"click", "pydantic", "https://example.invalid/archive/main.zip"}
+
+
+def _one_error(args: list[str]) -> str:
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2, res.output
+    lines = res.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), res.output
+    return lines[0]
+
+
+def test_a_cycle_a_missing_include_and_a_url_include_are_one_error_each(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.txt", tmp_path / "sub" / "b.txt"
+    b.parent.mkdir()
+    a.write_text("numpy==1.26.4\n-r sub/b.txt\n")
+    b.write_text("scipy==1.13.0\n-r ../a.txt\n")
+    for cmd in (["diff", str(a), str(a)], ["show", str(a)]):
+        assert "a cycle: a.txt -> b.txt -> a.txt" in _one_error(cmd)
+    b.write_text("-r missing.txt\n")
+    assert "missing.txt: no such file" in _one_error(["show", str(a)])
+    b.write_text("-r https://example.invalid/req.txt\n")
+    assert "a URL include" in _one_error(["show", str(a)])
+
+
+def test_includes_nest_boundedly(tmp_path: Path) -> None:
+    from envlock.formats.pep508 import MAX_INCLUDE_DEPTH
+
+    for i in range(MAX_INCLUDE_DEPTH + 3):
+        (tmp_path / f"r{i}.txt").write_text(f"p{i}==1.0\n-r r{i + 1}.txt\n")
+    (tmp_path / f"r{MAX_INCLUDE_DEPTH + 3}.txt").write_text("last==1.0\n")
+    assert f"nest more than {MAX_INCLUDE_DEPTH} deep" in _one_error(["show", str(tmp_path / "r0.txt")])
+
+
+def test_the_package_bound_counts_every_included_file(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(formats, "MAX_PACKAGES", 10)
+    (tmp_path / "a.txt").write_text("".join(f"a{i}==1.0\n" for i in range(6)))
+    (tmp_path / "b.txt").write_text("".join(f"b{i}==1.0\n" for i in range(6)))
+    main = tmp_path / "requirements.txt"
+    main.write_text("-r a.txt\n-r b.txt\n")
+    with pytest.raises(ManifestError, match="more than 10 requirements"):
+        formats.read(main)
+
+
+def test_two_specs_differing_only_in_a_vcs_url_differ(tmp_path: Path) -> None:
+    a, b = tmp_path / "a" / "requirements.txt", tmp_path / "b" / "requirements.txt"
+    for p, ref in ((a, ""), (b, "@v2.7.0")):
+        p.parent.mkdir()
+        p.write_text(f"numpy==1.26.4\ngit+https://github.com/pydantic/pydantic{ref}\n")
+    res = CliRunner().invoke(cli, ["diff", "--format", "json", str(a), str(b)])
+    assert res.exit_code == 1, res.output
+    keys = [d["key"] for d in json.loads(res.output)["differences"]]
+    assert keys == ["pydantic.url"]
+    assert CliRunner().invoke(cli, ["diff", str(a), str(a)]).exit_code == 0
+
+
+# -- pipenv ------------------------------------------------------------------------------------
+
+def _pipenv_lines(lock: dict) -> list[Requirement]:
+    deps_mod = pytest.importorskip("pipenv.utils.dependencies")
+    out = []
+    for section in [k for k in lock if k != "_meta"]:
+        for line in deps_mod.requirements_from_lockfile(lock[section], include_hashes=False,
+                                                        include_markers=True):
+            out.append((section, Requirement(line)))
+    return out
+
+
+def test_pipfile_lock_reads_as_pipenv_reads_it() -> None:
+    path = PEERS / "other" / "pipenv-root__Pipfile.lock"
+    doc = json.loads(path.read_text())
+    expected = {(s, canonicalize_name(r.name), str(r.specifier).removeprefix("=="),
+                 str(r.marker) if r.marker else None) for s, r in _pipenv_lines(doc)}
+    reading = formats.read(path)
+    assert reading.kind == "Pipfile.lock" and reading.listing == "complete"
+    lock = reading.lock
+    got = {(g or "default", x.name, x.version, x.marker) for x in lock.packages for g, _ in x.groups}
+    assert {(s, n, v) for s, n, v, _ in got} == {(s, n, v) for s, n, v, _ in expected}
+    assert {(s, n, str(Requirement(f"x; {m}").marker) if m else None) for s, n, _, m in got} == \
+        {(s, n, m) for s, n, _, m in expected}
+    # hashes: every hash pipenv passes to pip (--hash=) is in the reading
+    _, entries, meta = pipenv_reader.read_pipfile_lock(doc, path.name)
+    for e in entries:
+        assert e["hashes"] == sorted(doc[e["category"]][next(
+            k for k in doc[e["category"]] if canonicalize_name(k) == e["name"])]["hashes"])
+    assert meta["sha256"] == doc["_meta"]["hash"]["sha256"]
+    assert meta["sources"] == doc["_meta"]["sources"]
+
+
+def test_pipfile_reads_as_pipenv_reads_it() -> None:
+    deps_mod = pytest.importorskip("pipenv.utils.dependencies")
+    plette = pytest.importorskip("pipenv.vendor.plette")
+    path = PEERS / "other" / "pdm__Pipfile"
+    with path.open() as fh:
+        pf = plette.Pipfile.load(fh)
+    expected = set()
+    for cat in ("packages", "dev-packages"):
+        section = pf._data.get(cat, {})
+        for line in deps_mod.requirements_from_pipfile(dict(section), include_markers=True):
+            r = Requirement(line)
+            expected.add((canonicalize_name(r.name), str(r.specifier), str(r.marker) if r.marker else None))
+    entries, meta = pipenv_reader.read_pipfile(formats._load.load_toml(path.read_text(), "Pipfile"),
+                                               "Pipfile")
+    got = {(e["name"], (e.get("constraint") or {}).get("version", e["version"]),
+            str(Requirement(f"x; {e['marker']}").marker) if e.get("marker") else None) for e in entries}
+    assert got == expected
+    assert meta["requires"] == {"python_version": "3.6"}
+    assert formats.read(path).listing == "partial"
