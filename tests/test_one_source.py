@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,7 +92,10 @@ def test_one_toml_reader() -> None:
     assert _load.load_toml is _toml.load_toml and _load.load_json is _toml.load_json
     assert _load.MAX_DEPTH == _toml.MAX_DEPTH
     text = EXAMPLE.read_text(encoding="utf-8")
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10: tomli, the parser that became 3.11's tomllib
+        import tomli as tomllib
 
     assert _toml.loads(text) == foreign.parse_toml(text, "m") == tomllib.loads(text)
 
