@@ -596,7 +596,10 @@ def test_a_fifo_where_an_entry_would_be_is_a_miss_not_a_hang(tmp_path: Path) -> 
 def test_snapshot_with_fifos_for_every_cache_entry(tiny_venv: Path, tmp_path: Path) -> None:
     """``envlock snapshot`` fills its caches; each entry is then replaced by a FIFO; a second
     snapshot finishes within its deadline and writes the same tables as the first."""
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10: tomli, the parser that became 3.11's tomllib
+        import tomli as tomllib
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "ENVLOCK_"))}
     env.update(HOME=str(tmp_path), XDG_CACHE_HOME=str(tmp_path / "cache"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -91,7 +92,10 @@ def test_one_toml_reader() -> None:
     assert _load.load_toml is _toml.load_toml and _load.load_json is _toml.load_json
     assert _load.MAX_DEPTH == _toml.MAX_DEPTH
     text = EXAMPLE.read_text(encoding="utf-8")
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10: tomli, the parser that became 3.11's tomllib
+        import tomli as tomllib
 
     assert _toml.loads(text) == foreign.parse_toml(text, "m") == tomllib.loads(text)
 
@@ -127,6 +131,73 @@ def test_same_depth_answer_in_show_verify_diff(tmp_path: Path, name: str, extra:
             assert res.exit_code == 2, (argv, res.output[-400:])
             assert errors == [errors[0]] and "nested more than 100 levels deep" in errors[0], argv
             assert errors[0].startswith(f"Error: {p}"), errors[0]
+
+
+
+def _depth(data: object) -> int:
+    """How many tables/arrays below the top-level table ``data`` nests (iteratively)."""
+    deepest, stack = 0, [(data, 0)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        stack.extend((c, d + 1) for c in children if isinstance(c, (dict, list)))
+    return deepest
+
+
+@pytest.mark.parametrize("form", ["a.{} = 1", "[{}]\nq = 1", "[[{}]]\nq = 1", "t = {{ {} = 1 }}",
+                                  "a . {} = 1"])
+def test_a_long_key_gets_the_depth_answer_whichever_parser_reads_it(form: str) -> None:
+    """A dotted key or header nesting past MAX_DEPTH is refused with the depth error before any
+    parser sees it, so tomli 2.5 (Python 3.10's TOML parser, which refuses keys of more than
+    ``sys.getrecursionlimit()`` parts in its own words) and 3.11's tomllib give one answer; a key
+    just within the limit parses to what this Python's TOML parser (the oracle) reads, and the
+    refused one nests past the limit by that parser's own reading.  Dots in quoted key parts,
+    strings and comments are not parts."""
+    from envlock.manifest import _toml
+    from envlock.errors import ManifestError
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # Python 3.10: tomli, the parser that became 3.11's tomllib
+        import tomli as tomllib
+
+    limit = _toml.MAX_DEPTH
+    for parts in (10, limit - 2, limit - 1, limit, limit + 1, limit + 2, 300, 5000):
+        key = ".".join(["k"] * parts)
+        text = 'note = "a.b.c" # x.y.z\n' + form.format(key)
+        try:
+            oracle_depth: int | None = _depth(tomllib.loads(text))
+        except (tomllib.TOMLDecodeError, RecursionError):  # tomli 2.5: more parts than the recursion limit
+            oracle_depth = None
+        try:
+            got = _toml.load_toml(text, "m.toml", exact=True)
+        except ManifestError as exc:
+            assert str(exc).startswith("m.toml: nested more than 100 levels deep"), (parts, form, exc)
+            assert oracle_depth is None or oracle_depth > limit, (parts, form)
+        else:
+            assert oracle_depth is not None and oracle_depth <= limit, (parts, form)
+            assert got == tomllib.loads(text), (parts, form)
+    # quoted parts with dots in them are one part each: 100 parts, 100 levels, accepted
+    quoted = ".".join(['"x.y"'] * (limit - 1) + ["'p.q'"])
+    text = quoted + " = 1\n"
+    assert _toml.load_toml(text, "m.toml", exact=True) == tomllib.loads(text)
+    assert _depth(tomllib.loads(text)) == limit - 1
+
+
+def test_the_long_key_check_is_linear() -> None:
+    """check_key_parts on 2 MB built to make a backtracking pattern quadratic (long runs of blanks
+    and of dots without an ``=``) answers in seconds (a quadratic one would take hours)."""
+    import time
+
+    from envlock.manifest import _toml
+
+    texts = [" " * 1_000_000 + "." * 1_000_000, "[" + " " * 1_000_000 + "a." * 500_000,
+             ",".join(["a." * 200] * 5000), "a . " * 500_000]
+    for text in texts:
+        t0 = time.monotonic()
+        _toml.check_key_parts(text, "m")
+        assert time.monotonic() - t0 < 10.0, text[:20]  # a quadratic scan takes hours
 
 
 # --- one "this machine's conda platform" -------------------------------------------------------

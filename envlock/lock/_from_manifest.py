@@ -122,6 +122,7 @@ def find_python(
     base_prefix: str | None = None,
     explicit: str | None = None,
     local_prefix: str | None = None,
+    own_last: bool = False,
     runner: Runner = run,
 ) -> PythonChoice:
     """Find an interpreter of exactly ``version`` on this machine; never another silently.
@@ -129,7 +130,10 @@ def find_python(
     Only interpreters the user's machine offers are run: ``explicit`` (``--python``: used even
     when its version differs, and then said so), ``local_prefix`` (a prefix the caller trusts,
     such as envlock's own ``sys.base_prefix``) and what ``uv python find --system VERSION``
-    finds (uv's managed interpreters and ``PATH``; downloads off).  Each is run to ask its
+    finds (uv's managed interpreters and ``PATH``; downloads off), and with ``own_last``, when
+    ``version`` is envlock's own, envlock's own interpreter (``sys.base_prefix``) after uv's:
+    an interpreter that is not on ``PATH`` (a pyenv version that is not the global one, a conda
+    env's) runs envlock and restores its own manifests.  Each is run to ask its
     ``platform.python_version()``.  The manifest's ``base_prefix`` is never run (a manifest is
     data, docs/trust.md): its ``bin/pythonX.Y`` is only a proposal the plan shows
     (:attr:`PythonChoice.proposed`), which ``--python`` can accept.
@@ -172,6 +176,13 @@ def find_python(
             uv_miss = f"uv python find {version}: none"
     except EnvlockError:
         uv_miss = "uv python find: uv not installed"
+    if own_last and not local_prefix:
+        import platform  # noqa: PLC0415
+        import sys  # noqa: PLC0415
+
+        if platform.python_version() == version:
+            for name in (f"python{mm}", "python3"):
+                candidates.append((os.path.join(sys.base_prefix, "bin", name), "envlock's own"))
     seen: set[str] = set()
     for exe, how in candidates:
         if exe in seen:
@@ -384,7 +395,7 @@ def plan_from_manifest(
                             f"records {recorded or 'no version'}: not an exact restore")
         choice = find_python(python_version or recorded,
                              base_prefix=info.base_prefix if info and not python_version else None,
-                             explicit=python, runner=runner)
+                             explicit=python, own_last=True, runner=runner)
         if python and choice.path is None:
             from envlock.errors import TargetError  # noqa: PLC0415
 

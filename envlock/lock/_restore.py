@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from envlock._run import Runner, run
 from envlock.errors import ManifestError
-from envlock.lock._from_manifest import index_options, plan_from_manifest
+from envlock.lock._from_manifest import find_python, index_options, plan_from_manifest
 from envlock.lock._plan import RestorePlan, Step, not_restored
 from envlock.probes.lockfiles import _sha256, lockfile_kind
 
@@ -201,7 +201,9 @@ def plan_restore(
     :param inputs: manifest files (``.toml``/``.json`` with an ``[envlock]`` table) and
         lockfiles, in any order; conda lockfiles are installed before pip ones.
     :param prefix: the environment directory to create.
-    :param python_version: Python for a new venv when there is no conda-lock file.
+    :param python_version: Python for a new venv when there is no conda-lock file: uv finds
+        it (``--python VERSION``), or, where uv finds none, envlock's own interpreter when it is
+        that version (``--python PATH``, :func:`find_python`).
     :param index_map: local-version label → index URL (``{"cu130": "https://…"}``) for pip
         packages with that label; PyTorch's labels default to :data:`PYTORCH_INDEX`.
     :param index_url: replaces PyPI; ``find_links``: directories of wheels; ``no_index``: use
@@ -270,8 +272,13 @@ def plan_restore(
     steps: list[Step] = []
     has_conda = any(kinds[p] in ("conda-lock", "conda-explicit") for p in lockfiles)
     if not has_conda and lockfiles:
-        argv = ["uv", "venv", prefix] + (["--python", python_version] if python_version else [])
-        steps.append(Step(title="create a virtual environment", argv=tuple(argv), kind="uv-venv"))
+        title, interpreter = "create a virtual environment", python_version
+        if python_version:  # what uv finds it finds again; else envlock's own, if that version
+            choice = find_python(python_version, own_last=True, runner=runner)
+            if choice.exact and choice.how == "envlock's own" and choice.path:
+                title, interpreter = f"create a virtual environment with {choice.describe()}", choice.path
+        argv = ["uv", "venv", prefix] + (["--python", interpreter] if interpreter else [])
+        steps.append(Step(title=title, argv=tuple(argv), kind="uv-venv"))
     for p in lockfiles:
         kind = kinds[p]
         if kind == "conda-lock":

@@ -20,8 +20,8 @@ from envlock._io import one_line
 from envlock.errors import ManifestError
 from envlock.redact import redact_tree
 
-__all__ = ["MAX_DEPTH", "atomic_write", "check_depth", "check_nesting", "dumps", "load_file", "load_json",
-           "load_toml", "loads", "read_text"]
+__all__ = ["MAX_DEPTH", "atomic_write", "check_depth", "check_key_parts", "check_nesting", "dumps", "load_file",
+           "load_json", "load_toml", "loads", "read_text"]
 
 
 #: Deepest nesting of arrays, tables or mappings accepted.  Real manifests and lockfiles nest
@@ -33,6 +33,12 @@ MAX_DEPTH = 100
 # TOML/JSON strings and TOML comments: brackets inside them do not nest.
 _STRINGS = re.compile(r'"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:\\.|[^"\\\n])*"|\'[^\'\n]*\'|#[^\n]*')
 _BRACKETS = re.compile(r"[\[\]{}]")
+# A key of at least MIN + 1 parts (each bare, or a quoted one emptied to Q by _strings_out; blanks
+# around the dots, TOML 1.0): at a line's start, in a [table] or [[array]] header, or after the {
+# or , of an inline table; then = or the header's ].  No two quantifiers can take the same blank,
+# so a failed match costs time linear in the text.
+_LONG_KEY = (r"(?m)(?:^(?:[ \t]*\[\[?)?|[{,])(?:[ \t]*[A-Za-z0-9_-]+[ \t]*\.){MIN,}"
+             r"[ \t]*[A-Za-z0-9_-]+[ \t]*[=\]]")
 
 
 def check_nesting(text: str, name: str, limit: int = MAX_DEPTH) -> None:
@@ -40,8 +46,9 @@ def check_nesting(text: str, name: str, limit: int = MAX_DEPTH) -> None:
 
     Strings and comments are skipped, so brackets inside them do not count; the count is an upper
     bound of the nesting of arrays and inline tables, the constructs :mod:`tomllib` and
-    :mod:`json` parse recursively.  (Dotted keys and ``[a.b.c]`` headers nest without brackets;
-    :func:`check_depth` bounds those after parsing.)
+    :mod:`json` parse recursively.  (Dotted keys and ``[a.b.c]`` headers nest without brackets:
+    :func:`check_key_parts` refuses a key of too many parts, :func:`check_depth` bounds the
+    rest after parsing.)
 
     :raises ManifestError: deeper than ``limit``.
     """
@@ -57,6 +64,35 @@ def check_nesting(text: str, name: str, limit: int = MAX_DEPTH) -> None:
                 raise ManifestError(f"{name}: nested more than {limit} levels deep{where}")
         else:
             depth = max(depth - 1, 0)
+
+
+def _strings_out(m: re.Match[str]) -> str:
+    """A comment, emptied; a string, replaced by ``Q`` and the newlines it spans (one key part,
+    and line numbers stay true)."""
+    return "" if m.group().startswith("#") else "Q" + "\n" * m.group().count("\n")
+
+
+def check_key_parts(text: str, name: str, limit: int = MAX_DEPTH) -> None:
+    """Refuse TOML text with a dotted key or table header of more than ``limit + 1`` parts
+    (``a.b.c = 1``, ``[a.b.c]``, ``[[a.b.c]]``, ``{a.b.c = 1}``), before a parser sees it.
+
+    A key of *k* parts nests its value *k - 1* tables deep at least (TOML 1.0, "Keys" and
+    "Table"), so such text nests more than ``limit`` levels wherever the key stands; saying so
+    here keeps the answer the same whichever parser would judge it: Python 3.11's
+    :mod:`tomllib` parses a 5000-part key (:func:`check_depth` then refuses it), ``tomli`` 2.5
+    (Python 3.10's parser) refuses keys of more than ``sys.getrecursionlimit()`` parts with its
+    own wording.  Quoted key parts are counted as parts, whatever dots they hold; dots inside
+    strings and comments are not counted.
+
+    :raises ManifestError: a key of more than ``limit + 1`` parts (one line, with its line).
+    """
+    if text.count(".") <= limit:
+        return
+    bare = _STRINGS.sub(_strings_out, text)
+    m = re.search(_LONG_KEY.replace("MIN", str(limit + 1)), bare)
+    if m:
+        line = bare.count("\n", 0, m.start()) + 1
+        raise ManifestError(f"{name}: nested more than {limit} levels deep (line {line})")
 
 
 def check_depth(data: Any, name: str, limit: int = MAX_DEPTH) -> None:
@@ -125,6 +161,7 @@ def load_toml(text: str, name: str, *, exact: bool = False) -> dict[str, Any]:
         pass
     if parsed is None:
         check_nesting(text, name)  # before the recursive tomllib sees the text
+        check_key_parts(text, name)  # the same answer whichever tomllib/tomli judges it
         if sys.version_info >= (3, 11):
             import tomllib  # noqa: PLC0415
         else:  # pragma: no cover

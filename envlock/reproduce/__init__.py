@@ -176,7 +176,7 @@ def bisect(
         notes.append(f"{good} records no Python version: envlock's own is used")
     else:
         choice = find_python(gside.python, base_prefix=gside.base_prefix, explicit=python,
-                             runner=runner)
+                             own_last=True, runner=runner)
     if choice.path is None:
         raise EnvlockError(f"cannot build GOOD's environments: {choice.describe()}")
     notes.append(f"every environment uses {choice.describe()}")

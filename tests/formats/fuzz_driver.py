@@ -79,7 +79,10 @@ def _reference(path: Path) -> bool | None:
         except Exception:  # any refusal
             return False
     if name.startswith("pylock") and name.endswith(".toml"):
-        import tomllib
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # Python 3.10: tomli, the parser that became 3.11's tomllib
+            import tomli as tomllib
         from packaging.pylock import Pylock
 
         try:

@@ -14,8 +14,12 @@ import json
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: tomli, the parser that became 3.11's tomllib
+    import tomli as tomllib
 
 import pytest
 from packaging.requirements import Requirement

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: tomli, the parser that became 3.11's tomllib
+    import tomli as tomllib
 
 import pytest
-import tomllib
 from click.testing import CliRunner
 
 from envlock.cli import cli

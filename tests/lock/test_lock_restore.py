@@ -6,8 +6,12 @@ import hashlib
 import sys
 from pathlib import Path
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: tomli, the parser that became 3.11's tomllib
+    import tomli as tomllib
+
 import pytest
-import tomllib
 from click.testing import CliRunner
 
 from envlock.cli import cli
@@ -356,3 +360,28 @@ def test_restore_a_manifest_without_lockfiles_plans_from_the_manifest(tmp_path):
     assert any("mylib 0.1: editable install of /src/mylib" in ln for ln in lines)
     assert any("glibc 2.36" in ln for ln in lines)
     assert not (tmp_path / "manifest-restored").exists()  # a dry run creates nothing
+
+
+def test_a_lockfile_venv_uses_envlocks_own_python_where_uv_finds_none(tmp_path, monkeypatch):
+    """Restoring a pylock.toml for this Python's version where neither PATH nor uv's own installs
+    offer that version (a pyenv version that is not the global one): the venv is made with
+    envlock's own interpreter, named in the plan, not handed to uv as a bare version (which uv
+    would try to download)."""
+    import os
+
+    here = ".".join(map(str, sys.version_info[:3]))
+    own = f"{sys.base_prefix}/bin/python{sys.version_info[0]}.{sys.version_info[1]}"
+    pylock = tmp_path / "pylock.toml"
+    pylock.write_text(PYLOCK)
+    new = tmp_path / "new"
+    (tmp_path / "empty-bin").mkdir()
+    monkeypatch.setenv("UV_PYTHON_INSTALL_DIR", str(tmp_path / "no-managed-pythons"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    venv = plan_restore([pylock], new, python_version=here).steps[0]
+    assert venv.argv == ("uv", "venv", str(new), "--python", own)
+    assert venv.title == (f"create a virtual environment with Python {here} at {own} "
+                          "(envlock's own; the recorded version)")
+    # with this interpreter on PATH, uv finds it again at --run: the version is passed as before
+    monkeypatch.setenv("PATH", f"{sys.base_prefix}/bin{os.pathsep}{tmp_path / 'empty-bin'}")
+    assert plan_restore([pylock], new, python_version=here).steps[0].argv == (
+        "uv", "venv", str(new), "--python", here)

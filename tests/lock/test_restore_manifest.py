@@ -8,11 +8,16 @@ offline (``--no-index --find-links``).
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: tomli, the parser that became 3.11's tomllib
+    import tomli as tomllib
+
 import pytest
-import tomllib
 from click.testing import CliRunner
 
 from envlock.cli import cli
@@ -96,17 +101,34 @@ def test_default_into_is_beside_the_manifest_and_run_refuses_a_missing_python(tm
     assert "warning: no Python 3.11.99 on this machine" in dry.stderr
 
 
-def test_find_python_names_what_it_found_and_never_another(tmp_path):
+def test_find_python_names_what_it_found_and_never_another(tmp_path, monkeypatch):
+    """uv finds this interpreter where PATH offers it (the test puts its bin directory first,
+    whatever the host's PATH holds); where PATH and uv's own installs offer none, only
+    ``own_last`` (restore's and bisect's choice) finds envlock's own interpreter, and the
+    manifest's base-prefix, though it exists, is never run: only proposed."""
     here = ".".join(map(str, sys.version_info[:3]))
+    mm = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    monkeypatch.setenv("UV_PYTHON_INSTALL_DIR", str(tmp_path / "no-managed-pythons"))
+    monkeypatch.setenv("PATH", f"{sys.base_prefix}/bin{os.pathsep}{os.environ['PATH']}")
     found = find_python(here, base_prefix=sys.base_prefix)
     assert found.exact and Path(found.path).exists()
     assert found.how == "uv python find"  # the machine's, not the manifest's (never run)
-    assert found.proposed == f"{sys.base_prefix}/bin/python{sys.version_info[0]}.{sys.version_info[1]}"
+    assert found.proposed == f"{sys.base_prefix}/bin/python{mm}"
     assert found.describe().startswith(f"Python {here} at {found.path} (uv python find; the "
                                        "recorded version)")
     other = find_python("3.0.1", explicit=sys.executable)
     assert other.path == sys.executable and not other.exact
     assert "NOT the recorded 3.0.1" in other.describe()
+
+    monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
+    (tmp_path / "empty-bin").mkdir()
+    none = find_python(here, base_prefix=sys.base_prefix)
+    assert none.path is None and none.looked == (f"uv python find {here}: none",)
+    assert f"the manifest names {sys.base_prefix}/bin/python{mm} (not run" in none.describe()
+    own = find_python(here, base_prefix=sys.base_prefix, own_last=True)
+    assert own.exact and own.how == "envlock's own" and own.path == f"{sys.base_prefix}/bin/python{mm}"
+    assert own.describe() == f"Python {here} at {own.path} (envlock's own; the recorded version)"
+    assert find_python("3.0.1", own_last=True).looked == ("uv python find 3.0.1: none",)
 
 
 def torch_manifest(*versions: str) -> Manifest:

@@ -76,7 +76,9 @@ def test_editable_install_records_checkout_state(tmp_path: Path, how: str) -> No
         # A real PEP 660 editable install; the build backend (setuptools) comes from the index.
         pip_install(py, "--use-pep517", "-e", str(src), index=True)
     else:
-        pip_install(py, "setuptools", "wheel", index=True)  # pip >= 23.1 needs both for it
+        # pip >= 23.1 needs both for it; setuptools 80 made `develop` a PEP 660 install (no
+        # .egg-link), and venvs of Python >= 3.12 bring no setuptools, so the world is pinned here.
+        pip_install(py, "setuptools<80", "wheel", index=True)
         pip_install(py, "--no-use-pep517", "-e", str(src), index=True)
         assert list((venv / "lib").glob("python3*/site-packages/mylib.egg-link"))
     assert _pip_editable_location(py, "mylib") == str(src)

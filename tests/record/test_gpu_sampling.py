@@ -7,8 +7,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import tomllib
 from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: tomli, the parser that became 3.11's tomllib
+    import tomli as tomllib
 
 from envlock.manifest.process import run_from_dict
 

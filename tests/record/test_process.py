@@ -6,8 +6,12 @@ import ctypes.util
 import os
 import random
 import sys
-import tomllib
 from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: tomli, the parser that became 3.11's tomllib
+    import tomli as tomllib
 
 import envlock
 from envlock.manifest.process import process_from_dict

@@ -11,8 +11,12 @@ import signal
 import subprocess
 import sys
 import time
-import tomllib
 from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: tomli, the parser that became 3.11's tomllib
+    import tomli as tomllib
 
 import pytest
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from pathlib import Path
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: tomli, the parser that became 3.11's tomllib
+    import tomli as tomllib
+
 import pytest
-import tomllib
 
 from envlock._run import run
 from envlock.manifest import EnvlockInfo, Manifest, Target
