@@ -15,7 +15,7 @@ __all__ = ["run"]
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--dir", "run_dir", default="envlock-runs/{time}-{job}-{host}-{pid}", show_default=True,
-              help="Run directory for manifest.toml and run.toml. Placeholders: {host}, {job}, "
+              help="Run directory for manifest.toml and run.toml. Placeholders: {host}, {node}, {job}, "
                    "{time}, {rank}, {pid}.")
 @click.option("--verify", "verify_policy", type=click.Choice(["none", "report", "error", "strict"]),
               default="none", show_default=True,

@@ -15,9 +15,11 @@ __all__ = ["expand_output", "snapshot"]
 
 
 def expand_output(template: str, environ: dict[str, str] | None = None) -> str:
-    """Fill the ``{host}``, ``{job}`` and ``{time}`` placeholders of an output path.
+    """Fill the ``{host}``, ``{node}``, ``{job}`` and ``{time}`` placeholders of an output path.
 
-    ``{host}`` is the short host name, ``{job}`` the batch job id (``SLURM_JOB_ID``, then
+    ``{host}`` is the short host name, ``{node}`` Slurm's node name (``SLURMD_NODENAME``, set
+    by slurmd in every step; several nodes may share one host) else the short host name,
+    ``{job}`` the batch job id (``SLURM_JOB_ID``, then
     ``PBS_JOBID``, ``LSB_JOBID``; ``nojob`` outside a job; a Slurm array task adds
     ``_<task>``), ``{time}`` the UTC time as ``YYYYmmddTHHMMSSZ``.
 
@@ -29,6 +31,7 @@ def expand_output(template: str, environ: dict[str, str] | None = None) -> str:
         job = f"{env.get('SLURM_ARRAY_JOB_ID', job)}_{env['SLURM_ARRAY_TASK_ID']}"
     values = {
         "host": socket.gethostname().split(".")[0],
+        "node": env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0],
         "job": job,
         "time": _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ"),
     }
@@ -36,7 +39,7 @@ def expand_output(template: str, environ: dict[str, str] | None = None) -> str:
         return template.format(**values)
     except (KeyError, IndexError, ValueError) as exc:
         raise click.BadParameter(
-            f"unknown placeholder {exc} in {template!r} (use {{host}}, {{job}}, {{time}})",
+            f"unknown placeholder {exc} in {template!r} (use {{host}}, {{node}}, {{job}}, {{time}})",
             param_hint="'-o'",
         ) from None
 
@@ -44,7 +47,7 @@ def expand_output(template: str, environ: dict[str, str] | None = None) -> str:
 @click.command()
 @target_options
 @click.option("-o", "--output", default="manifest.toml", show_default=True,
-              help="Output file; '-' for stdout. Placeholders: {host}, {job}, {time}.")
+              help="Output file; '-' for stdout. Placeholders: {host}, {node}, {job}, {time}.")
 @click.option("--format", "fmt", type=click.Choice(["toml", "json"]), default=None,
               help="Output format [default: from the file suffix, else toml].")
 @click.option("--force", is_flag=True, help="Replace an existing output file.")

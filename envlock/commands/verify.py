@@ -52,7 +52,8 @@ def verify(
     Compares the target environment with a manifest and/or lockfiles (packages, builds, Python)
     and checks this node: NVIDIA driver vs the CUDA builds, GPU architectures, the Slurm GPU
     allocation, the output directory, isolation. Exit status: 0 ok (warnings allowed), 1 at
-    least one error, 2 verify could not run. Use it in a job script:
+    least one error, 2 verify could not run, 3 no verdict (every error is a
+    check that timed out or crashed). Use it in a job script:
 
     \b
         envlock verify --manifest manifest.toml || exit 1

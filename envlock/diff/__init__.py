@@ -90,7 +90,12 @@ def load_inputs(paths: Sequence[PathLike], kb: KB, *, extras: Sequence[str] = ()
     for p, r, n in zip(paths, readings, notes, strict=True):
         raw_head = r.data.get("envlock")
         head = raw_head if isinstance(raw_head, dict) else {}
-        label = str(head.get("host")) if many and head.get("host") else os.path.basename(p)
+        # several Slurm nodes may share a host (and a node is known by its Slurm name): the
+        # node of [slurm] first, then the host
+        raw_slurm = r.data.get("slurm")
+        node = raw_slurm.get("node") if isinstance(raw_slurm, dict) else None
+        name = node if isinstance(node, str) and node else head.get("host")
+        label = str(name) if many and name else os.path.basename(p)
         fs = extract(r.data, label=label, path=os.fspath(p), kind=r.kind, aliases=kb.aliases,
                      listing=r.listing)
         fs.notes.extend(n)

@@ -44,8 +44,8 @@ def rank_of(environ: Mapping[str, str]) -> int | None:
 
 
 def expand_dir(template: str, environ: Mapping[str, str] | None = None) -> str:
-    """Fill ``{host}``, ``{job}``, ``{time}``, ``{rank}`` and ``{pid}`` in a path template
-    (``{job}``/``{host}``/``{time}`` as for ``envlock snapshot -o``; ``{rank}`` is
+    """Fill ``{host}``, ``{node}``, ``{job}``, ``{time}``, ``{rank}`` and ``{pid}`` in a path template
+    (``{job}``/``{host}``/``{node}``/``{time}`` as for ``envlock snapshot -o``; ``{rank}`` is
     :func:`rank_of`, ``0`` when unset).
 
     :raises EnvlockError: an unknown placeholder.
@@ -57,7 +57,8 @@ def expand_dir(template: str, environ: Mapping[str, str] | None = None) -> str:
     if env.get("SLURM_ARRAY_TASK_ID"):
         job = f"{env.get('SLURM_ARRAY_JOB_ID', job)}_{env['SLURM_ARRAY_TASK_ID']}"
     values = {
-        "host": socket.gethostname().split(".")[0], "job": job,
+        "host": socket.gethostname().split(".")[0],
+        "node": env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0], "job": job,
         "time": _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ"),
         "rank": rank_of(env) or 0, "pid": os.getpid(),
     }
@@ -65,7 +66,7 @@ def expand_dir(template: str, environ: Mapping[str, str] | None = None) -> str:
         return template.format(**values)
     except (KeyError, IndexError, ValueError) as exc:
         raise EnvlockError(f"unknown placeholder {exc} in {template!r} "
-                           "(use {host}, {job}, {time}, {rank}, {pid})") from None
+                           "(use {host}, {node}, {job}, {time}, {rank}, {pid})") from None
 
 
 def prepare_dir(path: str, *, force: bool) -> str:

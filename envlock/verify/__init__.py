@@ -43,6 +43,9 @@ class CheckResult(NamedTuple):
     findings: int = 0
 
 
+#: error ids that are envlock's own failure, not a verdict: alone they make exit status 3.
+NO_VERDICT = frozenset({"verify.timeout", "verify.internal-error"})
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class VerifyReport:
     """The result of :func:`verify` (policy applied).
@@ -79,8 +82,15 @@ class VerifyReport:
 
     @property
     def exit_code(self) -> int:
-        """0 when no error (warnings allowed), 1 otherwise."""
-        return 1 if self.counts["error"] else 0
+        """0 when no error (warnings allowed); 1 when an error is a verdict on the environment
+        or node; 3 when every error is envlock's own — a check that did not finish by
+        ``--timeout`` (``verify.timeout``) or that crashed (``verify.internal-error``): no
+        verdict.  A Slurm Prolog drains a node on a non-zero exit (slurm.conf(5), "Prolog"), so
+        a site's Prolog can enforce 1 and let 3 pass (``docs/slurm.md``)."""
+        errors = [f for f in self.findings if f.severity == "error"]
+        if not errors:
+            return 0
+        return 3 if all(f.id in NO_VERDICT for f in errors) else 1
 
     def to_json(self) -> dict[str, Any]:
         """The JSON document of ``envlock verify --format json`` (``docs/verify.md``)."""
