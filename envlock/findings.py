@@ -44,6 +44,9 @@ class Finding:
     :ivar fix: what to do, one option per string.
     :ivar library: the shared library (SONAME) it is about, for library findings.
     :ivar requester: the object that asked for that library, for library findings.
+    :ivar consequence_of: for a loader finding the real loader never reaches because an
+        earlier error already stopped it (glibc stops at the first fatal error): the title
+        of that error; ``None`` otherwise.
     """
 
     id: str
@@ -54,6 +57,7 @@ class Finding:
     fix: tuple[str, ...] = ()
     library: str | None = None
     requester: str | None = None
+    consequence_of: str | None = None
 
     def with_severity(self, severity: Severity) -> Finding:
         """A copy with another severity."""
@@ -73,6 +77,8 @@ class Finding:
             out["library"] = self.library
         if self.requester is not None:
             out["requester"] = self.requester
+        if self.consequence_of is not None:
+            out["consequence_of"] = self.consequence_of
         return out
 
 

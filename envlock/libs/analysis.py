@@ -21,6 +21,7 @@ from envlock import libfamilies
 from envlock.findings import Finding
 from envlock.libs.argument import file_target
 from envlock.libs.diagnose import report_findings, symbol_findings
+from envlock.libs.loadorder import check_match_findings, filter_findings, order_findings
 from envlock.libs.elf import ElfCache
 from envlock.libs.owners import OwnerIndex
 from envlock.libs.report import FINDING_IDS, SCHEMA, LibEntry, LibsReport, RuntimeResult, Stage
@@ -233,10 +234,11 @@ def analyze_module(
     index = OwnerIndex(sys_path, prefix=prefix, root=root, cache_dir=owners_dir) if owners else None
     entries = _entries(proc, index, stage, via)
     findings = report_findings(proc, entries, runtime_results, index, torch_plan, sys_path, prefix, cfg)
+    findings += filter_findings(proc) + check_match_findings(proc)
     if check_symbols:
         findings += symbol_findings(proc, index, sys_path, prefix, cfg)
-        rank = {"error": 0, "warning": 1, "info": 2}
-        findings.sort(key=lambda f: rank.get(f.severity, 3))
+    # the loader stops at its first fatal error: that one first, the rest marked
+    findings = order_findings(proc, findings)
     return LibsReport(
         python=python_exe,
         target=module_or_file,

@@ -207,6 +207,8 @@ def report_findings(
         rt = runtime_by_res.get(id(res))
         if res.path is None and res.kind == "preload":
             continue  # the loader prints an error and ignores the entry: preload-failed below
+        if res.path is None and res.filtee is not None:
+            continue  # a filtee: envlock.libs.loadorder's filter rules
         if res.path is None:
             key = ("missing", res.name, res.requester)
             if key in seen:

@@ -87,6 +87,7 @@ PT_LOAD, PT_DYNAMIC, PT_INTERP = 1, 2, 3
 DT_NULL, DT_NEEDED, DT_HASH, DT_STRTAB, DT_SYMTAB, DT_STRSZ, DT_SONAME, DT_RPATH = 0, 1, 4, 5, 6, 10, 14, 15
 DT_RUNPATH, DT_FLAGS, DT_GNU_HASH, DT_VERSYM, DT_FLAGS_1 = 29, 30, 0x6FFFFEF5, 0x6FFFFFF0, 0x6FFFFFFB
 DT_VERDEF, DT_VERDEFNUM, DT_VERNEED, DT_VERNEEDNUM = 0x6FFFFFFC, 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF
+DT_AUXILIARY, DT_FILTER = 0x7FFFFFFD, 0x7FFFFFFF
 
 #: The page size glibc checks ``PT_LOAD`` alignment against (``GLRO(dl_pagesize)``).
 PAGE_SIZE = mmap.PAGESIZE
@@ -173,6 +174,10 @@ class ElfInfo:
     :ivar interp: ``PT_INTERP`` (the program interpreter), if any.
     :ivar soname: ``DT_SONAME``.
     :ivar needed: ``DT_NEEDED`` strings in order.
+    :ivar dyn_deps: when the file is a filter, every ``DT_NEEDED``, ``DT_FILTER`` (``ld -F``)
+        and ``DT_AUXILIARY`` (``ld -f``) entry in the order of the dynamic section, as
+        ``("needed" | "filter" | "auxiliary", string)`` (glibc ``elf/dl-deps.c`` walks them in
+        that order); ``()`` for a file without filtees (then :attr:`needed` says it all).
     :ivar rpath: ``DT_RPATH`` string as stored (``$ORIGIN`` not expanded).
     :ivar runpath: ``DT_RUNPATH`` string as stored.
     :ivar flags: ``DT_FLAGS`` value.
@@ -200,6 +205,7 @@ class ElfInfo:
     interp: str | None = None
     soname: str | None = None
     needed: tuple[str, ...] = ()
+    dyn_deps: tuple[tuple[str, str], ...] = ()
     rpath: str | None = None
     runpath: str | None = None
     flags: int = 0
@@ -272,6 +278,15 @@ class ElfInfo:
         if self.pie and not main:
             return "cannot dynamically load position-independent executable"
         return None
+
+    @property
+    def has_versioning(self) -> bool:
+        """Whether the loader keeps a version table for this file (``l_versyms``): some
+        Verneed or Verdef entry has a nonzero index (glibc ``elf/dl-version.c``
+        ``_dl_check_map_versions``, ``ndx_high > 0``).  Without one, ``check_match`` cannot
+        tell versions apart (``elf/dl-lookup.c``)."""
+        return any(v.index & 0x7FFF for n in self.verneed for v in n.versions) or any(
+            d.index & 0x7FFF for d in self.verdef)
 
     def defined_versions(self) -> tuple[str, ...]:
         """Names of the versions this file defines (the base entry excluded)."""
@@ -648,7 +663,11 @@ def _dynamic(img: _Image, vaddr: int) -> dict[str, Any]:
     entries = _dyn_entries(img, vaddr)
     last: dict[int, int] = {}
     needed_offs: list[int] = []
+    deps: list[tuple[str, int]] = []
+    dep_kind = {DT_NEEDED: "needed", DT_FILTER: "filter", DT_AUXILIARY: "auxiliary"}
     for tag, val in entries:
+        if tag in dep_kind:
+            deps.append((dep_kind[tag], val))
         if tag == DT_NEEDED:
             needed_offs.append(val)
         else:
@@ -662,6 +681,8 @@ def _dynamic(img: _Image, vaddr: int) -> dict[str, Any]:
 
     out: dict[str, Any] = {
         "needed": tuple(string(v) for v in needed_offs),
+        "dyn_deps": (tuple((k, string(v)) for k, v in deps)
+                     if len(deps) != len(needed_offs) else ()),
         "soname": string(last[DT_SONAME]) if DT_SONAME in last else None,
         "rpath": string(last[DT_RPATH]) if DT_RPATH in last else None,
         "runpath": string(last[DT_RUNPATH]) if DT_RUNPATH in last else None,

@@ -116,7 +116,9 @@ class LibsReport:
     :ivar objects: every object in load order.
     :ivar requests: every request (DT_NEEDED, preload, dlopen) with the places tried.
     :ivar runtime: the run-time dlopens resolved.
-    :ivar findings: problems, most severe first.
+    :ivar findings: problems: the loader's errors in the order it meets them (the first is
+        what the real load reports; those it never reaches carry ``consequence_of``), then
+        the other errors, warnings and infos (:func:`envlock.libs.loadorder.order_findings`).
     :ivar errors: problems of the analysis itself (unreadable module, …).
     :ivar launcher: the wrapper script given as the interpreter (a pyenv shim), when
         ``python`` is the real interpreter it runs (its ``sys.executable``); else ``None``.
@@ -180,7 +182,8 @@ class LibsReport:
             "findings": [
                 {"id": f.id, "severity": f.severity, "title": f.title, "cause": f.cause,
                  "evidence": list(f.evidence), "fix": list(f.fix), "library": f.library,
-                 "requester": f.requester}
+                 "requester": f.requester,
+                 **({"consequence_of": f.consequence_of} if f.consequence_of else {})}
                 for f in self.findings
             ],
             "errors": list(self.errors),
@@ -209,6 +212,8 @@ def _request_json(r: Resolution, *, tried: bool = True) -> dict[str, Any]:
         "name": r.name, "requester": r.requester, "kind": r.kind, "path": r.path,
         "rule": r.rule, "source": r.source, "error": r.error, "object": r.object_id,
     }
+    if r.filtee is not None:
+        out["filtee"] = r.filtee
     if tried:
         out["tried"] = [{"path": a.path, "rule": a.rule, "source": a.source, "outcome": a.outcome}
                         for a in r.tried]

@@ -141,6 +141,9 @@ class Resolution:
     :ivar error: the loader's error, e.g. ``"cannot open shared object file: No such file or
         directory"``.
     :ivar object_id: index of the object in :attr:`Process.objects`, or ``None``.
+    :ivar filtee: ``"filter"`` (``DT_FILTER``: the load fails without it) or ``"auxiliary"``
+        (``DT_AUXILIARY``: ignored when it cannot be loaded) when the name is a filter's
+        filtee (glibc ``elf/dl-deps.c``), else ``None`` (``kind`` is then ``"needed"`` too).
     """
 
     name: str
@@ -152,6 +155,7 @@ class Resolution:
     tried: tuple[Attempt, ...] = ()
     error: str | None = None
     object_id: int | None = None
+    filtee: Literal["filter", "auxiliary"] | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -189,6 +193,8 @@ class LoadedObject:
     :ivar resolution: the :class:`Resolution` that loaded it (``None`` for the executable).
     :ivar group: id of the object whose ``execve``/``dlopen`` first loaded it (the root of
         its local scope, ``l_searchlist``, used when its relocations are processed).
+    :ivar filtees: ids of its filtees (``DT_FILTER``/``DT_AUXILIARY`` objects loaded), in
+        order; they come before it in every search list.
     :ivar in_global: part of the global scope (the program's closure, LD_PRELOAD, and the
         closures of ``RTLD_GLOBAL`` dlopens; glibc ``elf/dl-open.c`` ``add_to_global``).
     """
@@ -205,6 +211,7 @@ class LoadedObject:
     resolution: Resolution | None = None
     group: int | None = None
     in_global: bool = False
+    filtees: list[int] = field(default_factory=list)
 
     @property
     def soname(self) -> str | None:
@@ -468,6 +475,9 @@ class Process:
         self._by_fid: dict[tuple[int, int], int] = {}
         #: glibc's refusal of the main program itself (``ld.so FILE``), if any.
         self.main_error: str | None = None
+        #: One entry per load operation (:meth:`start`, then each :meth:`dlopen`), in order:
+        #: ``(index of its first request in resolutions, id of the object it loaded or None)``.
+        self.loads: list[tuple[int, int | None]] = []
 
     # -- helpers ---------------------------------------------------------------------------
     def _host(self, path: str) -> str:
@@ -832,7 +842,7 @@ class Process:
 
     def map_object(
         self, name: str, requester: LoadedObject | None, *, kind: RequestKind = "needed",
-        caller: LoadedObject | None = None,
+        caller: LoadedObject | None = None, filtee: Literal["filter", "auxiliary"] | None = None,
     ) -> tuple[Resolution, LoadedObject | None, bool]:
         """Find (or reuse) the object for ``name``; returns (resolution, object, is_new).
 
@@ -842,7 +852,7 @@ class Process:
         req_path = requester.path if requester is not None else ""
         hit = self._match_loaded(name)
         if hit is not None:
-            res = Resolution(name=name, requester=req_path, kind=kind, path=hit.path,
+            res = Resolution(name=name, requester=req_path, kind=kind, filtee=filtee, path=hit.path,
                              rule="already-loaded", source=_describe(hit), object_id=hit.id)
             self.resolutions.append(res)
             return res, hit, False
@@ -874,7 +884,7 @@ class Process:
             if path is None and error is None:
                 error = "cannot open shared object file: No such file or directory"
         if path is None:
-            res = Resolution(name=name, requester=req_path, kind=kind, rule=None, source="",
+            res = Resolution(name=name, requester=req_path, kind=kind, filtee=filtee, rule=None, source="",
                              tried=tuple(tried), error=error)
             self.resolutions.append(res)
             return res, None, False
@@ -883,7 +893,7 @@ class Process:
         for obj in ([self.objects[same]] if same is not None else []):
             if obj.file_id == fid:
                 self._add_name(obj, name)
-                res = Resolution(name=name, requester=req_path, kind=kind, path=obj.path,
+                res = Resolution(name=name, requester=req_path, kind=kind, filtee=filtee, path=obj.path,
                                  rule=rule, source=f"{source}; same file as {obj.path} (already loaded)",
                                  tried=tuple(tried), object_id=obj.id)
                 self.resolutions.append(res)
@@ -899,7 +909,7 @@ class Process:
                                     outcome=refusal)
             else:
                 tried.append(Attempt(path=path, rule=rule or "slash", source=source, outcome=refusal))
-            res = Resolution(name=name, requester=req_path, kind=kind, rule=None, source="",
+            res = Resolution(name=name, requester=req_path, kind=kind, filtee=filtee, rule=None, source="",
                              tried=tuple(tried), error=f"{name}: {refusal}")
             self.resolutions.append(res)
             return res, None, False
@@ -910,7 +920,7 @@ class Process:
             rule_final = "preload"
         else:
             rule_final = rule
-        res = Resolution(name=name, requester=req_path, kind=kind, path=path, rule=rule_final,
+        res = Resolution(name=name, requester=req_path, kind=kind, filtee=filtee, path=path, rule=rule_final,
                          source=source, tried=tuple(tried), object_id=obj.id)
         obj.resolution = res
         self.resolutions.append(res)
@@ -925,13 +935,26 @@ class Process:
         while i < len(queue):
             obj = queue[i]
             i += 1
-            for needed in obj.info.needed:
-                _res, dep, is_new = self.map_object(needed, obj)
+            # A filter's DT_FILTER/DT_AUXILIARY entries are loaded in dynamic-section order
+            # among its DT_NEEDED ones; each filtee is processed right after the filter.
+            entries = obj.info.dyn_deps or tuple(("needed", n) for n in obj.info.needed)
+            insert_at = i
+            for tag, needed in entries:
+                filtee = None if tag == "needed" else tag
+                _res, dep, is_new = self.map_object(
+                    needed, obj, filtee=filtee)  # type: ignore[arg-type]
                 if dep is None:
                     continue
                 obj.deps.append(dep.id)
                 if is_new:
                     new.append(dep)
+                if filtee is not None:
+                    obj.filtees.append(dep.id)
+                    if dep.id not in seen:
+                        seen.add(dep.id)
+                        queue.insert(insert_at, dep)
+                        insert_at += 1
+                    continue
                 if dep.id not in seen:
                     seen.add(dep.id)
                     queue.append(dep)
@@ -948,7 +971,9 @@ class Process:
         :returns: the executable's object.
         """
         path = as_main_path or executable
+        first_request = len(self.resolutions)
         main = self._new_object(path, "executable", None, None, origin_path=executable)
+        self.loads.append((first_request, main.id))
         main.names = []
         self.main = main
         # The main map is created as "" (rtld.c: _dl_new_object ("", "", lt_executable, …)),
@@ -1005,13 +1030,30 @@ class Process:
         return main
 
     def closure(self, root: LoadedObject) -> list[LoadedObject]:
-        """``l_searchlist`` of ``root``: it and its dependencies, breadth-first, each once."""
-        return breadth_first(root, self.objects)
+        """``l_searchlist`` of ``root``: it and its dependencies, breadth-first, each once,
+        each filter's filtees moved just before it (:meth:`filters_first`)."""
+        return self.filters_first(breadth_first(root, self.objects))
+
+    def filters_first(self, order: list[LoadedObject]) -> list[LoadedObject]:
+        """``order`` with every filtee that comes after its filter moved to just before it,
+        as glibc ``elf/dl-deps.c`` ``_dl_map_object_deps`` builds a search list (a filtee
+        already earlier stays where it is); so a symbol the filtee defines is found there."""
+        if not any(o.filtees for o in order):
+            return order
+        out = list(order)
+        for filt in [o for o in order if o.filtees]:
+            for fid in filt.filtees:
+                pos = {o.id: k for k, o in enumerate(out)}
+                if fid in pos and pos[fid] > pos[filt.id]:
+                    dep = out.pop(pos[fid])
+                    out.insert(pos[filt.id], dep)
+        return out
 
     def scope(self, obj: LoadedObject) -> list[LoadedObject]:
         """The objects searched, in order, when ``obj``'s symbols are bound: the global
         scope, then the local scope of the dlopen that loaded it (glibc ``l_scope``)."""
-        out = [o for o in self.objects if o.in_global and o.kind != "interpreter"]
+        out = self.filters_first(
+            [o for o in self.objects if o.in_global and o.kind != "interpreter"])
         rtld = [o for o in self.objects if o.kind == "interpreter"]
         if obj.group is not None and not obj.in_global:
             seen = {o.id for o in out}
@@ -1031,8 +1073,10 @@ class Process:
         """
         caller = caller or self.main
         self._in_dlopen = True
+        first_request = len(self.resolutions)
         try:
             res, obj, is_new = self.map_object(name, caller, kind="dlopen")
+            self.loads.append((first_request, obj.id if obj is not None and is_new else None))
             if obj is not None and is_new:
                 new = self._load_deps([obj])
                 for o in (obj, *new):

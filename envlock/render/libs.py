@@ -166,7 +166,8 @@ def render_text(report: LibsReport, *, check: dict[str, Any] | None = None) -> s
     if report.findings:
         lines.append(f"findings ({len(report.findings)}):")
         for f in report.findings:
-            lines.append(f"  {f.severity} [{f.id}] {f.title}")
+            then = "then (not reached by ld.so): " if f.consequence_of else ""
+            lines.append(f"  {then}{f.severity} [{f.id}] {f.title}")
             lines.append(f"      cause: {f.cause}")
             for e in f.evidence:
                 lines.append(f"      evidence: {e}")
