@@ -162,3 +162,18 @@ def target_options(func: F) -> F:
         help="The interpreter of the environment to observe.",
     )(func)
     return func
+
+
+def index_admission_options(who: str) -> Callable[[F], F]:
+    """Add ``--allow-index URL`` (repeatable) and ``--trust-lockfile-indexes``: the indexes a
+    file from elsewhere may bring and that the user's own configuration does not name
+    (docs/trust.md).  ``who`` begins each help text ("Let a lockfile use")."""
+    def add(func: F) -> F:
+        func = click.option("--trust-lockfile-indexes", is_flag=True,
+                            help=f"{who} every index it names (see docs/trust.md).")(func)
+        return click.option("--allow-index", "allow_index", multiple=True, metavar="URL",
+                            help=f"{who} this index (or --find-links page, or --trusted-host "
+                                 "host of this URL) that your own pip/uv configuration does not "
+                                 "name (repeatable; see docs/trust.md).")(func)
+    return add
+

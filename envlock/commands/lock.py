@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from envlock.commands._common import handle_errors, target_options, will_exit
+from envlock.commands._common import handle_errors, index_admission_options, target_options, will_exit
 
 __all__ = ["lock", "restore"]
 
@@ -126,12 +126,7 @@ _VARIANT_HELP = ("Index for pip versions with this local label (VARIANT=URL, rep
               help="With -r: write requirements.txt with hashes instead of pylock.toml.")
 @click.option("--python-version", callback=lambda _c, _p, v: _python_version(v),
               help="With -r: resolve for this Python version.")
-@click.option("--allow-index", "allow_index", multiple=True, metavar="URL",
-              help="With -r/-f: let the file use this index (or --find-links page, or "
-                   "--trusted-host host of this URL) that your own pip/uv configuration does "
-                   "not name (repeatable; see docs/trust.md).")
-@click.option("--trust-lockfile-indexes", is_flag=True,
-              help="With -r/-f: let the file use every index it names (see docs/trust.md).")
+@index_admission_options("With -r/-f: let the file use")
 @click.option("--force", is_flag=True, help="Replace existing lockfiles.")
 @handle_errors
 def lock(**options: Any) -> None:
@@ -214,12 +209,7 @@ def lock(**options: Any) -> None:
 @click.option("-i", "--index-url", help="pip index URL for uv (replaces PyPI).")
 @click.option("--find-links", multiple=True, help="Directory of wheels (repeatable).")
 @click.option("--no-index", is_flag=True, help="Use only --find-links.")
-@click.option("--allow-index", "allow_index", multiple=True, metavar="URL",
-              help="Let a lockfile use this index (or --find-links page, or --trusted-host "
-                   "host of this URL) that your own pip/uv configuration does not name "
-                   "(repeatable; see docs/trust.md).")
-@click.option("--trust-lockfile-indexes", is_flag=True,
-              help="Let lockfiles use every index they name (see docs/trust.md).")
+@index_admission_options("Let a lockfile use")
 @click.option("--run", "do_run", is_flag=True,
               help="Build the environment (default: print the plan), then verify it.")
 @handle_errors
