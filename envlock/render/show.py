@@ -508,7 +508,8 @@ def foreign_lines(reading: Any, *, path: str = "") -> list[str]:
     if meta.get("sha256"):
         out.append(f"locked from: the Pipfile of sha256 {meta['sha256']}")
     if lock is not None:  # per platform, the groups some installs take, the projects
-        out += lock_summary_lines(lock)[1:]
+        # (a lock of no platform: its one count is the packages line above already)
+        out += [ln for ln in lock_summary_lines(lock)[1:] if not ln.startswith("packages: ")]
     return out
 
 
