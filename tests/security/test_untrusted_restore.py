@@ -13,19 +13,11 @@ from click.testing import CliRunner
 
 from envlock.cli import cli
 
+from _checks import one_error
+
 
 def restore(*args: object) -> object:
     return CliRunner().invoke(cli, ["restore", *map(str, args)])
-
-
-def one_error(result: object, *fragments: str) -> None:
-    """Exit 2 and exactly one line of output, ``Error: …`` with every fragment in it."""
-    out = result.output.strip().splitlines()  # type: ignore[attr-defined]
-    assert result.exit_code == 2, result.output  # type: ignore[attr-defined]
-    assert len(out) == 1 and out[0].startswith("Error: "), out
-    for f in fragments:
-        assert f in out[0], out[0]
-    assert "Traceback" not in result.output  # type: ignore[attr-defined]
 
 
 # --- the interpreter a manifest names is a proposal, never run ---------------------------
