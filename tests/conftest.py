@@ -14,6 +14,7 @@ is skipped unless ``--realenv`` is given; the README's test command and CI give 
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,14 @@ from pathlib import Path
 import pytest
 
 from _realenv import REAL_VENVS, ready_text, venv_dir
+
+# A test run started in the background by a non-interactive shell (`pytest &` in a script, a CI
+# runner without job control) inherits SIGINT and SIGQUIT ignored (POSIX, "asynchronous lists"),
+# and every envlock a test starts would inherit that too: the Ctrl-C and SIGQUIT tests would then
+# see no signal at all.  The tests start envlock as a terminal does.
+for _sig, _handler in ((signal.SIGINT, signal.default_int_handler), (signal.SIGQUIT, signal.SIG_DFL)):
+    if signal.getsignal(_sig) == signal.SIG_IGN:
+        signal.signal(_sig, _handler)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
