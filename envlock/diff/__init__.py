@@ -18,10 +18,17 @@ Example::
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from envlock.diff.engine import ManyDiff, PairDiff, compare_many, compare_pair, unique_labels
+from envlock.diff.engine import (
+    ManyDiff,
+    ManyTally,
+    PairDiff,
+    compare_many,
+    compare_pair,
+    unique_labels,
+)
 from envlock.diff.facts import FactSet, areas_of, extract
 from envlock.diff.impact import KB, load_kb
 from envlock.errors import EnvlockError, ManifestError
@@ -30,8 +37,8 @@ from envlock.errors import EnvlockError, ManifestError
 class NothingToCompareError(EnvlockError):
     """The inputs share no fact that could be compared: not "identical" (exit status 2)."""
 
-__all__ = ["diff", "load_inputs", "expand_paths", "PairDiff", "ManyDiff", "FactSet",
-           "NothingToCompareError"]
+__all__ = ["diff", "load_inputs", "iter_inputs", "expand_paths", "PairDiff", "ManyDiff",
+           "FactSet", "NothingToCompareError", "compare_many"]
 
 
 PathLike = str | os.PathLike[str]
@@ -69,11 +76,13 @@ def load_inputs(paths: Sequence[PathLike], kb: KB, *, extras: Sequence[str] = ()
         value diff reads has the wrong type (:func:`envlock.diff.shape.check`).
     :raises ManifestVersionError: a manifest has a newer schema.
     """
+    if len(paths) > 2:
+        sets = list(iter_inputs(paths, kb))
+        unique_labels(sets)
+        return sets
     from envlock.diff import foreign  # noqa: PLC0415
     from envlock.diff.shape import check as check_shape  # noqa: PLC0415
 
-    sets = []
-    many = len(paths) > 2
     readings = [foreign.reading(p) for p in paths]
     for p, r in zip(paths, readings, strict=True):
         if r.kind == "manifest":
@@ -87,17 +96,9 @@ def load_inputs(paths: Sequence[PathLike], kb: KB, *, extras: Sequence[str] = ()
             readings[i] = narrowed
             if note:
                 notes[i].append(note)
+    sets = []
     for p, r, n in zip(paths, readings, notes, strict=True):
-        raw_head = r.data.get("envlock")
-        head = raw_head if isinstance(raw_head, dict) else {}
-        # several Slurm nodes may share a host (and a node is known by its Slurm name): the
-        # node of [slurm] first, then the host
-        raw_slurm = r.data.get("slurm")
-        node = raw_slurm.get("node") if isinstance(raw_slurm, dict) else None
-        name = node if isinstance(node, str) and node else head.get("host")
-        label = str(name) if many and name else os.path.basename(p)
-        fs = extract(r.data, label=label, path=os.fspath(p), kind=r.kind, aliases=kb.aliases,
-                     listing=r.listing)
+        fs = _facts(p, r, kb, many=False)
         fs.notes.extend(n)
         sets.append(fs)
     if len(sets) == 2:
@@ -108,16 +109,91 @@ def load_inputs(paths: Sequence[PathLike], kb: KB, *, extras: Sequence[str] = ()
     return sets
 
 
+def _facts(p: PathLike, r: Any, kb: KB, *, many: bool) -> FactSet:
+    """The facts of one read input; the label of a manifest among many is its node or host."""
+    return extract(r.data, label=_label(p, r.data, many), path=os.fspath(p), kind=r.kind,
+                   aliases=kb.aliases, listing=r.listing)
+
+
+def _label(p: PathLike, data: Any, many: bool) -> str:
+    raw_head = data.get("envlock")
+    head = raw_head if isinstance(raw_head, dict) else {}
+    # several Slurm nodes may share a host (and a node is known by its Slurm name): the
+    # node of [slurm] first, then the host
+    raw_slurm = data.get("slurm")
+    node = raw_slurm.get("node") if isinstance(raw_slurm, dict) else None
+    name = node if isinstance(node, str) and node else head.get("host")
+    return str(name) if many and name else os.path.basename(p)
+
+
+def iter_inputs(paths: Sequence[PathLike], kb: KB) -> Iterator[FactSet]:
+    """Read and flatten three or more inputs one at a time (for :class:`ManyTally`): only
+    the first input's facts and reading are kept while the others are read, so a fleet of
+    node manifests is read in memory bounded by one manifest (and equal tables of node
+    manifests are read once: :class:`envlock.diff.fleet.FleetReader`).  Labels are not yet
+    unique (:func:`unique_labels` on the inputs kept).
+
+    :raises ManifestError, ManifestVersionError: as :func:`load_inputs`.
+    """
+    for fs, _ in _read_many(paths, kb):
+        yield fs
+
+
+def _read_many(paths: Sequence[PathLike], kb: KB) -> Iterator[tuple[FactSet, Any]]:
+    """:func:`iter_inputs`, each input with the shared dicts its facts are the union of
+    (:meth:`ManyTally.add`'s ``parts``), or ``None``."""
+    from envlock.diff import foreign  # noqa: PLC0415
+    from envlock.diff.fleet import FleetReader, read_text  # noqa: PLC0415
+    from envlock.diff.shape import check as check_shape  # noqa: PLC0415
+
+    fleet = FleetReader(kb.aliases)
+    first: tuple[FactSet, Any] | None = None
+    for p in paths:
+        path = os.fspath(p)
+        text = read_text(path)
+        got = fleet.facts(path, text) if text is not None and text.strip() else None
+        parts = None
+        if got is not None:  # a node manifest, its equal tables read once for the fleet
+            data, fs, parts = got
+            fs.label = _label(p, data, True)
+            r: Any = _Manifest(data)
+        else:
+            r = foreign.reading(p)
+            if r.kind == "manifest":
+                check_shape(r.data, path)
+            fs = _facts(p, r, kb, many=True)
+        if first is None:
+            first = (fs, r)
+        elif (got is None or fleet.marked) and _match_markers(first[0], fs, first[1], r):
+            parts = None  # keys renamed: the facts are no longer the shared dicts' union
+        yield fs, parts
+
+
+class _Manifest:
+    """A manifest read by :class:`envlock.diff.fleet.FleetReader`: what the rest of
+    :func:`iter_inputs` reads of a :class:`envlock.formats.Reading`."""
+
+    kind = "manifest"
+    listing = "complete"
+    lock = None
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+
+
 _MARKED = " ; "
 
 
-def _match_markers(a: FactSet, b: FactSet, ra: Any, rb: Any) -> None:
+def _match_markers(a: FactSet, b: FactSet, ra: Any, rb: Any) -> bool:
     """A package listed once per environment marker (``uv export``, pylock, a uv.lock fork) is
     keyed ``name ; marker``; two inputs that write one marker differently (``'`` or ``"``, a
     uv.lock's ``resolution-markers`` joined with ``or``, ``python_version`` for
     ``python_full_version``) still mean the same entry.  ``b``'s key is renamed to ``a``'s where
     the markers are equivalent (:func:`envlock.formats.markers.markers_equivalent`, for the
-    Python versions the locks allow)."""
+    Python versions the locks allow).  Returns whether ``b`` has such keys (and so may have
+    been renamed)."""
+    if not any(_MARKED in key for _, key in b.facts):
+        return False  # nothing of b's to rename (most inputs: one entry per package)
     from envlock.formats.markers import markers_equivalent  # noqa: PLC0415
 
     def marked(fs: FactSet) -> dict[str, list[str]]:
@@ -147,6 +223,7 @@ def _match_markers(a: FactSet, b: FactSet, ra: Any, rb: Any) -> None:
                         if key == kb or key.startswith(kb + "."):
                             b.facts[(area, ka + key[len(kb):])] = b.facts.pop((area, key))
                     break
+    return True
 
 
 def _drop_lock_projects(sets: list[FactSet], readings: list[Any]) -> None:
@@ -185,7 +262,15 @@ def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),
     if len(files) < 2:
         raise ManifestError("need at least two inputs to compare")
     kb = load_kb(kb_files)
-    sets = load_inputs(files, kb, extras=extras, dev=dev)
+    tally: ManyTally | None = None
+    if len(files) > 2:  # streamed: one input at a time, interned (memory: distinct facts)
+        tally = ManyTally()
+        for fs, parts in _read_many(files, kb):
+            tally.add(fs, parts)
+        unique_labels(tally.inputs)
+        sets = tally.inputs
+    else:
+        sets = load_inputs(files, kb, extras=extras, dev=dev)
     known = areas_of(sets)
     unknown = [a for a in only if a not in known]
     if unknown:
@@ -198,7 +283,8 @@ def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),
                         or pair.unknown)
         result: PairDiff | ManyDiff = pair
     else:
-        many = compare_many(sets, kb, only=only, ignore=globs)
+        assert tally is not None
+        many = tally.result(kb, only=only, ignore=globs)
         compared = bool(many.varying or many.identical)
         result = many
     if not compared:

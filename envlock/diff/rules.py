@@ -36,9 +36,9 @@ from typing import Any
 
 from envlock.diff.changes import Change, Explanation
 from envlock.diff.facts import FactSet, Impl, Lib, Pkg, display
-from envlock.diff.impact import KB, version_in
+from envlock.diff.impact import KB, change_size, version_in
 
-__all__ = ["explain", "torch_variant", "blas_vendors", "accounted", "context"]
+__all__ = ["explain", "explain_spread", "torch_variant", "blas_vendors", "accounted", "context"]
 
 Facts = Mapping[tuple[str, str], Any]
 
@@ -358,6 +358,25 @@ def _unset(v: Any) -> str:
     return "unset" if v is None else display(v)
 
 
+def _against_majority(c: Change, label: str) -> str:
+    """One input against the majority, in plain words: ``n3 has numpy 2.3.5 while 31 others
+    have 2.4.1``; a package one side lacks is "not installed" there (a variable "unset", any
+    other fact "not recorded")."""
+    va, vb = c.values
+    n = c.majority_count
+    name = c.key if c.area == "package" else f"{c.area} {c.key}"
+    if va is not None and vb is not None:
+        return f"{label} has {name} {display(vb)} while {n} others have {display(va)}"
+    if c.area == "package":
+        if vb is None:
+            return f"{label} does not have {name} installed while {n} others have {display(va)}"
+        return f"{label} has {name} {display(vb)} while {n} others do not have it installed"
+    missing = "unset" if c.area == "env" else "not recorded"
+    if vb is None:
+        return f"{label} has {name} {missing} while {n} others have {display(va)}"
+    return f"{label} has {name} {display(vb)} while {n} others have it {missing}"
+
+
 # -- LD_LIBRARY_PATH / LD_PRELOAD ------------------------------------------------------------
 _LOADER_VARS = ("LD_PRELOAD", "LD_LIBRARY_PATH")
 
@@ -429,13 +448,111 @@ RULES: tuple[Callable[[FactSet, FactSet, list[Change], KB], list[Explanation]], 
     _code, _torch, _tf32, _blas, _simd, _threads, _loader_path, _scheduler)
 
 
+# -- facts without a majority value (three or more inputs) -----------------------------------
+def _who(labels: Sequence[str]) -> str:
+    """``a``, ``a, b, c`` or ``a, b and 7 others``."""
+    if len(labels) <= 3:
+        return ", ".join(labels)
+    return f"{labels[0]}, {labels[1]} and {len(labels) - 2} others"
+
+
+def _missing(area: str) -> str:
+    return {"package": "not installed", "env": "unset"}.get(area, "not recorded")
+
+
+def explain_spread(inputs: Sequence[FactSet], spread: Sequence[Any], kb: KB) -> list[Explanation]:
+    """Explain the facts of a many-input diff that have no majority value.
+
+    Such a fact makes no input "the odd one" (so it is in no per-input comparison), yet it
+    may be the cause: a package that bisect found, at another version in every input, or
+    the one CPU torch among five CUDA ones.  Each fact gets one explanation, scored as the
+    impact model scores its largest change against its most common value; torch's build is
+    told per input (:func:`torch_variant`) and, when the inputs hold different builds, its
+    facts are one ``torch-variant`` explanation that names the inputs of each build, the
+    fewest first (the same rank as the pairwise rule).
+
+    :param inputs: every input (for torch's build); ``spread``: their
+        :class:`~envlock.diff.engine.Varying` facts without a majority.
+    :returns: the explanations, most likely first.
+    """
+    generic = {a for s in inputs for a in s.generic}
+    changes: list[tuple[Change, Any]] = []
+    for v in spread:
+        first = v.values[0][0]
+        comp = kb.component(v.area, v.key)
+        worst = max((Change(v.area, v.key, (first, x), change_size(first, x), comp.id, comp.cls,
+                            None, v.area in generic) for x, _, _ in v.values[1:]),
+                    key=lambda c: _score(kb, c))
+        changes.append((worst, v))
+    out: list[Explanation] = []
+    used: set[int] = set()
+    by_variant: dict[str, list[str]] = {}
+    untold: list[str] = []
+    if any(v.area == "package" and v.key == "torch" for v in spread):
+        for s in inputs:
+            variant = torch_variant(s.facts)
+            if variant:
+                by_variant.setdefault(variant, []).append(s.label)
+            elif ("package", "torch") in s.facts:
+                untold.append(s.label)
+    # builds of one kind (CPU-only, CUDA, ROCm) together: the odd kind is the cause
+    kinds: dict[str, dict[str, list[str]]] = {}
+    for variant, labels in by_variant.items():
+        kinds.setdefault(variant.split()[0], {})[variant] = labels
+    if len(by_variant) > 1 and "CUDA" not in by_variant:  # "CUDA": version unknown
+        absorbed = accounted(kb, "torch-variant", [c for c, _ in changes])
+        causes = [c for c in absorbed if (c.area, c.key) == ("package", "torch")
+                  or c.key in ("torch.build", "torch.cuda", "torch.hip")]
+        if causes:
+            spec = kb.rules.get("torch-variant", {})
+            ordered = sorted(kinds.items(), key=lambda kv: sum(map(len, kv[1].values())))
+
+            def said(variants: dict[str, list[str]]) -> str:
+                return "; ".join(f"{v} on {_who(ls)}" for v, ls in variants.items())
+
+            what = "; ".join(said(vs) for _, vs in ordered)
+            if untold:
+                what += f"; build not told on {_who(untold)}"
+            odd_kind, odd = ordered[0]
+            odd_labels = [lab for ls in odd.values() for lab in ls]
+            if len(ordered) > 1:
+                common = ordered[-1][0]
+                do = (f"Install a {common} build of torch where {_who(odd_labels)} has its "
+                      f"{'/'.join(odd)} build (the build the other inputs run), or the same "
+                      f"{odd_kind} build everywhere; then check torch.version.cuda on each.")
+            else:
+                do = ("Install one torch build on every input (one CUDA version for all), "
+                      "then check torch.version.cuda on each.")
+            why = str(spec.get("why" if len(ordered) > 1 else "why-cuda", ""))
+            out.append(Explanation("torch-variant", f"torch builds differ: {what}",
+                                   str(spec.get("class", "platform")),
+                                   int(spec.get("rank", 100)) * 10 + kb.sizes.get("variant", 9),
+                                   why, do, absorbed, causes))
+            used.update(id(c) for c in absorbed)
+    for c, v in changes:
+        if id(c) in used or not kb.explains(c.cls):
+            continue
+        comp = kb.component(c.area, c.key)
+        name = c.key if c.area == "package" else f"{c.area} {c.key}"
+        parts = "; ".join(f"{_missing(c.area) if x is None else _plainv(x)} on {_who(labels)}"
+                          for x, _, labels in v.values)
+        every = all(n == 1 for _, n, _ in v.values)
+        title = (f"{name} differs on every input: {parts}" if every else
+                 f"{name} has no value most inputs share: {parts}")
+        kw = {"a": _plainv(c.values[0]), "b": _plainv(c.values[1]), "key": c.key}
+        do = (f"Install one version of {c.key} on every input, then compare again."
+              if c.area == "package" else f"Make {name} the same on every input.")
+        out.append(Explanation(f"{comp.id}:{c.area}:{c.key}", title, comp.cls, _score(kb, c),
+                               _fmt(comp.why, **kw), do, [c], [c]))
+    out.sort(key=lambda e: (-e.score, e.title))
+    return out
+
+
 # -- the rest: one explanation per component (grouped) or per fact ----------------------------
 def _describe(c: Change, label: str = "") -> str:
     va, vb = c.values
     if c.majority_count is not None:
-        name = c.key if c.area == "package" else f"{c.area} {c.key}"
-        return (f"{label} has {name} {_unset(vb)} while {c.majority_count} others have "
-                f"{_unset(va)}")
+        return _against_majority(c, label)
     if va is None:
         return f"{c.key} {display(vb)} added"
     if vb is None:

@@ -8,9 +8,10 @@ explanations (at most ten unless ``show_all``), the differences by area, what is
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
-from envlock.diff.engine import Change, Explanation, ManyDiff, PairDiff
+from envlock.diff.engine import Change, Explanation, InputFacts, ManyDiff, PairDiff
 from envlock.diff.facts import Pkg, display
 
 __all__ = ["to_json", "render_json", "render_markdown", "render_text", "JSON_SCHEMA",
@@ -30,11 +31,13 @@ def _v(value: Any) -> str | None:
 def _code_rows(result: PairDiff | ManyDiff) -> list[dict[str, Any]]:
     if any(area == "code" for area, _ in result.not_compared):
         return []
+    facts: list[Mapping[tuple[str, str], Any]]
     if isinstance(result, PairDiff):
         facts = [result.a.facts, result.b.facts]
         labels = [result.a.label, result.b.label]
-    else:
-        facts = [s.facts for s in result.inputs]
+    else:  # an input of many holds its facts by area: read its code facts only
+        facts = [s.facts.in_area("code") if isinstance(s.facts, InputFacts) else s.facts
+                 for s in result.inputs]
         labels = [s.label for s in result.inputs]
     scopes = sorted({k.rsplit(".", 1)[0] for f in facts for (a, k) in f if a == "code"},
                     key=lambda s: (s != "repository", s))
@@ -63,16 +66,33 @@ def _code_rows(result: PairDiff | ManyDiff) -> list[dict[str, Any]]:
                 parts.append(f"{_WHAT[what]} differ: {_short(display(vals[0]))} → "
                              f"{_short(display(vals[1]))}")
             else:
-                tally: dict[str, list[str]] = {}
-                for label, v in zip(labels, vals, strict=True):
-                    tally.setdefault(display(v), []).append(label)
-                common = max(tally, key=lambda k: len(tally[k]))
-                odd = [f"{', '.join(ls)}: {_short(k)}" for k, ls in tally.items() if k != common]
-                parts.append(f"{_WHAT[what]} differ: {_short(common)} on {len(tally[common])}; "
-                             + "; ".join(odd))
+                parts.append(_many_code(what, labels, vals))
         row["text"] = "; ".join(parts)
         rows.append(row)
     return rows
+
+
+#: what a code fact of many inputs is, in the "differ" sentence (N-way): the number of
+#: untracked files is a count, so it is said as one.
+_WHAT_MANY = {"untracked": "numbers of untracked files"}
+
+
+def _many_code(what: str, labels: list[str], vals: list[Any]) -> str:
+    """One code fact over three or more inputs, in plain words: ``commits differ: 1a2b3c4d5e6f
+    on 31 of 32 inputs; 9f8e7d6c5b4a on node17`` (a value held by more than half first, then
+    the others), or, when no value is held by more than half, each value with its inputs
+    (``numbers of untracked files differ: 2 on n1; 5 on n2; 3 on n3``)."""
+    tally: dict[str, list[str]] = {}
+    for label, v in zip(labels, vals, strict=True):
+        tally.setdefault("not recorded" if v is None else display(v), []).append(label)
+    ranked = sorted(tally.items(), key=lambda kv: -len(kv[1]))
+    noun = _WHAT_MANY.get(what, _WHAT[what])
+    common, held = ranked[0]
+    if len(held) * 2 > len(labels):
+        rest = [f"{_short(k)} on {', '.join(ls)}" for k, ls in ranked[1:]]
+        return (f"{noun} differ: {_short(common)} on {len(held)} of {len(labels)} inputs; "
+                + "; ".join(rest))
+    return f"{noun} differ: " + "; ".join(f"{_short(k)} on {', '.join(ls)}" for k, ls in ranked)
 
 
 def _clean_or_hashed(values: list[Any]) -> bool:
@@ -143,7 +163,8 @@ def to_json(result: PairDiff | ManyDiff, *, show_all: bool = False) -> dict[str,
            "inputs": [{"label": s.label, "path": s.path, "kind": s.kind} for s in result.inputs],
            "code": _code_rows(result), "context": list(result.context)}
     doc["deviants"] = []
-    for d in result.deviants:
+    # the deviant whose likeliest explanation ranks highest first (ties: input order)
+    for d in sorted(result.deviants, key=lambda d: -_top(d.explanations)):
         entry = {"label": d.b.label, "path": d.b.path}
         entry.update(_pair(d, show_all))
         entry.pop("identical")
@@ -151,6 +172,10 @@ def to_json(result: PairDiff | ManyDiff, *, show_all: bool = False) -> dict[str,
         entry.pop("unknown")
         entry.pop("context")
         doc["deviants"].append(entry)
+    spread = result.spread if show_all else result.spread[:LIMIT]
+    doc["no_majority"] = {
+        "explanations": [_explanation(i + 1, e) for i, e in enumerate(spread)],
+        "more_explanations": len(result.spread) - len(spread)}
     doc["varying"] = [{"area": v.area, "key": v.key,
                        "majority": _v(v.majority) if v.has_majority else None,
                        "majority_count": v.count if v.has_majority else None,
@@ -163,6 +188,23 @@ def to_json(result: PairDiff | ManyDiff, *, show_all: bool = False) -> dict[str,
                         "areas": dict(sorted(result.identical.items()))}
     doc["not_compared"] = [{"area": a, "reason": r} for a, r in result.not_compared]
     return doc
+
+
+def _top(exps: list[Explanation]) -> int:
+    return exps[0].score if exps else 0
+
+
+def _spread_first(doc: dict[str, Any]) -> bool:
+    """Whether the facts without a majority hold the likeliest explanation of a many-input
+    diff (then their section comes before the deviants')."""
+    spread = doc["no_majority"]["explanations"]
+    best = max((d["explanations"][0]["score"] for d in doc["deviants"] if d["explanations"]),
+               default=-1)
+    return bool(spread) and spread[0]["score"] >= best
+
+
+#: the section of a many-input diff for facts without a majority value.
+NO_MAJORITY = "Facts with no majority value"
 
 
 def render_json(result: PairDiff | ManyDiff, *, show_all: bool = False) -> str:
@@ -246,6 +288,12 @@ def render_markdown(result: PairDiff | ManyDiff, *, show_all: bool = False) -> s
         out += _md_table(rows, ["area", "key", names[0], names[1], "change", "class"]) if rows \
             else ["(none)"]
     else:
+        nm = doc["no_majority"]
+        spread = ["", f"## {NO_MAJORITY}", ""] + _md_explanations(
+            nm["explanations"], nm["more_explanations"]) if nm["explanations"] else []
+        first = _spread_first(doc)
+        if first:
+            out += spread
         out += ["", "## Inputs that deviate from the majority", ""]
         for d in doc["deviants"]:
             out += [f"### {_named(d)}", ""]
@@ -253,6 +301,8 @@ def render_markdown(result: PairDiff | ManyDiff, *, show_all: bool = False) -> s
             out.append("")
         if not doc["deviants"]:
             out.append("(none)")
+        if spread and not first:
+            out += spread[1:] + [""]
         out += ["## Facts that vary", ""]
         rows = [varying_cells(v) for v in doc["varying"]]
         out += _md_table(rows, ["area", "key", "majority (count)", "deviants"]) if rows \
@@ -462,6 +512,16 @@ def render_text(result: PairDiff | ManyDiff, console: Any, *, show_all: bool = F
                    for c in result.changes],
                   lambda r: f"{r[0]} {r[1]}: {r[2]} → {r[3]} ({r[4]}, {r[5]})")
     else:
+        nm = doc["no_majority"]
+
+        def spread() -> None:
+            console.print(Text(NO_MAJORITY, style="bold underline"))
+            explanations(nm["explanations"], nm["more_explanations"])
+            console.print()
+
+        first = _spread_first(doc)
+        if first:
+            spread()
         console.print(Text(f"Inputs that deviate from the majority ({len(doc['deviants'])})",
                            style="bold underline"))
         for d in doc["deviants"]:
@@ -470,6 +530,8 @@ def render_text(result: PairDiff | ManyDiff, console: Any, *, show_all: bool = F
         if not doc["deviants"]:
             console.print("  (none)")
         console.print()
+        if nm["explanations"] and not first:
+            spread()
         console.print(Text(f"Facts that vary ({len(doc['varying'])})", style="bold underline"))
         if doc["varying"]:
             table(["area", "key", "majority (count)", "deviants"],

@@ -26,7 +26,7 @@ def test_one_snapshot_per_node_named_by_slurm_and_the_deviant_node_named_first(
     deviants = out.split("Inputs that deviate from the majority (1)\n", 1)[1]
     head, first = deviants.splitlines()[:2]
     assert head.strip() == "n3 (n3.toml)", deviants  # the node's name, not the shared host's
-    assert first.strip() == "1. n3 has env LD_LIBRARY_PATH /opt/other/lib while 3 others have unset", deviants
+    assert first.strip() == "1. n3 has env LD_LIBRARY_PATH /opt/other/lib while 3 others have it unset", deviants
     assert "Facts that vary (1)" in out
     for n in ("n1", "n2", "n4"):
         assert f"{n} (" not in deviants.split("Facts that vary")[0]
