@@ -32,7 +32,7 @@ WRITE = os.environ.get("ENVLOCK_WRITE_GOLDEN") == "1"
 
 def _machine() -> dict[str, object]:
     """What the loader model reads from this machine besides the files under test."""
-    from envlock.libs.search import detect_config
+    from envlock.libs.config import detect_config
 
     cfg = detect_config(root="/", env={}, cwd="/")
     return {"glibc": list(cfg.glibc), "system_dirs": list(cfg.system_dirs),
