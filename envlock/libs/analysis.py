@@ -24,6 +24,7 @@ from envlock.libs.binding import symbol_findings
 from envlock.libs.diagnose import report_findings
 from envlock.libs.loadorder import check_match_findings, filter_findings, order_findings
 from envlock.libs.elf import ElfCache
+from envlock.libs.globalscope import GlobalLoads, read_global_loads
 from envlock.libs.owners import OwnerIndex
 from envlock.libs.report import FINDING_IDS, SCHEMA, LibEntry, LibsReport, RuntimeResult, Stage
 from envlock.libs.runtime import (
@@ -178,6 +179,7 @@ def analyze_module(
 
     torch_plan: TorchPlan | None = None
     runtime_results: list[RuntimeResult] = []
+    loads: GlobalLoads | None = None
     if mode == "ldd":
         if files:
             # $ORIGIN: /proc/self/exe (symlinks resolved); ldd FILE (glibc < 2.42): FILE as given.
@@ -185,13 +187,13 @@ def analyze_module(
             proc.start(real_exe, as_main_path=files[0])
         mark("import")
     else:
-        torch_plan, runtime_results = _model_import(
+        torch_plan, runtime_results, loads = _model_import(
             proc, python_exe, module_or_file, package_dir, files, sys_path=sys_path, root=root,
             runtime=runtime, extra_modules=extra_modules, extra_first=extra_first, mark=mark)
     index = _owner_index(sys_path, prefix, root, elf_cache) if owners else None
     entries = _entries(proc, index, stage, via)
     findings = _findings(proc, entries, runtime_results, index, torch_plan, sys_path, prefix, cfg,
-                         check_symbols=check_symbols)
+                         check_symbols=check_symbols) + _unknown_global(loads)
     return LibsReport(python=python_exe, target=module_or_file, files=tuple(files), config=cfg,
                       objects=tuple(entries), requests=tuple(proc.resolutions),
                       runtime=tuple(runtime_results), findings=tuple(findings), errors=tuple(errors))
@@ -213,15 +215,32 @@ def _findings(
     return order_findings(proc, findings)
 
 
+def _unknown_global(loads: GlobalLoads | None) -> list[Finding]:
+    """``rtld-global-unknown`` (info): a ``RTLD_GLOBAL`` load whose path the source does not
+    decide; what it adds to the global scope is not modelled."""
+    if loads is None or not loads.unknown:
+        return []
+    return [Finding(
+        id="rtld-global-unknown", severity="info",
+        title=f"{loads.source} loads a library with RTLD_GLOBAL that envlock cannot name",
+        cause=("The package's own code puts an object into the global scope, so its symbols bind "
+               "for every later extension module; its path is computed at run time, so the model "
+               "cannot know which object it is. A missing-symbol finding may be satisfied by it."),
+        evidence=loads.unknown,
+        fix=("Run `envlock libs --runtime` to compare with what the import really maps.",))]
+
+
 def _model_import(
     proc: Process, python_exe: str, module_or_file: str, package_dir: str | None, files: list[str], *,
     sys_path: Sequence[str], root: str, runtime: bool, extra_modules: Sequence[str], extra_first: bool,
     mark: Any,
-) -> tuple[TorchPlan | None, list[RuntimeResult]]:
-    """The interpreter starts, then imports the module: torch's prelude, the extension files
-    (and ``extra_modules``) dlopen'ed by path from libpython, then the run-time dlopens.
+) -> tuple[TorchPlan | None, list[RuntimeResult], GlobalLoads | None]:
+    """The interpreter starts, then imports the module: torch's prelude, or the ``RTLD_GLOBAL``
+    loads the package's ``__init__.py`` makes (:mod:`envlock.libs.globalscope`), the extension
+    files (and ``extra_modules``) dlopen'ed by path from libpython, then the run-time dlopens.
 
-    :returns: torch's preload plan (``None`` when not torch) and the run-time loads resolved.
+    :returns: torch's preload plan (``None`` when not torch), the run-time loads resolved and
+        the package's own ``RTLD_GLOBAL`` loads (``None``: none).
     """
     exe = os.path.realpath(python_exe) if root in ("", "/") else python_exe
     proc.start(exe)
@@ -232,20 +251,26 @@ def _model_import(
     if package_dir and os.path.basename(package_dir) == "torch" and top == "torch":
         torch_plan = read_torch_plan(package_dir)
         _torch_prelude(proc, torch_plan, list(sys_path), caller, mark)
+    loads = read_global_loads(package_dir) if package_dir and os.path.isdir(package_dir) \
+        and torch_plan is None else None
+    for _line, lib in loads.libraries if loads else ():
+        proc.dlopen(lib, caller, global_scope=True)
+        mark("import", f"{os.path.basename(package_dir or '')}/__init__.py: ctypes.CDLL(…, RTLD_GLOBAL)")
     if extra_first:
         for f in extra_modules:
             proc.dlopen(f, caller)
             mark("import" if f in files else "extra",
                  None if f in files else "extension module imported by the module's Python code")
     for f in files:
-        proc.dlopen(f, caller)
-    mark("import")
+        proc.dlopen(f, caller, global_scope=bool(loads and loads.extensions_global))
+    mark("import", f"{os.path.basename(package_dir or '')}/__init__.py: sys.setdlopenflags(RTLD_GLOBAL)"
+         if loads and loads.extensions_global else None)
     if not extra_first:
         for f in extra_modules:
             proc.dlopen(f, caller)
         mark("extra", "extension module imported by the module's Python code")
     if not runtime:
-        return torch_plan, []
+        return torch_plan, [], loads
     tf_dir = package_dir if package_dir and os.path.basename(package_dir) == "tensorflow" else None
     dlopens = runtime_dlopens_for(torch_cuda=torch_plan.cuda if torch_plan else None, tf_dir=tf_dir)
     runtime_results = _resolve_runtime(proc, dlopens, mark)
@@ -259,7 +284,7 @@ def _model_import(
                     framework="jax", name=plugin, caller=proc.main.path if proc.main else "",
                     when="backend start-up", required=False, resolution=res))
         mark("runtime", "jax backend plugins")
-    return torch_plan, runtime_results
+    return torch_plan, runtime_results, loads
 
 
 def _owner_index(sys_path: Sequence[str], prefix: str | None, root: str,

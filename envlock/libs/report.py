@@ -32,6 +32,7 @@ FINDING_IDS: dict[str, str] = {
     "duplicate-openmp": "warning",
     "cuda-pin-mismatch": "warning",
     "preload-failed": "warning",
+    "rtld-global-unknown": "info",
 }
 
 #: When an object is loaded: with the interpreter, by the module's import, by a run-time
