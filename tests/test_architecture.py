@@ -139,7 +139,7 @@ def _cycles() -> list[list[str]]:
 
 def test_graph_is_read() -> None:
     assert "envlock.manifest" in GRAPH and "envlock.libs.search" in GRAPH
-    assert "envlock.libs.elf" in GRAPH["envlock.libs.search"]
+    assert "envlock.libs.elf" in GRAPH["envlock.libs.process"]
 
 
 def test_no_import_cycles() -> None:

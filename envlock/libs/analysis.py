@@ -20,9 +20,11 @@ from typing import Any
 from envlock import libfamilies
 from envlock.findings import Finding
 from envlock.libs.argument import file_target
-from envlock.libs.diagnose import report_findings, symbol_findings
+from envlock.libs.binding import symbol_findings
+from envlock.libs.diagnose import report_findings
 from envlock.libs.loadorder import check_match_findings, filter_findings, order_findings
 from envlock.libs.elf import ElfCache
+from envlock.libs.globalscope import GlobalLoads, read_global_loads
 from envlock.libs.owners import OwnerIndex
 from envlock.libs.report import FINDING_IDS, SCHEMA, LibEntry, LibsReport, RuntimeResult, Stage
 from envlock.libs.runtime import (
@@ -32,12 +34,9 @@ from envlock.libs.runtime import (
     read_torch_plan,
     runtime_dlopens_for,
 )
-from envlock.libs.search import (
-    LoadedObject,
-    Process,
-    SearchConfig,
-    detect_config,
-)
+from envlock.libs.config import detect_config, SearchConfig
+from envlock.libs.objects import LoadedObject
+from envlock.libs.process import Process
 
 __all__ = [
     "FINDING_IDS",
@@ -144,8 +143,7 @@ def analyze_module(
         or a manifest).
     :param prefix: the environment prefix (conda-meta, and where to look for stray copies).
     :param env: the target's environment (``LD_LIBRARY_PATH``, ``LD_PRELOAD``); ``{}`` for none.
-    :param root: system root.
-    :param runtime: also resolve the well-known run-time dlopens.
+    :param root: system root; ``runtime``: also resolve the well-known run-time dlopens.
     :param mode: ``"import"`` (the module is dlopen'ed into the interpreter) or ``"ldd"`` (the
         file is the main program, as ``ldd FILE`` does; only for a single file).
     :param elf_cache: parsed ELF facts kept for this command (:class:`ElfCache`, in memory);
@@ -156,9 +154,8 @@ def analyze_module(
         its Python code imports, seen by ``--runtime``); their objects get stage ``"extra"``.
     :param extra_first: ``dlopen`` the ``extra_modules`` before the module's own files (in the
         order given: the order Python imported them).
-    :param check_symbols: also check that every versioned undefined symbol of each object
-        is defined, with that version, by the provider the loader picked (reads ``.dynsym``:
-        slow on big libraries).
+    :param check_symbols: also check that every undefined symbol binds in its scope, with its
+        version (:mod:`envlock.libs.binding`; reads ``.dynsym``).
     :returns: a :class:`LibsReport`.  Problems of the analysis (module not found) are in
         ``errors``; it raises only for programming errors.
     """
@@ -172,8 +169,6 @@ def analyze_module(
         errors.append(f"{module_or_file}: no extension module found on the target's sys.path")
     stage: dict[int, Stage] = {}
     via: dict[int, str] = {}
-    runtime_results: list[RuntimeResult] = []
-    torch_plan: TorchPlan | None = None
 
     def mark(name: Stage, note: str | None = None) -> None:
         for o in proc.objects:
@@ -182,74 +177,125 @@ def analyze_module(
                 if note:
                     via[o.id] = note
 
+    torch_plan: TorchPlan | None = None
+    runtime_results: list[RuntimeResult] = []
+    loads: GlobalLoads | None = None
     if mode == "ldd":
         if files:
-            # A program's $ORIGIN comes from /proc/self/exe (symlinks resolved); ldd FILE
-            # (glibc < 2.42) uses FILE as given, which is what a shared object gets here.
+            # $ORIGIN: /proc/self/exe (symlinks resolved); ldd FILE (glibc < 2.42): FILE as given.
             real_exe = os.path.realpath(files[0]) if os.path.samefile(files[0], python_exe) else files[0]
             proc.start(real_exe, as_main_path=files[0])
         mark("import")
     else:
-        exe = os.path.realpath(python_exe) if root in ("", "/") else python_exe
-        proc.start(exe)
-        mark("startup")
-        caller = _libpython(proc) or proc.main
-        top = module_or_file.split(".")[0]
-        if package_dir and os.path.basename(package_dir) == "torch" and top == "torch":
-            torch_plan = read_torch_plan(package_dir)
-            _torch_prelude(proc, torch_plan, list(sys_path), caller, mark)
-        if extra_first:
-            for f in extra_modules:
-                proc.dlopen(f, caller)
-                mark("import" if f in files else "extra",
-                     None if f in files else "extension module imported by the module's Python code")
-        for f in files:
-            proc.dlopen(f, caller)
-        mark("import")
-        if not extra_first:
-            for f in extra_modules:
-                proc.dlopen(f, caller)
-            mark("extra", "extension module imported by the module's Python code")
-        if runtime:
-            tf_dir = package_dir if package_dir and os.path.basename(package_dir) == "tensorflow" else None
-            dlopens = runtime_dlopens_for(torch_cuda=torch_plan.cuda if torch_plan else None,
-                                          tf_dir=tf_dir)
-            runtime_results = _resolve_runtime(proc, dlopens, mark)
-            if package_dir and top == "jax" or any(
-                os.path.isdir(os.path.join(p, "jax_plugins")) for p in sys_path if top == "jax"
-            ):
-                for p in sys_path:
-                    for plugin in sorted(glob.glob(os.path.join(glob.escape(p), "jax_plugins", "*", "*.so"))):
-                        res = proc.dlopen(plugin, proc.main)
-                        runtime_results.append(RuntimeResult(
-                            framework="jax", name=plugin, caller=proc.main.path if proc.main else "",
-                            when="backend start-up", required=False, resolution=res))
-                mark("runtime", "jax backend plugins")
-    if elf_cache is not None:  # caches on (not --no-cache): owner indexes kept on disk
-        from envlock.cache import cache_dir as _cache_dir  # noqa: PLC0415
-
-        owners_dir: str | None = _cache_dir("owners-v1")
-    else:
-        owners_dir = None
-    index = OwnerIndex(sys_path, prefix=prefix, root=root, cache_dir=owners_dir) if owners else None
+        torch_plan, runtime_results, loads = _model_import(
+            proc, python_exe, module_or_file, package_dir, files, sys_path=sys_path, root=root,
+            runtime=runtime, extra_modules=extra_modules, extra_first=extra_first, mark=mark)
+    index = _owner_index(sys_path, prefix, root, elf_cache) if owners else None
     entries = _entries(proc, index, stage, via)
-    findings = report_findings(proc, entries, runtime_results, index, torch_plan, sys_path, prefix, cfg)
+    findings = _findings(proc, entries, runtime_results, index, torch_plan, sys_path, prefix, cfg,
+                         check_symbols=check_symbols) + _unknown_global(loads)
+    return LibsReport(python=python_exe, target=module_or_file, files=tuple(files), config=cfg,
+                      objects=tuple(entries), requests=tuple(proc.resolutions),
+                      runtime=tuple(runtime_results), findings=tuple(findings), errors=tuple(errors))
+
+
+def _findings(
+    proc: Process, entries: list[LibEntry], runtime_results: list[RuntimeResult], index: OwnerIndex | None,
+    plan: TorchPlan | None, sys_path: Sequence[str], prefix: str | None, cfg: SearchConfig, *,
+    check_symbols: bool,
+) -> list[Finding]:
+    """Every finding, in the order the loader meets them: the table of rules
+    (:func:`envlock.libs.diagnose.report_findings`), filters and ``check_match``
+    (:mod:`envlock.libs.loadorder`), unbound symbols (:mod:`envlock.libs.binding`); the loader
+    stops at its first fatal error: that one first, the rest marked."""
+    findings = report_findings(proc, entries, runtime_results, index, plan, sys_path, prefix, cfg)
     findings += filter_findings(proc) + check_match_findings(proc)
     if check_symbols:
         findings += symbol_findings(proc, index, sys_path, prefix, cfg)
-    # the loader stops at its first fatal error: that one first, the rest marked
-    findings = order_findings(proc, findings)
-    return LibsReport(
-        python=python_exe,
-        target=module_or_file,
-        files=tuple(files),
-        config=cfg,
-        objects=tuple(entries),
-        requests=tuple(proc.resolutions),
-        runtime=tuple(runtime_results),
-        findings=tuple(findings),
-        errors=tuple(errors),
-    )
+    return order_findings(proc, findings)
+
+
+def _unknown_global(loads: GlobalLoads | None) -> list[Finding]:
+    """``rtld-global-unknown`` (info): a ``RTLD_GLOBAL`` load whose path the source does not
+    decide; what it adds to the global scope is not modelled."""
+    if loads is None or not loads.unknown:
+        return []
+    return [Finding(
+        id="rtld-global-unknown", severity="info",
+        title=f"{loads.source} loads a library with RTLD_GLOBAL that envlock cannot name",
+        cause=("The package's own code puts an object into the global scope, so its symbols bind "
+               "for every later extension module; its path is computed at run time, so the model "
+               "cannot know which object it is. A missing-symbol finding may be satisfied by it."),
+        evidence=loads.unknown,
+        fix=("Run `envlock libs --runtime` to compare with what the import really maps.",))]
+
+
+def _model_import(
+    proc: Process, python_exe: str, module_or_file: str, package_dir: str | None, files: list[str], *,
+    sys_path: Sequence[str], root: str, runtime: bool, extra_modules: Sequence[str], extra_first: bool,
+    mark: Any,
+) -> tuple[TorchPlan | None, list[RuntimeResult], GlobalLoads | None]:
+    """The interpreter starts, then imports the module: torch's prelude, or the ``RTLD_GLOBAL``
+    loads the package's ``__init__.py`` makes (:mod:`envlock.libs.globalscope`), the extension
+    files (and ``extra_modules``) dlopen'ed by path from libpython, then the run-time dlopens.
+
+    :returns: torch's preload plan (``None`` when not torch), the run-time loads resolved and
+        the package's own ``RTLD_GLOBAL`` loads (``None``: none).
+    """
+    exe = os.path.realpath(python_exe) if root in ("", "/") else python_exe
+    proc.start(exe)
+    mark("startup")
+    caller = _libpython(proc) or proc.main
+    top = module_or_file.split(".")[0]
+    torch_plan = None
+    if package_dir and os.path.basename(package_dir) == "torch" and top == "torch":
+        torch_plan = read_torch_plan(package_dir)
+        _torch_prelude(proc, torch_plan, list(sys_path), caller, mark)
+    loads = read_global_loads(package_dir) if package_dir and os.path.isdir(package_dir) \
+        and torch_plan is None else None
+    for _line, lib in loads.libraries if loads else ():
+        proc.dlopen(lib, caller, global_scope=True)
+        mark("import", f"{os.path.basename(package_dir or '')}/__init__.py: ctypes.CDLL(…, RTLD_GLOBAL)")
+    if extra_first:
+        for f in extra_modules:
+            proc.dlopen(f, caller)
+            mark("import" if f in files else "extra",
+                 None if f in files else "extension module imported by the module's Python code")
+    for f in files:
+        proc.dlopen(f, caller, global_scope=bool(loads and loads.extensions_global))
+    mark("import", f"{os.path.basename(package_dir or '')}/__init__.py: sys.setdlopenflags(RTLD_GLOBAL)"
+         if loads and loads.extensions_global else None)
+    if not extra_first:
+        for f in extra_modules:
+            proc.dlopen(f, caller)
+        mark("extra", "extension module imported by the module's Python code")
+    if not runtime:
+        return torch_plan, [], loads
+    tf_dir = package_dir if package_dir and os.path.basename(package_dir) == "tensorflow" else None
+    dlopens = runtime_dlopens_for(torch_cuda=torch_plan.cuda if torch_plan else None, tf_dir=tf_dir)
+    runtime_results = _resolve_runtime(proc, dlopens, mark)
+    if package_dir and top == "jax" or any(
+        os.path.isdir(os.path.join(p, "jax_plugins")) for p in sys_path if top == "jax"
+    ):
+        for p in sys_path:
+            for plugin in sorted(glob.glob(os.path.join(glob.escape(p), "jax_plugins", "*", "*.so"))):
+                res = proc.dlopen(plugin, proc.main)
+                runtime_results.append(RuntimeResult(
+                    framework="jax", name=plugin, caller=proc.main.path if proc.main else "",
+                    when="backend start-up", required=False, resolution=res))
+        mark("runtime", "jax backend plugins")
+    return torch_plan, runtime_results, loads
+
+
+def _owner_index(sys_path: Sequence[str], prefix: str | None, root: str,
+                 elf_cache: ElfCache | None) -> OwnerIndex:
+    """Who owns each file; with caches on (not ``--no-cache``) the indexes are kept on disk."""
+    owners_dir: str | None = None
+    if elf_cache is not None:
+        from envlock.cache import cache_dir as _cache_dir  # noqa: PLC0415
+
+        owners_dir = _cache_dir("owners-v1")
+    return OwnerIndex(sys_path, prefix=prefix, root=root, cache_dir=owners_dir)
 
 
 def _libpython(proc: Process) -> LoadedObject | None:

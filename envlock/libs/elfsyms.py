@@ -18,24 +18,18 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from envlock.libs.elf import (
+    _PHENT,
     DT_GNU_HASH,
     DT_HASH,
     DT_STRSZ,
     DT_STRTAB,
     DT_SYMTAB,
     DT_VERSYM,
+    ElfInfo,
     PT_DYNAMIC,
     PT_LOAD,
-    ElfInfo,
-    _Bad,
-    _dyn_entries,
-    _dynamic,
-    _Image,
-    _MAX_STR,
-    _open_buf,
-    _PHENT,
-    _phdr,
 )
+from envlock.libs.elfread import _Bad, _dyn_entries, _dynamic, _Image, _MAX_STR, _open_buf, _phdr
 
 __all__ = ["Symbols", "SymbolTable", "provides", "read_symbols", "STT_TLS"]
 
@@ -215,133 +209,151 @@ def _symbol_table(buf: Any, size: int, info: ElfInfo | None) -> Symbols | Any:
     last: dict[int, int] = {}
     for tag, val in _dyn_entries(img, dyn):
         last[tag] = val
-    symtab, strtab = last.get(DT_SYMTAB), last.get(DT_STRTAB)
-    if symtab is None or strtab is None:
+    if last.get(DT_SYMTAB) is None or last.get(DT_STRTAB) is None:
         return Symbols()
     # How many symbols, and from which index the hash table reaches.
     nsyms, first_hashed = _symbol_count(img, last)
     if nsyms <= 1:
         return Symbols()
-    entsize = 24 if img.cls == 64 else 16
-    sym_off, sym_avail = img.file_span(symtab)
-    nsyms = min(nsyms, sym_avail // entsize)
-    str_off, str_avail = img.file_span(strtab)
-    str_end = str_off + str_avail
-    # Version names by .gnu.version index.
-    names: dict[int, str] = {}
-    files: dict[int, str] = {}
     if info is not None:
         verneed, verdef = info.verneed, info.verdef
     else:
         facts = _dynamic(img, dyn)
         verneed, verdef = facts["verneed"], facts["verdef"]
-    for vn in verneed:
-        for a in vn.versions:
-            names[a.index & 0x7FFF] = a.name
-            files[a.index & 0x7FFF] = vn.file
-    for vd in verdef:
-        if not vd.base:
-            names[vd.index & 0x7FFF] = vd.name
-    # The .gnu.version entries as one column (entries past the file-backed bytes read as 0).
-    vcol: list[int] = []
-    if DT_VERSYM in last:
-        vs_off, vs_avail = img.file_span(last[DT_VERSYM])
-        vraw = bytes(buf[vs_off: vs_off + 2 * min(nsyms, vs_avail // 2)])
-        if (img.e == "<") == (struct.pack("=H", 1) == b"\x01\x00"):
-            vcol = memoryview(vraw).cast("H").tolist()
-        else:
-            vcol = [v for (v,) in struct.iter_unpack(img.e + "H", vraw)]
-    nvs = len(vcol)
+    return _Table(img, last, nsyms, first_hashed, verneed, verdef).select
 
-    def versym(i: int) -> int:
-        return vcol[i] if i < nvs else 0
 
-    raw = bytes(buf[sym_off: sym_off + nsyms * entsize])
-    st_name, st_info, st_other, st_shndx, st_value = _columns(raw, img.cls, img.e)
-    # DT_STRSZ bounds the string table we copy (the segment may go on for hundreds of MB); a
-    # name past it is read from the image like the loader would.
-    strsz = min(last.get(DT_STRSZ, str_avail), str_avail)
-    strbuf = bytes(buf[str_off:str_off + strsz])
-    nstr = len(strbuf)
+class _Table:
+    """The dynamic symbol table of one mapped file as columns, ready for :meth:`select`."""
 
-    def name_at(off: int) -> bytes:
-        if off < nstr:
-            e = strbuf.find(b"\0", off)
-            return strbuf[off: e if e >= 0 else nstr]
-        a = str_off + off
-        if a >= str_end:
-            return b""
-        e = buf.find(b"\0", a, min(str_end, a + _MAX_STR))
-        return bytes(buf[a: e if e >= 0 else min(str_end, a + _MAX_STR)])
-
-    def select(defined: bool, undefined: bool, wanted: Any) -> Symbols:
-        und: list[tuple[str, str, str]] = []
-        weak: set[str] = set()
-        if undefined:
-            # st_shndx == SHN_UNDEF, selected at C speed.
-            for i in compress(range(nsyms), map(operator.not_, st_shndx)):
-                if not i or st_info[i] < 16:  # the null entry, or STB_LOCAL
-                    continue
-                nm = name_at(st_name[i])
-                if not nm:
-                    continue
-                name = nm.decode("utf-8", "surrogateescape")
-                ndx = versym(i) & 0x7FFF
-                ver = names.get(ndx, "") if ndx >= 2 else ""
-                und.append((name, ver, files.get(ndx, "") if ver else ""))
-                if st_info[i] >> 4 == STB_WEAK:
-                    weak.add(name)
-        dfn: list[tuple[str, str]] = []
-        hidden: set[tuple[str, str]] = set()
-        second: set[tuple[str, str]] = set()
-        if defined:
-            ok_bind = (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE)
-            lo = max(1, first_hashed)
-            window = st_name[lo:nsyms]
-            if wanted is not None:
-                # Only symbols whose name is wanted, found at C speed: the wanted names' offsets
-                # in the string table, then the symbols pointing there.  A symbol pointing into
-                # the middle of a string (the linker's suffix merging: the byte before it is not
-                # NUL) is resolved on its own.
-                parts = strbuf.split(b"\0")
-                hitnames = wanted.intersection(parts)
-                # the offsets of the wanted strings: part k starts after the k parts before it
-                # and their NULs (summed from one wanted part to the next, at C speed)
-                lens = list(map(len, parts))
-                hit = set()
-                pos = prev = 0
-                for k in compress(range(len(parts)), map(hitnames.__contains__, parts)):
-                    pos += sum(lens[prev:k]) + (k - prev)
-                    hit.add(pos)
-                    prev = k
-                idx = list(compress(range(lo, nsyms), map(hit.__contains__, window)))
-                padded = b"\0" + strbuf  # padded[o] is the byte before offset o
-                if window and max(window) < len(padded):
-                    odd = compress(range(lo, nsyms), map(padded.__getitem__, window))
-                else:
-                    odd = compress(range(lo, nsyms), map(_mid_string(strbuf), window))
-                idx += [i for i in odd if name_at(st_name[i]) in wanted]
+    def __init__(self, img: _Image, last: dict[int, int], nsyms: int, first_hashed: int,
+                 verneed: Any, verdef: Any) -> None:
+        buf = self.buf = img.buf
+        self.first_hashed = first_hashed
+        entsize = 24 if img.cls == 64 else 16
+        sym_off, sym_avail = img.file_span(last[DT_SYMTAB])
+        self.nsyms = nsyms = min(nsyms, sym_avail // entsize)
+        self.str_off, str_avail = img.file_span(last[DT_STRTAB])
+        self.str_end = self.str_off + str_avail
+        # Version names by .gnu.version index.
+        self.names: dict[int, str] = {}
+        self.files: dict[int, str] = {}
+        for vn in verneed:
+            for a in vn.versions:
+                self.names[a.index & 0x7FFF] = a.name
+                self.files[a.index & 0x7FFF] = vn.file
+        for vd in verdef:
+            if not vd.base:
+                self.names[vd.index & 0x7FFF] = vd.name
+        # The .gnu.version entries as one column (entries past the file-backed bytes read as 0).
+        vcol: list[int] = []
+        if DT_VERSYM in last:
+            vs_off, vs_avail = img.file_span(last[DT_VERSYM])
+            vraw = bytes(buf[vs_off: vs_off + 2 * min(nsyms, vs_avail // 2)])
+            if (img.e == "<") == (struct.pack("=H", 1) == b"\x01\x00"):
+                vcol = memoryview(vraw).cast("H").tolist()
             else:
-                idx = list(range(lo, nsyms))
-            pairs = [(i, nm) for i in idx
-                     if st_shndx[i] != SHN_UNDEF and (st_info[i] >> 4) in ok_bind
-                     and (st_info[i] & 0xF) in _ALLOWED_STT and (st_other[i] & 3) not in (1, 2)
-                     and (st_value[i] or st_shndx[i] == SHN_ABS or (st_info[i] & 0xF) == STT_TLS)
-                     and (nm := name_at(st_name[i]))]
-            for i, nm in pairs:
-                name = nm.decode("utf-8", "surrogateescape")
-                vs = versym(i)
-                ndx = vs & 0x7FFF
-                ver = names.get(ndx, "") if ndx >= 2 else ""
-                dfn.append((name, ver))
-                if vs & 0x8000:
-                    hidden.add((name, ver))
-                if ndx == 2:
-                    second.add((name, ver))
+                vcol = [v for (v,) in struct.iter_unpack(img.e + "H", vraw)]
+        self.vcol, self.nvs = vcol, len(vcol)
+        raw = bytes(buf[sym_off: sym_off + nsyms * entsize])
+        self.st_name, self.st_info, self.st_other, self.st_shndx, self.st_value = _columns(raw, img.cls, img.e)
+        # DT_STRSZ bounds the string table we copy (the segment may go on for hundreds of MB); a
+        # name past it is read from the image like the loader would.
+        strsz = min(last.get(DT_STRSZ, str_avail), str_avail)
+        self.strbuf = bytes(buf[self.str_off:self.str_off + strsz])
+        self.nstr = len(self.strbuf)
+
+    def versym(self, i: int) -> int:
+        return self.vcol[i] if i < self.nvs else 0
+
+    def name_at(self, off: int) -> bytes:
+        if off < self.nstr:
+            e = self.strbuf.find(b"\0", off)
+            return self.strbuf[off: e if e >= 0 else self.nstr]
+        a = self.str_off + off
+        if a >= self.str_end:
+            return b""
+        e = self.buf.find(b"\0", a, min(self.str_end, a + _MAX_STR))
+        return bytes(self.buf[a: e if e >= 0 else min(self.str_end, a + _MAX_STR)])
+
+    def select(self, defined: bool, undefined: bool, wanted: Any) -> Symbols:
+        und, weak = self._undefined() if undefined else ([], set())
+        dfn, hidden, second = self._defined(wanted) if defined else ([], set(), set())
         return Symbols(undefined=tuple(und), defined=tuple(dfn), weak_undefined=frozenset(weak),
                        hidden=frozenset(hidden), second=frozenset(second))
 
-    return select
+    def _undefined(self) -> tuple[list[tuple[str, str, str]], set[str]]:
+        und: list[tuple[str, str, str]] = []
+        weak: set[str] = set()
+        st_info, names, files = self.st_info, self.names, self.files
+        # st_shndx == SHN_UNDEF, selected at C speed.
+        for i in compress(range(self.nsyms), map(operator.not_, self.st_shndx)):
+            if not i or st_info[i] < 16:  # the null entry, or STB_LOCAL
+                continue
+            nm = self.name_at(self.st_name[i])
+            if not nm:
+                continue
+            name = nm.decode("utf-8", "surrogateescape")
+            ndx = self.versym(i) & 0x7FFF
+            ver = names.get(ndx, "") if ndx >= 2 else ""
+            und.append((name, ver, files.get(ndx, "") if ver else ""))
+            if st_info[i] >> 4 == STB_WEAK:
+                weak.add(name)
+        return und, weak
+
+    def _defined(self, wanted: Any) -> tuple[list[tuple[str, str]], set[tuple[str, str]], set[tuple[str, str]]]:
+        dfn: list[tuple[str, str]] = []
+        hidden: set[tuple[str, str]] = set()
+        second: set[tuple[str, str]] = set()
+        ok_bind = (STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE)
+        lo = max(1, self.first_hashed)
+        idx = self._wanted(wanted, lo) if wanted is not None else list(range(lo, self.nsyms))
+        st_shndx, st_info, st_other, st_value, st_name = (
+            self.st_shndx, self.st_info, self.st_other, self.st_value, self.st_name)
+        name_at = self.name_at
+        pairs = [(i, nm) for i in idx
+                 if st_shndx[i] != SHN_UNDEF and (st_info[i] >> 4) in ok_bind
+                 and (st_info[i] & 0xF) in _ALLOWED_STT and (st_other[i] & 3) not in (1, 2)
+                 and (st_value[i] or st_shndx[i] == SHN_ABS or (st_info[i] & 0xF) == STT_TLS)
+                 and (nm := name_at(st_name[i]))]
+        for i, nm in pairs:
+            name = nm.decode("utf-8", "surrogateescape")
+            vs = self.versym(i)
+            ndx = vs & 0x7FFF
+            ver = self.names.get(ndx, "") if ndx >= 2 else ""
+            dfn.append((name, ver))
+            if vs & 0x8000:
+                hidden.add((name, ver))
+            if ndx == 2:
+                second.add((name, ver))
+        return dfn, hidden, second
+
+    def _wanted(self, wanted: Any, lo: int) -> list[int]:
+        """Indexes of the symbols whose name is wanted, found at C speed: the wanted names'
+        offsets in the string table, then the symbols pointing there.  A symbol pointing into
+        the middle of a string (the linker's suffix merging: the byte before it is not NUL) is
+        resolved on its own."""
+        strbuf, nsyms = self.strbuf, self.nsyms
+        window = self.st_name[lo:nsyms]
+        parts = strbuf.split(b"\0")
+        hitnames = wanted.intersection(parts)
+        # the offsets of the wanted strings: part k starts after the k parts before it
+        # and their NULs (summed from one wanted part to the next, at C speed)
+        lens = list(map(len, parts))
+        hit = set()
+        pos = prev = 0
+        for k in compress(range(len(parts)), map(hitnames.__contains__, parts)):
+            pos += sum(lens[prev:k]) + (k - prev)
+            hit.add(pos)
+            prev = k
+        idx = list(compress(range(lo, nsyms), map(hit.__contains__, window)))
+        padded = b"\0" + strbuf  # padded[o] is the byte before offset o
+        if window and max(window) < len(padded):
+            odd = compress(range(lo, nsyms), map(padded.__getitem__, window))
+        else:
+            odd = compress(range(lo, nsyms), map(_mid_string(strbuf), window))
+        idx += [i for i in odd if self.name_at(self.st_name[i]) in wanted]
+        return idx
 
 
 def _mid_string(strbuf: bytes) -> Any:

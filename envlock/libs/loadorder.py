@@ -21,9 +21,11 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from envlock.findings import Finding
-from envlock.libs.search import LoadedObject, Process, Resolution
+from envlock.libs.objects import LoadedObject, Resolution
+from envlock.libs.process import Process
 
 __all__ = ["ASSERTION", "check_match_findings", "filter_findings", "order_findings",
            "assertion_message"]
@@ -142,7 +144,7 @@ def check_match_findings(proc: Process) -> list[Finding]:
     matched by version as usual.  Weak references are looked up too.  Binding is modelled as
     ``RTLD_NOW`` / ``LD_BIND_NOW`` (every reference at load time).
     """
-    from envlock.libs.elfsyms import SymbolTable, provides  # noqa: PLC0415
+    from envlock.libs.elfsyms import SymbolTable  # noqa: PLC0415
 
     out: list[Finding] = []
     tables: dict[str, SymbolTable] = {}
@@ -166,67 +168,84 @@ def check_match_findings(proc: Process) -> list[Finding]:
                 continue
             warnings = [f"{prov.path}: no version information available (required by {obj.path})"
                         for prov in bare.values()]
-            syms = table(obj).symbols(defined=False)
-            refs = [(n, v, f) for n, v, f in syms.undefined if v and f in bare]
-            wanted = {n.encode("utf-8", "surrogateescape") for n, _v, _f in refs}
-            hit = None
-            scope = proc.scope(obj) if refs else []
-            defs: dict[str, dict[str, list[tuple[str, bool]]]] = {}
-            for name, version, file in refs:
-                for o in scope:
-                    d = defs.get(o.path)
-                    if d is None:
-                        d = defs[o.path] = table(o).symbols(undefined=False, wanted=wanted).index()
-                    if name not in d:
-                        continue
-                    if not o.info.has_versioning:
-                        if _name_match(file, o):
-                            hit = (name, version, file, o)
-                        break  # accepted (or the assertion): the lookup ends here
-                    if provides(d, name, version):
-                        break
-                if hit:
-                    break
+            hit = _unversioned_hit(proc, obj, bare, table)
             if hit is None:
-                for w, prov in zip(warnings, bare.values()):
-                    out.append(Finding(
-                        id="no-version-information", severity="warning",
-                        title=(f"{os.path.basename(prov.path)} has no symbol versions, but "
-                               f"{os.path.basename(obj.path)} was linked against a versioned one"),
-                        cause=("glibc prints this at start-up and goes on: none of the versioned "
-                               f"references of {obj.path} is bound to {prov.path} itself (or "
-                               "it has a version table after all)."),
-                        evidence=(w,),
-                        fix=(f"Use the {os.path.basename(prov.path)} that "
-                             f"{os.path.basename(obj.path)} was built against.",),
-                        library=prov.info.soname or os.path.basename(prov.path),
-                        requester=obj.path))
-                continue
-            name, version, file, definer = hit
-            msg = assertion_message(proc.config.glibc)
-            out.append(Finding(
-                id="check-match-assertion", severity="error",
-                title=(f"ld.so aborts: {os.path.basename(obj.path)} needs {name}@{version} from "
-                       f"{file}, and the {file} that will be loaded ({definer.path}) has no "
-                       "symbol versioning"),
-                cause=(f"{obj.path} was linked against a {file} that defines version {version}; "
-                       f"the {file} the loader picks was built without symbol versioning. When "
-                       f"{name} is bound, glibc's check_match (elf/dl-lookup.c) finds it in "
-                       "that very file without a version table and its assertion fails: the "
-                       f"whole process aborts with `{msg}` (exit status 127), not an error "
-                       "a caller could catch."),
-                evidence=(*warnings, f"{obj.path}: {name}@{version} (Verneed {file})",
-                          f"{definer.path}: defines {name}, no Verneed/Verdef (no version table)",
-                          *([f"found through {definer.resolution.source}"]
-                            if definer.resolution is not None else [])),
-                fix=(f"Make the loader pick the versioned {file} that "
-                     f"{os.path.basename(obj.path)} was built against (check LD_LIBRARY_PATH).",
-                     f"Or rebuild {os.path.basename(obj.path)} against the {file} at {definer.path}."),
-                library=file, requester=obj.path))
+                out += [_no_version_information(obj, prov, w) for w, prov in zip(warnings, bare.values())]
+            else:
+                out.append(_assertion(proc, obj, hit, warnings))
     finally:
         for t in tables.values():
             t.close()
     return out
+
+
+def _unversioned_hit(proc: Process, obj: LoadedObject, bare: dict[str, LoadedObject],
+                     table: Any) -> tuple[str, str, str, LoadedObject] | None:
+    """The first versioned reference of ``obj`` whose lookup stops at the unversioned file its
+    Verneed names (``check_match``'s assertion): ``(name, version, file, definer)``, or ``None``."""
+    from envlock.libs.elfsyms import provides  # noqa: PLC0415
+
+    syms = table(obj).symbols(defined=False)
+    refs = [(n, v, f) for n, v, f in syms.undefined if v and f in bare]
+    wanted = {n.encode("utf-8", "surrogateescape") for n, _v, _f in refs}
+    scope = proc.scope(obj) if refs else []
+    defs: dict[str, dict[str, list[tuple[str, bool]]]] = {}
+    for name, version, file in refs:
+        for o in scope:
+            d = defs.get(o.path)
+            if d is None:
+                d = defs[o.path] = table(o).symbols(undefined=False, wanted=wanted).index()
+            if name not in d:
+                continue
+            if not o.info.has_versioning:
+                if _name_match(file, o):
+                    return (name, version, file, o)
+                break  # accepted: the lookup ends here
+            if provides(d, name, version):
+                break
+    return None
+
+
+def _no_version_information(obj: LoadedObject, prov: LoadedObject, warning: str) -> Finding:
+    """``no-version-information`` (warning): glibc's start-up message, and nothing worse."""
+    return Finding(
+        id="no-version-information", severity="warning",
+        title=(f"{os.path.basename(prov.path)} has no symbol versions, but "
+               f"{os.path.basename(obj.path)} was linked against a versioned one"),
+        cause=("glibc prints this at start-up and goes on: none of the versioned "
+               f"references of {obj.path} is bound to {prov.path} itself (or "
+               "it has a version table after all)."),
+        evidence=(warning,),
+        fix=(f"Use the {os.path.basename(prov.path)} that "
+             f"{os.path.basename(obj.path)} was built against.",),
+        library=prov.info.soname or os.path.basename(prov.path),
+        requester=obj.path)
+
+
+def _assertion(proc: Process, obj: LoadedObject, hit: tuple[str, str, str, LoadedObject],
+               warnings: list[str]) -> Finding:
+    """``check-match-assertion`` (error): ld.so aborts the whole process."""
+    name, version, file, definer = hit
+    msg = assertion_message(proc.config.glibc)
+    return Finding(
+        id="check-match-assertion", severity="error",
+        title=(f"ld.so aborts: {os.path.basename(obj.path)} needs {name}@{version} from "
+               f"{file}, and the {file} that will be loaded ({definer.path}) has no "
+               "symbol versioning"),
+        cause=(f"{obj.path} was linked against a {file} that defines version {version}; "
+               f"the {file} the loader picks was built without symbol versioning. When "
+               f"{name} is bound, glibc's check_match (elf/dl-lookup.c) finds it in "
+               "that very file without a version table and its assertion fails: the "
+               f"whole process aborts with `{msg}` (exit status 127), not an error "
+               "a caller could catch."),
+        evidence=(*warnings, f"{obj.path}: {name}@{version} (Verneed {file})",
+                  f"{definer.path}: defines {name}, no Verneed/Verdef (no version table)",
+                  *([f"found through {definer.resolution.source}"]
+                    if definer.resolution is not None else [])),
+        fix=(f"Make the loader pick the versioned {file} that "
+             f"{os.path.basename(obj.path)} was built against (check LD_LIBRARY_PATH).",
+             f"Or rebuild {os.path.basename(obj.path)} against the {file} at {definer.path}."),
+        library=file, requester=obj.path)
 
 
 # -- the order of fatal errors ----------------------------------------------------------------

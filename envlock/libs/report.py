@@ -10,13 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from envlock.findings import Finding
-from envlock.libs.search import (
-    ObjectKind,
-    Resolution,
-    Rule,
-    SearchConfig,
-    breadth_first,
-)
+from envlock.libs.config import SearchConfig
+from envlock.libs.objects import breadth_first, ObjectKind, Resolution, Rule
 
 __all__ = ["SCHEMA", "FINDING_IDS", "Stage", "LibEntry", "RuntimeResult", "LibsReport"]
 
@@ -37,6 +32,7 @@ FINDING_IDS: dict[str, str] = {
     "duplicate-openmp": "warning",
     "cuda-pin-mismatch": "warning",
     "preload-failed": "warning",
+    "rtld-global-unknown": "info",
 }
 
 #: When an object is loaded: with the interpreter, by the module's import, by a run-time

@@ -197,7 +197,8 @@ def _torch_version_py(path: Path) -> dict[str, object]:
 
 
 def _torch_gcc(torch_dir: Path) -> tuple[str | None, str | None]:
-    from envlock.libs.elf import ElfCache, read_elf  # noqa: PLC0415
+    from envlock.libs.elf import ElfCache  # noqa: PLC0415
+    from envlock.libs.elfread import read_elf  # noqa: PLC0415
 
     for name in ("libtorch_cpu.so", "libtorch_python.so", "libc10.so"):
         lib = torch_dir / "lib" / name
@@ -211,7 +212,8 @@ def _torch_gcc(torch_dir: Path) -> tuple[str | None, str | None]:
 
 
 def _libstdcxx(prefix: str | None, root: Path) -> tuple[str | None, str | None]:
-    from envlock.libs.elf import ElfCache, read_elf  # noqa: PLC0415
+    from envlock.libs.elf import ElfCache  # noqa: PLC0415
+    from envlock.libs.elfread import read_elf  # noqa: PLC0415
 
     cands = []
     if prefix:

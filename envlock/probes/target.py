@@ -332,7 +332,8 @@ def _record_loader_inputs(rec: Recorder, maps: list[str], env: Mapping[str, str]
     ``LD_LIBRARY_PATH``, each object's ``DT_RPATH``/``DT_RUNPATH`` (``$ORIGIN`` expanded), the
     objects' own directories, the default directories (each with its ``glibc-hwcaps``
     subdirectories) — and ``ld.so.cache``, ``ld.so.preload``.  The variables are in the key."""
-    from envlock.libs.elf import ElfCache, read_elf  # noqa: PLC0415 - only when storing an answer
+    from envlock.libs.elf import ElfCache  # noqa: PLC0415 - only when storing an answer
+    from envlock.libs.elfread import read_elf  # noqa: PLC0415 - only when storing an answer
 
     dirs: list[str] = []
     llp = env.get("LD_LIBRARY_PATH") or ""  # glibc ignores an empty value

@@ -136,7 +136,8 @@ def _elf_facts(path: str | os.PathLike[str]) -> ElfInfo:
 
     :raises ValueError: the file cannot be read or is not a valid ELF file.
     """
-    from envlock.libs.elf import ElfCache, read_elf  # noqa: PLC0415 - pyelftools only when needed
+    from envlock.libs.elf import ElfCache  # noqa: PLC0415 - pyelftools only when needed
+    from envlock.libs.elfread import read_elf  # noqa: PLC0415 - pyelftools only when needed
 
     from envlock.cache import is_enabled  # noqa: PLC0415
 

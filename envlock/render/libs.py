@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from envlock.libs.search import describe_tunables
+from envlock.libs.config import describe_tunables
 
 if TYPE_CHECKING:
     from envlock.libs.analysis import LibEntry, LibsReport
@@ -29,8 +29,6 @@ _RULE_TEXT = {
 }
 
 
-
-
 def _label(o: LibEntry) -> str:
     owner = f"  {o.owner}" if o.owner else "  (no package)"
     return owner
@@ -38,18 +36,23 @@ def _label(o: LibEntry) -> str:
 
 def render_text(report: LibsReport, *, check: dict[str, Any] | None = None) -> str:
     """The human-readable answer: a tree per extension file, run-time loads, findings."""
+    lines = _header(report)
+    lines += _tree(report)
+    lines += _runtime(report)
+    if report.errors:
+        lines.append("")
+        lines += [f"error: {e}" for e in report.errors]
+    lines.append("")
+    lines += _findings(report)
+    if check is not None:
+        lines += _check(check)
+    return "\n".join(lines) + "\n"
+
+
+def _header(report: LibsReport) -> list[str]:
+    """The target, the loader's configuration, the interpreter's start-up objects."""
     lines: list[str] = []
     cfg = report.config
-    objs = report.objects
-    by_id = {o.id: o for o in objs}
-    children: dict[str, list[Any]] = {}
-    seen_req: set[tuple[str, str]] = set()
-    for r in report.requests:
-        # The loader walks the DT_NEEDED of every object in each breadth-first pass, so the
-        # same request repeats; the tree shows the first one.
-        if r.kind == "needed" and (r.requester, r.name) not in seen_req:
-            seen_req.add((r.requester, r.name))
-            children.setdefault(r.requester, []).append(r)
     wrapper = f"; started by the wrapper {report.launcher}" if report.launcher else ""
     if report.target == report.python:
         lines.append(f"target: {report.python} (the interpreter itself, as the main program{wrapper})")
@@ -63,24 +66,43 @@ def render_text(report: LibsReport, *, check: dict[str, Any] | None = None) -> s
     note = describe_tunables(cfg)
     if note:
         lines.append(f"tunables: {note}")
-    startup = [o for o in objs if o.stage == "startup" and o.kind not in ("executable",)]
+    startup = [o for o in report.objects if o.stage == "startup" and o.kind not in ("executable",)]
     if startup:
         lines.append("interpreter start-up: " + ", ".join(os.path.basename(o.path) for o in startup))
     lines.append("")
-    expanded: set[int] = set()
-    # A node is (text, children); nodes are built depth-first (the first request of an
-    # object expands it) and drawn afterwards, so that the connector of the last child
-    # *drawn* is └── even when later requests are not drawn.
-    Node = tuple[str, list[Any]]  # noqa: N806
+    return lines
 
-    def visit(r: Any) -> tuple[str, list[Any]] | None:
+
+#: A node of the drawn tree: (text, children).
+_Node = tuple[str, list[Any]]
+
+
+class _Tree:
+    """The request tree of one report.  Nodes are built depth-first (the first request of an
+    object expands it) and drawn afterwards, so that the connector of the last child *drawn*
+    is └── even when later requests are not drawn.  Both walks are iterative: a NEEDED chain
+    thousands deep renders, in time linear in the number of requests."""
+
+    def __init__(self, report: LibsReport) -> None:
+        self.by_id = {o.id: o for o in report.objects}
+        self.children: dict[str, list[Any]] = {}
+        seen_req: set[tuple[str, str]] = set()
+        for r in report.requests:
+            # The loader walks the DT_NEEDED of every object in each breadth-first pass, so the
+            # same request repeats; the tree shows the first one.
+            if r.kind == "needed" and (r.requester, r.name) not in seen_req:
+                seen_req.add((r.requester, r.name))
+                self.children.setdefault(r.requester, []).append(r)
+        self.expanded: set[int] = set()
+
+    def visit(self, r: Any) -> tuple[str, list[Any]] | None:
         """The line for request ``r`` and the requests to show under it (``None``: not
         shown).  Marks the object expanded, as a depth-first walk would, before its
         children are visited."""
-        o = by_id.get(r.object_id) if r.object_id is not None else None
+        o = self.by_id.get(r.object_id) if r.object_id is not None else None
         if o is None:
             return (f"{r.name} => NOT FOUND ({r.error})", [])
-        first = o.id not in expanded and o.name == r.name and o.requested_by == (r.requester or None) \
+        first = o.id not in self.expanded and o.name == r.name and o.requested_by == (r.requester or None) \
             and r.rule != "already-loaded"
         rule = _RULE_TEXT.get(r.rule or "", r.rule or "")
         if o.kind == "preload" and r.kind == "preload":
@@ -91,32 +113,33 @@ def render_text(report: LibsReport, *, check: dict[str, Any] | None = None) -> s
                 return None  # system libraries seen before: not repeated (see --why or JSON)
             how = "already loaded" if r.rule == "already-loaded" else f"{rule}, same file already loaded"
             return (f"{shown}  [{how}]", [])
-        expanded.add(o.id)
-        return (f"{shown}  [{rule}]{_label(o)}", children.get(o.path, []))
+        self.expanded.add(o.id)
+        return (f"{shown}  [{rule}]{_label(o)}", self.children.get(o.path, []))
 
-    def grow(requests: list[Any]) -> list[Node]:
-        """The tree under ``requests``, built with an explicit stack (no recursion: a NEEDED
-        chain thousands deep renders, in time linear in the number of requests)."""
-        top: list[Node] = []
-        stack: list[tuple[list[Node], Any]] = [(top, iter(requests))]
+    def grow(self, requests: list[Any]) -> list[_Node]:
+        """The tree under ``requests``, built with an explicit stack."""
+        top: list[_Node] = []
+        stack: list[tuple[list[_Node], Any]] = [(top, iter(requests))]
         while stack:
             kids, it = stack[-1]
             r = next(it, None)
             if r is None:
                 stack.pop()
                 continue
-            got = visit(r)
+            got = self.visit(r)
             if got is None:
                 continue
             text, below = got
-            mine: list[Node] = []
+            mine: list[_Node] = []
             kids.append((text, mine))
             if below:
                 stack.append((mine, iter(below)))
         return top
 
-    def draw(nodes: list[Node], prefix: str) -> None:
-        stack: list[tuple[list[Node], int, str]] = [(nodes, 0, prefix)]
+    @staticmethod
+    def draw(nodes: list[_Node], prefix: str) -> list[str]:
+        lines: list[str] = []
+        stack: list[tuple[list[_Node], int, str]] = [(nodes, 0, prefix)]
         while stack:
             level, i, pre = stack.pop()
             if i >= len(level):
@@ -127,7 +150,15 @@ def render_text(report: LibsReport, *, check: dict[str, Any] | None = None) -> s
             stack.append((level, i + 1, pre))
             if kids:
                 stack.append((kids, 0, pre + ("    " if last else "│   ")))
+        return lines
 
+
+def _tree(report: LibsReport) -> list[str]:
+    """``import MODULE`` and the tree of what each extension file loads (or the main
+    program's tree), with torch's notes."""
+    lines: list[str] = []
+    objs = report.objects
+    tree = _Tree(report)
     roots = [r for r in report.requests if r.kind == "dlopen" and r.requester and
              not any(r is rt.resolution for rt in report.runtime)]
     stage_of = {o.id: o for o in objs}
@@ -135,56 +166,65 @@ def render_text(report: LibsReport, *, check: dict[str, Any] | None = None) -> s
                     or r.object_id is None]
     if import_roots:
         lines.append(f"import {report.target}")
-        draw(grow(import_roots), "")
+        lines += tree.draw(tree.grow(import_roots), "")
         notes = list(dict.fromkeys(o.via for o in objs if o.stage == "import" and o.via))
         for n in notes:
             lines.append(f"  note: {n}")
     elif report.files and objs:
         main = objs[0]
         lines.append(f"{main.path}")
-        draw(grow(children.get(main.path, [])), "")
+        lines += tree.draw(tree.grow(tree.children.get(main.path, [])), "")
     if not report.files and not report.errors:
         lines.append(f"{report.target} has no extension modules: importing it loads no shared "
                      "object beyond the interpreter's (name an extension module to see its own).")
-    if report.runtime:
-        lines.append("")
-        lines.append("loaded later with dlopen (run-time, from the table in envlock.libs.runtime):")
-        for rt in report.runtime:
-            r = rt.resolution
-            caller = os.path.basename(rt.caller)
-            if r.path is None:
-                lines.append(f"  {rt.name} <- {caller} ({rt.when}): NOT FOUND")
-            else:
-                o = by_id.get(r.object_id) if r.object_id is not None else None
-                owner = _label(o) if o else ""
-                lines.append(f"  {rt.name} <- {caller} ({rt.when}): {r.path}  "
-                             f"[{_RULE_TEXT.get(r.rule or '', r.rule)}]{owner}")
-    if report.errors:
-        lines.append("")
-        lines += [f"error: {e}" for e in report.errors]
-    lines.append("")
-    if report.findings:
-        lines.append(f"findings ({len(report.findings)}):")
-        for f in report.findings:
-            then = "then (not reached by ld.so): " if f.consequence_of else ""
-            lines.append(f"  {then}{f.severity} [{f.id}] {f.title}")
-            lines.append(f"      cause: {f.cause}")
-            for e in f.evidence:
-                lines.append(f"      evidence: {e}")
-            for x in f.fix:
-                lines.append(f"      fix: {x}")
-    else:
-        lines.append("findings: none")
-    if check is not None:
-        lines.append("")
-        lines.append(f"--runtime: {check['status']}" + (f" ({check['error']})" if check.get("error") else ""))
-        lines.append(f"  {len(check['matched'])} files as predicted, {len(check['explained'])} explained, "
-                     f"{len(check['unexplained'])} unexplained")
-        for x in check["explained"]:
-            lines.append(f"  explained: {x['path']}: {x['why']}")
-        for x in check["unexplained"]:
-            lines.append(f"  UNEXPLAINED: {x['path']}: {x['why']}")
-    return "\n".join(lines) + "\n"
+    return lines
+
+
+def _runtime(report: LibsReport) -> list[str]:
+    """The run-time dlopens, one line each."""
+    if not report.runtime:
+        return []
+    by_id = {o.id: o for o in report.objects}
+    lines = ["", "loaded later with dlopen (run-time, from the table in envlock.libs.runtime):"]
+    for rt in report.runtime:
+        r = rt.resolution
+        caller = os.path.basename(rt.caller)
+        if r.path is None:
+            lines.append(f"  {rt.name} <- {caller} ({rt.when}): NOT FOUND")
+        else:
+            o = by_id.get(r.object_id) if r.object_id is not None else None
+            owner = _label(o) if o else ""
+            lines.append(f"  {rt.name} <- {caller} ({rt.when}): {r.path}  "
+                         f"[{_RULE_TEXT.get(r.rule or '', r.rule)}]{owner}")
+    return lines
+
+
+def _findings(report: LibsReport) -> list[str]:
+    """Each finding: its severity, id and title, then cause, evidence and fixes."""
+    if not report.findings:
+        return ["findings: none"]
+    lines = [f"findings ({len(report.findings)}):"]
+    for f in report.findings:
+        then = "then (not reached by ld.so): " if f.consequence_of else ""
+        lines.append(f"  {then}{f.severity} [{f.id}] {f.title}")
+        lines.append(f"      cause: {f.cause}")
+        for e in f.evidence:
+            lines.append(f"      evidence: {e}")
+        for x in f.fix:
+            lines.append(f"      fix: {x}")
+    return lines
+
+
+def _check(check: dict[str, Any]) -> list[str]:
+    """``--runtime``'s comparison of ``/proc/self/maps`` with the model."""
+    lines = ["", f"--runtime: {check['status']}" + (f" ({check['error']})" if check.get("error") else ""),
+             f"  {len(check['matched'])} files as predicted, {len(check['explained'])} explained, "
+             f"{len(check['unexplained'])} unexplained"]
+    for x in check["explained"]:
+        lines.append(f"  explained: {x['path']}: {x['why']}")
+    for x in check["unexplained"]:
+        lines.append(f"  UNEXPLAINED: {x['path']}: {x['why']}")
+    return lines
 
 
 def render_why(report: LibsReport, name: str) -> str:

@@ -19,8 +19,9 @@ import subprocess
 
 import pytest
 
-from envlock.libs.elf import read_elf
-from envlock.libs.search import Process, detect_config
+from envlock.libs.elfread import read_elf
+from envlock.libs.config import detect_config
+from envlock.libs.process import Process
 
 from .conftest import DLOPEN_CALLER, DLOPEN_MAIN, Builder
 

@@ -206,7 +206,8 @@ def test_bad_etc_ld_so_preload_entry_is_reported_like_glibc(build: Builder) -> N
     (root / "etc" / "ld.so.preload").write_text("/usr/lib/empty.so\n")
     (root / "usr" / "lib").mkdir(parents=True)
     (root / "usr" / "lib" / "empty.so").write_bytes(b"")
-    from envlock.libs.search import Process, detect_config
+    from envlock.libs.config import detect_config
+    from envlock.libs.process import Process
 
     proc = Process(detect_config(root=str(root), env={}))
     proc.start("/usr/bin/prog")

@@ -10,14 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from envlock.libs.elf import (
-    DF_1_NODEFLIB,
-    ElfCache,
-    ElfInfo,
-    check_ident,
-    elf_hash,
-    read_elf,
-)
+from envlock.libs.elf import check_ident, DF_1_NODEFLIB, elf_hash, ElfCache, ElfInfo
+from envlock.libs.elfread import read_elf
 from envlock.libs.elfsyms import read_symbols
 
 VERSIONED = """

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from envlock.libs.elf import check_ident, elf_hash, read_elf
+from envlock.libs.elf import check_ident, elf_hash
+from envlock.libs.elfread import read_elf
 from envlock.libs.elfsyms import provides, read_symbols
 
 NEEDS_NO_GCC = True

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from envlock.libs.elf import read_elf
+from envlock.libs.elfread import read_elf
 from envlock.libs.elfsyms import read_symbols
-from envlock.libs.search import Process, detect_config
+from envlock.libs.config import detect_config
+from envlock.libs.process import Process
 
 NEEDS_NO_GCC = True
 LDSO = "/lib64/ld-linux-x86-64.so.2"

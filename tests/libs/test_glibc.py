@@ -81,7 +81,7 @@ def test_platform_and_toolchain_use_the_detector(tmp_path: Path) -> None:
 
 def test_loader_model_uses_the_detector(tmp_path: Path) -> None:
     """The loader model's glibc (which decides hwcaps and search rules) is the detector's."""
-    from envlock.libs.search import detect_config
+    from envlock.libs.config import detect_config
 
     want = tuple(int(p) for p in _ldd_version().split("."))
     assert detect_config(root="/", env={}).glibc == want

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 
-from envlock.libs.search import Process, detect_config
+from envlock.libs.config import detect_config
+from envlock.libs.process import Process
 
 from .conftest import Builder, real_ldd
 

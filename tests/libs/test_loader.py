@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from envlock.libs.search import Process, detect_config, expand_dst, split_path_list
+from envlock.libs.config import detect_config, expand_dst, split_path_list
+from envlock.libs.process import Process
 
 from .conftest import (
     DLOPEN_CALLER,

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from envlock.libs.analysis import analyze_module
-from envlock.libs.owners import OwnerIndex, Pin, conda_pins, normalize_name, read_pins
+from envlock.libs.owners import normalize_name, OwnerIndex
+from envlock.libs.pins import conda_pins, Pin, read_pins
 
 from .conftest import Builder
 from .test_cases import EXT, make_dist
@@ -141,7 +142,7 @@ def test_simple_markers_agree_with_packaging(marker: str) -> None:
     """The fast marker evaluation (no packaging import) gives packaging's answer."""
     from packaging.markers import Marker
 
-    from envlock.libs.owners import _marker_value
+    from envlock.libs.pins import _marker_value
 
     for extra in ("", "all", "cublas", "cuda-toolkit"):
         assert _marker_value(marker, extra) == Marker(marker).evaluate({"extra": extra}), extra
@@ -155,7 +156,7 @@ def test_installed_markers_agree_with_packaging() -> None:
 
     from packaging.markers import Marker
 
-    from envlock.libs.owners import _marker_value
+    from envlock.libs.pins import _marker_value
 
     from _realenv import venv_dir
 
@@ -181,7 +182,7 @@ def test_installed_markers_agree_with_packaging() -> None:
 
 
 def test_other_markers_are_left_to_packaging() -> None:
-    from envlock.libs.owners import _marker_value
+    from envlock.libs.pins import _marker_value
 
     assert _marker_value('implementation_name == "cpython"', "") is None
     assert _marker_value('python_version < "3.15a1"', "") is None

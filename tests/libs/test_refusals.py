@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from envlock.libs.search import Process, detect_config
+from envlock.libs.config import detect_config
+from envlock.libs.process import Process
 
 from .conftest import DLOPEN_CALLER, DLOPEN_MAIN, Builder, real_dlopen, real_ldd
 

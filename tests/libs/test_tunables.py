@@ -25,7 +25,8 @@ from click.testing import CliRunner
 
 from envlock.cli import cli
 from envlock.libs.hwcaps import parse_tunables, strtoul
-from envlock.libs.search import Process, SearchConfig, detect_config
+from envlock.libs.config import detect_config, SearchConfig
+from envlock.libs.process import Process
 
 from .conftest import Builder, _clean_env, real_ld_debug, real_ldd
 

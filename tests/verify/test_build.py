@@ -434,7 +434,7 @@ def test_gcc_newer_than_the_loaded_libstdcxx_is_named(world):
 def test_gcc_glibcxx_table_matches_this_machines_gcc():
     """The oracle: the libstdc++ this gcc links (``-print-file-name``) defines exactly the
     GLIBCXX version the table gives for its release."""
-    from envlock.libs.elf import read_elf
+    from envlock.libs.elfread import read_elf
     from envlock.probes.buildfiles import glibcxx_for_gcc
 
     def gcc(*args: str) -> str:

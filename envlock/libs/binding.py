@@ -1,0 +1,230 @@
+"""Symbol binding: which undefined symbols will not bind, as glibc's ``elf/dl-lookup.c``
+binds them (``do_lookup_x`` over the object's scope, ``check_match``'s version rules) when
+Python imports an extension module with ``RTLD_NOW``.
+
+The scopes are :meth:`envlock.libs.process.Process.scope`'s; the symbol tables
+:mod:`envlock.libs.elfsyms`'s; versions a provider lacks altogether are
+``missing-version`` findings of :mod:`envlock.libs.rules_process` instead, and glibc's
+``check_match`` assertion is :mod:`envlock.libs.loadorder`'s.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from typing import Any
+
+from envlock.findings import Finding
+from envlock.libs.config import SearchConfig
+from envlock.libs.objects import LoadedObject
+from envlock.libs.owners import OwnerIndex
+from envlock.libs.process import Process
+from envlock.libs.ruleset import owner_text, stray_dirs
+
+__all__ = ["symbol_findings"]
+
+
+def _demangle(names: Sequence[str]) -> dict[str, str]:
+    """C++ names demangled by ``c++filt`` (one call, with a timeout); ``{}`` if unavailable."""
+    mangled = [n for n in names if n.startswith("_Z")]
+    if not mangled or shutil.which("c++filt") is None:
+        return {}
+    from envlock._run import run  # noqa: PLC0415
+
+    res = run(["c++filt"], timeout=10.0, input_text="\n".join(mangled) + "\n")
+    if not res.ok:
+        return {}
+    out = res.stdout.splitlines()
+    return {m: d for m, d in zip(mangled, out) if d and d != m}
+
+
+def symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence[str],
+                     prefix: str | None, cfg: SearchConfig) -> list[Finding]:
+    """Undefined symbols that will not bind (``undefined symbol: S[, version V]``).
+
+    CPython dlopens extension modules with ``RTLD_NOW``, so every non-weak undefined symbol of
+    every object must bind when it is loaded.  Each is looked up as glibc ``elf/dl-lookup.c``
+    does: in the object's scope (:meth:`Process.scope`: the global scope in load order, then
+    the local scope of the dlopen that loaded it), among the definitions reachable through
+    each object's hash table (global, weak, ``STB_GNU_UNIQUE``; protected too; local and
+    hidden never), with ``check_match``'s version rules (:func:`envlock.libs.elfsyms.provides`).
+    A weak undefined symbol may stay unbound.  Versions a provider lacks altogether are
+    ``missing-version`` findings instead.
+    """
+    from envlock.libs.elfsyms import SymbolTable  # noqa: PLC0415
+
+    # Each file's symbol table is read once for both phases; the files are released after.
+    tables: dict[str, SymbolTable] = {}
+    try:
+        return _symbol_findings_in(proc, index, sys_path, prefix, cfg, tables)
+    finally:
+        for t in tables.values():
+            t.close()
+
+
+def _symbol_findings_in(proc: Process, index: OwnerIndex | None, sys_path: Sequence[str],
+                        prefix: str | None, cfg: SearchConfig, tables: dict[str, Any]) -> list[Finding]:
+    from envlock.libs.elfsyms import SymbolTable, provides  # noqa: PLC0415
+
+    def table(path: str, info: Any) -> SymbolTable:
+        got = tables.get(path)
+        if got is None:
+            got = tables[path] = SymbolTable(proc._host(path), info=info)
+        return got
+
+    # Phase 1: what every object needs.  Phase 2: only those names in the providers.
+    needs, wanted = _needs(proc, table)
+    missing_versions = {(vp.consumer, vp.version) for vp in proc.version_problems}
+    indexes: dict[str, dict[str, list[tuple[str, bool]]]] = {}
+
+    def defs(path: str) -> dict[str, list[tuple[str, bool]]]:
+        got = indexes.get(path)
+        if got is None:
+            known = proc.find(path)
+            got = indexes[path] = table(
+                path, known.info if known is not None and known.path == path else None,
+            ).symbols(undefined=False, wanted=wanted).index()
+        return got
+
+    scopes: dict[tuple[int | None, bool], list[LoadedObject]] = {}
+    problems: list[tuple[LoadedObject, list[tuple[str, str, str]]]] = []
+    for obj in proc.objects:
+        syms = needs.get(obj.id)
+        if syms is None:
+            continue
+        key = (obj.group, obj.in_global)
+        scope = scopes.get(key)
+        if scope is None:
+            scope = scopes[key] = proc.scope(obj)
+        weak = syms.weak_undefined
+        todo: dict[str, list[tuple[str, str]]] = {}
+        order: dict[tuple[str, str, str], int] = {}
+        for k, (name, version, file) in enumerate(syms.undefined):
+            if name in weak or (version and (obj.path, version) in missing_versions):
+                continue
+            todo.setdefault(name, []).append((version, file))
+            order.setdefault((name, version, file), k)
+        # Walk the scope in order; an object's definitions are read only while something is
+        # still unbound (objects late in the scope are often never needed), and only the
+        # names it defines are looked at (a set intersection).
+        for o in scope:
+            if not todo:
+                break
+            d = defs(o.path)
+            for name in todo.keys() & d.keys():
+                defs_of = d[name]
+                keep = [(v, f) for v, f in todo[name]
+                        if not (v and any(dv == v or dv == "" for dv, _h in defs_of))
+                        and not provides(d, name, v)]
+                if keep:
+                    todo[name] = keep
+                else:
+                    del todo[name]
+        lost = sorted(((n, v, f) for n, lst in todo.items() for v, f in lst),
+                      key=lambda x: order.get(x, 0))
+        if lost:
+            problems.append((obj, lost))
+    if not problems:
+        return []
+    demangled = _demangle([n for _o, lost in problems for n, _v, _f in lost[:5]])
+    out: list[Finding] = []
+    for obj, lost in problems:
+        by_file: dict[str, list[tuple[str, str]]] = {}
+        for name, version, file in lost:
+            by_file.setdefault(file, []).append((name, version))
+        for file, names in by_file.items():
+            out.append(_missing_symbol_finding(proc, obj, file, names, demangled, defs, index,
+                                               sys_path, prefix, cfg))
+    return out
+
+
+def _needs(proc: Process, table: Any) -> tuple[dict[int, Any], set[bytes]]:
+    """Phase 1: each object's undefined symbols (by object id) and all their names.
+
+    A missing version fails the load before any relocation (``_dl_check_map_versions`` runs
+    first): such objects' symbols are never bound.
+    """
+    needs: dict[int, Any] = {}
+    wanted: set[bytes] = set()
+    unloadable = {vp.consumer for vp in proc.version_problems}
+    for obj in proc.objects:
+        if obj.kind == "interpreter" or not obj.info.ok or obj.path in unloadable:
+            continue
+        mine = table(obj.path, obj.info).symbols(defined=False)
+        if mine.error or not mine.undefined:
+            continue
+        needs[obj.id] = mine
+        wanted.update(n.encode("utf-8", "surrogateescape") for n, _v, _f in mine.undefined)
+    return needs, wanted
+
+
+def _missing_symbol_finding(proc: Process, obj: LoadedObject, file: str,
+                            names: list[tuple[str, str]], demangled: dict[str, str], defs: Any,
+                            index: OwnerIndex | None, sys_path: Sequence[str],
+                            prefix: str | None, cfg: SearchConfig) -> Finding:
+    """One ``missing-symbol`` finding: ``obj`` needs ``names`` (from ``file``, the Verneed
+    ``vn_file``, or ``""`` for unversioned symbols)."""
+    from envlock.libs.elfsyms import provides  # noqa: PLC0415
+
+    name, version = names[0]
+    shown = name + (f" ({demangled[name]})" if name in demangled else "")
+    loader_text = f"undefined symbol: {name}" + (f", version {version}" if version else "")
+    # The library that was picked and lacks it: the Verneed's provider, else the direct
+    # dependency whose other copy on disk has it.
+    provs = [proc.provider_of(obj, file)] if file else [proc.objects[d] for d in obj.deps]
+    provs = [p for p in provs if p is not None]
+    # Where another copy may be: the consumer's own RPATH/RUNPATH directories, its
+    # directory, and the usual places for stray copies (env lib/, wheels' lib/).
+    own = [*proc._dirs_of(obj, "rpath"), *proc._dirs_of(obj, "runpath")]
+    dirs = [*own, os.path.dirname(obj.path), *stray_dirs(sys_path, prefix, cfg.root)]
+    picked = provs[0] if file and provs else None
+    copy = None
+    for prov in provs:
+        soname = prov.info.soname or os.path.basename(prov.path)
+        for d in dict.fromkeys(dirs):
+            cand = os.path.join(d, soname)
+            if not os.path.exists(proc._host(cand)) or proc.same_file(cand, prov.path):
+                continue
+            if all(provides(defs(cand), n, v) for n, v in names):
+                picked, copy = prov, cand
+                break
+        if copy:
+            break
+    evidence = [f"{loader_text} ({obj.path})"]
+    if len(names) > 1:
+        evidence.append(f"{len(names)} such symbols: " + ", ".join(
+            n + (f"@{v}" if v else "") for n, v in names[:5]))
+    fixes: list[str] = []
+    if picked is not None:
+        soname = picked.info.soname or os.path.basename(picked.path)
+        evidence.append(f"{soname} will be {picked.path} ({owner_text(index, picked.path)})")
+        res = picked.resolution
+        if res is not None:
+            evidence.append(f"found through {res.source}")
+        if copy is not None:
+            evidence.append(f"{copy} defines it ({owner_text(index, copy)})")
+            fixes.append(f"Make the loader pick {copy}: e.g. remove {os.path.dirname(picked.path)} "
+                         "from LD_LIBRARY_PATH" if res is not None and res.rule == "ld_library_path"
+                         else f"Make the loader pick {copy} (put {os.path.dirname(copy)} first).")
+        else:
+            fixes.append(f"Install the {soname} that {os.path.basename(obj.path)} was built against.")
+        title = (f"{os.path.basename(obj.path)} needs {shown}"
+                 + (f" (version {version})" if version else "")
+                 + f"; the {soname} that will be loaded ({picked.path}) does not define it")
+    else:
+        title = (f"{os.path.basename(obj.path)} needs {shown}"
+                 + (f" (version {version})" if version else "")
+                 + "; no object in its scope defines it")
+        fixes.append(f"Install the library that {os.path.basename(obj.path)} was built against "
+                     "(its DT_NEEDED entries name the candidates).")
+    return Finding(
+        id="missing-symbol", severity="error", title=title,
+        cause=(f"{obj.path} imports {name}; no object in its lookup scope (the global scope, "
+               "then its own dlopen group) defines it with a matching version, so loading it "
+               f"fails with '{loader_text}' (Python imports extension modules with RTLD_NOW)."),
+        evidence=tuple(evidence), fix=tuple(fixes),
+        library=(picked.info.soname if picked is not None else file) or name, requester=obj.path)
+
+
+
