@@ -184,9 +184,9 @@ def compare_pair(a: FactSet, b: FactSet, kb: KB, *, only: Sequence[str] = (),
                               area in a.generic or area in b.generic))
     order = {x: i for i, x in enumerate(areas)}
     changes.sort(key=lambda c: (order.get(c.area, 99), c.key))
-    explanations = rules.explain(a, b, changes, kb)
+    explanations, notes = rules.explain_noted(a, b, changes, kb)
     return PairDiff(a, b, changes, explanations, dict(identical), not_compared, dict(unlisted),
-                    rules.context([a, b]) if counts is None else [], dict(satisfied),
+                    (rules.context([a, b]) if counts is None else []) + notes, dict(satisfied),
                     sorted(unknown))
 
 

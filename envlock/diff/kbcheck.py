@@ -54,7 +54,7 @@ _RULE_PARAMS: dict[str, dict[str, str]] = {
 _TOP = ("schema", "classes", "sizes", "aliases", "noise", "rules", "component", "edge")
 _CLASS_KEYS = frozenset({"rank", "title", "explain"})
 _COMPONENT_KEYS = frozenset({"id", "class", "match", "title", "why", "do", "group", "build-size",
-                             "size"})
+                             "size", "needs"})
 _SIMPLE_CLAUSE = re.compile(r"(>=|<=|>|<|==)\s*\d+(?:\.\d+)*")
 
 
@@ -186,7 +186,10 @@ def _rules(t: Mapping[str, Any]) -> None:
         body = _table(body, path)
         params = _RULE_PARAMS.get(rid, {})
         texts = _RULE_TEXTS.get(rid, ())
-        _unknown(body, frozenset({"class", "rank", "title", "why", "do", *texts, *params}), path)
+        _unknown(body, frozenset({"class", "rank", "title", "why", "do", "needs", *texts, *params}),
+                 path)
+        if "needs" in body:
+            _needs(body["needs"], f"{path}.needs")
         if "class" in body:
             _str(body["class"], f"{path}.class")
         if "rank" in body:
@@ -232,6 +235,19 @@ def _components(value: Any) -> None:
             _int(body["build-size"], f"{path}.build-size", 0, 9)
         if "size" in body:
             _int(body["size"], f"{path}.size", 0, 10)
+        if "needs" in body:
+            _needs(body["needs"], f"{path}.needs")
+
+
+def _needs(value: Any, path: str) -> None:
+    """A condition name of :data:`envlock.diff.conditions.NEEDS`, or an array of them."""
+    from envlock.diff.conditions import NEEDS  # noqa: PLC0415
+
+    names = value if isinstance(value, list) else [value]
+    _strings(names, path)
+    for n in names:
+        if n not in NEEDS:
+            raise _Bad(f"unknown condition '{path}' = {n!r} (known: {', '.join(sorted(NEEDS))})")
 
 
 def _edges(value: Any) -> None:

@@ -35,10 +35,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from envlock.diff.changes import Change, Explanation
+from envlock.diff.conditions import unmet
 from envlock.diff.facts import FactSet, Impl, Lib, Pkg, display
 from envlock.diff.impact import KB, version_in
 
-__all__ = ["explain", "torch_variant", "blas_vendors", "accounted", "context"]
+__all__ = ["explain", "explain_noted", "torch_variant", "blas_vendors", "accounted", "context"]
 
 Facts = Mapping[tuple[str, str], Any]
 
@@ -558,18 +559,61 @@ def explain(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Expla
     :returns: every explanation (the caller shows the first ten); changes of classes with
         ``explain = false`` (tooling) are never among them.
     """
+    return explain_noted(a, b, changes, kb)[0]
+
+
+def _not_here(ex: Explanation, kb: KB, sides: tuple[FactSet, FactSet]) -> str | None:
+    """The note for an explanation whose condition (``needs``) holds on neither side."""
+    cond = unmet(kb.needs(ex.id.split(":", 1)[0]), sides)
+    if cond is None:
+        return None
+    return (f"not a cause here: {ex.title} — it can change numbers only with {cond.text}, "
+            f"and {cond.absent}")
+
+
+def _release_move(c: Change) -> bool:
+    """A package on both sides whose release (the version without its local label) moved."""
+    va, vb = c.values
+    return (c.area == "package" and isinstance(va, Pkg) and isinstance(vb, Pkg)
+            and va.version.split("+", 1)[0] != vb.version.split("+", 1)[0])
+
+
+def explain_noted(a: FactSet, b: FactSet, changes: list[Change], kb: KB
+                  ) -> tuple[list[Explanation], list[str]]:
+    """:func:`explain`, and the notes of the differences that cannot be causes here.
+
+    Each rule and component may name the conditions under which it can change numbers
+    (``needs``, :mod:`envlock.diff.conditions`); one whose condition holds on neither side is
+    not an explanation but a note (``CUBLAS_WORKSPACE_CONFIG`` with no GPU on either side).
+    A rule set aside so leaves its facts to the components (torch's version move is still
+    explained when the CUDA build is not).
+
+    :returns: ``(explanations, notes)``.
+    """
     out: list[Explanation] = []
+    notes: list[str] = []
     used: set[int] = set()
     for rule in RULES:
         for ex in rule(a, b, [c for c in changes if id(c) not in used], kb):
+            note = _not_here(ex, kb, (a, b))
+            if note is not None:  # its facts are accounted for, but a release move stays
+                notes.append(note)
+                used.update(id(c) for c in ex.changes if not _release_move(c))
+                continue
             used.update(id(c) for c in ex.changes)
             out.append(ex)
-    out.extend(_plain((c for c in changes if id(c) not in used), kb, b.label, (a.label, b.label)))
-    # a cause is as likely to change results as its most important consequence
+    for ex in _plain((c for c in changes if id(c) not in used), kb, b.label, (a.label, b.label)):
+        note = _not_here(ex, kb, (a, b))
+        if note is None:
+            out.append(ex)
+        else:
+            notes.append(note)
+    # a cause is as likely to change results as its most important consequence (one that can
+    # change numbers here)
     for ex in out:
         roots = {id(c) for c in ex.causes}
         for c in ex.changes:
-            if id(c) in roots or not kb.explains(c.cls):
+            if id(c) in roots or not kb.explains(c.cls) or unmet(kb.needs(c.component), (a, b)):
                 continue
             score = _score(kb, c)
             if score > ex.score:
@@ -579,7 +623,7 @@ def explain(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Expla
     # table, explained by nothing else)
     out = [ex for ex in out if ex.changes and ex.causes]
     out.sort(key=lambda e: (-e.score, e.title))
-    return out
+    return out, notes
 
 
 def context(sets: Sequence[FactSet]) -> list[str]:

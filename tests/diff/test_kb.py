@@ -96,7 +96,7 @@ CASES = [
      "expected a string or an array of strings in 'edge[0].accounts', got an integer (3)"),
     ("typo", _component().replace("why =", "whyy ="),
      ("unknown key 'component[0].whyy' (expected one of: build-size, class, do, group, id, "
-     "match, size, title, why)")),
+     "match, needs, size, title, why)")),
 ]
 
 
