@@ -5,9 +5,11 @@ checks them with :mod:`shlex`, :class:`packaging.requirements.Requirement` for p
 requirement specifiers and conda's MatchSpec through py-rattler):
 
 * PyTorch publishes one pip index per build variant, ``https://download.pytorch.org/whl/<variant>``
-  (``cpu``, ``cu118``, ``cu121``, ``cu130``, ``rocm6.1``; https://pytorch.org/get-started/locally/):
-  a ``+cpu`` or ``+cu130`` build is only on that index, so the command names it, with
-  ``<variant>`` left as a visible placeholder and its value for each input spelled out;
+  (``cpu``, ``cu118``, ``cu121``, ``cu130``, ``rocm6.1``; the list and its source are
+  :data:`envlock.variants.PYTORCH_INDEXES`): a ``+cpu`` or ``+cu130`` build is only on that
+  index, so the command names it, with ``<variant>`` left as a visible placeholder and its value
+  for each input spelled out; a variant PyTorch has no index for (CUDA 11.2, 8.0) is said so,
+  with the indexes of that CUDA major to choose from;
 * conda-forge selects the BLAS by the build string of its ``libblas`` "mutex" package
   (``libblas=*=*openblas``, ``*mkl``, ``*blis``; conda-forge docs, "Switching BLAS
   implementation"); the defaults channel by the ``blas`` metapackage (``blas=*=mkl``,
@@ -15,7 +17,8 @@ requirement specifiers and conda's MatchSpec through py-rattler):
 * conda-forge selects the variant by build string and the ``cuda-version`` metapackage
   (``pytorch * cuda*``, ``cuda-version=13.0``; conda-forge docs, "CUDA builds"); the
   ``pytorch`` channel used ``pytorch-cuda=<x.y>`` and ``cpuonly``, only for CUDA 11.6–12.4
-  (its last release, torch 2.5): never for a CUDA 13.0 build.
+  (its last release, torch 2.5): never for a CUDA 13.0 build.  ``cuda-version=<x.y>`` is named
+  only for the versions conda-forge has (:data:`envlock.variants.CONDA_FORGE_CUDA_VERSIONS`).
 """
 
 from __future__ import annotations
@@ -24,14 +27,18 @@ import re
 import shlex
 
 from envlock.diff.factset import Pkg
+from envlock.variants import (
+    PYTORCH_CUDA_CHANNEL,
+    conda_forge_cuda_version,
+    cuda_indexes,
+    pytorch_index_url,
+)
 
 __all__ = ["variant_tag", "torch_fix", "blas_fix", "PYTORCH_INDEX", "PYTORCH_CUDA_CHANNEL"]
 
 #: PyTorch's per-variant pip index; ``<variant>`` is the placeholder the user fills in.
 PYTORCH_INDEX = "https://download.pytorch.org/whl/<variant>"
 
-#: CUDA versions the ``pytorch`` conda channel had a ``pytorch-cuda`` metapackage for.
-PYTORCH_CUDA_CHANNEL = frozenset({"11.6", "11.7", "11.8", "12.1", "12.4"})
 
 
 def variant_tag(variant: str) -> str | None:
@@ -62,7 +69,7 @@ def _conda(variant: str, channel: str | None) -> str | None:
                     f"{shlex.quote('pytorch-cuda=' + cuda.group(1))}")
     if variant == "CPU-only":
         return "conda install -c conda-forge 'pytorch * cpu*'"
-    if cuda:
+    if cuda and conda_forge_cuda_version(cuda.group(1)):
         return (f"conda install -c conda-forge 'pytorch * cuda*' "
                 f"{shlex.quote('cuda-version=' + cuda.group(1))}")
     return None
@@ -87,10 +94,21 @@ def torch_fix(variants: tuple[str, str], labels: tuple[str, str],
         vnote = f"; torch=={versions[0]} for {labels[0]}'s version"
     else:
         spec, vnote = "torch", ""
-    shown = [f"{t} for the {v} build of {lab}" for t, v, lab in zip(tags, variants, labels,
-                                                                      strict=True) if t]
+    shown, missing = [], []
+    for t, v, lab in zip(tags, variants, labels, strict=True):
+        if t and pytorch_index_url(t):
+            shown.append(f"{t} for the {v} build of {lab}")
+        elif t:
+            major = re.match(r"cu(\d+)\d$", t)
+            near = cuda_indexes(major.group(1)) if major else ()
+            missing.append(f"PyTorch has no {t} index for the {v} build of {lab}"
+                           + (f" (choose one of its CUDA {major.group(1) if major else ''} "
+                              f"indexes: {', '.join(near)})" if near else
+                              " (choose a newer CUDA build: " + ", ".join(cuda_indexes()[-3:]) + ")"))
+    if not shown:  # no index to name: the choice, spelled out
+        return "pip: " + "; ".join(missing) + vnote
     parts = [f"pip: `pip install {shlex.quote(spec)} --index-url {PYTORCH_INDEX}` (<variant>: "
-             + ", ".join(shown) + vnote + ")"]
+             + ", ".join(shown) + vnote + ")" + "".join(f"; {m}" for m in missing)]
     for p, v, lab in zip(packages, variants, labels, strict=True):
         if isinstance(p, Pkg) and p.manager == "conda":
             cmd = _conda(v, p.channel)

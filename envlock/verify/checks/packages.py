@@ -16,6 +16,7 @@ import shlex
 from collections.abc import Iterable, Mapping
 
 from envlock.findings import Finding
+from envlock.variants import pytorch_index_url
 
 if TYPE_CHECKING:
     from envlock.verify.context import Context
@@ -149,8 +150,8 @@ def _compare(
                           "linked libraries) differs.",
                     evidence=(f"installed: {name} {live_v}", f"{source}: {name} {exp_v}"),
                     fix=(f"Install the build {source} records: {name}=={exp_v}"
-                         + (" (from the matching PyTorch index, e.g. https://download.pytorch.org/whl/"
-                            f"{e_loc})" if e_loc and re.fullmatch(r"cu\d+|cpu|rocm[\d.]+", e_loc) else ""),),
+                         + (f" (from the matching PyTorch index, {pytorch_index_url(e_loc)})"
+                            if e_loc and pytorch_index_url(e_loc) else ""),),
                 ))
                 continue
             builds = [b for b in (
