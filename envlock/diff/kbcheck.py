@@ -22,14 +22,14 @@ __all__ = ["validate", "RULE_FIELDS", "COMPONENT_FIELDS"]
 
 #: placeholders each rule fills in its ``title``, ``why`` and ``do`` (see envlock.diff.rules).
 RULE_FIELDS: dict[str, frozenset[str]] = {
-    "code": frozenset({"what"}),
+    "code": frozenset({"what", "fix"}),
     "untracked": frozenset({"where", "a", "b"}),
     "torch-variant": frozenset({"a", "b", "la", "lb", "fix"}),
     "tf32": frozenset({"on", "off", "cc_on", "torch_on", "spec"}),
     "tf32-cudnn": frozenset({"on", "off", "cc_on", "torch_on", "spec"}),
     "blas-vendor": frozenset({"a", "b", "la", "lb", "fix"}),
     "simd": frozenset({"a", "b", "la", "lb", "numpy"}),
-    "threads": frozenset({"what"}),
+    "threads": frozenset({"what", "fix"}),
     "loader-path": frozenset({"var", "a", "b", "la", "lb", "libs", "moved", "lb_or_la"}),
     "scheduler": frozenset({"what"}),
 }
@@ -40,8 +40,9 @@ _RULE_TEXTS: dict[str, tuple[str, ...]] = {"torch-variant": ("why-cuda",)}
 #: the ``when`` conditions of an ``[[edge]]`` (implemented in envlock.diff.rules).
 EDGE_WHEN = frozenset({"", "one-side", "moved"})
 
-#: placeholders of a component's ``why`` and ``do`` (its ``title`` is shown as written).
-COMPONENT_FIELDS = frozenset({"a", "b", "key"})
+#: placeholders of a component's ``why`` and ``do`` (its ``title`` is shown as written);
+#: ``{fix}``: the generated shell lines of its ``env`` changes (envlock.diff.fixes.env_fix).
+COMPONENT_FIELDS = frozenset({"a", "b", "key", "fix"})
 
 #: parameters of rules beyond class/rank/title/why/do: key → kind of value.
 _RULE_PARAMS: dict[str, dict[str, str]] = {

@@ -121,7 +121,11 @@ def _code(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explana
                 parts.append(f"{b.label} has {what} {vb} while {c.majority_count} others have {va}")
             else:
                 parts.append(f"{what} {va} → {vb}")
-        out.append(_rule(kb, "code", cs, "major", what=f"{where}: " + "; ".join(parts)))
+        from envlock.diff.fixes import code_fix  # noqa: PLC0415
+
+        fix = (code_fix(cs, (a.label, b.label)) if scope == "repository" else
+               "run the same version of the checkout on both sides")
+        out.append(_rule(kb, "code", cs, "major", what=f"{where}: " + "; ".join(parts), fix=fix))
     return out
 
 
@@ -352,7 +356,10 @@ def _threads(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Expl
         return []
     parts = [_describe(c, b.label) if c.majority_count is not None
              else f"{c.key} {_unset(c.values[0])} → {_unset(c.values[1])}" for c in env + cores]
-    return [_rule(kb, "threads", env + cores, "value", what="; ".join(parts))]
+    from envlock.diff.fixes import env_fix  # noqa: PLC0415
+
+    return [_rule(kb, "threads", env + cores, "value", what="; ".join(parts),
+                  fix=env_fix(env, (a.label, b.label)))]
 
 
 def _unset(v: Any) -> str:
@@ -454,7 +461,8 @@ def _do(template: str, c: Change, label: tuple[str, str], kw: Mapping[str, Any])
     """The component's fix text, unless the change is not a version move that its ``{a}``/``{b}``
     placeholders can name: a package on one side only, or a spec's constraint (``>=2``) against a
     version — then a fix that says what to do with it."""
-    if c.area == "package" and c.majority_count is None and "{a}" in template and "{b}" in template:
+    if c.area == "package" and c.majority_count is None and (
+            ("{a}" in template and "{b}" in template) or "{fix}" in template):
         a, b = c.values
         if a is None or b is None:
             have, lacks = (label[1], label[0]) if a is None else (label[0], label[1])
@@ -538,6 +546,11 @@ def _plain(rest: Iterable[Change], kb: KB, label: str,
             comp = next(c for c in kb.components if c.id == gid)
         first = cs[0]
         kw = {"a": _plainv(first.values[0]), "b": _plainv(first.values[1]), "key": first.key}
+        if "{fix}" in comp.do:
+            from envlock.diff.fixes import env_fix, package_fix  # noqa: PLC0415
+
+            kw["fix"] = (env_fix(cs, labels) if first.area in ("env", "cpu", "threads")
+                         else package_fix(first, labels))
         if comp.group:
             shown = "; ".join(_describe(c, label) for c in cs[:4])
             more = f"; and {len(cs) - 4} more" if len(cs) > 4 else ""
