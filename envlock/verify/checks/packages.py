@@ -506,7 +506,6 @@ def check_python_version(ctx: Context) -> list[Finding]:
 
 #: PyTorch serves its local-label builds (``+cpu``, ``+cu130``, ``+rocm6.1``) from one index per
 #: variant, not from PyPI (pytorch.org "Start Locally"; docs/diff.md "fix texts").
-_TORCH_INDEX = "https://download.pytorch.org/whl/{label}"
 _TORCH_FAMILY = frozenset({"torch", "torchvision", "torchaudio"})
 
 
@@ -530,6 +529,11 @@ def _install_fix(name: str, version: str, kind: str, *, python: str | None = Non
     else:
         cmd = f"pip install {req}"
     if "+" in version and name in _TORCH_FAMILY:
-        cmd += " --index-url " + _TORCH_INDEX.format(label=version.split("+", 1)[1])
+        label = version.split("+", 1)[1]
+        url = pytorch_index_url(label)
+        if url is None:  # +cu112: PyTorch publishes no such index (envlock/variants.py)
+            return (f"{cmd} from wherever {name} {version} came from (PyTorch has no {label} "
+                    "index; or choose a build of an index it has)")
+        cmd += " --index-url " + url
     return cmd
 
