@@ -4,7 +4,7 @@ A fix is the backticked text of a ``do:`` (or a finding's fix line) exactly as p
 run with ``bash -c`` in the world it was printed for, then the command that printed it runs
 again (:func:`snapshot` + :func:`diff`, or ``verify``).  The world is offline: ``pip`` on
 ``PATH`` is this interpreter's pip working on the venv (``--python``), finding packages only
-in the local wheel directory (``PIP_NO_INDEX``/``PIP_FIND_LINKS``, the same for uv), so a
+in the local wheel directory (``PIP_NO_INDEX``/``PIP_FIND_LINKS``; for uv a ``UV_CONFIG_FILE`` saying the same), so a
 fix that names a package that does not exist fails here as it would for a user.
 """
 
@@ -38,6 +38,8 @@ class World:
         self.root = root
         self.wheels = root / "wheels"
         self.wheels.mkdir(parents=True, exist_ok=True)
+        self.uv_config = root / "uv.toml"  # uv's offline settings: no index, the wheel house
+        self.uv_config.write_text(f'no-index = true\nfind-links = ["{self.wheels}"]\n')
 
     def wheel(self, name: str, version: str) -> None:
         """A pure-Python wheel ``name==version`` in the wheel house."""
@@ -60,8 +62,8 @@ class World:
         """The job's environment: the venv first on PATH, offline package indexes."""
         env = {"PATH": f"{venv}/bin:{_uv_dir()}:/usr/bin:/bin", "HOME": str(self.root),
                "LANG": "C.UTF-8", "PIP_NO_INDEX": "1", "PIP_FIND_LINKS": str(self.wheels),
-               "PIP_DISABLE_PIP_VERSION_CHECK": "1", "UV_NO_INDEX": "1",
-               "UV_FIND_LINKS": str(self.wheels), "UV_CACHE_DIR": str(self.root / "uv-cache"),
+               "PIP_DISABLE_PIP_VERSION_CHECK": "1", "UV_CONFIG_FILE": str(self.uv_config),
+               "UV_CACHE_DIR": str(self.root / "uv-cache"),
                "VIRTUAL_ENV": str(venv),
                "GIT_AUTHOR_NAME": "Ana", "GIT_AUTHOR_EMAIL": "ana@example.org",
                "GIT_COMMITTER_NAME": "Ana", "GIT_COMMITTER_EMAIL": "ana@example.org"}
