@@ -143,6 +143,15 @@ class KB:
             self._cache[(area, key)] = hit
         return hit
 
+    def of(self, area: str, key: str, component: str) -> Component:
+        """The component a change was given (``Change.component``): normally that of
+        ``area:key``; another where the comparison chose it (a Python patch move ranks with
+        the interpreter, :func:`envlock.diff.engine.compare_pair`)."""
+        comp = self.component(area, key)
+        if comp.id == component:
+            return comp
+        return next((c for c in self.components if c.id == component), comp)
+
     def needs(self, kind: str) -> tuple[str, ...]:
         """The conditions (``needs``) of the rule or component ``kind``; ``()``: none."""
         if kind in self.rules:

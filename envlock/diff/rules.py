@@ -498,7 +498,7 @@ GENERIC_RANK = 10
 def _score(kb: KB, c: Change) -> int:
     if c.generic:
         return GENERIC_RANK * 10 + kb.sizes.get(c.size, 1)
-    comp = kb.component(c.area, c.key)
+    comp = kb.of(c.area, c.key, c.component)
     if comp.size is not None:
         return kb.rank(c.cls) * 10 + int(comp.size)
     if c.size == "build" and comp.build_size is not None:
@@ -528,7 +528,7 @@ def _plain(rest: Iterable[Change], kb: KB, label: str,
         if c.area == "toolchain" and c.key.endswith(" built with"):
             compilers.append(c)
             continue
-        comp = kb.component(c.area, c.key)
+        comp = kb.of(c.area, c.key, c.component)
         groups.setdefault(comp.id if comp.group else f"{comp.id}:{c.area}:{c.key}", []).append(c)
     # a package rebuilt with another compiler because its version changed: one explanation
     by_package = {cs[0].key: cs for cs in groups.values() if cs[0].area == "package"}
@@ -541,7 +541,7 @@ def _plain(rest: Iterable[Change], kb: KB, label: str,
             groups[f"{comp.id}:{c.area}:{c.key}"] = [c]
     out = []
     for gid, cs in groups.items():
-        comp = kb.component(cs[0].area, cs[0].key)
+        comp = kb.of(cs[0].area, cs[0].key, cs[0].component)
         if gid in causes:
             comp = next(c for c in kb.components if c.id == gid)
         first = cs[0]
