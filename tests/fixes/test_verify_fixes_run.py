@@ -95,3 +95,25 @@ def test_output_missing_fix_runs(world: World) -> None:
     assert cmd == f"mkdir -p {out}"
     after = _verify(world, venv, cmd, args=f"--output-dir {out}")
     assert "output.missing" not in _ids(after) and _ids(after) <= _ids(before)
+
+
+def test_numerics_variables_the_manifest_records_are_checked_and_the_fix_runs(world: World) -> None:
+    """C09 as a job prologue: OMP_NUM_THREADS=1 recorded, unset in the job — diff ranks it
+    first, so verify warns, and its `export` line makes the job match."""
+    venv = world.venv("env")
+    manifest = world.snapshot(venv, world.root / "m.toml", {"OMP_NUM_THREADS": "1",
+                                                              "MKL_CBWR": "COMPATIBLE"})
+    before = _verify(world, venv, args=f"--manifest {manifest}",
+                     extra={"CUBLAS_WORKSPACE_CONFIG": ":4096:8"})
+    f = _one(before, "env.numerics-differs")
+    assert f["severity"] == "warning"
+    assert "OMP_NUM_THREADS '1' in the manifest, unset here" in f["title"]
+    cmd = _command(f["fix"][0])
+    assert cmd == "export MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=1; unset CUBLAS_WORKSPACE_CONFIG"
+    after = _verify(world, venv, cmd, args=f"--manifest {manifest}",
+                    extra={"CUBLAS_WORKSPACE_CONFIG": ":4096:8"})
+    assert "env.numerics-differs" not in _ids(after) and _ids(after) <= _ids(before)
+    # the same values: nothing to say
+    same = _verify(world, venv, args=f"--manifest {manifest}",
+                   extra={"OMP_NUM_THREADS": "1", "MKL_CBWR": "COMPATIBLE"})
+    assert "env.numerics-differs" not in _ids(same)
