@@ -155,7 +155,9 @@ def torch_variant(facts: Facts) -> str | None:
     Evidence, first that exists: ``[frameworks]`` (``build``/``cuda``/``hip``, read from
     ``torch/version.py``); the PEP 440 local label of the pip version (``+cpu``, ``+cu130``,
     ``+rocm6.1``); the conda build string (``py3.8_cpu_0``, ``*cuda12.1*``, ``cuda120_*``);
-    for a PyPI wheel without a label, the ``nvidia-cuda-runtime`` wheel beside it.
+    on macOS (an ``osx-*`` subdir or a macOS platform) every build is CPU-only (the
+    ``pytorch`` channel's ``py3.10_0`` names no variant); for a PyPI wheel without a label,
+    the ``nvidia-cuda-runtime`` wheel beside it.
 
     :returns: the variant, or ``None`` when torch is absent or its build cannot be told.
     """
@@ -180,6 +182,8 @@ def torch_variant(facts: Facts) -> str | None:
     conda_variant = build_variant(pkg.build)
     if conda_variant:
         return conda_variant
+    if _macos(facts):  # no CUDA build of torch exists for macOS (pytorch.org: "MacOS Binaries
+        return "CPU-only"  # dont support CUDA"); its wheels and osx-* conda builds are CPU/MPS
     if local.startswith("rocm"):
         return f"ROCm {local[4:]}"
     if build == "cuda":
@@ -189,6 +193,14 @@ def torch_variant(facts: Facts) -> str | None:
         if v:
             return "CUDA " + ".".join(v.split(".")[:2])
     return None
+
+
+def _macos(facts: Facts) -> bool:
+    """Whether the facts are of macOS: an ``osx-*`` conda subdir, or a macOS platform."""
+    subdir = facts.get(("subdir", "platform"))
+    os_ = facts.get(("platform", "os"))
+    return (isinstance(subdir, str) and subdir.startswith("osx-")) or (
+        isinstance(os_, str) and os_.lower().startswith(("macos", "darwin", "mac os")))
 
 
 def _torch(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explanation]:
