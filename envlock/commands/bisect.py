@@ -74,6 +74,8 @@ def bisect(good: str, bad: str, command: tuple[str, ...], fmt: str, **options: A
     def progress(message: str) -> None:
         if status is not None:
             status.update(message)
+        else:  # stderr is a file (a batch job's log): one line a step, so the log shows progress
+            click.echo(f"envlock bisect: {message}", err=True)
 
     if status is not None:
         status.start()

@@ -10,6 +10,7 @@ driver 535 while 31 nodes have 550" rather than 496 pairs.
 from __future__ import annotations
 
 from array import array
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -184,15 +185,30 @@ def compare_pair(a: FactSet, b: FactSet, kb: KB, *, only: Sequence[str] = (),
             continue
         comp = kb.component(*key)
         size = change_size(va, vb)
+        if comp.id == "python-version" and size not in ("major", "minor") and _same_minor(va, vb):
+            comp = kb.component("package", "python")  # 3.11.8 → 3.11.9: the interpreter's rank
         changes.append(Change(area, key[1], (va, vb), size, comp.id, comp.cls,
                               counts.get(key) if counts else None,
                               area in a.generic or area in b.generic))
     order = {x: i for i, x in enumerate(areas)}
     changes.sort(key=lambda c: (order.get(c.area, 99), c.key))
-    explanations = rules.explain(a, b, changes, kb)
+    explanations, notes = rules.explain_noted(a, b, changes, kb)
     return PairDiff(a, b, changes, explanations, dict(identical), not_compared, dict(unlisted),
-                    rules.context([a, b]) if counts is None else [], dict(satisfied),
+                    (rules.context([a, b]) if counts is None else []) + notes, dict(satisfied),
                     sorted(unknown))
+
+
+
+def _same_minor(va: Any, vb: Any) -> bool:
+    """Whether two Python versions (or a version and a spec's ``3.11.9.*``) share major.minor:
+    a patch move ranks as the interpreter, a minor move as a numerical package (impact.toml,
+    ``python-version``)."""
+
+    def mm(v: Any) -> str | None:
+        m = re.search(r"(\d+)\.(\d+)", str(getattr(v, "version", v) or ""))
+        return f"{m.group(1)}.{m.group(2)}" if m else None
+
+    return mm(va) is not None and mm(va) == mm(vb)
 
 
 class InputFacts(Mapping[tuple[str, str], Any]):

@@ -5,9 +5,11 @@ checks them with :mod:`shlex`, :class:`packaging.requirements.Requirement` for p
 requirement specifiers and conda's MatchSpec through py-rattler):
 
 * PyTorch publishes one pip index per build variant, ``https://download.pytorch.org/whl/<variant>``
-  (``cpu``, ``cu118``, ``cu121``, ``cu130``, ``rocm6.1``; https://pytorch.org/get-started/locally/):
-  a ``+cpu`` or ``+cu130`` build is only on that index, so the command names it, with
-  ``<variant>`` left as a visible placeholder and its value for each input spelled out;
+  (``cpu``, ``cu118``, ``cu121``, ``cu130``, ``rocm6.1``; the list and its source are
+  :data:`envlock.variants.PYTORCH_INDEXES`): a ``+cpu`` or ``+cu130`` build is only on that
+  index, so the command names it, with ``<variant>`` left as a visible placeholder and its value
+  for each input spelled out; a variant PyTorch has no index for (CUDA 11.2, 8.0) is said so,
+  with the indexes of that CUDA major to choose from;
 * conda-forge selects the BLAS by the build string of its ``libblas`` "mutex" package
   (``libblas=*=*openblas``, ``*mkl``, ``*blis``; conda-forge docs, "Switching BLAS
   implementation"); the defaults channel by the ``blas`` metapackage (``blas=*=mkl``,
@@ -15,7 +17,8 @@ requirement specifiers and conda's MatchSpec through py-rattler):
 * conda-forge selects the variant by build string and the ``cuda-version`` metapackage
   (``pytorch * cuda*``, ``cuda-version=13.0``; conda-forge docs, "CUDA builds"); the
   ``pytorch`` channel used ``pytorch-cuda=<x.y>`` and ``cpuonly``, only for CUDA 11.6–12.4
-  (its last release, torch 2.5): never for a CUDA 13.0 build.
+  (its last release, torch 2.5): never for a CUDA 13.0 build.  ``cuda-version=<x.y>`` is named
+  only for the versions conda-forge has (:data:`envlock.variants.CONDA_FORGE_CUDA_VERSIONS`).
 """
 
 from __future__ import annotations
@@ -23,15 +26,21 @@ from __future__ import annotations
 import re
 import shlex
 
-from envlock.diff.factset import Pkg
+from envlock.diff.changes import Change
+from envlock.diff.factset import Pkg, display
+from envlock.variants import (
+    PYTORCH_CUDA_CHANNEL,
+    conda_forge_cuda_version,
+    cuda_indexes,
+    pytorch_index_url,
+)
 
-__all__ = ["variant_tag", "torch_fix", "blas_fix", "PYTORCH_INDEX", "PYTORCH_CUDA_CHANNEL"]
+__all__ = ["variant_tag", "torch_fix", "blas_fix", "env_fix", "package_fix", "code_fix",
+           "PYTORCH_INDEX", "PYTORCH_CUDA_CHANNEL"]
 
 #: PyTorch's per-variant pip index; ``<variant>`` is the placeholder the user fills in.
 PYTORCH_INDEX = "https://download.pytorch.org/whl/<variant>"
 
-#: CUDA versions the ``pytorch`` conda channel had a ``pytorch-cuda`` metapackage for.
-PYTORCH_CUDA_CHANNEL = frozenset({"11.6", "11.7", "11.8", "12.1", "12.4"})
 
 
 def variant_tag(variant: str) -> str | None:
@@ -62,7 +71,7 @@ def _conda(variant: str, channel: str | None) -> str | None:
                     f"{shlex.quote('pytorch-cuda=' + cuda.group(1))}")
     if variant == "CPU-only":
         return "conda install -c conda-forge 'pytorch * cpu*'"
-    if cuda:
+    if cuda and conda_forge_cuda_version(cuda.group(1)):
         return (f"conda install -c conda-forge 'pytorch * cuda*' "
                 f"{shlex.quote('cuda-version=' + cuda.group(1))}")
     return None
@@ -87,10 +96,21 @@ def torch_fix(variants: tuple[str, str], labels: tuple[str, str],
         vnote = f"; torch=={versions[0]} for {labels[0]}'s version"
     else:
         spec, vnote = "torch", ""
-    shown = [f"{t} for the {v} build of {lab}" for t, v, lab in zip(tags, variants, labels,
-                                                                      strict=True) if t]
+    shown, missing = [], []
+    for t, v, lab in zip(tags, variants, labels, strict=True):
+        if t and pytorch_index_url(t):
+            shown.append(f"{t} for the {v} build of {lab}")
+        elif t:
+            major = re.match(r"cu(\d+)\d$", t)
+            near = cuda_indexes(major.group(1)) if major else ()
+            missing.append(f"PyTorch has no {t} index for the {v} build of {lab}"
+                           + (f" (choose one of its CUDA {major.group(1) if major else ''} "
+                              f"indexes: {', '.join(near)})" if near else
+                              " (choose a newer CUDA build: " + ", ".join(cuda_indexes()[-3:]) + ")"))
+    if not shown:  # no index to name: the choice, spelled out
+        return "pip: " + "; ".join(missing) + vnote
     parts = [f"pip: `pip install {shlex.quote(spec)} --index-url {PYTORCH_INDEX}` (<variant>: "
-             + ", ".join(shown) + vnote + ")"]
+             + ", ".join(shown) + vnote + ")" + "".join(f"; {m}" for m in missing)]
     for p, v, lab in zip(packages, variants, labels, strict=True):
         if isinstance(p, Pkg) and p.manager == "conda":
             cmd = _conda(v, p.channel)
@@ -122,3 +142,98 @@ def blas_fix(vendors: tuple[str, str], packages: tuple[object, object]) -> str:
     where = "defaults" if channel in _DEFAULTS else "conda-forge"
     return f"conda ({where}): " + " or ".join(cmds) if cmds else \
         "pin the same BLAS build on both sides"
+
+
+#: the thread-count variables one command sets together (the ``threads`` rule's fix when only
+#: the cores differ and no count is set: BLAS and OpenMP then take one thread per core).
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def _shell(sets: list[tuple[str, str]], unsets: list[str]) -> str:
+    parts = []
+    if sets:
+        parts.append("export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sets))
+    if unsets:
+        parts.append("unset " + " ".join(unsets))
+    return "; ".join(parts)
+
+
+def env_fix(changes: list[Change], labels: tuple[str, str]) -> str:
+    """The shell lines that give one side the other's environment variables.
+
+    The two sides hold different values, and which is right is the user's choice: the text
+    names both, as bash lines to run before the job (``export OMP_NUM_THREADS=1``, ``unset
+    MKL_CBWR``).  Changes of other areas (usable cores) are ignored; with no ``env`` change
+    at all, one line sets every count of :data:`THREAD_VARS` to 1 on both sides.
+
+    :param changes: the explanation's changes (``env`` ones are used).
+    :param labels: the two inputs' labels (in a many-input diff, the majority's first).
+    :returns: text with the commands in backticks.
+    """
+    env = [c for c in changes if c.area == "env"]
+    if not env:
+        return f"on both sides: `{_shell([(v, '1') for v in THREAD_VARS], [])}`"
+    sides = []
+    for i, lab in enumerate(labels):
+        sets = [(c.key, display(c.values[i])) for c in env if c.values[i] is not None]
+        unsets = [c.key for c in env if c.values[i] is None]
+        sides.append(f"as in {lab}: `{_shell(sets, unsets)}`")
+    return "choose one side's values — " + "; or ".join(sides)
+
+
+def _install(p: Pkg, key: str) -> str:
+    """The command that installs exactly package ``p`` with the manager that installed it."""
+    version = p.version
+    if p.manager == "conda":
+        name = p.name or key
+        spec = f"{name}=={version}" + (f"={p.build}" if p.build else "")
+        return f"conda install {shlex.quote(spec)}"
+    return f"pip install {shlex.quote(f'{p.name or key}=={version}')}"
+
+
+def package_fix(c: Change, labels: tuple[str, str]) -> str:
+    """The install commands that give one side the other's version of a package.
+
+    Which version is right is the user's choice: both commands are named, each in the
+    installer that recorded it (``pip install 'numpy==1.26.4'``; ``conda install
+    'numpy==1.26.4=py311h64a7726_0'`` with the conda build string).
+
+    :returns: text with the commands in backticks; a plain sentence when a side has no
+        concrete version (a spec's constraint, or the package on one side only).
+    """
+    va, vb = c.values
+    if not (isinstance(va, Pkg) and isinstance(vb, Pkg)) or va.constraint or vb.constraint:
+        return f"install the same {c.key} on both sides"
+    return (f"choose one side's version — as in {labels[0]}: `{_install(va, c.key)}`; "
+            f"or as in {labels[1]}: `{_install(vb, c.key)}`")
+
+
+def code_fix(changes: list[Change], labels: tuple[str, str]) -> str:
+    """The git commands that give one checkout the other's code, from the ``code`` facts.
+
+    A commit move is ``git checkout <commit>`` (either side's: a choice, both named); the
+    uncommitted changes are put aside with ``git stash`` to run a clean side's code; a dirty
+    side's changes can only be reproduced from a saved patch (``envlock snapshot
+    --save-patch``), so the text says so rather than naming a command that cannot work.
+    """
+    by = {c.key.rsplit(".", 1)[1]: c for c in changes}
+    sides = []
+    for i, lab in enumerate(labels):
+        cmds, notes = [], []
+        commit = by.get("commit")
+        if commit is not None and isinstance(commit.values[i], str):
+            cmds.append(f"git checkout {shlex.quote(commit.values[i])}")
+        dirty = by.get("uncommitted")
+        if dirty is not None:
+            mine, other = dirty.values[i], dirty.values[1 - i]
+            if mine == "none" and other not in (None, "none"):
+                cmds.insert(0, "git stash")
+            elif mine not in (None, "none"):
+                notes.append(f"then apply {lab}'s uncommitted changes (its saved patch: "
+                             "`git apply <manifest>.patch`, if it was taken with --save-patch)")
+        if cmds or notes:
+            line = f"as in {lab}: " + (f"`{' && '.join(cmds)}`" if cmds else "")
+            sides.append(line + (", " if cmds and notes else "") + " ".join(notes))
+    if not sides:
+        return "run the same commit with the same uncommitted changes"
+    return "choose one side's code — " + "; or ".join(sides)

@@ -66,6 +66,8 @@ class Component:
     :ivar build_size: size given to a build-only change (a BLAS/CUDA build variant), if set.
     :ivar size: size given to every change of its facts, if set (0–10; the conda subdir's 10 puts
         another platform above a CPU/CUDA variant's 9 in the same class).
+    :ivar needs: the conditions under which its facts can change numbers at all
+        (:data:`envlock.diff.conditions.NEEDS`: ``"gpu"``, ``"mkl"``, …); empty: always.
     """
 
     id: str
@@ -77,6 +79,7 @@ class Component:
     group: bool = False
     build_size: int | None = None
     size: int | None = None
+    needs: tuple[str, ...] = ()
     globs: Globs | None = field(default=None, compare=False, repr=False)
 
     def matches(self, fact: str) -> bool:
@@ -140,6 +143,23 @@ class KB:
             self._cache[(area, key)] = hit
         return hit
 
+    def of(self, area: str, key: str, component: str) -> Component:
+        """The component a change was given (``Change.component``): normally that of
+        ``area:key``; another where the comparison chose it (a Python patch move ranks with
+        the interpreter, :func:`envlock.diff.engine.compare_pair`)."""
+        comp = self.component(area, key)
+        if comp.id == component:
+            return comp
+        return next((c for c in self.components if c.id == component), comp)
+
+    def needs(self, kind: str) -> tuple[str, ...]:
+        """The conditions (``needs``) of the rule or component ``kind``; ``()``: none."""
+        if kind in self.rules:
+            n = self.rules[kind].get("needs", ())
+            return (n,) if isinstance(n, str) else tuple(n)
+        comp = next((c for c in self.components if c.id == kind), None)
+        return comp.needs if comp is not None else ()
+
     def edges_of(self, cause: str) -> list[Edge]:
         """The causal edges whose cause is the rule or component ``cause``."""
         return [e for e in self.edges if e.cause == cause]
@@ -180,7 +200,8 @@ def _components(data: Mapping[str, Any]) -> list[Component]:
             id=c["id"], cls=c["class"],
             patterns=tuple(patterns if isinstance(patterns, list) else [patterns]),
             why=c.get("why", ""), do=c.get("do", ""), title=c.get("title", ""),
-            group=c.get("group", False), build_size=c.get("build-size"), size=c.get("size")))
+            group=c.get("group", False), build_size=c.get("build-size"), size=c.get("size"),
+            needs=tuple([c["needs"]] if isinstance(c.get("needs"), str) else c.get("needs", ()))))
     return out
 
 

@@ -22,14 +22,14 @@ __all__ = ["validate", "RULE_FIELDS", "COMPONENT_FIELDS"]
 
 #: placeholders each rule fills in its ``title``, ``why`` and ``do`` (see envlock.diff.rules).
 RULE_FIELDS: dict[str, frozenset[str]] = {
-    "code": frozenset({"what"}),
+    "code": frozenset({"what", "fix"}),
     "untracked": frozenset({"where", "a", "b"}),
     "torch-variant": frozenset({"a", "b", "la", "lb", "fix"}),
     "tf32": frozenset({"on", "off", "cc_on", "torch_on", "spec"}),
     "tf32-cudnn": frozenset({"on", "off", "cc_on", "torch_on", "spec"}),
     "blas-vendor": frozenset({"a", "b", "la", "lb", "fix"}),
     "simd": frozenset({"a", "b", "la", "lb", "numpy"}),
-    "threads": frozenset({"what"}),
+    "threads": frozenset({"what", "fix"}),
     "loader-path": frozenset({"var", "a", "b", "la", "lb", "libs", "moved", "lb_or_la"}),
     "scheduler": frozenset({"what"}),
 }
@@ -40,8 +40,9 @@ _RULE_TEXTS: dict[str, tuple[str, ...]] = {"torch-variant": ("why-cuda",)}
 #: the ``when`` conditions of an ``[[edge]]`` (implemented in envlock.diff.rules).
 EDGE_WHEN = frozenset({"", "one-side", "moved"})
 
-#: placeholders of a component's ``why`` and ``do`` (its ``title`` is shown as written).
-COMPONENT_FIELDS = frozenset({"a", "b", "key"})
+#: placeholders of a component's ``why`` and ``do`` (its ``title`` is shown as written);
+#: ``{fix}``: the generated shell lines of its ``env`` changes (envlock.diff.fixes.env_fix).
+COMPONENT_FIELDS = frozenset({"a", "b", "key", "fix"})
 
 #: parameters of rules beyond class/rank/title/why/do: key → kind of value.
 _RULE_PARAMS: dict[str, dict[str, str]] = {
@@ -54,7 +55,7 @@ _RULE_PARAMS: dict[str, dict[str, str]] = {
 _TOP = ("schema", "classes", "sizes", "aliases", "noise", "rules", "component", "edge")
 _CLASS_KEYS = frozenset({"rank", "title", "explain"})
 _COMPONENT_KEYS = frozenset({"id", "class", "match", "title", "why", "do", "group", "build-size",
-                             "size"})
+                             "size", "needs"})
 _SIMPLE_CLAUSE = re.compile(r"(>=|<=|>|<|==)\s*\d+(?:\.\d+)*")
 
 
@@ -186,7 +187,10 @@ def _rules(t: Mapping[str, Any]) -> None:
         body = _table(body, path)
         params = _RULE_PARAMS.get(rid, {})
         texts = _RULE_TEXTS.get(rid, ())
-        _unknown(body, frozenset({"class", "rank", "title", "why", "do", *texts, *params}), path)
+        _unknown(body, frozenset({"class", "rank", "title", "why", "do", "needs", *texts, *params}),
+                 path)
+        if "needs" in body:
+            _needs(body["needs"], f"{path}.needs")
         if "class" in body:
             _str(body["class"], f"{path}.class")
         if "rank" in body:
@@ -232,6 +236,19 @@ def _components(value: Any) -> None:
             _int(body["build-size"], f"{path}.build-size", 0, 9)
         if "size" in body:
             _int(body["size"], f"{path}.size", 0, 10)
+        if "needs" in body:
+            _needs(body["needs"], f"{path}.needs")
+
+
+def _needs(value: Any, path: str) -> None:
+    """A condition name of :data:`envlock.diff.conditions.NEEDS`, or an array of them."""
+    from envlock.diff.conditions import NEEDS  # noqa: PLC0415
+
+    names = value if isinstance(value, list) else [value]
+    _strings(names, path)
+    for n in names:
+        if n not in NEEDS:
+            raise _Bad(f"unknown condition '{path}' = {n!r} (known: {', '.join(sorted(NEEDS))})")
 
 
 def _edges(value: Any) -> None:

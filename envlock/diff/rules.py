@@ -35,10 +35,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from envlock.diff.changes import Change, Explanation
+from envlock.diff.conditions import unmet
 from envlock.diff.facts import FactSet, Impl, Lib, Pkg, display
 from envlock.diff.impact import KB, change_size, version_in
 
-__all__ = ["explain", "explain_spread", "torch_variant", "blas_vendors", "accounted", "context"]
+__all__ = ["explain", "explain_noted", "explain_spread", "torch_variant", "blas_vendors", "accounted",
+           "context"]
 
 Facts = Mapping[tuple[str, str], Any]
 
@@ -120,7 +122,11 @@ def _code(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explana
                 parts.append(f"{b.label} has {what} {vb} while {c.majority_count} others have {va}")
             else:
                 parts.append(f"{what} {va} → {vb}")
-        out.append(_rule(kb, "code", cs, "major", what=f"{where}: " + "; ".join(parts)))
+        from envlock.diff.fixes import code_fix  # noqa: PLC0415
+
+        fix = (code_fix(cs, (a.label, b.label)) if scope == "repository" else
+               "run the same version of the checkout on both sides")
+        out.append(_rule(kb, "code", cs, "major", what=f"{where}: " + "; ".join(parts), fix=fix))
     return out
 
 
@@ -150,7 +156,9 @@ def torch_variant(facts: Facts) -> str | None:
     Evidence, first that exists: ``[frameworks]`` (``build``/``cuda``/``hip``, read from
     ``torch/version.py``); the PEP 440 local label of the pip version (``+cpu``, ``+cu130``,
     ``+rocm6.1``); the conda build string (``py3.8_cpu_0``, ``*cuda12.1*``, ``cuda120_*``);
-    for a PyPI wheel without a label, the ``nvidia-cuda-runtime`` wheel beside it.
+    on macOS (an ``osx-*`` subdir or a macOS platform) every build is CPU-only (the
+    ``pytorch`` channel's ``py3.10_0`` names no variant); for a PyPI wheel without a label,
+    the ``nvidia-cuda-runtime`` wheel beside it.
 
     :returns: the variant, or ``None`` when torch is absent or its build cannot be told.
     """
@@ -175,6 +183,8 @@ def torch_variant(facts: Facts) -> str | None:
     conda_variant = build_variant(pkg.build)
     if conda_variant:
         return conda_variant
+    if _macos(facts):  # no CUDA build of torch exists for macOS (pytorch.org: "MacOS Binaries
+        return "CPU-only"  # dont support CUDA"); its wheels and osx-* conda builds are CPU/MPS
     if local.startswith("rocm"):
         return f"ROCm {local[4:]}"
     if build == "cuda":
@@ -184,6 +194,14 @@ def torch_variant(facts: Facts) -> str | None:
         if v:
             return "CUDA " + ".".join(v.split(".")[:2])
     return None
+
+
+def _macos(facts: Facts) -> bool:
+    """Whether the facts are of macOS: an ``osx-*`` conda subdir, or a macOS platform."""
+    subdir = facts.get(("subdir", "platform"))
+    os_ = facts.get(("platform", "os"))
+    return (isinstance(subdir, str) and subdir.startswith("osx-")) or (
+        isinstance(os_, str) and os_.lower().startswith(("macos", "darwin", "mac os")))
 
 
 def _torch(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explanation]:
@@ -351,7 +369,10 @@ def _threads(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Expl
         return []
     parts = [_describe(c, b.label) if c.majority_count is not None
              else f"{c.key} {_unset(c.values[0])} → {_unset(c.values[1])}" for c in env + cores]
-    return [_rule(kb, "threads", env + cores, "value", what="; ".join(parts))]
+    from envlock.diff.fixes import env_fix  # noqa: PLC0415
+
+    return [_rule(kb, "threads", env + cores, "value", what="; ".join(parts),
+                  fix=env_fix(env, (a.label, b.label)))]
 
 
 def _unset(v: Any) -> str:
@@ -570,7 +591,8 @@ def _do(template: str, c: Change, label: tuple[str, str], kw: Mapping[str, Any])
     """The component's fix text, unless the change is not a version move that its ``{a}``/``{b}``
     placeholders can name: a package on one side only, or a spec's constraint (``>=2``) against a
     version — then a fix that says what to do with it."""
-    if c.area == "package" and c.majority_count is None and "{a}" in template and "{b}" in template:
+    if c.area == "package" and c.majority_count is None and (
+            ("{a}" in template and "{b}" in template) or "{fix}" in template):
         a, b = c.values
         if a is None or b is None:
             have, lacks = (label[1], label[0]) if a is None else (label[0], label[1])
@@ -606,7 +628,7 @@ GENERIC_RANK = 10
 def _score(kb: KB, c: Change) -> int:
     if c.generic:
         return GENERIC_RANK * 10 + kb.sizes.get(c.size, 1)
-    comp = kb.component(c.area, c.key)
+    comp = kb.of(c.area, c.key, c.component)
     if comp.size is not None:
         return kb.rank(c.cls) * 10 + int(comp.size)
     if c.size == "build" and comp.build_size is not None:
@@ -636,7 +658,7 @@ def _plain(rest: Iterable[Change], kb: KB, label: str,
         if c.area == "toolchain" and c.key.endswith(" built with"):
             compilers.append(c)
             continue
-        comp = kb.component(c.area, c.key)
+        comp = kb.of(c.area, c.key, c.component)
         groups.setdefault(comp.id if comp.group else f"{comp.id}:{c.area}:{c.key}", []).append(c)
     # a package rebuilt with another compiler because its version changed: one explanation
     by_package = {cs[0].key: cs for cs in groups.values() if cs[0].area == "package"}
@@ -649,11 +671,16 @@ def _plain(rest: Iterable[Change], kb: KB, label: str,
             groups[f"{comp.id}:{c.area}:{c.key}"] = [c]
     out = []
     for gid, cs in groups.items():
-        comp = kb.component(cs[0].area, cs[0].key)
+        comp = kb.of(cs[0].area, cs[0].key, cs[0].component)
         if gid in causes:
             comp = next(c for c in kb.components if c.id == gid)
         first = cs[0]
         kw = {"a": _plainv(first.values[0]), "b": _plainv(first.values[1]), "key": first.key}
+        if "{fix}" in comp.do:
+            from envlock.diff.fixes import env_fix, package_fix  # noqa: PLC0415
+
+            kw["fix"] = (env_fix(cs, labels) if first.area in ("env", "cpu", "threads")
+                         else package_fix(first, labels))
         if comp.group:
             shown = "; ".join(_describe(c, label) for c in cs[:4])
             more = f"; and {len(cs) - 4} more" if len(cs) > 4 else ""
@@ -675,18 +702,61 @@ def explain(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Expla
     :returns: every explanation (the caller shows the first ten); changes of classes with
         ``explain = false`` (tooling) are never among them.
     """
+    return explain_noted(a, b, changes, kb)[0]
+
+
+def _not_here(ex: Explanation, kb: KB, sides: tuple[FactSet, FactSet]) -> str | None:
+    """The note for an explanation whose condition (``needs``) holds on neither side."""
+    cond = unmet(kb.needs(ex.id.split(":", 1)[0]), sides)
+    if cond is None:
+        return None
+    return (f"not a cause here: {ex.title} — it can change numbers only with {cond.text}, "
+            f"and {cond.absent}")
+
+
+def _release_move(c: Change) -> bool:
+    """A package on both sides whose release (the version without its local label) moved."""
+    va, vb = c.values
+    return (c.area == "package" and isinstance(va, Pkg) and isinstance(vb, Pkg)
+            and va.version.split("+", 1)[0] != vb.version.split("+", 1)[0])
+
+
+def explain_noted(a: FactSet, b: FactSet, changes: list[Change], kb: KB
+                  ) -> tuple[list[Explanation], list[str]]:
+    """:func:`explain`, and the notes of the differences that cannot be causes here.
+
+    Each rule and component may name the conditions under which it can change numbers
+    (``needs``, :mod:`envlock.diff.conditions`); one whose condition holds on neither side is
+    not an explanation but a note (``CUBLAS_WORKSPACE_CONFIG`` with no GPU on either side).
+    A rule set aside so leaves its facts to the components (torch's version move is still
+    explained when the CUDA build is not).
+
+    :returns: ``(explanations, notes)``.
+    """
     out: list[Explanation] = []
+    notes: list[str] = []
     used: set[int] = set()
     for rule in RULES:
         for ex in rule(a, b, [c for c in changes if id(c) not in used], kb):
+            note = _not_here(ex, kb, (a, b))
+            if note is not None:  # its facts are accounted for, but a release move stays
+                notes.append(note)
+                used.update(id(c) for c in ex.changes if not _release_move(c))
+                continue
             used.update(id(c) for c in ex.changes)
             out.append(ex)
-    out.extend(_plain((c for c in changes if id(c) not in used), kb, b.label, (a.label, b.label)))
-    # a cause is as likely to change results as its most important consequence
+    for ex in _plain((c for c in changes if id(c) not in used), kb, b.label, (a.label, b.label)):
+        note = _not_here(ex, kb, (a, b))
+        if note is None:
+            out.append(ex)
+        else:
+            notes.append(note)
+    # a cause is as likely to change results as its most important consequence (one that can
+    # change numbers here)
     for ex in out:
         roots = {id(c) for c in ex.causes}
         for c in ex.changes:
-            if id(c) in roots or not kb.explains(c.cls):
+            if id(c) in roots or not kb.explains(c.cls) or unmet(kb.needs(c.component), (a, b)):
                 continue
             score = _score(kb, c)
             if score > ex.score:
@@ -696,7 +766,7 @@ def explain(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Expla
     # table, explained by nothing else)
     out = [ex for ex in out if ex.changes and ex.causes]
     out.sort(key=lambda e: (-e.score, e.title))
-    return out
+    return out, notes
 
 
 def context(sets: Sequence[FactSet]) -> list[str]:

@@ -10,6 +10,7 @@ wins (``not_found`` always does), and :func:`shadowed` for one that succeeded.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -156,6 +157,37 @@ def soname_elsewhere(ctx: Context, m: Missing) -> Finding | None:
         library=res.name, requester=res.requester)
 
 
+#: the MPI libraries conda-forge's ``external_*`` placeholder builds leave to the system
+#: (conda-forge docs, "Using External Message Passing Interface (MPI) Libraries").
+_MPI_PACKAGES = ("mpich", "openmpi")
+
+
+def _external_mpi(prefix: str | None, name: str) -> tuple[str, ...] | None:
+    """For an unfound ``libmpi*`` in a conda prefix whose MPI package is conda-forge's
+    ``external_*`` placeholder (``conda-meta/mpich-4.2.1-external_0.json``): the evidence and
+    the fixes that name it — the placeholder installs no library; the system MPI must be on the
+    loader's path, or a real conda build replace it.  ``None`` otherwise."""
+    if not prefix or not name.startswith("libmpi"):
+        return None
+    meta = os.path.join(prefix, "conda-meta")
+    try:
+        names = sorted(os.listdir(meta))
+    except OSError:
+        return None
+    for fname in names:
+        m = re.fullmatch(r"(" + "|".join(_MPI_PACKAGES) + r")-([^-]+)-(external_[^-]*)\.json", fname)
+        if m:
+            pkg, version, build = m.groups()
+            return (f"conda-meta/{fname}: {pkg} {version} {build} is conda-forge's placeholder "
+                    f"for an MPI outside conda: it installs no {name}",
+                    f"Put the system {pkg} on the loader's path: `module load {pkg}` (or "
+                    f"`export LD_LIBRARY_PATH=<its lib directory>:$LD_LIBRARY_PATH`) in the job "
+                    "script; the placeholder needs the MPI it stands for",
+                    f"or install conda-forge's own build instead: `conda install "
+                    f"'{pkg}={version}=h*'`")
+    return None
+
+
 def not_found(ctx: Context, m: Missing) -> Finding | None:
     """``not-found`` / ``runtime-not-found``: no file of that name anywhere searched; the
     fix names a stray copy when ``LD_LIBRARY_PATH`` would make the loader take it."""
@@ -185,6 +217,10 @@ def not_found(ctx: Context, m: Missing) -> Finding | None:
     elif not fixes:
         fixes.append(f"Install the package that provides {res.name}, or add its directory "
                      "to LD_LIBRARY_PATH.")
+    placeholder = _external_mpi(ctx.prefix, res.name)
+    if placeholder:
+        evidence.append(placeholder[0])
+        fixes[:] = placeholder[1:]
     if rt and rt.framework == "cuda" and res.name == "libcuda.so.1":
         fixes.insert(0, "Install the NVIDIA driver (libcuda.so.1 comes with it, not with "
                         "CUDA wheels); without it CUDA is unavailable.")

@@ -84,7 +84,11 @@ def index_options(
     find_links: Sequence[str],
     no_index: bool,
 ) -> tuple[IndexOptions, list[str], list[str]]:
-    """uv's index options for a manifest's pip packages, and notes/warnings about them."""
+    """uv's index options for a manifest's pip packages, and notes/warnings about them.
+
+    A local label's variant index (PyTorch's ``whl/cpu``, ``whl/cu130``) is added by default,
+    except when ``find_links`` is given: local wheels mean an offline node, so only an explicit
+    ``--index LABEL=URL`` adds an online one (issue 25)."""
     from envlock.lock._pip import IndexOptions  # noqa: PLC0415
 
     notes: list[str] = []
@@ -95,6 +99,10 @@ def index_options(
         who = ", ".join(names)
         if no_index:
             notes.append(f"+{label} packages ({who}) must be in --find-links (--no-index)")
+        elif find_links and label not in index_map:  # local wheels given: no online default
+            notes.append(f"+{label} packages ({who}) from --find-links (PyTorch's online "
+                         f"variant index is not added when --find-links is given; "
+                         f"--index {label}=URL adds it)")
         elif url is None:
             warnings.append(f"no index is known for the local label +{label} ({who}); give "
                             f"--index {label}=URL or --find-links DIR")

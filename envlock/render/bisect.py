@@ -42,6 +42,10 @@ def _summary(r: BisectResult) -> list[str]:
     if r.status == "found":
         lines.append(f"Culprit ({len(r.culprit)} of {len(r.groups)} group(s)): "
                      + "; ".join(g.label for g in r.culprit))
+        if len(r.culprit) > 1:  # ddmin's answer is 1-minimal: without any one, GOOD's result
+            both = "both" if len(r.culprit) == 2 else f"all {len(r.culprit)}"
+            lines.append(f"  only together: GOOD with {both} gives BAD's result; without any one "
+                         "of them it gives GOOD's")
         culprit_step = next((s for s in reversed(r.steps) if s.outcome == "fail"
                              and tuple(g.label for g in r.culprit) == s.applied), None)
         if culprit_step is not None and metric:
@@ -67,8 +71,14 @@ def render_text(r: BisectResult) -> str:
     out = [f"envlock bisect: {r.good} → {r.bad}", ""]
     out += _summary(r)
     out += ["", "Steps:"]
-    for row in rows:
-        out.append("  " + "  ".join(cell[:w].ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+    import textwrap  # noqa: PLC0415
+
+    for row in rows:  # a long cell wraps in its column, never cut (two steps must differ)
+        cells = [textwrap.wrap(cell, w, break_long_words=True, break_on_hyphens=False) or [""]
+                 for cell, w in zip(row, widths, strict=True)]
+        for k in range(max(len(c) for c in cells)):
+            out.append("  " + "  ".join((c[k] if k < len(c) else "").ljust(w)
+                                        for c, w in zip(cells, widths, strict=True)).rstrip())
     if r.notes:
         out += ["", "Notes:"] + [f"  {n}" for n in r.notes]
     if r.not_toggled:

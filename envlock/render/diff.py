@@ -453,8 +453,13 @@ def render_text(result: PairDiff | ManyDiff, console: Any, *, show_all: bool = F
         cut = bool(console.is_terminal)
 
     def say(text: str, indent: int, style: str = "", hang: int = 0) -> None:
-        lines = textwrap.wrap(text, width=max(width - indent, 20), break_long_words=False,
-                              break_on_hyphens=False, subsequent_indent=" " * hang)
+        room = max(width - indent, 20)
+        # a backticked command that fits on a line is never split: it is copied as one line
+        glued = re.sub(r"`[^`]+`", lambda m: m.group(0).replace(" ", "\0")
+                       if len(m.group(0)) <= room - hang else m.group(0), text)
+        lines = [x.replace("\0", " ") for x in textwrap.wrap(
+            glued, width=room, break_long_words=False, break_on_hyphens=False,
+            subsequent_indent=" " * hang)]
         for line in lines or [""]:
             console.print(Text(" " * indent + line, style=style), soft_wrap=True)
 

@@ -40,8 +40,15 @@ def _lines(f: Any) -> list[tuple[str, str]]:
     return out
 
 
-def format_plain(report: Any, width: int = 100) -> str:
-    """The table as plain text: severity in the first column, the finding wrapped in the second."""
+#: the width of verify's plain text (a log, a pipe): the 80 columns of a terminal and a
+#: Slurm log viewer; words longer than a line (paths) are kept whole.
+PLAIN_WIDTH = 80
+
+
+def format_plain(report: Any, width: int = PLAIN_WIDTH) -> str:
+    """The table as plain text: severity in the first column, the finding wrapped in the second,
+    every finding line at most ``width`` columns (unless one word is longer); the summary
+    line is one line."""
     import textwrap  # noqa: PLC0415
 
     text_width = max(40, width - 9)
@@ -56,7 +63,7 @@ def format_plain(report: Any, width: int = 100) -> str:
                 rows.append(f"{f.severity if first else '':<7}  {piece}")
                 first = False
         rows.append("")
-    rows.append(summary_line(report))
+    rows.append(summary_line(report))  # one line, as scripts grep it
     return "\n".join(rows) + "\n"
 
 
@@ -69,7 +76,7 @@ def print_report(report: Any, *, file: IO[str] | None = None, width: int | None 
     if color is None:
         color = bool(getattr(out, "isatty", lambda: False)())
     if not color:
-        out.write(format_plain(report, width or 100))
+        out.write(format_plain(report, width or PLAIN_WIDTH))
         return
     from rich.console import Console  # noqa: PLC0415
     from rich.table import Table  # noqa: PLC0415

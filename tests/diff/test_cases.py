@@ -238,7 +238,7 @@ def test_c13_commit_change_ranks_by_its_class_with_untracked_change(write) -> No
                                                             "MKL_CBWR": "COMPATIBLE"})
     result = _pair(write, a, b)
     assert [e.id for e in result.explanations] == [
-        "threads", "code", "determinism-env:env:MKL_CBWR"]
+        "threads", "code", "mkl-env:env:MKL_CBWR"]
     assert result.explanations[1].title == ("the code differs: the repository: commit "
                                             "999999999999 → 888888888888; untracked 3 → 4")
 

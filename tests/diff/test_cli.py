@@ -94,7 +94,7 @@ def test_bad_kb_is_one_line(drift: list[str], tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["diff", *drift, "--kb", str(kb)])
     assert res.exit_code == 2
     assert res.output == (f"Error: {kb}: 'component[0].class' names unknown class 'nonsense' "
-                          "(known: blas, code, domain, gpu-runtime, interpreter, numerical-core, "
+                          "(known: blas, code, context, domain, gpu-runtime, interpreter, numerical-core, "
                           "numerics-env, other, platform, plumbing, process-algorithms, "
                           "process-determinism, process-precision, process-threads, run, tooling)\n")
 

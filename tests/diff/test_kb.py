@@ -64,9 +64,9 @@ CASES = [
     ("min-cc", 'schema = 1\n[rules.tf32]\nmin-cc = "abc"\n',
      "expected a number (e.g. \"8.0\") in 'rules.tf32.min-cc', got a string ('abc')"),
     ("positional", _component(do='"Pin {0}"'),
-     "positional placeholder {0} in 'component[0].do'; use a named one ({a}, {b}, {key})"),
+     "positional placeholder {0} in 'component[0].do'; use a named one ({a}, {b}, {fix}, {key})"),
     ("positional-empty", 'schema = 1\n[rules.threads]\ndo = "Set {} to 1"\n',
-     "positional placeholder {} in 'rules.threads.do'; use a named one ({what})"),
+     "positional placeholder {} in 'rules.threads.do'; use a named one ({fix}, {what})"),
     ("unknown-placeholder", 'schema = 1\n[rules.blas-vendor]\ntitle = "BLAS {vendor}"\n',
      ("unknown placeholder {vendor} in 'rules.blas-vendor.title' (known: {a}, {b}, {fix}, "
      "{la}, {lb})")),
@@ -96,7 +96,7 @@ CASES = [
      "expected a string or an array of strings in 'edge[0].accounts', got an integer (3)"),
     ("typo", _component().replace("why =", "whyy ="),
      ("unknown key 'component[0].whyy' (expected one of: build-size, class, do, group, id, "
-     "match, size, title, why)")),
+     "match, needs, size, title, why)")),
 ]
 
 

@@ -29,8 +29,15 @@ from envlock.diff.rules import blas_vendors, torch_variant
       ("frameworks", "torch.cuda"): "13.0"}, "CUDA 13.0"),
     ({("package", "torch"): Pkg("2.4.0")}, None),
     ({}, None),
+    # macOS has no CUDA build: the pytorch channel's osx-arm64 pytorch-2.3.1-py3.10_0 (the
+    # build string of /work/shared/cases/foreign/konstantinjdobler__…__conda-lock.yml) and a
+    # PyPI wheel on macOS are CPU builds (issue 25)
+    ({("package", "torch"): Pkg("2.3.1", "py3.10_0", "pytorch", "conda", "pytorch"),
+      ("subdir", "platform"): "osx-arm64"}, "CPU-only"),
+    ({("package", "torch"): Pkg("2.4.0"), ("platform", "os"): "macOS 14.5"}, "CPU-only"),
 ], ids=["pip-cpu", "pip-cu121", "pip-rocm", "conda-cpu", "conda-cuda111", "forge-cuda120",
-        "forge-cuda112-old", "forge-cpu", "pypi-default", "frameworks", "unknown", "absent"])
+        "forge-cuda112-old", "forge-cpu", "pypi-default", "frameworks", "unknown", "absent",
+        "osx-conda", "osx-pip"])
 def test_torch_variant(facts: dict, variant: str | None) -> None:
     assert torch_variant(facts) == variant
 

@@ -389,3 +389,25 @@ def test_python_version_and_python_options_of_a_manifest_restore(tmp_path):
     assert true.exit_code == 2
     assert true.output.strip().splitlines()[-1] == \
         "Error: --python /bin/true: does not run as a Python interpreter"
+
+
+def test_find_links_adds_no_online_variant_index(tmp_path):
+    """restore --find-links DIR on an offline node: PyTorch's online index is not added for a
+    +cpu torch; --index cpu=URL still adds one (issue 25)."""
+    from envlock.lock._from_manifest import index_options
+
+    m = Manifest(
+        envlock=EnvlockInfo(version="0.1.0", created="2026-11-30T00:00:00Z", host="h"),
+        target=Target(kind="venv", prefix="/old/env", chosen_by="--python"),
+        python=PythonInfo(version=".".join(map(str, sys.version_info[:3]))),
+        pip=PipInfo(packages=(PipPackage(name="torch", version="2.13.0+cpu", location="/s",
+                                         origin="index"),)))
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    opts, notes, _ = index_options(m, {}, None, [str(wheels)], False)
+    assert opts.extra_index_urls == () and opts.find_links == (str(wheels.resolve()),)
+    assert any("+cpu packages (torch) from --find-links" in n for n in notes)
+    opts, _, _ = index_options(m, {}, None, [], False)
+    assert opts.extra_index_urls == ("https://download.pytorch.org/whl/cpu",)
+    opts, _, _ = index_options(m, {"cpu": "https://mirror.example/cpu"}, None, [str(wheels)], False)
+    assert opts.extra_index_urls == ("https://mirror.example/cpu",)

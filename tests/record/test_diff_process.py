@@ -108,3 +108,22 @@ def test_show_reads_process_and_run_tables(tmp_path: Path) -> None:
     out = CliRunner().invoke(cli, ["show", r]).output
     assert "run: terminated (exit status 0) after 11 h 52 min: python train.py" in out
     assert "run: peak RSS 1 GiB" in out
+
+
+def test_unseeded_global_rng_fingerprints_are_not_a_likely_cause(tmp_path: Path) -> None:
+    """Two records of one unseeded program: Python's and numpy's global generators start from
+    OS entropy, so their fingerprints always differ — shown as a difference of class
+    ``context``, never ranked as a likely cause (issue 25)."""
+    import dataclasses
+
+    from envlock.manifest.process import SeedState
+
+    base = _proc(False)
+    a = _write(tmp_path / "a.toml", "process", dataclasses.replace(
+        base, seeds=SeedState(python="1" * 64, numpy="2" * 64)))
+    b = _write(tmp_path / "b.toml", "process", dataclasses.replace(
+        base, seeds=SeedState(python="3" * 64, numpy="4" * 64)))
+    doc = _diff(a, b)
+    facts = {f["key"]: f for f in doc["differences"]}
+    assert facts["seed.python-state"]["class"] == "context"
+    assert not [e for e in doc["explanations"] if "seed" in e["title"]]

@@ -84,6 +84,19 @@ def test_an_interacting_pair_is_found_as_a_pair(env_from, wheels):
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert sorted(g["label"] for g in doc["culprit"]) == ["flipa 1.0 → 2.0", "flipb 1.0 → 2.0"]
+    # the text says the pair acts only together; the steps' "applied to GOOD" column is whole
+    # (two steps never look identical), and with stderr not a terminal (a batch job's log)
+    # every build and run is one progress line there (issue 25)
+    text = run_cli(good, bad, wheels, "--metric", METRIC, fmt="text")
+    assert "  only together: GOOD with both gives BAD's result; without any one of them it " \
+        "gives GOOD's" in text.stdout
+    steps = text.stdout[text.stdout.index("Steps:"):].split("\n\n", 1)[0]
+    for s in doc["steps"]:
+        for label in s["applied"] if s["phase"] != "BAD" else ():  # "(everything: BAD)"
+            assert all(word in steps for word in label.split()), (label, steps)
+    assert max(len(line) for line in steps.splitlines()) <= 160
+    progress = [line for line in text.stderr.splitlines() if line.startswith("envlock bisect: ")]
+    assert len(progress) >= len(doc["steps"]), text.stderr
     # what the text says no rebuild changes is in the JSON too
     assert doc["never_toggled"] == ["the NVIDIA driver", "GPU", "CPU", "kernel", "system libraries"]
 
@@ -218,3 +231,22 @@ def test_good_whose_own_pins_do_not_resolve(env_from, wheels):
     assert any(n.startswith("GOOD's own pins do not resolve together (uv: Because")
                for n in doc["notes"])
     assert [g["label"] for g in doc["culprit"]] == ["numsum 1.0 → 2.0"]
+
+
+def test_the_text_table_never_cuts_the_applied_column():
+    """Steps whose "applied to GOOD" lists differ only past 60 columns stay distinguishable:
+    the cell wraps in its column (issue 25)."""
+    from envlock.render.bisect import render_text
+    from envlock.reproduce.model import BisectResult, Judge, Step
+
+    long = tuple(f"nvidia-cusparselt-cu13 0.6.{i} → 0.8.1" for i in range(3))
+    steps = (Step(number=1, phase="bisect", applied=long[:2], env="e1", built=True,
+                  verdict="good", outcome="pass"),
+             Step(number=2, phase="bisect", applied=long[:2] + ("zlast 1.0 → 2.0",), env="e2",
+                  built=True, verdict="bad", outcome="fail"))
+    r = BisectResult(status="found", good="good.toml", bad="bad.toml", command=("python", "t.py"),
+                     judge=Judge(), groups=(), culprit=(), steps=steps, envs_built=2, runs=2)
+    table = render_text(r).split("Steps:\n", 1)[1].split("\n\n", 1)[0]
+    rows = table.splitlines()
+    assert "zlast" in table
+    assert len(rows) > 3 and max(len(x) for x in rows) < 120

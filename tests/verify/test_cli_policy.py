@@ -238,6 +238,12 @@ def test_rich_table_on_a_terminal_and_plain_text_in_a_log(tmp_path, venv, job_en
     assert plain.splitlines()[0] == "error    numpy 2.0.0 is installed; the manifest (m.toml) has 1.26.4  [packages.version-mismatch]"
     assert "           fix: uv pip install" in plain and "'numpy==1.26.4'" in plain
     assert max(len(line) for line in plain.splitlines()[:-1]) <= 100
+    # in a log (not a terminal): 80 columns, as the job's log viewer shows them (issue 25)
+    buf = io.StringIO()
+    print_report(r, file=buf)
+    assert buf.getvalue().startswith("error    numpy 2.0.0 is installed; the manifest (m.toml) has")
+    long = [x for x in buf.getvalue().splitlines()[:-1] if len(x) > 80]
+    assert all(max(len(w) for w in x.split()) > 60 for x in long), long  # a path kept whole
     buf = io.StringIO()
     print_report(r, file=buf, width=120, color=True)
     text = buf.getvalue()

@@ -15,6 +15,7 @@ from envlock.verify.checks.build import DEFAULT_BUILD_CHECKS
 from envlock.verify.checks.gpu import check_arch, check_cpu_build, check_driver
 from envlock.verify.checks.isolation import check_isolation
 from envlock.verify.checks.libraries import check_libraries
+from envlock.verify.checks.numerics import check_numerics_env
 from envlock.verify.checks.output import check_output_dir, check_workdir
 from envlock.verify.checks.packages import (
     check_lock_packages,
@@ -42,5 +43,6 @@ CHECKS: tuple[tuple[str, Callable[[Any], list[Any]]], ...] = (
     ("output-dir", check_output_dir),
     ("workdir", check_workdir),
     ("isolation", check_isolation),
+    ("numerics-env", check_numerics_env),
     *DEFAULT_BUILD_CHECKS,
 )

@@ -115,6 +115,24 @@ def _home_evidence(b: Any) -> tuple[str, ...]:
     return tuple(ev)
 
 
+def _torch_for_toolkit(release: str) -> str:
+    """The fix "a torch built for this toolkit's CUDA", naming only PyTorch indexes that exist
+    (:data:`envlock.variants.PYTORCH_INDEXES`)."""
+    from envlock.variants import cuda_indexes, index_name, pytorch_index_url  # noqa: PLC0415
+
+    major = release.split(".")[0]
+    url = pytorch_index_url(index_name(release))
+    if url:
+        return f"or install a torch built for CUDA {release} ({url})"
+    names = cuda_indexes(major)
+    if names:
+        return (f"or install a torch built for CUDA {major}.x: PyTorch has no "
+                f"{index_name(release)} index; choose one of {', '.join(names)} "
+                "(https://download.pytorch.org/whl/<index>)")
+    return (f"or install a CUDA toolkit of torch's major: PyTorch has no CUDA {major} index "
+            f"(its newest: {', '.join(cuda_indexes()[-3:])})")
+
+
 def _toolkit(ctx: Context, *, required: bool) -> list[Finding]:
     b = build_facts(ctx)
     if not b.torch_cuda:
@@ -160,8 +178,7 @@ def _toolkit(ctx: Context, *, required: bool) -> list[Finding]:
                   f"version that was used to compile PyTorch ({b.torch_cuda})\".",
             evidence=ev,
             fix=(f"export CUDA_HOME=<a CUDA {b.torch_cuda} toolkit> (CUDA_HOME is looked up first)",
-                 (f"or install a torch built for CUDA {b.nvcc_release.split('.')[0]}.x "
-                 f"(https://download.pytorch.org/whl/cu{b.nvcc_release.replace('.', '')} if it exists)"),
+                 _torch_for_toolkit(b.nvcc_release),
                  f"or conda install cuda-nvcc={b.torch_cuda} in the environment"),
         ))
     elif have[:2] != want[:2]:

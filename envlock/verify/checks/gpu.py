@@ -187,9 +187,27 @@ def check_cpu_build(ctx: Context) -> list[Finding]:
     if not reasons:
         return []
     want = exp.cuda if exp is not None and exp.build == "cuda" else None
-    index = f"https://download.pytorch.org/whl/cu{want.replace('.', '')}" if want else "https://download.pytorch.org/whl/cu<XY>"
+    from envlock.variants import (  # noqa: PLC0415
+        PYTORCH_CUDA_CHANNEL,
+        conda_forge_cuda_version,
+        cuda_indexes,
+        index_name,
+        pytorch_index_url,
+    )
+
+    index = pytorch_index_url(index_name(want)) if want else None
     want_version = exp.version if want and exp is not None else None
     pin = (want_version if want_version else torch.version or "").split("+")[0]
+    if index:
+        pip_fix = f"pip install 'torch=={pin}' --index-url {index}"
+    else:  # no index for that CUDA (cu112) or none expected: a choice, named
+        major = want.split(".")[0] if want else None
+        names = cuda_indexes(major) or cuda_indexes()[-3:]
+        pip_fix = ((f"PyTorch has no {index_name(want)} index: " if want else "")
+                   + f"choose a CUDA build: pip install 'torch=={pin}' --index-url "
+                   "https://download.pytorch.org/whl/<index> with <index> one of "
+                   + ", ".join(names) + " (one this node's driver supports)")
+    forge = conda_forge_cuda_version(want) if want else None
     return [Finding(
         id="gpu.cpu-only-build",
         severity=severity,
@@ -199,13 +217,16 @@ def check_cpu_build(ctx: Context) -> list[Finding]:
         cause="torch.cuda.is_available() will be False: every tensor stays on the CPU "
               "(a CPU wheel, or a conda solve that fell back to a *_cpu_* build).",
         evidence=(*_evidence(torch), *reasons),
-        fix=(f"pip install 'torch=={pin}' --index-url {index}",
+        fix=(pip_fix,
              # the pytorch channel's pytorch-cuda exists for CUDA 11.6-12.4 only (torch <= 2.5)
              f"conda: install a CUDA build (`conda install -c pytorch -c nvidia pytorch "
-             f"pytorch-cuda={want}`)" if want in ("11.6", "11.7", "11.8", "12.1", "12.4") else
+             f"pytorch-cuda={want}`)" if want in PYTORCH_CUDA_CHANNEL else
              "conda: install a CUDA build (conda-forge: `conda install -c conda-forge "
-             f"'pytorch * cuda*' cuda-version={want or '<x.y>'}`) and check the build string "
-             "contains 'cuda'"),
+             f"'pytorch * cuda*' cuda-version={forge}`) and check the build string contains 'cuda'"
+             if forge else
+             "conda: install a CUDA build (conda-forge: `conda install -c conda-forge "
+             "'pytorch * cuda*' cuda-version=<x.y>`, <x.y> one of conda-forge's cuda-version "
+             "values this node's driver supports) and check the build string contains 'cuda'"),
     )]
 
 

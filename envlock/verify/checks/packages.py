@@ -16,6 +16,7 @@ import shlex
 from collections.abc import Iterable, Mapping
 
 from envlock.findings import Finding
+from envlock.variants import pytorch_index_url
 
 if TYPE_CHECKING:
     from envlock.verify.context import Context
@@ -149,8 +150,8 @@ def _compare(
                           "linked libraries) differs.",
                     evidence=(f"installed: {name} {live_v}", f"{source}: {name} {exp_v}"),
                     fix=(f"Install the build {source} records: {name}=={exp_v}"
-                         + (" (from the matching PyTorch index, e.g. https://download.pytorch.org/whl/"
-                            f"{e_loc})" if e_loc and re.fullmatch(r"cu\d+|cpu|rocm[\d.]+", e_loc) else ""),),
+                         + (f" (from the matching PyTorch index, {pytorch_index_url(e_loc)})"
+                            if e_loc and pytorch_index_url(e_loc) else ""),),
                 ))
                 continue
             builds = [b for b in (
@@ -505,7 +506,6 @@ def check_python_version(ctx: Context) -> list[Finding]:
 
 #: PyTorch serves its local-label builds (``+cpu``, ``+cu130``, ``+rocm6.1``) from one index per
 #: variant, not from PyPI (pytorch.org "Start Locally"; docs/diff.md "fix texts").
-_TORCH_INDEX = "https://download.pytorch.org/whl/{label}"
 _TORCH_FAMILY = frozenset({"torch", "torchvision", "torchaudio"})
 
 
@@ -529,6 +529,11 @@ def _install_fix(name: str, version: str, kind: str, *, python: str | None = Non
     else:
         cmd = f"pip install {req}"
     if "+" in version and name in _TORCH_FAMILY:
-        cmd += " --index-url " + _TORCH_INDEX.format(label=version.split("+", 1)[1])
+        label = version.split("+", 1)[1]
+        url = pytorch_index_url(label)
+        if url is None:  # +cu112: PyTorch publishes no such index (envlock/variants.py)
+            return (f"{cmd} from wherever {name} {version} came from (PyTorch has no {label} "
+                    "index; or choose a build of an index it has)")
+        cmd += " --index-url " + url
     return cmd
 
