@@ -278,9 +278,9 @@ def _resolve_name(name: str, known: frozenset[str]) -> tuple[Target, ...] | None
         return (Target(f"{area}:{name}"),)
     if name.startswith("cuda.") and f"cuda:{name[5:]}" in known:
         return (Target(f"cuda:{name[5:]}", part="version", kind="version"),)
-    pkg = canonicalize(name)
-    if f"package:{pkg}" in known:
-        return (Target(f"package:{pkg}"),)
+    for pkg in (name, canonicalize(name)):  # conda's `_openmp_mutex` keeps its own spelling
+        if f"package:{pkg}" in known:
+            return (Target(f"package:{pkg}"),)
     head, _, tail = name.rpartition(".")
     if head:
         pkg = canonicalize(head)
