@@ -61,6 +61,17 @@ def factset_of(index: Index, file_id: int, row: dict[str, Any], *, only_fingerpr
                    facts=facts, areas=areas, listing=row["listing"] or "complete")
 
 
+def _holding(index: Index, scope: set[int], name: str, value: Any) -> int:
+    """How many results of ``scope`` hold ``value`` for fact ``name`` (``None``: lack it)."""
+    from envlock.find.values import encode  # noqa: PLC0415
+
+    vals = index.values(name)
+    if value is None:
+        return len(scope) - len({f for f, _ in index.holders([v for v, _ in vals]) if f in scope})
+    enc = encode(value)
+    return sum(1 for f, _ in index.holders([v for v, e in vals if e == enc]) if f in scope)
+
+
 def group_by_environment(index: Index, ids: Sequence[int]) -> list[Cluster]:
     """Cluster the results ``ids`` by fingerprint, largest first (ties: by first path), each
     other cluster with its differences from the largest (see the module docstring)."""
@@ -85,13 +96,18 @@ def group_by_environment(index: Index, ids: Sequence[int]) -> list[Cluster]:
     kb = load_kb()
     big_id = ordered[0][1][0]
     big = factset_of(index, big_id, rows[big_id], only_fingerprint=True)
-    big.label = "the largest cluster"
-    n = len(ordered[0][1])
-    counts = dict.fromkeys(big.facts, n)
+    big.label, big.kind = "the majority", "majority"  # as compare_many's reference
+    scope = set(rows)
+    counts: dict[tuple[str, str], int] = {}
     for cluster, (_, members) in zip(clusters[1:], ordered[1:], strict=True):
         rep = factset_of(index, members[0], rows[members[0]], only_fingerprint=True)
         if len(members) > 1:
             rep.label = f"{rep.label} and {len(members) - 1} more"
+        first = compare_pair(big, rep, kb, counts={}, ignore=kb.noise)
+        for c in first.changes:  # as compare_many counts: the results holding the largest's value
+            key = (c.area, c.key)
+            if key not in counts:
+                counts[key] = _holding(index, scope, f"{c.area}:{c.key}", big.facts.get(key))
         pair = compare_pair(big, rep, kb, counts=counts, ignore=kb.noise)
         cluster.diff = pair
         cluster.explanations = pair.explanations
