@@ -28,6 +28,7 @@ name, :func:`envlock.find.values.encode`), ``facts`` (file × value).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -52,6 +53,9 @@ BUSY_TIMEOUT_S = 60.0
 #: the lowest class rank (envlock/data/impact.toml) of a fact in the environment fingerprint:
 #: the interpreter and C library (50) and everything diff ranks above it.
 FINGERPRINT_MIN_RANK = 50
+
+#: files written to the database per transaction (each file's rows change in one transaction).
+BATCH = 2000
 
 #: the most bytes of a file read to tell whether it is a result.
 _SNIFF = 4096
@@ -134,7 +138,17 @@ def in_fingerprint(area: str, key: str, kb: Any = None) -> bool:
     gives it a class of rank :data:`FINGERPRINT_MIN_RANK` or more that may explain a
     difference, and it is no fact of the code (class ``code``), the run's outcome (``run:``),
     a random-number state (``process:seed.*``), the result's own record (``result:``) or noise."""
-    kb = kb or _kb()
+    if kb is None or kb is _KB:
+        return _fingerprint_key(area, key)
+    return _in_fingerprint(area, key, kb)
+
+
+@functools.lru_cache(maxsize=65536)
+def _fingerprint_key(area: str, key: str) -> bool:
+    return _in_fingerprint(area, key, _kb())
+
+
+def _in_fingerprint(area: str, key: str, kb: Any) -> bool:
     if area in ("result", "run", "code") or (area == "process" and key.startswith("seed.")):
         return False
     comp = kb.component(area, key)
@@ -319,6 +333,7 @@ class Index:
         except sqlite3.DatabaseError as exc:
             raise EnvlockError(f"{path}: cannot use as envlock find's index ({exc})") from None
         self._names: dict[str, int] | None = None
+        self._vals: dict[tuple[int, str], int] = {}
 
     def close(self) -> None:
         """Close the database."""
@@ -393,12 +408,20 @@ class Index:
             todo.append((path, None if sig[4] >= started - RACY_NS else text))
         report.seen = len(seen)
         gone = [known[p][0] for p in known if p not in seen]
-        entries = list(self._read(todo, jobs))
-        report.read = sum(1 for e in entries if e.status != "skip")
-        report.errors.extend((e.path, e.error) for e in entries if e.status == "error")
+        batch: list[Entry] = []
+        self._vals = {}
+        for e in self._read(todo, jobs):  # applied in batches: memory stays bounded
+            if e.status != "skip":
+                report.read += 1
+            if e.status == "error":
+                report.errors.append((e.path, e.error))
+            batch.append(e)
+            if len(batch) >= BATCH:
+                self._apply(batch, [])
+                batch = []
+        if batch or gone:
+            self._apply(batch, gone)
         report.errors.sort()
-        if entries or gone:
-            self._apply(entries, gone)
         report.removed = len(gone)
         report.seconds = time.perf_counter() - t0
         return report
@@ -420,7 +443,7 @@ class Index:
         import multiprocessing  # noqa: PLC0415
         from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
 
-        ctx = multiprocessing.get_context("forkserver")
+        ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
         with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
             yield from pool.map(_read_checked, sniffed, chunksize=64)
 
@@ -435,7 +458,7 @@ class Index:
         try:
             self._names = None
             names = self._name_ids()
-            vals: dict[tuple[int, str], int] = {}
+            vals = self._vals
             for fid in gone:
                 db.execute("DELETE FROM facts WHERE file_id = ?", (fid,))
                 db.execute("DELETE FROM files WHERE id = ?", (fid,))
@@ -476,6 +499,7 @@ class Index:
         except BaseException:
             db.execute("ROLLBACK")
             self._names = None
+            self._vals = {}
             raise
 
     # -- reading --------------------------------------------------------------------------
@@ -526,6 +550,35 @@ class Index:
                                        f"({','.join('?' * len(chunk))})", chunk):
                 out[row[0]] = dict(zip(cols, row, strict=True))
         return out
+
+    def brief(self, ids: set[int], roots: Sequence[str]) -> list[tuple[int, str, str, str, str, str]]:
+        """``(id, path, kind, time, host, node)`` of the results ``ids`` (all under ``roots``):
+        by id for a few, by one scan of the roots' range for many."""
+        cols = "id, path, kind, time, host, node"
+        if len(ids) < 2000:
+            out = []
+            idl = sorted(ids)
+            for i in range(0, len(idl), 500):
+                chunk = idl[i:i + 500]
+                out.extend(self.db.execute(f"SELECT {cols} FROM files WHERE id IN "
+                                           f"({','.join('?' * len(chunk))})", chunk))
+            return out
+        rows = []
+        for root in (os.path.abspath(r) for r in roots):
+            if os.path.isfile(root):
+                q = self.db.execute(f"SELECT {cols} FROM files WHERE path = ?", (root,))
+            else:
+                q = self.db.execute(f"SELECT {cols} FROM files WHERE path >= ? AND path < ?", _under(root))
+            rows.extend(r for r in q if r[0] in ids)
+        return rows
+
+    def lookup(self, name: str, enc: str) -> int | None:
+        """The value id of fact ``name`` = ``enc`` (an encoded value), if any result holds it."""
+        nid = self._name_ids().get(name)
+        if nid is None:
+            return None
+        row = self.db.execute("SELECT id FROM vals WHERE name_id = ? AND enc = ?", (nid, enc)).fetchone()
+        return row[0] if row else None
 
     def facts_of(self, file_id: int) -> list[tuple[str, str]]:
         """``(area:key, encoded value)`` of one file."""

@@ -92,6 +92,16 @@ class _Eval:
             has: set[int] = set()
             here: dict[int, list[tuple[str, str]]] = {}
             for name in names:
+                if (name.startswith("result:") and c.op == "==" and not any(ch in c.value for ch in "*?[")):
+                    # a result's own text fact (host, time, …): one look-up, not every value
+                    from envlock.find.values import encode  # noqa: PLC0415
+
+                    vid = self.index.lookup(name, encode(c.value))
+                    for fid, _ in self.index.holders([vid] if vid is not None else []):
+                        if fid in self.scope and fid not in decided:
+                            has.add(fid)
+                            here.setdefault(fid, []).append((name, c.value))
+                    continue
                 vals = dict(self.values(name))
                 if c.op in ("set", "unset"):
                     good = {vid for vid, v in vals.items() if not (c.op == "unset" and v == "unset")
@@ -178,9 +188,9 @@ def search(index: Index, roots: Sequence[str], query: str | None, *,
         ids, shown = evaluate(index, node, scope)
     else:
         ids, shown = scope, {}
-    rows = index.files(ids)
-    matches = sorted((Match(r["path"], r["kind"] or "", r["time"] or "", r["host"] or "",
-                            r["node"] or "", tuple(sorted(shown.get(fid, {}).items())))
-                      for fid, r in rows.items()), key=lambda m: (m.time, m.path))
-    order = {r["path"]: fid for fid, r in rows.items()}
-    return Answer(query or "", matches, len(scope), ids=[order[m.path] for m in matches])
+    rows = sorted(index.brief(ids, roots), key=lambda r: (r[3] or "", r[1]))
+    empty: dict[str, str] = {}
+    matches = [Match(path, kind or "", when or "", host or "", node or "",
+                     tuple(sorted(shown.get(fid, empty).items())))
+               for fid, path, kind, when, host, node in rows]
+    return Answer(query or "", matches, len(scope), ids=[r[0] for r in rows])

@@ -39,21 +39,31 @@ __all__ = ["encode", "decode", "compare", "OPS", "cc_number", "text_of", "versio
 OPS = ("==", "!=", "~=", "<=", ">=", "<", ">")
 
 
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode
+
+
 def encode(value: Any) -> str:
     """One JSON text for a fact value (see the module docstring); :func:`decode` inverts it."""
+    try:
+        return _encode(value)
+    except TypeError:  # an unhashable value (a foreign manifest's odd table): not cached
+        return _encode.__wrapped__(value)
+
+
+@functools.lru_cache(maxsize=65536, typed=True)  # typed: True and 1 are two values
+def _encode(value: Any) -> str:
     if isinstance(value, Pkg):
-        return json.dumps(["P", value.version, value.build, value.channel, value.manager, value.name,
-                           list(value.constraint) if value.constraint else None],
-                          separators=(",", ":"))
+        return _dumps(["P", value.version, value.build, value.channel, value.manager, value.name,
+                       list(value.constraint) if value.constraint else None])
     if isinstance(value, Impl):
-        return json.dumps(["I", value.name, value.version, value.detail], separators=(",", ":"))
+        return _dumps(["I", value.name, value.version, value.detail])
     if isinstance(value, Lib):
-        return json.dumps(["L", value.where, value.via], separators=(",", ":"))
+        return _dumps(["L", value.where, value.via])
     if isinstance(value, (frozenset, set)):
-        return json.dumps(["S", sorted(map(str, value))], separators=(",", ":"))
+        return _dumps(["S", sorted(map(str, value))])
     if isinstance(value, (bool, int, float, str)) or value is None:
-        return json.dumps(value, separators=(",", ":"))
-    return json.dumps(str(value), separators=(",", ":"))
+        return _dumps(value)
+    return _dumps(str(value))
 
 
 @functools.lru_cache(maxsize=65536)
