@@ -129,7 +129,7 @@ class _Eval:
             decided |= has
         if c.op == "unset":
             out = self.scope - decided
-            label = c.targets[0].fact if c.targets else c.name
+            label = c.targets[0].fact if len(c.targets) == 1 else c.name
             for fid in out:
                 self.shown.setdefault(fid, {}).setdefault(label, "(unset)")
             return out
