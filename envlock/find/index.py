@@ -556,14 +556,14 @@ class Index:
         by id for a few, by one scan of the roots' range for many."""
         cols = "id, path, kind, time, host, node"
         if len(ids) < 2000:
-            out = []
+            out: list[tuple[int, str, str, str, str, str]] = []
             idl = sorted(ids)
             for i in range(0, len(idl), 500):
                 chunk = idl[i:i + 500]
                 out.extend(self.db.execute(f"SELECT {cols} FROM files WHERE id IN "
                                            f"({','.join('?' * len(chunk))})", chunk))
             return out
-        rows = []
+        rows: list[tuple[int, str, str, str, str, str]] = []
         for root in (os.path.abspath(r) for r in roots):
             if os.path.isfile(root):
                 q = self.db.execute(f"SELECT {cols} FROM files WHERE path = ?", (root,))

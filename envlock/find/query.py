@@ -122,7 +122,7 @@ SHORT: dict[str, tuple[Target, ...]] = {
     "torch.threads": (Target("process:torch.num-threads"),),
     "CUBLAS_WORKSPACE_CONFIG": (Target("process:cublas-workspace-config"),
                                 Target("env:CUBLAS_WORKSPACE_CONFIG")),
-    **{k: (Target(v),) for k, v in META.items()},
+    **{k: (Target(v, kind="time" if k == "time" else ""),) for k, v in META.items()},
 }
 
 #: package fields a ``<package>.<field>`` name reads when the framework table has no such fact.

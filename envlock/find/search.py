@@ -92,7 +92,7 @@ class _Eval:
             has: set[int] = set()
             here: dict[int, list[tuple[str, str]]] = {}
             for name in names:
-                if (name.startswith("result:") and c.op == "==" and not any(ch in c.value for ch in "*?[")):
+                if (name.startswith("result:") and c.op == "==" and t.kind != "time" and not any(ch in c.value for ch in "*?[")):
                     # a result's own text fact (host, time, …): one look-up, not every value
                     from envlock.find.values import encode  # noqa: PLC0415
 

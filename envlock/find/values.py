@@ -154,6 +154,10 @@ def _is_version(text: str) -> bool:
 
 def _scalar(op: str, ref: str, value: Any, kind: str) -> bool | None:
     """One value against ``op ref``; ``None``: not comparable (counts as no match)."""
+    if kind == "time":  # UTC ISO-8601 texts order as the times they name
+        if any(c in ref for c in "*?[") and op in ("==", "!="):
+            return fnmatch.fnmatchcase(text_of(value), ref) == (op == "==")
+        return _order(op if op != "~=" else "==", text_of(value), ref)
     if kind == "cc":
         a, b = cc_number(text_of(value)), cc_number(ref)
         return None if a is None or b is None else _order(op, a, b)

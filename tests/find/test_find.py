@@ -42,6 +42,7 @@ def results(base_manifest: Path, variant: Any, tmp_path: Path) -> Path:
             set_pip_version(d, "numpy", NUMPY[i % len(NUMPY)])
             set_pip_version(d, "torch", ["1.10.2", "1.13.1", "2.13.0+cpu"][i % 3])
             d["envlock"]["host"] = f"node{i:02d}"
+            d["envlock"]["created"] = f"2026-11-{1 + i:02d}T{10 + i}:00:00Z"
             cc = CCS[i % len(CCS)]
             if cc:
                 d["gpu"] = gpu(cc)
@@ -98,6 +99,9 @@ def test_every_query_kind_matches_what_the_files_say(results: Path, index_file: 
             not d.get("process", {}).get("cublas-workspace-config") if "process" in d
             else "CUBLAS_WORKSPACE_CONFIG" not in d["env"]["vars"]),
         "host == node0*": lambda d: d["envlock"]["host"].startswith("node0"),
+        # a record's time is its [process] created (when record() ran), else [envlock] created
+        "time >= 2026-11-05": lambda d: d.get("process", d["envlock"])["created"] >= "2026-11-05",
+        "time < 2026-11-05T12": lambda d: d.get("process", d["envlock"])["created"] < "2026-11-05T12",
         "torch < 1.12 and gpu.arch >= sm_80": lambda d: Version(_pip(d, "torch")) < Version("1.12")
         and any(c >= 8.0 for c in _ccs(d)),
         "not (numpy < 2) or torch.build == cuda": lambda d: not _spec("<2", _pip(d, "numpy"))
