@@ -20,6 +20,10 @@ def _split_args(args: tuple[str, ...]) -> tuple[list[str], str]:
     rest = list(args)
     while rest and os.path.exists(rest[0]):
         where.append(rest.pop(0))
+    if rest and os.sep in rest[0] and not any(c in rest[0] for c in " <>=!~()"):
+        from envlock.errors import ManifestError  # noqa: PLC0415
+
+        raise ManifestError(f"{rest[0]}: no such file or directory")
     return where or ["."], join_query(rest)
 
 

@@ -239,3 +239,15 @@ def test_help_lists_find_and_imports_no_subcommand() -> None:
             "       and m != 'envlock.commands._common'])")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "find " in r.stdout and r.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_bad_where_and_bad_index_are_one_line(results: Path, tmp_path: Path) -> None:
+    r = envlock_cmd("find", str(tmp_path / "nope"), "numpy < 2", "--index", str(tmp_path / "i.sqlite"))
+    assert r.returncode == 2 and r.stderr == f"Error: {tmp_path / 'nope'}: no such file or directory\n"
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(b"this is not a database" * 100)
+    r = envlock_cmd("find", str(results), "numpy < 2", "--index", str(bad))
+    assert r.returncode == 2 and r.stderr.startswith(f"Error: {bad}: cannot use as envlock find's index")
+    assert len(r.stderr.splitlines()) == 1
+    r = envlock_cmd("find", str(results), "numpy < 2", "--index", str(tmp_path))
+    assert r.returncode == 2 and "is a directory" in r.stderr
