@@ -73,6 +73,7 @@ CREATE TABLE IF NOT EXISTS facts (
     file_id INTEGER NOT NULL, val_id INTEGER NOT NULL, PRIMARY KEY (file_id, val_id)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS facts_by_val ON facts (val_id, file_id);
 CREATE INDEX IF NOT EXISTS files_by_fp ON files (fp);
+CREATE INDEX IF NOT EXISTS files_by_status ON files (status);
 """
 
 
@@ -517,6 +518,18 @@ class Index:
             out.update(q)
         return out
 
+    def scope_ids(self, roots: Sequence[str]) -> set[int]:
+        """The file ids of the readable results under ``roots`` (one index range scan each)."""
+        out: set[int] = set()
+        for root in (os.path.abspath(r) for r in roots):
+            if os.path.isfile(root):
+                q = self.db.execute("SELECT id FROM files WHERE path = ?", (root,))
+            else:
+                q = self.db.execute("SELECT id FROM files WHERE path >= ? AND path < ?", _under(root))
+            out.update(r[0] for r in q)
+        bad = {r[0] for r in self.db.execute("SELECT id FROM files WHERE status != 'ok'")}
+        return out - bad
+
     def names(self) -> list[str]:
         """Every indexed fact name (``area:key``)."""
         return list(self._name_ids())
@@ -552,24 +565,17 @@ class Index:
         return out
 
     def brief(self, ids: set[int], roots: Sequence[str]) -> list[tuple[int, str, str, str, str, str]]:
-        """``(id, path, kind, time, host, node)`` of the results ``ids`` (all under ``roots``):
-        by id for a few, by one scan of the roots' range for many."""
-        cols = "id, path, kind, time, host, node"
-        if len(ids) < 2000:
-            out: list[tuple[int, str, str, str, str, str]] = []
+        """``(id, path, kind, time, host, node)`` of the results ``ids``."""
+        cols = "f.id, f.path, f.kind, f.time, f.host, f.node"
+        if len(ids) < 500:
             idl = sorted(ids)
-            for i in range(0, len(idl), 500):
-                chunk = idl[i:i + 500]
-                out.extend(self.db.execute(f"SELECT {cols} FROM files WHERE id IN "
-                                           f"({','.join('?' * len(chunk))})", chunk))
-            return out
-        rows: list[tuple[int, str, str, str, str, str]] = []
-        for root in (os.path.abspath(r) for r in roots):
-            if os.path.isfile(root):
-                q = self.db.execute(f"SELECT {cols} FROM files WHERE path = ?", (root,))
-            else:
-                q = self.db.execute(f"SELECT {cols} FROM files WHERE path >= ? AND path < ?", _under(root))
-            rows.extend(r for r in q if r[0] in ids)
+            return list(self.db.execute(f"SELECT {cols} FROM files f WHERE f.id IN "
+                                        f"({','.join('?' * len(idl))})", idl))
+        self.db.execute("CREATE TEMP TABLE IF NOT EXISTS want (id INTEGER PRIMARY KEY)")
+        self.db.execute("DELETE FROM want")
+        self.db.executemany("INSERT INTO want VALUES (?)", ((i,) for i in ids))
+        rows = list(self.db.execute(f"SELECT {cols} FROM want w JOIN files f ON f.id = w.id"))
+        self.db.execute("DELETE FROM want")
         return rows
 
     def lookup(self, name: str, enc: str) -> int | None:

@@ -56,8 +56,9 @@ class _Eval:
         self.index = index
         self.scope = scope
         self.names = index.names()
-        self.shown: dict[int, dict[str, str]] = {}
-        self._holders: dict[str, list[tuple[int, int]]] = {}
+        #: per condition target, the (file → value id) of what matched, for showing
+        self.hits: list[tuple[str, dict[int, int], dict[int, Any]]] = []
+        self.unset: list[tuple[str, set[int]]] = []
         self._values: dict[str, list[tuple[int, Any]]] = {}
 
     def facts(self, t: Target) -> list[str]:
@@ -75,63 +76,44 @@ class _Eval:
             self._values[name] = got
         return got
 
-    def holders(self, name: str) -> list[tuple[int, int]]:
-        got = self._holders.get(name)
-        if got is None:
-            got = self.index.holders([vid for vid, _ in self.values(name)])
-            self._holders[name] = got
-        return got
+    def _good(self, c: Cond, t: Target, name: str) -> tuple[list[int], list[int], dict[int, Any]]:
+        """(value ids that match, value ids that do not, value id → value) of one fact."""
+        if name.startswith("result:") and c.op == "==" and t.kind != "time" and not any(
+                ch in c.value for ch in "*?["):
+            # a result's own text fact (host, node, …): one look-up, not every value
+            from envlock.find.values import encode  # noqa: PLC0415
+
+            vid = self.index.lookup(name, encode(c.value))
+            return ([vid] if vid is not None else []), [], {vid: c.value} if vid is not None else {}
+        vals = dict(self.values(name))
+        if c.op in ("set", "unset"):
+            good = [vid for vid, v in vals.items() if v != "unset"]
+        else:
+            good = [vid for vid, v in vals.items() if compare(v, c.op, c.value, part=t.part, kind=t.kind)]
+        gs = set(good)
+        return good, [vid for vid in vals if vid not in gs], vals
 
     def cond(self, c: Cond) -> set[int]:
-        from envlock.diff.factset import display  # noqa: PLC0415
-
         decided: set[int] = set()
         hit: set[int] = set()
+        scope = self.scope
         for t in c.targets:
-            names = self.facts(t)
             has: set[int] = set()
-            here: dict[int, list[tuple[str, str]]] = {}
-            for name in names:
-                if (name.startswith("result:") and c.op == "==" and t.kind != "time" and not any(ch in c.value for ch in "*?[")):
-                    # a result's own text fact (host, time, …): one look-up, not every value
-                    from envlock.find.values import encode  # noqa: PLC0415
-
-                    vid = self.index.lookup(name, encode(c.value))
-                    for fid, _ in self.index.holders([vid] if vid is not None else []):
-                        if fid in self.scope and fid not in decided:
-                            has.add(fid)
-                            here.setdefault(fid, []).append((name, c.value))
-                    continue
-                vals = dict(self.values(name))
-                if c.op in ("set", "unset"):
-                    good = {vid for vid, v in vals.items() if not (c.op == "unset" and v == "unset")
-                            and not (c.op == "set" and v == "unset")}
-                else:
-                    good = {vid for vid, v in vals.items() if compare(v, c.op, c.value, part=t.part,
-                                                                      kind=t.kind)}
-                for fid, vid in self.holders(name):
-                    if fid not in self.scope or fid in decided:
-                        continue
-                    if c.op == "unset" and vid not in good:
-                        here.setdefault(fid, []).append((name, display(vals[vid])))
-                        continue
-                    has.add(fid)
-                    if vid in good:
-                        here.setdefault(fid, []).append((name, display(vals[vid])))
-            if c.op == "unset":
-                decided |= has
-                continue
-            matched = {f for f in here if f in has}
-            hit |= matched
-            for fid in matched:
-                for name, shown in here[fid]:
-                    self.shown.setdefault(fid, {})[name] = shown
+            for name in self.facts(t):
+                good, bad, vals = self._good(c, t, name)
+                matched = {f: v for f, v in self.index.holders(good) if f in scope and f not in decided}
+                others = {f for f, _ in self.index.holders(bad) if f in scope and f not in decided} \
+                    if len(c.targets) > 1 or c.op == "unset" else set()
+                has |= matched.keys() | others
+                if c.op != "unset":
+                    hit |= matched.keys()
+                    self.hits.append((name, matched, vals))
+                elif c.op == "unset":  # the literal "unset" counts as unset, not as recorded
+                    has -= {f for f, v in self.index.holders(bad) if vals.get(v) == "unset"}
             decided |= has
         if c.op == "unset":
-            out = self.scope - decided
-            label = c.targets[0].fact if len(c.targets) == 1 else c.name
-            for fid in out:
-                self.shown.setdefault(fid, {}).setdefault(label, "(unset)")
+            out = scope - decided
+            self.unset.append((c.targets[0].fact if len(c.targets) == 1 else c.name, out))
             return out
         return hit
 
@@ -154,13 +136,32 @@ class _Eval:
             acc |= self.node(child)
         return acc
 
+    def shown(self, ids: set[int]) -> dict[int, dict[str, str]]:
+        """The facts each result of ``ids`` matched (area:key → value as shown)."""
+        from envlock.diff.factset import display  # noqa: PLC0415
+
+        out: dict[int, dict[str, str]] = {}
+        for name, matched, vals in self.hits:
+            texts: dict[int, str] = {}
+            for f in ids & matched.keys():
+                vid = matched[f]
+                text = texts.get(vid)
+                if text is None:
+                    text = texts[vid] = display(vals[vid]) if not isinstance(vals[vid], str) or \
+                        not name.startswith("result:") else vals[vid]
+                out.setdefault(f, {})[name] = text
+        for label, unset in self.unset:
+            for f in ids & unset:
+                out.setdefault(f, {}).setdefault(label, "(unset)")
+        return out
+
 
 def evaluate(index: Index, node: Node, scope: set[int]) -> tuple[set[int], dict[int, dict[str, str]]]:
     """The file ids of ``scope`` that satisfy the resolved query ``node``, and per file the
     facts (``area:key`` → value shown) its conditions matched."""
     ev = _Eval(index, scope)
     ids = ev.node(node)
-    return ids, ev.shown
+    return ids, ev.shown(ids)
 
 
 def search(index: Index, roots: Sequence[str], query: str | None, *,
@@ -175,8 +176,7 @@ def search(index: Index, roots: Sequence[str], query: str | None, *,
     """
     from envlock.find.query import QueryError  # noqa: PLC0415
 
-    files = index.scope(roots)
-    scope = set(files)
+    scope = index.scope_ids(roots)
     if query and query.strip():
         node = parse(query)
         try:
