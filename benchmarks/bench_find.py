@@ -154,17 +154,21 @@ def main() -> None:
         print(f"re-index after 1 % changed: {re_index:.2f} s ({rep.read} read, {rep.unchanged} "
               f"unchanged; target ≤ 5 s)")
         for q in QUERIES:
-            times = []
+            times, every = [], []
             for _ in range(5):
                 t0 = time.perf_counter()
-                ans = find([root], q, index=idx, update=False)
+                ans = find([root], q, index=idx, update=False, limit=50)  # the text table's rows
                 times.append(time.perf_counter() - t0)
-            print(f"warm query {q!r}: {statistics.median(times) * 1e3:.0f} ms median "
-                  f"({len(ans.matches)} of {ans.searched} match; target ≤ 200 ms)")
+                t0 = time.perf_counter()
+                find([root], q, index=idx, update=False)  # every match built (--format json)
+                every.append(time.perf_counter() - t0)
+            print(f"warm query {q!r}: {statistics.median(times) * 1e3:.0f} ms median, every match "
+                  f"built {statistics.median(every) * 1e3:.0f} ms ({ans.count} of {ans.searched} match; "
+                  f"target ≤ 200 ms)")
         t0 = time.perf_counter()
-        ans = find([root], QUERIES[0], index=idx, update=True)
+        ans = find([root], QUERIES[0], index=idx, update=True, limit=50)
         print(f"find with rescan of the unchanged tree: {(time.perf_counter() - t0) * 1e3:.0f} ms "
-              f"({len(ans.matches)} match)")
+              f"({ans.count} match)")
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -92,14 +92,16 @@ def find(args: tuple[str, ...], index_path: str | None, no_update: bool, fmt: st
             click.echo(render.advisories_json(results) if fmt == "json" else
                        render.advisories_text(results), nl=False)
             sys.exit(code)
-        answer = search(ix, where, query or None)
+        # the text table shows --limit rows: only those are built; JSON and --group-by take all
+        text_only = fmt == "text" and group_by is None and limit
+        answer = search(ix, where, query or None, limit=limit if text_only else None)
         answer.errors = errors
         if export:
             from envlock.find.export import export_parquet  # noqa: PLC0415
 
             rows = export_parquet(ix, answer.ids, export, force=force)
             click.echo(f"wrote {export} ({rows} rows, {len(answer.ids)} results)", err=True)
-        code = will_exit(0 if answer.matches else 1)
+        code = will_exit(0 if answer.count else 1)
         if group_by == "environment":
             from envlock.find.group import group_by_environment  # noqa: PLC0415
 

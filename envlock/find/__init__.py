@@ -29,11 +29,12 @@ __all__ = ["find", "Index", "Answer", "Match", "ScanReport", "QueryError", "defa
 
 
 def find(paths: Sequence[str | os.PathLike[str]], query: str | None, *, index: str | None = None,
-         update: bool = True, strict: bool = True) -> Answer:
+         update: bool = True, strict: bool = True, limit: int | None = None) -> Answer:
     """Index (incrementally) the results under ``paths`` and answer ``query``.
 
     :param index: the index file (default :func:`default_path`: the user's cache).
     :param update: bring the index up to date first (else query it as it is).
+    :param limit: build only the first ``limit`` matches (by time, then path); ``count`` is all.
     :returns: the answer; its ``errors`` are the files that could not be read (skipped).
     :raises QueryError: a syntax error or (``strict``) an unknown fact name, with the nearest.
     :raises ManifestError: a path does not exist.
@@ -46,6 +47,6 @@ def find(paths: Sequence[str | os.PathLike[str]], query: str | None, *, index: s
             raise ManifestError(f"{r}: no such file or directory")
     with Index(index or default_path()) as ix:
         report = ix.update(roots) if update else ScanReport()
-        answer = search(ix, roots, query, strict=strict)
+        answer = search(ix, roots, query, strict=strict, limit=limit)
     answer.errors = report.errors
     return answer

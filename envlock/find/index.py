@@ -523,12 +523,14 @@ class Index:
         out: set[int] = set()
         for root in (os.path.abspath(r) for r in roots):
             if os.path.isfile(root):
-                q = self.db.execute("SELECT id FROM files WHERE path = ?", (root,))
+                q = self.db.execute("SELECT json_group_array(id) FROM files WHERE path = ?", (root,))
             else:
-                q = self.db.execute("SELECT id FROM files WHERE path >= ? AND path < ?", _under(root))
-            out.update(r[0] for r in q)
-        bad = {r[0] for r in self.db.execute("SELECT id FROM files WHERE status != 'ok'")}
-        return out - bad
+                q = self.db.execute("SELECT json_group_array(id) FROM files WHERE path >= ? AND path < ?",
+                                    _under(root))
+            out.update(json.loads(q.fetchone()[0]))
+        bad = json.loads(self.db.execute(
+            "SELECT json_group_array(id) FROM files WHERE status != 'ok'").fetchone()[0])
+        return out.difference(bad)
 
     def names(self) -> list[str]:
         """Every indexed fact name (``area:key``)."""
@@ -542,15 +544,15 @@ class Index:
         return list(self.db.execute("SELECT id, enc FROM vals WHERE name_id = ?", (nid,)))
 
     def holders(self, val_ids: Sequence[int]) -> list[tuple[int, int]]:
-        """``(file id, value id)`` of the files holding any of ``val_ids``."""
-        out: list[tuple[int, int]] = []
+        """``(file id, value id)`` of the files holding any of ``val_ids`` (fetched as two JSON
+        arrays: SQLite builds them, :mod:`json` parses them, no Python object per row)."""
         ids = list(val_ids)
-        for i in range(0, len(ids), 500):
-            chunk = ids[i:i + 500]
-            out.extend(self.db.execute(
-                f"SELECT file_id, val_id FROM facts WHERE val_id IN ({','.join('?' * len(chunk))})",
-                chunk))
-        return out
+        if not ids:
+            return []
+        row = self.db.execute(
+            "SELECT json_group_array(file_id), json_group_array(val_id) FROM facts WHERE val_id IN "
+            "(SELECT value FROM json_each(?))", (json.dumps(ids),)).fetchone()
+        return list(zip(json.loads(row[0]), json.loads(row[1]), strict=True))
 
     def files(self, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
         """The ``files`` rows of ``ids``, as dicts."""
@@ -564,19 +566,13 @@ class Index:
                 out[row[0]] = dict(zip(cols, row, strict=True))
         return out
 
-    def brief(self, ids: set[int], roots: Sequence[str]) -> list[tuple[int, str, str, str, str, str]]:
-        """``(id, path, kind, time, host, node)`` of the results ``ids``."""
-        cols = "f.id, f.path, f.kind, f.time, f.host, f.node"
-        if len(ids) < 500:
-            idl = sorted(ids)
-            return list(self.db.execute(f"SELECT {cols} FROM files f WHERE f.id IN "
-                                        f"({','.join('?' * len(idl))})", idl))
-        self.db.execute("CREATE TEMP TABLE IF NOT EXISTS want (id INTEGER PRIMARY KEY)")
-        self.db.execute("DELETE FROM want")
-        self.db.executemany("INSERT INTO want VALUES (?)", ((i,) for i in ids))
-        rows = list(self.db.execute(f"SELECT {cols} FROM want w JOIN files f ON f.id = w.id"))
-        self.db.execute("DELETE FROM want")
-        return rows
+    def brief(self, ids: set[int], limit: int | None = None) -> list[tuple[int, str, str, str, str, str]]:
+        """``(id, path, kind, time, host, node)`` of the results ``ids``, ordered by time, then
+        path; the first ``limit`` only (SQLite sorts; ``None``: all)."""
+        return list(self.db.execute(
+            "SELECT id, path, kind, time, host, node FROM files WHERE id IN "
+            "(SELECT value FROM json_each(?)) ORDER BY time, path LIMIT ?",
+            (json.dumps(sorted(ids)), -1 if limit is None else limit)))
 
     def lookup(self, name: str, enc: str) -> int | None:
         """The value id of fact ``name`` = ``enc`` (an encoded value), if any result holds it."""

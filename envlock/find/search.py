@@ -13,7 +13,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from envlock.find.index import Index
 from envlock.find.query import And, Cond, Node, Not, Or, Target, parse, resolve
@@ -22,8 +22,7 @@ from envlock.find.values import compare, decode
 __all__ = ["Match", "Answer", "evaluate", "search"]
 
 
-@dataclass(frozen=True)
-class Match:
+class Match(NamedTuple):
     """One matching result.
 
     :ivar path: the file; ``kind``: ``manifest``, ``run`` or ``record``; ``time``: when it was
@@ -41,14 +40,16 @@ class Match:
 
 @dataclass
 class Answer:
-    """The answer of one query: the matches (sorted by time, then path), how many results were
-    searched, and the files that could not be read (path, one line each)."""
+    """The answer of one query: the matches (sorted by time, then path; the first ``limit``
+    when one was asked for), ``count`` (how many matched), how many results were searched, the
+    files that could not be read (path, one line each) and the matching file ids."""
 
     query: str
     matches: list[Match]
     searched: int
     errors: list[tuple[str, str]] = field(default_factory=list)
     ids: list[int] = field(default_factory=list)
+    count: int = 0
 
 
 class _Eval:
@@ -165,13 +166,14 @@ def evaluate(index: Index, node: Node, scope: set[int]) -> tuple[set[int], dict[
 
 
 def search(index: Index, roots: Sequence[str], query: str | None, *,
-           strict: bool = True) -> Answer:
+           strict: bool = True, limit: int | None = None) -> Answer:
     """Run ``query`` over the indexed results under ``roots`` (the index is not updated here:
     see :meth:`Index.update`).
 
     :param query: the query text (docs/find.md); ``None`` or empty: every result.
     :param strict: a name no result records is an error (``False``: it matches nothing;
         advisories run so).
+    :param limit: build only the first ``limit`` matches (``count`` and ``ids`` are all).
     :raises QueryError: a syntax error, or (``strict``) an unknown fact name, with the nearest.
     """
     from envlock.find.query import QueryError  # noqa: PLC0415
@@ -184,13 +186,12 @@ def search(index: Index, roots: Sequence[str], query: str | None, *,
         except QueryError:
             if strict:
                 raise
-            return Answer(query, [], len(scope))
+            return Answer(query, [], len(scope))  # count 0
         ids, shown = evaluate(index, node, scope)
     else:
         ids, shown = scope, {}
-    rows = sorted(index.brief(ids, roots), key=lambda r: (r[3] or "", r[1]))
-    empty: dict[str, str] = {}
+    rows = index.brief(ids, limit)
     matches = [Match(path, kind or "", when or "", host or "", node or "",
-                     tuple(sorted(shown.get(fid, empty).items())))
+                     tuple(sorted(shown[fid].items())) if fid in shown else ())
                for fid, path, kind, when, host, node in rows]
-    return Answer(query or "", matches, len(scope), ids=[r[0] for r in rows])
+    return Answer(query or "", matches, len(scope), ids=sorted(ids), count=len(ids))

@@ -25,10 +25,10 @@ def _table(rows: list[list[str]], head: list[str]) -> list[str]:
 
 def matches_text(answer: Any, *, limit: int | None = None) -> str:
     """``N of M results match 'query'`` and a table: path, time, host/node, matching facts."""
-    n, total = len(answer.matches), answer.searched
+    n, total = answer.count, answer.searched
     what = f"match {answer.query!r}" if answer.query else "indexed"
     lines = [f"{n} of {total} result{'s' if total != 1 else ''} {what}"]
-    shown = answer.matches if limit is None else answer.matches[:limit]
+    shown = answer.matches if limit is None else answer.matches[:limit]  # built for the limit
     if shown:
         rows = [[m.path, m.time or "-", m.node if m.node and m.node != m.host else (m.host or "-"),
                  "; ".join(f"{k} = {v}" for k, v in m.facts) or "-"] for m in shown]
@@ -41,7 +41,7 @@ def matches_text(answer: Any, *, limit: int | None = None) -> str:
 def matches_json(answer: Any) -> str:
     """The answer as JSON: query, searched, matches (path, kind, time, host, node, facts),
     skipped (path, error)."""
-    doc = {"query": answer.query, "searched": answer.searched,
+    doc = {"query": answer.query, "searched": answer.searched, "count": answer.count,
            "matches": [_match_doc(m) for m in answer.matches],
            "skipped": [{"path": p, "error": e} for p, e in answer.errors]}
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
