@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "verify": ("envlock.commands.verify", "verify", "Check that this job will run as intended."),
     "run": ("envlock.commands.run", "run", "Run a job's command and record the run (run.toml)."),
     "bisect": ("envlock.commands.bisect", "bisect", "Find the change that moved a result."),
+    "find": ("envlock.commands.find", "find", "Find the results computed in an environment like that."),
 }
 
 
@@ -76,6 +77,7 @@ def cli() -> None:
     envlock lock            lockfiles others can install
     envlock restore M       rebuild an environment from its manifest
     envlock bisect G B -- CMD   which change between two environments moved the result
+    envlock find DIR QUERY  which of my results were computed in an environment like that?
     """
 
 

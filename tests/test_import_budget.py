@@ -66,12 +66,13 @@ _HEAVY = ("rich", "elftools", "packaging", "yaml", "rattler", "conda_lock", "pyd
 
 BUDGETS: dict[str, Budget] = {
     "--help": Budget(("--help",), (*_HEAVY, *_EVERY_COMMAND, "envlock.manifest", "envlock.probes"),
-                     max_envlock=6, max_cost=3.0),
+                     max_envlock=6, max_cost=4.0),
     "verify --help": Budget(("verify", "--help"), (*_HEAVY, "envlock.probes", "envlock.libs"),
                             max_envlock=12, max_cost=4.0),
     "verify --manifest": Budget(("verify", "--manifest", "{m}"),
                                 (*_HEAVY, "envlock.render.show", "envlock.render.diff",
-                                 "envlock.render.libs", "envlock.diff", "envlock.lock",
+                                 "envlock.render.libs", "envlock.diff.api", "envlock.diff.engine",
+                                 "envlock.diff.rules", "envlock.lock",
                                  "envlock.reproduce"),
                                 max_envlock=70, max_cost=24.0),
     "snapshot": Budget(("snapshot", "--force", "-o", "{out}"),

@@ -228,7 +228,7 @@ def _check_piped(result: Any) -> None:
 def _piped_output_holds_every_version(monkeypatch: pytest.MonkeyPatch) -> Any:
     """Every diff a test of this folder computes is also rendered as piped text and checked
     (the acceptance "piped output of every diff in the tests holds every version in full")."""
-    import envlock.diff as api
+    import envlock.diff.api as api
 
     seen: list[Any] = []
     pair, many = api.compare_pair, api.compare_many

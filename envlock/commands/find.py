@@ -1,0 +1,116 @@
+"""``envlock find [WHERE]... [QUERY]``: which results were computed in an environment like that?"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from envlock.commands._common import handle_errors, will_exit
+
+__all__ = ["find"]
+
+
+def _split_args(args: tuple[str, ...]) -> tuple[list[str], str]:
+    """Leading arguments that exist as files or directories are WHERE; the rest is the query."""
+    from envlock.find.query import join_query  # noqa: PLC0415
+
+    where: list[str] = []
+    rest = list(args)
+    while rest and os.path.exists(rest[0]):
+        where.append(rest.pop(0))
+    if rest and os.sep in rest[0] and not any(c in rest[0] for c in " <>=!~()"):
+        from envlock.errors import ManifestError  # noqa: PLC0415
+
+        raise ManifestError(f"{rest[0]}: no such file or directory")
+    return where or ["."], join_query(rest)
+
+
+@click.command("find")
+@click.argument("args", nargs=-1, metavar="[WHERE]... [QUERY]")
+@click.option("--index", "index_path", metavar="FILE", default=None,
+              help="The index file (default: ~/.cache/envlock/find/index.sqlite; put it next to "
+                   "the results to share it).")
+@click.option("--no-update", is_flag=True, help="Query the index as it is; do not rescan WHERE.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
+              show_default=True, help="Output format.")
+@click.option("--group-by", "group_by", type=click.Choice(["environment"]), default=None,
+              help="Cluster the matching results by environment fingerprint and say how each "
+                   "cluster differs from the largest.")
+@click.option("--advisories", is_flag=True,
+              help="Run every built-in advisory (known environment bugs that changed numbers).")
+@click.option("--export", "export", metavar="FILE.parquet", default=None,
+              help="Also write the matching results' facts to Parquet, one row per result × fact "
+                   "(needs pyarrow: pip install 'envlock[find]').")
+@click.option("--force", is_flag=True, help="Replace an existing --export file.")
+@click.option("--limit", type=click.IntRange(min=0), default=50, show_default=True,
+              help="Rows of the text table (0: all).")
+@click.option("--jobs", type=click.IntRange(min=1), default=None,
+              help="Processes reading changed files (default: the usable CPUs, at most 8).")
+@handle_errors
+def find(args: tuple[str, ...], index_path: str | None, no_update: bool, fmt: str,
+         group_by: str | None, advisories: bool, export: str | None, force: bool, limit: int,
+         jobs: int | None) -> None:
+    """Find the results (manifests, run records) whose facts match QUERY.
+
+    \b
+    envlock find results/ 'torch < 1.12 and gpu.arch >= sm_80'
+    envlock find runs/ 'torch.tf32.matmul == true'
+    envlock find runs/ 'CUBLAS_WORKSPACE_CONFIG unset' --format json
+    envlock find runs/ --group-by environment
+    envlock find results/ --advisories
+
+    WHERE (default: .) is searched at any depth for manifest.toml, run.toml and every other
+    envlock manifest (.toml or .json); files that cannot be read are named on stderr, one
+    line each, and skipped.  The query syntax and the facts are in docs/find.md.
+
+    Exit status (as grep): 0 a result matched, 1 none did, 2 trouble (a bad query, an
+    unknown fact name: one line with the nearest names).
+    """
+    from envlock.find import index as ix_mod  # noqa: PLC0415
+    from envlock.find.search import search  # noqa: PLC0415
+    from envlock.render import find as render  # noqa: PLC0415
+
+    where, query = _split_args(args)
+    path = ix_mod.check_db_path(index_path) if index_path else ix_mod.default_path()
+    with ix_mod.Index(path) as ix:
+        if advisories and query:
+            raise click.UsageError("--advisories runs the built-in queries; give no QUERY")
+        if not no_update:
+            report = ix.update(where, jobs=jobs)
+            errors = report.errors
+        else:
+            errors = []
+        for line in render.skipped_lines(errors):
+            click.echo(line, err=True)
+        if advisories:
+            from envlock.find.advisories import load_advisories  # noqa: PLC0415
+
+            results = [(a, search(ix, where, a.query, strict=False)) for a in load_advisories()]
+            code = will_exit(0 if any(ans.matches for _, ans in results) else 1)
+            click.echo(render.advisories_json(results) if fmt == "json" else
+                       render.advisories_text(results), nl=False)
+            sys.exit(code)
+        # the text table shows --limit rows: only those are built; JSON and --group-by take all
+        text_only = fmt == "text" and group_by is None and limit
+        answer = search(ix, where, query or None, limit=limit if text_only else None)
+        answer.errors = errors
+        if export:
+            from envlock.find.export import export_parquet  # noqa: PLC0415
+
+            rows = export_parquet(ix, answer.ids, export, force=force)
+            click.echo(f"wrote {export} ({rows} rows, {len(answer.ids)} results)", err=True)
+        code = will_exit(0 if answer.count else 1)
+        if group_by == "environment":
+            from envlock.find.group import group_by_environment  # noqa: PLC0415
+
+            clusters = group_by_environment(ix, answer.ids)
+            click.echo(render.clusters_json(clusters) if fmt == "json" else
+                       render.clusters_text(clusters), nl=False)
+        elif fmt == "json":
+            click.echo(render.matches_json(answer), nl=False)
+        else:
+            click.echo(render.matches_text(answer, limit=limit or None), nl=False)
+    sys.stdout.flush()
+    sys.exit(code)
