@@ -179,3 +179,17 @@ def test_snapshot_output_is_identical_real_venv(cuda_venv: Path, tmp_path: Path)
     new, ref = _snapshot_both(cuda_venv, tmp_path / "m.toml")
     assert b'name = "torch"' in new
     assert new == ref
+
+
+@pytest.mark.parametrize("cls", _tables(), ids=lambda c: c.__qualname__)
+def test_generated_hints_are_get_type_hints(cls: type) -> None:
+    """The fields' types from the compiled annotation text are ``typing.get_type_hints``'s."""
+    import typing
+
+    module = sys.modules[cls.__module__]
+    ns = dict(vars(module))
+    if callable(ns.get("_type_namespace")):
+        ns.update(ns["_type_namespace"]())
+    fast = _model._hints.__wrapped__(cls)
+    assert fast == typing.get_type_hints(cls, globalns=ns)
+    assert list(fast) == [f.name for f in dataclasses.fields(cls)]

@@ -37,7 +37,7 @@ The methods ``dataclasses.dataclass(frozen=True, kw_only=True, slots=True)`` wou
 for a class whose spec (``SPECS``) matches, and ``dataclasses`` itself otherwise.
 """
 
-# ruff: noqa: E501, ANN001
+# ruff: noqa: E501, ANN001, F821
 # mypy: ignore-errors
 from __future__ import annotations
 
@@ -116,6 +116,8 @@ def generate() -> str:
     for i, (key, spec) in enumerate(specs.items()):
         fns[key] = f"_m{i}"
         parts.append("\n\n# " + key + "\n" + _maker(fns[key], spec))
+        body = ", ".join(f"{n!r}: {ann}" for n, ann, _ in spec)
+        parts.append(f"\n\ndef _h{i}() -> dict[str, Any]:\n    return {{{body}}}\n")
     parts.append("\n\nSPECS: dict[str, tuple[tuple[str, str, str], ...]] = {\n")
     for key, spec in specs.items():
         parts.append(f"    {key!r}: (\n")
@@ -123,6 +125,10 @@ def generate() -> str:
         parts.append("    ),\n")
     parts.append("}\n\nMAKERS: dict[str, Maker] = {\n")
     parts += [f"    {key!r}: {fn},\n" for key, fn in fns.items()]
+    parts.append("}\n\n#: The fields' types: each body is the annotations' text as code, run in the\n"
+                 "#: table module's namespace (what typing.get_type_hints evaluates, compiled once).\n"
+                 "HINTS: dict[str, Callable[[], dict[str, Any]]] = {\n")
+    parts += [f"    {key!r}: _h{i},\n" for i, key in enumerate(fns)]
     parts.append("}\n")
     return "".join(parts)
 
@@ -135,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     if "--check" in args:
         return 0 if current == text else 1
     if current != text:
-        TARGET.write_text(text, encoding="utf-8")
+        from envlock._io import write_file  # noqa: PLC0415
+
+        write_file(TARGET, text, force=True)
     return 0
 
 

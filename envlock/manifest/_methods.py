@@ -5,7 +5,7 @@ The methods ``dataclasses.dataclass(frozen=True, kw_only=True, slots=True)`` wou
 for a class whose spec (``SPECS``) matches, and ``dataclasses`` itself otherwise.
 """
 
-# ruff: noqa: E501, ANN001
+# ruff: noqa: E501, ANN001, F821
 # mypy: ignore-errors
 from __future__ import annotations
 
@@ -59,6 +59,10 @@ def _m0(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
     return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
             "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h0() -> dict[str, Any]:
+    return {'role': str, 'command': str, 'found_by': str, 'path': str | None, 'vendor': str | None, 'version': str | None, 'error': str | None}
 
 
 # envlock.manifest.build:BuildInfo
@@ -158,6 +162,10 @@ def _m1(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
+def _h1() -> dict[str, Any]:
+    return {'status': str, 'source': str, 'error': str | None, 'cuda_home': str | None, 'cuda_home_found_by': str | None, 'cuda_home_order': tuple[str, ...], 'cuda_home_order_source': str | None, 'conda_package': str | None, 'nvcc': str | None, 'nvcc_version': str | None, 'nvcc_release': str | None, 'nvcc_error': str | None, 'path_nvcc': str | None, 'toolkit_version': str | None, 'cuda_runtime_header': str | None, 'host_config_gcc_max': int | None, 'host_config_clang_max': int | None, 'allow_unsupported_compiler': bool | None, 'compilers': tuple[BuildCompiler, ...], 'arch_list': str | None, 'torch_version': str | None, 'torch_cuda': str | None, 'torch_location': str | None, 'torch_supported_archs': tuple[str, ...], 'torch_gcc': str | None, 'torch_gcc_source': str | None, 'torch_gcc_bounds': str | None, 'torch_cxx11_abi': bool | None, 'torch_cxx11_abi_source': str | None, 'libstdcxx': str | None, 'libstdcxx_glibcxx': str | None, 'virtual_packages': tuple[VirtualPackage, ...], 'conda_overrides': Mapping[str, str]}
+
+
 # envlock.manifest.build:VirtualPackage
 def _m2(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_version = D['version']
@@ -196,6 +204,10 @@ def _m2(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
     return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
             "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h2() -> dict[str, Any]:
+    return {'name': str, 'version': str | None, 'build': str | None, 'source': str | None, 'override': str | None}
 
 
 # envlock.manifest.libraries:LibrariesInfo
@@ -247,6 +259,10 @@ def _m3(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
+def _h3() -> dict[str, Any]:
+    return {'status': Status, 'source': str, 'error': str | None, 'module': str | None, 'glibc': str | None, 'ld_library_path': str | None, 'ld_preload': str | None, 'resolved': tuple[LibraryRecord, ...], 'findings': tuple[str, ...]}
+
+
 # envlock.manifest.libraries:LibraryRecord
 def _m4(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_path = D['path']
@@ -295,6 +311,10 @@ def _m4(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
+def _h4() -> dict[str, Any]:
+    return {'soname': str, 'path': str | None, 'realpath': str | None, 'rule': str | None, 'owner': str | None, 'owner_kind': str | None, 'version': str | None, 'stage': str, 'error': str | None}
+
+
 # envlock.manifest.process:GpuDevice
 def _m5(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_capability = D['capability']
@@ -328,6 +348,10 @@ def _m5(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
     return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
             "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h5() -> dict[str, Any]:
+    return {'index': int, 'name': str, 'capability': str | None}
 
 
 # envlock.manifest.process:GpuUse
@@ -365,6 +389,10 @@ def _m6(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
     return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
             "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h6() -> dict[str, Any]:
+    return {'pid': int, 'memory': int, 'gpu_uuid': str | None, 'command': str | None}
 
 
 # envlock.manifest.process:Granted
@@ -418,6 +446,10 @@ def _m7(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
+def _h7() -> dict[str, Any]:
+    return {'scheduler': str, 'job_id': str | None, 'memory': int | None, 'memory_source': str | None, 'time_limit': float | None, 'time_limit_source': str | None, 'job_start': str | None, 'gpus': int | None, 'gpu_ids': tuple[str, ...], 'visible_devices': str | None}
+
+
 # envlock.manifest.process:Leftover
 def _m8(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_rss = D['rss']
@@ -457,6 +489,10 @@ def _m8(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
+def _h8() -> dict[str, Any]:
+    return {'pid': int, 'command': str, 'rss': int | None, 'gpu_memory': int | None, 'action': str}
+
+
 # envlock.manifest.process:MappedLibrary
 def _m9(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_owner = D['owner']
@@ -489,6 +525,10 @@ def _m9(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
     return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
             "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h9() -> dict[str, Any]:
+    return {'path': str, 'owner': str | None}
 
 
 # envlock.manifest.process:ProcessInfo
@@ -558,6 +598,10 @@ def _m10(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
+def _h10() -> dict[str, Any]:
+    return {'schema': int, 'status': str, 'source': str, 'error': str | None, 'pid': int | None, 'rank': int | None, 'created': str | None, 'modules': tuple[str, ...], 'torch': TorchState | None, 'seeds': SeedState | None, 'cublas_workspace_config': str | None, 'threads': int | None, 'threadpools': tuple[ThreadPool, ...], 'gpus': tuple[GpuDevice, ...], 'libraries': tuple[MappedLibrary, ...], 'cost': float | None, 'warnings': tuple[str, ...], 'extra': Mapping[str, Any]}
+
+
 # envlock.manifest.process:ReceivedSignal
 def _m11(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_forwarded = D['forwarded']
@@ -591,6 +635,10 @@ def _m11(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
     return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
             "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h11() -> dict[str, Any]:
+    return {'name': str, 'after': float, 'forwarded': bool}
 
 
 # envlock.manifest.process:Resources
@@ -646,6 +694,10 @@ def _m12(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
+def _h12() -> dict[str, Any]:
+    return {'max_rss': int | None, 'peak_rss_tree': int | None, 'peak_rss': int | None, 'cpu_user': float | None, 'cpu_system': float | None, 'samples': int, 'interval': float | None, 'sampler_cpu': float | None, 'gpu_status': str, 'gpu_error': str | None, 'gpu_memory': tuple[GpuUse, ...]}
+
+
 # envlock.manifest.process:RunFinding
 def _m13(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_cause = D['cause']
@@ -682,6 +734,10 @@ def _m13(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
     return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
             "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h13() -> dict[str, Any]:
+    return {'id': str, 'severity': str, 'title': str, 'cause': str | None, 'fix': tuple[str, ...]}
 
 
 # envlock.manifest.process:RunInfo
@@ -758,6 +814,10 @@ def _m14(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
+def _h14() -> dict[str, Any]:
+    return {'schema': int, 'outcome': str, 'command': tuple[str, ...], 'cwd': str | None, 'start': str | None, 'end': str | None, 'wall': float | None, 'exit_status': int | None, 'signal': str | None, 'exit_code': int | None, 'pid': int | None, 'error': str | None, 'manifest': str | None, 'manifest_sha256': str | None, 'verify': str | None, 'verify_exit': int | None, 'keep_children': bool, 'signals': tuple[ReceivedSignal, ...], 'resources': Resources | None, 'granted': Granted | None, 'children': tuple[Leftover, ...], 'findings': tuple[RunFinding, ...]}
+
+
 # envlock.manifest.process:SeedState
 def _m15(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_python = D['python']
@@ -793,6 +853,10 @@ def _m15(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
     return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
             "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h15() -> dict[str, Any]:
+    return {'python': str | None, 'numpy': str | None, 'pythonhashseed': str | None}
 
 
 # envlock.manifest.process:ThreadPool
@@ -833,6 +897,10 @@ def _m16(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
     return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
             "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h16() -> dict[str, Any]:
+    return {'user_api': str, 'internal_api': str, 'path': str, 'version': str | None, 'num_threads': int | None, 'source': str}
 
 
 # envlock.manifest.process:TorchState
@@ -896,6 +964,10 @@ def _m17(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
+def _h17() -> dict[str, Any]:
+    return {'version': str | None, 'cudnn_benchmark': bool | None, 'cudnn_deterministic': bool | None, 'deterministic_algorithms': bool | None, 'deterministic_warn_only': bool | None, 'allow_tf32_matmul': bool | None, 'allow_tf32_cudnn': bool | None, 'float32_matmul_precision': str | None, 'num_threads': int | None, 'num_interop_threads': int | None, 'initial_seed': str | None, 'seed_is_default': bool | None, 'rng_state_sha256': str | None, 'parallel_backend': str | None, 'cuda_initialized': bool | None}
+
+
 # envlock.manifest.stack:BlasInfo
 def _m18(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
@@ -935,6 +1007,10 @@ def _m18(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
     return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
             "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h18() -> dict[str, Any]:
+    return {'status': Status, 'source': str, 'error': str | None, 'libraries': tuple[BlasLibrary, ...], 'openmp': tuple[OpenMPRuntime, ...]}
 
 
 # envlock.manifest.stack:BlasLibrary
@@ -982,6 +1058,10 @@ def _m19(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
+def _h19() -> dict[str, Any]:
+    return {'user': str, 'implementation': str | None, 'version': str | None, 'int64': bool | None, 'config': str | None, 'path': str | None, 'origin': str, 'package': str | None}
+
+
 # envlock.manifest.stack:BuiltWith
 def _m20(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_compilers = D['compilers']
@@ -1015,6 +1095,10 @@ def _m20(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
     return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
             "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h20() -> dict[str, Any]:
+    return {'package': str, 'path': str, 'compilers': tuple[str, ...]}
 
 
 # envlock.manifest.stack:CudaInfo
@@ -1064,6 +1148,10 @@ def _m21(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
+def _h21() -> dict[str, Any]:
+    return {'status': Status, 'source': str, 'error': str | None, 'toolkits': tuple[CudaToolkit, ...], 'nvcc': str | None, 'nvcc_version': str | None, 'nvcc_release': str | None, 'libraries': tuple[CudaLibrary, ...]}
+
+
 # envlock.manifest.stack:CudaLibrary
 def _m22(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_version = D['version']
@@ -1107,6 +1195,10 @@ def _m22(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
+def _h22() -> dict[str, Any]:
+    return {'name': str, 'version': str | None, 'origin': str, 'package': str | None, 'cuda': str | None, 'path': str | None, 'files': tuple[str, ...]}
+
+
 # envlock.manifest.stack:CudaToolkit
 def _m23(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_path = D['path']
@@ -1143,6 +1235,10 @@ def _m23(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
     return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
             "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h23() -> dict[str, Any]:
+    return {'path': str | None, 'version': str | None, 'origin': str, 'source': str | None}
 
 
 # envlock.manifest.stack:FrameworkBuild
@@ -1205,6 +1301,10 @@ def _m24(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
+def _h24() -> dict[str, Any]:
+    return {'name': str, 'version': str | None, 'location': str | None, 'build': str | None, 'cuda': str | None, 'cudnn': str | None, 'hip': str | None, 'git_version': str | None, 'debug': bool | None, 'evidence': str | None, 'requires': tuple[str, ...], 'conda_build': str | None, 'cuda_archs': tuple[str, ...], 'cuda_archs_source': str | None, 'error': str | None}
+
+
 # envlock.manifest.stack:FrameworkRuntime
 def _m25(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
@@ -1264,6 +1364,10 @@ def _m25(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
+def _h25() -> dict[str, Any]:
+    return {'status': Status, 'source': str, 'error': str | None, 'torch_version': str | None, 'cuda_available': bool | None, 'device_count': int | None, 'cudnn_version': int | None, 'arch_list': tuple[str, ...], 'allow_tf32_matmul': bool | None, 'allow_tf32_cudnn': bool | None, 'deterministic': bool | None, 'cudnn_benchmark': bool | None, 'threadpools': tuple[ThreadPool, ...], 'duration': float | None}
+
+
 # envlock.manifest.stack:FrameworksInfo
 def _m26(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
@@ -1303,6 +1407,10 @@ def _m26(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
     return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
             "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h26() -> dict[str, Any]:
+    return {'status': Status, 'source': str, 'error': str | None, 'packages': tuple[FrameworkBuild, ...], 'runtime': FrameworkRuntime | None}
 
 
 # envlock.manifest.stack:Gpu
@@ -1345,6 +1453,10 @@ def _m27(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
     return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
             "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h27() -> dict[str, Any]:
+    return {'index': int, 'name': str | None, 'uuid': str | None, 'memory': int | None, 'compute_capability': str | None, 'mig_mode': str | None}
 
 
 # envlock.manifest.stack:GpuInfo
@@ -1402,6 +1514,10 @@ def _m28(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
+def _h28() -> dict[str, Any]:
+    return {'status': Status, 'source': str, 'error': str | None, 'vendor': str | None, 'driver_version': str | None, 'driver_kind': str | None, 'cuda_driver_version': str | None, 'cuda_driver_source': str | None, 'gpus': tuple[Gpu, ...], 'visible_devices': str | None, 'rocm_version': str | None, 'rocm_visible_devices': str | None}
+
+
 # envlock.manifest.stack:Libstdcxx
 def _m29(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_glibcxx = D['glibcxx']
@@ -1441,6 +1557,10 @@ def _m29(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
+def _h29() -> dict[str, Any]:
+    return {'path': str, 'origin': str, 'glibcxx': str | None, 'cxxabi': str | None, 'error': str | None}
+
+
 # envlock.manifest.stack:OpenMPRuntime
 def _m30(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_package = D['package']
@@ -1476,6 +1596,10 @@ def _m30(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
     return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
             "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h30() -> dict[str, Any]:
+    return {'name': str, 'path': str, 'package': str | None, 'version': str | None}
 
 
 # envlock.manifest.stack:SlurmInfo
@@ -1551,6 +1675,10 @@ def _m31(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
+def _h31() -> dict[str, Any]:
+    return {'status': Status, 'source': str, 'error': str | None, 'scheduler': str | None, 'job_id': str | None, 'job_name': str | None, 'partition': str | None, 'cluster': str | None, 'nodelist': str | None, 'node': str | None, 'num_nodes': int | None, 'ntasks': int | None, 'cpus_on_node': int | None, 'cpus_per_task': int | None, 'mem_per_node': int | None, 'mem_per_cpu': int | None, 'gpus': str | None, 'step_gpus': str | None, 'gpus_on_node': int | None, 'submit_dir': str | None, 'vars': Mapping[str, str]}
+
+
 # envlock.manifest.stack:ThreadPool
 def _m32(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_internal_api = D['internal_api']
@@ -1591,6 +1719,10 @@ def _m32(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
     return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
             "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h32() -> dict[str, Any]:
+    return {'user_api': str, 'internal_api': str | None, 'prefix': str | None, 'filepath': str | None, 'version': str | None, 'num_threads': int | None}
 
 
 # envlock.manifest.stack:Tool
@@ -1634,6 +1766,10 @@ def _m33(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
     return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
             "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h33() -> dict[str, Any]:
+    return {'name': str, 'path': str, 'version': str | None, 'vendor': str | None, 'wraps': str | None, 'status': ToolStatus, 'error': str | None}
 
 
 # envlock.manifest.stack:ToolchainInfo
@@ -1683,6 +1819,10 @@ def _m34(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
+def _h34() -> dict[str, Any]:
+    return {'status': Status, 'source': str, 'error': str | None, 'tools': tuple[Tool, ...], 'glibc': str | None, 'glibc_source': str | None, 'libstdcxx': tuple[Libstdcxx, ...], 'built_with': tuple[BuiltWith, ...]}
+
+
 # envlock.manifest:CondaInfo
 def _m35(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
@@ -1722,6 +1862,10 @@ def _m35(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
     return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
             "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h35() -> dict[str, Any]:
+    return {'status': Status, 'source': str, 'error': str | None, 'requested': tuple[str, ...], 'packages': tuple[CondaPackage, ...]}
 
 
 # envlock.manifest:CondaPackage
@@ -1778,6 +1922,10 @@ def _m36(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
+def _h36() -> dict[str, Any]:
+    return {'name': str, 'version': str, 'build': str, 'build_number': int | None, 'channel': str | None, 'subdir': str | None, 'url': str | None, 'md5': str | None, 'sha256': str | None, 'depends': tuple[str, ...], 'python_dist': str | None, 'overwritten_by_pip': bool, 'pip_version': str | None}
+
+
 # envlock.manifest:CpuInfo
 def _m37(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
@@ -1827,6 +1975,10 @@ def _m37(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
+def _h37() -> dict[str, Any]:
+    return {'status': Status, 'source': str, 'error': str | None, 'vendor': str | None, 'model': str | None, 'logical_cores': int | None, 'usable_cores': int | None, 'flags': tuple[str, ...], 'memory': int | None}
+
+
 # envlock.manifest:EnvVars
 def _m38(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
@@ -1866,6 +2018,10 @@ def _m38(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
     return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
             "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h38() -> dict[str, Any]:
+    return {'status': Status, 'source': str, 'vars': Mapping[str, str], 'selection': Mapping[str, str], 'redacted': tuple[str, ...]}
 
 
 # envlock.manifest:EnvlockInfo
@@ -1908,6 +2064,10 @@ def _m39(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
     return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
             "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h39() -> dict[str, Any]:
+    return {'schema': int, 'version': str, 'created': str, 'host': str, 'command': tuple[str, ...], 'duration': float | None, 'warnings': tuple[str, ...]}
 
 
 # envlock.manifest:GitInfo
@@ -1969,6 +2129,10 @@ def _m40(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
+def _h40() -> dict[str, Any]:
+    return {'status': Status, 'source': str, 'error': str | None, 'path': str | None, 'commit': str | None, 'branch': str | None, 'describe': str | None, 'dirty': bool | None, 'untracked': int | None, 'diff_sha256': str | None, 'patch': str | None, 'patch_sha256': str | None, 'patch_note': str | None, 'remotes': tuple[GitRemote, ...]}
+
+
 # envlock.manifest:GitRemote
 def _m41(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _fields = ('name', 'url')
@@ -2000,6 +2164,10 @@ def _m41(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
     return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
             "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h41() -> dict[str, Any]:
+    return {'name': str, 'url': str}
 
 
 # envlock.manifest:LockfileRef
@@ -2042,6 +2210,10 @@ def _m42(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
+def _h42() -> dict[str, Any]:
+    return {'path': str, 'kind': str, 'sha256': str, 'found': str | None, 'matches': bool | None, 'mismatches': tuple[str, ...]}
+
+
 # envlock.manifest:LockfilesInfo
 def _m43(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
@@ -2077,6 +2249,10 @@ def _m43(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
     return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
             "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h43() -> dict[str, Any]:
+    return {'status': Status, 'source': str, 'files': tuple[LockfileRef, ...]}
 
 
 # envlock.manifest:Manifest
@@ -2146,6 +2322,10 @@ def _m44(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
+def _h44() -> dict[str, Any]:
+    return {'envlock': EnvlockInfo, 'target': Target, 'python': PythonInfo | None, 'platform': PlatformInfo | None, 'cpu': CpuInfo | None, 'env': EnvVars | None, 'git': GitInfo | None, 'conda': CondaInfo | None, 'pip': PipInfo | None, 'lockfiles': LockfilesInfo | None, 'gpu': GpuInfo | None, 'cuda': CudaInfo | None, 'frameworks': FrameworksInfo | None, 'blas': BlasInfo | None, 'toolchain': ToolchainInfo | None, 'slurm': SlurmInfo | None, 'libraries': LibrariesInfo | None, 'build': BuildInfo | None, 'extra': Mapping[str, Any]}
+
+
 # envlock.manifest:PipInfo
 def _m45(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
@@ -2183,6 +2363,10 @@ def _m45(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
     return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
             "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h45() -> dict[str, Any]:
+    return {'status': Status, 'source': str, 'error': str | None, 'packages': tuple[PipPackage, ...]}
 
 
 # envlock.manifest:PipPackage
@@ -2245,6 +2429,10 @@ def _m46(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
+def _h46() -> dict[str, Any]:
+    return {'name': str, 'version': str, 'location': str, 'dist_info': str | None, 'installer': str | None, 'requested': bool, 'origin': str, 'url': str | None, 'vcs': str | None, 'commit': str | None, 'requested_revision': str | None, 'editable_path': str | None, 'git': GitInfo | None, 'conda_package': str | None, 'shadowed': tuple[str, ...], 'error': str | None}
+
+
 # envlock.manifest:PlatformInfo
 def _m47(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
@@ -2292,6 +2480,10 @@ def _m47(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
     return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
             "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h47() -> dict[str, Any]:
+    return {'status': Status, 'source': str, 'error': str | None, 'os_id': str | None, 'os_version': str | None, 'os_name': str | None, 'kernel': str | None, 'machine': str | None, 'glibc': str | None}
 
 
 # envlock.manifest:PythonInfo
@@ -2345,6 +2537,10 @@ def _m48(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
+def _h48() -> dict[str, Any]:
+    return {'status': Status, 'source': str, 'error': str | None, 'version': str | None, 'implementation': str | None, 'executable': str | None, 'prefix': str | None, 'base_prefix': str | None, 'path': tuple[str, ...], 'user_site': str | None}
+
+
 # envlock.manifest:Target
 def _m49(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_python = D['python']
@@ -2379,6 +2575,10 @@ def _m49(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
     return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
             "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h49() -> dict[str, Any]:
+    return {'kind': str, 'prefix': str, 'python': str | None, 'chosen_by': str}
 
 
 SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
@@ -2969,4 +3169,59 @@ MAKERS: dict[str, Maker] = {
     'envlock.manifest:PlatformInfo': _m47,
     'envlock.manifest:PythonInfo': _m48,
     'envlock.manifest:Target': _m49,
+}
+
+#: The fields' types: each body is the annotations' text as code, run in the
+#: table module's namespace (what typing.get_type_hints evaluates, compiled once).
+HINTS: dict[str, Callable[[], dict[str, Any]]] = {
+    'envlock.manifest.build:BuildCompiler': _h0,
+    'envlock.manifest.build:BuildInfo': _h1,
+    'envlock.manifest.build:VirtualPackage': _h2,
+    'envlock.manifest.libraries:LibrariesInfo': _h3,
+    'envlock.manifest.libraries:LibraryRecord': _h4,
+    'envlock.manifest.process:GpuDevice': _h5,
+    'envlock.manifest.process:GpuUse': _h6,
+    'envlock.manifest.process:Granted': _h7,
+    'envlock.manifest.process:Leftover': _h8,
+    'envlock.manifest.process:MappedLibrary': _h9,
+    'envlock.manifest.process:ProcessInfo': _h10,
+    'envlock.manifest.process:ReceivedSignal': _h11,
+    'envlock.manifest.process:Resources': _h12,
+    'envlock.manifest.process:RunFinding': _h13,
+    'envlock.manifest.process:RunInfo': _h14,
+    'envlock.manifest.process:SeedState': _h15,
+    'envlock.manifest.process:ThreadPool': _h16,
+    'envlock.manifest.process:TorchState': _h17,
+    'envlock.manifest.stack:BlasInfo': _h18,
+    'envlock.manifest.stack:BlasLibrary': _h19,
+    'envlock.manifest.stack:BuiltWith': _h20,
+    'envlock.manifest.stack:CudaInfo': _h21,
+    'envlock.manifest.stack:CudaLibrary': _h22,
+    'envlock.manifest.stack:CudaToolkit': _h23,
+    'envlock.manifest.stack:FrameworkBuild': _h24,
+    'envlock.manifest.stack:FrameworkRuntime': _h25,
+    'envlock.manifest.stack:FrameworksInfo': _h26,
+    'envlock.manifest.stack:Gpu': _h27,
+    'envlock.manifest.stack:GpuInfo': _h28,
+    'envlock.manifest.stack:Libstdcxx': _h29,
+    'envlock.manifest.stack:OpenMPRuntime': _h30,
+    'envlock.manifest.stack:SlurmInfo': _h31,
+    'envlock.manifest.stack:ThreadPool': _h32,
+    'envlock.manifest.stack:Tool': _h33,
+    'envlock.manifest.stack:ToolchainInfo': _h34,
+    'envlock.manifest:CondaInfo': _h35,
+    'envlock.manifest:CondaPackage': _h36,
+    'envlock.manifest:CpuInfo': _h37,
+    'envlock.manifest:EnvVars': _h38,
+    'envlock.manifest:EnvlockInfo': _h39,
+    'envlock.manifest:GitInfo': _h40,
+    'envlock.manifest:GitRemote': _h41,
+    'envlock.manifest:LockfileRef': _h42,
+    'envlock.manifest:LockfilesInfo': _h43,
+    'envlock.manifest:Manifest': _h44,
+    'envlock.manifest:PipInfo': _h45,
+    'envlock.manifest:PipPackage': _h46,
+    'envlock.manifest:PlatformInfo': _h47,
+    'envlock.manifest:PythonInfo': _h48,
+    'envlock.manifest:Target': _h49,
 }
