@@ -191,8 +191,14 @@ def bisect(
     say("asking uv's resolver which changes install on their own…")
     from envlock.reproduce.changes import _first  # noqa: PLC0415
 
-    broken = next(((name, why) for name, applied in (("GOOD", ()), ("BAD", tuple(groups)))
-                   if any(g.needs_build for g in groups) and (why := check(applied))), None)
+    broken = None
+    if any(g.needs_build for g in groups):
+        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+        # GOOD's and BAD's own pins: two independent resolver runs, asked at once (issue 26)
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            answers = list(pool.map(check, [(), tuple(groups)]))
+        broken = next(((name, why) for name, why in zip(("GOOD", "BAD"), answers) if why), None)
     if broken is None:
         groups, merge_notes = merge_infeasible(groups, check)
         notes += merge_notes

@@ -218,3 +218,36 @@ def test_good_whose_own_pins_do_not_resolve(env_from, wheels):
     assert any(n.startswith("GOOD's own pins do not resolve together (uv: Because")
                for n in doc["notes"])
     assert [g["label"] for g in doc["culprit"]] == ["numsum 1.0 → 2.0"]
+
+
+def test_merge_asks_the_first_questions_at_once_with_the_same_answer():
+    """Each group alone on GOOD is asked concurrently (issue 26); merges and notes are those of
+    asking one after the other."""
+    import threading
+    import time
+
+    groups = [Group(changes=(Change(kind="pip", name=n, good="1", bad="2", bad_req=f"{n}==2"),))
+              for n in "abcdef"]
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def check(gs):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+        names = {n for g in gs for n in g.names}
+        if "a" in names and "b" not in names:
+            return "Because a==2 depends on b>=2 …"
+        if "d" in names and "e" not in names:
+            return "Because d==2 depends on e==2 …"
+        return None
+
+    par = merge_infeasible(groups, check, workers=4)
+    assert peak[0] > 1
+    peak[0] = 0
+    seq = merge_infeasible(groups, check, workers=1)
+    assert peak[0] == 1
+    assert par == seq
+    assert [g.label for g in par[0]] == ["a 1 → 2, b 1 → 2", "c 1 → 2", "d 1 → 2, e 1 → 2", "f 1 → 2"]
