@@ -251,3 +251,25 @@ def test_merge_asks_the_first_questions_at_once_with_the_same_answer():
     assert peak[0] == 1
     assert par == seq
     assert [g.label for g in par[0]] == ["a 1 → 2, b 1 → 2", "c 1 → 2", "d 1 → 2, e 1 → 2", "f 1 → 2"]
+
+
+def test_environments_are_removed_after_the_answer(tmp_path):
+    """The environments' directory is gone at once (renamed) and deleted by a thread that the
+    interpreter waits for at exit: no file is left, nothing outlives the process."""
+    import threading
+
+    from envlock.reproduce import remove_in_background
+
+    envs = tmp_path / "envs"
+    for i in range(50):
+        d = envs / f"env-{i}" / "lib"
+        d.mkdir(parents=True)
+        (d / "f.py").write_text("x = 1\n")
+    remove_in_background(envs)
+    assert not envs.exists()
+    workers = [t for t in threading.enumerate() if t.name == "envlock-remove-envs"]
+    assert all(not t.daemon for t in workers)
+    for t in workers:
+        t.join(timeout=60)
+    assert list(tmp_path.iterdir()) == []
+    remove_in_background(tmp_path / "missing")  # nothing there: nothing to do, no error
