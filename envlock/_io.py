@@ -38,9 +38,11 @@ from __future__ import annotations
 import errno
 import os
 import re
-import secrets
 import stat
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 from envlock.errors import EnvlockError, OutputExistsError
 
@@ -223,6 +225,8 @@ def write_file(path: str | os.PathLike[str], data: str | bytes, *, force: bool =
         file system has none left (:func:`no_space`, ``statvfs`` ``f_favail``) — with
         ``filename`` the output path.
     """
+    from pathlib import Path  # noqa: PLC0415 - not on the path of `envlock --help`
+
     path = Path(path)
     raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogateescape")
     st = check_writable(path, force=force, special=special)
@@ -351,6 +355,8 @@ def _clean_stale(directory: Path, name: str) -> None:
 
 
 def _temp_name(directory: Path, name: str) -> Path:
+    import secrets  # noqa: PLC0415 - hmac and hashlib: only when a file is written
+
     return directory / f".{name}.{_host()}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
 
 

@@ -2,7 +2,7 @@
 
 Each subcommand lives in its own module under :mod:`envlock.commands` and is imported only
 when it runs (click's documented ``LazyGroup`` pattern), so ``envlock --help`` and
-``envlock verify`` start without importing rich, pyelftools or the probes they do not use.
+``envlock verify`` start without importing rich or the probes they do not use.
 
 Exit status, for every command: 0 success, 1 a finding (differences, failed checks),
 2 envlock could not do its job (bad arguments, unreadable input) — then one line on stderr.

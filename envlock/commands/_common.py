@@ -121,7 +121,7 @@ def selection_options(func: F) -> F:
     def wrapper(*args: Any, extras: tuple[str, ...] = (), groups: tuple[str, ...] = (),
                 all_extras: bool = False, all_groups: bool = False, no_dev: bool = False,
                 **kwargs: Any) -> Any:
-        from envlock.formats.markers import Requested  # noqa: PLC0415
+        from envlock._selection import Requested  # noqa: PLC0415
 
         kwargs["requested"] = Requested(tuple(extras), tuple(groups), all_extras, all_groups,
                                         no_dev)

@@ -17,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -39,8 +40,8 @@ __all__ = ["diff", "load_inputs", "iter_inputs", "expand_paths", "PairDiff", "Ma
 def __getattr__(name: str) -> Any:
     """The names of :mod:`envlock.diff.api`, imported on first use (PEP 562); a submodule name
     raises ``AttributeError`` here, so that ``from envlock.diff import foreign`` imports it."""
-    if name == "api" or name.startswith("__"):
-        raise AttributeError(name)
+    if name.startswith("__") or os.path.exists(os.path.join(os.path.dirname(__file__), f"{name}.py")):
+        raise AttributeError(name)  # a submodule: the import system loads it
     from envlock.diff import api  # noqa: PLC0415
 
     try:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,7 +79,7 @@ __all__ = [
 _EMPTY: Mapping[str, str] = _model.freeze_mapping({})
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class EnvlockInfo:
     """``[envlock]``: who wrote the manifest, when and how.
 
@@ -101,7 +101,7 @@ class EnvlockInfo:
     warnings: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class Target:
     """``[target]``: which environment was observed, and why that one.
 
@@ -119,7 +119,7 @@ class Target:
     chosen_by: str
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class PythonInfo:
     """``[python]``: the target interpreter, as it reports itself.
 
@@ -143,7 +143,7 @@ class PythonInfo:
     user_site: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class PlatformInfo:
     """``[platform]``: operating system and C library.
 
@@ -164,7 +164,7 @@ class PlatformInfo:
     glibc: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class CpuInfo:
     """``[cpu]``: the processor and memory, from ``/proc/cpuinfo`` and ``/proc/meminfo``.
 
@@ -188,7 +188,7 @@ class CpuInfo:
     memory: int | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class GitRemote:
     """One git remote, its URL with any credentials removed."""
 
@@ -196,7 +196,7 @@ class GitRemote:
     url: str
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class GitInfo:
     """``[git]`` (and the ``git`` of an editable install): the state of a checkout.
 
@@ -229,7 +229,7 @@ class GitInfo:
     remotes: tuple[GitRemote, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class PipPackage:
     """One ``[[pip.packages]]`` entry: a distribution importable from the target's ``sys.path``.
 
@@ -270,7 +270,7 @@ class PipPackage:
     error: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class PipInfo:
     """``[pip]``: every distribution found on the target's ``sys.path``, sorted by name."""
 
@@ -280,7 +280,7 @@ class PipInfo:
     packages: tuple[PipPackage, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class CondaPackage:
     """One ``[[conda.packages]]`` entry, from ``<prefix>/conda-meta/<name>-<ver>-<build>.json``.
 
@@ -310,7 +310,7 @@ class CondaPackage:
     pip_version: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class CondaInfo:
     """``[conda]``: the packages of a conda prefix and what the user asked for.
 
@@ -326,7 +326,7 @@ class CondaInfo:
     packages: tuple[CondaPackage, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class EnvVars:
     """``[env]``: environment variables that change how numerical code runs (allow-list).
 
@@ -343,7 +343,7 @@ class EnvVars:
     redacted: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class LockfileRef:
     """A lockfile the environment was built from: ``path`` and ``sha256`` (hex) of its bytes.
 
@@ -361,7 +361,7 @@ class LockfileRef:
     mismatches: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class LockfilesInfo:
     """``[lockfiles]``: lockfiles found beside the snapshot (``conda-lock.yml``, ``pylock.toml``)."""
 
@@ -370,7 +370,7 @@ class LockfilesInfo:
     files: tuple[LockfileRef, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class Manifest:
     """A whole manifest: one attribute per TOML table (``None`` when not recorded).
 

@@ -25,7 +25,14 @@ import types
 import typing
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from typing_extensions import dataclass_transform
+else:
+    def dataclass_transform(**_kwargs: Any) -> Any:
+        """Type checkers' marker (PEP 681) of :func:`table`; nothing at run time."""
+        return lambda fn: fn
 
 from envlock.errors import ManifestError
 
@@ -88,6 +95,14 @@ def _hints(cls: type) -> dict[str, Any]:
     extra = namespace.get("_type_namespace")
     if callable(extra):
         namespace.update(extra())
+    key = f"{cls.__module__}:{cls.__qualname__}"
+    if USE_GENERATED and key in SPECS and sys.version_info >= (3, 11):
+        from envlock.manifest import _methods  # noqa: PLC0415
+
+        if _methods.SPECS.get(key) == SPECS[key] and key in _methods.HINTS:
+            # the annotations' text compiled once, run with the module's globals: what
+            # get_type_hints evaluates (3.11+: no implicit Optional), without compiling 30 strings
+            return types.FunctionType(_methods.HINTS[key].__code__, namespace)()  # type: ignore[no-any-return]
     return typing.get_type_hints(cls, globalns=namespace)
 
 
@@ -175,3 +190,119 @@ def _load(tp: Any, value: Any, path: str) -> Any:
             raise ManifestError(f"expected str, got {type(value).__name__}" + _where(path))
         return value
     raise ManifestError(f"unsupported field type {_type_name(tp)}" + _where(path))
+
+
+# -- the tables' classes: dataclasses whose methods were generated once ----------------------
+#: Use the generated methods of :mod:`envlock.manifest._methods` when their recorded spec
+#: matches the class; ``False`` makes every table a plain ``dataclasses.dataclass`` (the
+#: reference the generated code is tested against, ``tests/test_manifest_codegen.py``).
+USE_GENERATED = True
+
+#: Every table class seen by :func:`table`: ``"module:qualname"`` → its spec (see :func:`_spec`).
+SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {}
+
+_DATACLASS = {"frozen": True, "kw_only": True, "slots": True}
+#: Methods the class may not define itself for the generated ones to be dataclasses' own.
+_OWN = ("__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__", "__post_init__")
+
+
+@dataclasses.dataclass(**_DATACLASS)  # type: ignore[call-overload]
+class _Reference:
+    """An empty table made by ``dataclasses`` itself: its ``__dataclass_params__`` and the
+    (generic, not generated) pickling methods of frozen slotted classes are shared by every
+    table of :func:`table`, whatever this Python's ``dataclasses`` puts in them."""
+
+
+def _spec(cls: type) -> tuple[tuple[str, str, str], ...]:
+    """``((field name, annotation text, "required" | "default" | "factory"), …)`` in field
+    order: everything the generated methods depend on."""
+    out = []
+    for name, ann in cls.__dict__.get("__annotations__", {}).items():
+        if not isinstance(ann, str) or ann.startswith(("ClassVar", "typing.ClassVar", "InitVar")):
+            raise TypeError(f"{cls.__qualname__}.{name}: annotations must be strings of field types")
+        value = cls.__dict__.get(name, dataclasses.MISSING)
+        if value is dataclasses.MISSING:
+            kind = "required"
+        elif isinstance(value, dataclasses.Field):
+            if value.default_factory is not dataclasses.MISSING:
+                kind = "factory"
+            elif value.default is not dataclasses.MISSING:
+                kind = "default"
+            else:
+                kind = "required"
+            if not (value.init and value.repr and value.compare and value.hash is None
+                    and value.kw_only is dataclasses.MISSING and not value.metadata):
+                raise TypeError(f"{cls.__qualname__}.{name}: only default/default_factory fields")
+        else:
+            kind = "default"
+        out.append((name, ann, kind))
+    return tuple(out)
+
+
+@dataclass_transform(frozen_default=True, kw_only_default=True,
+                     field_specifiers=(dataclasses.field, dataclasses.Field))
+def table(cls: type[T]) -> type[T]:
+    """Make ``cls`` a manifest table: exactly ``@dataclass(frozen=True, kw_only=True, slots=True)``
+    (``dataclasses.fields``, ``replace``, ``is_dataclass``, equality, hashing, ``repr``, pickling
+    and :class:`dataclasses.FrozenInstanceError` behave the same), but with the methods
+    ``dataclasses`` would generate by ``exec`` on every import taken from
+    :mod:`envlock.manifest._methods`, written once by :mod:`envlock.manifest._codegen` (``python
+    -m envlock.manifest._codegen`` rewrites it).  When the class is not the one the methods were
+    generated for (its spec differs), or :data:`USE_GENERATED` is false, the class is handed to
+    ``dataclasses.dataclass``; so the generated code can be stale but never wrong.
+
+    :param cls: a class with string annotations (``from __future__ import annotations``), plain
+        defaults or ``field(default=…)``/``field(default_factory=…)``, no base dataclass.
+    :returns: the new (slotted) class.
+    :raises TypeError: for field options the generated code does not implement.
+    """
+    spec = _spec(cls)
+    key = f"{cls.__module__}:{cls.__qualname__}"
+    SPECS[key] = spec
+    make = None
+    plain = all(b is object for b in cls.__bases__) and not any(n in cls.__dict__ for n in _OWN)
+    if USE_GENERATED and plain and cls.__doc__ is not None and getattr(dataclasses, "_FIELD", None) is not None:
+        from envlock.manifest import _methods  # noqa: PLC0415 - generated, small
+
+        if _methods.SPECS.get(key) == spec:
+            make = _methods.MAKERS[key]
+    if make is None:
+        return dataclasses.dataclass(**_DATACLASS)(cls)  # type: ignore[call-overload,no-any-return]
+
+    ns = dict(cls.__dict__)
+    fields: dict[str, dataclasses.Field[Any]] = {}
+    defaults: dict[str, Any] = {}
+    factories: dict[str, Any] = {}
+    for name, ann, kind in spec:
+        value = ns.pop(name, dataclasses.MISSING)
+        if isinstance(value, dataclasses.Field):
+            f = value
+        elif kind == "default":
+            f = dataclasses.field(default=value)
+        else:
+            f = dataclasses.field()
+        f.name, f.type, f.kw_only = name, ann, True
+        f._field_type = dataclasses._FIELD  # type: ignore[attr-defined]  # what dataclasses.fields() selects
+        fields[name] = f
+        if kind == "default":
+            defaults[name] = f.default
+        elif kind == "factory":
+            factories[name] = f.default_factory
+    ns.pop("__dict__", None)
+    ns.pop("__weakref__", None)
+    ns["__slots__"] = tuple(fields)
+    ns["__dataclass_fields__"] = fields
+    ns["__dataclass_params__"] = _Reference.__dataclass_params__  # type: ignore[attr-defined]
+    ns["__match_args__"] = ()  # every field is keyword-only
+    for name in ("__getstate__", "__setstate__"):
+        if name in _Reference.__dict__:
+            ns[name] = _Reference.__dict__[name]
+    meta: Any = type(cls)
+    new = meta(cls.__name__, cls.__bases__, ns)
+    new.__qualname__ = cls.__qualname__
+    for meth_name, fn in make(defaults, factories, new).items():
+        fn.__qualname__ = f"{cls.__qualname__}.{meth_name}"
+        # as dataclasses' _create_fn leaves them: __init__ annotated with the fields' types
+        fn.__annotations__ = {**{n: a for n, a, _ in spec}, "return": None} if meth_name == "__init__" else {}
+        setattr(new, meth_name, fn)
+    return new

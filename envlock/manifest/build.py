@@ -14,7 +14,7 @@ and :mod:`envlock.manifest._model`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from envlock.manifest import _model
 
@@ -23,7 +23,7 @@ __all__ = ["VirtualPackage", "BuildCompiler", "BuildInfo"]
 _EMPTY: Mapping[str, str] = _model.freeze_mapping({})
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class VirtualPackage:
     """One conda virtual package as the solver would see it on this node.
 
@@ -42,7 +42,7 @@ class VirtualPackage:
     override: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class BuildCompiler:
     """A compiler an extension build would run.
 
@@ -65,7 +65,7 @@ class BuildCompiler:
     error: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class BuildInfo:
     """``[build]``: what an extension build here would use, and what it must match.
 

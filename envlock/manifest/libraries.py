@@ -6,14 +6,14 @@ without pulling in the loader model; :func:`envlock.libs.analysis.probe_librarie
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from envlock.manifest import _model
 
 from envlock.manifest._model import Status
 
 __all__ = ["LibrariesInfo", "LibraryRecord"]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class LibraryRecord:
     """One ``[[libraries.resolved]]`` entry: a library as the loader will resolve it.
 
@@ -41,7 +41,7 @@ class LibraryRecord:
     error: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class LibrariesInfo:
     """``[libraries]``: the key shared libraries of the main framework (torch), as resolved by
     envlock's model of the dynamic loader (``envlock libs``).

@@ -11,7 +11,7 @@ durations in **seconds**, times UTC ISO-8601 with ``Z`` (``docs/run.md`` lists e
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from envlock.manifest import _model
@@ -32,7 +32,7 @@ _EMPTY: Mapping[str, Any] = _model.freeze_mapping({})
 
 
 # -- [process] ------------------------------------------------------------------------------
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class TorchState:
     """``[process.torch]``: torch's determinism, precision and thread settings as the program
     left them (read from the imported module; never imported by envlock).
@@ -74,7 +74,7 @@ class TorchState:
     cuda_initialized: bool | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class SeedState:
     """``[process.seeds]``: fingerprints of the global random generators (sha256 of their state,
     read without drawing): two runs with the same fingerprints at the same point drew from the
@@ -90,7 +90,7 @@ class SeedState:
     pythonhashseed: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class ThreadPool:
     """One native thread pool (threadpoolctl's ``threadpool_info()`` fields, or envlock's own
     reading of ``/proc/self/maps`` plus the library's ``*_get_num_threads`` call).
@@ -110,7 +110,7 @@ class ThreadPool:
     source: str = "maps"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class MappedLibrary:
     """A shared object mapped into the process (``/proc/self/maps``), with its owner package when
     it lies inside a distribution's directory on ``sys.path``."""
@@ -119,7 +119,7 @@ class MappedLibrary:
     owner: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class GpuDevice:
     """A CUDA device as torch sees it (recorded only when CUDA was already initialised)."""
 
@@ -128,7 +128,7 @@ class GpuDevice:
     capability: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class ProcessInfo:
     """``[process]``: what only the running program knows (:func:`envlock.record`).
 
@@ -164,7 +164,7 @@ class ProcessInfo:
 
 
 # -- [run] ----------------------------------------------------------------------------------
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class ReceivedSignal:
     """A signal ``envlock run`` received and forwarded to the command's process group.
 
@@ -176,7 +176,7 @@ class ReceivedSignal:
     forwarded: bool = True
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class GpuUse:
     """GPU memory a process of the run held (``nvidia-smi --query-compute-apps``), peak of the
     samples, bytes."""
@@ -187,7 +187,7 @@ class GpuUse:
     command: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class Resources:
     """``[run.resources]``: what the run used.
 
@@ -215,7 +215,7 @@ class Resources:
     gpu_memory: tuple[GpuUse, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class Granted:
     """``[run.granted]``: what the scheduler granted (absent keys: not known).
 
@@ -240,7 +240,7 @@ class Granted:
     visible_devices: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class Leftover:
     """``[[run.children]]``: a process of the run still alive when the command ended.
 
@@ -255,7 +255,7 @@ class Leftover:
     action: str = "killed"
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class RunFinding:
     """``[[run.findings]]``: one plain-words finding about the run (ids ``run.*``)."""
 
@@ -266,7 +266,7 @@ class RunFinding:
     fix: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class RunInfo:
     """``[run]``: one run of a command under ``envlock run``.
 

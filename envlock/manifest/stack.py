@@ -17,7 +17,7 @@ the manifest can be read without loading any probe.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Literal
 
 from envlock.manifest import _model
@@ -48,7 +48,7 @@ _EMPTY: Mapping[str, str] = _model.freeze_mapping({})
 
 
 # -- [gpu] -----------------------------------------------------------------------------------
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class Gpu:
     """One ``[[gpu.gpus]]`` entry: a GPU as the driver enumerates it.
 
@@ -69,7 +69,7 @@ class Gpu:
     mig_mode: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class GpuInfo:
     """``[gpu]``: the GPU driver and devices of the machine.
 
@@ -100,7 +100,7 @@ class GpuInfo:
 
 
 # -- [cuda] ----------------------------------------------------------------------------------
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class CudaToolkit:
     """One ``[[cuda.toolkits]]`` entry: a CUDA toolkit directory or a toolkit meta-package.
 
@@ -117,7 +117,7 @@ class CudaToolkit:
     source: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class CudaLibrary:
     """One ``[[cuda.libraries]]`` entry: one copy of a CUDA library the target can use.
 
@@ -142,7 +142,7 @@ class CudaLibrary:
     files: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class CudaInfo:
     """``[cuda]``: every CUDA toolkit and library copy the target can use, with its origin.
 
@@ -167,7 +167,7 @@ class CudaInfo:
 
 
 # -- [frameworks] ----------------------------------------------------------------------------
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class FrameworkBuild:
     """One ``[[frameworks.packages]]`` entry: how a framework was built, read without importing.
 
@@ -204,7 +204,7 @@ class FrameworkBuild:
     error: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class ThreadPool:
     """One threadpool (BLAS/OpenMP) as ``threadpoolctl.threadpool_info()`` reports it.
 
@@ -221,7 +221,7 @@ class ThreadPool:
     num_threads: int | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class FrameworkRuntime:
     """``[frameworks.runtime]``: facts that need the target to import torch (``--import``).
 
@@ -254,7 +254,7 @@ class FrameworkRuntime:
     duration: float | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class FrameworksInfo:
     """``[frameworks]``: deep-learning/array frameworks and how they were built.
 
@@ -277,7 +277,7 @@ class FrameworksInfo:
 
 
 # -- [blas] ----------------------------------------------------------------------------------
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class BlasLibrary:
     """One ``[[blas.libraries]]`` entry: the BLAS/LAPACK a package uses.
 
@@ -305,7 +305,7 @@ class BlasLibrary:
     package: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class OpenMPRuntime:
     """One ``[[blas.openmp]]`` entry: an OpenMP runtime library shipped in the env.
 
@@ -320,7 +320,7 @@ class OpenMPRuntime:
     version: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class BlasInfo:
     """``[blas]``: BLAS/LAPACK implementations of the numerical packages, and OpenMP runtimes."""
 
@@ -337,7 +337,7 @@ class BlasInfo:
 ToolStatus = Literal["ok", "failed", "absent", "timeout", "error"]
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class Tool:
     """One ``[[toolchain.tools]]`` entry: a compiler or build tool found on the target's ``PATH``.
 
@@ -360,7 +360,7 @@ class Tool:
     error: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class Libstdcxx:
     """One ``[[toolchain.libstdcxx]]`` entry: a ``libstdc++.so.6`` the target can load.
 
@@ -378,7 +378,7 @@ class Libstdcxx:
     error: str | None = None
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class BuiltWith:
     """One ``[[toolchain.built-with]]`` entry: the compilers named in a binary's ``.comment``.
 
@@ -392,7 +392,7 @@ class BuiltWith:
     compilers: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class ToolchainInfo:
     """``[toolchain]``: compilers, MPI, glibc and libstdc++ versions.
 
@@ -420,7 +420,7 @@ class ToolchainInfo:
 
 
 # -- [slurm] ---------------------------------------------------------------------------------
-@dataclass(frozen=True, kw_only=True, slots=True)
+@_model.table
 class SlurmInfo:
     """``[slurm]``: the batch job this ran in (Slurm, PBS or LSF), from the environment only.
 

@@ -5,7 +5,7 @@
   runs).  All commands run concurrently, each with a timeout.
 * glibc: :func:`envlock.libs.glibc.detect_glibc`, the detector ``[platform]`` uses too.
 * libstdc++: the highest ``GLIBCXX_*``/``CXXABI_*`` version definitions (ELF ``Verdef``,
-  read with pyelftools) of ``<prefix>/lib/libstdc++.so.6`` and of the system's copy.
+  read by envlock.libs.elf) of ``<prefix>/lib/libstdc++.so.6`` and of the system's copy.
 * ``built_with``: the ``.comment`` section of key binaries (torch, numpy), which names the
   compilers that produced them.
 """
@@ -136,8 +136,8 @@ def _elf_facts(path: str | os.PathLike[str]) -> ElfInfo:
 
     :raises ValueError: the file cannot be read or is not a valid ELF file.
     """
-    from envlock.libs.elf import ElfCache  # noqa: PLC0415 - pyelftools only when needed
-    from envlock.libs.elfread import read_elf  # noqa: PLC0415 - pyelftools only when needed
+    from envlock.libs.elf import ElfCache  # noqa: PLC0415 - only when needed
+    from envlock.libs.elfread import read_elf  # noqa: PLC0415 - only when needed
 
     from envlock.cache import is_enabled  # noqa: PLC0415
 

@@ -339,24 +339,38 @@ _REQ_NAME = re.compile(r"(?<![\w.-])([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:===?|>=|<=
 def merge_infeasible(
     groups: list[Group],
     check: Callable[[Sequence[Group]], str | None],
+    *,
+    workers: int = 4,
 ) -> tuple[list[Group], list[str]]:
     """Merge groups that cannot be installed apart.
 
     :param check: applies groups to GOOD and asks the resolver; returns ``None`` when
         satisfiable, else the resolver's explanation (uv's "Because … depends on …" text).
+    :param workers: how many of the first questions (each group alone on GOOD, independent of
+        each other) are asked at once; each is one resolver process (issue 26: asked one after
+        the other they were most of bisect's overhead).  The answers, merges and notes are those
+        of asking in order: only the questions are asked early.
     :returns: the groups (merged ones at the position of the first) and one note per merge,
         quoting the resolver; a group that is infeasible even after merging everything the
         explanation names is kept and noted (its subsets are then skipped).
     """
     notes: list[str] = []
     out = list(groups)
+    alone: dict[int, str | None] = {}
+    todo = [g for g in out if g.needs_build]
+    if workers > 1 and len(todo) > 1:
+        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+
+        with ThreadPoolExecutor(max_workers=min(workers, len(todo))) as pool:
+            for g, why in zip(todo, pool.map(lambda h: check([h]), todo)):
+                alone[id(g)] = why
     i = 0
     while i < len(out):
         g = out[i]
         if not g.needs_build:
             i += 1
             continue
-        why = check([g])
+        why = alone[id(g)] if id(g) in alone else check([g])
         tried = 0
         while why is not None and tried < len(out):
             tried += 1

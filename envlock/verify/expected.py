@@ -80,7 +80,7 @@ class Lock(NamedTuple):
 
 
 def _lock_names() -> str:
-    from envlock.formats import LOCK_KINDS  # noqa: PLC0415
+    from envlock._kinds import LOCK_KINDS  # noqa: PLC0415 - the names, not the readers
 
     return ", ".join(LOCK_KINDS[:-1]) + " or " + LOCK_KINDS[-1]
 

@@ -250,3 +250,58 @@ def test_the_text_table_never_cuts_the_applied_column():
     rows = table.splitlines()
     assert "zlast" in table
     assert len(rows) > 3 and max(len(x) for x in rows) < 120
+
+
+def test_merge_asks_the_first_questions_at_once_with_the_same_answer():
+    """Each group alone on GOOD is asked concurrently (issue 26); merges and notes are those of
+    asking one after the other."""
+    import threading
+    import time
+
+    groups = [Group(changes=(Change(kind="pip", name=n, good="1", bad="2", bad_req=f"{n}==2"),))
+              for n in "abcdef"]
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def check(gs):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+        names = {n for g in gs for n in g.names}
+        if "a" in names and "b" not in names:
+            return "Because a==2 depends on b>=2 …"
+        if "d" in names and "e" not in names:
+            return "Because d==2 depends on e==2 …"
+        return None
+
+    par = merge_infeasible(groups, check, workers=4)
+    assert peak[0] > 1
+    peak[0] = 0
+    seq = merge_infeasible(groups, check, workers=1)
+    assert peak[0] == 1
+    assert par == seq
+    assert [g.label for g in par[0]] == ["a 1 → 2, b 1 → 2", "c 1 → 2", "d 1 → 2, e 1 → 2", "f 1 → 2"]
+
+
+def test_environments_are_removed_after_the_answer(tmp_path):
+    """The environments' directory is gone at once (renamed) and deleted by a thread that the
+    interpreter waits for at exit: no file is left, nothing outlives the process."""
+    import threading
+
+    from envlock.reproduce import remove_in_background
+
+    envs = tmp_path / "envs"
+    for i in range(50):
+        d = envs / f"env-{i}" / "lib"
+        d.mkdir(parents=True)
+        (d / "f.py").write_text("x = 1\n")
+    remove_in_background(envs)
+    assert not envs.exists()
+    workers = [t for t in threading.enumerate() if t.name == "envlock-remove-envs"]
+    assert all(not t.daemon for t in workers)
+    for t in workers:
+        t.join(timeout=60)
+    assert list(tmp_path.iterdir()) == []
+    remove_in_background(tmp_path / "missing")  # nothing there: nothing to do, no error

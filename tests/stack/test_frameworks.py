@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import struct
 import sys
 import time
@@ -411,3 +412,83 @@ def test_parse_import_output_wrong_types_dropped() -> None:
     )
     assert rt.device_count is None and rt.cudnn_version is None
     assert rt.arch_list == ("sm_90",)
+
+
+def _readelf_section(path: Path, name: str) -> tuple[int, int] | None:
+    """(offset, size) of section ``name`` as binutils' ``readelf -S -W`` prints it (the oracle)."""
+    import subprocess
+
+    out = subprocess.run(["readelf", "-S", "-W", str(path)], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    for line in out.splitlines():
+        parts = line.replace("[ ", "[").split()
+        if len(parts) > 6 and parts[0].startswith("[") and parts[1] == name:
+            return int(parts[4], 16), int(parts[5], 16)
+    return None
+
+
+def _elf_files(tmp_path: Path, cshared) -> list[Path]:
+    """gcc-built libraries with and without .nv_fatbin, 64- and 32-bit where gcc can, and the
+    system's libc and python."""
+    body = ", ".join(str(b) for b in FATBIN)
+    src = (f'__attribute__((section(".nv_fatbin"), used, aligned(8)))\n'
+           f"const unsigned char fatbin[] = {{{body}}};\nint f(void) {{ return 1; }}\n")
+    files = [cshared(tmp_path, "libfat.so", src), cshared(tmp_path, "libplain.so", "int g(void){return 2;}\n")]
+    import subprocess
+
+    c = tmp_path / "fat32.c"
+    c.write_text(src)
+    r = subprocess.run(["gcc", "-m32", "-c", "-o", str(tmp_path / "fat32.o"), str(c)],
+                       capture_output=True, timeout=60, check=False)
+    if r.returncode == 0:  # a 32-bit relocatable object: ELFCLASS32, its own section layout
+        files.append(tmp_path / "fat32.o")
+    r = subprocess.run(["gcc", "-c", "-o", str(tmp_path / "fat64.o"), str(c)],
+                       capture_output=True, timeout=60, check=False)
+    if r.returncode == 0:
+        files.append(tmp_path / "fat64.o")
+    import glob
+
+    files += [Path(p) for p in sorted(glob.glob("/lib/x86_64-linux-gnu/libc.so.6"))[:1]]
+    files.append(Path(os.path.realpath(sys.executable)))
+    return files
+
+
+def test_find_section_matches_readelf(tmp_path: Path, cshared) -> None:
+    """envlock's section-header walk finds what readelf finds, for every section of real files."""
+    from envlock.probes.fatbin import find_section
+
+    for path in _elf_files(tmp_path, cshared):
+        for name in (".nv_fatbin", ".text", ".comment", ".dynsym", ".shstrtab", ".rodata"):
+            with open(path, "rb") as fh:
+                assert find_section(fh, name.encode()) == _readelf_section(path, name), (path, name)
+
+
+def test_fatbin_archs_bad_headers(tmp_path: Path, cshared) -> None:
+    """Inconsistent section headers give one 'not a readable ELF file' answer, never an exception."""
+    lib = Path(cshared(tmp_path, "libx.so", "int f(void) { return 1; }\n"))
+    data = bytearray(lib.read_bytes())
+    shoff = struct.unpack_from("<Q", data, 0x28)[0]
+    cases = {
+        "truncated": bytes(data[: shoff + 10]),
+        "shstrndx": bytes(data[:0x3E]) + struct.pack("<H", 0xFFF0) + bytes(data[0x40:]),
+        "shentsize": bytes(data[:0x3A]) + struct.pack("<H", 4) + bytes(data[0x3C:]),
+    }
+    for name, blob in cases.items():
+        p = tmp_path / f"{name}.so"
+        p.write_bytes(blob)
+        archs, err = fatbin_archs(p)
+        assert archs == () and "not a readable ELF file" in err, (name, err)
+
+
+@pytest.mark.realenv
+def test_fatbin_archs_libtorch_cuda_matches_readelf(cuda_venv: Path) -> None:
+    """The real libtorch_cuda.so: the section found is readelf's, and the archs are torch's own
+    list (``torch.cuda.get_arch_list()`` is built from the same nvcc -gencode flags)."""
+    from envlock.probes.fatbin import find_section
+
+    lib = next(cuda_venv.glob("lib/python3*/site-packages/torch/lib/libtorch_cuda.so"))
+    with open(lib, "rb") as fh:
+        assert find_section(fh, b".nv_fatbin") == _readelf_section(lib, ".nv_fatbin")
+    archs, err = fatbin_archs(lib)
+    assert err is None
+    assert any(a.startswith("sm_") for a in archs)

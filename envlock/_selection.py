@@ -1,0 +1,74 @@
+"""Which extras and dependency groups of a lock an install took (``uv sync``'s words).
+
+Kept out of :mod:`envlock.formats` (whose package imports every reader) so that the CLI's
+``--extra``/``--group`` options can build a :class:`Requested` on every ``verify`` without
+importing the lockfile readers (issue 26); :mod:`envlock.formats.markers` re-exports both names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from envlock._names import canonicalize
+
+__all__ = ["Selection", "Requested"]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The extras and dependency groups one install took, as ``uv sync --extra X --group G``
+    (``--no-dev`` leaves ``dev`` out), in :attr:`envlock.formats.locks.Locked.groups`' words:
+    ``"extra:<name>"`` for an extra, ``"<group>"`` for a group; names PEP 685-normalized.
+
+    :ivar chosen: the selected extras and groups (the default install ``""`` is always in).
+    :ivar inferred: ``True`` when :func:`infer_selection` chose it from what is installed.
+    """
+
+    chosen: frozenset[str] = frozenset()
+    inferred: bool = False
+
+    def items(self) -> frozenset[tuple[str, str]]:
+        """``{("extra", name), ("group", name)}`` of :attr:`chosen`, as conflict markers ask."""
+        return frozenset(("extra", canonicalize(g[6:])) if g.startswith("extra:")
+                         else ("group", canonicalize(g)) for g in self.chosen)
+
+    def label(self) -> str:
+        """``"--extra cu124 --group dev"`` (``uv sync``'s words), or ``"no extra or group"``."""
+        parts = [f"--extra {g[6:]}" for g in sorted(self.chosen) if g.startswith("extra:")]
+        parts += [f"--group {g}" for g in sorted(self.chosen) if not g.startswith("extra:")]
+        return " ".join(parts) or "no extra or group"
+
+
+@dataclass(frozen=True)
+class Requested:
+    """The extras and groups asked for on the command line, as ``uv sync`` takes them:
+    ``--extra`` / ``--group`` (repeatable), ``--all-extras``, ``--all-groups``, ``--no-dev``.
+    uv's default groups (``dev``) are in unless ``--no-dev``; nothing given at all means
+    "infer it from what is installed" (:func:`infer_selection`)."""
+
+    extras: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()
+    all_extras: bool = False
+    all_groups: bool = False
+    no_dev: bool = False
+
+    @property
+    def given(self) -> bool:
+        """Whether any option was given."""
+        return bool(self.extras or self.groups or self.all_extras or self.all_groups or self.no_dev)
+
+    def resolve(self, choices: Iterable[str]) -> Selection:
+        """The :class:`Selection` of a lock whose extras and groups are ``choices``."""
+        have = set(choices)
+        chosen = {f"extra:{canonicalize(x)}" for x in self.extras}
+        chosen |= {canonicalize(g) for g in self.groups}
+        if self.all_extras:
+            chosen |= {g for g in have if g.startswith("extra:")}
+        if self.all_groups:
+            chosen |= {g for g in have if g and not g.startswith("extra:")}
+        if not self.no_dev and "dev" in have:
+            chosen.add("dev")
+        elif self.no_dev:
+            chosen.discard("dev")
+        return Selection(frozenset(chosen))
