@@ -94,7 +94,8 @@ class Process(PathSearch):
 
     def _expand_slash(self, name: str, requester: LoadedObject | None) -> str | None:
         origin = requester.origin if requester is not None else None
-        e = expand_dst(name, origin=origin, platform=self.config.platform, lib=self.config.lib)
+        e = expand_dst(name, origin=origin, platform=self.config.platform, lib=self.config.lib,
+                       secure=self.config.secure, is_path=False)
         if e is None:
             return None
         return e if e.startswith("/") else os.path.join(self.config.cwd, e)
@@ -195,8 +196,8 @@ class Process(PathSearch):
         tried.append(Attempt(path=path, rule="slash", source=source, outcome=outcome))
         if verdict == "ok":
             return path, "slash", source, tried, None
-        if verdict == "fatal":
-            error = msg
+        if verdict in ("fatal", "skip"):
+            error = msg  # skip: "wrong ELF class: ELFCLASS32" (open_verify's errstring)
         elif verdict == "error":
             error = f"cannot open shared object file: {msg}"
         else:
