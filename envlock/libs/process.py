@@ -263,7 +263,11 @@ class Process(PathSearch):
         self._keys.clear()
         # ld.so FILE maps the program with __RTLD_OPENEXEC: ET_EXEC and PIEs are fine, the
         # other refusals of _dl_map_object_from_fd are not.
-        if main.info.ok:
+        # ld.so FILE opens it with open_verify first (e_ident, e_version, e_type, …).
+        verdict, msg = self._verify(executable)
+        if verdict in ("fatal", "skip"):
+            self.main_error = msg or None
+        elif main.info.ok:
             self.main_error = main.info.refusal(dlopen=False, main=True)
         interp = interpreter or main.info.interp or default_interpreter(self.config)
         if interp:
