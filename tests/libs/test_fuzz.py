@@ -164,8 +164,9 @@ def _ld_so_verdict(path: Path) -> tuple[bool, str]:
         return False, f"signal {-proc.returncode}"
     text = proc.stderr.decode("utf-8", "replace").strip().splitlines()
     line = text[-1] if text else ""
-    marker = f"error while loading shared libraries: {path}: "
-    return False, line.split(marker, 1)[1] if marker in line else line
+    marker = "error while loading shared libraries: "
+    rest = line.split(marker, 1)[1] if marker in line else line
+    return False, rest[len(f"{path}: "):] if rest.startswith(f"{path}: ") else rest
 
 
 def test_mutants_get_ld_sos_verdict_and_message(tmp_path: Path) -> None:
