@@ -58,12 +58,15 @@ def target_query(
 @click.option("--symbols/--no-symbols", default=True, show_default=True,
               help="Check that every undefined symbol binds, as Python's RTLD_NOW import "
                    "does (--no-symbols: search paths and versions only).")
+@click.option("--secure", is_flag=True,
+              help="Model the target as a setuid/setgid program (AT_SECURE): LD_LIBRARY_PATH, "
+                   "LD_PRELOAD and GLIBC_TUNABLES ignored, $ORIGIN restricted.")
 @click.option("--no-cache", is_flag=True,
               help="Recompute everything: use and fill no cache (ELF facts, owners, answers).")
 @handle_errors
 def libs(
     targets: tuple[str, ...], python: str | None, prefix: str | None, fmt: str, why: str | None,
-    runtime: bool, symbols: bool, no_cache: bool,
+    runtime: bool, symbols: bool, secure: bool, no_cache: bool,
 ) -> None:
     """Show which shared libraries MODULE (or FILE) will really load, and why.
 
@@ -81,16 +84,18 @@ def libs(
 
     no_cache = no_cache or not is_enabled(environ)
     argv = ["libs", *targets, f"--python={python}", f"--prefix={prefix}", f"--format={fmt}", f"--why={why}",
-            f"--symbols={symbols}"]
+            f"--symbols={symbols}", *(["--secure"] if secure else [])]
     keep = not (no_cache or runtime)
 
     def compute(rec: Any) -> tuple[str, str, int]:
         if not keep:  # nothing is stored: the inputs need not be recorded
-            return _compute(targets, python, prefix, fmt, why, runtime, no_cache, environ, symbols)
+            return _compute(targets, python, prefix, fmt, why, runtime, no_cache, environ, symbols,
+                            secure=secure)
         from envlock.probes.target import record_resolution  # noqa: PLC0415
 
         record_resolution(rec, python=python, prefix=prefix, environ=environ)
-        return _compute(targets, python, prefix, fmt, why, runtime, no_cache, environ, symbols, rec=rec)
+        return _compute(targets, python, prefix, fmt, why, runtime, no_cache, environ, symbols, rec=rec,
+                        secure=secure)
 
     out, err, code = memo_answer(argv, environ, compute, enabled=keep)
     will_exit(code)
@@ -105,6 +110,7 @@ def libs(
 def _compute(
     targets: tuple[str, ...], python: str | None, prefix: str | None, fmt: str, why: str | None,
     runtime: bool, no_cache: bool, environ: dict[str, str], symbols: bool = False, rec: Any = None,
+    secure: bool = False,
 ) -> tuple[str, str, int]:
     """Resolve the target, run :func:`envlock.libs.run.run_libs`, render its answer:
     ``(stdout, stderr, exit status)``."""
@@ -118,7 +124,7 @@ def _compute(
     target_python, target_prefix = target.python, target.prefix
     answer = run_libs(
         targets, python=target_python, prefix=target_prefix, environ=environ, runtime=runtime,
-        symbols=symbols, no_cache=no_cache, rec=rec,
+        symbols=symbols, no_cache=no_cache, rec=rec, secure=secure,
         query=lambda: target_query(target_python, target_prefix, environ=environ, cache=not no_cache))
     err = f"warning: {answer.warning}\n" if answer.warning else ""
     return _render(answer, fmt, why, environ), err, answer.status

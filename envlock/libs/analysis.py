@@ -23,7 +23,8 @@ from envlock.libs.argument import file_target
 from envlock.libs.binding import symbol_findings
 from envlock.libs.diagnose import report_findings
 from envlock.libs.loadorder import check_match_findings, filter_findings, order_findings
-from envlock.libs.elf import ElfCache
+from envlock.libs.elf import ElfCache, HostAbi
+from envlock.libs.elfread import read_elf
 from envlock.libs.globalscope import GlobalLoads, read_global_loads
 from envlock.libs.owners import OwnerIndex
 from envlock.libs.report import FINDING_IDS, SCHEMA, LibEntry, LibsReport, RuntimeResult, Stage
@@ -160,7 +161,7 @@ def analyze_module(
         ``errors``; it raises only for programming errors.
     """
     env = {} if env is None else env
-    cfg = config or detect_config(root=root, env=env)
+    cfg = _config_for(python_exe, module_or_file, mode, config or detect_config(root=root, env=env), root, env)
     # parsed facts are kept in memory for this analysis even without the caller's ElfCache
     proc = Process(cfg, elf_cache=elf_cache if elf_cache is not None else ElfCache())
     errors: list[str] = []
@@ -197,6 +198,21 @@ def analyze_module(
     return LibsReport(python=python_exe, target=module_or_file, files=tuple(files), config=cfg,
                       objects=tuple(entries), requests=tuple(proc.resolutions),
                       runtime=tuple(runtime_results), findings=tuple(findings), errors=tuple(errors))
+
+
+def _config_for(python_exe: str, target: str, mode: str, cfg: SearchConfig, root: str,
+                env: Mapping[str, str]) -> SearchConfig:
+    """``cfg`` for the process whose main program is ``python_exe`` (``target`` in ``"ldd"``
+    mode): a 32-bit program is a 32-bit
+    process (its own class and machine, so its own default directories and hwcaps, and
+    64-bit candidates are the ones skipped: glibc ``open_verify``'s ``wrong ELF class``)."""
+    main = (file_target(target) or python_exe) if mode == "ldd" else python_exe
+    info = read_elf(main if root in ("", "/") else os.path.join(root, main.lstrip("/")))
+    if not info.ok or info.elfclass not in (32, 64) or (
+            info.elfclass, info.machine, info.data) == (cfg.host.elfclass, cfg.host.machine, cfg.host.data):
+        return cfg
+    host = HostAbi(elfclass=info.elfclass, data=info.data, machine=info.machine)
+    return detect_config(root=root, env=env, secure=cfg.secure, host=host, cwd=cfg.cwd)
 
 
 def _findings(

@@ -97,28 +97,44 @@ def split_path_list(value: str, separators: str = ":") -> list[str]:
 _DST = re.compile(r"\$(\{(ORIGIN|PLATFORM|LIB)\}|(ORIGIN|PLATFORM|LIB)(?![A-Za-z0-9_]))")
 
 
-def expand_dst(s: str, *, origin: str | None, platform: str, lib: str) -> str | None:
+def expand_dst(s: str, *, origin: str | None, platform: str, lib: str, secure: bool = False,
+               is_path: bool = True, trusted: tuple[str, ...] | None = None) -> str | None:
     """Replace ``$ORIGIN``, ``$PLATFORM``, ``$LIB`` (and ``${…}``) in ``s``.
 
+    In secure mode (``AT_SECURE``) ``$ORIGIN`` is substituted only at the very start of a
+    search-path element (``is_path``), followed by ``/`` or nothing; anywhere else the element
+    is dropped.  For the main program's own RPATH/RUNPATH in secure mode (``trusted``: the
+    default directories) an element with ``$ORIGIN`` is kept only when it lies under one of
+    them (glibc 2.36 ``elf/dl-load.c`` ``_dl_dst_substitute``, ``is_trusted_path_normalize``).
+
     :returns: the expanded string, or ``None`` when a token has no value (the loader then
-        drops the element).  Source: glibc ``elf/dl-load.c`` ``_dl_dst_substitute``.
+        drops the element).
     """
     if "$" not in s:
         return s
     missing = False
+    had_origin = False
 
     def sub(m: re.Match[str]) -> str:
-        nonlocal missing
+        nonlocal missing, had_origin
         name = m.group(2) or m.group(3)
         if name == "ORIGIN":
-            if origin is None:
+            had_origin = True
+            at_start = m.start() == 0 and (m.end() == len(s) or s[m.end()] == "/")
+            if origin is None or (secure and not (is_path and at_start)):
                 missing = True
                 return ""
             return origin
         return platform if name == "PLATFORM" else lib
 
     out = _DST.sub(sub, s)
-    return None if missing else out
+    if missing:
+        return None
+    if secure and had_origin and trusted is not None:
+        norm = os.path.normpath(out) + "/"
+        if not any(norm.startswith(d.rstrip("/") + "/") for d in trusted):
+            return None
+    return out
 
 
 

@@ -273,6 +273,8 @@ def _parse_buf(path: str, buf: Any, size: int) -> ElfInfo:
                 interp = raw.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
     if load_error is None and not img.loads:
         load_error = "object file has no loadable segments"
+    if load_error is None and e_type == 3:
+        load_error = _map_segments_error(img.loads)
     if load_error is None and (empty_dynamic or (dyn is None and e_type == 3)):
         load_error = "object file has no dynamic section"
     base.update(interp=interp, load_error=load_error, has_dynamic=dyn is not None)
@@ -286,6 +288,27 @@ def _parse_buf(path: str, buf: Any, size: int) -> ElfInfo:
     if facts.pop("version_error", None) and base["load_error"] is None:
         base["load_error"] = "unsupported version of Verneed record"
     return ElfInfo(**base, **facts)
+
+
+def _map_segments_error(loads: list[tuple[int, int, int, int]]) -> str | None:
+    """glibc 2.36 ``elf/dl-map-segments.h`` ``_dl_map_segments`` for ``ET_DYN``: when the
+    segments leave holes between them (a segment's page-aligned end is not the next one's
+    page-aligned start, ``has_holes`` of ``_dl_map_object_from_fd``) and the first segment's
+    file mapping reaches past the last segment's start, the load fails with this message."""
+    if len(loads) < 2:
+        return None
+    mask = ~(PAGE_SIZE - 1)
+
+    def start(seg: tuple[int, int, int, int]) -> int:
+        return seg[0] & mask
+
+    def end(seg: tuple[int, int, int, int]) -> int:
+        return (seg[0] + seg[3] + PAGE_SIZE - 1) & mask
+
+    holes = any(end(a) != start(b) for a, b in zip(loads, loads[1:]))
+    if holes and start(loads[-1]) < end(loads[0]):
+        return "ELF load command address/offset not page-aligned"
+    return None
 
 
 def _dyn_entries(img: _Image, vaddr: int) -> list[tuple[int, int]]:

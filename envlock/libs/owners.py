@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from envlock._names import canonicalize
+from envlock.libs.condadist import conda_dist_dir
 
 
 __all__ = ["Owner", "OwnerIndex", "normalize_name"]
@@ -74,6 +75,7 @@ class OwnerIndex:
         self._pip: dict[str, Owner] | None = None
         self._dists: dict[str, tuple[str, str, str]] | None = None
         self._conda: dict[str, Owner] | None = None
+        self._conda_dists: dict[str, Owner] = {}
         self._conda_records: list[dict] | None = None
         self._dpkg: dict[str, str] | None = None
         self._dpkg_partial: dict[str, str] = {}
@@ -163,6 +165,7 @@ class OwnerIndex:
     def _conda_index(self) -> dict[str, Owner]:
         if self._conda is None:
             index: dict[str, Owner] = {}
+            dists: dict[str, Owner] = {}
             for rec in self.conda_records():
                 owner = Owner(kind="conda", name=str(rec.get("name")),
                               version=str(rec.get("version", "")) or None,
@@ -170,8 +173,19 @@ class OwnerIndex:
                 for rel in rec.get("files") or ():
                     if isinstance(rel, str):
                         index.setdefault(os.path.normpath(os.path.join(self.prefix or "/", rel)), owner)
-            self._conda = index
+                        d = conda_dist_dir(rel)
+                        if d is not None:
+                            dists.setdefault(os.path.normpath(os.path.join(self.prefix or "/", d)), owner)
+            self._conda, self._conda_dists = index, dists
         return self._conda
+
+    def _conda_dist_owner(self, owner: Owner) -> Owner:
+        """``owner`` (a pip RECORD's claim), or the conda package listing that dist-info
+        (:func:`conda_dist_dir`: the manifest's rule, so both name one owner)."""
+        if owner.kind != "pip" or not self.prefix:
+            return owner
+        self._conda_index()
+        return self._conda_dists.get(os.path.dirname(owner.detail), owner)
 
     # -- dpkg ------------------------------------------------------------------------------
     def _dpkg_index(self) -> dict[str, str]:
@@ -324,7 +338,7 @@ class OwnerIndex:
             if self.sys_path and any(cand.startswith(s.rstrip("/") + "/") for s in self.sys_path):
                 hit = self._pip_index().get(cand)
                 if hit:
-                    return hit
+                    return self._conda_dist_owner(hit)
             if self.prefix and cand.startswith(self.prefix.rstrip("/") + "/"):
                 hit = self._conda_index().get(cand)
                 if hit:

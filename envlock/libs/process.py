@@ -94,7 +94,8 @@ class Process(PathSearch):
 
     def _expand_slash(self, name: str, requester: LoadedObject | None) -> str | None:
         origin = requester.origin if requester is not None else None
-        e = expand_dst(name, origin=origin, platform=self.config.platform, lib=self.config.lib)
+        e = expand_dst(name, origin=origin, platform=self.config.platform, lib=self.config.lib,
+                       secure=self.config.secure, is_path=False)
         if e is None:
             return None
         return e if e.startswith("/") else os.path.join(self.config.cwd, e)
@@ -195,8 +196,8 @@ class Process(PathSearch):
         tried.append(Attempt(path=path, rule="slash", source=source, outcome=outcome))
         if verdict == "ok":
             return path, "slash", source, tried, None
-        if verdict == "fatal":
-            error = msg
+        if verdict in ("fatal", "skip"):
+            error = msg  # skip: "wrong ELF class: ELFCLASS32" (open_verify's errstring)
         elif verdict == "error":
             error = f"cannot open shared object file: {msg}"
         else:
@@ -262,7 +263,11 @@ class Process(PathSearch):
         self._keys.clear()
         # ld.so FILE maps the program with __RTLD_OPENEXEC: ET_EXEC and PIEs are fine, the
         # other refusals of _dl_map_object_from_fd are not.
-        if main.info.ok:
+        # ld.so FILE opens it with open_verify first (e_ident, e_version, e_type, …).
+        verdict, msg = self._verify(executable)
+        if verdict in ("fatal", "skip"):
+            self.main_error = msg or None
+        elif main.info.ok:
             self.main_error = main.info.refusal(dlopen=False, main=True)
         interp = interpreter or main.info.interp or default_interpreter(self.config)
         if interp:

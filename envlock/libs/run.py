@@ -99,6 +99,7 @@ class _Background:
 def run_libs(
     targets: Sequence[str], *, python: str, prefix: str, query: Query, environ: Mapping[str, str],
     runtime: bool = False, symbols: bool = True, no_cache: bool = False, rec: Any = None,
+    secure: bool = False,
 ) -> LibsRun:
     """Model which shared libraries each of ``targets`` will load in ``python``, and why.
 
@@ -114,6 +115,9 @@ def run_libs(
     :param runtime: also import each module in the target and compare ``/proc/self/maps``.
     :param symbols: check that every undefined symbol binds (``--no-symbols``: ``False``).
     :param no_cache: use and fill no cache (ELF facts, owners).
+    :param secure: model the target as a setuid/setgid program (``AT_SECURE``, glibc
+        ``elf/dl-load.c``/``elf/rtld.c``): ``LD_LIBRARY_PATH``, ``LD_PRELOAD`` and the
+        tunables are ignored, ``$ORIGIN`` is restricted (:func:`envlock.libs.config.expand_dst`).
     :param rec: a cache recorder (:func:`envlock.libs.cache.record_report` records each
         report's inputs through it), or ``None``.
     :returns: a :class:`LibsRun`.
@@ -127,7 +131,7 @@ def run_libs(
     env = dict(environ)
     elf_cache = None if no_cache else ElfCache()
     try:
-        config = detect_config(root="/", env=env)
+        config = detect_config(root="/", env=env, secure=secure)
     finally:
         sys_path, executable, warning = background.result()
     launcher = None

@@ -107,7 +107,9 @@ class PathSearch:
             return []
         out = []
         for d in split_path_list(raw):
-            e = expand_dst(d, origin=obj.origin, platform=self.config.platform, lib=self.config.lib)
+            e = expand_dst(d, origin=obj.origin, platform=self.config.platform, lib=self.config.lib,
+                           secure=self.config.secure,
+                           trusted=self.config.system_dirs if obj.kind == "executable" else None)
             if e is None or (e == "" and d != ""):
                 continue
             out.append(self._absolute(e))

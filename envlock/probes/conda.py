@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from envlock._io import read_bytes, read_text
+from envlock.libs.condadist import conda_dist_dir
 from envlock.manifest import CondaInfo, CondaPackage
 from envlock.probes.pip import canonicalize
 from envlock.redact import redact_text, redact_url
@@ -43,7 +44,6 @@ _SUBDIRS = {
     "noarch", "linux-64", "linux-aarch64", "linux-ppc64le", "linux-s390x", "linux-32",
     "osx-64", "osx-arm64", "win-64", "win-32", "win-arm64", "emscripten-wasm32", "wasi-wasm32",
 }
-_DIST_IN_FILES = re.compile(r"^(?P<dir>(?:.*/)?site-packages/[^/]+\.(?:dist-info|egg-info))/")
 
 
 def short_channel(channel: str | None, url: str | None = None) -> str | None:
@@ -239,9 +239,8 @@ def _one(path: Path, prefix: Path, dist_owner: dict[str, str]) -> CondaPackage:
     python_dist = None
     files = data.get("files")
     for f in files if isinstance(files, list) else ():
-        m = _DIST_IN_FILES.match(str(f))
-        if m:
-            found = m.group("dir")
+        found = conda_dist_dir(str(f))
+        if found is not None:
             python_dist = python_dist or found
             dist_owner.setdefault(os.path.normpath(prefix / found), data["name"])
     url = data.get("url") if isinstance(data.get("url"), str) else None

@@ -61,6 +61,8 @@ def _header(report: LibsReport) -> list[str]:
                      + (f" ({wrapper[2:]})" if wrapper else ""))
     env_bits = [f"LD_LIBRARY_PATH={cfg.ld_library_path}" if cfg.ld_library_path else "LD_LIBRARY_PATH unset",
                 f"LD_PRELOAD={cfg.ld_preload}" if cfg.ld_preload else "LD_PRELOAD unset"]
+    if cfg.secure:
+        env_bits = ["secure mode (AT_SECURE: LD_LIBRARY_PATH and LD_PRELOAD ignored, $ORIGIN restricted)"]
     lines.append(f"loader: glibc {'.'.join(map(str, cfg.glibc))}, {', '.join(env_bits)}, "
                  f"default dirs {':'.join(cfg.system_dirs)}")
     note = describe_tunables(cfg)

@@ -146,3 +146,58 @@ def test_mutants_read_without_exception_or_hang_and_agree_with_ld_so(tmp_path: P
         signal.signal(signal.SIGALRM, old)
     assert not problems, problems[:5]
     assert compared > COUNT // 10  # most mutants are still accepted by the loader
+
+
+#: What ld.so does that the model, reading the file, does not decide: a crash on a mutated
+#: table (SIGSEGV/SIGBUS), one of ld.so's own assertions, or the kernel refusing the mmap.
+_NOT_MODELLED = ("Inconsistency detected by ld.so", "failed to map segment from shared object",
+                 "cannot map zero-fill pages", "cannot allocate TLS data structures", "signal")
+
+
+def _ld_so_verdict(path: Path) -> tuple[bool, str]:
+    """``(accepted, message)`` of ``ld.so --list path`` (the message after the file name)."""
+    proc = subprocess.run([LDSO, "--list", str(path)], capture_output=True, timeout=10,
+                          env={"PATH": "/usr/bin:/bin"})
+    if proc.returncode == 0:
+        return True, ""
+    if proc.returncode < 0:
+        return False, f"signal {-proc.returncode}"
+    text = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+    line = text[-1] if text else ""
+    marker = "error while loading shared libraries: "
+    rest = line.split(marker, 1)[1] if marker in line else line
+    return False, rest[len(f"{path}: "):] if rest.startswith(f"{path}: ") else rest
+
+
+def test_mutants_get_ld_sos_verdict_and_message(tmp_path: Path) -> None:
+    """Issue 22, item 8: envlock refuses a mutant exactly when ``ld.so --list`` does, with
+    glibc's own message, except where ld.so crashes, asserts or the mmap fails (not decided by
+    the file's bytes as read; counted, and at most a fifth of the mutants).  Known to fail on
+    larger runs (``ENVLOCK_FUZZ=600``: mutant 377, a DT_ string address outside the segments
+    that ld.so --list never reads): docs/libs.md lists what remains."""
+    rng = random.Random(20261202)
+    seeds = [Path(p).read_bytes() for p in SEEDS]
+    problems: list[str] = []
+    not_modelled = 0
+    for n in range(COUNT):
+        path = tmp_path / f"v{n % 8}.so"
+        path.write_bytes(mutate(rng.choice(seeds), rng))
+        ours, err = model_names(path)
+        accepted, msg = _ld_so_verdict(path)
+        missing = msg.split(": cannot open shared object file", 1)[0] if "cannot open shared" in msg else None
+        if missing is not None and err is None:
+            if missing not in ours:  # the main file is fine; one of its dependencies is not found
+                problems.append(f"mutant {n}: ld.so misses {missing!r}, envlock asks for {ours}")
+        elif accepted and err is not None:
+            problems.append(f"mutant {n}: ld.so accepts it, envlock refuses it ({err})")
+        elif not accepted and err is None:
+            if any(m in msg for m in _NOT_MODELLED):
+                not_modelled += 1
+            else:
+                problems.append(f"mutant {n}: ld.so refuses it ({msg}), envlock accepts it")
+        elif not accepted and err is not None and msg.startswith(("invalid ELF", "nonzero padding", "ELF file",
+                                                                  "only ET_DYN", "cannot read file data")):
+            if err != msg:
+                problems.append(f"mutant {n}: ld.so says {msg!r}, envlock {err!r}")
+    assert not problems, problems[:5]
+    assert not_modelled <= COUNT // 5

@@ -213,3 +213,35 @@ def test_so_lines_are_the_lines_text_mode_and_splitlines_give(tmp_path: Path) ->
         with open(f, encoding="utf-8", errors="replace") as fh:
             want = [line for line in fh.read().splitlines() if ".so" in line]
         assert _so_lines(f) == want, f
+
+
+def test_one_owner_model_for_libs_and_the_manifest(build: Builder) -> None:
+    """A conda-installed extension module (its dist-info listed in the conda record's
+    ``files``) is conda's in ``libs`` as in the manifest; one pip installed over conda's is pip's."""
+    from envlock.probes.conda import read_conda_prefix
+
+    prefix = build.root / "env"
+    site = "lib/python3.11/site-packages"
+    so = build.lib(f"env/{site}/mpi4py/MPI.cpython-311-x86_64-linux-gnu.so", soname=None)
+    mine = build.lib(f"env/{site}/mine/_m.cpython-311-x86_64-linux-gnu.so", soname=None)
+    for name, version, rel, installer in (("mpi4py", "3.1.5", "mpi4py/MPI.cpython-311-x86_64-linux-gnu.so", "conda"),
+                                          ("mine", "1.0", "mine/_m.cpython-311-x86_64-linux-gnu.so", "pip")):
+        dist = prefix / site / f"{name}-{version}.dist-info"
+        dist.mkdir(parents=True)
+        (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        (dist / "INSTALLER").write_text(installer + "\n")
+        (dist / "RECORD").write_text(f"{rel},,\n{dist.name}/RECORD,,\n")
+    (prefix / "conda-meta").mkdir()
+    (prefix / "conda-meta/mpi4py-3.1.5-py311h0_0.json").write_text(json.dumps({
+        "name": "mpi4py", "version": "3.1.5", "build": "py311h0_0", "files": [
+            f"{site}/mpi4py/MPI.cpython-311-x86_64-linux-gnu.so", f"{site}/mpi4py-3.1.5.dist-info/METADATA",
+            f"{site}/mpi4py-3.1.5.dist-info/RECORD", f"{site}/mpi4py-3.1.5.dist-info/INSTALLER"]}))
+    index = OwnerIndex([str(prefix / site)], prefix=str(prefix), root="/")
+    assert index.owner(str(so)).label() == "mpi4py 3.1.5 (conda)"
+    assert index.owner(str(mine)).label() == "mine 1.0 (pip)"
+    manifest = read_conda_prefix(prefix)
+    assert manifest is not None
+    assert manifest.dist_owner == {str(prefix / site / "mpi4py-3.1.5.dist-info"): "mpi4py"}
+    report = analyze_module(sys.executable, str(so), sys_path=[str(prefix / site)], prefix=str(prefix), env={},
+                            runtime=False)
+    assert [o.owner for o in report.objects if o.path == str(so)] == ["mpi4py 3.1.5 (conda)"]
