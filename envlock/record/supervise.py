@@ -75,6 +75,10 @@ class Sampler:
 
     root: int
     environ: Mapping[str, str]
+    exclude: set[int] = field(default_factory=set)
+    #: the launcher shell (:func:`_launcher`): its first child is CMD, ``cmd_pid``
+    launcher: int | None = None
+    cmd_pid: int | None = None
     runner: Runner = run
     gpu_enabled: bool = True
     driver_file: str = "/proc/driver/nvidia/version"
@@ -111,10 +115,14 @@ class Sampler:
 
     def tree(self) -> list[int]:
         """The pids below the root now (the root excluded)."""
-        return [p for p in proctree.descendants([self.root]) if p != self.root]
+        return [p for p in proctree.descendants([self.root]) if p != self.root
+                and p not in self.exclude]
 
     def sample(self) -> list[int]:
         """One sample: the tree's RSS; returns its pids."""
+        if self.launcher is not None and self.cmd_pid is None:
+            kids = proctree.children(self.launcher)
+            self.cmd_pid = kids[0] if kids else None
         pids = self.tree()
         total = 0
         for p in pids:
@@ -386,11 +394,16 @@ def supervise(
     with _forwarding(state):
         term_owner = _foreground(None)
         t0 = time.monotonic()
+        import tempfile  # noqa: PLC0415
+
+        usage_dir = tempfile.mkdtemp(prefix="envlock-run-")  # 0700: nobody else writes there
+        usage_file = os.path.join(usage_dir, "rusage")
         try:
+            argv = _launcher(command, usage_file)
             if sys.version_info >= (3, 11):
-                proc = subprocess.Popen(list(command), close_fds=False, process_group=0)  # noqa: S603
+                proc = subprocess.Popen(argv, close_fds=False, process_group=0)  # noqa: S603
             else:  # Python 3.10's Popen has no process_group: setpgid(0, 0) in the child, as 3.11 does
-                proc = subprocess.Popen(list(command), close_fds=False,  # noqa: S603
+                proc = subprocess.Popen(argv, close_fds=False,  # noqa: S603
                                         preexec_fn=lambda: os.setpgid(0, 0))
         except OSError as exc:
             code = 127 if isinstance(exc, FileNotFoundError) else 126
@@ -410,14 +423,23 @@ def supervise(
         for sig in state.pop("pending", []):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, sig)
-        base = replace(base, pid=proc.pid)
         sampler = Sampler(root=os.getpid(), environ=env, runner=runner, gpu_enabled=gpu,
-                          driver_file=driver_file)
+                          driver_file=driver_file,
+                          exclude={proc.pid} if argv[0] == SHELL else set(),
+                          launcher=proc.pid if argv[0] == SHELL else None)
+        if argv[0] == SHELL:
+            with contextlib.suppress(Exception):
+                sampler.sample()  # CMD's pid for the record written at the start
         sampler.start()
+        base = replace(base, pid=sampler.cmd_pid or proc.pid)
         with contextlib.suppress(OSError, EnvlockError):
             write(base)
         status, usage = _wait(proc.pid, term_owner)
         proc.returncode = exit_code_of(status)[2]  # waited for here; Popen must not wait again
+        if argv[0] == SHELL:
+            status, usage = _reported(usage_file, status, usage)
+        with contextlib.suppress(OSError):
+            os.rmdir(usage_dir)
         wall = time.monotonic() - t0
         if term_owner is not None:
             _tcset(term_owner)
@@ -444,10 +466,10 @@ def supervise(
                               action=actions[p]) for p in left)
     exit_status, sig, code = exit_code_of(status)
     received = tuple(s.name for s in state["signals"])
-    max_rss = usage.ru_maxrss * 1024  # KiB on Linux (getrusage(2))
+    max_rss = usage.ru_maxrss * 1024 if usage.ru_maxrss else None  # KiB on Linux (getrusage(2))
     resources = Resources(
         max_rss=max_rss, peak_rss_tree=sampler.peak_tree or None,
-        peak_rss=max(max_rss, sampler.peak_tree),
+        peak_rss=max(max_rss or 0, sampler.peak_tree) or None,
         cpu_user=round(usage.ru_utime, 3), cpu_system=round(usage.ru_stime, 3),
         samples=sampler.samples, interval=INTERVAL, sampler_cpu=round(sampler.cpu, 4),
         gpu_status=sampler.gpu_status, gpu_error=sampler.gpu_error,
@@ -461,6 +483,8 @@ def supervise(
     findings = run_findings(outcome=outcome, exit_status=exit_status, signal=sig,
                             received=received, wall=wall, end=end, resources=resources,
                             granted=granted, children=children, keep_children=keep_children)
+    if sampler.cmd_pid:
+        base = replace(base, pid=sampler.cmd_pid)
     info = replace(base, outcome=outcome, end=end, wall=round(wall, 3), exit_status=exit_status,
                    signal=sig, exit_code=code, signals=tuple(state["signals"]),
                    resources=resources, children=children, findings=tuple(findings))
@@ -471,6 +495,108 @@ def supervise(
     except (OSError, EnvlockError) as exc:  # the command's exit status matters more than its record
         return RunResult(info, record_path, code, write_error=_why(record_path, exc))
     return RunResult(info, record_path, code)
+
+
+#: the shell that starts CMD (see :func:`_launcher`).
+SHELL = "/bin/sh"
+#: the launcher script: ``$1`` the usage file, ``$2`` the Python that reports, then CMD.  The
+#: traps keep the shell alive through signals sent to the whole group or step (Slurm signals
+#: every process of a step); a trapped signal is reset to its default in the subshell, one
+#: ignored when envlock started stays ignored there (POSIX ``trap``), so CMD sees the
+#: dispositions envlock had.  ``(exec "$@")`` runs CMD as a program (never a shell builtin),
+#: forked from the shell; its ``$?`` and the shell's RUSAGE_CHILDREN (CMD and what it waited
+#: for, nothing else) are written by the reporter, which then exits with that status.
+#: The shell's own stderr is ``/dev/null`` (dash prints "Segmentation fault" for a child a
+#: signal ended, buffered until it exits); CMD and the reporter get the real one back from
+#: descriptor ``{fd}``, a number no descriptor envlock inherited uses, closed for them.
+_SCRIPT = ('trap : HUP INT QUIT TERM USR1 USR2 ALRM PIPE VTALRM PROF XCPU XFSZ; '
+           'u=$1; py=$2; shift 2; exec {fd}>&2 2>/dev/null; (exec "$@" 2>&{fd} {fd}>&-); '
+           'exec "$py" -S -I -c "$0" "$u" "$?" 2>&{fd} {fd}>&-')
+_SCRIPT_NO_STDERR = ('trap : HUP INT QUIT TERM USR1 USR2 ALRM PIPE VTALRM PROF XCPU XFSZ; '
+                     'u=$1; py=$2; shift 2; (exec "$@"); exec "$py" -S -I -c "$0" "$u" "$?"')
+_REPORT = ("import resource, sys\n"
+           "r = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+           "with open(sys.argv[1], 'w') as f:\n"
+           "    f.write(f'{sys.argv[2]} {r.ru_maxrss} {r.ru_utime} {r.ru_stime}\\n')\n"
+           "sys.exit(int(sys.argv[2]))\n")
+
+
+def _launcher(command: Sequence[str], usage_file: str) -> list[str]:
+    """The argv that starts ``command``: through :data:`SHELL`, so that its max RSS is its own.
+
+    Why: the kernel's ``ru_maxrss`` of a process counts every address space it had, and a
+    process forked (or vforked, as CPython's ``subprocess`` does) from envlock starts in a copy
+    of envlock's (~30 MB): ``exec`` then records that copy's high-water mark (Linux
+    ``fs/exec.c``, ``exec_mmap``: ``setmax_mm_hiwater_rss``).  GNU time forks from its own
+    small process; envlock does the same through ``/bin/sh`` (a few hundred KiB), whose
+    ``RUSAGE_CHILDREN`` is read by the reporter it ``exec``\\ s after CMD ends.
+
+    The program is looked up first, as ``execvp`` looks it up (``PATH``), so that a CMD that
+    cannot be started still fails here with the ``OSError`` ``subprocess`` would raise.
+    Without ``/bin/sh`` the command is started directly (its max RSS then includes envlock's).
+
+    :raises FileNotFoundError: the program is not found; ``PermissionError``: not executable.
+    """
+    import shutil  # noqa: PLC0415
+
+    prog = command[0]
+    path = prog if "/" in prog else shutil.which(prog, mode=os.F_OK) or ""
+    if not path or not os.path.exists(path):
+        raise FileNotFoundError(2, "No such file or directory", prog)
+    if os.path.isdir(path) or not os.access(path, os.X_OK):
+        raise PermissionError(13, "Permission denied", prog)
+    free = [n for n in range(3, 10) if not _is_open(n)]  # the shell's redirections: 0-9
+    if not os.access(SHELL, os.X_OK) or not free:
+        return list(command)
+    script = _SCRIPT.format(fd=free[-1])
+    if not _inherited(2):  # stderr closed for CMD (``2>&-``, envlock._io.null_closed_streams)
+        script = _SCRIPT_NO_STDERR
+    return [SHELL, "-c", script, _REPORT, usage_file, sys.executable, *command]
+
+
+def _inherited(fd: int) -> bool:
+    try:
+        return os.get_inheritable(fd)
+    except OSError:
+        return False
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+class _Usage:
+    """The ``ru_maxrss``, ``ru_utime``, ``ru_stime`` the reporter wrote (KiB, seconds)."""
+
+    def __init__(self, maxrss: int, utime: float, stime: float) -> None:
+        self.ru_maxrss, self.ru_utime, self.ru_stime = maxrss, utime, stime
+
+
+def _reported(usage_file: str, status: int, usage: Any) -> tuple[int, Any]:
+    """CMD's wait status and usage from the launcher's reporter (:func:`_launcher`).
+
+    ``$?`` is the shell's: ``128 + n`` for a CMD ended by signal ``n`` (POSIX "Exit Status for
+    Commands"), read back as that signal.  When the shell itself ended by a signal (SIGKILL to
+    the whole step: Slurm's KillWait, the over-memory kill) there is no report: its own status
+    stands, and the max RSS is not known (``None``) rather than envlock's."""
+    try:
+        with open(usage_file, encoding="ascii") as f:
+            code_s, rss_s, ut_s, st_s = f.read().split()
+        code, rss, ut, st = int(code_s), int(rss_s), float(ut_s), float(st_s)
+    except (OSError, ValueError):
+        return status, _Usage(0, usage.ru_utime, usage.ru_stime)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(usage_file)
+    if 128 < code < 128 + 65 and code - 128 in set(map(int, signal.Signals)):
+        wait_status = code - 128  # WIFSIGNALED, WTERMSIG = n
+    else:
+        wait_status = (code & 0xFF) << 8  # WIFEXITED, WEXITSTATUS = code
+    return wait_status, _Usage(rss, ut, st)
 
 
 def _why(path: str, exc: BaseException) -> str:
