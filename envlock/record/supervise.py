@@ -49,7 +49,8 @@ __all__ = ["FORWARDED", "Sampler", "RunResult", "supervise", "write_record", "ex
 #: ``--signal=USR1@secs`` a warning; Ctrl-C is SIGINT; a closed terminal or ``kill -HUP`` is
 #: SIGHUP; Ctrl-\ is SIGQUIT).  Without a handler SIGHUP and SIGQUIT would end envlock and
 #: leave the command unsupervised, its record stuck at ``running``.
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP, signal.SIGQUIT)
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP,
+             signal.SIGQUIT)
 #: forwarded signals that ask the job to stop: a run that received one is ``terminated``.
 STOPPING = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
 #: seconds between two samples of the tree; the first 10 s are sampled every 0.1 s.
@@ -243,6 +244,32 @@ def _sha256(path: str) -> str | None:
         return None
 
 
+def slurm_context(environ: Mapping[str, str]) -> str | None:
+    """Where envlock runs in a Slurm job: ``"step"`` (a task of an ``srun`` step:
+    ``SLURM_STEP_ID`` is set), ``"batch"`` (the batch script's step: ``SLURM_JOB_ID`` without
+    ``SLURM_STEP_ID``), ``None`` outside Slurm."""
+    if not (environ.get("SLURM_JOB_ID") or environ.get("SLURM_JOBID")):
+        return None
+    return "step" if environ.get("SLURM_STEP_ID", "").strip().isdigit() else "batch"
+
+
+def forwards(sig: int, context: str | None) -> bool:
+    """Whether envlock forwards ``sig`` to CMD's process group, so that CMD gets it exactly once.
+
+    The rule, seen on a real Slurm 22.05 (``tests/slurm``, docs/run.md "Signals under Slurm"):
+    Slurm signals every process of a step itself — the time limit's and a plain ``scancel``'s
+    SIGTERM in the batch step and in ``srun`` steps, ``scancel --signal=SIG`` and
+    ``--signal=SIG@N`` in ``srun`` steps (and ``srun``'s own forwarding of Ctrl-C) — so such a
+    signal reached CMD already: it is recorded, not forwarded.  Only the batch script's own
+    process gets ``--signal=B:SIG@N`` and ``scancel -b --signal=SIG``: in the batch step
+    every signal but SIGTERM is forwarded.  Outside Slurm every signal is forwarded."""
+    if context == "step":
+        return False
+    if context == "batch":
+        return sig != signal.SIGTERM
+    return True
+
+
 @contextlib.contextmanager
 def _forwarding(state: dict[str, Any]) -> Any:
     """Install handlers that forward :data:`FORWARDED` signals to ``state["pgid"]`` and record
@@ -253,10 +280,16 @@ def _forwarding(state: dict[str, Any]) -> Any:
         # Recorded before it is forwarded: the handler of a signal that arrives while this one
         # runs (CPython runs it between two bytecodes of this one) must land after it in the list.
         pgid = state.get("pgid")
+        forward = forwards(signum, state.get("slurm"))
         entry = ReceivedSignal(name=_signame(signum), after=round(time.monotonic() - state["t0"], 3),
-                               forwarded=True)
+                               forwarded=forward)
         received: list[ReceivedSignal] = state["signals"]
         received.append(entry)
+        on_signal = state.get("on_signal")
+        if on_signal is not None:
+            on_signal(signum)
+        if not forward:
+            return
         if pgid is None:
             state.setdefault("pending", []).append(signum)
             return
@@ -389,7 +422,9 @@ def supervise(
     base = replace(base, command=redact_argv(command))
     write = lambda info: write_record(record_path, info, target=target,  # noqa: E731
                                       command=envlock_command)
-    state: dict[str, Any] = {"t0": time.monotonic(), "signals": [], "pgid": None}
+    state: dict[str, Any] = {"t0": time.monotonic(), "signals": [], "pgid": None,
+                             "slurm": slurm_context(env)}
+    ending = _SlurmEnding(env, runner, write) if state["slurm"] else None
     subreaper = proctree.set_subreaper()
     with _forwarding(state):
         term_owner = _foreground(None)
@@ -434,7 +469,11 @@ def supervise(
         base = replace(base, pid=sampler.cmd_pid or proc.pid)
         with contextlib.suppress(OSError, EnvlockError):
             write(base)
+        if ending is not None:
+            ending.arm(base, state, sampler, granted)
         status, usage = _wait(proc.pid, term_owner)
+        if ending is not None:
+            ending.done()
         proc.returncode = exit_code_of(status)[2]  # waited for here; Popen must not wait again
         if argv[0] == SHELL:
             status, usage = _reported(usage_file, status, usage)
@@ -478,11 +517,14 @@ def supervise(
                          for p, (m, u) in sorted(sampler.gpu.items())),
     )
     outcome = _outcome(exit_status, sig, received)
+    slurm_end = ending.findings() if ending is not None else []
     from envlock.record.findings import run_findings  # noqa: PLC0415
 
     findings = run_findings(outcome=outcome, exit_status=exit_status, signal=sig,
                             received=received, wall=wall, end=end, resources=resources,
-                            granted=granted, children=children, keep_children=keep_children)
+                            granted=granted, children=children, keep_children=keep_children,
+                            forwarded=all(s.forwarded for s in state["signals"]))
+    findings = slurm_end + findings
     if sampler.cmd_pid:
         base = replace(base, pid=sampler.cmd_pid)
     info = replace(base, outcome=outcome, end=end, wall=round(wall, 3), exit_status=exit_status,
@@ -597,6 +639,156 @@ def _reported(usage_file: str, status: int, usage: Any) -> tuple[int, Any]:
     else:
         wait_status = (code & 0xFF) << 8  # WIFEXITED, WEXITSTATUS = code
     return wait_status, _Usage(rss, ut, st)
+
+
+#: seconds before Slurm's SIGKILL (KillWait after its SIGTERM) at which the record of the kill
+#: is written: envlock is killed with the step and cannot write it afterwards.
+KILL_MARGIN = 0.5
+
+
+class _SlurmEnding:
+    """The end of a job that Slurm ends (time limit, ``scancel``, node failure, preemption):
+    SIGTERM to every process of the step, then SIGKILL ``KillWait`` seconds later, to envlock
+    too (``KillWait`` of ``scontrol show config``).
+
+    On the first SIGTERM a thread asks Slurm why (``scontrol show job``: ``JobState``,
+    ``Reason``) and what ``KillWait`` is, writes the record at once (``terminated``, the
+    SIGTERM in ``[[run.signals]]``, a ``run.slurm-ended`` finding naming the cause), and, when
+    CMD is still running :data:`KILL_MARGIN` seconds before the SIGKILL, writes the record of
+    the kill (``killed``, ``SIGKILL``, ``end`` the time Slurm kills it): the record on disk is
+    final whether or not envlock outlives the step.  When CMD ends first, the normal final
+    record replaces both."""
+
+    def __init__(self, environ: Mapping[str, str], runner: Runner,
+                 write: Callable[[RunInfo], Any]) -> None:
+        self.environ, self.runner, self.write = environ, runner, write
+        self.lock = threading.Lock()
+        self.finished = False
+        self.job: dict[str, str] = {}
+        self.kill_wait: float | None = None
+        self.t_term: float | None = None
+        self._thread: threading.Thread | None = None
+        self._asked = threading.Event()
+
+    def arm(self, base: RunInfo, state: dict[str, Any], sampler: Sampler,
+            granted: Granted | None) -> None:
+        """Watch for the first SIGTERM from now on (``state["on_signal"]``)."""
+        self.base, self.state, self.sampler, self.granted = base, state, sampler, granted
+
+        def on_signal(signum: int) -> None:
+            if signum == signal.SIGTERM and self._thread is None:
+                self.t_term = time.monotonic()
+                self._thread = threading.Thread(target=self._run, name="envlock-run-slurm-end",
+                                                daemon=True)
+                self._thread.start()
+
+        state["on_signal"] = on_signal
+        if any(s.name == "SIGTERM" for s in state["signals"]):  # one before CMD started
+            on_signal(signal.SIGTERM)
+
+    def done(self) -> None:
+        """CMD has ended: the normal final record follows; no provisional one after this."""
+        with self.lock:
+            self.finished = True
+
+    def _ask(self) -> None:
+        import shutil  # noqa: PLC0415
+
+        from envlock.record.granted import parse_scontrol  # noqa: PLC0415
+
+        scontrol = shutil.which("scontrol", path=self.environ.get("PATH", ""))
+        job = self.environ.get("SLURM_JOB_ID") or self.environ.get("SLURM_JOBID") or ""
+        if not scontrol:
+            return
+        res = self.runner([scontrol, "show", "job", "-o", job], timeout=5.0, env=dict(self.environ))
+        if res.ok:
+            self.job = parse_scontrol(res.stdout)
+        res = self.runner([scontrol, "show", "config"], timeout=5.0, env=dict(self.environ))
+        if res.ok:
+            for line in res.stdout.splitlines():
+                key, _, value = line.partition("=")
+                if key.strip() == "KillWait":
+                    num = (value.split() or [""])[0]
+                    self.kill_wait = float(num) if num.isdigit() else None
+
+    def cause(self) -> str:
+        """``the time limit``, … from ``Reason`` or ``JobState`` (``""``: not known).  At the
+        SIGTERM a real Slurm 22.05 shows ``JobState=COMPLETING``; the time limit is
+        ``Reason=TimeLimit`` then, a ``scancel`` leaves ``Reason=None``."""
+        reason = self.job.get("Reason", "")
+        by_reason = {"TimeLimit": "the time limit", "NodeDown": "a node set DOWN",
+                     "NodeFail": "a node failure", "Preempted": "preemption",
+                     "DeadLine": "the deadline"}
+        by_state = {"TIMEOUT": "the time limit", "CANCELLED": "scancel",
+                    "NODE_FAIL": "a node failure", "PREEMPTED": "preemption",
+                    "DEADLINE": "the deadline", "OUT_OF_MEMORY": "the memory limit"}
+        return by_reason.get(reason) or by_state.get(self.job.get("JobState", ""), "")
+
+    def findings(self) -> list[RunFinding]:
+        """``run.slurm-ended``: who ended the job and how (empty before a SIGTERM)."""
+        if self.t_term is None:
+            return []
+        self._asked.wait(11.0)
+        st, why = self.job.get("JobState"), self.cause()
+        wait = f"KillWait {self.kill_wait:g} s" if self.kill_wait is not None else "KillWait"
+        said = ", ".join(f"{k} {self.job[k]}" for k in ("JobState", "Reason") if self.job.get(k))
+        title = (f"Slurm ended the job{' (' + said + ')' if said else ''}"
+                 f"{': ' + why if why else ''}; SIGTERM to every process of the step, "
+                 f"SIGKILL after {wait}")
+        return [RunFinding(
+            id="run.slurm-ended", severity="warning", title=title,
+            cause=f"Slurm's JobState {st or '?'}, Reason {self.job.get('Reason', '?')} "
+                  f"(scontrol show job at the SIGTERM), {wait} (scontrol show config).",
+            fix=("Ask for more time (--time) and checkpoint on SIGTERM, or on an earlier "
+                 "--signal=B:USR1@300 warning; the program has KillWait seconds after SIGTERM.",))]
+
+    def _snapshot(self, **changes: Any) -> RunInfo:
+        s = self.sampler
+        res = Resources(peak_rss_tree=s.peak_tree or None, peak_rss=s.peak_tree or None,
+                        samples=s.samples, interval=INTERVAL, sampler_cpu=round(s.cpu, 4),
+                        gpu_status=s.gpu_status, gpu_error=s.gpu_error)
+        return replace(self.base, signals=tuple(self.state["signals"]), resources=res, **changes)
+
+    def _run(self) -> None:
+        try:
+            self._ask()
+        except Exception:  # noqa: BLE001, S110 - never let this thread end the job
+            pass
+        finally:
+            self._asked.set()
+        with contextlib.suppress(Exception):
+            found = self.findings()
+            with self.lock:
+                if self.finished:
+                    return
+                with contextlib.suppress(OSError, EnvlockError):
+                    self.write(self._snapshot(outcome="terminated", findings=tuple(found)))
+            if self.kill_wait is None or self.t_term is None:
+                return
+            kill_at = self.t_term + self.kill_wait
+            time.sleep(max(0.0, kill_at - KILL_MARGIN - time.monotonic()))
+            with self.lock:
+                if self.finished:
+                    return
+                end = _dt_utc(time.time() + (kill_at - time.monotonic()))
+                killed = RunFinding(
+                    id="run.killed", severity="error",
+                    title=f"killed by Slurm's SIGKILL, {self.kill_wait:g} s (KillWait) after its SIGTERM",
+                    cause=(f"CMD was still running {KILL_MARGIN:g} s before Slurm's SIGKILL; "
+                           "envlock is killed with the step, so this record was written then."),
+                    fix=("End the program within KillWait of SIGTERM (save the checkpoint "
+                         "first), or ask Slurm for a warning signal earlier (--signal).",))
+                with contextlib.suppress(OSError, EnvlockError):
+                    self.write(self._snapshot(outcome="killed", signal="SIGKILL", exit_code=137,
+                                              end=end, wall=round(kill_at - self.state["t0"], 3),
+                                              findings=(*found, killed)))
+
+
+def _dt_utc(epoch: float) -> str:
+    import datetime as _dt  # noqa: PLC0415
+
+    return _dt.datetime.fromtimestamp(epoch, _dt.timezone.utc).replace(microsecond=0) \
+        .isoformat().replace("+00:00", "Z")
 
 
 def _why(path: str, exc: BaseException) -> str:
