@@ -15,7 +15,8 @@ def test_the_grant_is_read_from_the_real_job(slurm: Cluster, tmp_path: Path) -> 
     directory's {job} is ``<array job>_<task>``; the array ids are in the snapshot."""
     script = (f"#!/bin/bash\nsource {BIN}/activate\n"
               "exec envlock run --dir 'runs/{job}' -q -- python -c 'print(1)'\n")
-    job = slurm.sbatch(script, "--mem=300", "--time=2", "--array=3", cwd=tmp_path)
+    job = slurm.sbatch(script, "--mem=300", "--time=2", "--array=3", "--cpus-per-task=2",
+                       cwd=tmp_path)
     info = slurm.wait_job(f"{job}_3")
     assert info["JobState"] == "COMPLETED", info
     rec = tomllib.loads((tmp_path / "runs" / f"{job}_3" / "run.toml").read_text())["run"]
@@ -29,6 +30,10 @@ def test_the_grant_is_read_from_the_real_job(slurm: Cluster, tmp_path: Path) -> 
     man = tomllib.loads((tmp_path / "runs" / f"{job}_3" / "manifest.toml").read_text())
     assert man["slurm"]["vars"]["SLURM_ARRAY_JOB_ID"] == job
     assert man["slurm"]["vars"]["SLURM_ARRAY_TASK_ID"] == "3"
+    # --cpus-per-task and the node list, as Slurm granted them (scontrol is the oracle)
+    assert man["slurm"]["cpus-per-task"] == 2 and info["NumCPUs"] == "2", (man["slurm"], info)
+    assert man["slurm"]["cpus-on-node"] == 2
+    assert man["slurm"]["nodelist"] == info["NodeList"], (man["slurm"], info["NodeList"])
 
 
 def _log(path: Path) -> list[str]:
@@ -121,3 +126,32 @@ def test_the_time_limit_sigterm_then_killwait_and_a_final_record(slurm: Cluster,
     assert abs(end - (t_term + 2)) <= 1.5, (end, t_term)
     out = _show(slurm, timed_job.dir / "run")
     assert "run: killed (SIGKILL)" in out and "the time limit" in out, out
+
+
+def test_a_requeued_job_records_each_run_with_its_restart_count(slurm: Cluster,
+                                                               tmp_path: Path) -> None:
+    """``scontrol requeue`` of a running job: its first run is ended by Slurm (the record on
+    disk final: ``killed`` after Slurm's SIGTERM), the job runs again with
+    ``SLURM_RESTART_COUNT=1`` in its snapshot, and that run succeeds in its own directory."""
+    script = (f"#!/bin/bash\nsource {BIN}/activate\n"
+              'n=${SLURM_RESTART_COUNT:-0}\n'
+              'exec envlock run --dir "runs/{job}-run$n" -q -- '
+              'python -c "import sys, time; time.sleep(60 if sys.argv[1] == \'0\' else 0)" "$n"\n')
+    job = slurm.sbatch(script, "--mem=100", "--requeue", cwd=tmp_path)
+    _wait_for(lambda: (tmp_path / "runs" / f"{job}-run0" / "run.toml").exists()
+              and slurm.job(job).get("JobState") == "RUNNING")
+    time.sleep(1.0)
+    slurm.cmd("scontrol", "requeue", job)
+    # a requeued job waits 120 s (BeginTime) before it may start again: release it now
+    slurm.wait_job(job, deadline=30, states=("PENDING",))
+    slurm.cmd("scontrol", "update", f"JobId={job}", "StartTime=now")
+    info = slurm.wait_job(job, deadline=60, states=("COMPLETED", "FAILED"))
+    assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", info
+    first = _record(tmp_path / "runs" / f"{job}-run0")
+    assert first["outcome"] in ("killed", "terminated"), first
+    assert [s["name"] for s in first["signals"]] == ["SIGTERM"], first["signals"]
+    assert any(f["id"] == "run.slurm-ended" for f in first["findings"]), first["findings"]
+    second = _record(tmp_path / "runs" / f"{job}-run1")
+    assert second["outcome"] == "succeeded" and second["granted"]["job-id"] == job, second
+    man = tomllib.loads((tmp_path / "runs" / f"{job}-run1" / "manifest.toml").read_text())
+    assert man["slurm"]["vars"]["SLURM_RESTART_COUNT"] == "1"
