@@ -80,6 +80,8 @@ class Sampler:
     #: the launcher shell (:func:`_launcher`): its first child is CMD, ``cmd_pid``
     launcher: int | None = None
     cmd_pid: int | None = None
+    #: called with each sample's RSS sum (bytes) from the sampling thread
+    on_sample: Callable[[int], None] | None = None
     runner: Runner = run
     gpu_enabled: bool = True
     driver_file: str = "/proc/driver/nvidia/version"
@@ -137,6 +139,8 @@ class Sampler:
                 self.peak_pid[p] = r
         self.peak_tree = max(self.peak_tree, total)
         self.samples += 1
+        if self.on_sample is not None:
+            self.on_sample(total)
         return pids
 
     def sample_gpu(self, pids: Sequence[int]) -> None:
@@ -471,6 +475,8 @@ def supervise(
             write(base)
         if ending is not None:
             ending.arm(base, state, sampler, granted)
+            if granted is not None and granted.memory:
+                sampler.on_sample = ending.memory
         status, usage = _wait(proc.pid, term_owner)
         if ending is not None:
             ending.done()
@@ -685,6 +691,37 @@ class _SlurmEnding:
         state["on_signal"] = on_signal
         if any(s.name == "SIGTERM" for s in state["signals"]):  # one before CMD started
             on_signal(signal.SIGTERM)
+
+    def memory(self, tree: int) -> None:
+        """Slurm's over-memory kill (``JobAcctGatherParams=OverMemoryKill``) SIGKILLs the whole
+        step, envlock too and without a SIGTERM first, once the step's RSS — envlock's own
+        included — passes the memory granted (``slurmstepd``: "StepId=… exceeded memory limit
+        (… > …), being killed"). When a sample sees that sum above the grant, the record of
+        that kill is written at once; a CMD that survives it (no OverMemoryKill) gets its
+        normal final record later."""
+        limit = self.granted.memory if self.granted is not None else None
+        own = proctree.rss(os.getpid()) or 0
+        if not limit or tree + own <= limit or getattr(self, "_oom_written", False):
+            return
+        self._oom_written = True
+        from envlock.record.findings import fmt_bytes  # noqa: PLC0415
+
+        found = RunFinding(
+            id="run.memory", severity="error",
+            title=f"the step's RSS {fmt_bytes(tree + own)} (envlock's {fmt_bytes(own)} included) "
+                  f"passed the {fmt_bytes(limit)} granted: Slurm's over-memory kill ends the step",
+            cause=("Slurm samples the RSS of every process of the step (JobAcctGatherParams="
+                   "OverMemoryKill) and SIGKILLs the step past --mem; envlock is killed with it, "
+                   "so this record was written when its sample saw the sum past the grant."),
+            fix=("Ask for more memory (--mem), or lower the program's peak.",))
+        with self.lock:
+            if self.finished:
+                return
+            with contextlib.suppress(OSError, EnvlockError):
+                self.write(self._snapshot(outcome="killed", signal="SIGKILL", exit_code=137,
+                                          end=_dt_utc(time.time()),
+                                          wall=round(time.monotonic() - self.state["t0"], 3),
+                                          findings=(found,)))
 
     def done(self) -> None:
         """CMD has ended: the normal final record follows; no provisional one after this."""

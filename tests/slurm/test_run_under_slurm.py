@@ -155,3 +155,24 @@ def test_a_requeued_job_records_each_run_with_its_restart_count(slurm: Cluster,
     assert second["outcome"] == "succeeded" and second["granted"]["job-id"] == job, second
     man = tomllib.loads((tmp_path / "runs" / f"{job}-run1" / "manifest.toml").read_text())
     assert man["slurm"]["vars"]["SLURM_RESTART_COUNT"] == "1"
+
+
+def test_the_over_memory_kill_is_in_the_record(slurm: Cluster, tmp_path: Path) -> None:
+    """``--mem=100`` and a command that grows by 10 MiB every 0.1 s: Slurm's OverMemoryKill
+    (the cluster's ``JobAcctGatherParams``) SIGKILLs the step — envlock too, with no SIGTERM
+    first ("StepId=….batch exceeded memory limit" in the job's log). The record on disk says
+    so: ``killed`` (SIGKILL), a ``run.memory`` error naming the grant, not ``running``."""
+    script = (f"#!/bin/bash\nsource {BIN}/activate\n"
+              "exec envlock run --dir r -- python -c 'import time\nx = []\nfor i in range(60):\n"
+              "    x.append(bytearray(10 << 20)); time.sleep(0.1)\ntime.sleep(30)'\n")
+    job = slurm.sbatch(script, "--mem=100", cwd=tmp_path)
+    info = slurm.wait_job(job, deadline=60)
+    assert info["ExitCode"] == "0:9", info  # SIGKILL
+    out = next(tmp_path.glob("slurm-*.out")).read_text()
+    assert "exceeded memory limit" in out, out
+    time.sleep(0.5)
+    rec = _record(tmp_path / "r")
+    assert rec["outcome"] == "killed" and rec["signal"] == "SIGKILL", rec
+    [mem] = [f for f in rec["findings"] if f["id"] == "run.memory"]
+    assert mem["severity"] == "error" and "100 MiB granted" in mem["title"], mem
+    assert "over-memory kill" in _show(slurm, tmp_path / "r")
