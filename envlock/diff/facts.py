@@ -330,11 +330,25 @@ def extract(data: Mapping[str, Any], *, label: str, path: str, kind: str = "mani
 SCHEDULER_PREFIXES = ("SLURM_", "PBS_", "LSB_", "SGE_")
 
 
+#: the variables the ``[slurm]`` table reads into a field of its own (envlock.probes.slurm).
+_PARSED_BY_SLURM_TABLE = {
+    "SLURM_CPUS_ON_NODE": "cpus-on-node", "SLURM_CPUS_PER_TASK": "cpus-per-task",
+    "SLURM_MEM_PER_NODE": "mem-per-node", "SLURM_MEM_PER_CPU": "mem-per-cpu",
+    "SLURM_JOB_NUM_NODES": "num-nodes", "SLURM_NNODES": "num-nodes", "SLURM_NTASKS": "ntasks",
+    "SLURM_GPUS_ON_NODE": "gpus-on-node", "SLURM_JOB_PARTITION": "partition",
+    "SLURM_CLUSTER_NAME": "cluster",
+}
+
+
 def _scheduler_vars(fs: FactSet) -> None:
     """Move ``env:SLURM_*``/``PBS_*``/``LSB_*``/``SGE_*`` facts to the ``slurm`` area, so that
     the allocation is one area (and one explanation), not one per variable in two areas."""
     moved = [k for k in fs.facts if k[0] == "env" and k[1].startswith(SCHEDULER_PREFIXES)]
     for key in moved:
+        parsed = _PARSED_BY_SLURM_TABLE.get(key[1])
+        if parsed is not None and ("slurm", parsed) in fs.facts:
+            del fs.facts[key]  # the [slurm] table's reading of it is the fact: once, not twice
+            continue
         fs.facts[("slurm", key[1])] = fs.facts.pop(key)
     if moved and fs.areas.get("env") == "":
         fs.areas.setdefault("slurm", "")

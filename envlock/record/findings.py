@@ -3,7 +3,8 @@ what it left behind.
 
 Ids (stable, ``run.<what>``): ``run.memory`` (peak RSS of the granted memory; warning from
 :data:`NEAR` of it), ``run.time`` (time used of the limit; warning from :data:`NEAR`),
-``run.terminated``, ``run.killed``, ``run.crashed``, ``run.output-closed``, ``run.failed``,
+``run.terminated``, ``run.slurm-ended`` (written by ``envlock.record.supervise``),
+``run.killed``, ``run.crashed``, ``run.output-closed``, ``run.failed``,
 ``run.visible-devices-unset``, ``run.gpu-unused``, ``run.leftover-children``.
 """
 
@@ -72,6 +73,7 @@ def run_findings(
     granted: Granted | None,
     children: tuple[Leftover, ...],
     keep_children: bool,
+    forwarded: bool = True,
 ) -> list[RunFinding]:
     """The findings of one run, most severe first within each topic.
 
@@ -120,7 +122,9 @@ def run_findings(
         near = bool(g.time_limit and used is not None and used >= g.time_limit * NEAR)
         out.append(RunFinding(
             id="run.terminated", severity="warning",
-            title=f"terminated: {', '.join(received)} forwarded to the command; {how}",
+            title=(f"terminated: {', '.join(received)} forwarded to the command; {how}" if forwarded
+                   else f"terminated: {', '.join(received)} (Slurm signals every process of the "
+                        f"step, the command too); {how}"),
             cause=("The time limit was near: most likely Slurm's time limit." if near else
                    "Someone or something (scancel, the scheduler, Ctrl-C) asked the job to stop."),
             fix=("Check that the program wrote its checkpoint (it has until SIGKILL, KillWait "

@@ -49,7 +49,8 @@ __all__ = ["FORWARDED", "Sampler", "RunResult", "supervise", "write_record", "ex
 #: ``--signal=USR1@secs`` a warning; Ctrl-C is SIGINT; a closed terminal or ``kill -HUP`` is
 #: SIGHUP; Ctrl-\ is SIGQUIT).  Without a handler SIGHUP and SIGQUIT would end envlock and
 #: leave the command unsupervised, its record stuck at ``running``.
-FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP, signal.SIGQUIT)
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP,
+             signal.SIGQUIT)
 #: forwarded signals that ask the job to stop: a run that received one is ``terminated``.
 STOPPING = ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT")
 #: seconds between two samples of the tree; the first 10 s are sampled every 0.1 s.
@@ -75,6 +76,12 @@ class Sampler:
 
     root: int
     environ: Mapping[str, str]
+    exclude: set[int] = field(default_factory=set)
+    #: the launcher shell (:func:`_launcher`): its first child is CMD, ``cmd_pid``
+    launcher: int | None = None
+    cmd_pid: int | None = None
+    #: called with each sample's RSS sum (bytes) from the sampling thread
+    on_sample: Callable[[int], None] | None = None
     runner: Runner = run
     gpu_enabled: bool = True
     driver_file: str = "/proc/driver/nvidia/version"
@@ -111,10 +118,14 @@ class Sampler:
 
     def tree(self) -> list[int]:
         """The pids below the root now (the root excluded)."""
-        return [p for p in proctree.descendants([self.root]) if p != self.root]
+        return [p for p in proctree.descendants([self.root]) if p != self.root
+                and p not in self.exclude]
 
     def sample(self) -> list[int]:
         """One sample: the tree's RSS; returns its pids."""
+        if self.launcher is not None and self.cmd_pid is None:
+            kids = proctree.children(self.launcher)
+            self.cmd_pid = kids[0] if kids else None
         pids = self.tree()
         total = 0
         for p in pids:
@@ -128,6 +139,8 @@ class Sampler:
                 self.peak_pid[p] = r
         self.peak_tree = max(self.peak_tree, total)
         self.samples += 1
+        if self.on_sample is not None:
+            self.on_sample(total)
         return pids
 
     def sample_gpu(self, pids: Sequence[int]) -> None:
@@ -235,6 +248,32 @@ def _sha256(path: str) -> str | None:
         return None
 
 
+def slurm_context(environ: Mapping[str, str]) -> str | None:
+    """Where envlock runs in a Slurm job: ``"step"`` (a task of an ``srun`` step:
+    ``SLURM_STEP_ID`` is set), ``"batch"`` (the batch script's step: ``SLURM_JOB_ID`` without
+    ``SLURM_STEP_ID``), ``None`` outside Slurm."""
+    if not (environ.get("SLURM_JOB_ID") or environ.get("SLURM_JOBID")):
+        return None
+    return "step" if environ.get("SLURM_STEP_ID", "").strip().isdigit() else "batch"
+
+
+def forwards(sig: int, context: str | None) -> bool:
+    """Whether envlock forwards ``sig`` to CMD's process group, so that CMD gets it exactly once.
+
+    The rule, seen on a real Slurm 22.05 (``tests/slurm``, docs/run.md "Signals under Slurm"):
+    Slurm signals every process of a step itself — the time limit's and a plain ``scancel``'s
+    SIGTERM in the batch step and in ``srun`` steps, ``scancel --signal=SIG`` and
+    ``--signal=SIG@N`` in ``srun`` steps (and ``srun``'s own forwarding of Ctrl-C) — so such a
+    signal reached CMD already: it is recorded, not forwarded.  Only the batch script's own
+    process gets ``--signal=B:SIG@N`` and ``scancel -b --signal=SIG``: in the batch step
+    every signal but SIGTERM is forwarded.  Outside Slurm every signal is forwarded."""
+    if context == "step":
+        return False
+    if context == "batch":
+        return sig != signal.SIGTERM
+    return True
+
+
 @contextlib.contextmanager
 def _forwarding(state: dict[str, Any]) -> Any:
     """Install handlers that forward :data:`FORWARDED` signals to ``state["pgid"]`` and record
@@ -245,10 +284,16 @@ def _forwarding(state: dict[str, Any]) -> Any:
         # Recorded before it is forwarded: the handler of a signal that arrives while this one
         # runs (CPython runs it between two bytecodes of this one) must land after it in the list.
         pgid = state.get("pgid")
+        forward = forwards(signum, state.get("slurm"))
         entry = ReceivedSignal(name=_signame(signum), after=round(time.monotonic() - state["t0"], 3),
-                               forwarded=True)
+                               forwarded=forward)
         received: list[ReceivedSignal] = state["signals"]
         received.append(entry)
+        on_signal = state.get("on_signal")
+        if on_signal is not None:
+            on_signal(signum)
+        if not forward:
+            return
         if pgid is None:
             state.setdefault("pending", []).append(signum)
             return
@@ -381,16 +426,23 @@ def supervise(
     base = replace(base, command=redact_argv(command))
     write = lambda info: write_record(record_path, info, target=target,  # noqa: E731
                                       command=envlock_command)
-    state: dict[str, Any] = {"t0": time.monotonic(), "signals": [], "pgid": None}
+    state: dict[str, Any] = {"t0": time.monotonic(), "signals": [], "pgid": None,
+                             "slurm": slurm_context(env)}
+    ending = _SlurmEnding(env, runner, write) if state["slurm"] else None
     subreaper = proctree.set_subreaper()
     with _forwarding(state):
         term_owner = _foreground(None)
         t0 = time.monotonic()
+        import tempfile  # noqa: PLC0415
+
+        usage_dir = tempfile.mkdtemp(prefix="envlock-run-")  # 0700: nobody else writes there
+        usage_file = os.path.join(usage_dir, "rusage")
         try:
+            argv = _launcher(command, usage_file)
             if sys.version_info >= (3, 11):
-                proc = subprocess.Popen(list(command), close_fds=False, process_group=0)  # noqa: S603
+                proc = subprocess.Popen(argv, close_fds=False, process_group=0)  # noqa: S603
             else:  # Python 3.10's Popen has no process_group: setpgid(0, 0) in the child, as 3.11 does
-                proc = subprocess.Popen(list(command), close_fds=False,  # noqa: S603
+                proc = subprocess.Popen(argv, close_fds=False,  # noqa: S603
                                         preexec_fn=lambda: os.setpgid(0, 0))
         except OSError as exc:
             code = 127 if isinstance(exc, FileNotFoundError) else 126
@@ -410,14 +462,29 @@ def supervise(
         for sig in state.pop("pending", []):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, sig)
-        base = replace(base, pid=proc.pid)
         sampler = Sampler(root=os.getpid(), environ=env, runner=runner, gpu_enabled=gpu,
-                          driver_file=driver_file)
+                          driver_file=driver_file,
+                          exclude={proc.pid} if argv[0] == SHELL else set(),
+                          launcher=proc.pid if argv[0] == SHELL else None)
+        if argv[0] == SHELL:
+            with contextlib.suppress(Exception):
+                sampler.sample()  # CMD's pid for the record written at the start
         sampler.start()
+        base = replace(base, pid=sampler.cmd_pid or proc.pid)
         with contextlib.suppress(OSError, EnvlockError):
             write(base)
+        if ending is not None:
+            ending.arm(base, state, sampler, granted)
+            if granted is not None and granted.memory:
+                sampler.on_sample = ending.memory
         status, usage = _wait(proc.pid, term_owner)
+        if ending is not None:
+            ending.done()
         proc.returncode = exit_code_of(status)[2]  # waited for here; Popen must not wait again
+        if argv[0] == SHELL:
+            status, usage = _reported(usage_file, status, usage)
+        with contextlib.suppress(OSError):
+            os.rmdir(usage_dir)
         wall = time.monotonic() - t0
         if term_owner is not None:
             _tcset(term_owner)
@@ -444,10 +511,10 @@ def supervise(
                               action=actions[p]) for p in left)
     exit_status, sig, code = exit_code_of(status)
     received = tuple(s.name for s in state["signals"])
-    max_rss = usage.ru_maxrss * 1024  # KiB on Linux (getrusage(2))
+    max_rss = usage.ru_maxrss * 1024 if usage.ru_maxrss else None  # KiB on Linux (getrusage(2))
     resources = Resources(
         max_rss=max_rss, peak_rss_tree=sampler.peak_tree or None,
-        peak_rss=max(max_rss, sampler.peak_tree),
+        peak_rss=max(max_rss or 0, sampler.peak_tree) or None,
         cpu_user=round(usage.ru_utime, 3), cpu_system=round(usage.ru_stime, 3),
         samples=sampler.samples, interval=INTERVAL, sampler_cpu=round(sampler.cpu, 4),
         gpu_status=sampler.gpu_status, gpu_error=sampler.gpu_error,
@@ -456,11 +523,16 @@ def supervise(
                          for p, (m, u) in sorted(sampler.gpu.items())),
     )
     outcome = _outcome(exit_status, sig, received)
+    slurm_end = ending.findings() if ending is not None else []
     from envlock.record.findings import run_findings  # noqa: PLC0415
 
     findings = run_findings(outcome=outcome, exit_status=exit_status, signal=sig,
                             received=received, wall=wall, end=end, resources=resources,
-                            granted=granted, children=children, keep_children=keep_children)
+                            granted=granted, children=children, keep_children=keep_children,
+                            forwarded=all(s.forwarded for s in state["signals"]))
+    findings = slurm_end + findings
+    if sampler.cmd_pid:
+        base = replace(base, pid=sampler.cmd_pid)
     info = replace(base, outcome=outcome, end=end, wall=round(wall, 3), exit_status=exit_status,
                    signal=sig, exit_code=code, signals=tuple(state["signals"]),
                    resources=resources, children=children, findings=tuple(findings))
@@ -471,6 +543,289 @@ def supervise(
     except (OSError, EnvlockError) as exc:  # the command's exit status matters more than its record
         return RunResult(info, record_path, code, write_error=_why(record_path, exc))
     return RunResult(info, record_path, code)
+
+
+#: the shell that starts CMD (see :func:`_launcher`).
+SHELL = "/bin/sh"
+#: the launcher script: ``$1`` the usage file, ``$2`` the Python that reports, then CMD.  The
+#: traps keep the shell alive through signals sent to the whole group or step (Slurm signals
+#: every process of a step); a trapped signal is reset to its default in the subshell, one
+#: ignored when envlock started stays ignored there (POSIX ``trap``), so CMD sees the
+#: dispositions envlock had.  ``(exec "$@")`` runs CMD as a program (never a shell builtin),
+#: forked from the shell; its ``$?`` and the shell's RUSAGE_CHILDREN (CMD and what it waited
+#: for, nothing else) are written by the reporter, which then exits with that status.
+#: The shell's own stderr is ``/dev/null`` (dash prints "Segmentation fault" for a child a
+#: signal ended, buffered until it exits); CMD and the reporter get the real one back from
+#: descriptor ``{fd}``, a number no descriptor envlock inherited uses, closed for them.
+_SCRIPT = ('trap : HUP INT QUIT TERM USR1 USR2 ALRM PIPE VTALRM PROF XCPU XFSZ; '
+           'u=$1; py=$2; shift 2; exec {fd}>&2 2>/dev/null; (exec "$@" 2>&{fd} {fd}>&-); '
+           'exec "$py" -S -I -c "$0" "$u" "$?" 2>&{fd} {fd}>&-')
+_SCRIPT_NO_STDERR = ('trap : HUP INT QUIT TERM USR1 USR2 ALRM PIPE VTALRM PROF XCPU XFSZ; '
+                     'u=$1; py=$2; shift 2; (exec "$@"); exec "$py" -S -I -c "$0" "$u" "$?"')
+_REPORT = ("import resource, sys\n"
+           "r = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+           "with open(sys.argv[1], 'w') as f:\n"
+           "    f.write(f'{sys.argv[2]} {r.ru_maxrss} {r.ru_utime} {r.ru_stime}\\n')\n"
+           "sys.exit(int(sys.argv[2]))\n")
+
+
+def _launcher(command: Sequence[str], usage_file: str) -> list[str]:
+    """The argv that starts ``command``: through :data:`SHELL`, so that its max RSS is its own.
+
+    Why: the kernel's ``ru_maxrss`` of a process counts every address space it had, and a
+    process forked (or vforked, as CPython's ``subprocess`` does) from envlock starts in a copy
+    of envlock's (~30 MB): ``exec`` then records that copy's high-water mark (Linux
+    ``fs/exec.c``, ``exec_mmap``: ``setmax_mm_hiwater_rss``).  GNU time forks from its own
+    small process; envlock does the same through ``/bin/sh`` (a few hundred KiB), whose
+    ``RUSAGE_CHILDREN`` is read by the reporter it ``exec``\\ s after CMD ends.
+
+    The program is looked up first, as ``execvp`` looks it up (``PATH``), so that a CMD that
+    cannot be started still fails here with the ``OSError`` ``subprocess`` would raise.
+    Without ``/bin/sh`` the command is started directly (its max RSS then includes envlock's).
+
+    :raises FileNotFoundError: the program is not found; ``PermissionError``: not executable.
+    """
+    import shutil  # noqa: PLC0415
+
+    prog = command[0]
+    path = prog if "/" in prog else shutil.which(prog, mode=os.F_OK) or ""
+    if not path or not os.path.exists(path):
+        raise FileNotFoundError(2, "No such file or directory", prog)
+    if os.path.isdir(path) or not os.access(path, os.X_OK):
+        raise PermissionError(13, "Permission denied", prog)
+    free = [n for n in range(3, 10) if not _is_open(n)]  # the shell's redirections: 0-9
+    if not os.access(SHELL, os.X_OK) or not free:
+        return list(command)
+    script = _SCRIPT.format(fd=free[-1])
+    if not _inherited(2):  # stderr closed for CMD (``2>&-``, envlock._io.null_closed_streams)
+        script = _SCRIPT_NO_STDERR
+    return [SHELL, "-c", script, _REPORT, usage_file, sys.executable, *command]
+
+
+def _inherited(fd: int) -> bool:
+    try:
+        return os.get_inheritable(fd)
+    except OSError:
+        return False
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+class _Usage:
+    """The ``ru_maxrss``, ``ru_utime``, ``ru_stime`` the reporter wrote (KiB, seconds)."""
+
+    def __init__(self, maxrss: int, utime: float, stime: float) -> None:
+        self.ru_maxrss, self.ru_utime, self.ru_stime = maxrss, utime, stime
+
+
+def _reported(usage_file: str, status: int, usage: Any) -> tuple[int, Any]:
+    """CMD's wait status and usage from the launcher's reporter (:func:`_launcher`).
+
+    ``$?`` is the shell's: ``128 + n`` for a CMD ended by signal ``n`` (POSIX "Exit Status for
+    Commands"), read back as that signal.  When the shell itself ended by a signal (SIGKILL to
+    the whole step: Slurm's KillWait, the over-memory kill) there is no report: its own status
+    stands, and the max RSS is not known (``None``) rather than envlock's."""
+    try:
+        with open(usage_file, encoding="ascii") as f:
+            code_s, rss_s, ut_s, st_s = f.read().split()
+        code, rss, ut, st = int(code_s), int(rss_s), float(ut_s), float(st_s)
+    except (OSError, ValueError):
+        return status, _Usage(0, usage.ru_utime, usage.ru_stime)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(usage_file)
+    if 128 < code < 128 + 65 and code - 128 in set(map(int, signal.Signals)):
+        wait_status = code - 128  # WIFSIGNALED, WTERMSIG = n
+    else:
+        wait_status = (code & 0xFF) << 8  # WIFEXITED, WEXITSTATUS = code
+    return wait_status, _Usage(rss, ut, st)
+
+
+#: seconds before Slurm's SIGKILL (KillWait after its SIGTERM) at which the record of the kill
+#: is written: envlock is killed with the step and cannot write it afterwards.
+KILL_MARGIN = 0.5
+
+
+class _SlurmEnding:
+    """The end of a job that Slurm ends (time limit, ``scancel``, node failure, preemption):
+    SIGTERM to every process of the step, then SIGKILL ``KillWait`` seconds later, to envlock
+    too (``KillWait`` of ``scontrol show config``).
+
+    On the first SIGTERM a thread asks Slurm why (``scontrol show job``: ``JobState``,
+    ``Reason``) and what ``KillWait`` is, writes the record at once (``terminated``, the
+    SIGTERM in ``[[run.signals]]``, a ``run.slurm-ended`` finding naming the cause), and, when
+    CMD is still running :data:`KILL_MARGIN` seconds before the SIGKILL, writes the record of
+    the kill (``killed``, ``SIGKILL``, ``end`` the time Slurm kills it): the record on disk is
+    final whether or not envlock outlives the step.  When CMD ends first, the normal final
+    record replaces both."""
+
+    def __init__(self, environ: Mapping[str, str], runner: Runner,
+                 write: Callable[[RunInfo], Any]) -> None:
+        self.environ, self.runner, self.write = environ, runner, write
+        self.lock = threading.Lock()
+        self.finished = False
+        self.job: dict[str, str] = {}
+        self.kill_wait: float | None = None
+        self.t_term: float | None = None
+        self._thread: threading.Thread | None = None
+        self._asked = threading.Event()
+
+    def arm(self, base: RunInfo, state: dict[str, Any], sampler: Sampler,
+            granted: Granted | None) -> None:
+        """Watch for the first SIGTERM from now on (``state["on_signal"]``)."""
+        self.base, self.state, self.sampler, self.granted = base, state, sampler, granted
+
+        def on_signal(signum: int) -> None:
+            if signum == signal.SIGTERM and self._thread is None:
+                self.t_term = time.monotonic()
+                self._thread = threading.Thread(target=self._run, name="envlock-run-slurm-end",
+                                                daemon=True)
+                self._thread.start()
+
+        state["on_signal"] = on_signal
+        if any(s.name == "SIGTERM" for s in state["signals"]):  # one before CMD started
+            on_signal(signal.SIGTERM)
+
+    def memory(self, tree: int) -> None:
+        """Slurm's over-memory kill (``JobAcctGatherParams=OverMemoryKill``) SIGKILLs the whole
+        step, envlock too and without a SIGTERM first, once the step's RSS — envlock's own
+        included — passes the memory granted (``slurmstepd``: "StepId=… exceeded memory limit
+        (… > …), being killed"). When a sample sees that sum above the grant, the record of
+        that kill is written at once; a CMD that survives it (no OverMemoryKill) gets its
+        normal final record later."""
+        limit = self.granted.memory if self.granted is not None else None
+        own = proctree.rss(os.getpid()) or 0
+        if not limit or tree + own <= limit or getattr(self, "_oom_written", False):
+            return
+        self._oom_written = True
+        from envlock.record.findings import fmt_bytes  # noqa: PLC0415
+
+        found = RunFinding(
+            id="run.memory", severity="error",
+            title=f"the step's RSS {fmt_bytes(tree + own)} (envlock's {fmt_bytes(own)} included) "
+                  f"passed the {fmt_bytes(limit)} granted: Slurm's over-memory kill ends the step",
+            cause=("Slurm samples the RSS of every process of the step (JobAcctGatherParams="
+                   "OverMemoryKill) and SIGKILLs the step past --mem; envlock is killed with it, "
+                   "so this record was written when its sample saw the sum past the grant."),
+            fix=("Ask for more memory (--mem), or lower the program's peak.",))
+        with self.lock:
+            if self.finished:
+                return
+            with contextlib.suppress(OSError, EnvlockError):
+                self.write(self._snapshot(outcome="killed", signal="SIGKILL", exit_code=137,
+                                          end=_dt_utc(time.time()),
+                                          wall=round(time.monotonic() - self.state["t0"], 3),
+                                          findings=(found,)))
+
+    def done(self) -> None:
+        """CMD has ended: the normal final record follows; no provisional one after this."""
+        with self.lock:
+            self.finished = True
+
+    def _ask(self) -> None:
+        import shutil  # noqa: PLC0415
+
+        from envlock.record.granted import parse_scontrol  # noqa: PLC0415
+
+        scontrol = shutil.which("scontrol", path=self.environ.get("PATH", ""))
+        job = self.environ.get("SLURM_JOB_ID") or self.environ.get("SLURM_JOBID") or ""
+        if not scontrol:
+            return
+        res = self.runner([scontrol, "show", "job", "-o", job], timeout=5.0, env=dict(self.environ))
+        if res.ok:
+            self.job = parse_scontrol(res.stdout)
+        res = self.runner([scontrol, "show", "config"], timeout=5.0, env=dict(self.environ))
+        if res.ok:
+            for line in res.stdout.splitlines():
+                key, _, value = line.partition("=")
+                if key.strip() == "KillWait":
+                    num = (value.split() or [""])[0]
+                    self.kill_wait = float(num) if num.isdigit() else None
+
+    def cause(self) -> str:
+        """``the time limit``, … from ``Reason`` or ``JobState`` (``""``: not known).  At the
+        SIGTERM a real Slurm 22.05 shows ``JobState=COMPLETING``; the time limit is
+        ``Reason=TimeLimit`` then, a ``scancel`` leaves ``Reason=None``."""
+        reason = self.job.get("Reason", "")
+        by_reason = {"TimeLimit": "the time limit", "NodeDown": "a node set DOWN",
+                     "NodeFail": "a node failure", "Preempted": "preemption",
+                     "DeadLine": "the deadline"}
+        by_state = {"TIMEOUT": "the time limit", "CANCELLED": "scancel",
+                    "NODE_FAIL": "a node failure", "PREEMPTED": "preemption",
+                    "DEADLINE": "the deadline", "OUT_OF_MEMORY": "the memory limit"}
+        return by_reason.get(reason) or by_state.get(self.job.get("JobState", ""), "")
+
+    def findings(self) -> list[RunFinding]:
+        """``run.slurm-ended``: who ended the job and how (empty before a SIGTERM)."""
+        if self.t_term is None:
+            return []
+        self._asked.wait(11.0)
+        st, why = self.job.get("JobState"), self.cause()
+        wait = f"KillWait {self.kill_wait:g} s" if self.kill_wait is not None else "KillWait"
+        said = ", ".join(f"{k} {self.job[k]}" for k in ("JobState", "Reason") if self.job.get(k))
+        title = (f"Slurm ended the job{' (' + said + ')' if said else ''}"
+                 f"{': ' + why if why else ''}; SIGTERM to every process of the step, "
+                 f"SIGKILL after {wait}")
+        return [RunFinding(
+            id="run.slurm-ended", severity="warning", title=title,
+            cause=f"Slurm's JobState {st or '?'}, Reason {self.job.get('Reason', '?')} "
+                  f"(scontrol show job at the SIGTERM), {wait} (scontrol show config).",
+            fix=("Ask for more time (--time) and checkpoint on SIGTERM, or on an earlier "
+                 "--signal=B:USR1@300 warning; the program has KillWait seconds after SIGTERM.",))]
+
+    def _snapshot(self, **changes: Any) -> RunInfo:
+        s = self.sampler
+        res = Resources(peak_rss_tree=s.peak_tree or None, peak_rss=s.peak_tree or None,
+                        samples=s.samples, interval=INTERVAL, sampler_cpu=round(s.cpu, 4),
+                        gpu_status=s.gpu_status, gpu_error=s.gpu_error)
+        return replace(self.base, signals=tuple(self.state["signals"]), resources=res, **changes)
+
+    def _run(self) -> None:
+        try:
+            self._ask()
+        except Exception:  # noqa: BLE001, S110 - never let this thread end the job
+            pass
+        finally:
+            self._asked.set()
+        with contextlib.suppress(Exception):
+            found = self.findings()
+            with self.lock:
+                if self.finished:
+                    return
+                with contextlib.suppress(OSError, EnvlockError):
+                    self.write(self._snapshot(outcome="terminated", findings=tuple(found)))
+            if self.kill_wait is None or self.t_term is None:
+                return
+            kill_at = self.t_term + self.kill_wait
+            time.sleep(max(0.0, kill_at - KILL_MARGIN - time.monotonic()))
+            with self.lock:
+                if self.finished:
+                    return
+                end = _dt_utc(time.time() + (kill_at - time.monotonic()))
+                killed = RunFinding(
+                    id="run.killed", severity="error",
+                    title=f"killed by Slurm's SIGKILL, {self.kill_wait:g} s (KillWait) after its SIGTERM",
+                    cause=(f"CMD was still running {KILL_MARGIN:g} s before Slurm's SIGKILL; "
+                           "envlock is killed with the step, so this record was written then."),
+                    fix=("End the program within KillWait of SIGTERM (save the checkpoint "
+                         "first), or ask Slurm for a warning signal earlier (--signal).",))
+                with contextlib.suppress(OSError, EnvlockError):
+                    self.write(self._snapshot(outcome="killed", signal="SIGKILL", exit_code=137,
+                                              end=end, wall=round(kill_at - self.state["t0"], 3),
+                                              findings=(*found, killed)))
+
+
+def _dt_utc(epoch: float) -> str:
+    import datetime as _dt  # noqa: PLC0415
+
+    return _dt.datetime.fromtimestamp(epoch, _dt.timezone.utc).replace(microsecond=0) \
+        .isoformat().replace("+00:00", "Z")
 
 
 def _why(path: str, exc: BaseException) -> str:

@@ -127,3 +127,28 @@ def test_unseeded_global_rng_fingerprints_are_not_a_likely_cause(tmp_path: Path)
     facts = {f["key"]: f for f in doc["differences"]}
     assert facts["seed.python-state"]["class"] == "context"
     assert not [e for e in doc["explanations"] if "seed" in e["title"]]
+
+
+def test_run_diff_prints_human_durations_and_each_slurm_fact_once(tmp_path: Path) -> None:
+    """Issue 25: the diff of two run records printed "0.980556 h" for a 58 min 50 s limit, and
+    each allocation fact twice (SLURM_CPUS_ON_NODE and cpus-on-node, SLURM_MEM_PER_NODE and
+    mem-per-node). Two real runs with Slurm's variables (epoch start/end give the limits)."""
+    import os
+    import subprocess
+    import sys
+
+    for name, job, cpus, mem, end in (("a", "11", "2", "300", "4530"), ("b", "12", "4", "600", "8000")):
+        env = {**os.environ, "SLURM_JOB_ID": job, "SLURM_CPUS_ON_NODE": cpus,
+               "SLURM_MEM_PER_NODE": mem, "SLURM_JOB_START_TIME": "1000", "SLURM_JOB_END_TIME": end}
+        r = subprocess.run([sys.executable, "-m", "envlock", "run", "--dir", name, "-q", "--", "true"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+    r = subprocess.run([sys.executable, "-m", "envlock", "diff", "a/run.toml", "b/run.toml"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    table = r.stdout.split("Differences", 1)[1]
+    rows = [ln.split()[:2] for ln in table.splitlines() if ln.startswith(("slurm ", "run "))]
+    assert ["slurm", "cpus-on-node"] in rows and ["slurm", "mem-per-node"] in rows
+    assert not [k for _a, k in rows if k.startswith("SLURM_")], rows
+    [limit] = [ln for ln in table.splitlines() if ln.startswith("run ") and "time limit" in ln]
+    assert "58 min 50 s" in limit and "1 h 56 min" in limit and " h " not in limit.split("limit", 1)[1].replace("1 h 56", ""), limit
+    assert "0.98" not in r.stdout

@@ -85,6 +85,65 @@ def test_peak_rss_matches_gnu_time(job: Path, tmp_path: Path) -> None:
     assert abs(rec.resources.max_rss - gnu) <= 0.05 * gnu, (rec.resources.max_rss, gnu)
 
 
+_HWM = ("import sys\n"
+        "for line in open('/proc/self/status'):\n"
+        "    if line.startswith('VmHWM:'):\n"
+        "        print('hwm', line.split()[1])\n")
+
+
+@pytest.mark.parametrize("cmd", [["bash", "-c", "exit 0"], ["true"]], ids=["bash", "true"])
+def test_a_small_commands_max_rss_is_its_own_not_envlocks(cmd: list[str], tmp_path: Path) -> None:
+    """Issue 25: ``envlock run -- bash -c 'exit 0'`` reported 30.8 MB (envlock's own address
+    space, which the vforked child's exec records) where GNU time reports ~3 MB. The oracle:
+    GNU time when installed, else the max RSS of the command forked by a shell and read by
+    ``getrusage(RUSAGE_CHILDREN)`` after it (the way GNU time measures)."""
+    if os.access("/usr/bin/time", os.X_OK):
+        t = subprocess.run(["/usr/bin/time", "-f", "%M", *cmd], capture_output=True, text=True,
+                           timeout=30, cwd=tmp_path)
+        oracle = int(t.stderr.strip().splitlines()[-1]) * 1024
+    else:
+        probe = ("import resource, subprocess, sys; subprocess.run(['sh', '-c', '\"$@\"; exec \"$0\" -S -c "
+                 "\\\"import resource; print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\\\"\"', "
+                 "sys.executable, *sys.argv[1:]])")
+        t = subprocess.run([sys.executable, "-c", probe, *cmd], capture_output=True, text=True,
+                           timeout=30, cwd=tmp_path)
+        oracle = int(t.stdout.split()[-1]) * 1024
+    r = envlock_run(["--dir", "run", "-q", "--", *cmd], tmp_path)
+    assert r.returncode == 0, r.stderr
+    res = run_from_dict(tomllib.loads((tmp_path / "run" / "run.toml").read_text())["run"]).resources
+    assert res is not None and res.max_rss is not None
+    # a few pages of the shell that forked it, not envlock's ~30 MB
+    assert abs(res.max_rss - oracle) <= max(0.15 * oracle, 512 * 1024), (res.max_rss, oracle)
+    assert res.max_rss < 10 * 2**20
+
+
+def test_max_rss_of_a_command_that_ends_by_a_signal_and_of_its_waited_child(tmp_path: Path) -> None:
+    """A 64 MiB command killed by SIGSEGV: the record says SIGSEGV (the shell's 128 + n read
+    back), exit code 139, and its max RSS is its own VmHWM; a parent that waits for a 96 MiB
+    child reports the child's peak (RUSAGE_CHILDREN covers what CMD waited for)."""
+    script = tmp_path / "big.py"
+    script.write_text("import os, signal, sys\nx = bytearray(64 << 20)\n" + _HWM +
+                      "sys.stdout.flush()\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    r = envlock_run(["--dir", "a", "-q", "--", sys.executable, str(script)], tmp_path)
+    assert r.returncode == 139, r.stderr
+    assert "Segmentation fault" not in r.stderr  # the launcher shell adds nothing to stderr
+    hwm = int(_lines(r.stdout, "hwm")[0]) * 1024
+    rec = run_from_dict(tomllib.loads((tmp_path / "a" / "run.toml").read_text())["run"])
+    assert rec.outcome == "crashed" and rec.signal == "SIGSEGV" and rec.exit_code == 139
+    assert rec.resources is not None and rec.resources.max_rss is not None
+    assert abs(rec.resources.max_rss - hwm) <= 0.05 * hwm, (rec.resources.max_rss, hwm)
+    child = tmp_path / "child.py"
+    child.write_text("x = bytearray(96 << 20)\n" + _HWM)
+    r = envlock_run(["--dir", "b", "-q", "--", "sh", "-c", f"{sys.executable} {child}; exit 5"],
+                    tmp_path)
+    assert r.returncode == 5, r.stderr
+    hwm = int(_lines(r.stdout, "hwm")[0]) * 1024
+    rec = run_from_dict(tomllib.loads((tmp_path / "b" / "run.toml").read_text())["run"])
+    assert rec.outcome == "failed" and rec.exit_status == 5
+    assert rec.resources is not None and rec.resources.max_rss is not None
+    assert abs(rec.resources.max_rss - hwm) <= 0.05 * hwm, (rec.resources.max_rss, hwm)
+
+
 def test_keep_children(tmp_path: Path) -> None:
     script = tmp_path / "j.py"
     script.write_text("import subprocess, sys\n"

@@ -99,7 +99,8 @@ def test_one_run_owns_a_directory(tmp_path: Path) -> None:
     d = tmp_path / "D"
     ran = tmp_path / "ran"
     release = tmp_path / "release"
-    cmd = f'echo "$PPID" >> {ran}; while [ ! -e {release} ]; do sleep 0.05; done'
+    # CMD's parent is envlock's launcher shell (supervise._launcher), whose parent is envlock
+    cmd = f'cut -d" " -f4 /proc/$PPID/stat >> {ran}; while [ ! -e {release} ]; do sleep 0.05; done'
     procs = [subprocess.Popen([*ENVLOCK, "run", "--dir", str(d), "-q", "--", "sh", "-c", cmd],
                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for _ in range(8)]

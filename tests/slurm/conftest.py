@@ -96,6 +96,8 @@ class Cluster:
     conf: Path
     env: dict[str, str]
     pids: dict[str, int] = field(default_factory=dict)
+    #: jobs that run across tests (submitted early, checked at the end): reset() spares them
+    kept: set[str] = field(default_factory=set)
 
     # -- clients -----------------------------------------------------------------------------
     def cmd(self, *args: str, timeout: float = 30, check: bool = True, cwd: Path | None = None,
@@ -140,7 +142,7 @@ class Cluster:
         return self.cmd("sinfo", "-h", "-n", node, "-o", "%T").stdout.strip()
 
     def wait_nodes(self, state: str = "idle", nodes: Sequence[str] = NODES,
-                   deadline: float = 30) -> None:
+                   deadline: float = 30, also: Sequence[str] = ()) -> None:
         """Poll ``sinfo`` until every one of ``nodes`` is in ``state``."""
         end = time.monotonic() + deadline
         seen = ""
@@ -148,7 +150,7 @@ class Cluster:
             r = self.cmd("sinfo", "-h", "-N", "-o", "%N %T", check=False)
             states = dict(line.split() for line in r.stdout.splitlines() if len(line.split()) == 2)
             seen = r.stdout + r.stderr
-            if all(states.get(n) == state for n in nodes):
+            if all(states.get(n) in (state, *also) for n in nodes):
                 return
             time.sleep(0.2)
         raise AssertionError(f"nodes {nodes} not {state} after {deadline} s: {seen}")
@@ -176,16 +178,24 @@ class Cluster:
         """After a test: no hooks, no job left, every node idle again."""
         self.prolog(None)
         self.task_prolog(None)
-        self.cmd("scancel", "--quiet", "--user=root", check=False)
+        def others() -> list[str]:
+            ids = self.cmd("squeue", "-h", "-o", "%i %F", check=False).stdout.split("\n")
+            return [i.split()[0] for i in ids if i.split() and not
+                    ({i.split()[0], i.split()[-1]} & self.kept)]
+
+        if not self.kept:
+            self.cmd("scancel", "--quiet", "--user=root", check=False)
+        elif others():
+            self.cmd("scancel", "--quiet", *others(), check=False)
         end = time.monotonic() + 30
-        while time.monotonic() < end and self.cmd("squeue", "-h", "-o", "%i", check=False).stdout.strip():
+        while time.monotonic() < end and others():
             time.sleep(0.2)
         r = self.cmd("sinfo", "-h", "-N", "-o", "%N %T", check=False)
         for line in r.stdout.splitlines():
             node, st = line.split()
             if st not in ("idle", "allocated", "mixed", "completing"):
                 self.cmd("scontrol", "update", f"NodeName={node}", "State=RESUME", check=False)
-        self.wait_nodes("idle")
+        self.wait_nodes("idle", also=("mixed",) if self.kept else ())
 
 
 def _conf(root: Path, sock: Path, ports: list[int]) -> str:
@@ -214,6 +224,7 @@ def _conf(root: Path, sock: Path, ports: list[int]) -> str:
         "SelectTypeParameters=CR_Core_Memory",
         "KillWait=2",
         "MinJobAge=600",
+        "DefMemPerNode=500",
         "ReturnToService=2",
         "InactiveLimit=0",
         "MpiDefault=none",
@@ -266,6 +277,7 @@ def _stepds(root: Path) -> list[int]:
 
 
 def _stop(c: Cluster) -> None:
+    c.kept.clear()
     with contextlib.suppress(Exception):
         c.reset()
     with contextlib.suppress(Exception):
@@ -336,8 +348,46 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         _stop(c)
 
 
+#: CMD of the jobs that Slurm ends: it logs each signal it gets (time, name) to ``$1`` and
+#: runs on (its SIGTERM handler does not exit), so only Slurm's SIGKILL ends it.
+SIGNAL_LOGGER = """import os, signal, sys, time
+log = open(sys.argv[1], 'a', buffering=1)
+def h(n, f):
+    log.write(f'{time.time():.3f} {signal.Signals(n).name}\\n')
+for s in (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGINT):
+    signal.signal(s, h)
+log.write(f'{time.time():.3f} start\\n')
+while True:
+    time.sleep(0.05)
+"""
+
+
+@dataclass
+class TimedJob:
+    """A batch job that reaches its time limit (1 min, the shortest Slurm has; its timer
+    looks every 30 s): submitted when the first test starts, checked by the last ones, so the
+    minute and a half runs alongside the other tests."""
+
+    job: str
+    dir: Path
+
+
+@pytest.fixture(scope="session")
+def timed_job(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> TimedJob:
+    """``exec envlock run`` of :data:`SIGNAL_LOGGER` with ``--time=1``, ``--signal=B:USR1@40``
+    (the batch shell, envlock, gets SIGUSR1 about 20 s in), on n4 with 100 MiB."""
+    d = tmp_path_factory.mktemp("timed")
+    (d / "logger.py").write_text(SIGNAL_LOGGER)
+    script = (f"#!/bin/bash\nsource {BIN}/activate\n"
+              f"exec envlock run --dir {d}/run -- python {d}/logger.py {d}/signals.log\n")
+    job = cluster.sbatch(script, "--time=1", "--signal=B:USR1@40", "--mem=100", "-w", "n4",
+                         cwd=d)
+    cluster.kept.add(job)
+    return TimedJob(job=job, dir=d)
+
+
 @pytest.fixture()
-def slurm(cluster: Cluster) -> Iterator[Cluster]:
+def slurm(cluster: Cluster, timed_job: TimedJob) -> Iterator[Cluster]:
     """The cluster, reset after the test (no hooks, no jobs, every node idle)."""
     try:
         yield cluster

@@ -65,7 +65,8 @@ def test_prolog_recipe_passes_a_good_node_and_never_drains_for_envlocks_own_fail
         assert r.returncode == 0 and r.stdout.split() == ["ran", "ran"], r.stderr
         log = (tmp_path / "prolog.log").read_text()
         assert log.count(f"envlock verify exit {rc}") == 2, log  # once on each node
-        assert {slurm.node_state(n) for n in ("n1", "n2")} == {"idle"}
+        # idle again once the job's epilog is done ("completing" a moment), never drained
+        slurm.wait_nodes("idle", nodes=("n1", "n2"), deadline=15)
 
 
 def test_prolog_recipe_drains_the_node_on_an_enforced_verdict_then_resume(

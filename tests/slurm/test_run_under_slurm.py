@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import time
 import tomllib
 from pathlib import Path
 
-from tests.slurm.conftest import BIN, Cluster
+from tests.slurm.conftest import BIN, SIGNAL_LOGGER, Cluster, TimedJob
 
 
 def test_the_grant_is_read_from_the_real_job(slurm: Cluster, tmp_path: Path) -> None:
@@ -14,7 +15,8 @@ def test_the_grant_is_read_from_the_real_job(slurm: Cluster, tmp_path: Path) -> 
     directory's {job} is ``<array job>_<task>``; the array ids are in the snapshot."""
     script = (f"#!/bin/bash\nsource {BIN}/activate\n"
               "exec envlock run --dir 'runs/{job}' -q -- python -c 'print(1)'\n")
-    job = slurm.sbatch(script, "--mem=300", "--time=2", "--array=3", cwd=tmp_path)
+    job = slurm.sbatch(script, "--mem=300", "--time=2", "--array=3", "--cpus-per-task=2",
+                       cwd=tmp_path)
     info = slurm.wait_job(f"{job}_3")
     assert info["JobState"] == "COMPLETED", info
     rec = tomllib.loads((tmp_path / "runs" / f"{job}_3" / "run.toml").read_text())["run"]
@@ -28,3 +30,149 @@ def test_the_grant_is_read_from_the_real_job(slurm: Cluster, tmp_path: Path) -> 
     man = tomllib.loads((tmp_path / "runs" / f"{job}_3" / "manifest.toml").read_text())
     assert man["slurm"]["vars"]["SLURM_ARRAY_JOB_ID"] == job
     assert man["slurm"]["vars"]["SLURM_ARRAY_TASK_ID"] == "3"
+    # --cpus-per-task and the node list, as Slurm granted them (scontrol is the oracle)
+    assert man["slurm"]["cpus-per-task"] == 2 and info["NumCPUs"] == "2", (man["slurm"], info)
+    assert man["slurm"]["cpus-on-node"] == 2
+    assert man["slurm"]["nodelist"] == info["NodeList"], (man["slurm"], info["NodeList"])
+
+
+def _log(path: Path) -> list[str]:
+    return [ln.split()[1] for ln in path.read_text().splitlines()] if path.exists() else []
+
+
+def _wait_for(pred, deadline: float = 30) -> None:  # type: ignore[no-untyped-def]
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.1)
+    raise AssertionError("not reached in time")
+
+
+def _record(d: Path) -> dict:  # type: ignore[type-arg]
+    return tomllib.loads((d / "run.toml").read_text())["run"]
+
+
+def _show(slurm: Cluster, d: Path) -> str:
+    out = slurm.cmd(f"{BIN}/envlock", "show", str(d / "run.toml"), check=False).stdout
+    return " ".join(out.split())  # show wraps long lines at 80 columns
+
+
+def test_scancel_signals_reach_the_command_once_and_are_recorded_once(slurm: Cluster,
+                                                                     tmp_path: Path) -> None:
+    """``scancel --signal=USR1`` of a job whose ``srun`` step runs envlock: Slurm signals every
+    process of the step, so envlock records it (``forwarded = false``) and CMD gets it once;
+    ``scancel -b --signal=USR2`` reaches the batch shell alone (envlock, exec'd): forwarded,
+    once. Then a plain ``scancel``: SIGTERM once to each CMD, SIGKILL after KillWait, and each
+    record on disk says so (``killed``, Slurm's CANCELLED), as ``show`` prints it."""
+    (tmp_path / "logger.py").write_text(SIGNAL_LOGGER)
+    head = f"#!/bin/bash\nsource {BIN}/activate\n"
+    step = slurm.sbatch(head + f"srun envlock run --dir {tmp_path}/step -- python "
+                        f"{tmp_path}/logger.py {tmp_path}/step.log\n", "--mem=100", cwd=tmp_path)
+    batch = slurm.sbatch(head + f"exec envlock run --dir {tmp_path}/batch -- python "
+                         f"{tmp_path}/logger.py {tmp_path}/batch.log\n", "--mem=100", cwd=tmp_path)
+    for name in ("step", "batch"):
+        _wait_for(lambda n=name: "start" in _log(tmp_path / f"{n}.log"))
+    slurm.cmd("scancel", "--signal=USR1", step)
+    slurm.cmd("scancel", "-b", "--signal=USR2", batch)
+    _wait_for(lambda: "SIGUSR1" in _log(tmp_path / "step.log")
+              and "SIGUSR2" in _log(tmp_path / "batch.log"))
+    time.sleep(1.0)  # a second delivery (a forwarded copy) would be here by now
+    assert _log(tmp_path / "step.log") == ["start", "SIGUSR1"]
+    assert _log(tmp_path / "batch.log") == ["start", "SIGUSR2"]
+    slurm.cmd("scancel", step, batch)
+    for job in (step, batch):
+        assert slurm.wait_job(job)["JobState"] == "CANCELLED"
+    time.sleep(0.5)
+    for name, first, forwarded in (("step", "SIGUSR1", False), ("batch", "SIGUSR2", True)):
+        assert _log(tmp_path / f"{name}.log") == ["start", first, "SIGTERM"], name
+        rec = _record(tmp_path / name)
+        sigs = [(s["name"], s["forwarded"]) for s in rec["signals"]]
+        assert sigs == [(first, forwarded), ("SIGTERM", False)], (name, sigs)
+        assert rec["outcome"] == "killed" and rec["signal"] == "SIGKILL", (name, rec)
+        ids = [f["id"] for f in rec["findings"]]
+        assert "run.slurm-ended" in ids and "run.killed" in ids, ids
+        [ended] = [f for f in rec["findings"] if f["id"] == "run.slurm-ended"]
+        # at the SIGTERM a scancel'd job is COMPLETING, with no reason (not the time limit)
+        assert "JobState COMPLETING" in ended["title"] and "KillWait 2 s" in ended["title"], ended
+        assert "time limit" not in ended["title"], ended
+        out = _show(slurm, tmp_path / name)
+        assert "run: killed (SIGKILL)" in out and "Slurm ended the job (JobState" in out, out
+
+
+def test_the_time_limit_sigterm_then_killwait_and_a_final_record(slurm: Cluster,
+                                                                timed_job: TimedJob) -> None:
+    """The job submitted when the suite started (``timed_job``: ``--time=1``,
+    ``--signal=B:USR1@40``): SIGUSR1 reaches the batch shell, envlock, which forwards it
+    (once); at the limit Slurm's SIGTERM reaches every process (recorded, not forwarded: CMD
+    gets it once); KillWait (2 s) later SIGKILL ends CMD and envlock, and ``run.toml`` is
+    final — ``killed``, Slurm's TIMEOUT named — not ``running``."""
+    info = slurm.wait_job(timed_job.job, deadline=150)
+    assert info["JobState"] == "TIMEOUT", info
+    time.sleep(0.5)
+    log = timed_job.dir / "signals.log"
+    assert _log(log) == ["start", "SIGUSR1", "SIGTERM"], log.read_text()
+    t_term = float(log.read_text().splitlines()[-1].split()[0])
+    rec = _record(timed_job.dir / "run")
+    assert rec["outcome"] == "killed" and rec["signal"] == "SIGKILL", rec
+    sigs = [(s["name"], s["forwarded"]) for s in rec["signals"]]
+    assert sigs == [("SIGUSR1", True), ("SIGTERM", False)], sigs
+    [ended] = [f for f in rec["findings"] if f["id"] == "run.slurm-ended"]
+    assert "Reason TimeLimit" in ended["title"] and "the time limit" in ended["title"], ended
+    # the kill's time: KillWait after the SIGTERM (the record's end is in whole seconds)
+    import datetime as dt
+
+    end = dt.datetime.fromisoformat(rec["end"].replace("Z", "+00:00")).timestamp()
+    assert abs(end - (t_term + 2)) <= 1.5, (end, t_term)
+    out = _show(slurm, timed_job.dir / "run")
+    assert "run: killed (SIGKILL)" in out and "the time limit" in out, out
+
+
+def test_a_requeued_job_records_each_run_with_its_restart_count(slurm: Cluster,
+                                                               tmp_path: Path) -> None:
+    """``scontrol requeue`` of a running job: its first run is ended by Slurm (the record on
+    disk final: ``killed`` after Slurm's SIGTERM), the job runs again with
+    ``SLURM_RESTART_COUNT=1`` in its snapshot, and that run succeeds in its own directory."""
+    script = (f"#!/bin/bash\nsource {BIN}/activate\n"
+              'n=${SLURM_RESTART_COUNT:-0}\n'
+              'exec envlock run --dir "runs/{job}-run$n" -q -- '
+              'python -c "import sys, time; time.sleep(60 if sys.argv[1] == \'0\' else 0)" "$n"\n')
+    job = slurm.sbatch(script, "--mem=100", "--requeue", cwd=tmp_path)
+    _wait_for(lambda: (tmp_path / "runs" / f"{job}-run0" / "run.toml").exists()
+              and slurm.job(job).get("JobState") == "RUNNING")
+    time.sleep(1.0)
+    slurm.cmd("scontrol", "requeue", job)
+    # a requeued job waits 120 s (BeginTime) before it may start again: release it now
+    slurm.wait_job(job, deadline=30, states=("PENDING",))
+    slurm.cmd("scontrol", "update", f"JobId={job}", "StartTime=now")
+    info = slurm.wait_job(job, deadline=60, states=("COMPLETED", "FAILED"))
+    assert info["JobState"] == "COMPLETED" and info["Restarts"] == "1", info
+    first = _record(tmp_path / "runs" / f"{job}-run0")
+    assert first["outcome"] in ("killed", "terminated"), first
+    assert [s["name"] for s in first["signals"]] == ["SIGTERM"], first["signals"]
+    assert any(f["id"] == "run.slurm-ended" for f in first["findings"]), first["findings"]
+    second = _record(tmp_path / "runs" / f"{job}-run1")
+    assert second["outcome"] == "succeeded" and second["granted"]["job-id"] == job, second
+    man = tomllib.loads((tmp_path / "runs" / f"{job}-run1" / "manifest.toml").read_text())
+    assert man["slurm"]["vars"]["SLURM_RESTART_COUNT"] == "1"
+
+
+def test_the_over_memory_kill_is_in_the_record(slurm: Cluster, tmp_path: Path) -> None:
+    """``--mem=100`` and a command that grows by 10 MiB every 0.1 s: Slurm's OverMemoryKill
+    (the cluster's ``JobAcctGatherParams``) SIGKILLs the step — envlock too, with no SIGTERM
+    first ("StepId=….batch exceeded memory limit" in the job's log). The record on disk says
+    so: ``killed`` (SIGKILL), a ``run.memory`` error naming the grant, not ``running``."""
+    script = (f"#!/bin/bash\nsource {BIN}/activate\n"
+              "exec envlock run --dir r -- python -c 'import time\nx = []\nfor i in range(60):\n"
+              "    x.append(bytearray(10 << 20)); time.sleep(0.1)\ntime.sleep(30)'\n")
+    job = slurm.sbatch(script, "--mem=100", cwd=tmp_path)
+    info = slurm.wait_job(job, deadline=60)
+    assert info["ExitCode"] == "0:9", info  # SIGKILL
+    out = next(tmp_path.glob("slurm-*.out")).read_text()
+    assert "exceeded memory limit" in out, out
+    time.sleep(0.5)
+    rec = _record(tmp_path / "r")
+    assert rec["outcome"] == "killed" and rec["signal"] == "SIGKILL", rec
+    [mem] = [f for f in rec["findings"] if f["id"] == "run.memory"]
+    assert mem["severity"] == "error" and "100 MiB granted" in mem["title"], mem
+    assert "over-memory kill" in _show(slurm, tmp_path / "r")
