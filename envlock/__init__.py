@@ -39,10 +39,9 @@ def __getattr__(name: str) -> Any:
 
         return snapshot
     if name == "record":
-        # the package envlock.record is itself callable as envlock.record(path, extra=...)
-        import envlock.record as _record  # noqa: PLC0415
+        from envlock.runs import record  # noqa: PLC0415
 
-        return _record
+        return record
     if name == "Manifest":
         from envlock.manifest import Manifest  # noqa: PLC0415
 

@@ -24,7 +24,7 @@ LAYERS: dict[str, int] = {
     "formats": 2,
     "libs": 2,
     "probes": 3,
-    "diff": 4, "verify": 4, "lock": 4, "reproduce": 4, "record": 4, "find": 4,
+    "diff": 4, "verify": 4, "lock": 4, "reproduce": 4, "runs": 4, "find": 4,
     "render": 5,
     "commands": 6,
     "cli": 7, "__main__": 7, "": 8,  # "" is the package face, envlock/__init__.py

@@ -74,7 +74,7 @@ BUDGETS: dict[str, Budget] = {
                                  "envlock.render.libs", "envlock.diff.api", "envlock.diff.engine",
                                  "envlock.diff.rules", "envlock.lock",
                                  "envlock.reproduce"),
-                                max_envlock=70, max_cost=24.0),
+                                max_envlock=80, max_cost=24.0),
     "snapshot": Budget(("snapshot", "--force", "-o", "{out}"),
                        ("rich", "elftools", "packaging", "yaml", "rattler", "conda_lock", "numpy",
                         "envlock.render", "envlock.diff", "envlock.verify", "envlock.lock"),

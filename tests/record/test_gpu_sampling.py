@@ -48,7 +48,7 @@ def test_gpu_memory_of_the_run_and_of_leftovers(tmp_path: Path) -> None:
     """))
     driver_code = textwrap.dedent(f"""
         import os, sys
-        from envlock.record.supervise import supervise
+        from envlock.runs.supervise import supervise
         env = dict(os.environ, PATH={str(bindir)!r} + ":" + os.environ["PATH"])
         r = supervise([sys.executable, {str(job)!r}], record_path={str(tmp_path / "run.toml")!r},
                       environ=env, driver_file={str(driver)!r}, grace=1.0)

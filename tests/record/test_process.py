@@ -15,7 +15,7 @@ else:  # Python 3.10: tomli, the parser that became 3.11's tomllib
 
 import envlock
 from envlock.manifest.process import process_from_dict
-from envlock.record.process import mapped_libraries, native_threadpools, observe
+from envlock.runs.process import mapped_libraries, native_threadpools, observe
 
 MAPS = """\
 7f1c2a000000-7f1c2a021000 r--p 00000000 08:01 123  /venv/lib/python3.11/site-packages/numpy.libs/libopenblas64_p-r0-15028c96.3.21.so
@@ -76,3 +76,17 @@ def test_record_writes_rank_file(tmp_path: Path, monkeypatch) -> None:
     assert proc.rank == 5 and dict(proc.extra) == {"lr": 0.1, "tag": "a"}
     assert m.extra["process"]["rank"] == 5
     assert callable(envlock.record)
+
+
+def test_envlock_record_is_a_plain_function_whatever_was_imported() -> None:
+    """The public face is a function (issue 27): the package of run records is ``envlock.runs``,
+    so importing its submodules cannot put a module where ``envlock.record`` is."""
+    import inspect
+    import subprocess
+    import sys
+
+    code = ("import envlock, envlock.runs.job, envlock.runs.supervise, inspect; "
+            "print(inspect.isfunction(envlock.record), envlock.record.__module__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["True", "envlock.runs"], out.stderr
+    assert inspect.isfunction(envlock.record)

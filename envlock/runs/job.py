@@ -187,7 +187,7 @@ def record_not_started(run_dir: str, command: Sequence[str], *, reason: str, exi
     from dataclasses import replace  # noqa: PLC0415
 
     from envlock.probes.snapshot import utc_now  # noqa: PLC0415
-    from envlock.record.supervise import _sha256, write_record  # noqa: PLC0415
+    from envlock.runs.supervise import _sha256, write_record  # noqa: PLC0415
     from envlock.redact import redact_argv  # noqa: PLC0415
 
     now = utc_now()

@@ -3,7 +3,7 @@ what it left behind.
 
 Ids (stable, ``run.<what>``): ``run.memory`` (peak RSS of the granted memory; warning from
 :data:`NEAR` of it), ``run.time`` (time used of the limit; warning from :data:`NEAR`),
-``run.terminated``, ``run.slurm-ended`` (written by ``envlock.record.supervise``),
+``run.terminated``, ``run.slurm-ended`` (written by ``envlock.runs.supervise``),
 ``run.killed``, ``run.crashed``, ``run.output-closed``, ``run.failed``,
 ``run.visible-devices-unset``, ``run.gpu-unused``, ``run.leftover-children``.
 """

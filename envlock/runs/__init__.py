@@ -1,14 +1,14 @@
 """Record the *run*, not only the environment.
 
-* ``envlock run -- CMD`` (:mod:`envlock.record.supervise`, :mod:`envlock.record.job`): the
+* ``envlock run -- CMD`` (:mod:`envlock.runs.supervise`, :mod:`envlock.runs.job`): the
   command as a supervised child; resources used against what the scheduler granted
-  (:mod:`envlock.record.granted`), signals, leftover processes (:mod:`envlock.record.proctree`)
-  and findings in plain words (:mod:`envlock.record.findings`), written to ``run.toml``;
-* :func:`record` inside the program (:mod:`envlock.record.process`): the snapshot plus a
+  (:mod:`envlock.runs.granted`), signals, leftover processes (:mod:`envlock.runs.proctree`)
+  and findings in plain words (:mod:`envlock.runs.findings`), written to ``run.toml``;
+* :func:`record` inside the program (:mod:`envlock.runs.process`): the snapshot plus a
   ``[process]`` table of what only the live process knows.
 
-``envlock.record`` is both this package and the function: the module is callable, so
-``envlock.record("runs/{rank}.toml")`` works whether or not a submodule was imported first.
+The public face is the plain function ``envlock.record`` (this package is ``envlock.runs``,
+so that no submodule import can replace the function by a module of the same name).
 
 Layer: above the probes (it takes snapshots), beside verify; nothing here imports a framework.
 """
@@ -16,7 +16,6 @@ Layer: above the probes (it takes snapshots), beside verify; nothing here import
 from __future__ import annotations
 
 import sys
-import types
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +32,7 @@ def record(path: str | None = None, *, extra: Mapping[str, Any] | None = None,
            snapshot: bool = True) -> Manifest:
     """Record this running program: a snapshot of its interpreter's environment plus
     ``[process]`` (determinism and TF32 flags, seed fingerprints, thread pools, mapped
-    libraries; see :mod:`envlock.record.process`), written to ``path``.
+    libraries; see :mod:`envlock.runs.process`), written to ``path``.
 
     Call it after the model is set up; it does not perturb the program (no framework import,
     no CUDA initialisation, no random draw, no thread-pool change).  Safe on every rank of a
@@ -55,8 +54,8 @@ def record(path: str | None = None, *, extra: Mapping[str, Any] | None = None,
     from dataclasses import replace  # noqa: PLC0415
 
     from envlock.manifest import _model  # noqa: PLC0415
-    from envlock.record.job import expand_dir  # noqa: PLC0415
-    from envlock.record.process import observe  # noqa: PLC0415
+    from envlock.runs.job import expand_dir  # noqa: PLC0415
+    from envlock.runs.process import observe  # noqa: PLC0415
 
     target = expand_dir(path or DEFAULT_PATH)
     proc = observe(extra=extra)
@@ -80,13 +79,3 @@ def record(path: str | None = None, *, extra: Mapping[str, Any] | None = None,
     m.write(target, force=True)
     return m
 
-
-class _CallableModule(types.ModuleType):
-    """The package, callable as :func:`record`."""
-
-    def __call__(self, path: str | None = None, *, extra: Mapping[str, Any] | None = None,
-                 snapshot: bool = True) -> Manifest:
-        return record(path, extra=extra, snapshot=snapshot)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -253,14 +253,14 @@ def observe(
     :param environ: the process's environment (``os.environ``).
     :param sys_path: where distributions are looked for to name library owners (``sys.path``).
     :param prefix: the environment prefix for conda owners (``sys.prefix``).
-    :param rank: the rank recorded (:func:`envlock.record.job.rank_of` by default).
+    :param rank: the rank recorded (:func:`envlock.runs.job.rank_of` by default).
     :param extra: values to record in ``[process.extra]`` (str, int, float, bool, lists of them).
     :param owners: name the package owning each mapped library.
     :returns: the :class:`ProcessInfo`; a value that could not be read is absent and its reason
         is in ``warnings``. Never raises.
     """
     from envlock.probes.snapshot import utc_now  # noqa: PLC0415
-    from envlock.record.job import rank_of  # noqa: PLC0415
+    from envlock.runs.job import rank_of  # noqa: PLC0415
 
     t0 = time.perf_counter()
     env = os.environ if environ is None else environ

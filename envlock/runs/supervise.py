@@ -41,7 +41,7 @@ from envlock.manifest.process import (
     RunFinding,
     RunInfo,
 )
-from envlock.record import proctree
+from envlock.runs import proctree
 
 __all__ = ["FORWARDED", "Sampler", "RunResult", "supervise", "write_record", "exit_code_of"]
 
@@ -403,7 +403,7 @@ def supervise(
     :param keep_children: leave processes that outlive the command running.
     :param environ: the environment for the grant and ``nvidia-smi`` (``os.environ``); the
         command itself always gets envlock's own environment, unchanged.
-    :param granted: the grant (default: read now, :func:`envlock.record.granted.granted`).
+    :param granted: the grant (default: read now, :func:`envlock.runs.granted.granted`).
     :param grace: seconds between SIGTERM and SIGKILL for leftover processes.
     :param gpu: sample GPU memory when an NVIDIA driver (``driver_file`` exists) and
         ``nvidia-smi`` (on ``PATH`` of ``environ``) are present.
@@ -412,7 +412,7 @@ def supervise(
     """
     env = os.environ if environ is None else environ
     if granted is None:
-        from envlock.record.granted import granted as read_granted  # noqa: PLC0415
+        from envlock.runs.granted import granted as read_granted  # noqa: PLC0415
 
         granted = read_granted(env, runner=runner)
     base = RunInfo(
@@ -524,7 +524,7 @@ def supervise(
     )
     outcome = _outcome(exit_status, sig, received)
     slurm_end = ending.findings() if ending is not None else []
-    from envlock.record.findings import run_findings  # noqa: PLC0415
+    from envlock.runs.findings import run_findings  # noqa: PLC0415
 
     findings = run_findings(outcome=outcome, exit_status=exit_status, signal=sig,
                             received=received, wall=wall, end=end, resources=resources,
@@ -704,7 +704,7 @@ class _SlurmEnding:
         if not limit or tree + own <= limit or getattr(self, "_oom_written", False):
             return
         self._oom_written = True
-        from envlock.record.findings import fmt_bytes  # noqa: PLC0415
+        from envlock.runs.findings import fmt_bytes  # noqa: PLC0415
 
         found = RunFinding(
             id="run.memory", severity="error",
@@ -731,7 +731,7 @@ class _SlurmEnding:
     def _ask(self) -> None:
         import shutil  # noqa: PLC0415
 
-        from envlock.record.granted import parse_scontrol  # noqa: PLC0415
+        from envlock.runs.granted import parse_scontrol  # noqa: PLC0415
 
         scontrol = shutil.which("scontrol", path=self.environ.get("PATH", ""))
         job = self.environ.get("SLURM_JOB_ID") or self.environ.get("SLURM_JOBID") or ""
