@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from envlock._kinds import names_for_help
 from envlock.commands._common import handle_errors, index_admission_options, target_options, will_exit
 
 __all__ = ["lock", "restore"]
@@ -100,7 +101,7 @@ _VARIANT_HELP = ("Index for pip versions with this local label (VARIANT=URL, rep
               help="With --from-manifest: " + _VARIANT_HELP)
 @target_options
 @click.option("-f", "--file", "spec", type=click.Path(dir_okay=False),
-              help="Solve a conda environment.yml into conda-lock.yml.")
+              help=f"Solve a conda {names_for_help('lock -f')} into conda-lock.yml.")
 @click.option("-r", "--requirements", "requirements", type=click.Path(dir_okay=False),
               help="Resolve requirements.in or pyproject.toml with uv into pylock.toml.")
 @click.option("-o", "--output", "out_dir", default=".", show_default=True,
@@ -195,7 +196,19 @@ def lock(**options: Any) -> None:
     _report(result)
 
 
-@click.command("restore")
+_RESTORE_HELP = f"""Recreate an environment from a manifest or lockfiles (dry run unless --run).
+
+    INPUTS: an envlock manifest, or lockfiles ({names_for_help("restore")},
+    hash-pinned).  A lockfile given, or recorded in the manifest and unchanged, is used; else the
+    manifest alone: conda packages as name=version=build from their recorded channels, pip
+    packages at their exact versions with uv, editable/VCS ones from their recorded commit.
+    After --run the result is verified against the manifest.  Also lists what no rebuild
+    restores (driver, system CUDA, compilers, CPU/GPU, kernel, …).  Exit status: 0 done (or plan
+    printed), 1 the rebuilt environment differs from the manifest, 2 trouble.
+    """
+
+
+@click.command("restore", help=_RESTORE_HELP)
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--into", "--prefix", "prefix", type=click.Path(file_okay=False),
               help="The environment directory to create (default: a new directory beside the "
@@ -217,15 +230,7 @@ def restore(inputs: tuple[str, ...], prefix: str | None, python_version: str | N
             python: str | None, variant_index: tuple[str, ...], index_url: str | None,
             find_links: tuple[str, ...], no_index: bool, allow_index: tuple[str, ...],
             trust_lockfile_indexes: bool, do_run: bool) -> None:
-    """Recreate an environment from a manifest or lockfiles (dry run unless --run).
-
-    A lockfile given, or recorded in the manifest and unchanged, is used; else the manifest
-    alone: conda packages as name=version=build from their recorded channels, pip packages at
-    their exact versions with uv, editable/VCS ones from their recorded commit.  After --run
-    the result is verified against the manifest.  Also lists what no rebuild restores
-    (driver, system CUDA, compilers, CPU/GPU, kernel, …).  Exit status: 0 done (or plan
-    printed), 1 the rebuilt environment differs from the manifest, 2 trouble.
-    """
+    """Recreate an environment (help: ``_RESTORE_HELP``)."""
     import os  # noqa: PLC0415
     import sys  # noqa: PLC0415
 

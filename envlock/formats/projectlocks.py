@@ -15,10 +15,27 @@ from typing import Any
 
 from envlock._io import one_line
 from envlock._names import canonicalize
-from envlock.formats.locks import Locked, LockFile, _err, _packages, _sha, _str
+from envlock.formats.locks import Locked, LockFile, _err, _packages, _sha, _str, sniff_toml_lock
 from envlock.formats.pep508 import UNKNOWN
 
-__all__ = ["read_uv_lock", "read_poetry_lock", "read_pdm_lock"]
+__all__ = ["read_uv_lock", "read_poetry_lock", "read_pdm_lock", "is_uv_lock", "is_poetry_lock",
+           "is_pdm_lock"]
+
+
+def is_uv_lock(data: Mapping[str, Any], src: Any) -> bool:
+    """Whether a TOML document is a ``uv.lock`` (``version`` + ``[[package]]``)."""
+    return sniff_toml_lock(data) == "uv.lock"
+
+
+def is_poetry_lock(data: Mapping[str, Any], src: Any) -> bool:
+    """Whether a TOML document is a ``poetry.lock`` (``[metadata]`` ``content-hash`` or
+    ``lock-version``)."""
+    return sniff_toml_lock(data) == "poetry.lock"
+
+
+def is_pdm_lock(data: Mapping[str, Any], src: Any) -> bool:
+    """Whether a TOML document is a ``pdm.lock`` (``[metadata] lock_version``)."""
+    return sniff_toml_lock(data) == "pdm.lock"
 
 
 def read_uv_lock(data: Mapping[str, Any], name: str) -> LockFile:
