@@ -116,9 +116,9 @@ def _match_markers(a: FactSet, b: FactSet, ra: Any, rb: Any) -> None:
     keyed ``name ; marker``; two inputs that write one marker differently (``'`` or ``"``, a
     uv.lock's ``resolution-markers`` joined with ``or``, ``python_version`` for
     ``python_full_version``) still mean the same entry.  ``b``'s key is renamed to ``a``'s where
-    the markers are equivalent (:func:`envlock.formats.markers.markers_equivalent`, for the
+    the markers are equivalent (:func:`envlock.formats.markereq.markers_equivalent`, for the
     Python versions the locks allow)."""
-    from envlock.formats.markers import markers_equivalent  # noqa: PLC0415
+    from envlock.formats.markereq import markers_equivalent  # noqa: PLC0415
 
     def marked(fs: FactSet) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
