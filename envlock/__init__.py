@@ -5,6 +5,9 @@ The public API is small and cheap to import (nothing heavy is loaded until used)
 * :func:`snapshot` — observe a target environment, return a :class:`~envlock.manifest.Manifest`;
 * :func:`load` — read a manifest file;
 * :class:`Manifest` — the model; ``Manifest.write(path)`` writes it atomically;
+* :func:`write_lockfiles`, :func:`restore` (and :func:`lock_environment`, :func:`lock_spec`,
+  :func:`lock_requirements`, :func:`lock_from_manifest`, :func:`plan_restore`) — what
+  ``envlock lock`` and ``envlock restore`` do (:mod:`envlock.lock`);
 * :func:`record` — inside a running program: the snapshot plus a ``[process]`` table of what only
   the live process knows (determinism flags, seeds, thread pools, mapped libraries).
 """
@@ -15,7 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from envlock._version import __version__
 
-__all__ = ["__version__", "snapshot", "load", "Manifest", "record"]
+#: what ``envlock lock``/``restore`` do, exported lazily from :mod:`envlock.lock`.
+_LOCK_API = ("write_lockfiles", "restore", "lock_environment", "lock_spec", "lock_requirements",
+             "lock_from_manifest", "plan_restore")
+
+__all__ = ["__version__", "snapshot", "load", "Manifest", "record", *_LOCK_API]
 
 if TYPE_CHECKING:
     from envlock.manifest import Manifest
@@ -42,6 +49,10 @@ def __getattr__(name: str) -> Any:
         from envlock.runs import record  # noqa: PLC0415
 
         return record
+    if name in _LOCK_API:
+        import envlock.lock as _lock  # noqa: PLC0415
+
+        return getattr(_lock, name)
     if name == "Manifest":
         from envlock.manifest import Manifest  # noqa: PLC0415
 

@@ -59,7 +59,7 @@ def bisect(good: str, bad: str, command: tuple[str, ...], fmt: str, **options: A
     """
     from rich.console import Console  # noqa: PLC0415
 
-    from envlock.commands.lock import _variant_map  # noqa: PLC0415
+    from envlock.lock._api import variant_map as _variant_map  # noqa: PLC0415
     from envlock.render import bisect as report  # noqa: PLC0415
     from envlock.reproduce import Judge  # noqa: PLC0415
     from envlock.reproduce import bisect as run_bisect  # noqa: PLC0415

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from envlock._kinds import names_for_help
 from envlock.commands._common import handle_errors, pipe_safe, will_exit
 
 __all__ = ["diff"]
@@ -15,7 +16,18 @@ def _split(values: tuple[str, ...]) -> list[str]:
     return [v.strip() for value in values for v in value.split(",") if v.strip()]
 
 
-@click.command("diff")
+_HELP = f"""Explain how environments differ, most likely causes first.
+
+    INPUTS are envlock manifests, or {names_for_help("diff")} files; a
+    directory stands for the *.toml manifests in it.  With three or more inputs each is compared
+    with the majority, and the inputs that deviate are named.
+
+    Exit status (as diff(1)): 0 identical, 1 different, 2 trouble: an unreadable or invalid
+    input, or inputs with no fact in common to compare.
+    """
+
+
+@click.command("diff", help=_HELP)
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(path_type=str))
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]),
               default="text", show_default=True, help="Output format.")
@@ -42,16 +54,7 @@ def _split(values: tuple[str, ...]) -> list[str]:
 def diff(inputs: tuple[str, ...], fmt: str, only: tuple[str, ...], ignore: tuple[str, ...],
          show_all: bool, kb: tuple[str, ...], width: int | None, extras: tuple[str, ...],
          dev: bool | None) -> None:
-    """Explain how environments differ, most likely causes first.
-
-    INPUTS are envlock manifests, or environment.yml, `conda list --explicit` files,
-    requirements.txt / pip freeze output, conda-lock.yml or pylock.toml files; a directory
-    stands for the *.toml manifests in it.  With three or more inputs each is compared with the
-    majority, and the inputs that deviate are named.
-
-    Exit status (as diff(1)): 0 identical, 1 different, 2 trouble: an unreadable or invalid
-    input, or inputs with no fact in common to compare.
-    """
+    """Explain how environments differ, most likely causes first (help: ``_HELP``)."""
     from envlock.diff import diff as run_diff  # noqa: PLC0415
     from envlock.render import diff as render  # noqa: PLC0415
 

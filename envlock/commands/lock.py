@@ -8,19 +8,21 @@ from typing import Any
 
 import click
 
+from envlock._kinds import names_for_help
 from envlock.commands._common import handle_errors, index_admission_options, target_options, will_exit
 
 __all__ = ["lock", "restore"]
 
 
 def _python_version(value: str | None) -> str | None:
-    """``--python-version``: ``3``, ``3.12`` or ``3.12.3`` (what uv's ``--python`` takes as a
-    version), else a usage error."""
-    import re  # noqa: PLC0415
+    """``--python-version``: a usage error unless uv takes it as a version."""
+    from envlock.errors import EnvlockError  # noqa: PLC0415
+    from envlock.lock._api import check_python_version  # noqa: PLC0415
 
-    if value is not None and not re.fullmatch(r"\d{1,2}(\.\d{1,3}){0,2}", value):
-        raise click.BadParameter(f"{value!r} is not a Python version (e.g. 3.12 or 3.12.3)")
-    return value
+    try:
+        return check_python_version(value)
+    except EnvlockError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 @contextlib.contextmanager
@@ -34,21 +36,6 @@ def _spinner(message: str) -> Iterator[None]:
         return
     with console.status(message):
         yield
-
-
-def _index(options: dict[str, Any]) -> Any:
-    from envlock.lock import IndexOptions  # noqa: PLC0415
-
-    if not (options["index_url"] or options["extra_index_url"] or options["find_links"]
-            or options["no_index"]):
-        return None
-    return IndexOptions(
-        index_url=options["index_url"],
-        extra_index_urls=tuple(options["extra_index_url"]),
-        find_links=tuple(options["find_links"]),
-        no_index=options["no_index"],
-        source="command line",
-    )
 
 
 def _report(result: Any) -> None:
@@ -72,20 +59,6 @@ def _report(result: Any) -> None:
             click.echo(f"  {s.name} {s.version}: {s.reason}", err=True)
 
 
-def _variant_map(values: tuple[str, ...]) -> dict[str, str]:
-    """``--index VARIANT=URL`` values as a map (``cu130`` → URL)."""
-    from envlock.errors import EnvlockError  # noqa: PLC0415
-
-    out = {}
-    for value in values:
-        label, sep, url = value.partition("=")
-        if not sep or not label.strip() or not url.strip():
-            raise EnvlockError(f"--index {value!r}: expected VARIANT=URL, e.g. "
-                               "cu130=https://download.pytorch.org/whl/cu130")
-        out[label.strip().lstrip("+")] = url.strip()
-    return out
-
-
 _VARIANT_HELP = ("Index for pip versions with this local label (VARIANT=URL, repeatable); "
                  "default for PyTorch's labels (cpu, cuXYZ, rocmX.Y, xpu): "
                  "https://download.pytorch.org/whl/VARIANT.")
@@ -100,7 +73,7 @@ _VARIANT_HELP = ("Index for pip versions with this local label (VARIANT=URL, rep
               help="With --from-manifest: " + _VARIANT_HELP)
 @target_options
 @click.option("-f", "--file", "spec", type=click.Path(dir_okay=False),
-              help="Solve a conda environment.yml into conda-lock.yml.")
+              help=f"Solve a conda {names_for_help('lock -f')} into conda-lock.yml.")
 @click.option("-r", "--requirements", "requirements", type=click.Path(dir_okay=False),
               help="Resolve requirements.in or pyproject.toml with uv into pylock.toml.")
 @click.option("-o", "--output", "out_dir", default=".", show_default=True,
@@ -142,60 +115,41 @@ def lock(**options: Any) -> None:
     run (--python chooses one for --from-manifest), no value becomes an option, and an index a
     file names is used only if your configuration names it or --allow-index admits it.
     """
-    from envlock.errors import EnvlockError  # noqa: PLC0415
+    from envlock.lock._api import index_options, variant_map, write_lockfiles  # noqa: PLC0415
 
-    from_env = options["from_env"] or (
-        (options["python"] or options["prefix"])
-        and not (options["spec"] or options["requirements"] or options["from_manifest"])
-    )
-    chosen = [bool(from_env), bool(options["spec"]), bool(options["requirements"]),
-              bool(options["from_manifest"])]
-    if sum(chosen) != 1:
-        raise EnvlockError("give exactly one of --from-env, --from-manifest, -f/--file, "
-                           "-r/--requirements")
-    if options["cuda"] and options["without_cuda"]:
-        raise EnvlockError("give either --with-cuda or --without-cuda, not both")
-    import envlock.lock as api  # noqa: PLC0415
-
-    index = _index(options)
-    if options["from_manifest"]:
-        with _spinner(f"Locking the environment {options['from_manifest']} records…"):
-            result = api.lock_from_manifest(
-                options["from_manifest"], options["out_dir"],
-                index_map=_variant_map(options["variant_index"]),
-                index_url=options["index_url"], find_links=options["find_links"],
-                no_index=options["no_index"], force=options["force"],
-                python=options["python"],
-            )
-    elif from_env:
-        with _spinner("Reading the environment and locking its packages…"):
-            result = api.lock_environment(
-                options["out_dir"], python=options["python"], prefix=options["prefix"],
-                index=index, use_pip_config=not options["no_pip_config"], force=options["force"],
-            )
-    elif options["spec"]:
-        cuda = "" if options["without_cuda"] else options["cuda"]
-        with _spinner(f"Solving {options['spec']}…"):
-            result = api.lock_spec(
-                options["spec"], options["out_dir"], platforms=options["platforms"],
-                solver=options["solver"], channels=options["channels"],
-                virtual_package_spec=options["virtual_package_spec"], cuda=cuda,
-                index=index, force=options["force"], allow_index=options["allow_index"],
-                trust_lockfile_indexes=options["trust_lockfile_indexes"],
-            )
-    else:
-        with _spinner(f"Resolving {options['requirements']} with uv…"):
-            result = api.lock_requirements(
-                options["requirements"], options["out_dir"], python=options["python"],
-                python_version=options["python_version"],
-                requirements_txt=options["requirements_txt"], index=index, force=options["force"],
-                allow_index=options["allow_index"],
-                trust_lockfile_indexes=options["trust_lockfile_indexes"],
-            )
+    source = (options["from_manifest"] and f"Locking the environment {options['from_manifest']} records…"
+              or options["spec"] and f"Solving {options['spec']}…"
+              or options["requirements"] and f"Resolving {options['requirements']} with uv…"
+              or "Reading the environment and locking its packages…")
+    index = index_options(options["index_url"], options["extra_index_url"], options["find_links"],
+                          options["no_index"])
+    with _spinner(source):
+        result = write_lockfiles(
+            options["out_dir"], from_env=options["from_env"], from_manifest=options["from_manifest"],
+            spec=options["spec"], requirements=options["requirements"], python=options["python"],
+            prefix=options["prefix"], index=index, index_map=variant_map(options["variant_index"]),
+            force=options["force"], use_pip_config=not options["no_pip_config"],
+            platforms=options["platforms"], solver=options["solver"], channels=options["channels"],
+            virtual_package_spec=options["virtual_package_spec"], cuda=options["cuda"],
+            without_cuda=options["without_cuda"], python_version=options["python_version"],
+            requirements_txt=options["requirements_txt"], allow_index=options["allow_index"],
+            trust_lockfile_indexes=options["trust_lockfile_indexes"])
     _report(result)
 
 
-@click.command("restore")
+_RESTORE_HELP = f"""Recreate an environment from a manifest or lockfiles (dry run unless --run).
+
+    INPUTS: an envlock manifest, or lockfiles ({names_for_help("restore")},
+    hash-pinned).  A lockfile given, or recorded in the manifest and unchanged, is used; else the
+    manifest alone: conda packages as name=version=build from their recorded channels, pip
+    packages at their exact versions with uv, editable/VCS ones from their recorded commit.
+    After --run the result is verified against the manifest.  Also lists what no rebuild
+    restores (driver, system CUDA, compilers, CPU/GPU, kernel, …).  Exit status: 0 done (or plan
+    printed), 1 the rebuilt environment differs from the manifest, 2 trouble.
+    """
+
+
+@click.command("restore", help=_RESTORE_HELP)
 @click.argument("inputs", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--into", "--prefix", "prefix", type=click.Path(file_okay=False),
               help="The environment directory to create (default: a new directory beside the "
@@ -217,36 +171,20 @@ def restore(inputs: tuple[str, ...], prefix: str | None, python_version: str | N
             python: str | None, variant_index: tuple[str, ...], index_url: str | None,
             find_links: tuple[str, ...], no_index: bool, allow_index: tuple[str, ...],
             trust_lockfile_indexes: bool, do_run: bool) -> None:
-    """Recreate an environment from a manifest or lockfiles (dry run unless --run).
-
-    A lockfile given, or recorded in the manifest and unchanged, is used; else the manifest
-    alone: conda packages as name=version=build from their recorded channels, pip packages at
-    their exact versions with uv, editable/VCS ones from their recorded commit.  After --run
-    the result is verified against the manifest.  Also lists what no rebuild restores
-    (driver, system CUDA, compilers, CPU/GPU, kernel, …).  Exit status: 0 done (or plan
-    printed), 1 the rebuilt environment differs from the manifest, 2 trouble.
-    """
-    import os  # noqa: PLC0415
+    """Recreate an environment (help: ``_RESTORE_HELP``)."""
     import sys  # noqa: PLC0415
 
-    from envlock.lock._apply import run_plan, verify_restored  # noqa: PLC0415
-    from envlock.lock._restore import plan_restore  # noqa: PLC0415
+    from envlock.lock._api import apply_restore, restore as plan_only, variant_map  # noqa: PLC0415
 
-    target = os.path.abspath(prefix or _beside(inputs[0]))
-    plan = plan_restore(inputs, target, python_version=python_version,
-                        index_map=_variant_map(variant_index), index_url=index_url,
-                        find_links=find_links, no_index=no_index, python=python,
-                        allow_index=allow_index, trust_lockfile_indexes=trust_lockfile_indexes)
+    plan = plan_only(inputs, prefix, python_version=python_version,
+                     index_map=variant_map(variant_index), index_url=index_url,
+                     find_links=find_links, no_index=no_index, python=python,
+                     allow_index=allow_index, trust_lockfile_indexes=trust_lockfile_indexes).plan
     for warning in plan.warnings:
         click.echo(f"warning: {warning}", err=True)
     for note in plan.notes:
         click.echo(f"note: {note}", err=True)
-    if do_run:
-        _say_sources(plan)
-        with _spinner(f"Recreating {plan.prefix}…"):
-            for line in run_plan(plan):
-                click.echo(line)
-    else:
+    if not do_run:
         click.echo("# Recreate the environment from the manifest alone (dry run; --run "
                    "builds it, then verifies it):" if plan.manifests
                    else "# Recreate the environment:")
@@ -256,22 +194,34 @@ def restore(inputs: tuple[str, ...], prefix: str | None, python_version: str | N
         for step in plan.steps:
             click.echo(f"# {step.title}")
             click.echo(step.shell)
-    if do_run and plan.manifests:
-        with _spinner(f"Verifying {plan.prefix} against {plan.manifests[0]}…"):
-            check = verify_restored(plan)
-        will_exit(check.exit_code)
-        click.echo(f"# Came back exactly: {len(check.exact)} package(s)")
-        for item in check.exact:
-            click.echo(f"#   {item}")
-        click.echo("# Packages and Python that differ from the manifest:"
-                   + ("" if check.differs else " none"))
-        for item in check.differs:
-            click.echo(f"#   {item}")
-        click.echo("# A rebuild can never restore (comes from the machine or the job):")
-        for item in check.machine:
-            click.echo(f"#   {item}")
-        sys.stdout.flush()
-        sys.exit(check.exit_code)
+        _say_not_restored(plan)
+        return
+    _say_sources(plan)
+    with _spinner(f"Recreating {plan.prefix}…" if not plan.manifests else
+                  f"Recreating {plan.prefix} and verifying it against {plan.manifests[0]}…"):
+        done = apply_restore(plan)
+    for line in done.lines:
+        click.echo(line)
+    check = done.check
+    if check is None:
+        _say_not_restored(plan)
+        return
+    will_exit(check.exit_code)
+    click.echo(f"# Came back exactly: {len(check.exact)} package(s)")
+    for item in check.exact:
+        click.echo(f"#   {item}")
+    click.echo("# Packages and Python that differ from the manifest:"
+               + ("" if check.differs else " none"))
+    for item in check.differs:
+        click.echo(f"#   {item}")
+    click.echo("# A rebuild can never restore (comes from the machine or the job):")
+    for item in check.machine:
+        click.echo(f"#   {item}")
+    sys.stdout.flush()
+    sys.exit(check.exit_code)
+
+
+def _say_not_restored(plan: Any) -> None:
     if plan.not_restored:
         click.echo("# Not restored by any lockfile (comes from the machine or the job):")
         for item in plan.not_restored:
@@ -293,16 +243,3 @@ def _say_sources(plan: Any) -> None:
     if plan.python is not None and plan.python.path is None and plan.python.proposed:
         click.echo(printable(f"# the manifest names the interpreter {plan.python.proposed}: "
                              "not run (a manifest is data); --python PATH chooses one"))
-
-
-def _beside(first: str) -> str:
-    """A new directory beside ``first``: ``<stem>-restored``, ``-restored-2``, …"""
-    from pathlib import Path  # noqa: PLC0415
-
-    path = Path(first).resolve()
-    stem = path.name.split(".")[0] or "env"
-    for n in range(1, 1000):
-        candidate = path.parent / (f"{stem}-restored" + (f"-{n}" if n > 1 else ""))
-        if not candidate.exists():
-            return str(candidate)
-    return str(path.parent / f"{stem}-restored")

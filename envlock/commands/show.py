@@ -8,12 +8,24 @@ from typing import Any
 
 import click
 
+from envlock._kinds import names_for_help
 from envlock.commands._common import handle_errors, pipe_safe, will_exit
 
 __all__ = ["show"]
 
 
-@click.command()
+_HELP = f"""Summarize MANIFEST: an envlock manifest, or any file envlock reads.
+
+    For a manifest, the summary: platform and CPU, Python, the numerical stack, GPU and CUDA,
+    BLAS and threads, the code, numerics variables, then key packages.  For another file
+    ({names_for_help("show", conj="and")}): its kind, platforms,
+    conda and pip package counts and Python.  `--format json` prints the manifest as JSON (what
+    `envlock snapshot --format json` writes; it reads back the same), or the reading of another
+    file.
+    """
+
+
+@click.command(help=_HELP)
 @click.argument("manifest", type=click.Path(dir_okay=False))
 @click.option("--all", "show_all", is_flag=True,
               help="After the summary, list every package (name, version, where from).")
@@ -23,15 +35,7 @@ __all__ = ["show"]
               help="Wrap the text to this many columns (default: the terminal's, else 80).")
 @handle_errors
 def show(manifest: str, show_all: bool, fmt: str, width: int | None) -> None:
-    """Summarize MANIFEST: an envlock manifest, or any file envlock reads.
-
-    For a manifest, the summary: platform and CPU, Python, the numerical stack, GPU and CUDA,
-    BLAS and threads, the code, numerics variables, then key packages.  For another file
-    (environment.yml, conda lists, requirements, conda-lock, pixi.lock, pylock, uv.lock,
-    poetry.lock, pdm.lock, Pipfile, Pipfile.lock): its kind, platforms, conda and pip package
-    counts and Python.  `--format json` prints the manifest as JSON (what `envlock snapshot
-    --format json` writes; it reads back the same), or the reading of another file.
-    """
+    """Summarize MANIFEST (help: ``_HELP``)."""
     from envlock.errors import ManifestError, ManifestVersionError  # noqa: PLC0415
     from envlock.manifest import load  # noqa: PLC0415
 

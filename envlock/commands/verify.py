@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from envlock._kinds import LOCK_KINDS as _LOCK_KINDS  # the kinds formats.read_lock reads
+from envlock._kinds import names_for_help
 from envlock.commands._common import (Finite, handle_errors, selection_options, target_options,
                                       will_exit)
 
@@ -20,7 +20,7 @@ __all__ = ["verify"]
 @click.option("--manifest", "-m", type=click.Path(dir_okay=False, path_type=str),
               help="The manifest this environment must match (envlock snapshot).")
 @click.option("--lock", "locks", multiple=True, type=click.Path(dir_okay=False, path_type=str),
-              help="A lockfile it must match (" + ", ".join(_LOCK_KINDS) + "). Repeatable.")
+              help=f"A lockfile it must match ({names_for_help('verify --lock')}). Repeatable.")
 @selection_options
 @target_options
 @click.option("--output-dir", type=click.Path(path_type=str),

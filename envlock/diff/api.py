@@ -183,12 +183,12 @@ def _match_markers(a: FactSet, b: FactSet, ra: Any, rb: Any) -> bool:
     keyed ``name ; marker``; two inputs that write one marker differently (``'`` or ``"``, a
     uv.lock's ``resolution-markers`` joined with ``or``, ``python_version`` for
     ``python_full_version``) still mean the same entry.  ``b``'s key is renamed to ``a``'s where
-    the markers are equivalent (:func:`envlock.formats.markers.markers_equivalent`, for the
+    the markers are equivalent (:func:`envlock.formats.markereq.markers_equivalent`, for the
     Python versions the locks allow).  Returns whether ``b`` has such keys (and so may have
     been renamed)."""
     if not any(_MARKED in key for _, key in b.facts):
         return False  # nothing of b's to rename (most inputs: one entry per package)
-    from envlock.formats.markers import markers_equivalent  # noqa: PLC0415
+    from envlock.formats.markereq import markers_equivalent  # noqa: PLC0415
 
     def marked(fs: FactSet) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}

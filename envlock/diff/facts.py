@@ -33,6 +33,7 @@ from envlock.diff.factset import (
     same,
     str_or_none,
 )
+from envlock._kinds import STACK_AREAS
 from envlock.formats.conda import is_metapackage
 from envlock.redact import redact_variable
 
@@ -264,7 +265,7 @@ EXTRACTORS: dict[str, tuple[str, Extractor]] = {
 }
 
 
-for _name in ("gpu", "cuda", "frameworks", "blas", "toolchain", "slurm"):
+for _name in (a.name for a in STACK_AREAS if a.facts):
     EXTRACTORS[_name] = (_name, getattr(stackfacts, _name))
 EXTRACTORS.update(processfacts.EXTRACTORS)  # [process] (envlock.record) and [run] (run.toml)
 

@@ -181,8 +181,9 @@ def env_fix(changes: list[Change], labels: tuple[str, str]) -> str:
     return "choose one side's values — " + "; or ".join(sides)
 
 
-def _install(p: Pkg, key: str) -> str:
-    """The command that installs exactly package ``p`` with the manager that installed it."""
+def install_command(p: Pkg, key: str) -> str:
+    """The command that installs exactly package ``p`` with the manager that installed it
+    (``conda install 'name==version=build'`` for a conda record, else ``pip install``)."""
     version = p.version
     if p.manager == "conda":
         name = p.name or key
@@ -204,8 +205,8 @@ def package_fix(c: Change, labels: tuple[str, str]) -> str:
     va, vb = c.values
     if not (isinstance(va, Pkg) and isinstance(vb, Pkg)) or va.constraint or vb.constraint:
         return f"install the same {c.key} on both sides"
-    return (f"choose one side's version — as in {labels[0]}: `{_install(va, c.key)}`; "
-            f"or as in {labels[1]}: `{_install(vb, c.key)}`")
+    return (f"choose one side's version — as in {labels[0]}: `{install_command(va, c.key)}`; "
+            f"or as in {labels[1]}: `{install_command(vb, c.key)}`")
 
 
 def code_fix(changes: list[Change], labels: tuple[str, str]) -> str:

@@ -602,8 +602,13 @@ def _do(template: str, c: Change, label: tuple[str, str], kw: Mapping[str, Any])
                 return (f"{have} asks for {c.key} ({want}) and {lacks} does not have it: install it "
                         f"there, or drop it from {have} if the code does not use it.")
             ver = _plainv(present)
+            from envlock.diff.fixes import install_command  # noqa: PLC0415
+
+            cmd = (install_command(present, c.key)  # conda's own command for a conda record
+                   if isinstance(present, Pkg) and present.manager == "conda"
+                   else f"pip install '{c.key}=={ver}'")
             return (f"{c.key} is only in {have} ({ver}): install it in {lacks} too "
-                    f"(`pip install '{c.key}=={ver}'`) or remove it from {have}, so both run the same code.")
+                    f"(`{cmd}`) or remove it from {have}, so both run the same code.")
         if any(isinstance(v, Pkg) and v.constraint for v in (a, b)):
             spec = next(v for v in (a, b) if isinstance(v, Pkg) and v.constraint)
             other = b if spec is a else a

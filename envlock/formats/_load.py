@@ -167,13 +167,7 @@ def _compose(loader: Any, events: Any, nodes: Any, name: str, max_nodes: int,
             if len(stack) >= max_depth:
                 raise ManifestError(f"{name}: nested more than {max_depth} levels deep "
                                     f"(line {ev.start_mark.line + 1})")
-            seq = isinstance(ev, events.SequenceStartEvent)
-            tag = ev.tag
-            if tag is None or tag == "!":
-                tag = loader.resolve(nodes.SequenceNode if seq else nodes.MappingNode, None,
-                                     ev.implicit)
-            cls = nodes.SequenceNode if seq else nodes.MappingNode
-            node = cls(tag, [], ev.start_mark, None, flow_style=ev.flow_style)
+            node = _collection(loader, events, nodes, ev)
             if ev.anchor is not None:
                 anchors[ev.anchor] = node
             stack.append([node, None, 1])
@@ -186,3 +180,13 @@ def _compose(loader: Any, events: Any, nodes: Any, name: str, max_nodes: int,
             add(node, size)
             continue
     return root
+
+
+def _collection(loader: Any, events: Any, nodes: Any, ev: Any) -> Any:
+    """The empty sequence or mapping node a start event opens, its tag resolved as PyYAML's
+    composer resolves it."""
+    cls = nodes.SequenceNode if isinstance(ev, events.SequenceStartEvent) else nodes.MappingNode
+    tag = ev.tag
+    if tag is None or tag == "!":
+        tag = loader.resolve(cls, None, ev.implicit)
+    return cls(tag, [], ev.start_mark, None, flow_style=ev.flow_style)

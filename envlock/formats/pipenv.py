@@ -25,10 +25,12 @@ from typing import Any
 from envlock._io import one_line
 from envlock._names import canonicalize
 from envlock.errors import ManifestError
+from envlock.formats._reading import Reading, Source, partial
 from envlock.formats.locks import Locked, LockFile
 from envlock.formats.pep508 import UNKNOWN, version_from_url
 
-__all__ = ["is_pipfile", "is_pipfile_lock", "read_pipfile", "read_pipfile_lock"]
+__all__ = ["is_pipfile", "is_pipfile_lock", "read_pipfile", "read_pipfile_lock",
+           "pipfile_lock_reading", "pipfile_reading"]
 
 _VCS = ("git", "hg", "svn", "bzr")
 
@@ -41,14 +43,16 @@ _MARKER_KEYS = ("os_name", "sys_platform", "platform_machine", "platform_python_
 _NOT_CATEGORIES = frozenset({"source", "requires", "pipenv", "scripts"})
 
 
-def is_pipfile_lock(data: Mapping[str, Any]) -> bool:
+def is_pipfile_lock(data: Mapping[str, Any], src: Any = None) -> bool:
     """Whether a JSON document is a ``Pipfile.lock``: ``_meta`` and a ``default``/``develop``."""
     return isinstance(data.get("_meta"), Mapping) and ("default" in data or "develop" in data)
 
 
-def is_pipfile(data: Mapping[str, Any], base: str) -> bool:
-    """Whether a TOML document is a ``Pipfile``: its name, or ``[packages]``/``[dev-packages]``
-    with only Pipfile tables besides."""
+def is_pipfile(data: Mapping[str, Any], src: Any) -> bool:
+    """Whether a TOML document is a ``Pipfile``: its name (``src``: a
+    :class:`~envlock.formats._reading.Source`, or the file name), or ``[packages]``/
+    ``[dev-packages]`` with only Pipfile tables besides."""
+    base = src if isinstance(src, str) else src.base
     if "envlock" in data or "project" in data or "tool" in data:
         return False
     return base == "Pipfile" or base.endswith(".Pipfile") or (
@@ -229,3 +233,25 @@ def read_pipfile(data: Mapping[str, Any], name: str) -> tuple[list[dict[str, Any
         sources, list) else [], "requires": dict(requires) if isinstance(requires, Mapping) else {},
             "categories": categories}
     return entries, meta
+
+
+def pipfile_lock_reading(data: Mapping[str, Any], src: Source) -> Reading:
+    """The :class:`Reading` of a ``Pipfile.lock`` (:func:`read_pipfile_lock`): complete.
+
+    :raises ManifestError: as :func:`read_pipfile_lock`.
+    """
+    lock, entries, meta = read_pipfile_lock(data, src.name)
+    out = partial([], entries, "Pipfile.lock")
+    out.setdefault("pip", {"status": "ok", "source": "Pipfile.lock", "packages": []})
+    return Reading("Pipfile.lock", out, "complete", (), lock, meta)
+
+
+def pipfile_reading(data: Mapping[str, Any], src: Source) -> Reading:
+    """The :class:`Reading` of a ``Pipfile`` (:func:`read_pipfile`): a spec.
+
+    :raises ManifestError: as :func:`read_pipfile`.
+    """
+    entries, meta = read_pipfile(data, src.name)
+    out = partial([], entries, "Pipfile")
+    out.setdefault("pip", {"status": "ok", "source": "Pipfile", "packages": []})
+    return Reading("Pipfile", out, "partial", (), None, meta)

@@ -15,10 +15,27 @@ from typing import Any
 
 from envlock._io import one_line
 from envlock._names import canonicalize
-from envlock.formats.locks import Locked, LockFile, _err, _packages, _sha, _str
+from envlock.formats.locks import Locked, LockFile, _err, _packages, _sha, _str, sniff_toml_lock
 from envlock.formats.pep508 import UNKNOWN
 
-__all__ = ["read_uv_lock", "read_poetry_lock", "read_pdm_lock"]
+__all__ = ["read_uv_lock", "read_poetry_lock", "read_pdm_lock", "is_uv_lock", "is_poetry_lock",
+           "is_pdm_lock"]
+
+
+def is_uv_lock(data: Mapping[str, Any], src: Any) -> bool:
+    """Whether a TOML document is a ``uv.lock`` (``version`` + ``[[package]]``)."""
+    return sniff_toml_lock(data) == "uv.lock"
+
+
+def is_poetry_lock(data: Mapping[str, Any], src: Any) -> bool:
+    """Whether a TOML document is a ``poetry.lock`` (``[metadata]`` ``content-hash`` or
+    ``lock-version``)."""
+    return sniff_toml_lock(data) == "poetry.lock"
+
+
+def is_pdm_lock(data: Mapping[str, Any], src: Any) -> bool:
+    """Whether a TOML document is a ``pdm.lock`` (``[metadata] lock_version``)."""
+    return sniff_toml_lock(data) == "pdm.lock"
 
 
 def read_uv_lock(data: Mapping[str, Any], name: str) -> LockFile:
@@ -130,21 +147,11 @@ def _uv_reach(entries: list[Mapping[str, Any]], manifest: Any,
     ``optional-dependencies.y``); an edge's ``marker`` limits it to where the marker holds.
     ``None`` when the lock names no member (the format then does not say).
     """
-    members: set[str] = set()
-    if isinstance(manifest, Mapping) and isinstance(manifest.get("members"), list):
-        members = {canonicalize(str(m)) for m in manifest["members"]}
     by_name: dict[str, list[int]] = {}
     for i, p in enumerate(entries):
         if isinstance(p.get("name"), str):
             by_name.setdefault(canonicalize(p["name"]), []).append(i)
-    roots = []
-    for i, p in enumerate(entries):
-        source = p.get("source")
-        if not isinstance(source, Mapping) or not isinstance(p.get("name"), str):
-            continue
-        local = {"editable", "virtual"} & set(source)
-        if canonicalize(p["name"]) in members or any(source.get(k) == "." for k in local):
-            roots.append(i)
+    roots = _uv_roots(entries, manifest)
     if not roots:
         return None
     # state: (entry, extra or None, group); value: the conditions (frozensets of markers,
@@ -187,11 +194,7 @@ def _uv_reach(entries: list[Mapping[str, Any]], manifest: Any,
         for e in edges:
             em = e.get("marker")
             c = cond | {em} if isinstance(em, str) and em.strip() else cond
-            targets = by_name.get(canonicalize(e["name"]), [])
-            if "version" in e and len(targets) > 1:
-                targets = [t for t in targets if entries[t].get("version") == e["version"]] or targets
-            if "source" in e and len(targets) > 1:  # one version from two indexes (cpu, cu124)
-                targets = [t for t in targets if entries[t].get("source") == e["source"]] or targets
+            targets = _uv_targets(e, entries, by_name)
             raw_extras = e.get("extra")
             extras = raw_extras if isinstance(raw_extras, list) else []
             for t in targets:
@@ -201,16 +204,47 @@ def _uv_reach(entries: list[Mapping[str, Any]], manifest: Any,
     out: dict[int, dict[str, set[frozenset[str]]]] = {}
     for (i, _extra, group), conds in reached.items():
         out.setdefault(i, {}).setdefault(group, set()).update(conds)
+    return {i: tuple((g, _reach_marker(c)) for g, c in sorted(groups.items()))
+            for i, groups in out.items()}
 
-    def marker(conds: set[frozenset[str]]) -> str | None:
-        if frozenset() in conds:
-            return None
-        alts = sorted(" and ".join(f"({m})" for m in sorted(c)) for c in conds)
-        if len(alts) == 1:
-            return alts[0]
-        return " or ".join(f"({a})" if " and " in a else a for a in alts)
 
-    return {i: tuple((g, marker(c)) for g, c in sorted(groups.items())) for i, groups in out.items()}
+def _uv_roots(entries: list[Mapping[str, Any]], manifest: Any) -> list[int]:
+    """The entries uv installs as the workspace: ``[manifest] members``, and editable/virtual
+    sources at ``.``."""
+    members: set[str] = set()
+    if isinstance(manifest, Mapping) and isinstance(manifest.get("members"), list):
+        members = {canonicalize(str(m)) for m in manifest["members"]}
+    roots = []
+    for i, p in enumerate(entries):
+        source = p.get("source")
+        if not isinstance(source, Mapping) or not isinstance(p.get("name"), str):
+            continue
+        local = {"editable", "virtual"} & set(source)
+        if canonicalize(p["name"]) in members or any(source.get(k) == "." for k in local):
+            roots.append(i)
+    return roots
+
+
+def _uv_targets(e: Mapping[str, Any], entries: list[Mapping[str, Any]],
+                by_name: Mapping[str, list[int]]) -> list[int]:
+    """The entries an edge names: by name, then its ``version`` and ``source`` where the lock
+    has more than one (one version from two indexes: PyTorch's cpu and cu124)."""
+    targets = by_name.get(canonicalize(e["name"]), [])
+    if "version" in e and len(targets) > 1:
+        targets = [t for t in targets if entries[t].get("version") == e["version"]] or targets
+    if "source" in e and len(targets) > 1:
+        targets = [t for t in targets if entries[t].get("source") == e["source"]] or targets
+    return targets
+
+
+def _reach_marker(conds: set[frozenset[str]]) -> str | None:
+    """The marker of a set of conditions (each an ``and`` of edge markers); ``None``: always."""
+    if frozenset() in conds:
+        return None
+    alts = sorted(" and ".join(f"({m})" for m in sorted(c)) for c in conds)
+    if len(alts) == 1:
+        return alts[0]
+    return " or ".join(f"({a})" if " and " in a else a for a in alts)
 
 
 def read_poetry_lock(data: Mapping[str, Any], name: str) -> LockFile:

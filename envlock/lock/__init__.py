@@ -11,7 +11,9 @@ Three ways in, one way out:
   building it (``envlock lock --from-manifest``);
 * :func:`plan_restore` / :func:`run_plan` — the commands that recreate an environment
   (``envlock restore``);
-* :func:`find_lockfiles` — the ``[lockfiles]`` table of a manifest.
+* :func:`find_lockfiles` — the ``[lockfiles]`` table of a manifest;
+* :func:`write_lockfiles` / :func:`restore` — ``envlock lock`` / ``envlock restore`` as one
+  call each (:mod:`envlock.lock._api`).
 
 The heavy tools (conda-lock, py-rattler, uv) are the optional extra ``envlock[lock]`` and are
 imported only when a function needs them.  Importing this package imports none of them.
@@ -43,6 +45,12 @@ _LAZY = {
     "verify_restored": "_apply",
     "RestoreCheck": "_apply",
     "find_python": "_from_manifest",
+    "write_lockfiles": "_api",
+    "restore": "_api",
+    "apply_restore": "_api",
+    "Restored": "_api",
+    "index_options": "_api",
+    "variant_map": "_api",
 }
 
 __all__ = [
@@ -61,6 +69,12 @@ __all__ = [
     "verify_restored",
     "RestoreCheck",
     "find_python",
+    "write_lockfiles",
+    "restore",
+    "apply_restore",
+    "Restored",
+    "index_options",
+    "variant_map",
 ]
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from envlock._run import Runner, run
 from envlock._untrusted import (
@@ -168,22 +168,12 @@ def find_python(
     mm = ".".join(version.split(".")[:2])
     proposed = os.path.join(base_prefix, "bin", f"python{mm}") if base_prefix else None
     candidates: list[tuple[str, str]] = []
-    uv_miss = ""
     if local_prefix:
         for name in (f"python{mm}", "python3"):
             candidates.append((os.path.join(local_prefix, "bin", name), "envlock's own"))
-    try:
-        from envlock.lock._tools import uv_bin  # noqa: PLC0415
-
-        env = dict(os.environ, UV_PYTHON_DOWNLOADS="never", NO_COLOR="1")
-        result = runner([uv_bin(), "python", "find", "--system", "--", version], timeout=30.0,
-                        env=env)
-        if result.ok and result.stdout.strip():
-            candidates.append((result.stdout.strip().splitlines()[-1], "uv python find"))
-        else:
-            uv_miss = f"uv python find {version}: none"
-    except EnvlockError:
-        uv_miss = "uv python find: uv not installed"
+    uv_found, uv_miss = _uv_python_find(version, runner)
+    if uv_found:
+        candidates.append((uv_found, "uv python find"))
     if own_last and not local_prefix:
         import platform  # noqa: PLC0415
         import sys  # noqa: PLC0415
@@ -373,66 +363,17 @@ def plan_from_manifest(
     conda = manifest.conda.packages if manifest.conda else ()
     py = f"{prefix}/bin/python"
     if conda:
-        channels: list[str] = []
-        for c in conda:
-            check_conda_spec(c.name, c.version, c.build, f"[[conda.packages]] {c.name!r}")
-            if c.url:
-                check_url(c.url, f"[[conda.packages]] {c.name!r} url")
-            if c.url and c.url.count("/") >= 3:
-                base = c.url.rsplit("/", 2)[0]
-                if base not in channels:
-                    channels.append(base)
-            if not c.url or not c.md5:
-                warnings.append(f"conda package {c.name} {c.version} {c.build} has no "
-                                f"{'url' if not c.url else 'md5'} in the manifest; it cannot be "
-                                "restored (installed from a local file?)")
-        argv = ["conda", "create", "--prefix", prefix, "--override-channels"]
-        for ch in channels:
-            argv += ["-c", ch]
-        argv += ["--yes", "--", *(f"{c.name}={c.version}={c.build}" for c in conda)]
-        contacts += [f"conda channel {ch}" for ch in channels]
-        steps.append(Step(
-            title=f"install the {len(conda)} conda packages of {path.name} as name=version=build "
-                  "(--run: py-rattler installs exactly these files, md5/sha256 checked)",
-            argv=tuple(argv), kind="conda-manifest", manifest=str(path)))
+        steps.append(_conda_step(path, conda, prefix, warnings, contacts))
     elif manifest.pip and manifest.pip.packages:
-        info = manifest.python
-        recorded = info.version if info else None
-        if python_version and python_version != recorded:
-            warnings.append(f"Python {python_version} asked for (--python-version); the manifest "
-                            f"records {recorded or 'no version'}: not an exact restore")
-        choice = find_python(python_version or recorded,
-                             base_prefix=info.base_prefix if info and not python_version else None,
-                             explicit=python, own_last=True, runner=runner)
-        if python and choice.path is None:
-            from envlock.errors import TargetError  # noqa: PLC0415
-
-            raise TargetError(f"--python {python}: does not run as a Python interpreter")
-        if not choice.exact:
-            warnings.append(choice.describe())
-        argv = ["uv", "venv", "--quiet", prefix, "--python",
-                choice.path or (choice.version or "3")]
+        choice = _interpreter(manifest, python, python_version, warnings, runner)
         steps.append(Step(title="create a virtual environment with "
                           + (choice.describe() if choice.path else f"Python {choice.version}"),
-                          argv=tuple(argv), kind="uv-venv"))
+                          argv=("uv", "venv", "--quiet", prefix, "--python",
+                                choice.path or (choice.version or "3")), kind="uv-venv"))
     index_args = opts.uv_args()
     if pins:
         contacts += pip_contacts(opts)
-    if pins:
-        steps.append(Step(
-            title=f"install the {len(pins)} pip packages of {path.name} at their recorded "
-                  "versions (--no-deps: exactly the recorded set)",
-            argv=("uv", "pip", "install", "--quiet", "--python", py, "--no-deps", *index_args,
-                  "--", *pins),
-            kind="pip-pins"))
-        for pin in pins:
-            name, at, url = pin.partition(" @ ")
-            if at:
-                contacts.append(f"{url} ({name})")
-                if url.startswith(("git+", "hg+", "svn+", "bzr+")) or not url.endswith(".whl"):
-                    builds.append(f"{name}: builds {url} (runs its build backend)")
-        builds.append("any recorded version that has no wheel for this machine is built from "
-                      "its sdist (runs its build backend)")
+        steps.append(_pins_step(path, pins, py, index_args, contacts, builds))
     for pkg in editables:
         more, more_notes, remotes = _editable_steps(path, manifest, pkg, prefix, py, index_args)
         steps += more
@@ -475,3 +416,88 @@ def pip_contacts(opts: IndexOptions) -> list[str]:
     return out
 
 
+def _conda_step(path: Path, conda: Any, prefix: str, warnings: list[str],
+                contacts: list[str]) -> Step:
+    """The ``conda create`` step of a manifest's conda packages (each spec and URL checked;
+    their channels appended to ``contacts``, packages without url/md5 to ``warnings``)."""
+    channels: list[str] = []
+    for c in conda:
+        check_conda_spec(c.name, c.version, c.build, f"[[conda.packages]] {c.name!r}")
+        if c.url:
+            check_url(c.url, f"[[conda.packages]] {c.name!r} url")
+        if c.url and c.url.count("/") >= 3:
+            base = c.url.rsplit("/", 2)[0]
+            if base not in channels:
+                channels.append(base)
+        if not c.url or not c.md5:
+            warnings.append(f"conda package {c.name} {c.version} {c.build} has no "
+                            f"{'url' if not c.url else 'md5'} in the manifest; it cannot be "
+                            "restored (installed from a local file?)")
+    argv = ["conda", "create", "--prefix", prefix, "--override-channels"]
+    for ch in channels:
+        argv += ["-c", ch]
+    argv += ["--yes", "--", *(f"{c.name}={c.version}={c.build}" for c in conda)]
+    contacts += [f"conda channel {ch}" for ch in channels]
+    return Step(title=f"install the {len(conda)} conda packages of {path.name} as name=version=build "
+                      "(--run: py-rattler installs exactly these files, md5/sha256 checked)",
+                argv=tuple(argv), kind="conda-manifest", manifest=str(path))
+
+
+def _interpreter(manifest: Manifest, python: str | None, python_version: str | None,
+                 warnings: list[str], runner: Runner) -> PythonChoice:
+    """The interpreter of a venv rebuilt from ``manifest`` (:func:`find_python`); a version
+    other than the recorded one, or an inexact choice, is a warning.
+
+    :raises TargetError: ``python`` does not run as a Python interpreter.
+    """
+    info = manifest.python
+    recorded = info.version if info else None
+    if python_version and python_version != recorded:
+        warnings.append(f"Python {python_version} asked for (--python-version); the manifest "
+                        f"records {recorded or 'no version'}: not an exact restore")
+    choice = find_python(python_version or recorded,
+                         base_prefix=info.base_prefix if info and not python_version else None,
+                         explicit=python, own_last=True, runner=runner)
+    if python and choice.path is None:
+        from envlock.errors import TargetError  # noqa: PLC0415
+
+        raise TargetError(f"--python {python}: does not run as a Python interpreter")
+    if not choice.exact:
+        warnings.append(choice.describe())
+    return choice
+
+
+def _uv_python_find(version: str, runner: Runner) -> tuple[str | None, str]:
+    """What ``uv python find --system VERSION`` finds (downloads off), and else why not."""
+    import os  # noqa: PLC0415
+
+    try:
+        from envlock.lock._tools import uv_bin  # noqa: PLC0415
+
+        env = dict(os.environ, UV_PYTHON_DOWNLOADS="never", NO_COLOR="1")
+        result = runner([uv_bin(), "python", "find", "--system", "--", version], timeout=30.0,
+                        env=env)
+    except EnvlockError:
+        return None, "uv python find: uv not installed"
+    if result.ok and result.stdout.strip():
+        return result.stdout.strip().splitlines()[-1], ""
+    return None, f"uv python find {version}: none"
+
+
+def _pins_step(path: Path, pins: list[str], py: str, index_args: list[str],
+               contacts: list[str], builds: list[str]) -> Step:
+    """The ``uv pip install --no-deps`` step of the recorded pins; direct URLs are appended to
+    ``contacts``, what it builds from source to ``builds``."""
+    for pin in pins:
+        name, at, url = pin.partition(" @ ")
+        if at:
+            contacts.append(f"{url} ({name})")
+            if url.startswith(("git+", "hg+", "svn+", "bzr+")) or not url.endswith(".whl"):
+                builds.append(f"{name}: builds {url} (runs its build backend)")
+    builds.append("any recorded version that has no wheel for this machine is built from "
+                  "its sdist (runs its build backend)")
+    return Step(title=f"install the {len(pins)} pip packages of {path.name} at their recorded "
+                      "versions (--no-deps: exactly the recorded set)",
+                argv=("uv", "pip", "install", "--quiet", "--python", py, "--no-deps", *index_args,
+                      "--", *pins),
+                kind="pip-pins")

@@ -253,38 +253,53 @@ def lock_manifest(
 
         pins = [check_requirement(p, "[[pip.packages]] requirement") for p in pins]
     if pins:
-        if untrusted:
-            python, version = _untrusted_interpreter(manifest, python)
-        else:
-            python, version = check_interpreter(manifest)
-        if index is None:
-            found = None
-            if use_pip_config and python:
-                found = _pip.pip_config_index(python, runner=runner)
-            index = found or IndexOptions(source="uv defaults (PyPI)")
-        shown = " ".join(redact_text_urls(a) for a in index.uv_args()) or "none"
-        notes.append(f"pip index options from {index.source}: {shown}")
-        uv_out = _pip.compile_requirements(
-            pins, index=index, python=python, python_version=version, no_deps=True, runner=runner,
-            what=f"the {len(pins)} installed pip package(s) of {source}", one_line=True,
-        )
-        tool = {
-            "source": how,
-            "environment": source,
-            "created": now(),
-            **index.to_table(),
-        }
-        if skipped:
-            tool["not-locked"] = [s.to_table() for s in skipped]
-        header = (
-            f"Locked by envlock from the environment {source}.\n"
-            "Install into a new environment with: uv pip install -r pylock.toml"
-        )
-        texts[out_dir / "pylock.toml"] = pylock_text(uv_out, tool=tool, header=header,
-                                                      expected=expected)
+        texts[out_dir / "pylock.toml"] = _pylock_part(
+            manifest, pins, expected, skipped, notes, index=index, use_pip_config=use_pip_config,
+            runner=runner, how=how, untrusted=untrusted, python=python)
     if not texts:
         if manifest.python is None or manifest.python.status != "ok":
             check_interpreter(manifest)  # the package list may be incomplete: say why
         raise LockError(f"{source}: no conda or pip packages found to lock")
     files = write_all(texts, force=force)
     return LockResult(files=files, skipped=tuple(skipped), notes=tuple(notes))
+
+
+def _pylock_part(manifest: Manifest, pins: list[str], expected: dict[str, str],
+                 skipped: list[Skipped], notes: list[str], *, index: IndexOptions | None,
+                 use_pip_config: bool, runner: Runner, how: str, untrusted: bool,
+                 python: str | None) -> str:
+    """The ``pylock.toml`` text of the manifest's pip ``pins``, resolved by uv for its
+    interpreter with ``index`` (else the target's pip configuration); appends the index note
+    to ``notes``.
+
+    :raises LockError: uv cannot find an installed version.
+    """
+    source = manifest.target.prefix
+    if untrusted:
+        python, version = _untrusted_interpreter(manifest, python)
+    else:
+        python, version = check_interpreter(manifest)
+    if index is None:
+        found = None
+        if use_pip_config and python:
+            found = _pip.pip_config_index(python, runner=runner)
+        index = found or IndexOptions(source="uv defaults (PyPI)")
+    shown = " ".join(redact_text_urls(a) for a in index.uv_args()) or "none"
+    notes.append(f"pip index options from {index.source}: {shown}")
+    uv_out = _pip.compile_requirements(
+        pins, index=index, python=python, python_version=version, no_deps=True, runner=runner,
+        what=f"the {len(pins)} installed pip package(s) of {source}", one_line=True,
+    )
+    tool = {
+        "source": how,
+        "environment": source,
+        "created": now(),
+        **index.to_table(),
+    }
+    if skipped:
+        tool["not-locked"] = [s.to_table() for s in skipped]
+    header = (
+        f"Locked by envlock from the environment {source}.\n"
+        "Install into a new environment with: uv pip install -r pylock.toml"
+    )
+    return pylock_text(uv_out, tool=tool, header=header, expected=expected)

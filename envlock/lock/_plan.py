@@ -13,6 +13,8 @@ import shlex
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from envlock._kinds import STACK_AREAS
+
 if TYPE_CHECKING:
     from envlock.manifest import Manifest
 
@@ -113,8 +115,7 @@ class RestorePlan:
 #: packages), that describe the job rather than the environment (``slurm``), or that the plan
 #: describes itself.
 _COVERED = frozenset({"envlock", "target", "python", "platform", "cpu", "env", "git", "conda",
-                      "pip", "lockfiles", "gpu", "cuda", "toolchain", "frameworks", "blas",
-                      "slurm"})
+                      "pip", "lockfiles"} | {a.name for a in STACK_AREAS if a.restored != "build"})
 
 
 def _machine_lines(manifest: Manifest) -> list[str]:

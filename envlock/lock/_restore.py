@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from envlock._run import Runner, run
 from envlock.errors import ManifestError
@@ -219,32 +219,11 @@ def plan_restore(
     :raises UntrustedValueError: a value of an input is not what its field must be, or a
         lockfile names an index that is not admitted.
     """
-    from envlock.lock._sources import check_admitted, lockfile_sources, user_indexes  # noqa: PLC0415
-    from envlock.manifest import load  # noqa: PLC0415
+    from envlock.lock._sources import user_indexes  # noqa: PLC0415
 
     prefix = str(prefix)
-    lockfiles: list[Path] = []
-    warnings: list[str] = []
-    missing: list[str] = []
-    bare: list[tuple[Path, Manifest]] = []  # manifests that name no usable lockfile
     asked_version = python_version
-    for item in inputs:
-        path = Path(item)
-        if not path.exists():
-            raise ManifestError(f"{path}: no such file")
-        kind = _kind_of(path)
-        if kind is None:
-            manifest = load(str(path))
-            found, warns = _lockfiles_of(path, manifest)
-            lockfiles += found
-            warnings += warns
-            missing += not_restored(manifest)
-            if python_version is None and manifest.python and manifest.python.version:
-                python_version = manifest.python.version
-            if not found:
-                bare.append((path, manifest))
-        else:
-            lockfiles.append(path)
+    lockfiles, warnings, missing, bare, python_version = _gather(inputs, python_version)
     if not lockfiles and bare:
         if len(bare) > 1:
             raise ManifestError("restore one manifest at a time when none records a lockfile "
@@ -255,50 +234,102 @@ def plan_restore(
             index=index_options(manifest, index_map or {}, index_url, find_links, no_index),
             python=python, runner=runner, python_version=asked_version)
     kinds = {p: _kind_of(p) for p in lockfiles}
-    contacts: list[str] = []
-    builds: list[str] = []
     admitted = user_indexes([*allow_index, *(f for f in find_links if "://" in f),
                              *([index_url] if index_url else []), *(index_map or {}).values()],
                             environ)
-    for p in dict.fromkeys(lockfiles):  # before any command is printed or run
-        validate_lockfile(p, kinds[p] or "")
-        sources = lockfile_sources(p, kinds[p] or "")
-        check_admitted(sources, p, admitted, trust_lockfile_indexes)
-        contacts += sources.contacts
-        builds += sources.builds
+    contacts, builds = _checked_sources(lockfiles, kinds, admitted, trust_lockfile_indexes)
     order = {"conda-lock": 0, "conda-explicit": 0, "pylock": 1, "requirements": 2}
     lockfiles = sorted(dict.fromkeys(lockfiles), key=lambda p: order.get(kinds[p] or "", 3))
-    python = f"{prefix}/bin/python"
-    steps: list[Step] = []
-    has_conda = any(kinds[p] in ("conda-lock", "conda-explicit") for p in lockfiles)
-    if not has_conda and lockfiles:
-        title, interpreter = "create a virtual environment", python_version
-        if python_version:  # what uv finds it finds again; else envlock's own, if that version
-            choice = find_python(python_version, own_last=True, runner=runner)
-            if choice.exact and choice.how == "envlock's own" and choice.path:
-                title, interpreter = f"create a virtual environment with {choice.describe()}", choice.path
-        argv = ["uv", "venv", prefix] + (["--python", interpreter] if interpreter else [])
-        steps.append(Step(title=title, argv=tuple(argv), kind="uv-venv"))
+    steps = _venv_step(lockfiles, kinds, prefix, python_version, runner)
     for p in lockfiles:
-        kind = kinds[p]
-        if kind == "conda-lock":
-            steps.append(Step(title=f"install the conda packages of {p.name}", kind="conda-lock",
-                              argv=("conda-lock", "install", "--prefix", prefix, str(p)),
-                              lockfile=str(p)))
-        elif kind == "conda-explicit":
-            steps.append(Step(title=f"install the explicit conda lock {p.name}", kind="conda-lock",
-                              argv=("conda", "create", "--prefix", prefix, "--file", str(p)),
-                              lockfile=str(p)))
-        elif kind == "pylock":
-            steps.append(Step(title=f"install the pip packages of {p.name}", kind="pylock",
-                              argv=("uv", "pip", "install", "--python", python, "-r", str(p)),
-                              lockfile=str(p)))
+        steps.append(_install_step(p, kinds[p], prefix))
+        if kinds[p] == "pylock":
             missing += _pylock_not_locked(p)
-        else:
-            steps.append(Step(title=f"install the hash-pinned requirements {p.name}",
-                              kind="requirements", lockfile=str(p),
-                              argv=("uv", "pip", "install", "--python", python,
-                                    "--require-hashes", "-r", str(p))))
     return RestorePlan(prefix=prefix, steps=tuple(steps),
                        not_restored=tuple(dict.fromkeys(missing)), warnings=tuple(warnings),
                        contacts=tuple(dict.fromkeys(contacts)), builds=tuple(dict.fromkeys(builds)))
+
+
+def _gather(inputs: Sequence[str | Path], python_version: str | None
+            ) -> tuple[list[Path], list[str], list[str], list[tuple[Path, Manifest]], str | None]:
+    """The lockfiles the inputs give or record, the warnings, what no rebuild restores, the
+    manifests that name no usable lockfile, and the Python version (asked, else recorded).
+
+    :raises ManifestError: an input missing or unreadable.
+    """
+    from envlock.manifest import load  # noqa: PLC0415
+
+    lockfiles: list[Path] = []
+    warnings: list[str] = []
+    missing: list[str] = []
+    bare: list[tuple[Path, Manifest]] = []
+    for item in inputs:
+        path = Path(item)
+        if not path.exists():
+            raise ManifestError(f"{path}: no such file")
+        if _kind_of(path) is not None:
+            lockfiles.append(path)
+            continue
+        manifest = load(str(path))
+        found, warns = _lockfiles_of(path, manifest)
+        lockfiles += found
+        warnings += warns
+        missing += not_restored(manifest)
+        if python_version is None and manifest.python and manifest.python.version:
+            python_version = manifest.python.version
+        if not found:
+            bare.append((path, manifest))
+    return lockfiles, warnings, missing, bare, python_version
+
+
+def _venv_step(lockfiles: list[Path], kinds: Mapping[Path, str | None], prefix: str,
+               python_version: str | None, runner: Runner) -> list[Step]:
+    """``uv venv`` first when no conda lockfile creates the environment (with envlock's own
+    interpreter where uv would find none of ``python_version``)."""
+    if not lockfiles or any(kinds[p] in ("conda-lock", "conda-explicit") for p in lockfiles):
+        return []
+    title, interpreter = "create a virtual environment", python_version
+    if python_version:  # what uv finds it finds again; else envlock's own, if that version
+        choice = find_python(python_version, own_last=True, runner=runner)
+        if choice.exact and choice.how == "envlock's own" and choice.path:
+            title, interpreter = f"create a virtual environment with {choice.describe()}", choice.path
+    argv = ["uv", "venv", prefix] + (["--python", interpreter] if interpreter else [])
+    return [Step(title=title, argv=tuple(argv), kind="uv-venv")]
+
+
+def _install_step(p: Path, kind: str | None, prefix: str) -> Step:
+    """The step that installs lockfile ``p`` of ``kind`` into ``prefix``."""
+    python = f"{prefix}/bin/python"
+    if kind == "conda-lock":
+        return Step(title=f"install the conda packages of {p.name}", kind="conda-lock",
+                    argv=("conda-lock", "install", "--prefix", prefix, str(p)), lockfile=str(p))
+    if kind == "conda-explicit":
+        return Step(title=f"install the explicit conda lock {p.name}", kind="conda-lock",
+                    argv=("conda", "create", "--prefix", prefix, "--file", str(p)), lockfile=str(p))
+    if kind == "pylock":
+        return Step(title=f"install the pip packages of {p.name}", kind="pylock",
+                    argv=("uv", "pip", "install", "--python", python, "-r", str(p)), lockfile=str(p))
+    return Step(title=f"install the hash-pinned requirements {p.name}", kind="requirements",
+                lockfile=str(p), argv=("uv", "pip", "install", "--python", python,
+                                       "--require-hashes", "-r", str(p)))
+
+
+def _checked_sources(lockfiles: list[Path], kinds: Mapping[Path, str | None], admitted: Any,
+                     trust: bool) -> tuple[list[str], list[str]]:
+    """Validate every lockfile and admit its indexes, before any command is printed or run;
+    the places ``--run`` contacts and the sources it builds.
+
+    :raises ManifestError: a malformed lockfile; :raises UntrustedValueError: an index not
+        admitted.
+    """
+    from envlock.lock._sources import check_admitted, lockfile_sources  # noqa: PLC0415
+
+    contacts: list[str] = []
+    builds: list[str] = []
+    for p in dict.fromkeys(lockfiles):
+        validate_lockfile(p, kinds[p] or "")
+        sources = lockfile_sources(p, kinds[p] or "")
+        check_admitted(sources, p, admitted, trust)
+        contacts += sources.contacts
+        builds += sources.builds
+    return contacts, builds

@@ -15,8 +15,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from envlock._kinds import STACK_AREAS as _AREAS
 from envlock.manifest import PipPackage
-from envlock.manifest.build import BuildInfo
+from envlock.manifest import build as _build_records
+from envlock.manifest import stack as _stack_records
 from envlock.probes.blas import probe_blas
 from envlock.probes.buildenv import probe_build
 from envlock.probes.conda import CondaMetaRecord, list_conda_meta
@@ -27,26 +29,15 @@ from envlock.probes.pip import scan_distributions
 from envlock.probes.slurm import probe_slurm
 from envlock.probes.toolchain import probe_toolchain
 from envlock.probes.world import World
-from envlock.manifest.stack import (
-    BlasInfo,
-    CudaInfo,
-    FrameworksInfo,
-    GpuInfo,
-    SlurmInfo,
-    ToolchainInfo,
-)
 
 __all__ = ["probe_stack", "STACK_AREAS"]
 
-#: Manifest tables filled by :func:`probe_stack`, with their record class.
+#: Manifest tables filled by :func:`probe_stack`, with their record class
+#: (the registry :data:`envlock._kinds.STACK_AREAS`).
 STACK_AREAS: Mapping[str, type] = {
-    "gpu": GpuInfo,
-    "cuda": CudaInfo,
-    "frameworks": FrameworksInfo,
-    "blas": BlasInfo,
-    "toolchain": ToolchainInfo,
-    "slurm": SlurmInfo,
-    "build": BuildInfo,
+    a.name: getattr({"stack": _stack_records, "build": _build_records}[a.record.split(":")[0]],
+                    a.record.split(":")[1])
+    for a in _AREAS
 }
 
 

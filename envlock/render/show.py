@@ -18,6 +18,7 @@ import textwrap
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from envlock._kinds import STACK_AREAS
 from envlock.manifest import AREAS, Manifest
 from envlock.redact import redact_variable
 
@@ -37,8 +38,8 @@ NUMERICS_ENV_CLASSES = frozenset({"numerics-env", "blas"})
 #: key packages named before the count of the rest (CUDA wheels are summarised by "CUDA").
 _KEY_LIMIT = 16
 
-_SHOWN = {"envlock", "target", "python", "platform", "cpu", "env", "git", "conda", "pip", "gpu",
-          "cuda", "frameworks", "blas", "toolchain", "slurm", "libraries", "lockfiles"}
+_SHOWN = {"envlock", "target", "python", "platform", "cpu", "env", "git", "conda", "pip",
+          "libraries", "lockfiles"} | {a.name for a in STACK_AREAS if a.shown}
 
 
 def _state(table: Any) -> str | None:

@@ -26,7 +26,7 @@ def _source_kinds() -> set[str]:
     out |= {f"diff.{c['id']}" for c in data["component"] if c.get("do")}
     for path in PKG.rglob("*.py"):
         room = path.relative_to(PKG).parts[0]
-        if room not in ("verify", "libs", "record"):
+        if room not in ("verify", "libs", "runs"):
             continue
         text = path.read_text(encoding="utf-8")
         for m in re.finditer(r'\bid=("[a-z][a-z0-9_.-]*"(?: if [^,\n]+? else '

@@ -135,7 +135,7 @@ def test_includes_nest_boundedly(tmp_path: Path) -> None:
 
 
 def test_the_package_bound_counts_every_included_file(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(formats, "MAX_PACKAGES", 10)
+    monkeypatch.setattr(formats._reading, "MAX_PACKAGES", 10)  # the bound readers use
     (tmp_path / "a.txt").write_text("".join(f"a{i}==1.0\n" for i in range(6)))
     (tmp_path / "b.txt").write_text("".join(f"b{i}==1.0\n" for i in range(6)))
     main = tmp_path / "requirements.txt"

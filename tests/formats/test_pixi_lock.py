@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from envlock._names import canonicalize
 from envlock.errors import ManifestError
-from envlock.formats import locks, read
+from envlock.formats import pixilock, read
 from envlock.formats._load import load_yaml
 
 rattler = pytest.importorskip("rattler")
@@ -59,7 +59,7 @@ def _envlock_view(path: Path) -> dict[tuple[str, str], tuple[set[tuple[Any, ...]
     data = load_yaml(path.read_text(), str(path), exact=True)
     out = {}
     for env_name in data["environments"]:
-        lock = locks.read_pixi_lock(data, str(path), env_name)
+        lock = pixilock.read_pixi_lock(data, str(path), env_name)
         for plat in lock.pixi_platforms:
             pkgs = {(x.manager, x.name.lower() if x.manager == "conda" else x.name, x.version,
                      x.build, x.subdir) for x in lock.packages if x.platform == plat.name}

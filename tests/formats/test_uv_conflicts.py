@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from envlock.formats.markers import (Selection, conflict_item, marker_holds,
-                                     markers_equivalent, target_marker_env)
+from envlock.formats.markereq import markers_equivalent
+from envlock.formats.markers import Selection, conflict_item, marker_holds, target_marker_env
 from envlock.lock._tools import uv_bin
 
 from _wheels import make_wheel

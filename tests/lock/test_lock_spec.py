@@ -389,3 +389,20 @@ def test_failed_solve_exits_2_without_abort(tmp_path: Path) -> None:
 @pytest.mark.realenv
 def test_failed_solve_never_aborts_in_50_runs(tmp_path: Path) -> None:
     _check_no_abort(_lock_unreachable(tmp_path, 50))
+
+
+def test_the_library_does_what_lock_and_restore_do(tmp_path) -> None:
+    """``envlock.write_lockfiles``/``envlock.restore`` are the CLI's calls (issue 27): the
+    same refusal, and restore's dry-run plan of a real pylock is the one ``restore`` prints."""
+    import envlock
+    from envlock.errors import EnvlockError
+
+    with pytest.raises(EnvlockError, match="give exactly one of"):
+        envlock.write_lockfiles(tmp_path, spec="a.yml", requirements="b.in")
+    lock = Path(__file__).resolve().parents[1] / "formats" / "foreign"
+    pylock = next(lock.glob("*pylock.toml"))
+    done = envlock.restore([pylock], tmp_path / "env", trust_lockfile_indexes=True)
+    assert not done.ran and done.exit_code == 0
+    out = CliRunner().invoke(cli, ["restore", str(pylock), "--into", str(tmp_path / "env"),
+                                      "--trust-lockfile-indexes"]).output
+    assert [s.shell for s in done.plan.steps] and all(s.shell in out for s in done.plan.steps)
