@@ -212,7 +212,6 @@ ALLOWED: frozenset[str] = frozenset({
     "envlock/probes/frameworks.py",
     "envlock/probes/gpu.py:probe_gpu",
     "envlock/probes/snapshot.py:snapshot",
-    "envlock/probes/stack.py:probe_stack",
     "envlock/probes/target.py",
     "envlock/probes/toolchain.py:probe_toolchain",
     "envlock/record/findings.py:run_findings",
