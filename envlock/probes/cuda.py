@@ -23,6 +23,7 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from envlock import libfamilies
@@ -166,6 +167,17 @@ def _lib_files(files: list[str]) -> tuple[str, ...]:
     )
 
 
+@dataclass
+class _Found:
+    """What the steps of :func:`probe_cuda` have found so far, in the order they found it."""
+
+    toolkits: list[CudaToolkit] = field(default_factory=list)
+    libs: list[CudaLibrary] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    header_dirs: list[tuple[Path, str]] = field(default_factory=list)  # (real dir, recorded dir)
+
+
 def probe_cuda(
     world: World,
     *,
@@ -184,19 +196,45 @@ def probe_cuda(
         :func:`~envlock.probes.conda.list_conda_meta`; ``None`` lists them.
     :returns: a :class:`CudaInfo`; ``status="absent"`` when nothing CUDA was found.  Never raises.
     """
-    root, env, prefix, site_dirs = world.root, dict(world.environ), world.prefix, world.site_dirs
-    path_dirs, runner, timeout = world.path_dirs, world.runner, world.timeout
-    toolkits: list[CudaToolkit] = []
-    libs: list[CudaLibrary] = []
-    sources: list[str] = []
-    errors: list[str] = []
-    header_dirs: list[tuple[Path, str]] = []  # (real dir, recorded dir)
+    root, prefix = world.root, world.prefix
+    found = _Found()
+    _find_pip_wheels(world, dists, found)
+    _find_conda_packages(prefix, conda, found)
+    _find_toolkit_dirs(root, dict(world.environ), found)
+    _find_headers(root, found)
+    # versioned library files in the env and the system
+    if prefix:
+        _scan_lib_dir(Path(prefix) / "lib", str(Path(prefix) / "lib"), found.libs, origin="file")
+    for d in _SYSTEM_LIB_DIRS:
+        _scan_lib_dir(under_root(root, d), d, found.libs, origin="file")
+    nvcc, nvcc_release, nvcc_version = _run_nvcc(world, found)
 
-    # -- pip wheels ------------------------------------------------------------------------
+    toolkits, libs, errors = found.toolkits, found.libs, found.errors
+    libs.sort(key=lambda lib: (lib.name, _ORIGIN_ORDER.get(lib.origin, 9), lib.path or ""))
+    any_found = bool(toolkits or libs or nvcc)
+    status: Status = "ok" if any_found else "absent"
+    error = "; ".join(errors) or (None if any_found else "no CUDA toolkit or library found")
+    if any_found and errors and not (libs or toolkits or nvcc_release):
+        status = "error"
+    return CudaInfo(
+        status=status,
+        source=", ".join(found.sources),
+        error=error,
+        toolkits=tuple(toolkits),
+        nvcc=nvcc,
+        nvcc_version=nvcc_version,
+        nvcc_release=nvcc_release,
+        libraries=tuple(libs),
+    )
+
+
+def _find_pip_wheels(world: World, dists: Sequence[PipPackage] | None, found: _Found) -> None:
+    """The ``nvidia-*`` wheels and the ``cuda-toolkit`` meta-package of the site dirs."""
     pip_found = False
-    for dist in site_dists(site_dirs, dists):
+    for dist in site_dists(world.site_dirs, dists):
         if dist.name == "cuda-toolkit":
-            toolkits.append(CudaToolkit(version=dist.version, origin="pip", source=str(dist.path)))
+            found.toolkits.append(
+                CudaToolkit(version=dist.version, origin="pip", source=str(dist.path)))
             pip_found = True
             continue
         comp = _component_for_dist(dist.name)
@@ -206,7 +244,7 @@ def probe_cuda(
         files = read_record_paths(dist.path)
         lib_files = _lib_files(files)
         lib_dirs = sorted({os.path.dirname(f) for f in files if os.path.basename(f) in lib_files})
-        libs.append(
+        found.libs.append(
             CudaLibrary(
                 name=comp[0],
                 version=dist.version,
@@ -219,17 +257,21 @@ def probe_cuda(
         )
         for f in files:
             if os.path.basename(f) in ("cudnn_version.h", "nccl.h"):
-                header_dirs.append(
+                found.header_dirs.append(
                     (dist.site / os.path.dirname(f), str(dist.site / os.path.dirname(f)))
                 )
     if pip_found:
-        sources.append("pip dist-info")
+        found.sources.append("pip dist-info")
 
-    # -- conda -----------------------------------------------------------------------------
+
+def _find_conda_packages(
+    prefix: str | Path | None, conda: Sequence[CondaMetaRecord] | None, found: _Found
+) -> None:
+    """The toolkit meta-packages and CUDA library packages of ``<prefix>/conda-meta``."""
     records = list_conda_meta(prefix) if conda is None else conda
     for rec in records:
         if rec.name in _CONDA_TOOLKITS:
-            toolkits.append(
+            found.toolkits.append(
                 CudaToolkit(
                     path=str(Path(prefix)) if rec.name == "cudatoolkit" and prefix else None,
                     version=rec.version,
@@ -238,7 +280,7 @@ def probe_cuda(
                 )
             )
         elif rec.name in _CONDA:
-            libs.append(
+            found.libs.append(
                 CudaLibrary(
                     name=_CONDA[rec.name],
                     version=rec.version,
@@ -248,11 +290,13 @@ def probe_cuda(
                 )
             )
     if any(r.name in _CONDA or r.name in _CONDA_TOOLKITS for r in records):
-        sources.append("conda-meta")
+        found.sources.append("conda-meta")
     if prefix:
-        header_dirs.append((Path(prefix) / "include", str(Path(prefix) / "include")))
+        found.header_dirs.append((Path(prefix) / "include", str(Path(prefix) / "include")))
 
-    # -- toolkit directories ---------------------------------------------------------------
+
+def _find_toolkit_dirs(root: Path, env: Mapping[str, str], found: _Found) -> None:
+    """``$CUDA_HOME``, ``$CUDA_PATH`` and ``<root>/usr/local/cuda*``, each real directory once."""
     candidates: list[tuple[str, str]] = []
     for var in ("CUDA_HOME", "CUDA_PATH"):
         if env.get(var):
@@ -269,7 +313,7 @@ def probe_cuda(
         real = under_root(root, shown)
         if not real.is_dir():
             if origin != "/usr/local":
-                errors.append(f"{origin}={shown} is not a directory")
+                found.errors.append(f"{origin}={shown} is not a directory")
             continue
         key = os.path.realpath(real)
         if key in seen_real:
@@ -280,29 +324,34 @@ def probe_cuda(
             shown = key
         elif os.path.islink(real):
             shown = "/" + os.path.relpath(key, root)
-        tk = _read_toolkit(real, shown, origin, libs)
-        toolkits.append(tk)
-        header_dirs.append((real / "include", f"{shown}/include"))
+        found.toolkits.append(_read_toolkit(real, shown, origin, found.libs))
+        found.header_dirs.append((real / "include", f"{shown}/include"))
         for lib in ("lib64", "lib"):
-            _scan_lib_dir(real / lib, f"{shown}/{lib}", libs, origin="toolkit")
+            _scan_lib_dir(real / lib, f"{shown}/{lib}", found.libs, origin="toolkit")
     if seen_real:
-        sources.append("toolkit directories")
+        found.sources.append("toolkit directories")
 
-    # -- headers ---------------------------------------------------------------------------
-    header_dirs += [
+
+#: header file → (component, parser); the first that parses in a directory wins for its component.
+_HEADERS = (
+    ("cudnn_version.h", "cudnn", _parse_cudnn_version_h),
+    ("cudnn_version_v9.h", "cudnn", _parse_cudnn_version_h),
+    ("cudnn_version_v8.h", "cudnn", _parse_cudnn_version_h),
+    ("cudnn.h", "cudnn", _parse_cudnn_version_h),
+    ("nccl.h", "nccl", _parse_nccl_h),
+)
+
+
+def _find_headers(root: Path, found: _Found) -> None:
+    """cuDNN and NCCL versions from the headers of the directories found so far and the system's."""
+    header_dirs = found.header_dirs + [
         (under_root(root, "/usr/include"), "/usr/include"),
         (under_root(root, "/usr/include/x86_64-linux-gnu"), "/usr/include/x86_64-linux-gnu"),
     ]
     seen_headers: set[str] = set()
     for real, shown in header_dirs:
         done: set[str] = set()  # one cuDNN / NCCL header per directory
-        for fname, component, parse in (
-            ("cudnn_version.h", "cudnn", _parse_cudnn_version_h),
-            ("cudnn_version_v9.h", "cudnn", _parse_cudnn_version_h),
-            ("cudnn_version_v8.h", "cudnn", _parse_cudnn_version_h),
-            ("cudnn.h", "cudnn", _parse_cudnn_version_h),
-            ("nccl.h", "nccl", _parse_nccl_h),
-        ):
+        for fname, component, parse in _HEADERS:
             path = real / fname
             rp = os.path.realpath(path)
             if component in done or rp in seen_headers:
@@ -315,46 +364,28 @@ def probe_cuda(
                 continue  # cudnn.h of cuDNN >= 8 has no version macros: cudnn_version.h has them
             seen_headers.add(rp)
             done.add(component)
-            libs.append(
+            found.libs.append(
                 CudaLibrary(name=component, version=version, origin="header", path=f"{shown}/{fname}")
             )
     if seen_headers:
-        sources.append("headers")
+        found.sources.append("headers")
 
-    # -- versioned library files in the env and the system ---------------------------------
-    if prefix:
-        _scan_lib_dir(Path(prefix) / "lib", str(Path(prefix) / "lib"), libs, origin="file")
-    for d in _SYSTEM_LIB_DIRS:
-        _scan_lib_dir(under_root(root, d), d, libs, origin="file")
 
-    # -- nvcc ------------------------------------------------------------------------------
-    nvcc = which("nvcc", path_dirs)
+def _run_nvcc(world: World, found: _Found) -> tuple[str | None, str | None, str | None]:
+    """``(nvcc path, release, version)`` of the ``nvcc`` the target's ``PATH`` finds first."""
+    nvcc = which("nvcc", world.path_dirs)
     nvcc_release = nvcc_version = None
     if nvcc:
-        res = runner([nvcc, "--version"], timeout=timeout, env={**env, "LC_ALL": "C"})
+        res = world.runner([nvcc, "--version"], timeout=world.timeout,
+                           env={**dict(world.environ), "LC_ALL": "C"})
         parsed = _parse_nvcc_version(res.stdout) if res.ok else None
         if parsed:
             nvcc_release, nvcc_version = parsed
-            sources.append(f"{nvcc} --version")
+            found.sources.append(f"{nvcc} --version")
         else:
-            errors.append(res.detail if not res.ok else f"{nvcc} --version: no release in output")
-
-    libs.sort(key=lambda lib: (lib.name, _ORIGIN_ORDER.get(lib.origin, 9), lib.path or ""))
-    found = bool(toolkits or libs or nvcc)
-    status: Status = "ok" if found else "absent"
-    error = "; ".join(errors) or (None if found else "no CUDA toolkit or library found")
-    if found and errors and not (libs or toolkits or nvcc_release):
-        status = "error"
-    return CudaInfo(
-        status=status,
-        source=", ".join(sources),
-        error=error,
-        toolkits=tuple(toolkits),
-        nvcc=nvcc,
-        nvcc_version=nvcc_version,
-        nvcc_release=nvcc_release,
-        libraries=tuple(libs),
-    )
+            found.errors.append(
+                res.detail if not res.ok else f"{nvcc} --version: no release in output")
+    return nvcc, nvcc_release, nvcc_version
 
 
 _ORIGIN_ORDER = {"pip": 0, "conda": 1, "toolkit": 2, "header": 3, "file": 4}

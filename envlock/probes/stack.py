@@ -102,6 +102,21 @@ def probe_stack(
         "build": lambda: probe_build(w),
     }
     wanted = [a for a in STACK_AREAS if areas is None or a in areas]
+    extra = {"frameworks": import_timeout} if do_import else {}
+    return _run_under_budget(calls, wanted, budget, extra)
+
+
+def _run_under_budget(
+    calls: Mapping[str, Callable[[], Any]], wanted: Sequence[str], budget: float,
+    extra: Mapping[str, float],
+) -> dict[str, Any]:
+    """Run each wanted area's probe in a thread of its own and collect what finished in time.
+
+    :param budget: seconds every probe may take, counted from the start of all of them, plus
+        ``extra[area]`` seconds for an area given more.
+    :returns: ``{area: record}`` in ``wanted`` order; a probe that raised gives
+        ``cls(status="error", …)``, one that did not finish ``cls(status="timeout", …)``.
+    """
     results: dict[str, Any] = {}
     lock = threading.Lock()
     done = {a: threading.Event() for a in wanted}
@@ -124,7 +139,7 @@ def probe_stack(
         ).start()
     out: dict[str, Any] = {}
     for area in wanted:
-        allowed = budget + (import_timeout if area == "frameworks" and do_import else 0.0)
+        allowed = budget + extra.get(area, 0.0)
         left = start + allowed - time.monotonic()
         if done[area].wait(max(0.0, left)):
             with lock:
