@@ -3,6 +3,8 @@
 The methods ``dataclasses.dataclass(frozen=True, kw_only=True, slots=True)`` would generate by
 ``exec`` for each manifest table, written once; :func:`envlock.manifest._model.table` uses them
 for a class whose spec (``SPECS``) matches, and ``dataclasses`` itself otherwise.
+
+Size: generated code, one block per manifest table; read the generator instead.
 """
 
 # ruff: noqa: E501, ANN001, F821
