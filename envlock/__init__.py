@@ -35,26 +35,26 @@ def load(path: str) -> Manifest:
     :raises ManifestError: the file is missing, not valid TOML/JSON, or not a manifest.
     :raises ManifestVersionError: its schema major is newer than this envlock reads.
     """
-    from envlock.manifest import load as _load  # noqa: PLC0415
+    from envlock.manifest import load as _load
 
     return _load(path)
 
 
 def __getattr__(name: str) -> Any:
     if name == "snapshot":
-        from envlock.probes.snapshot import snapshot  # noqa: PLC0415
+        from envlock.probes.snapshot import snapshot
 
         return snapshot
     if name == "record":
-        from envlock.runs import record  # noqa: PLC0415
+        from envlock.runs import record
 
         return record
     if name in _LOCK_API:
-        import envlock.lock as _lock  # noqa: PLC0415
+        import envlock.lock as _lock
 
         return getattr(_lock, name)
     if name == "Manifest":
-        from envlock.manifest import Manifest  # noqa: PLC0415
+        from envlock.manifest import Manifest
 
         return Manifest
     raise AttributeError(f"module 'envlock' has no attribute {name!r}")

@@ -40,6 +40,8 @@ import os
 import re
 import stat
 from typing import TYPE_CHECKING
+import time
+import sys
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -170,7 +172,7 @@ _TMP_RE = re.compile(r"^\.(?P<name>.+)\.(?P<host>[^.]+)\.(?P<pid>\d+)\.[0-9a-f]{
 
 
 def _shown(path: str | os.PathLike[str]) -> str:
-    from envlock.redact import printable  # noqa: PLC0415
+    from envlock.redact import printable
 
     return printable(os.fsdecode(path))
 
@@ -225,7 +227,7 @@ def write_file(path: str | os.PathLike[str], data: str | bytes, *, force: bool =
         file system has none left (:func:`no_space`, ``statvfs`` ``f_favail``) — with
         ``filename`` the output path.
     """
-    from pathlib import Path  # noqa: PLC0415 - not on the path of `envlock --help`
+    from pathlib import Path  # not on the path of `envlock --help`
 
     path = Path(path)
     raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogateescape")
@@ -307,7 +309,7 @@ def no_space(exc: OSError, path: str | os.PathLike[str], directory: str | os.Pat
 def _host() -> str:
     """This host's short name, as a file-name part (temporary files on a shared file system are
     judged only by the host that wrote them: a pid means nothing elsewhere)."""
-    import socket  # noqa: PLC0415
+    import socket
 
     return re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname().split(".")[0]) or "host"
 
@@ -355,7 +357,7 @@ def _clean_stale(directory: Path, name: str) -> None:
 
 
 def _temp_name(directory: Path, name: str) -> Path:
-    import secrets  # noqa: PLC0415 - hmac and hashlib: only when a file is written
+    import secrets  # hmac and hashlib: only when a file is written
 
     return directory / f".{name}.{_host()}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
 
@@ -474,8 +476,7 @@ def hold_lock(path: str | os.PathLike[str], owner: str, *, wait_owner: float = 1
     :raises InputError: ``path`` is not a regular file.
     :raises OSError: it cannot be created (``ENOSPC`` worded by :func:`no_space`).
     """
-    import fcntl  # noqa: PLC0415
-    import time  # noqa: PLC0415
+    import fcntl
 
     shown = _shown(path)
     flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
@@ -537,8 +538,6 @@ def null_closed_streams() -> list[str]:
 
     :returns: the names of the streams that were closed (``["stdout"]``).
     """
-    import sys  # noqa: PLC0415
-
     closed = []
     for fd, name in ((0, "stdin"), (1, "stdout"), (2, "stderr")):
         try:

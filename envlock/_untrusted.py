@@ -36,7 +36,7 @@ class UntrustedValueError(ManifestError):
 
 
 def _shown(value: object) -> str:
-    from envlock._io import one_line  # noqa: PLC0415
+    from envlock._io import one_line
 
     return repr(one_line(str(value), 120))
 
@@ -53,7 +53,7 @@ def check_name(value: object, field: str) -> str:
     :returns: ``value`` unchanged.
     :raises UntrustedValueError: anything else (``--index-url=…``, ``../../x``, an empty name).
     """
-    from packaging.utils import InvalidName, canonicalize_name  # noqa: PLC0415
+    from packaging.utils import InvalidName, canonicalize_name
 
     if not isinstance(value, str):
         raise _fail(field, value, "a project name")
@@ -72,7 +72,7 @@ def check_requirement(value: object, field: str) -> str:
     :returns: ``value`` unchanged.
     :raises UntrustedValueError: not such a line.
     """
-    from packaging.requirements import InvalidRequirement, Requirement  # noqa: PLC0415
+    from packaging.requirements import InvalidRequirement, Requirement
 
     if not isinstance(value, str) or value.lstrip().startswith("-"):
         raise _fail(field, value, "a requirement")

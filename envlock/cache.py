@@ -56,6 +56,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from envlock._io import read_text
+import re
+from envlock._io import write_file
+from envlock.errors import EnvlockError
 
 __all__ = [
     "FORMAT", "MAX_NAMESPACE_BYTES", "RACY_NS", "Recorder", "memo", "current", "in_thread", "is_enabled",
@@ -260,7 +263,7 @@ def _valid(witnesses: Any, environ: Mapping[str, str]) -> bool:
 def code_stamp() -> str:
     """envlock's version and a hash of the signature of every module file of the package it
     runs from: a changed envlock never reuses its predecessor's answers."""
-    from envlock._version import __version__  # noqa: PLC0415
+    from envlock._version import __version__
 
     h = hashlib.sha256(__version__.encode())
     pkg = os.path.dirname(os.path.abspath(__file__))
@@ -308,7 +311,7 @@ def _read(path: str, environ: Mapping[str, str]) -> tuple[bool, Any]:
 
 def _redacted_variable(name: str, value: str) -> str:
     """``value`` of variable ``name`` as a manifest may record it (:mod:`envlock.redact`)."""
-    from envlock import redact  # noqa: PLC0415
+    from envlock import redact
 
     by_variable = getattr(redact, "redact_variable", None)
     if by_variable is not None:
@@ -325,8 +328,6 @@ def _secret_fragments(environ: Mapping[str, str]) -> set[str]:
     """The pieces of the environment a manifest would not show: for each variable, the parts
     of its value that redaction removes (all of it for a name that looks secret; URL
     user-info, a conda token, a signed-URL parameter for others — :mod:`envlock.redact`)."""
-    import re  # noqa: PLC0415
-
     split = re.compile(_PIECES)
     out: set[str] = set()
     for name, value in environ.items():
@@ -352,7 +353,7 @@ def _redaction_changes(value: Any) -> bool:
     strings joined by newlines finds exactly the strings it would look at, and only those are
     passed to it.
     """
-    from envlock import redact  # noqa: PLC0415
+    from envlock import redact
 
     strings: list[str] = []
     if isinstance(value, str):
@@ -399,7 +400,7 @@ def _redaction_changes(value: Any) -> bool:
         if m is None:
             return False
         hits = None
-    import bisect  # noqa: PLC0415
+    import bisect
 
     starts = []
     pos = 0
@@ -426,7 +427,7 @@ def _trigger_hits(text: str) -> list[int]:
     matches — at least one in
     every newline-separated line it matches in, none elsewhere — found with ``str.find``
     (a regex search with that many alternatives costs ~0.1 µs a character)."""
-    from envlock import redact  # noqa: PLC0415
+    from envlock import redact
 
     out: list[int] = []
     low = text.lower()
@@ -513,8 +514,6 @@ def _drop_special(path: str) -> None:
 def _write(path: str, witnesses: list[list[Any]], value: Any, environ: Mapping[str, str]) -> bool:
     """The one writer: atomically store an entry; ``False`` (nothing written) when it would
     hold a secret or cannot be written."""
-    from envlock._io import write_file  # noqa: PLC0415
-    from envlock.errors import EnvlockError  # noqa: PLC0415
 
     data = {"format": FORMAT, "witness": witnesses, "value": value}
     directory = os.path.dirname(path)

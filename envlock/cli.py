@@ -14,6 +14,7 @@ import importlib
 from typing import Any
 
 import click
+import sys
 
 __all__ = ["cli", "main"]
 
@@ -53,13 +54,13 @@ class LazyGroup(click.Group):
 
 
 def _exists(module: str) -> bool:
-    import importlib.util  # noqa: PLC0415
+    import importlib.util
 
     return importlib.util.find_spec(module) is not None
 
 
 def _version() -> str:
-    from envlock._version import __version__  # noqa: PLC0415
+    from envlock._version import __version__
 
     return __version__
 
@@ -89,10 +90,8 @@ def main(argv: list[str] | None = None) -> Any:
     ``Error: <message> (see 'envlock <command> --help')`` instead of usage text, and an
     interrupt (Ctrl-C, ``SIGINT`` from a job scheduler) is ``Error: interrupted`` (exit 130).
     """
-    import sys  # noqa: PLC0415
-
-    from envlock._io import null_closed_streams  # noqa: PLC0415
-    from envlock.commands._common import Interrupted  # noqa: PLC0415
+    from envlock._io import null_closed_streams
+    from envlock.commands._common import Interrupted
 
     # `envlock run … >&-` (a job script that closed stdout or stderr): the job still runs,
     # envlock's own messages to the closed stream are dropped

@@ -399,7 +399,7 @@ def free_text_digest(value: str) -> str:
     form) — two runs with the same comment compare equal, and no word of it is
     kept.  A value that already is such a digest is returned unchanged (idempotent).
     """
-    import hashlib  # noqa: PLC0415
+    import hashlib
 
     if _DIGEST.fullmatch(value):
         return value

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
 import click
+import math
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -47,7 +48,7 @@ def pipe_safe(console: Any) -> Any:
 def _reader_gone() -> None:
     """stdout's reader closed the pipe: send the rest of the output, and Python's final flush,
     to /dev/null, and exit with the status the command decided on (0 when it decided none)."""
-    from envlock._io import null_fd  # noqa: PLC0415
+    from envlock._io import null_fd
 
     try:
         null_fd(sys.stdout.fileno(), inheritable=True)
@@ -69,8 +70,6 @@ class Finite(click.ParamType):
         self.low, self.high = low, high
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
-        import math  # noqa: PLC0415
-
         try:
             x = float(value)
         except (TypeError, ValueError):
@@ -92,7 +91,7 @@ def handle_errors(func: F) -> F:
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from envlock.errors import EnvlockError  # noqa: PLC0415
+        from envlock.errors import EnvlockError
 
         try:
             result = func(*args, **kwargs)
@@ -121,7 +120,7 @@ def selection_options(func: F) -> F:
     def wrapper(*args: Any, extras: tuple[str, ...] = (), groups: tuple[str, ...] = (),
                 all_extras: bool = False, all_groups: bool = False, no_dev: bool = False,
                 **kwargs: Any) -> Any:
-        from envlock._selection import Requested  # noqa: PLC0415
+        from envlock._selection import Requested
 
         kwargs["requested"] = Requested(tuple(extras), tuple(groups), all_extras, all_groups,
                                         no_dev)

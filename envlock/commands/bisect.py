@@ -57,13 +57,13 @@ def bisect(good: str, bad: str, command: tuple[str, ...], fmt: str, **options: A
     `git bisect run`), or --metric.  Exit status: 0 culprit found, 1 GOOD and BAD agree or
     nothing decided, 2 trouble.
     """
-    from rich.console import Console  # noqa: PLC0415
+    from rich.console import Console
 
-    from envlock.lock._api import variant_map as _variant_map  # noqa: PLC0415
-    from envlock.render import bisect as report  # noqa: PLC0415
-    from envlock.reproduce import Judge  # noqa: PLC0415
-    from envlock.reproduce import bisect as run_bisect  # noqa: PLC0415
-    from envlock.reproduce import check_metric  # noqa: PLC0415
+    from envlock.lock._api import variant_map as _variant_map
+    from envlock.render import bisect as report
+    from envlock.reproduce import Judge
+    from envlock.reproduce import bisect as run_bisect
+    from envlock.reproduce import check_metric
 
     judge = Judge(metric=options["metric"], rtol=options["rtol"], atol=options["atol"],
                   repeat=options["repeat"], timeout=options["timeout"])

@@ -55,8 +55,8 @@ def diff(inputs: tuple[str, ...], fmt: str, only: tuple[str, ...], ignore: tuple
          show_all: bool, kb: tuple[str, ...], width: int | None, extras: tuple[str, ...],
          dev: bool | None) -> None:
     """Explain how environments differ, most likely causes first (help: ``_HELP``)."""
-    from envlock.diff import diff as run_diff  # noqa: PLC0415
-    from envlock.render import diff as render  # noqa: PLC0415
+    from envlock.diff import diff as run_diff
+    from envlock.render import diff as render
 
     result = run_diff(list(inputs), kb_files=kb, only=_split(only), ignore=_split(ignore),
                       extras=extras, dev=dev)
@@ -66,7 +66,7 @@ def diff(inputs: tuple[str, ...], fmt: str, only: tuple[str, ...], ignore: tuple
     elif fmt == "markdown":
         click.echo(render.render_markdown(result, show_all=show_all), nl=False)
     else:
-        from rich.console import Console  # noqa: PLC0415
+        from rich.console import Console
 
         console = pipe_safe(Console(file=sys.stdout, width=width, soft_wrap=False,
                                     highlight=False))

@@ -14,14 +14,14 @@ __all__ = ["find"]
 
 def _split_args(args: tuple[str, ...]) -> tuple[list[str], str]:
     """Leading arguments that exist as files or directories are WHERE; the rest is the query."""
-    from envlock.find.query import join_query  # noqa: PLC0415
+    from envlock.find.query import join_query
 
     where: list[str] = []
     rest = list(args)
     while rest and os.path.exists(rest[0]):
         where.append(rest.pop(0))
     if rest and os.sep in rest[0] and not any(c in rest[0] for c in " <>=!~()"):
-        from envlock.errors import ManifestError  # noqa: PLC0415
+        from envlock.errors import ManifestError
 
         raise ManifestError(f"{rest[0]}: no such file or directory")
     return where or ["."], join_query(rest)
@@ -68,9 +68,9 @@ def find(args: tuple[str, ...], index_path: str | None, no_update: bool, fmt: st
     Exit status (as grep): 0 a result matched, 1 none did, 2 trouble (a bad query, an
     unknown fact name: one line with the nearest names).
     """
-    from envlock.find import index as ix_mod  # noqa: PLC0415
-    from envlock.find.search import search  # noqa: PLC0415
-    from envlock.render import find as render  # noqa: PLC0415
+    from envlock.find import index as ix_mod
+    from envlock.find.search import search
+    from envlock.render import find as render
 
     where, query = _split_args(args)
     path = ix_mod.check_db_path(index_path) if index_path else ix_mod.default_path()
@@ -85,7 +85,7 @@ def find(args: tuple[str, ...], index_path: str | None, no_update: bool, fmt: st
         for line in render.skipped_lines(errors):
             click.echo(line, err=True)
         if advisories:
-            from envlock.find.advisories import load_advisories  # noqa: PLC0415
+            from envlock.find.advisories import load_advisories
 
             results = [(a, search(ix, where, a.query, strict=False)) for a in load_advisories()]
             code = will_exit(0 if any(ans.matches for _, ans in results) else 1)
@@ -97,13 +97,13 @@ def find(args: tuple[str, ...], index_path: str | None, no_update: bool, fmt: st
         answer = search(ix, where, query or None, limit=limit if text_only else None)
         answer.errors = errors
         if export:
-            from envlock.find.export import export_parquet  # noqa: PLC0415
+            from envlock.find.export import export_parquet
 
             rows = export_parquet(ix, answer.ids, export, force=force)
             click.echo(f"wrote {export} ({rows} rows, {len(answer.ids)} results)", err=True)
         code = will_exit(0 if answer.count else 1)
         if group_by == "environment":
-            from envlock.find.group import group_by_environment  # noqa: PLC0415
+            from envlock.find.group import group_by_environment
 
             clusters = group_by_environment(ix, answer.ids)
             click.echo(render.clusters_json(clusters) if fmt == "json" else

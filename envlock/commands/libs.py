@@ -34,7 +34,7 @@ def target_query(
     :returns: ``(sys_path, executable, error)``; on failure the prefix's ``site-packages``,
         ``None`` and a message.
     """
-    from envlock.probes.target import ResolvedTarget, query_sys_path  # noqa: PLC0415
+    from envlock.probes.target import ResolvedTarget, query_sys_path
 
     target = ResolvedTarget(kind="venv", prefix=prefix, python=python, chosen_by="--python")
     got, executable, error = query_sys_path(target, timeout=QUERY_TIMEOUT, environ=dict(environ), cache=cache)
@@ -75,12 +75,12 @@ def libs(
     well-known run-time dlopens (libcuda.so.1, cuDNN sub-libraries). Nothing is imported
     unless --runtime is given.
     """
-    from envlock.libs.run import check_arguments  # noqa: PLC0415
+    from envlock.libs.run import check_arguments
 
     check_arguments(targets, why)
     environ = dict(os.environ)
-    from envlock.cache import is_enabled  # noqa: PLC0415
-    from envlock.libs.answer import memo_answer  # noqa: PLC0415
+    from envlock.cache import is_enabled
+    from envlock.libs.answer import memo_answer
 
     no_cache = no_cache or not is_enabled(environ)
     argv = ["libs", *targets, f"--python={python}", f"--prefix={prefix}", f"--format={fmt}", f"--why={why}",
@@ -91,7 +91,7 @@ def libs(
         if not keep:  # nothing is stored: the inputs need not be recorded
             return _compute(targets, python, prefix, fmt, why, runtime, no_cache, environ, symbols,
                             secure=secure)
-        from envlock.probes.target import record_resolution  # noqa: PLC0415
+        from envlock.probes.target import record_resolution
 
         record_resolution(rec, python=python, prefix=prefix, environ=environ)
         return _compute(targets, python, prefix, fmt, why, runtime, no_cache, environ, symbols, rec=rec,
@@ -114,9 +114,9 @@ def _compute(
 ) -> tuple[str, str, int]:
     """Resolve the target, run :func:`envlock.libs.run.run_libs`, render its answer:
     ``(stdout, stderr, exit status)``."""
-    from envlock.errors import TargetError  # noqa: PLC0415
-    from envlock.libs.run import run_libs  # noqa: PLC0415
-    from envlock.probes.target import resolve_target  # noqa: PLC0415
+    from envlock.errors import TargetError
+    from envlock.libs.run import run_libs
+    from envlock.probes.target import resolve_target
 
     target = resolve_target(python=python, prefix=prefix, environ=environ)
     if target.python is None:
@@ -134,7 +134,7 @@ def _render(answer: Any, fmt: str, why: str | None, environ: dict[str, str]) -> 
     """The text (or JSON) of a :class:`~envlock.libs.run.LibsRun`, redacted: every string that
     leaves the process (and the answer cache, which stores this text) is, because
     LD_LIBRARY_PATH and paths can hold credentials."""
-    from envlock.redact import redact_tree, scrub, secret_fragments  # noqa: PLC0415
+    from envlock.redact import redact_tree, scrub, secret_fragments
 
     # the loader variables are split into directories before they are printed: scrub what a
     # URL rule could no longer see in the pieces
@@ -148,7 +148,7 @@ def _render(answer: Any, fmt: str, why: str | None, environ: dict[str, str]) -> 
             documents.append(doc)
         doc_out = documents[0] if len(documents) == 1 else {"schema": 1, "reports": documents}
         return scrub(json.dumps(redact_tree(doc_out), indent=2), hidden) + "\n"
-    from envlock.render.libs import render_text, render_why  # noqa: PLC0415
+    from envlock.render.libs import render_text, render_why
 
     if why:
         return "".join(scrub(render_why(r, why), hidden) for r in answer.reports)

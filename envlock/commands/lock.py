@@ -10,14 +10,15 @@ import click
 
 from envlock._kinds import names_for_help
 from envlock.commands._common import handle_errors, index_admission_options, target_options, will_exit
+import sys
 
 __all__ = ["lock", "restore"]
 
 
 def _python_version(value: str | None) -> str | None:
     """``--python-version``: a usage error unless uv takes it as a version."""
-    from envlock.errors import EnvlockError  # noqa: PLC0415
-    from envlock.lock._api import check_python_version  # noqa: PLC0415
+    from envlock.errors import EnvlockError
+    from envlock.lock._api import check_python_version
 
     try:
         return check_python_version(value)
@@ -28,7 +29,7 @@ def _python_version(value: str | None) -> str | None:
 @contextlib.contextmanager
 def _spinner(message: str) -> Iterator[None]:
     """A rich status spinner on stderr while a solve or install runs (nothing if not a tty)."""
-    from rich.console import Console  # noqa: PLC0415
+    from rich.console import Console
 
     console = Console(stderr=True)
     if not console.is_terminal:
@@ -39,7 +40,7 @@ def _spinner(message: str) -> Iterator[None]:
 
 
 def _report(result: Any) -> None:
-    import shlex  # noqa: PLC0415
+    import shlex
 
     for path in result.files:
         click.echo(f"wrote {path}")
@@ -115,7 +116,7 @@ def lock(**options: Any) -> None:
     run (--python chooses one for --from-manifest), no value becomes an option, and an index a
     file names is used only if your configuration names it or --allow-index admits it.
     """
-    from envlock.lock._api import index_options, variant_map, write_lockfiles  # noqa: PLC0415
+    from envlock.lock._api import index_options, variant_map, write_lockfiles
 
     source = (options["from_manifest"] and f"Locking the environment {options['from_manifest']} records…"
               or options["spec"] and f"Solving {options['spec']}…"
@@ -172,9 +173,7 @@ def restore(inputs: tuple[str, ...], prefix: str | None, python_version: str | N
             find_links: tuple[str, ...], no_index: bool, allow_index: tuple[str, ...],
             trust_lockfile_indexes: bool, do_run: bool) -> None:
     """Recreate an environment (help: ``_RESTORE_HELP``)."""
-    import sys  # noqa: PLC0415
-
-    from envlock.lock._api import apply_restore, restore as plan_only, variant_map  # noqa: PLC0415
+    from envlock.lock._api import apply_restore, restore as plan_only, variant_map
 
     plan = plan_only(inputs, prefix, python_version=python_version,
                      index_map=variant_map(variant_index), index_url=index_url,
@@ -230,7 +229,7 @@ def _say_not_restored(plan: Any) -> None:
 
 def _say_sources(plan: Any) -> None:
     """What --run contacts and builds, before any step is shown or run (docs/trust.md)."""
-    from envlock.redact import printable  # noqa: PLC0415
+    from envlock.redact import printable
 
     if plan.contacts:
         click.echo("# --run contacts:")

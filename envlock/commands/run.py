@@ -42,7 +42,7 @@ def run(run_dir: str, verify_policy: str, manifest: str | None, python: str | No
     Exit status: CMD's (128+n for signal n; 127/126 when CMD cannot be started); 1 when
     --verify stopped the run; 2 when envlock could not run.
     """
-    from envlock.runs import job  # noqa: PLC0415
+    from envlock.runs import job
 
     # envlock's own messages must never stop the job: a job script's `2>&1 | tee log` whose
     # reader dies leaves stderr a broken pipe, and CMD runs and is recorded all the same.
@@ -62,8 +62,8 @@ def run(run_dir: str, verify_policy: str, manifest: str | None, python: str | No
             say(f"environment of CMD's interpreter {python}")
     verify_exit = None
     if verify_policy != "none":
-        from envlock.render.verify import print_report, summary_line  # noqa: PLC0415
-        from envlock.verify import verify  # noqa: PLC0415
+        from envlock.render.verify import print_report, summary_line
+        from envlock.verify import verify
 
         report = verify(manifest=manifest, python=python, prefix=prefix, output_dir=path,
                         strict=verify_policy == "strict")
@@ -87,7 +87,7 @@ def run(run_dir: str, verify_policy: str, manifest: str | None, python: str | No
         say(f"snapshot {manifest_path}")
     sys.stdout.flush()
     sys.stderr.flush()
-    from envlock.runs.supervise import supervise  # noqa: PLC0415
+    from envlock.runs.supervise import supervise
 
     def show(findings: object) -> None:
         for f in findings:  # type: ignore[attr-defined]

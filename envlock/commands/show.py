@@ -36,8 +36,8 @@ _HELP = f"""Summarize MANIFEST: an envlock manifest, or any file envlock reads.
 @handle_errors
 def show(manifest: str, show_all: bool, fmt: str, width: int | None) -> None:
     """Summarize MANIFEST (help: ``_HELP``)."""
-    from envlock.errors import ManifestError, ManifestVersionError  # noqa: PLC0415
-    from envlock.manifest import load  # noqa: PLC0415
+    from envlock.errors import ManifestError, ManifestVersionError
+    from envlock.manifest import load
 
     try:
         m = load(manifest)
@@ -50,9 +50,9 @@ def show(manifest: str, show_all: bool, fmt: str, width: int | None) -> None:
     if fmt == "json":
         click.echo(m.dumps("json"), nl=False)
         return
-    from rich.console import Console  # noqa: PLC0415
+    from rich.console import Console
 
-    from envlock.render.show import render_packages, render_show  # noqa: PLC0415
+    from envlock.render.show import render_packages, render_show
 
     console = pipe_safe(Console(highlight=False, soft_wrap=True, width=width))
     render_show(m, console, path=manifest)
@@ -67,7 +67,7 @@ def _reading(path: str, not_manifest: Exception) -> Any:
 
     :raises ManifestError: as said.
     """
-    from envlock import formats  # noqa: PLC0415
+    from envlock import formats
 
     reading = formats.read(path)  # another kind, or its own fault ("unknown format")
     if reading.kind == "manifest":  # read by formats but not by the model: say the model's why
@@ -76,13 +76,13 @@ def _reading(path: str, not_manifest: Exception) -> Any:
 
 
 def _show_foreign(path: str, reading: Any, show_all: bool, fmt: str, width: int | None) -> None:
-    from envlock.render.show import foreign_json, render_foreign  # noqa: PLC0415
+    from envlock.render.show import foreign_json, render_foreign
 
     will_exit(0)
     if fmt == "json":
         click.echo(json.dumps(foreign_json(reading), indent=2, default=str))
         return
-    from rich.console import Console  # noqa: PLC0415
+    from rich.console import Console
 
     console = pipe_safe(Console(highlight=False, soft_wrap=True, width=width))
     render_foreign(reading, console, path=path, show_all=show_all)

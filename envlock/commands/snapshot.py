@@ -93,7 +93,7 @@ def snapshot(
     except KeyboardInterrupt:
         # Ctrl-C: every child process group is already killed (probes.snapshot); leave now
         # rather than wait for probe threads to notice.
-        from envlock import _run  # noqa: PLC0415
+        from envlock import _run
 
         _run.cancel_all()
         click.echo("Error: interrupted", err=True)
@@ -106,11 +106,11 @@ def _snapshot(
     repo: str | None, env_allow: tuple[str, ...], env_deny: tuple[str, ...], do_import: bool,
     locks: tuple[str, ...], save_patch: bool, quiet: bool,
 ) -> None:
-    from pathlib import Path  # noqa: PLC0415
+    from pathlib import Path
 
-    from envlock.probes.snapshot import snapshot as take  # noqa: PLC0415
-    from envlock.probes.target import resolve_target  # noqa: PLC0415
-    from envlock.redact import printable, redact_text  # noqa: PLC0415
+    from envlock.probes.snapshot import snapshot as take
+    from envlock.probes.target import resolve_target
+    from envlock.redact import printable, redact_text
 
     if not output.strip():
         raise click.UsageError("-o needs a file name (or - for standard output)")
@@ -121,11 +121,11 @@ def _snapshot(
     target = resolve_target(python=python, prefix=prefix)
     if path != "-":
         # Checked again, atomically, when the file is created; this spares the probes' work.
-        from envlock._io import check_writable  # noqa: PLC0415
+        from envlock._io import check_writable
 
         check_writable(path, force=force, special=True)
     lock_dir = os.path.dirname(os.path.abspath(path)) if path != "-" else None
-    from envlock.errors import ArgumentsError  # noqa: PLC0415
+    from envlock.errors import ArgumentsError
 
     try:
         manifest = take(target=target, python=python, repo=repo, env_allow=env_allow,

@@ -58,7 +58,7 @@ def verify(
     \b
         envlock verify --manifest manifest.toml || exit 1
     """
-    from envlock.verify import verify as run_verify  # noqa: PLC0415
+    from envlock.verify import verify as run_verify
 
     extra = {"requested": requested} if requested.given else {}
     report = run_verify(manifest=manifest, locks=locks, python=python, prefix=prefix,
@@ -69,11 +69,11 @@ def verify(
         click.echo(json.dumps(report.to_json(), indent=2))
     elif report.status == "ok" and not any(f.severity != "info" for f in report.findings):
         if not quiet:
-            from envlock.render.verify import summary_line  # noqa: PLC0415
+            from envlock.render.verify import summary_line
 
             click.echo(summary_line(report))
     else:
-        from envlock.render.verify import print_report  # noqa: PLC0415
+        from envlock.render.verify import print_report
 
         print_report(report)
     sys.stdout.flush()

@@ -42,7 +42,7 @@ def __getattr__(name: str) -> Any:
     raises ``AttributeError`` here, so that ``from envlock.diff import foreign`` imports it."""
     if name.startswith("__") or os.path.exists(os.path.join(os.path.dirname(__file__), f"{name}.py")):
         raise AttributeError(name)  # a submodule: the import system loads it
-    from envlock.diff import api  # noqa: PLC0415
+    from envlock.diff import api
 
     try:
         return getattr(api, name)

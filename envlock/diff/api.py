@@ -74,8 +74,8 @@ def load_inputs(paths: Sequence[PathLike], kb: KB, *, extras: Sequence[str] = ()
         sets = list(iter_inputs(paths, kb))
         unique_labels(sets)
         return sets
-    from envlock.diff import foreign  # noqa: PLC0415
-    from envlock.diff.shape import check as check_shape  # noqa: PLC0415
+    from envlock.diff import foreign
+    from envlock.diff.shape import check as check_shape
 
     readings = [foreign.reading(p) for p in paths]
     for p, r in zip(paths, readings, strict=True):
@@ -136,9 +136,9 @@ def iter_inputs(paths: Sequence[PathLike], kb: KB) -> Iterator[FactSet]:
 def _read_many(paths: Sequence[PathLike], kb: KB) -> Iterator[tuple[FactSet, Any]]:
     """:func:`iter_inputs`, each input with the shared dicts its facts are the union of
     (:meth:`ManyTally.add`'s ``parts``), or ``None``."""
-    from envlock.diff import foreign  # noqa: PLC0415
-    from envlock.diff.fleet import FleetReader, read_text  # noqa: PLC0415
-    from envlock.diff.shape import check as check_shape  # noqa: PLC0415
+    from envlock.diff import foreign
+    from envlock.diff.fleet import FleetReader, read_text
+    from envlock.diff.shape import check as check_shape
 
     fleet = FleetReader(kb.aliases)
     first: tuple[FactSet, Any] | None = None
@@ -188,7 +188,7 @@ def _match_markers(a: FactSet, b: FactSet, ra: Any, rb: Any) -> bool:
     been renamed)."""
     if not any(_MARKED in key for _, key in b.facts):
         return False  # nothing of b's to rename (most inputs: one entry per package)
-    from envlock.formats.markereq import markers_equivalent  # noqa: PLC0415
+    from envlock.formats.markereq import markers_equivalent
 
     def marked(fs: FactSet) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}

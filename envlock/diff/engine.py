@@ -146,7 +146,7 @@ def compare_pair(a: FactSet, b: FactSet, kb: KB, *, only: Sequence[str] = (),
     :param skip: facts not to compare (in a majority comparison: those without a majority).
     :returns: the changes (ordered by area, then key), ranked explanations and counts.
     """
-    from envlock.diff import rules  # noqa: PLC0415
+    from envlock.diff import rules
 
     areas = areas_of([a, b])
     compared = {x for x in areas if a.areas.get(x) == "" and b.areas.get(x) == ""}
@@ -401,7 +401,7 @@ class ManyTally:
                ) -> ManyDiff:
         """Compare the inputs added so far through the majority value of each fact (the rules
         of :func:`compare_many`)."""
-        from envlock.diff import rules  # noqa: PLC0415
+        from envlock.diff import rules
 
         inputs = self.inputs
         n = len(inputs)

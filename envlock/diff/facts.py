@@ -123,8 +123,6 @@ def _dist_project(path: Any) -> str | None:
     (``…/site-packages/scikit_learn-1.4.1.post1.dist-info`` → ``scikit-learn``): the part
     before the version, which has no ``-`` (the recording-installed-packages spec, PEP 376/627:
     ``{name}-{version}.dist-info``; an egg-info may add ``-py3.11``)."""
-    import re  # noqa: PLC0415
-
     if not isinstance(path, str) or not path:
         return None
     base = path.rstrip("/").rsplit("/", 1)[-1]

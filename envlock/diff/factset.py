@@ -66,13 +66,13 @@ def satisfied(a: Pkg, b: Pkg) -> bool | None:
     if pkg.version in ("", "unknown"):
         return None
     if kind == "conda":
-        from envlock.formats.conda import satisfies  # noqa: PLC0415
+        from envlock.formats.conda import satisfies
 
         return satisfies(version, build, pkg.version, pkg.build)
     if not version:
         return True
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: PLC0415
-    from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
 
     try:
         return SpecifierSet(version).contains(Version(pkg.version), prereleases=True)

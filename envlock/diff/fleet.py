@@ -28,6 +28,10 @@ from typing import Any
 
 from envlock.diff.facts import EXTRACTORS, FactSet, extract
 from envlock.errors import EnvlockError
+from envlock._io import InputError
+from envlock._io import read_text as _read
+from envlock.manifest._schema import check_header
+from envlock.manifest._toml import load_toml
 
 __all__ = ["FleetReader", "Parts"]
 
@@ -100,13 +104,12 @@ class FleetReader:
             if body is None:
                 return None
             data[name] = body
-        from envlock.formats import MAX_PACKAGES  # noqa: PLC0415
+        from envlock.formats import MAX_PACKAGES
 
         listed = sum(len(t.get("packages") or ()) for t in (data.get("pip"), data.get("conda"))
                      if isinstance(t, dict) and isinstance(t.get("packages") or (), list))
         if listed > MAX_PACKAGES:
             return None
-        from envlock.manifest._schema import check_header  # noqa: PLC0415
 
         try:
             check_header(data)
@@ -144,8 +147,7 @@ class FleetReader:
         not parse or check alone; the whole file then says why)."""
         if text in self._tables:
             return self._tables[text]
-        from envlock.diff.shape import check as check_shape  # noqa: PLC0415
-        from envlock.manifest._toml import load_toml  # noqa: PLC0415
+        from envlock.diff.shape import check as check_shape
 
         try:
             parsed = load_toml(text, path)
@@ -174,8 +176,6 @@ class FleetReader:
 def read_text(path: str) -> str | None:
     """The text of ``path`` as envlock reads an input (regular file, bounded, UTF-8), or
     ``None`` when it cannot be read that way (the whole reader then words the error)."""
-    from envlock._io import InputError  # noqa: PLC0415
-    from envlock._io import read_text as _read  # noqa: PLC0415
 
     try:
         return _read(os.fspath(path))

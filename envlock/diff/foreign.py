@@ -17,6 +17,11 @@ from envlock.formats import KINDS, Reading
 from envlock.formats import read as _read
 from envlock.formats.conda import parse_url as parse_conda_url
 from envlock.manifest._schema import SCHEMA
+from dataclasses import replace
+from envlock._names import canonicalize
+from envlock.formats import reading_of_lock
+from envlock.formats.locks import for_install
+from envlock.manifest._toml import load_toml
 
 __all__ = ["read", "reading", "for_target", "parse_conda_url", "parse_toml", "KINDS", "SCHEMA"]
 
@@ -58,12 +63,7 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
     :returns: the reading to compare, and a sentence saying what was left out (``None`` when
         nothing was, or when the manifest records no Python version).
     """
-    from dataclasses import replace  # noqa: PLC0415
-
-    from envlock._names import canonicalize  # noqa: PLC0415
-    from envlock.formats import reading_of_lock  # noqa: PLC0415
-    from envlock.formats.locks import for_install  # noqa: PLC0415
-    from envlock.formats.markers import applicable, marker_holds, target_marker_env  # noqa: PLC0415
+    from envlock.formats.markers import applicable, marker_holds, target_marker_env
 
     lock = lock_reading.lock
     if lock is None or other.kind != "manifest":
@@ -157,6 +157,4 @@ def parse_toml(text: str, name: str) -> dict[str, Any]:
 
     :raises ManifestError: malformed text.
     """
-    from envlock.manifest._toml import load_toml  # noqa: PLC0415
-
     return load_toml(text, name)

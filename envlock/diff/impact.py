@@ -19,6 +19,8 @@ from typing import Any
 
 from envlock.diff.facts import Impl, Pkg
 from envlock.errors import ManifestError
+from envlock.manifest._toml import read_text
+from envlock.diff.factset import satisfied
 
 __all__ = ["KB", "Component", "Edge", "Globs", "load_kb", "change_size", "parse_version", "plain_release",
            "version_in"]
@@ -179,9 +181,8 @@ class KB:
 
 
 def _read_toml(path: str) -> dict[str, Any]:
-    from envlock.manifest._toml import read_text  # noqa: PLC0415
-    from envlock.diff.foreign import parse_toml  # noqa: PLC0415
-    from envlock.diff.kbcheck import validate  # noqa: PLC0415
+    from envlock.diff.foreign import parse_toml
+    from envlock.diff.kbcheck import validate
 
     data = parse_toml(read_text(path), path)
     validate(data, path)
@@ -270,7 +271,7 @@ def parse_version(text: str | None) -> Any:
     """Parse a version with :mod:`packaging` (imported on first use); ``None`` if invalid."""
     if not text:
         return None
-    from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+    from packaging.version import InvalidVersion, Version
 
     try:
         return Version(text)
@@ -320,7 +321,7 @@ def version_in(version: str | None, spec: str) -> bool:
     v = parse_version(version.split("+")[0] if version else None)
     if v is None:
         return False
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: PLC0415
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
     try:
         return SpecifierSet(spec).contains(v, prereleases=True)
@@ -365,8 +366,6 @@ def change_size(a: Any, b: Any) -> str:
     if b is None:
         return "removed"
     if (isinstance(a, Pkg) and a.constraint) or (isinstance(b, Pkg) and b.constraint):
-        from envlock.diff.factset import satisfied  # noqa: PLC0415
-
         pa = a if isinstance(a, Pkg) else Pkg(str(a))
         pb = b if isinstance(b, Pkg) else Pkg(str(b))
         # a spec's constraint the other side does not satisfy; "value" where it cannot be told

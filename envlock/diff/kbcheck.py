@@ -145,7 +145,7 @@ def _specifier(value: Any, path: str) -> None:
     clauses = [c.strip() for c in text.split(",")]
     if all(_SIMPLE_CLAUSE.fullmatch(c) for c in clauses):
         return
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: PLC0415
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
     try:
         SpecifierSet(text)
@@ -242,7 +242,7 @@ def _components(value: Any) -> None:
 
 def _needs(value: Any, path: str) -> None:
     """A condition name of :data:`envlock.diff.conditions.NEEDS`, or an array of them."""
-    from envlock.diff.conditions import NEEDS  # noqa: PLC0415
+    from envlock.diff.conditions import NEEDS
 
     names = value if isinstance(value, list) else [value]
     _strings(names, path)

@@ -126,7 +126,7 @@ def run(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
         put_fact(out, "run", "granted memory", _gib(g.get("memory")))
         limit = g.get("time-limit")
         if isinstance(limit, (int, float)) and not isinstance(limit, bool):
-            from envlock.runs.findings import fmt_duration  # noqa: PLC0415
+            from envlock.runs.findings import fmt_duration
 
             put_fact(out, "run", "time limit", fmt_duration(float(limit)))
         put_fact(out, "run", "gpus granted", _scalar(g.get("gpus")))

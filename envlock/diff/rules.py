@@ -38,6 +38,7 @@ from envlock.diff.changes import Change, Explanation
 from envlock.diff.conditions import unmet
 from envlock.diff.facts import FactSet, Impl, Lib, Pkg, display
 from envlock.diff.impact import KB, change_size, version_in
+from envlock.formats.conda import build_variant
 
 __all__ = ["explain", "explain_noted", "explain_spread", "torch_variant", "blas_vendors", "accounted",
            "context"]
@@ -122,7 +123,7 @@ def _code(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explana
                 parts.append(f"{b.label} has {what} {vb} while {c.majority_count} others have {va}")
             else:
                 parts.append(f"{what} {va} → {vb}")
-        from envlock.diff.fixes import code_fix  # noqa: PLC0415
+        from envlock.diff.fixes import code_fix
 
         fix = (code_fix(cs, (a.label, b.label)) if scope == "repository" else
                "run the same version of the checkout on both sides")
@@ -178,7 +179,6 @@ def torch_variant(facts: Facts) -> str | None:
     m = re.fullmatch(r"cu(\d+)(\d)", local)
     if m:
         return f"CUDA {int(m.group(1))}.{m.group(2)}"
-    from envlock.formats.conda import build_variant  # noqa: PLC0415 - conda build strings
 
     conda_variant = build_variant(pkg.build)
     if conda_variant:
@@ -205,7 +205,7 @@ def _macos(facts: Facts) -> bool:
 
 
 def _torch(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explanation]:
-    from envlock.diff.fixes import torch_fix  # noqa: PLC0415
+    from envlock.diff.fixes import torch_fix
 
     va, vb = torch_variant(a.facts), torch_variant(b.facts)
     if not va or not vb or va == vb or "CUDA" in (va, vb):  # "CUDA": version unknown
@@ -327,7 +327,7 @@ def _blas(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explana
     def names(v: frozenset[str]) -> str:
         return " + ".join(sorted(_VENDOR_NAMES.get(x, x) for x in v))
 
-    from envlock.diff.fixes import blas_fix  # noqa: PLC0415
+    from envlock.diff.fixes import blas_fix
 
     causes = [c for c in absorbed if c.area == "blas"] or absorbed[:1]
     one = tuple(next(iter(v)) if len(v) == 1 else "" for v in (va, vb))
@@ -369,7 +369,7 @@ def _threads(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Expl
         return []
     parts = [_describe(c, b.label) if c.majority_count is not None
              else f"{c.key} {_unset(c.values[0])} → {_unset(c.values[1])}" for c in env + cores]
-    from envlock.diff.fixes import env_fix  # noqa: PLC0415
+    from envlock.diff.fixes import env_fix
 
     return [_rule(kb, "threads", env + cores, "value", what="; ".join(parts),
                   fix=env_fix(env, (a.label, b.label)))]
@@ -602,7 +602,7 @@ def _do(template: str, c: Change, label: tuple[str, str], kw: Mapping[str, Any])
                 return (f"{have} asks for {c.key} ({want}) and {lacks} does not have it: install it "
                         f"there, or drop it from {have} if the code does not use it.")
             ver = _plainv(present)
-            from envlock.diff.fixes import install_command  # noqa: PLC0415
+            from envlock.diff.fixes import install_command
 
             cmd = (install_command(present, c.key)  # conda's own command for a conda record
                    if isinstance(present, Pkg) and present.manager == "conda"
@@ -682,7 +682,7 @@ def _plain(rest: Iterable[Change], kb: KB, label: str,
         first = cs[0]
         kw = {"a": _plainv(first.values[0]), "b": _plainv(first.values[1]), "key": first.key}
         if "{fix}" in comp.do:
-            from envlock.diff.fixes import env_fix, package_fix  # noqa: PLC0415
+            from envlock.diff.fixes import env_fix, package_fix
 
             kw["fix"] = (env_fix(cs, labels) if first.area in ("env", "cpu", "threads")
                          else package_fix(first, labels))

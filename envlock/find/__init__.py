@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from envlock.find.index import Index, ScanReport, default_path
 from envlock.find.query import QueryError
 from envlock.find.search import Answer, Match, search
+from envlock.errors import ManifestError
 
 __all__ = ["find", "Index", "Answer", "Match", "ScanReport", "QueryError", "default_path"]
 
@@ -39,8 +40,6 @@ def find(paths: Sequence[str | os.PathLike[str]], query: str | None, *, index: s
     :raises QueryError: a syntax error or (``strict``) an unknown fact name, with the nearest.
     :raises ManifestError: a path does not exist.
     """
-    from envlock.errors import ManifestError  # noqa: PLC0415
-
     roots = [os.fspath(p) for p in paths]
     for r in roots:
         if not os.path.exists(r):

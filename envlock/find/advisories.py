@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 
 from envlock.errors import ManifestError
+from envlock.find.query import QueryError, parse
 
 __all__ = ["Advisory", "load_advisories", "ADVISORIES_FILE"]
 
@@ -36,8 +37,7 @@ def load_advisories(path: str = ADVISORIES_FILE) -> tuple[Advisory, ...]:
     :raises ManifestError: unreadable or malformed file, a missing or mistyped key, a source
         that is not an ``https://`` URL, or a query that does not parse (one line).
     """
-    from envlock.find.query import QueryError, parse  # noqa: PLC0415
-    from envlock.manifest._toml import load_toml, read_text  # noqa: PLC0415
+    from envlock.manifest._toml import load_toml, read_text
 
     data = load_toml(read_text(path), path)
     out = []

@@ -20,6 +20,9 @@ from typing import Any
 
 from envlock.errors import EnvlockError
 from envlock.find.index import Index
+from envlock.diff.factset import Impl, Pkg, display
+from envlock.find.values import cc_number, version_of
+from envlock.find.values import decode
 
 __all__ = ["RELEASE_LEN", "export_parquet", "columns_of"]
 
@@ -41,8 +44,6 @@ def _release(text: str) -> list[int] | None:
 
 def columns_of(name: str, value: Any) -> Iterator[dict[str, Any]]:
     """The typed columns of one fact value (one dict per member of a set)."""
-    from envlock.diff.factset import Impl, Pkg, display  # noqa: PLC0415
-    from envlock.find.values import cc_number, version_of  # noqa: PLC0415
 
     base = {"value": display(value), "manager": None, "version": None, "release": None,
             "number": None, "flag": None}
@@ -82,14 +83,13 @@ def export_parquet(index: Index, ids: Sequence[int], path: str, *, force: bool =
     :raises EnvlockError: pyarrow is not installed (``pip install 'envlock[find]'``).
     :raises OutputExistsError: ``path`` exists (without ``force``) or is a symbolic link.
     """
-    from envlock._io import check_writable, write_file  # noqa: PLC0415
+    from envlock._io import check_writable, write_file
 
     try:
-        import pyarrow as pa  # noqa: PLC0415
-        import pyarrow.parquet as pq  # noqa: PLC0415
+        import pyarrow as pa
+        import pyarrow.parquet as pq
     except ImportError:
         raise EnvlockError("--export needs pyarrow: pip install 'envlock[find]'") from None
-    from envlock.find.values import decode  # noqa: PLC0415
 
     schema = pa.schema([("path", pa.string()), ("kind", pa.string()), ("time", pa.string()),
                         ("host", pa.string()), ("node", pa.string()), ("job", pa.string()),

@@ -20,6 +20,7 @@ from typing import Any
 
 from envlock.find.index import Index, in_fingerprint
 from envlock.find.values import decode
+from envlock.find.values import encode
 
 __all__ = ["Cluster", "group_by_environment", "factset_of"]
 
@@ -48,7 +49,7 @@ class Cluster:
 def factset_of(index: Index, file_id: int, row: dict[str, Any], *, only_fingerprint: bool) -> Any:
     """The :class:`~envlock.diff.facts.FactSet` of an indexed result, rebuilt from the index
     (with ``only_fingerprint``: its fingerprint facts alone)."""
-    from envlock.diff.facts import FactSet  # noqa: PLC0415
+    from envlock.diff.facts import FactSet
 
     facts: dict[tuple[str, str], Any] = {}
     for name, enc in index.facts_of(file_id):
@@ -63,8 +64,6 @@ def factset_of(index: Index, file_id: int, row: dict[str, Any], *, only_fingerpr
 
 def _holding(index: Index, scope: set[int], name: str, value: Any) -> int:
     """How many results of ``scope`` hold ``value`` for fact ``name`` (``None``: lack it)."""
-    from envlock.find.values import encode  # noqa: PLC0415
-
     vals = index.values(name)
     if value is None:
         return len(scope) - len({f for f, _ in index.holders([v for v, _ in vals]) if f in scope})
@@ -75,8 +74,8 @@ def _holding(index: Index, scope: set[int], name: str, value: Any) -> int:
 def group_by_environment(index: Index, ids: Sequence[int]) -> list[Cluster]:
     """Cluster the results ``ids`` by fingerprint, largest first (ties: by first path), each
     other cluster with its differences from the largest (see the module docstring)."""
-    from envlock.diff.engine import compare_pair  # noqa: PLC0415
-    from envlock.diff.impact import load_kb  # noqa: PLC0415
+    from envlock.diff.engine import compare_pair
+    from envlock.diff.impact import load_kb
 
     rows = index.files(ids)
     seen: dict[str, int] = {}

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envlock.errors import EnvlockError, ManifestError
+from envlock.find.values import encode
 
 __all__ = ["SCHEMA", "BUSY_TIMEOUT_S", "Index", "Entry", "ScanReport", "default_path", "read_result",
            "FINGERPRINT_MIN_RANK", "in_fingerprint"]
@@ -80,7 +81,7 @@ CREATE INDEX IF NOT EXISTS files_by_status ON files (status);
 def default_path(environ: dict[str, str] | None = None) -> str:
     """``$XDG_CACHE_HOME/envlock/find/index.sqlite`` (:func:`envlock.cache.cache_dir`), or
     ``":memory:"`` when ``ENVLOCK_NO_CACHE=1`` (then every run reads every file)."""
-    from envlock.cache import cache_dir, is_enabled  # noqa: PLC0415
+    from envlock.cache import cache_dir, is_enabled
 
     env = dict(os.environ) if environ is None else environ
     if not is_enabled(env):
@@ -128,7 +129,7 @@ _KB: Any = None
 def _kb() -> Any:
     global _KB
     if _KB is None:
-        from envlock.diff.impact import load_kb  # noqa: PLC0415
+        from envlock.diff.impact import load_kb
 
         _KB = load_kb()
     return _KB
@@ -164,7 +165,7 @@ _NOISE: Any = None
 def _noise(kb: Any) -> Any:
     global _NOISE
     if _NOISE is None:
-        from envlock.diff.impact import Globs  # noqa: PLC0415
+        from envlock.diff.impact import Globs
 
         _NOISE = Globs(kb.noise)
     return _NOISE
@@ -175,7 +176,7 @@ def _sig_text(sig: Sequence[int]) -> str:
 
 
 def _stat_sig(path: str) -> list[int] | None:
-    from envlock.cache import signature  # noqa: PLC0415
+    from envlock.cache import signature
 
     return signature(path)
 
@@ -207,10 +208,9 @@ def read_result(path: str, sig: str | None) -> Entry:
     Never raises for a bad file: an unreadable one is an ``"error"`` entry whose ``error`` is
     the reader's one line.
     """
-    from envlock.diff import foreign  # noqa: PLC0415
-    from envlock.diff.facts import extract  # noqa: PLC0415
-    from envlock.diff.shape import check as check_shape  # noqa: PLC0415
-    from envlock.find.values import encode  # noqa: PLC0415
+    from envlock.diff import foreign
+    from envlock.diff.facts import extract
+    from envlock.diff.shape import check as check_shape
 
     try:
         r = foreign.reading(path)
@@ -222,7 +222,7 @@ def read_result(path: str, sig: str | None) -> Entry:
         fs = extract(r.data, label=meta["node"] or os.path.basename(path), path=path, kind=r.kind,
                      aliases=kb.aliases, listing=r.listing)
     except (EnvlockError, OSError, ValueError, RecursionError) as exc:
-        from envlock._io import one_line  # noqa: PLC0415
+        from envlock._io import one_line
 
         msg = one_line(str(exc) or type(exc).__name__, 300)
         shown = one_line(path)
@@ -326,7 +326,7 @@ class Index:
             self.db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
             self.db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
             if path != ":memory:":
-                self.db.execute("PRAGMA journal_mode = WAL")
+                self._wal()
             self.db.execute("PRAGMA synchronous = NORMAL")
             self.db.execute("PRAGMA temp_store = MEMORY")
             self.db.execute("PRAGMA cache_size = -65536")
@@ -335,6 +335,22 @@ class Index:
             raise EnvlockError(f"{path}: cannot use as envlock find's index ({exc})") from None
         self._names: dict[str, int] | None = None
         self._vals: dict[tuple[int, str], int] = {}
+
+    def _wal(self) -> None:
+        """Switch to WAL, waiting up to ``BUSY_TIMEOUT_S`` for another process that is creating
+        the same index: SQLite answers ``database is locked`` to a journal-mode change without
+        calling the busy handler, so the wait is this loop's."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        delay = 0.01
+        while True:
+            try:
+                self.db.execute("PRAGMA journal_mode = WAL")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.25)
 
     def close(self) -> None:
         """Close the database."""
@@ -352,7 +368,7 @@ class Index:
             self.db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT) "
                             "WITHOUT ROWID")
             row = self.db.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-            from envlock.cache import code_stamp  # noqa: PLC0415
+            from envlock.cache import code_stamp
 
             stamp = f"{SCHEMA}:{code_stamp()}"
             if row is None or row[0] != stamp:  # another layout or another envlock: start anew
@@ -376,7 +392,7 @@ class Index:
             read in this process when few changed).
         :returns: what was read and removed, and the files that could not be read.
         """
-        from envlock.cache import RACY_NS  # noqa: PLC0415
+        from envlock.cache import RACY_NS
 
         t0 = time.perf_counter()
         started = time.time_ns()
@@ -441,8 +457,8 @@ class Index:
             for item in sniffed:
                 yield _read_checked(item)
             return
-        import multiprocessing  # noqa: PLC0415
-        from concurrent.futures import ProcessPoolExecutor  # noqa: PLC0415
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
 
         ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
         with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:

@@ -18,6 +18,9 @@ from typing import Any, NamedTuple
 from envlock.find.index import Index
 from envlock.find.query import And, Cond, Node, Not, Or, Target, parse, resolve
 from envlock.find.values import compare, decode
+from envlock.find.query import QueryError
+from envlock.find.values import encode
+from envlock.diff.factset import display
 
 __all__ = ["Match", "Answer", "evaluate", "search"]
 
@@ -82,7 +85,6 @@ class _Eval:
         if name.startswith("result:") and c.op == "==" and t.kind != "time" and not any(
                 ch in c.value for ch in "*?["):
             # a result's own text fact (host, node, …): one look-up, not every value
-            from envlock.find.values import encode  # noqa: PLC0415
 
             vid = self.index.lookup(name, encode(c.value))
             return ([vid] if vid is not None else []), [], {vid: c.value} if vid is not None else {}
@@ -139,8 +141,6 @@ class _Eval:
 
     def shown(self, ids: set[int]) -> dict[int, dict[str, str]]:
         """The facts each result of ``ids`` matched (area:key → value as shown)."""
-        from envlock.diff.factset import display  # noqa: PLC0415
-
         out: dict[int, dict[str, str]] = {}
         for name, matched, vals in self.hits:
             texts: dict[int, str] = {}
@@ -176,8 +176,6 @@ def search(index: Index, roots: Sequence[str], query: str | None, *,
     :param limit: build only the first ``limit`` matches (``count`` and ``ids`` are all).
     :raises QueryError: a syntax error, or (``strict``) an unknown fact name, with the nearest.
     """
-    from envlock.find.query import QueryError  # noqa: PLC0415
-
     scope = index.scope_ids(roots)
     if query and query.strip():
         node = parse(query)

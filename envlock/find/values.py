@@ -132,8 +132,8 @@ def _order(op: str, a: Any, b: Any) -> bool:
 
 @functools.lru_cache(maxsize=4096)
 def _pep440(op: str, ref: str, version: str) -> bool | None:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: PLC0415
-    from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
 
     try:
         return SpecifierSet(f"{op}{ref}").contains(Version(version), prereleases=True)
@@ -143,7 +143,7 @@ def _pep440(op: str, ref: str, version: str) -> bool | None:
 
 @functools.lru_cache(maxsize=4096)
 def _conda(op: str, ref: str, version: str) -> bool | None:
-    from envlock.formats.conda import satisfies  # noqa: PLC0415
+    from envlock.formats.conda import satisfies
 
     return satisfies(f"{op}{ref}", "", version, None)
 

@@ -135,7 +135,7 @@ def _dispatch(src: Source) -> Reading:
     found = _first("lines", text, src)
     if found is not None:
         return found
-    from envlock.formats.envfiles import requirements_fault  # noqa: PLC0415 - the error path
+    from envlock.formats.envfiles import requirements_fault  # the error path
 
     requirements_fault(text, src)
     raise ManifestError(_UNKNOWN)
@@ -147,7 +147,7 @@ def environment_with_selectors(path: str | os.PathLike[str], platform: str) -> R
 
     :raises ManifestError: as :func:`read`.
     """
-    from envlock.formats.envfiles import environment_reading, selector_ok  # noqa: PLC0415
+    from envlock.formats.envfiles import environment_reading, selector_ok
 
     p = os.fspath(path)
     text = _text(p)

@@ -51,8 +51,8 @@ def load_yaml(text: str, name: str, *, max_nodes: int = MAX_YAML_NODES,
     :raises ManifestError: malformed, more than one document, nested deeper than ``max_depth``, or
         standing for more than ``max_nodes`` nodes (one line).
     """
-    import yaml  # noqa: PLC0415 - only YAML inputs pay for it
-    from yaml import events, nodes  # noqa: PLC0415
+    import yaml  # only YAML inputs pay for it
+    from yaml import events, nodes
 
     loader_cls = yaml.SafeLoader if exact else getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     loader = None

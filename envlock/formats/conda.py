@@ -29,6 +29,10 @@ from typing import Any
 from envlock._io import one_line
 from envlock.errors import ManifestError
 from envlock.redact import REDACTED, redact_url
+import fnmatch
+from urllib.parse import urlsplit
+import platform
+import sys
 
 __all__ = ["CondaSpec", "parse_spec", "parse_url", "build_variant", "is_metapackage",
            "expand_channels", "DEFAULT_CHANNELS", "satisfies", "subdir_of",
@@ -111,7 +115,7 @@ def parse_spec(text: str) -> CondaSpec:
     if not line:
         raise ManifestError("empty match spec")
     try:
-        from rattler import MatchSpec  # noqa: PLC0415
+        from rattler import MatchSpec
 
         have_rattler = True
     except ImportError:
@@ -168,14 +172,12 @@ def satisfies(spec_version: str, spec_build: str, version: str, build: str | Non
     :returns: ``True``/``False``, or ``None`` when it cannot be told (py-rattler missing, or a
         version conda cannot parse).
     """
-    import fnmatch  # noqa: PLC0415
-
     if spec_build and build is not None and not fnmatch.fnmatchcase(build, spec_build):
         return False
     if not spec_version or spec_version == "*":
         return True
     try:
-        from rattler import Version, VersionSpec  # noqa: PLC0415
+        from rattler import Version, VersionSpec
     except ImportError:
         return _fallback_satisfies(spec_version, version)
     try:
@@ -188,7 +190,7 @@ def _fallback_satisfies(spec: str, version: str) -> bool | None:
     """conda's version-spec grammar for the common forms (``1.2.*``, ``==1.2``, ``>=1,<2``,
     ``~=2.3.1``, ``a|b``), comparing with PEP 440 ordering: used without py-rattler.
     ``None`` when a version or clause is outside what this can judge."""
-    from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+    from packaging.version import InvalidVersion, Version
 
     try:
         v = Version(version)
@@ -254,8 +256,6 @@ def parse_url(url: str) -> dict[str, str]:
 
     :raises ManifestError: the URL's file is not a conda package name.
     """
-    from urllib.parse import urlsplit  # noqa: PLC0415
-
     url = redact_url(url.split("#", 1)[0].strip())
     try:
         parts = urlsplit(url)
@@ -334,9 +334,7 @@ def current_subdir() -> str:
 
     :returns: the subdir (``unknown-<bits>`` on an OS conda does not know, as conda).
     """
-    import platform  # noqa: PLC0415
-    import struct  # noqa: PLC0415
-    import sys  # noqa: PLC0415
+    import struct
 
     bits = 8 * struct.calcsize("P")
     found = subdir_of(sys.platform, platform.machine(), bits)

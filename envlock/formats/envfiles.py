@@ -15,6 +15,8 @@ from envlock.formats import conda, pep508
 from envlock.formats._load import load_yaml
 from envlock.formats import _reading
 from envlock.formats._reading import Reading, Source, partial
+from envlock.manifest._schema import check_header
+from envlock.manifest._toml import with_run_environment
 
 __all__ = ["is_explicit", "read_explicit", "is_manifest", "read_manifest", "is_environment",
            "read_environment", "environment_reading", "selector_ok", "is_export", "read_export",
@@ -61,8 +63,6 @@ def read_manifest(data: dict[str, Any], src: Source) -> Reading:
 
     :raises ManifestError: not a manifest envlock reads; ``ManifestVersionError``: newer.
     """
-    from envlock.manifest._schema import check_header  # noqa: PLC0415
-    from envlock.manifest._toml import with_run_environment  # noqa: PLC0415
 
     if "run" in data:
         data = with_run_environment(data, src.path)

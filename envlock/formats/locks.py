@@ -127,10 +127,10 @@ def validate_conda_lock(data: Any, name: str) -> Any:
     if not isinstance(data, Mapping):
         raise bad("top level is not a mapping")
     try:
-        import pydantic  # noqa: PLC0415
-        from conda_lock.lockfile import lockfile_v1_to_v2  # noqa: PLC0415
-        from conda_lock.lockfile.v1.models import Lockfile as LockfileV1  # noqa: PLC0415
-        from conda_lock.lockfile.v2prelim.models import Lockfile  # noqa: PLC0415
+        import pydantic
+        from conda_lock.lockfile import lockfile_v1_to_v2
+        from conda_lock.lockfile.v1.models import Lockfile as LockfileV1
+        from conda_lock.lockfile.v2prelim.models import Lockfile
     except ImportError:
         _structural_conda_lock(data, bad)
         return None
@@ -290,7 +290,7 @@ def validate_pylock(data: Any, name: str) -> Any:
     if not isinstance(data, Mapping):
         raise _err(name, "not a valid PEP 751 lock file (top level is not a table)")
     try:
-        from packaging.pylock import Pylock, PylockValidationError  # noqa: PLC0415
+        from packaging.pylock import Pylock, PylockValidationError
     except ImportError:
         version = str(data.get("lock-version", ""))
         if version.split(".")[0] != "1" or not isinstance(data.get("packages"), list):

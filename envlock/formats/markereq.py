@@ -18,7 +18,7 @@ __all__ = ["markers_equivalent"]
 def _version_points(literals: Iterable[str]) -> list[str]:
     """Versions on both sides of every literal: the regions where a comparison with any of
     them is constant (PEP 440 ordering; ``.*`` wildcards mark a boundary at the next release)."""
-    from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+    from packaging.version import InvalidVersion, Version
 
     points: set[tuple[int, ...]] = set()
     for lit in literals:
@@ -140,8 +140,8 @@ def _same_everywhere(ta: _Node, tb: _Node, item_list: list[tuple[str, str]],
 
 
 def _allowed(points: list[str], requires_python: str) -> list[str]:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: PLC0415
-    from packaging.version import Version  # noqa: PLC0415
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import Version
 
     try:
         spec = SpecifierSet(requires_python)

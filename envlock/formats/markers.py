@@ -64,7 +64,7 @@ def target_marker_env(version: str | None, implementation: str | None, *,
     :param implementation: ``sys.implementation.name`` (``"cpython"``), or ``None``.
     :param machine: ``platform.machine()`` of the target's host (``"aarch64"``), or ``None``.
     """
-    from packaging.markers import default_environment  # noqa: PLC0415
+    from packaging.markers import default_environment
 
     env: dict[str, str] = {k: str(v) for k, v in default_environment().items()}
     if version:
@@ -163,7 +163,7 @@ def infer_selection(packages: Sequence[LockEntry], env: Mapping[str, str],
     :param installed: ``{normalized name: version}`` of the target.
     :param conflicts: the lock's conflict sets, in :class:`Selection`'s words.
     """
-    from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+    from packaging.version import InvalidVersion, Version
 
     choices = sorted({g for p in packages for g, _m in p.groups if g})
     if not choices:
@@ -327,7 +327,7 @@ def _atom_text(node: _Node) -> str:
 
 @lru_cache(maxsize=4096)
 def _compiled(text: str) -> Any:
-    from packaging.markers import Marker  # noqa: PLC0415
+    from packaging.markers import Marker
 
     return Marker(text)
 
@@ -353,7 +353,7 @@ def _eval(node: _Node, env: Mapping[str, str], active: frozenset[tuple[str, str]
 
 @lru_cache(maxsize=4096)
 def _tree(marker: str) -> _Node:
-    from packaging.markers import InvalidMarker  # noqa: PLC0415
+    from packaging.markers import InvalidMarker
 
     try:
         _compiled(marker)

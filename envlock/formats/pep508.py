@@ -44,6 +44,8 @@ from typing import Any
 from envlock._io import InputError, one_line, read_text
 from envlock._names import canonicalize
 from envlock.errors import ManifestError
+from urllib.parse import unquote
+import itertools
 
 __all__ = ["MAX_INCLUDE_BYTES", "MAX_INCLUDE_DEPTH", "SIMPLE_PIN", "UNKNOWN", "include_of",
            "iter_lines", "iter_logical_lines", "logical_lines", "name_from_url", "parse_line",
@@ -120,7 +122,6 @@ def version_from_url(url: str) -> str:
     :data:`UNKNOWN`."""
     path = url.split("#", 1)[0].split("?", 1)[0].rstrip("/")
     fname = path.rsplit("/", 1)[-1]
-    from urllib.parse import unquote  # noqa: PLC0415
 
     fname = unquote(fname)
     m = _WHEEL.match(fname) or _SDIST.match(fname)
@@ -131,8 +132,6 @@ def wheel_subdir(url: str) -> str | None:
     """The conda subdir a wheel's platform tag (PEP 425/600) builds for: ``linux_x86_64``,
     ``manylinux_2_17_x86_64`` → ``linux-64``; ``macosx_11_0_arm64`` → ``osx-arm64``;
     ``win_amd64`` → ``win-64``; ``None`` for a pure wheel (``any``) or not a wheel."""
-    from urllib.parse import unquote  # noqa: PLC0415
-
     fname = unquote(url.split("#", 1)[0].split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1])
     if not fname.endswith(".whl"):
         return None
@@ -173,8 +172,6 @@ def name_from_url(url: str) -> str | None:
     its wheel (PEP 427) or sdist file name.  Anything else (``…/archive/main.zip``, a bare host)
     names nothing: ``None``.
     """
-    from urllib.parse import unquote  # noqa: PLC0415
-
     path = url.split("#", 1)[0].split("?", 1)[0]
     vcs = re.match(r"^(git|hg|svn|bzr)\+", path) is not None
     if "://" in path:
@@ -267,7 +264,7 @@ def parse_line(line: str) -> dict[str, Any] | None:
     if _is_local(first) and not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*(@|[<>=!~;\[]|$)", line):
         return None  # a local project path
     req_text = re.split(r"\s+--?[a-z]", " " + line)[0].strip() if " -" in line else line
-    from packaging.requirements import InvalidRequirement, Requirement  # noqa: PLC0415
+    from packaging.requirements import InvalidRequirement, Requirement
 
     try:
         req = Requirement(req_text)
@@ -393,8 +390,6 @@ def _follow(out: list[dict[str, Any]], inc: tuple[str, bool], where: str, base: 
 
 def looks_like_requirements(text: str) -> bool:
     """Whether every logical line of ``text`` reads as a requirement or option (format sniffing)."""
-    import itertools  # noqa: PLC0415
-
     seen = False
     try:
         for _, line in itertools.islice(iter_logical_lines(text), 2000):

@@ -181,7 +181,7 @@ def read_pipfile(data: Mapping[str, Any], name: str) -> tuple[list[dict[str, Any
         (``sources``, ``requires``, ``categories``).
     :raises ManifestError: an entry of the wrong shape (one line naming it).
     """
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: PLC0415
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
     entries: list[dict[str, Any]] = []
     categories = [k for k, v in data.items() if k not in _NOT_CATEGORIES and isinstance(v, Mapping)]

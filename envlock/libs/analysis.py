@@ -308,7 +308,7 @@ def _owner_index(sys_path: Sequence[str], prefix: str | None, root: str,
     """Who owns each file; with caches on (not ``--no-cache``) the indexes are kept on disk."""
     owners_dir: str | None = None
     if elf_cache is not None:
-        from envlock.cache import cache_dir as _cache_dir  # noqa: PLC0415
+        from envlock.cache import cache_dir as _cache_dir
 
         owners_dir = _cache_dir("owners-v1")
     return OwnerIndex(sys_path, prefix=prefix, root=root, cache_dir=owners_dir)
@@ -417,10 +417,10 @@ def probe_libraries(
     :returns: :class:`~envlock.manifest.libraries.LibrariesInfo`; ``status="absent"`` when the
         module is not installed, ``"error"`` (with ``error``) when the analysis failed.
     """
-    from envlock.manifest.libraries import LibrariesInfo, LibraryRecord  # noqa: PLC0415
+    from envlock.manifest.libraries import LibrariesInfo, LibraryRecord
 
     source = f"envlock loader model ({module})"
-    from envlock.libs import cache as libcache  # noqa: PLC0415
+    from envlock.libs import cache as libcache
 
     try:
         _package_dir, files = find_module_files(module, sys_path)

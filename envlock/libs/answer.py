@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from envlock.cache import Recorder
+from envlock import cache as _cache
 
 __all__ = ["KEY_VARS", "NAMESPACE", "answer_key", "memo_answer"]
 
@@ -37,7 +38,7 @@ KEY_VARS = ("LD_LIBRARY_PATH", "LD_PRELOAD", "LD_BIND_NOW", "LD_ASSUME_KERNEL", 
 def answer_key(argv: Sequence[str], environ: Mapping[str, str]) -> dict[str, Any]:
     """The key of an ``envlock libs`` run: its arguments, the :data:`KEY_VARS` and every other
     ``LD_*``/``PYTHON*`` variable, the working directory, the CPU's flags and the user."""
-    from envlock.libs.cache import cpu_key  # noqa: PLC0415
+    from envlock.libs.cache import cpu_key
 
     names = set(KEY_VARS) | {k for k in environ if k.startswith(("LD_", "PYTHON"))}
     try:
@@ -61,8 +62,6 @@ def memo_answer(
     """``(stdout, stderr, exit status)`` of an ``envlock libs`` run, kept by
     :func:`envlock.cache.memo` under :func:`answer_key`; ``compute`` records its inputs through
     the recorder it is given.  An answer with anything on stderr is not kept."""
-    from envlock import cache as _cache  # noqa: PLC0415
-
     def run(rec: Recorder) -> tuple[str, str, int]:
         out, err, code = compute(rec)
         if err:

@@ -34,9 +34,9 @@ def file_target(name: str, *, check: bool = False) -> str | None:
     if not (os.sep in name or name.endswith(".so") or os.path.isfile(name)):
         return None
     if check:
-        from envlock._io import irregular  # noqa: PLC0415
-        from envlock.errors import TargetError  # noqa: PLC0415
-        from envlock.redact import printable  # noqa: PLC0415
+        from envlock._io import irregular
+        from envlock.errors import TargetError
+        from envlock.redact import printable
 
         if os.path.isdir(name):
             raise TargetError(f"{name}: is a directory, not a shared object")

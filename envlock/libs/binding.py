@@ -30,7 +30,7 @@ def _demangle(names: Sequence[str]) -> dict[str, str]:
     mangled = [n for n in names if n.startswith("_Z")]
     if not mangled or shutil.which("c++filt") is None:
         return {}
-    from envlock._run import run  # noqa: PLC0415
+    from envlock._run import run
 
     res = run(["c++filt"], timeout=10.0, input_text="\n".join(mangled) + "\n")
     if not res.ok:
@@ -52,7 +52,7 @@ def symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence[
     A weak undefined symbol may stay unbound.  Versions a provider lacks altogether are
     ``missing-version`` findings instead.
     """
-    from envlock.libs.elfsyms import SymbolTable  # noqa: PLC0415
+    from envlock.libs.elfsyms import SymbolTable
 
     # Each file's symbol table is read once for both phases; the files are released after.
     tables: dict[str, SymbolTable] = {}
@@ -65,7 +65,7 @@ def symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence[
 
 def _symbol_findings_in(proc: Process, index: OwnerIndex | None, sys_path: Sequence[str],
                         prefix: str | None, cfg: SearchConfig, tables: dict[str, Any]) -> list[Finding]:
-    from envlock.libs.elfsyms import SymbolTable, provides  # noqa: PLC0415
+    from envlock.libs.elfsyms import SymbolTable, provides
 
     def table(path: str, info: Any) -> SymbolTable:
         got = tables.get(path)
@@ -165,7 +165,7 @@ def _missing_symbol_finding(proc: Process, obj: LoadedObject, file: str,
                             prefix: str | None, cfg: SearchConfig) -> Finding:
     """One ``missing-symbol`` finding: ``obj`` needs ``names`` (from ``file``, the Verneed
     ``vn_file``, or ``""`` for unversioned symbols)."""
-    from envlock.libs.elfsyms import provides  # noqa: PLC0415
+    from envlock.libs.elfsyms import provides
 
     name, version = names[0]
     shown = name + (f" ({demangled[name]})" if name in demangled else "")

@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from envlock.cache import Recorder
+from envlock.cache import signature
+from envlock.cache import entry_path
 
 __all__ = ["CACHE_VERSION", "LOADER_ENV", "answer_key", "record_report", "record_absent",
            "witness_paths", "cache_key", "libraries_entry", "cpu_key"]
@@ -115,9 +117,7 @@ def answer_key(
     ``sys.path``, prefix, root, the working directory — relative ``LD_LIBRARY_PATH`` entries
     are searched from it —, the :data:`LOADER_ENV` variables, host and CPU flags).  envlock's
     version and code are added by :func:`envlock.cache.memo`."""
-    import socket  # noqa: PLC0415
-
-    from envlock.cache import signature  # noqa: PLC0415
+    import socket
 
     try:
         cwd = os.getcwd()
@@ -147,8 +147,6 @@ def libraries_entry(
     """The cache file of the snapshot's ``[libraries]`` table for this question (namespace
     ``snapshot-libs-v1``, apart from :func:`memo`'s entries); for callers not yet on
     :func:`envlock.cache.memo`."""
-    from envlock.cache import entry_path  # noqa: PLC0415
-
     key = answer_key(module=module, exe=exe, sys_path=sys_path, prefix=prefix, root=root,
                      environ=environ, purpose="snapshot-libraries")
     return entry_path("snapshot-libs-v1", key, environ)

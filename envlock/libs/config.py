@@ -308,7 +308,7 @@ def _glibc_version(root: str, cache: LdCache, system_dirs: tuple[str, ...]) -> t
     """The glibc modelled: :func:`envlock.libs.glibc.detect_glibc` of ``root`` (the one glibc
     detector), searching the system directories found for this root first; 2.36 when nothing
     answers (the version this model was checked against)."""
-    from envlock.libs.glibc import SYSTEM_LIB_DIRS, detect_glibc  # noqa: PLC0415
+    from envlock.libs.glibc import SYSTEM_LIB_DIRS, detect_glibc
 
     found = detect_glibc(root or "/", dirs=tuple(dict.fromkeys((*system_dirs, *SYSTEM_LIB_DIRS))))
     if found:

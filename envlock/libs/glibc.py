@@ -61,7 +61,7 @@ def _in_root(root: str, path: str) -> str:
 
 
 def _read(path: str, limit: int) -> bytes | None:
-    from envlock._io import InputError, read_bytes  # noqa: PLC0415
+    from envlock._io import InputError, read_bytes
 
     try:
         return read_bytes(path, limit=limit)

@@ -144,7 +144,7 @@ def check_match_findings(proc: Process) -> list[Finding]:
     matched by version as usual.  Weak references are looked up too.  Binding is modelled as
     ``RTLD_NOW`` / ``LD_BIND_NOW`` (every reference at load time).
     """
-    from envlock.libs.elfsyms import SymbolTable  # noqa: PLC0415
+    from envlock.libs.elfsyms import SymbolTable
 
     out: list[Finding] = []
     tables: dict[str, SymbolTable] = {}
@@ -183,7 +183,7 @@ def _unversioned_hit(proc: Process, obj: LoadedObject, bare: dict[str, LoadedObj
                      table: Any) -> tuple[str, str, str, LoadedObject] | None:
     """The first versioned reference of ``obj`` whose lookup stops at the unversioned file its
     Verneed names (``check_match``'s assertion): ``(name, version, file, definer)``, or ``None``."""
-    from envlock.libs.elfsyms import provides  # noqa: PLC0415
+    from envlock.libs.elfsyms import provides
 
     syms = table(obj).symbols(defined=False)
     refs = [(n, v, f) for n, v, f in syms.undefined if v and f in bare]

@@ -115,7 +115,7 @@ class OwnerIndex:
                 continue
             records.append((name, version, record, site,
                             [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]))
-        import hashlib  # noqa: PLC0415
+        import hashlib
 
         key = "pip-" + hashlib.sha256(
             json.dumps([[r[2], r[4]] for r in records]).encode()).hexdigest()[:24]
@@ -152,7 +152,7 @@ class OwnerIndex:
                     if not n.endswith(".json"):
                         continue
                     try:  # a regular file only: a FIFO record must not hang the snapshot
-                        from envlock._io import read_text as _read  # noqa: PLC0415
+                        from envlock._io import read_text as _read
 
                         data = json.loads(_read(os.path.join(meta, n)))
                     except (OSError, ValueError):
@@ -300,7 +300,7 @@ class OwnerIndex:
         """The entry ``key`` of the owner cache (:func:`envlock.cache.load`), or ``None``."""
         if self.cache_dir is None:
             return None
-        from envlock import cache  # noqa: PLC0415
+        from envlock import cache
 
         return cache.load(self._entry(key))
 
@@ -309,15 +309,15 @@ class OwnerIndex:
         secret, not under ``ENVLOCK_NO_CACHE``); the key names the stat of what was read."""
         if self.cache_dir is None:
             return
-        from envlock import cache  # noqa: PLC0415
+        from envlock import cache
 
         cache.store(self._entry(key), [], data)
 
     def _entry(self, key: str) -> str:
         """The file of entry ``key``: the name also holds envlock's version and code."""
-        import hashlib  # noqa: PLC0415
+        import hashlib
 
-        from envlock.cache import code_stamp  # noqa: PLC0415
+        from envlock.cache import code_stamp
 
         stamp = hashlib.sha256(code_stamp().encode()).hexdigest()[:10]
         return os.path.join(str(self.cache_dir), f"{key}-{stamp}.json")

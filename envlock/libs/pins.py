@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envlock.libs.owners import normalize_name, OwnerIndex
+import platform
 
 __all__ = ["Pin", "conda_pins", "read_pins"]
 
@@ -89,7 +90,7 @@ def read_pins(index: OwnerIndex, dist: str) -> list[Pin]:
     if got is None:
         return []
     try:
-        import hashlib  # noqa: PLC0415
+        import hashlib
 
         st = os.stat(os.path.join(got[1], "METADATA"))
         # Pins followed through extras come from other distributions' METADATA: their
@@ -159,8 +160,6 @@ _NUMERIC = re.compile(r"^\d+(\.\d+)*$")
 @functools.lru_cache(maxsize=1)
 def _marker_env() -> dict[str, str]:
     """PEP 508 environment markers of this interpreter (as ``packaging`` computes them)."""
-    import platform  # noqa: PLC0415
-
     return {"platform_system": platform.system(), "sys_platform": sys.platform,
             "platform_machine": platform.machine(), "os_name": os.name}
 
@@ -279,7 +278,7 @@ def _compute_pins(index: OwnerIndex, dist: str, dist_dir: str) -> list[Pin]:
         fast = _parse_requirement(line)
         if fast is not None:
             return fast, None
-        from packaging.requirements import InvalidRequirement, Requirement  # noqa: PLC0415
+        from packaging.requirements import InvalidRequirement, Requirement
 
         try:
             req = Requirement(line)
@@ -303,7 +302,7 @@ def _compute_pins(index: OwnerIndex, dist: str, dist_dir: str) -> list[Pin]:
                 values = [_marker_value(req.marker, e) for e in (extras or ("",))]
                 if any(v is None for v in values):
                     if full is None:
-                        from packaging.requirements import Requirement  # noqa: PLC0415
+                        from packaging.requirements import Requirement
 
                         full = Requirement(line)
                     envs = [{"extra": e} for e in extras] or [{"extra": ""}]

@@ -298,8 +298,8 @@ def _pin_findings(entries: list[LibEntry], pins: list[Pin], plan: TorchPlan) -> 
             continue
         if _obviously_satisfied(e.owner_version or "", pin.specifier):
             continue
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: PLC0415
-        from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+        from packaging.version import InvalidVersion, Version
 
         try:
             ok = Version(e.owner_version or "") in SpecifierSet(pin.specifier)

@@ -20,6 +20,8 @@ from envlock._io import has_elf_magic
 from envlock.errors import TargetError
 from envlock.libs.argument import file_target
 from envlock.libs.report import LibsReport
+from envlock.libs.config import detect_config
+from envlock.libs.elf import ElfCache
 
 __all__ = ["LibsRun", "check_arguments", "run_libs"]
 
@@ -68,7 +70,7 @@ class _Background:
     (:func:`envlock._run.cancel_all`), so the thread ends at once."""
 
     def __init__(self, fn: Any) -> None:
-        from envlock.cache import in_thread  # noqa: PLC0415
+        from envlock.cache import in_thread
 
         self._value: Any = None
         self._error: BaseException | None = None
@@ -87,7 +89,7 @@ class _Background:
         try:
             self._thread.join()
         except BaseException:
-            from envlock import _run  # noqa: PLC0415
+            from envlock import _run
 
             _run.cancel_all()
             raise
@@ -122,9 +124,7 @@ def run_libs(
         report's inputs through it), or ``None``.
     :returns: a :class:`LibsRun`.
     """
-    from envlock.libs.analysis import analyze_module  # noqa: PLC0415
-    from envlock.libs.config import detect_config  # noqa: PLC0415
-    from envlock.libs.elf import ElfCache  # noqa: PLC0415
+    from envlock.libs.analysis import analyze_module
 
     # The interpreter answers in its own process while the loader's configuration is read.
     background = _Background(query)
@@ -152,14 +152,14 @@ def run_libs(
 
         report = analyze()
         if rec is not None:
-            from envlock.libs.cache import record_report  # noqa: PLC0415
+            from envlock.libs.cache import record_report
 
             record_report(rec, report, name, sys_path, prefix, "/")
         if launcher:
             report = dataclasses.replace(report, launcher=launcher)
         check = None
         if runtime and mode == "import":
-            from envlock.libs.runtime import runtime_check  # noqa: PLC0415
+            from envlock.libs.runtime import runtime_check
 
             check = runtime_check(report, python, name, environ=env, reanalyze=analyze)
             if check["unexplained"] or check["status"] != "ok":

@@ -34,6 +34,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+import json
 
 __all__ = [
     "RUNTIME_DLOPENS",
@@ -278,9 +279,7 @@ def runtime_check(
         ``unexplained`` lists files mapped by the process that the model cannot account for
         and model objects missing from the process.
     """
-    import json  # noqa: PLC0415
-
-    from envlock._run import run  # noqa: PLC0415
+    from envlock._run import run
 
     res = run([report.launcher or python, "-c", RUNTIME_SCRIPT, module], timeout=IMPORT_TIMEOUT,
               env=dict(environ), cwd="/")

@@ -22,6 +22,9 @@ from envlock.libs.config import SearchConfig, expand_dst, in_root, split_path_li
 from envlock.libs.elf import check_ident, ElfCache, ElfInfo
 from envlock.libs.elfread import read_elf
 from envlock.libs.objects import Attempt, LoadedObject, Rule
+import dataclasses
+import errno
+import stat
 
 __all__ = ["PathSearch"]
 
@@ -143,10 +146,6 @@ class PathSearch:
         ``open`` error, e.g. ``ELOOP``: ``open_path`` stops searching the current list, glibc
         ``elf/dl-load.c``: "The file exists and is readable, but something went wrong").
         """
-        import errno  # noqa: PLC0415
-
-        import stat  # noqa: PLC0415
-
         try:
             # O_NONBLOCK: a FIFO on a search path would make ld.so wait for a writer forever;
             # the model says so instead of waiting with it
@@ -368,7 +367,6 @@ class PathSearch:
 def _with_path(info: ElfInfo, path: str) -> ElfInfo:
     if info.path == path:
         return info
-    import dataclasses  # noqa: PLC0415
 
     return dataclasses.replace(info, path=path)
 

@@ -27,6 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 from envlock._run import Runner, run
 from envlock.probes.lockfiles import find_lockfiles
+from envlock.errors import LockError
+from envlock._io import InputError, read_text
+from envlock.errors import ManifestError
+from envlock.manifest import load
+import dataclasses
+import importlib
 
 if TYPE_CHECKING:
     from envlock.lock._output import LockResult
@@ -100,8 +106,8 @@ def lock_environment(
     :raises LockError: uv cannot find an installed version; :raises MissingDependencyError:
         ``envlock[lock]`` is not installed.
     """
-    from envlock.probes.snapshot import snapshot  # noqa: PLC0415
-    from envlock.lock._fromenv import lock_manifest  # noqa: PLC0415
+    from envlock.probes.snapshot import snapshot
+    from envlock.lock._fromenv import lock_manifest
 
     # A lock needs the packages and the interpreter, not the GPU, driver or loader probes.
     manifest = snapshot(python=python, prefix=prefix, runner=runner, command=(), stack=False,
@@ -141,10 +147,9 @@ def lock_spec(
     :raises SolveError: unsatisfiable (the solver's explanation); nothing is written.
     :raises ManifestError: malformed spec; :raises LockError: channel unreachable.
     """
-    from envlock.errors import LockError  # noqa: PLC0415
-    from envlock.formats.conda import current_subdir  # noqa: PLC0415
-    from envlock.lock import _spec, _tools  # noqa: PLC0415
-    from envlock.lock._output import LockResult, write_all  # noqa: PLC0415
+    from envlock.formats.conda import current_subdir
+    from envlock.lock import _spec, _tools
+    from envlock.lock._output import LockResult, write_all
 
     spec = Path(spec)
     out = Path(out_dir) / "conda-lock.yml"
@@ -159,7 +164,7 @@ def lock_spec(
     if solver == "conda-lock" and exe is None:
         raise LockError("--solver conda-lock needs conda, mamba or micromamba on PATH")
     if exe is not None:
-        import tempfile  # noqa: PLC0415
+        import tempfile
 
         _spec.read_environment_yml(spec, platforms[0])  # fail early, with our message
         with tempfile.TemporaryDirectory(prefix="envlock-conda-lock-") as tmp:
@@ -178,7 +183,7 @@ def lock_spec(
 
 
 def _sources_of_spec(env: Any, spec: Path) -> Any:
-    from envlock.lock._sources import pip_section_sources  # noqa: PLC0415
+    from envlock.lock._sources import pip_section_sources
 
     return pip_section_sources(env.pip, spec)
 
@@ -186,7 +191,7 @@ def _sources_of_spec(env: Any, spec: Path) -> Any:
 def _admit(sources: Any, path: Path, index: IndexOptions | None, allow_index: Sequence[str],
            trust: bool) -> None:
     """Refuse indexes a file brings that the user did not admit (docs/trust.md)."""
-    from envlock.lock._sources import check_admitted, user_indexes  # noqa: PLC0415
+    from envlock.lock._sources import check_admitted, user_indexes
 
     given = [*allow_index]
     if index is not None:
@@ -202,8 +207,6 @@ def _check_requirements_input(source: Path) -> None:
 
     :raises ManifestError: one line naming the file and what is wrong.
     """
-    from envlock._io import InputError, read_text  # noqa: PLC0415
-    from envlock.errors import ManifestError  # noqa: PLC0415
 
     try:
         text = read_text(source, limit=8 * 1024 * 1024)
@@ -244,11 +247,11 @@ def lock_requirements(
     :raises UntrustedValueError: as above; nothing was run.
     :raises SolveError: no solution (uv's explanation); :raises LockError: uv failed.
     """
-    from envlock.lock import _pip  # noqa: PLC0415
-    from envlock.lock._output import LockResult, now, pylock_text, write_all  # noqa: PLC0415
-    from envlock.lock._pip import IndexOptions  # noqa: PLC0415
+    from envlock.lock import _pip
+    from envlock.lock._output import LockResult, now, pylock_text, write_all
+    from envlock.lock._pip import IndexOptions
 
-    from envlock.lock._sources import lock_input_sources  # noqa: PLC0415
+    from envlock.lock._sources import lock_input_sources
 
     source = Path(source)
     _check_requirements_input(source)
@@ -302,16 +305,14 @@ def lock_from_manifest(
     :raises ManifestError: unreadable manifest; :raises LockError: uv cannot find a recorded
         version (wrong index options?); :raises OutputExistsError: a lockfile exists.
     """
-    from envlock.lock._fromenv import lock_manifest  # noqa: PLC0415
-    from envlock.lock._from_manifest import index_options  # noqa: PLC0415
-    from envlock.manifest import load  # noqa: PLC0415
+    from envlock.lock._fromenv import lock_manifest
+    from envlock.lock._from_manifest import index_options
 
     m = load(str(manifest))
     opts, notes, warnings = index_options(m, index_map or {}, index_url, find_links, no_index)
     result = lock_manifest(m, Path(out_dir), index=opts, use_pip_config=False, force=force,
                            runner=runner, how=f"envlock lock --from-manifest {Path(manifest).name}",
                            untrusted=True, python=python)
-    import dataclasses  # noqa: PLC0415
 
     return dataclasses.replace(result, notes=(*result.notes, *notes,
                                               *(f"warning: {w}" for w in warnings)))
@@ -321,6 +322,5 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'envlock.lock' has no attribute {name!r}")
-    import importlib  # noqa: PLC0415
 
     return getattr(importlib.import_module(f"envlock.lock.{module}"), name)

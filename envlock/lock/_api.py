@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envlock.errors import EnvlockError
+import envlock.lock as api
+import os
 
 if TYPE_CHECKING:
     from envlock.lock._apply import RestoreCheck
@@ -43,7 +45,7 @@ def index_options(index_url: str | None = None, extra_index_urls: Sequence[str] 
                   find_links: Sequence[str] = (), no_index: bool = False) -> IndexOptions | None:
     """The :class:`~envlock.lock._pip.IndexOptions` the command line gives, ``None`` when it
     gives none (the target's pip configuration then applies)."""
-    from envlock.lock._pip import IndexOptions  # noqa: PLC0415 - the uv layer, when locking
+    from envlock.lock._pip import IndexOptions  # the uv layer, when locking
 
     if not (index_url or extra_index_urls or find_links or no_index):
         return None
@@ -89,8 +91,6 @@ def write_lockfiles(out_dir: str | Path = ".", *, from_env: bool = False,
     :raises EnvlockError: not exactly one source, both ``cuda`` and ``without_cuda``, or a bad
         ``python_version``; and what the chosen function raises.
     """
-    import envlock.lock as api  # noqa: PLC0415 - this module is part of it
-
     from_env = from_env or bool((python or prefix) and not (spec or requirements or from_manifest))
     if sum((bool(from_env), bool(spec), bool(requirements), bool(from_manifest))) != 1:
         raise EnvlockError("give exactly one of --from-env, --from-manifest, -f/--file, "
@@ -160,7 +160,7 @@ def apply_restore(plan: RestorePlan) -> Restored:
     :raises LockError: a step failed (the partial environment is removed, see
         :func:`envlock.lock.run_plan`).
     """
-    from envlock.lock._apply import run_plan, verify_restored  # noqa: PLC0415
+    from envlock.lock._apply import run_plan, verify_restored
 
     lines = tuple(run_plan(plan))
     check = verify_restored(plan) if plan.manifests else None
@@ -178,9 +178,7 @@ def restore(inputs: Sequence[str | Path], prefix: str | Path | None = None, *, r
         ``allow_index``, ``trust_lockfile_indexes``).
     :raises ManifestError: an input restore cannot read; ``LockError``: a step failed.
     """
-    import os  # noqa: PLC0415
-
-    from envlock.lock._restore import plan_restore  # noqa: PLC0415
+    from envlock.lock._restore import plan_restore
 
     check_python_version(options.get("python_version"))
     target = os.path.abspath(prefix or beside(inputs[0]))

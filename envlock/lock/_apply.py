@@ -16,6 +16,9 @@ from envlock._io import write_file
 from envlock._run import Runner, run
 from envlock.errors import EnvlockError, LockError, ManifestError
 from envlock.lock._plan import RestorePlan, Step
+import hashlib
+from envlock._io import read_bytes
+from envlock.manifest import load
 
 __all__ = ["run_plan", "RestoreCheck", "verify_restored"]
 
@@ -55,7 +58,7 @@ def run_plan(plan: RestorePlan, *, runner: Runner = run) -> list[str]:
 
 def _remove_partial(prefix: Path, created: bool) -> str:
     """Undo a failed restore: remove the prefix it created, or empty the one it was given."""
-    import shutil  # noqa: PLC0415
+    import shutil
 
     if not prefix.exists():
         return "nothing was created"
@@ -75,10 +78,10 @@ def _remove_partial(prefix: Path, created: bool) -> str:
 
 
 def _run_steps(plan: RestorePlan, runner: Runner) -> list[str]:
-    from envlock.lock import _condalock  # noqa: PLC0415
-    from envlock.lock._pip import _uv_env  # noqa: PLC0415
-    from envlock.formats.conda import current_subdir  # noqa: PLC0415
-    from envlock.lock._tools import (  # noqa: PLC0415
+    from envlock.lock import _condalock
+    from envlock.lock._pip import _uv_env
+    from envlock.formats.conda import current_subdir
+    from envlock.lock._tools import (
         INSTALL_TIMEOUT,
         conda_executable,
         conda_lock_argv,
@@ -124,10 +127,6 @@ def _run_steps(plan: RestorePlan, runner: Runner) -> list[str]:
 def _check_patch(step: Step) -> None:
     """The patch file is still the one the plan checked (its recorded sha256), right before
     ``git apply`` reads it."""
-    import hashlib  # noqa: PLC0415
-
-    from envlock._io import read_bytes  # noqa: PLC0415
-
     patch = step.argv[-1]
     if hashlib.sha256(read_bytes(patch)).hexdigest() != step.sha256:
         raise LockError(f"{patch}: changed since the plan was made (sha256 is not the "
@@ -143,8 +142,8 @@ def _install_pins(argv: list[str], runner: Runner, timeout: float,
                   env: dict[str, str]) -> list[str]:
     """Install a manifest's pins; a version no index has any more is left out and reported
     (the verification after the restore lists it as missing), the rest is installed."""
-    from envlock.lock._tools import uv_bin  # noqa: PLC0415
-    from envlock.probes.pip import canonicalize  # noqa: PLC0415
+    from envlock.lock._tools import uv_bin
+    from envlock.probes.pip import canonicalize
 
     argv = [uv_bin(), *argv[1:]]
     left_out: list[str] = []
@@ -172,7 +171,7 @@ def _install_pip_lines(
     uv: str, prefix: str, lines: list[str], runner: Runner, timeout: float, env: dict[str, str]
 ) -> None:
     """Install ``name @ url --hash=…`` lines with uv, hashes checked, nothing else resolved."""
-    import tempfile  # noqa: PLC0415
+    import tempfile
 
     with tempfile.TemporaryDirectory(prefix="envlock-restore-") as tmp:
         req = Path(tmp) / "requirements.txt"
@@ -195,11 +194,10 @@ def _run_checked(
 def _install_conda_manifest(manifest_path: str, prefix: str) -> list[str]:
     """Install a manifest's conda packages with py-rattler: each record's own URL, md5 and
     sha256 (``conda-meta``), through a conda-lock file written with conda-lock's models."""
-    import tempfile  # noqa: PLC0415
+    import tempfile
 
-    from envlock.lock import _condalock  # noqa: PLC0415
-    from envlock.lock._fromenv import _conda_part, environment_platform  # noqa: PLC0415
-    from envlock.manifest import load  # noqa: PLC0415
+    from envlock.lock import _condalock
+    from envlock.lock._fromenv import _conda_part, environment_platform
 
     manifest = load(manifest_path)
     text, _skipped, _notes = _conda_part(manifest, manifest.target.prefix)
@@ -241,8 +239,7 @@ def verify_restored(plan: RestorePlan, *, runner: Runner = run) -> RestoreCheck:
 
     :raises ManifestError: the plan restores no manifest.
     """
-    from envlock.manifest import load  # noqa: PLC0415
-    from envlock.verify import verify  # noqa: PLC0415
+    from envlock.verify import verify
 
     if not plan.manifests:
         raise ManifestError("the restore used lockfiles only; nothing to verify against")

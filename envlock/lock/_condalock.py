@@ -25,6 +25,8 @@ from envlock.errors import LockError, ManifestError
 from envlock.formats.conda import current_subdir
 from envlock.lock._tools import require, run_async
 from envlock.redact import REDACTED
+import os
+import re
 
 if TYPE_CHECKING:
     from envlock.manifest import CondaPackage
@@ -77,8 +79,6 @@ def expand_url(url: str) -> str:
 
     :raises LockError: a variable the URL names is not set.
     """
-    import os  # noqa: PLC0415
-    import re  # noqa: PLC0415
 
     missing = [v for v in re.findall(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?", url)
                if v not in os.environ]

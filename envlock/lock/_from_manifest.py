@@ -28,6 +28,13 @@ from envlock._untrusted import (
 )
 from envlock.errors import EnvlockError
 from envlock.lock._plan import PythonChoice, RestorePlan, Step
+import os
+from envlock._untrusted import check_python_version
+import platform
+import sys
+import hashlib
+from envlock._io import InputError, read_bytes
+from envlock.errors import TargetError
 
 if TYPE_CHECKING:
     from envlock.lock._pip import IndexOptions, Skipped
@@ -62,7 +69,7 @@ def variant_index(label: str, index_map: Mapping[str, str]) -> str | None:
 
 
 def _local_labels(manifest: Manifest) -> dict[str, list[str]]:
-    from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+    from packaging.version import InvalidVersion, Version
 
     labels: dict[str, list[str]] = {}
     for p in manifest.pip.packages if manifest.pip else ():
@@ -89,7 +96,7 @@ def index_options(
     A local label's variant index (PyTorch's ``whl/cpu``, ``whl/cu130``) is added by default,
     except when ``find_links`` is given: local wheels mean an offline node, so only an explicit
     ``--index LABEL=URL`` adds an online one (issue 25)."""
-    from envlock.lock._pip import IndexOptions  # noqa: PLC0415
+    from envlock.lock._pip import IndexOptions
 
     notes: list[str] = []
     warnings: list[str] = []
@@ -152,10 +159,6 @@ def find_python(
     :raises UntrustedValueError: ``version`` is not a Python version (it would reach uv's
         command line).
     """
-    import os  # noqa: PLC0415
-
-    from envlock._untrusted import check_python_version  # noqa: PLC0415
-
     looked: list[str] = []
     if explicit:
         found = _python_version_of(explicit, runner)
@@ -175,8 +178,6 @@ def find_python(
     if uv_found:
         candidates.append((uv_found, "uv python find"))
     if own_last and not local_prefix:
-        import platform  # noqa: PLC0415
-        import sys  # noqa: PLC0415
 
         if platform.python_version() == version:
             for name in (f"python{mm}", "python3"):
@@ -209,7 +210,7 @@ def manifest_pins(manifest: Manifest) -> tuple[list[str], list[Skipped], list[Pi
         dist-infos, dead URLs) with the reason; editable installs, restored from their git
         checkout by separate steps.
     """
-    from envlock.lock._pip import requirement_for  # noqa: PLC0415
+    from envlock.lock._pip import requirement_for
 
     pins: list[str] = []
     skipped: list[Skipped] = []
@@ -267,10 +268,6 @@ def _patch_for(manifest_path: Path, manifest: Manifest,
     used, and only when its sha256 is the recorded ``patch-sha256``; any other ``*.patch`` is
     never applied.  ``path`` is ``None`` then, and ``note`` says why.
     """
-    import hashlib  # noqa: PLC0415
-
-    from envlock._io import InputError, read_bytes  # noqa: PLC0415
-
     g = manifest.git
     if g is None or pkg.git is None or not g.path or g.path != pkg.git.path:
         return None, "", None
@@ -459,8 +456,6 @@ def _interpreter(manifest: Manifest, python: str | None, python_version: str | N
                          base_prefix=info.base_prefix if info and not python_version else None,
                          explicit=python, own_last=True, runner=runner)
     if python and choice.path is None:
-        from envlock.errors import TargetError  # noqa: PLC0415
-
         raise TargetError(f"--python {python}: does not run as a Python interpreter")
     if not choice.exact:
         warnings.append(choice.describe())
@@ -469,10 +464,8 @@ def _interpreter(manifest: Manifest, python: str | None, python_version: str | N
 
 def _uv_python_find(version: str, runner: Runner) -> tuple[str | None, str]:
     """What ``uv python find --system VERSION`` finds (downloads off), and else why not."""
-    import os  # noqa: PLC0415
-
     try:
-        from envlock.lock._tools import uv_bin  # noqa: PLC0415
+        from envlock.lock._tools import uv_bin
 
         env = dict(os.environ, UV_PYTHON_DOWNLOADS="never", NO_COLOR="1")
         result = runner([uv_bin(), "python", "find", "--system", "--", version], timeout=30.0,

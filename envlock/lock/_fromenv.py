@@ -18,6 +18,8 @@ from envlock.lock import _condalock, _pip
 from envlock.lock._output import LockResult, now, pylock_text, write_all
 from envlock.lock._pip import IndexOptions, Skipped
 from envlock.redact import redact_text_urls
+from envlock.formats.conda import current_subdir
+import re
 
 if TYPE_CHECKING:
     from envlock.manifest import Manifest
@@ -35,7 +37,6 @@ def environment_platform(manifest: Manifest) -> str:
     )
     if subdirs:
         return subdirs.most_common(1)[0][0]
-    from envlock.formats.conda import current_subdir  # noqa: PLC0415
 
     return current_subdir()
 
@@ -92,8 +93,6 @@ def check_interpreter(manifest: Manifest) -> tuple[str | None, str | None]:
         ``--python-version``).
     :raises LockError: the interpreter is missing, did not answer in time or failed; one line.
     """
-    import re  # noqa: PLC0415
-
     info = manifest.python
     python = manifest.target.python or (info.executable if info else None)
     head = f"cannot lock the pip packages of {manifest.target.prefix}"
@@ -121,13 +120,13 @@ def check_untrusted(manifest: Manifest) -> None:
 
     :raises UntrustedValueError: one line naming the field and the value; nothing was run.
     """
-    from envlock._untrusted import (  # noqa: PLC0415
+    from envlock._untrusted import (
         check_conda_spec,
         check_file_name,
         check_python_version,
         check_url,
     )
-    from envlock.lock._from_manifest import check_pip_package  # noqa: PLC0415
+    from envlock.lock._from_manifest import check_pip_package
 
     for pkg in manifest.pip.packages if manifest.pip else ():
         if pkg.origin != "conda":
@@ -249,7 +248,7 @@ def lock_manifest(
             pins.append(req)
             expected[pkg.name] = pkg.version
     if untrusted:
-        from envlock._untrusted import check_requirement  # noqa: PLC0415
+        from envlock._untrusted import check_requirement
 
         pins = [check_requirement(p, "[[pip.packages]] requirement") for p in pins]
     if pins:

@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from envlock.lock._pip import Skipped, validate_pylock
+from envlock._io import check_writable, write_file
+from envlock.errors import LockError
+from envlock.probes.pip import canonicalize
 
 __all__ = ["LockResult", "write_all", "pylock_text"]
 
@@ -41,8 +44,6 @@ def write_all(texts: Mapping[Path, str], *, force: bool = False) -> tuple[Path, 
     :raises OSError: a directory is not writable.
     :returns: the paths written.
     """
-    from envlock._io import check_writable, write_file  # noqa: PLC0415
-
     for path in texts:  # before the first write: a link planted at any of them, or (without
         check_writable(path, force=force)  # force) an existing file, stops them all
     for path, text in texts.items():
@@ -67,11 +68,9 @@ def pylock_text(
     :raises ManifestError: packaging's PEP 751 parser rejects the result.
     :returns: the TOML text.
     """
-    import tomli_w  # noqa: PLC0415
+    import tomli_w
 
-    from envlock.manifest._toml import loads  # noqa: PLC0415
-    from envlock.errors import LockError  # noqa: PLC0415
-    from envlock.probes.pip import canonicalize  # noqa: PLC0415
+    from envlock.manifest._toml import loads
 
     data = loads(uv_output, name="uv's pylock.toml")
     if expected:
@@ -92,7 +91,7 @@ def pylock_text(
 def _same_version(a: str | None, b: str) -> bool:
     if a is None:
         return False
-    from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+    from packaging.version import InvalidVersion, Version
 
     try:
         return Version(a) == Version(b)

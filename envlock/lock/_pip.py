@@ -27,6 +27,9 @@ from envlock._run import Runner, run
 from envlock.errors import LockError, ManifestError, SolveError
 from envlock.lock._tools import SOLVE_TIMEOUT, uv_bin
 from envlock.probes.pip import CONDA_BUILD_URL
+import os
+from envlock._io import one_line
+from envlock.redact import redact_url
 
 if TYPE_CHECKING:
     from envlock.manifest import PipPackage
@@ -88,8 +91,6 @@ class IndexOptions:
         Credentials in URLs (``https://user:token@host/simple``) are removed: a lockfile is
         shared, a token is not.
         """
-        from envlock.redact import redact_url  # noqa: PLC0415
-
         table: dict[str, Any] = {"index-source": self.source}
         if self.index_url:
             table["index-url"] = redact_url(self.index_url)
@@ -188,7 +189,7 @@ def requirement_for(pkg: PipPackage) -> str | Skipped:
             reason=f"editable install of {where}{state}; reinstall it from its source",
         )
     if pkg.origin == "index":
-        from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+        from packaging.version import InvalidVersion, Version
 
         try:
             Version(version)
@@ -274,8 +275,6 @@ def compile_requirements(
 
 
 def _uv_env() -> dict[str, str]:
-    import os  # noqa: PLC0415
-
     env = dict(os.environ)
     # uv's pylock.toml support is marked preview; say so explicitly rather than see a warning.
     env.setdefault("UV_PREVIEW_FEATURES", "pylock")
@@ -320,8 +319,6 @@ def _uv_error(result: Any, what: str, *, one_line: bool = False) -> LockError:
 
 
 def _one(text: str, limit: int = 300) -> str:
-    from envlock._io import one_line  # noqa: PLC0415
-
     return one_line(text, limit)
 
 
@@ -332,7 +329,7 @@ def validate_pylock(data: dict[str, Any], name: str = "pylock.toml") -> Any:
     :returns: the :class:`packaging.pylock.Pylock`.
     """
     try:
-        from packaging.pylock import Pylock, PylockValidationError  # noqa: PLC0415
+        from packaging.pylock import Pylock, PylockValidationError
     except ImportError:  # packaging < 25.0 has no PEP 751 support
         raise ManifestError("checking pylock.toml needs packaging >= 25.0") from None
     try:

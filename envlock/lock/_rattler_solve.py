@@ -31,10 +31,10 @@ def _first_line(exc: BaseException) -> str:
 
 def solve_request(req: dict[str, Any]) -> dict[str, Any]:
     """Solve one request in this process (see the module docstring) and return the answer."""
-    import asyncio  # noqa: PLC0415
+    import asyncio
 
-    import rattler  # noqa: PLC0415
-    from rattler import exceptions  # noqa: PLC0415
+    import rattler
+    from rattler import exceptions
 
     try:
         specs = [rattler.MatchSpec(s, strict=False) for s in req["specs"]]

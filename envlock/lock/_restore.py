@@ -28,6 +28,10 @@ from envlock.errors import ManifestError
 from envlock.lock._from_manifest import find_python, index_options, plan_from_manifest
 from envlock.lock._plan import RestorePlan, Step, not_restored
 from envlock.probes.lockfiles import _sha256, lockfile_kind
+from envlock.errors import LockContradictionError
+from envlock.probes.lockfiles import contradictions
+from urllib.parse import urlparse
+from envlock.manifest import load
 
 if TYPE_CHECKING:
     from envlock.manifest import Manifest
@@ -54,8 +58,6 @@ def _lockfiles_of(manifest_path: Path, manifest: Manifest) -> tuple[list[Path], 
 
 def _refuse_contradiction(manifest_path: Path, manifest: Manifest, lock: Path) -> None:
     """Refuse a recorded lock that pins other packages than the manifest (probes.lockfiles)."""
-    from envlock.errors import LockContradictionError  # noqa: PLC0415
-    from envlock.probes.lockfiles import contradictions  # noqa: PLC0415
 
     try:
         bad = contradictions(manifest, lock)
@@ -69,7 +71,7 @@ def _refuse_contradiction(manifest_path: Path, manifest: Manifest, lock: Path) -
 
 
 def _pylock_not_locked(path: Path) -> list[str]:
-    from envlock.manifest._toml import load_file  # noqa: PLC0415
+    from envlock.manifest._toml import load_file
 
     data = load_file(path)
     table = data.get("tool", {}).get("envlock", {}) if isinstance(data.get("tool"), dict) else {}
@@ -96,11 +98,11 @@ def validate_lockfile(path: str | Path, kind: str) -> None:
     :param kind: as :func:`envlock.probes.lockfiles.lockfile_kind` names it.
     :raises ManifestError: one line naming the file and what is wrong with it.
     """
-    from envlock.manifest._toml import read_text  # noqa: PLC0415
+    from envlock.manifest._toml import read_text
 
     path = Path(path)
     if kind in ("conda-lock", "pylock"):  # the shared readers: conda-lock's model, packaging
-        from envlock import formats  # noqa: PLC0415
+        from envlock import formats
 
         formats.read_lock(path)
     elif kind == "conda-explicit":
@@ -110,8 +112,6 @@ def validate_lockfile(path: str | Path, kind: str) -> None:
 
 
 def _check_explicit(path: Path, text: str) -> None:
-    from urllib.parse import urlparse  # noqa: PLC0415
-
     lines = text.splitlines()
     start = next((i for i, ln in enumerate(lines) if ln.strip() == "@EXPLICIT"), None)
     if start is None:
@@ -127,7 +127,7 @@ def _check_explicit(path: Path, text: str) -> None:
 
 def _check_requirements(path: Path, text: str) -> None:
 
-    from packaging.requirements import InvalidRequirement, Requirement  # noqa: PLC0415
+    from packaging.requirements import InvalidRequirement, Requirement
 
     for line in text.replace("\\\n", " ").splitlines():
         entry = line.strip()
@@ -149,7 +149,7 @@ def _kind_of(path: Path) -> str | None:
 
     :raises ManifestError: unreadable or malformed (one line), or a kind restore cannot install.
     """
-    from envlock import formats  # noqa: PLC0415
+    from envlock import formats
 
     try:
         # a lockfile from someone else: its `-r`/`-c` are not followed here, and
@@ -219,7 +219,7 @@ def plan_restore(
     :raises UntrustedValueError: a value of an input is not what its field must be, or a
         lockfile names an index that is not admitted.
     """
-    from envlock.lock._sources import user_indexes  # noqa: PLC0415
+    from envlock.lock._sources import user_indexes
 
     prefix = str(prefix)
     asked_version = python_version
@@ -257,8 +257,6 @@ def _gather(inputs: Sequence[str | Path], python_version: str | None
 
     :raises ManifestError: an input missing or unreadable.
     """
-    from envlock.manifest import load  # noqa: PLC0415
-
     lockfiles: list[Path] = []
     warnings: list[str] = []
     missing: list[str] = []
@@ -322,7 +320,7 @@ def _checked_sources(lockfiles: list[Path], kinds: Mapping[Path, str | None], ad
     :raises ManifestError: a malformed lockfile; :raises UntrustedValueError: an index not
         admitted.
     """
-    from envlock.lock._sources import check_admitted, lockfile_sources  # noqa: PLC0415
+    from envlock.lock._sources import check_admitted, lockfile_sources
 
     contacts: list[str] = []
     builds: list[str] = []

@@ -26,6 +26,9 @@ from envlock._untrusted import (
     check_requirement,
     check_url,
 )
+from envlock._io import InputError
+from envlock._io import read_text as read
+from envlock.errors import ManifestError
 
 __all__ = ["Sources", "lockfile_sources", "lock_input_sources", "pip_section_sources",
            "user_indexes", "check_admitted", "PYPI"]
@@ -129,7 +132,7 @@ def _requirements(path: Path, text: str, command: str = "restore") -> Sources:
 
 
 def _pylock(path: Path) -> Sources:
-    from envlock.manifest._toml import load_file  # noqa: PLC0415
+    from envlock.manifest._toml import load_file
 
     data = load_file(path)
     indexes: list[str] = []
@@ -190,7 +193,7 @@ def lockfile_sources(path: Path, kind: str) -> Sources:
     :raises UntrustedValueError: a value is not what it must be (an option restore does not
         pass on, a URL of another scheme), one line naming the file and line or package.
     """
-    from envlock.manifest._toml import read_text  # noqa: PLC0415
+    from envlock.manifest._toml import read_text
 
     if kind == "requirements":
         return _requirements(path, read_text(path))
@@ -201,7 +204,7 @@ def lockfile_sources(path: Path, kind: str) -> Sources:
         start = lines.index("@EXPLICIT") + 1 if "@EXPLICIT" in lines else len(lines)
         return _conda_urls([ln for ln in lines[start:] if ln], path)
     if kind == "conda-lock":
-        from envlock.lock import _condalock  # noqa: PLC0415
+        from envlock.lock import _condalock
 
         doc = _condalock.read(path)
         conda = _conda_urls([str(p.url) for p in doc.package if p.manager == "conda"], path)
@@ -224,7 +227,7 @@ def lock_input_sources(path: Path) -> Sources:
 
     :raises UntrustedValueError: one line naming the file, the field and the value.
     """
-    from envlock.manifest._toml import load_file, read_text  # noqa: PLC0415
+    from envlock.manifest._toml import load_file, read_text
 
     if path.name != "pyproject.toml":
         return _requirements(path, read_text(path), command="lock")
@@ -280,10 +283,8 @@ def _norm(url: str) -> str:
 
 
 def _pip_conf_values(environ: Mapping[str, str]) -> list[str]:
-    import configparser  # noqa: PLC0415
+    import configparser
 
-    from envlock._io import InputError  # noqa: PLC0415
-    from envlock._io import read_text as read  # noqa: PLC0415
 
     home = Path(environ.get("HOME", "~")).expanduser()
     xdg = Path(environ.get("XDG_CONFIG_HOME") or home / ".config")
@@ -306,10 +307,7 @@ def _pip_conf_values(environ: Mapping[str, str]) -> list[str]:
 
 
 def _uv_toml_values(environ: Mapping[str, str]) -> list[str]:
-    from envlock._io import InputError  # noqa: PLC0415
-    from envlock._io import read_text as read  # noqa: PLC0415
-    from envlock.errors import ManifestError  # noqa: PLC0415
-    from envlock.manifest._toml import load_toml  # noqa: PLC0415
+    from envlock.manifest._toml import load_toml
 
     home = Path(environ.get("HOME", "~")).expanduser()
     xdg = Path(environ.get("XDG_CONFIG_HOME") or home / ".config")

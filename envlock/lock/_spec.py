@@ -29,6 +29,12 @@ from envlock.errors import LockError, ManifestError, SolveError
 from envlock.lock import _condalock, _pip
 from envlock.lock._pip import IndexOptions
 from envlock.lock._tools import SOLVE_TIMEOUT, conda_lock_argv, require
+from envlock._io import InputError, read_text
+from envlock.formats import conda as conda_formats
+from envlock.formats._load import load_yaml
+import json
+import sys
+from envlock.manifest._toml import loads
 
 __all__ = [
     "EnvSpec",
@@ -129,9 +135,6 @@ def read_environment_yml(path: str | Path, platform: str | None = None) -> EnvSp
         problem); an :class:`~envlock._untrusted.UntrustedValueError` when a spec or channel
         is an option or has characters conda's never have (docs/trust.md).
     """
-    from envlock._io import InputError, read_text  # noqa: PLC0415
-    from envlock.formats import conda as conda_formats  # noqa: PLC0415
-    from envlock.formats._load import load_yaml  # noqa: PLC0415
 
     selectors = require("conda_lock.src_parser.selectors")
     path = Path(path)
@@ -222,8 +225,6 @@ def virtual_packages(
     vp = require("conda_lock.virtual_package")
     pydantic = require("pydantic")
     path = Path(spec_file) if spec_file else Path(vp.DEFAULT_VIRTUAL_PACKAGES_YAML_PATH)
-    from envlock._io import InputError, read_text  # noqa: PLC0415
-    from envlock.formats._load import load_yaml  # noqa: PLC0415
 
     try:
         data = load_yaml(read_text(path), str(path))
@@ -281,8 +282,6 @@ def solve_platform(
         solver process failed.
     :returns: the solved records.
     """
-    import json  # noqa: PLC0415
-    import sys  # noqa: PLC0415
 
     require("rattler")
     if not spec.channels:
@@ -330,7 +329,6 @@ def _pip_entries(
         list(spec.pip), index=index, python_version=str(python.version),
         python_platform=target, runner=runner,
     )
-    from envlock.manifest._toml import loads  # noqa: PLC0415
 
     out = []
     for pkg in loads(text, name="uv's pylock.toml").get("packages", []):

@@ -80,7 +80,7 @@ def uv_bin() -> str:
 
 def run_async(coro: Coroutine[Any, Any, T]) -> T:
     """Run one py-rattler coroutine to completion from synchronous code."""
-    import asyncio  # noqa: PLC0415
+    import asyncio
 
     return asyncio.run(coro)
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from envlock.manifest import _model
 from envlock.manifest._model import Status
 from envlock.manifest._schema import SCHEMA, check_header
+from envlock.errors import ManifestError
 
 if TYPE_CHECKING:
     from envlock.manifest.build import BuildInfo
@@ -44,12 +45,12 @@ def _type_namespace() -> dict[str, Any]:
     """Names of the table classes defined in other modules, for resolving this module's
     annotations when a manifest is read (:func:`envlock.manifest._model.from_dict`).  Imported only then,
     so that writing a snapshot does not wait for classes its probes create in other threads."""
-    from envlock.manifest import libraries as libraries_model  # noqa: PLC0415
-    from envlock.manifest import stack as stack_model  # noqa: PLC0415
+    from envlock.manifest import libraries as libraries_model
+    from envlock.manifest import stack as stack_model
 
     names = {n: getattr(stack_model, n) for n in stack_model.__all__}
     names["LibrariesInfo"] = libraries_model.LibrariesInfo
-    from envlock.manifest import build as build_model  # noqa: PLC0415
+    from envlock.manifest import build as build_model
 
     names.update({n: getattr(build_model, n) for n in build_model.__all__})
     return names
@@ -423,7 +424,7 @@ class Manifest:
     # -- files ------------------------------------------------------------------------------
     def dumps(self, fmt: str = "toml") -> str:
         """Serialize to ``"toml"`` or ``"json"`` text (deterministic)."""
-        from envlock.manifest import _toml  # noqa: PLC0415 - keeps tomli_w off the import path
+        from envlock.manifest import _toml  # keeps tomli_w off the import path
 
         return _toml.dumps(self.to_dict(), fmt)
 
@@ -439,7 +440,7 @@ class Manifest:
             :func:`envlock._io.write_file`).
         :returns: the path written.
         """
-        from envlock.manifest import _toml  # noqa: PLC0415
+        from envlock.manifest import _toml
 
         path = Path(path)
         fmt = fmt or ("json" if path.suffix == ".json" else "toml")
@@ -470,8 +471,7 @@ def load(path: str) -> Manifest:
     :raises ManifestError: the file is missing, not valid TOML/JSON, or not a manifest.
     :raises ManifestVersionError: its schema major is newer than this envlock reads.
     """
-    from envlock.errors import ManifestError  # noqa: PLC0415
-    from envlock.manifest._toml import load_file, with_run_environment  # noqa: PLC0415
+    from envlock.manifest._toml import load_file, with_run_environment
 
     data = with_run_environment(load_file(path), path)
     try:

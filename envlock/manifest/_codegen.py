@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import sys
 from pathlib import Path
+from envlock.manifest import _model
 
 #: The modules that define manifest tables (with :func:`envlock.manifest._model.table`).
 TABLE_MODULES = (
@@ -108,8 +109,6 @@ def _maker(fn: str, spec: tuple[tuple[str, str, str], ...]) -> str:
 
 def generate() -> str:
     """The text of ``_methods.py`` for the tables of :data:`TABLE_MODULES` as defined now."""
-    from envlock.manifest import _model  # noqa: PLC0415
-
     for mod in TABLE_MODULES:
         importlib.import_module(mod)
     specs = {k: _model.SPECS[k] for k in sorted(_model.SPECS)}
@@ -143,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     if "--check" in args:
         return 0 if current == text else 1
     if current != text:
-        from envlock._io import write_file  # noqa: PLC0415
+        from envlock._io import write_file
 
         write_file(TARGET, text, force=True)
     return 0

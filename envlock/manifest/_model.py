@@ -26,6 +26,7 @@ import typing
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
+from envlock.manifest import _methods
 
 if TYPE_CHECKING:
     from typing_extensions import dataclass_transform
@@ -97,8 +98,6 @@ def _hints(cls: type) -> dict[str, Any]:
         namespace.update(extra())
     key = f"{cls.__module__}:{cls.__qualname__}"
     if USE_GENERATED and key in SPECS and sys.version_info >= (3, 11):
-        from envlock.manifest import _methods  # noqa: PLC0415
-
         if _methods.SPECS.get(key) == SPECS[key] and key in _methods.HINTS:
             # the annotations' text compiled once, run with the module's globals: what
             # get_type_hints evaluates (3.11+: no implicit Optional), without compiling 30 strings
@@ -262,8 +261,6 @@ def table(cls: type[T]) -> type[T]:
     make = None
     plain = all(b is object for b in cls.__bases__) and not any(n in cls.__dict__ for n in _OWN)
     if USE_GENERATED and plain and cls.__doc__ is not None and getattr(dataclasses, "_FIELD", None) is not None:
-        from envlock.manifest import _methods  # noqa: PLC0415 - generated, small
-
         if _methods.SPECS.get(key) == spec:
             make = _methods.MAKERS[key]
     if make is None:

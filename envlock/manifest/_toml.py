@@ -19,6 +19,9 @@ from typing import Any
 from envlock._io import one_line
 from envlock.errors import ManifestError
 from envlock.redact import redact_tree
+from envlock._io import InputError
+from envlock._io import read_text as read_bounded
+from envlock._io import write_file
 
 __all__ = ["MAX_DEPTH", "atomic_write", "check_depth", "check_key_parts", "check_nesting", "dumps", "load_file",
            "load_json", "load_toml", "loads", "read_text"]
@@ -150,7 +153,7 @@ def load_toml(text: str, name: str, *, exact: bool = False) -> dict[str, Any]:
     try:  # rtoml refuses nesting deeper than its own limit (~80 levels) with an error
         if exact:
             raise ImportError
-        import rtoml  # noqa: PLC0415
+        import rtoml
 
         got = rtoml.loads(text)
         if isinstance(got, dict):
@@ -163,9 +166,9 @@ def load_toml(text: str, name: str, *, exact: bool = False) -> dict[str, Any]:
         check_nesting(text, name)  # before the recursive tomllib sees the text
         check_key_parts(text, name)  # the same answer whichever tomllib/tomli judges it
         if sys.version_info >= (3, 11):
-            import tomllib  # noqa: PLC0415
+            import tomllib
         else:  # pragma: no cover
-            import tomli as tomllib  # noqa: PLC0415
+            import tomli as tomllib
         try:
             parsed = tomllib.loads(text)
         except (tomllib.TOMLDecodeError, RecursionError) as exc:
@@ -189,8 +192,6 @@ def read_text(path: str | os.PathLike[str]) -> str:
     :raises ManifestError: missing, not a regular file (a FIFO, a device, a directory), larger
         than 64 MiB, unreadable, not UTF-8, or empty (one line naming the file).
     """
-    from envlock._io import InputError  # noqa: PLC0415
-    from envlock._io import read_text as read_bounded  # noqa: PLC0415
 
     p = Path(path)
     try:  # regular files only, at most 64 MiB, strict UTF-8 (envlock._io)
@@ -234,7 +235,7 @@ def with_run_environment(data: dict[str, Any], path: str | os.PathLike[str]) -> 
         raw = read_text(sibling)
     except (OSError, ValueError):
         return data
-    import hashlib  # noqa: PLC0415
+    import hashlib
 
     want = run.get("manifest-sha256")
     if isinstance(want, str) and hashlib.sha256(raw.encode("utf-8", "surrogateescape")).hexdigest() != want:
@@ -258,7 +259,7 @@ def dumps(data: dict[str, Any], fmt: str = "toml") -> str:
         return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     if fmt != "toml":
         raise ValueError(f"unknown format {fmt!r} (expected 'toml' or 'json')")
-    import tomli_w  # noqa: PLC0415 - only needed when writing TOML
+    import tomli_w  # only needed when writing TOML
 
     return tomli_w.dumps(data, multiline_strings=False)
 
@@ -274,6 +275,4 @@ def atomic_write(path: Path, text: str, *, force: bool = False) -> None:
     :raises OSError: the directory is not writable; the disk is full — naming inodes when the
         file system has none left (``statvfs`` ``f_favail``) — with ``filename`` the output path.
     """
-    from envlock._io import write_file  # noqa: PLC0415
-
     write_file(path, text, force=force, special=True)

@@ -15,6 +15,7 @@ from dataclasses import field
 from typing import Any
 
 from envlock.manifest import _model
+from envlock.errors import ManifestError, ManifestVersionError
 
 __all__ = [
     "RUN_SCHEMA", "PROCESS_SCHEMA",
@@ -312,8 +313,6 @@ class RunInfo:
 
 
 def _check_schema(data: Mapping[str, Any], table: str, known: int) -> None:
-    from envlock.errors import ManifestError, ManifestVersionError  # noqa: PLC0415
-
     if not isinstance(data, Mapping):
         raise ManifestError(f"[{table}] is not a table")
     schema = data.get("schema", known)

@@ -19,6 +19,8 @@ import types
 import typing
 from collections.abc import Mapping
 from typing import Any
+from envlock.manifest._model import _hints
+from envlock.manifest import Manifest
 
 __all__ = ["STR_MAP", "shape_of", "table_shapes"]
 
@@ -49,8 +51,6 @@ def shape_of(tp: Any) -> Any:
 
 @functools.cache
 def _dataclass_shape(cls: type) -> dict[str, Any]:
-    from envlock.manifest._model import _hints  # noqa: PLC0415
-
     hints = _hints(cls)
     out: dict[str, Any] = {}
     for f in dataclasses.fields(cls):
@@ -63,7 +63,5 @@ def _dataclass_shape(cls: type) -> dict[str, Any]:
 @functools.cache
 def table_shapes() -> dict[str, dict[str, Any]]:
     """Every table of :class:`envlock.manifest.Manifest` → its shape (``"python"`` → ``{...}``)."""
-    from envlock.manifest import Manifest  # noqa: PLC0415
-
     shape = _dataclass_shape(Manifest)
     return {k: v for k, v in shape.items() if isinstance(v, dict)}

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from envlock.manifest import PipPackage
 from envlock.probes.pip import read_metadata_header, scan_distributions
+import stat
 
 __all__ = [
     "Dist",
@@ -115,8 +116,6 @@ def which(name: str, path_dirs: Sequence[str]) -> str | None:
 def _head(path: str | os.PathLike[str], limit: int) -> bytes | None:
     """The first ``limit`` bytes of the *regular* file ``path``: opened ``O_NONBLOCK`` and
     checked with ``fstat`` (as :mod:`envlock._io`), so a FIFO or device is never waited on."""
-    import stat  # noqa: PLC0415
-
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:

@@ -71,7 +71,7 @@ def _version_text(path: str, runner: Runner, timeout: float, env: Mapping[str, s
     ``tool-versions``, as the toolchain probe does), valid while the file is unchanged."""
     entry = real = None
     if runner is run:
-        from envlock import cache as _statcache  # noqa: PLC0415
+        from envlock import cache as _statcache
 
         real = os.path.realpath(path)
         entry = _statcache.entry_path("tool-versions", {"v": 1, "tool": os.path.basename(path), "path": real})
@@ -83,14 +83,14 @@ def _version_text(path: str, runner: Runner, timeout: float, env: Mapping[str, s
         return res
     out = res.stdout or res.stderr
     if entry is not None and real is not None:
-        from envlock import cache as _statcache  # noqa: PLC0415
+        from envlock import cache as _statcache
 
         _statcache.store(entry, [real], out)
     return out
 
 
 def _cc_version(text: str) -> tuple[str | None, str | None]:
-    from envlock.probes.toolchain import _parse_cc_version  # noqa: PLC0415 - the toolchain probe's parser
+    from envlock.probes.toolchain import _parse_cc_version  # the toolchain probe's parser
 
     vendor, version = _parse_cc_version(text)
     if version is None and "Free Software Foundation" in text:
@@ -197,8 +197,8 @@ def _torch_version_py(path: Path) -> dict[str, object]:
 
 
 def _torch_gcc(torch_dir: Path) -> tuple[str | None, str | None]:
-    from envlock.libs.elf import ElfCache  # noqa: PLC0415
-    from envlock.libs.elfread import read_elf  # noqa: PLC0415
+    from envlock.libs.elf import ElfCache
+    from envlock.libs.elfread import read_elf
 
     for name in ("libtorch_cpu.so", "libtorch_python.so", "libc10.so"):
         lib = torch_dir / "lib" / name
@@ -212,8 +212,8 @@ def _torch_gcc(torch_dir: Path) -> tuple[str | None, str | None]:
 
 
 def _libstdcxx(prefix: str | None, root: Path) -> tuple[str | None, str | None]:
-    from envlock.libs.elf import ElfCache  # noqa: PLC0415
-    from envlock.libs.elfread import read_elf  # noqa: PLC0415
+    from envlock.libs.elf import ElfCache
+    from envlock.libs.elfread import read_elf
 
     cands = []
     if prefix:
@@ -235,7 +235,7 @@ def _libstdcxx(prefix: str | None, root: Path) -> tuple[str | None, str | None]:
 def _conda_nvcc(prefix: str | None, nvcc: str | None) -> str | None:
     if not prefix or not nvcc or not os.path.abspath(nvcc).startswith(os.path.join(prefix, "bin") + os.sep):
         return None
-    from envlock.probes.conda import list_conda_meta  # noqa: PLC0415
+    from envlock.probes.conda import list_conda_meta
 
     for r in list_conda_meta(prefix):
         if r.name in ("cuda-nvcc", "cuda-nvcc_linux-64", "nvcc_linux-64", "cudatoolkit-dev"):
@@ -246,8 +246,8 @@ def _conda_nvcc(prefix: str | None, nvcc: str | None) -> str | None:
 def _proc_driver(root: Path) -> dict[str, str | None]:
     """The driver version from ``/proc/driver/nvidia/version`` and the CUDA it supports
     (NVIDIA's toolkit driver table) — what conda's ``__cuda`` would be, without loading libcuda."""
-    from envlock.nvidia import max_cuda_for_driver  # noqa: PLC0415
-    from envlock.probes.gpu import _parse_proc_driver_version  # noqa: PLC0415 - the GPU probe's parser
+    from envlock.nvidia import max_cuda_for_driver
+    from envlock.probes.gpu import _parse_proc_driver_version  # the GPU probe's parser
 
     text = read_text(under_root(root, "/proc/driver/nvidia/version"), 4096)
     parsed = _parse_proc_driver_version(text) if text else None
@@ -377,7 +377,7 @@ def probe_build(
             torch_bounds = f">={'.'.join(map(str, lo))}, <{'.'.join(map(str, hi))}"
     libstdcxx, glibcxx = _libstdcxx(prefix, root) if libraries else (None, None)
     conda_pkg = _conda_nvcc(prefix, nvcc) if found_by == "nvcc on PATH" else None
-    from envlock.probes.virtual import conda_overrides, probe_virtual  # noqa: PLC0415
+    from envlock.probes.virtual import conda_overrides, probe_virtual
 
     if virtual is None:
         drv = _proc_driver(root)

@@ -23,6 +23,7 @@ from envlock.libs.condadist import conda_dist_dir
 from envlock.manifest import CondaInfo, CondaPackage
 from envlock.probes.pip import canonicalize
 from envlock.redact import redact_text, redact_url
+import ast
 
 if TYPE_CHECKING:
     from envlock.probes.world import World
@@ -124,8 +125,6 @@ def parse_history(text: str) -> tuple[str, ...]:
     >>> parse_history("# update specs: ['python=3.11', 'numpy']\\n# remove specs: ['numpy']\\n")
     ('python=3.11',)
     """
-    import ast  # noqa: PLC0415 - only needed when a history file exists
-
     specs: dict[str, str] = {}
     for line in text.splitlines():
         m = _SPEC_LINE.match(line.strip())
@@ -197,8 +196,6 @@ def list_conda_meta(prefix: str | os.PathLike[str] | None) -> tuple[CondaMetaRec
 
 def _unreadable_spec_lines(text: str) -> list[int]:
     """Line numbers (1-based) of ``# … specs:`` lines whose list cannot be read."""
-    import ast  # noqa: PLC0415
-
     bad = []
     for number, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()

@@ -186,7 +186,7 @@ def cached_fatbin_archs(path: str | os.PathLike[str]) -> tuple[tuple[str, ...], 
     while the file's signature is unchanged: reading thousands of entry headers of a 1 GB
     ``libtorch_cuda.so`` costs ~0.1 s warm and ~0.5 s on a cold page cache.  The answer depends
     on the file's bytes only; an answer with an error is not kept."""
-    from envlock import cache as _cache  # noqa: PLC0415
+    from envlock import cache as _cache
 
     real = os.path.realpath(path)
 

@@ -16,6 +16,8 @@ from envlock._run import Runner, RunResult, run
 from envlock.manifest import GitInfo, GitRemote, Status
 from envlock.probes.world import World
 from envlock.redact import redact_url
+from envlock._io import InputError, read_bytes
+from envlock.redact import printable
 
 __all__ = ["GIT_TIMEOUT", "git_env", "probe_git", "untracked_files"]
 
@@ -171,10 +173,8 @@ def make_patch(
         says so.
     :returns: ``(file bytes, note)``; ``note`` says why the patch is incomplete, else ``None``.
     """
-    import tempfile  # noqa: PLC0415
+    import tempfile
 
-    from envlock._io import InputError, read_bytes  # noqa: PLC0415
-    from envlock.redact import printable  # noqa: PLC0415
 
     env = git_env(environ)
     note = None

@@ -82,7 +82,7 @@ def _query_nvml() -> tuple[str, str | None, list[Gpu]] | None:
     :returns: ``None`` when the binding is not installed or NVML does not initialise.
     """
     try:
-        import pynvml  # type: ignore[import-not-found]  # noqa: PLC0415
+        import pynvml  # type: ignore[import-not-found]
     except ImportError:
         return None
     try:

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 from envlock._io import InputError, read_bytes
 from envlock._names import canonicalize
 from envlock.manifest import LockfileRef, LockfilesInfo
+import re
+from collections import Counter
 
 if TYPE_CHECKING:
     from envlock.manifest import CondaPackage, Manifest, PipPackage
@@ -219,8 +221,6 @@ class Installed:
     def of(cls, pip: Iterable[PipPackage], conda: Iterable[CondaPackage],
            python_version: str | None, machine: str | None) -> Installed:
         """Build from a snapshot's ``[pip]`` and ``[conda]`` packages."""
-        from collections import Counter  # noqa: PLC0415
-
         conda = tuple(conda)
         subdirs = Counter(c.subdir for c in conda if c.subdir and c.subdir != "noarch")
         markers = {"sys_platform": "linux", "os_name": "posix", "platform_system": "Linux",
@@ -244,7 +244,7 @@ class Installed:
 
 
 def _same_pip(locked: str, installed: str) -> bool:
-    from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+    from packaging.version import InvalidVersion, Version
 
     try:
         return Version(locked) == Version(installed)
@@ -266,11 +266,11 @@ def _pylock_pins(path: Path, text: str) -> list[tuple[str, str, Any]]:
     it rejects (or an older ``packaging``) is read for its ``name``/``version``/``marker`` keys.
 
     :raises ValueError: not TOML (:class:`~envlock.errors.ManifestError`)."""
-    from envlock.manifest._toml import loads  # noqa: PLC0415 - tomllib, or tomli before 3.11
+    from envlock.manifest._toml import loads  # tomllib, or tomli before 3.11
 
     data = loads(text, name=str(path))  # ManifestError (a ValueError) when malformed
     try:
-        from packaging.pylock import Pylock  # noqa: PLC0415
+        from packaging.pylock import Pylock
 
         lock = Pylock.from_dict(data)
         return [(str(p.name), str(p.version), p.marker) for p in lock.packages if p.version]
@@ -278,7 +278,7 @@ def _pylock_pins(path: Path, text: str) -> list[tuple[str, str, Any]]:
         pass  # packaging < 25.1: read the two keys directly
     except Exception:  # noqa: BLE001, S110 - PylockValidationError: its pins still count
         pass
-    from packaging.markers import Marker  # noqa: PLC0415
+    from packaging.markers import Marker
 
     out = []
     for p in data.get("packages") or ():
@@ -332,8 +332,6 @@ def compare_lock(path: str | os.PathLike[str], kind: str, have: Installed) -> li
             if _marker_applies(marker, have.markers):
                 pip(name, version)
     elif kind == "requirements":
-        import re  # noqa: PLC0415
-
         for line in text.replace("\\\n", " ").splitlines():
             m = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*===?\s*([^\s;]+)",
                          line)
@@ -346,7 +344,7 @@ def compare_lock(path: str | os.PathLike[str], kind: str, have: Installed) -> li
                 if parsed:
                     conda(*parsed)
     elif kind == "conda-lock":
-        import yaml  # noqa: PLC0415
+        import yaml
 
         try:
             data = yaml.safe_load(text)

@@ -46,6 +46,16 @@ from envlock.probes.target import (
     resolve_target,
 )
 from envlock.redact import redact_argv
+from envlock._io import write_file
+from envlock._io import one_line
+from envlock.errors import TargetError
+from envlock.redact import printable
+import hashlib
+from envlock.errors import ArgumentsError
+from envlock.probes.git import make_patch
+from envlock.redact import secret_value
+from envlock import cache as _cache
+from envlock.manifest import _model
 
 if TYPE_CHECKING:
     from envlock.manifest.libraries import LibrariesInfo
@@ -218,9 +228,6 @@ def snapshot(
             # The interpreter asked for by name ran but did not answer as Python does
             # (/bin/true, a shell script, a binary of another machine).  (A hung one is
             # recorded: its [python] says "timeout".)
-            from envlock._io import one_line  # noqa: PLC0415
-            from envlock.errors import TargetError  # noqa: PLC0415
-            from envlock.redact import printable  # noqa: PLC0415
 
             raise TargetError(f"--python {printable(python)}: not a working Python interpreter "
                               f"({one_line(printable(python_info.error or 'no answer'), 160)})")
@@ -311,8 +318,6 @@ def snapshot(
         **stack_tables,
     )
     if save_patch:
-        from envlock._io import write_file  # noqa: PLC0415
-
         manifest, patch_path, data = with_patch(manifest, output, runner=runner, environ=env)
         write_file(patch_path, data, force=force)
     return manifest
@@ -339,11 +344,6 @@ def with_patch(manifest: Manifest, output: str | os.PathLike[str] | None, *,
 
     :raises ArgumentsError: no ``output``, or ``manifest`` has no readable git checkout.
     """
-    import hashlib  # noqa: PLC0415
-
-    from envlock.errors import ArgumentsError  # noqa: PLC0415
-    from envlock.probes.git import make_patch  # noqa: PLC0415
-    from envlock.redact import secret_value  # noqa: PLC0415
 
     if output is None or os.fspath(output) == "-":
         raise ArgumentsError("--save-patch needs -o FILE (the patch is written beside it)")
@@ -388,17 +388,15 @@ def _libraries(world: World, sys_path: Sequence[str]) -> LibrariesInfo:
     :func:`envlock.libs.cache.answer_key`) while every input the report records is unchanged,
     and looked up once: a miss computes it directly.  Parsed ELF facts are kept in memory for
     the one command, never on disk (reading a file again is as fast as reading its JSON)."""
-    from envlock import cache as _cache  # noqa: PLC0415
-    from envlock.libs import cache as libcache  # noqa: PLC0415
-    from envlock.manifest import _model  # noqa: PLC0415
-    from envlock.manifest.libraries import LibrariesInfo  # noqa: PLC0415
+    from envlock.libs import cache as libcache
+    from envlock.manifest.libraries import LibrariesInfo
 
     exe, prefix, environ, root = str(world.python), world.prefix, dict(world.environ), str(world.root)
     use_cache = _cache.is_enabled(environ)
 
     def compute(rec: _cache.Recorder) -> LibrariesInfo:
-        from envlock.libs.analysis import probe_libraries  # noqa: PLC0415 - the loader model only on a miss
-        from envlock.libs.elf import ElfCache  # noqa: PLC0415
+        from envlock.libs.analysis import probe_libraries  # the loader model only on a miss
+        from envlock.libs.elf import ElfCache
 
         info = probe_libraries(python_exe=exe, sys_path=sys_path, prefix=prefix,
                                env=environ, root=root, module="torch",
@@ -420,12 +418,12 @@ def _stack(
     dists: Callable[[], Sequence[PipPackage]],
     conda: Sequence[CondaMetaRecord],
 ) -> dict[str, Any]:
-    from envlock.probes.stack import probe_stack  # noqa: PLC0415
+    from envlock.probes.stack import probe_stack
 
     return probe_stack(world, budget=budget, dists=dists, conda=conda, do_import=do_import)
 
 
 def _version() -> str:
-    from envlock._version import __version__  # noqa: PLC0415
+    from envlock._version import __version__
 
     return __version__

@@ -47,7 +47,7 @@ def parse_os_release(text: str) -> dict[str, str]:
 
 
 def _glibc_version(root: Path) -> str | None:
-    from envlock.libs.glibc import detect_glibc  # noqa: PLC0415
+    from envlock.libs.glibc import detect_glibc
 
     found = detect_glibc(root)
     return found.version if found else None

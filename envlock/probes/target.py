@@ -26,6 +26,8 @@ from envlock._io import has_elf_magic
 from envlock._run import Runner, run
 from envlock.cache import Recorder
 from envlock.errors import TargetError
+import stat
+from envlock import cache as _cache
 
 if TYPE_CHECKING:  # the model is imported only where a table is built (envlock libs needs none)
     from envlock.manifest import PythonInfo, Status, Target
@@ -82,7 +84,7 @@ class ResolvedTarget:
 
     def to_model(self) -> Target:
         """The ``[target]`` table for this target."""
-        from envlock.manifest import Target  # noqa: PLC0415
+        from envlock.manifest import Target
 
         return Target(kind=self.kind, prefix=self.prefix, python=self.python, chosen_by=self.chosen_by)
 
@@ -175,8 +177,6 @@ def _check_interpreter_file(exe: Path, given: str) -> None:
 
     :raises TargetError: one line naming what the path is.
     """
-    import stat  # noqa: PLC0415
-
     try:
         st = os.stat(exe)
     except OSError as exc:
@@ -284,7 +284,7 @@ def _info(target: ResolvedTarget, fields: dict[str, Any] | None, status: Status,
     """The ``[python]`` table of an answer of :func:`_ask` (the fallback when there is none)."""
     if fields is None:
         return _fallback(target, status, detail)
-    from envlock.manifest import PythonInfo  # noqa: PLC0415
+    from envlock.manifest import PythonInfo
 
     return PythonInfo(status="ok", source=f"{target.python} -c <query>",
                       **{**fields, "path": tuple(fields["path"])})
@@ -332,8 +332,8 @@ def _record_loader_inputs(rec: Recorder, maps: list[str], env: Mapping[str, str]
     ``LD_LIBRARY_PATH``, each object's ``DT_RPATH``/``DT_RUNPATH`` (``$ORIGIN`` expanded), the
     objects' own directories, the default directories (each with its ``glibc-hwcaps``
     subdirectories) — and ``ld.so.cache``, ``ld.so.preload``.  The variables are in the key."""
-    from envlock.libs.elf import ElfCache  # noqa: PLC0415 - only when storing an answer
-    from envlock.libs.elfread import read_elf  # noqa: PLC0415 - only when storing an answer
+    from envlock.libs.elf import ElfCache  # only when storing an answer
+    from envlock.libs.elfread import read_elf  # only when storing an answer
 
     dirs: list[str] = []
     llp = env.get("LD_LIBRARY_PATH") or ""  # glibc ignores an empty value
@@ -458,8 +458,6 @@ def _ask_cached(
     enabled: bool = True,
 ) -> tuple[dict[str, Any] | None, Status, str]:
     """:func:`_ask`, kept by :func:`envlock.cache.memo` (see :func:`query_interpreter_cached`)."""
-    from envlock import cache as _cache  # noqa: PLC0415
-
     env = os.environ if environ is None else environ
     real = os.path.realpath(target.python) if target.python else None
     if real is None or not enabled or not _cache.is_enabled(env) or not has_elf_magic(real):
@@ -523,7 +521,7 @@ def _fallback_path(target: ResolvedTarget) -> tuple[str, ...]:
 
 
 def _fallback(target: ResolvedTarget, status: Status, detail: str) -> PythonInfo:
-    from envlock.manifest import PythonInfo  # noqa: PLC0415
+    from envlock.manifest import PythonInfo
 
     return PythonInfo(
         status=status,

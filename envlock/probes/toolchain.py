@@ -136,10 +136,10 @@ def _elf_facts(path: str | os.PathLike[str]) -> ElfInfo:
 
     :raises ValueError: the file cannot be read or is not a valid ELF file.
     """
-    from envlock.libs.elf import ElfCache  # noqa: PLC0415 - only when needed
-    from envlock.libs.elfread import read_elf  # noqa: PLC0415 - only when needed
+    from envlock.libs.elf import ElfCache  # only when needed
+    from envlock.libs.elfread import read_elf  # only when needed
 
-    from envlock.cache import is_enabled  # noqa: PLC0415
+    from envlock.cache import is_enabled
 
     info = read_elf(path, cache=ElfCache() if is_enabled() else None)
     if info.error is not None:
@@ -167,7 +167,7 @@ def _version_output(name: str, path: str, call: Callable[..., RunResult], *, cac
     if not (cache and name in _CACHEABLE):
         res = call("--version")
         return (res.stdout or res.stderr) if res.ok else res
-    from envlock import cache as _cache  # noqa: PLC0415
+    from envlock import cache as _cache
 
     real = os.path.realpath(path)
 
@@ -262,7 +262,7 @@ def probe_toolchain(
     errors: list[str] = []
 
     # glibc: the one detector (envlock.libs.glibc)
-    from envlock.libs.glibc import detect_glibc  # noqa: PLC0415
+    from envlock.libs.glibc import detect_glibc
 
     found_glibc = detect_glibc(root, confstr=confstr)
     glibc, glibc_src = (found_glibc.version, found_glibc.source) if found_glibc else (None, None)

@@ -52,7 +52,7 @@ def linux_version(release: str) -> str | None:
 
 def _archspec_name() -> tuple[str | None, str]:
     try:
-        import archspec.cpu  # noqa: PLC0415 - optional; envlock's own dependency if installed
+        import archspec.cpu  # optional; envlock's own dependency if installed
     except ImportError:
         return platform.machine() or None, "platform.machine() (archspec not installed)"
     try:
@@ -110,7 +110,7 @@ def probe_virtual(
             g = glibc
             src = "glibc"
             if g is None:
-                from envlock.libs.glibc import detect_glibc  # noqa: PLC0415
+                from envlock.libs.glibc import detect_glibc
 
                 found = detect_glibc("/")
                 g, src = (found.version, found.source) if found else (None, src)

@@ -6,6 +6,7 @@ import json
 from typing import TYPE_CHECKING
 
 from envlock.reproduce.model import NEVER_TOGGLED
+import shlex
 
 if TYPE_CHECKING:
     from envlock.reproduce import BisectResult, Step
@@ -34,8 +35,6 @@ def _summary(r: BisectResult) -> list[str]:
     lines = []
     metric = r.judge.metric is not None
     if metric:
-        import shlex  # noqa: PLC0415
-
         lines.append(f"GOOD's value {_value(r.good_value)}, BAD's {_value(r.bad_value)} "
                      f"(--metric {shlex.quote(r.judge.metric or '')}, rtol {r.judge.rtol:g}, "
                      f"atol {r.judge.atol:g})")
@@ -71,7 +70,7 @@ def render_text(r: BisectResult) -> str:
     out = [f"envlock bisect: {r.good} → {r.bad}", ""]
     out += _summary(r)
     out += ["", "Steps:"]
-    import textwrap  # noqa: PLC0415
+    import textwrap
 
     for row in rows:  # a long cell wraps in its column, never cut (two steps must differ)
         cells = [textwrap.wrap(cell, w, break_long_words=True, break_on_hyphens=False) or [""]

@@ -13,6 +13,7 @@ from typing import Any
 
 from envlock.diff.engine import Change, Explanation, InputFacts, ManyDiff, PairDiff
 from envlock.diff.facts import Pkg, display
+import json
 
 __all__ = ["to_json", "render_json", "render_markdown", "render_text", "JSON_SCHEMA",
            "layout_columns", "ellipsize", "compact_values"]
@@ -209,8 +210,6 @@ NO_MAJORITY = "Facts with no majority value"
 
 def render_json(result: PairDiff | ManyDiff, *, show_all: bool = False) -> str:
     """The JSON document as text (two-space indent, keys in a fixed order)."""
-    import json  # noqa: PLC0415
-
     return json.dumps(to_json(result, show_all=show_all), indent=2, ensure_ascii=False) + "\n"
 
 
@@ -438,9 +437,9 @@ def render_text(result: PairDiff | ManyDiff, console: Any, *, show_all: bool = F
         on a cluster) nothing is cut: a table wider than the console becomes one fact per
         line, wrapped at spaces, so every value reaches the log whole.
     """
-    import textwrap  # noqa: PLC0415
+    import textwrap
 
-    from rich.text import Text  # noqa: PLC0415
+    from rich.text import Text
 
     doc = to_json(result, show_all=show_all)
     names = [i["label"] for i in doc["inputs"]]

@@ -49,7 +49,7 @@ def format_plain(report: Any, width: int = PLAIN_WIDTH) -> str:
     """The table as plain text: severity in the first column, the finding wrapped in the second,
     every finding line at most ``width`` columns (unless one word is longer); the summary
     line is one line."""
-    import textwrap  # noqa: PLC0415
+    import textwrap
 
     text_width = max(40, width - 9)
     rows = []
@@ -78,9 +78,9 @@ def print_report(report: Any, *, file: IO[str] | None = None, width: int | None 
     if not color:
         out.write(format_plain(report, width or PLAIN_WIDTH))
         return
-    from rich.console import Console  # noqa: PLC0415
-    from rich.table import Table  # noqa: PLC0415
-    from rich.text import Text  # noqa: PLC0415
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
 
     console = Console(file=out, width=width, soft_wrap=False, highlight=False)
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, expand=False)

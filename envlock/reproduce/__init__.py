@@ -39,6 +39,12 @@ from envlock.reproduce.model import (
     Step,
 )
 from envlock.reproduce.session import Session
+from envlock._names import canonicalize
+import os
+import platform
+import sys
+import re
+import threading
 
 __all__ = ["bisect", "remove_in_background", "BisectResult", "Step", "Judge", "DEFAULT_TIMEOUT", "JSON_SCHEMA",
            "check_metric"]
@@ -47,8 +53,7 @@ __all__ = ["bisect", "remove_in_background", "BisectResult", "Step", "Judge", "D
 
 def _rank(good: str, bad: str) -> dict[str, int]:
     """name → position of the first ``envlock diff`` explanation that names it."""
-    from envlock._names import canonicalize  # noqa: PLC0415
-    from envlock.diff import diff  # noqa: PLC0415
+    from envlock.diff import diff
 
     try:
         result = diff([good, bad])
@@ -64,9 +69,9 @@ def _rank(good: str, bad: str) -> dict[str, int]:
 
 def _index_args(good: Side, bad: Side, index_map: Mapping[str, str], index_url: str | None,
                 find_links: Sequence[str], no_index: bool) -> tuple[list[str], list[str]]:
-    from envlock.lock._pip import IndexOptions  # noqa: PLC0415
-    from envlock.lock._from_manifest import variant_index  # noqa: PLC0415
-    from envlock.reproduce.changes import _local  # noqa: PLC0415
+    from envlock.lock._pip import IndexOptions
+    from envlock.lock._from_manifest import variant_index
+    from envlock.reproduce.changes import _local
 
     extra: list[str] = []
     notes: list[str] = []
@@ -88,15 +93,13 @@ def _own_env(side: Side, interpreter: str | None) -> Path | None:
     (its ``bin/python`` resolves to the same file: the manifest's path is never run as a
     program of its own, docs/trust.md) and still matches its manifest (verify's package and
     Python checks find nothing)."""
-    import os  # noqa: PLC0415
-
     if side.kind != "manifest" or not side.target_python or not interpreter:
         return None
     python = Path(side.target_python)
     if not python.exists() or os.path.realpath(python) != os.path.realpath(interpreter):
         return None
-    from envlock.verify import verify  # noqa: PLC0415
-    from envlock.verify.checks.packages import (  # noqa: PLC0415
+    from envlock.verify import verify
+    from envlock.verify.checks.packages import (
         check_manifest_packages,
         check_python_version,
     )
@@ -154,7 +157,7 @@ def bisect(
     ``--``.  A failed bisect in its own temporary directory removes it (keeping only logs an
     error points at).
     """
-    from envlock.lock._from_manifest import find_python  # noqa: PLC0415
+    from envlock.lock._from_manifest import find_python
 
     judge = judge or Judge()
     say = progress or (lambda _msg: None)
@@ -168,8 +171,6 @@ def bisect(
     index_args, notes = _index_args(gside, bside, index_map or {}, index_url, find_links,
                                     no_index)
     if gside.python is None and python is None:
-        import platform  # noqa: PLC0415
-        import sys  # noqa: PLC0415
 
         choice = find_python(platform.python_version(), local_prefix=sys.base_prefix,
                              runner=runner)
@@ -189,11 +190,11 @@ def bisect(
                              index_args=index_args, runner=runner)
 
     say("asking uv's resolver which changes install on their own…")
-    from envlock.reproduce.changes import _first  # noqa: PLC0415
+    from envlock.reproduce.changes import _first
 
     broken = None
     if any(g.needs_build for g in groups):
-        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+        from concurrent.futures import ThreadPoolExecutor
 
         # GOOD's and BAD's own pins: two independent resolver runs, asked at once (issue 26)
         with ThreadPoolExecutor(max_workers=2) as pool:
@@ -224,8 +225,6 @@ def check_metric(metric: str | None) -> None:
 
     :raises EnvlockError: not a regular expression, or one without a group.
     """
-    import re  # noqa: PLC0415
-
     if metric is None:
         return
     try:
@@ -244,8 +243,6 @@ def remove_in_background(path: Path) -> None:
     the files go and the process still exits only when they are gone (issue 26: deleting took
     ~8 s after a 0.3 s test).  When the rename fails the removal happens here and now.
     """
-    import os  # noqa: PLC0415
-    import threading  # noqa: PLC0415
 
     trash = path.with_name(f".{path.name}.deleting-{os.getpid()}")
     try:

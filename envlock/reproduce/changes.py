@@ -111,9 +111,9 @@ def read_side(path: str | Path) -> Side:
     :raises UntrustedValueError: a name, URL, commit or the Python version is not what it must
         be (docs/trust.md: no value from a file becomes an option).
     """
-    from envlock.diff import foreign  # noqa: PLC0415 - the readers of every diff input
-    from envlock.lock._pip import Skipped, requirement_for  # noqa: PLC0415
-    from envlock.manifest import PipPackage  # noqa: PLC0415
+    from envlock.diff import foreign  # the readers of every diff input
+    from envlock.lock._pip import Skipped, requirement_for
+    from envlock.manifest import PipPackage
 
     p = str(path)
     kind, data, _listing = foreign.read(p)
@@ -124,7 +124,7 @@ def read_side(path: str | Path) -> Side:
     env: dict[str, str] = {}
     target_python = None
     if kind == "manifest":
-        from envlock.manifest import Manifest  # noqa: PLC0415
+        from envlock.manifest import Manifest
 
         m = Manifest.from_dict(data)
         packages = list(m.pip.packages if m.pip else ())
@@ -149,12 +149,12 @@ def read_side(path: str | Path) -> Side:
                 vcs="git" if d.get("commit") else None, commit=d.get("commit")))
         py = data.get("python") or {}
         python = str(py.get("version")) if isinstance(py, Mapping) and py.get("version") else None
-    from envlock._untrusted import (  # noqa: PLC0415
+    from envlock._untrusted import (
         UntrustedValueError,
         check_python_version,
         check_requirement,
     )
-    from envlock.lock._from_manifest import check_pip_package  # noqa: PLC0415
+    from envlock.lock._from_manifest import check_pip_package
 
     try:  # every value that reaches uv's command line is data (docs/trust.md)
         if python is not None:
@@ -245,7 +245,7 @@ def changes_between(good: Side, bad: Side) -> tuple[list[Change], list[str]]:
         environment built from GOOD can take on: the Python version, conda packages, other
         variables, redacted values, and the machine (driver, GPU, CPU, kernel, glibc).
     """
-    from envlock.redact import REDACTED  # noqa: PLC0415
+    from envlock.redact import REDACTED
 
     out: list[Change] = []
     for name in sorted(set(good.pins) | set(bad.pins)):
@@ -290,7 +290,7 @@ def _short(value: str | None, width: int = 60) -> str:
 
 
 def _local(version: str | None) -> str | None:
-    from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+    from packaging.version import InvalidVersion, Version
 
     if not version:
         return None
@@ -359,7 +359,7 @@ def merge_infeasible(
     alone: dict[int, str | None] = {}
     todo = [g for g in out if g.needs_build]
     if workers > 1 and len(todo) > 1:
-        from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415
+        from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(max_workers=min(workers, len(todo))) as pool:
             for g, why in zip(todo, pool.map(lambda h: check([h]), todo)):

@@ -65,7 +65,7 @@ class Builder:
     def __init__(self, root: Path, python: str, index_args: Sequence[str], *,
                  existing: Mapping[frozenset[str], Path] | None = None,
                  system_site: bool = False, runner: Runner = run) -> None:
-        from envlock.lock._tools import uv_bin  # noqa: PLC0415
+        from envlock.lock._tools import uv_bin
 
         self.root = root
         self.python = python
@@ -172,7 +172,7 @@ def resolve_check(
     :returns: ``None`` when satisfiable, else uv's explanation.
     :raises EnvlockError: uv could not run or failed for another reason (an index down).
     """
-    from envlock.lock._tools import uv_bin  # noqa: PLC0415
+    from envlock.lock._tools import uv_bin
 
     argv = [uv_bin(), "pip", "compile", "-", "--quiet", "--no-header", "--no-annotate",
             *index_args]

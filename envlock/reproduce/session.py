@@ -22,6 +22,7 @@ from envlock.reproduce.changes import Group, Side
 from envlock.reproduce.ddmin import FAIL, PASS, UNRESOLVED, ddmin
 from envlock.reproduce.envs import Builder, run_command
 from envlock.reproduce.model import Judge, Progress, Step
+from envlock.reproduce.changes import _first
 
 __all__ = ["Session", "Outcome"]
 
@@ -127,7 +128,6 @@ class Session:
         """
         if subset in self._memo:
             return self._memo[subset]
-        from envlock.reproduce.changes import _first  # noqa: PLC0415
 
         judge = self.judge
         applied = [self.groups[i] for i in sorted(subset)]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+import os
 
 if TYPE_CHECKING:
     from envlock.manifest import Manifest
@@ -50,23 +51,22 @@ def record(path: str | None = None, *, extra: Mapping[str, Any] | None = None,
     :returns: the :class:`~envlock.manifest.Manifest` written (``[process]`` among its
         ``extra`` tables; :func:`envlock.manifest.process.process_from_dict` types it).
     """
-    import os  # noqa: PLC0415
-    from dataclasses import replace  # noqa: PLC0415
+    from dataclasses import replace
 
-    from envlock.manifest import _model  # noqa: PLC0415
-    from envlock.runs.job import expand_dir  # noqa: PLC0415
-    from envlock.runs.process import observe  # noqa: PLC0415
+    from envlock.manifest import _model
+    from envlock.runs.job import expand_dir
+    from envlock.runs.process import observe
 
     target = expand_dir(path or DEFAULT_PATH)
     proc = observe(extra=extra)
     if snapshot:
-        from envlock.probes.snapshot import snapshot as take  # noqa: PLC0415
+        from envlock.probes.snapshot import snapshot as take
 
         m = take(python=sys.executable, command=list(sys.argv))
     else:
-        from envlock.manifest import EnvlockInfo, Manifest, Target  # noqa: PLC0415
-        from envlock.probes.snapshot import _version, utc_now  # noqa: PLC0415
-        import socket  # noqa: PLC0415
+        from envlock.manifest import EnvlockInfo, Manifest, Target
+        from envlock.probes.snapshot import _version, utc_now
+        import socket
 
         m = Manifest(envlock=EnvlockInfo(version=_version(), created=utc_now(),
                                          host=socket.gethostname(), command=tuple(sys.argv)),

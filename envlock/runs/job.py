@@ -14,6 +14,11 @@ from typing import Any
 
 from envlock.errors import EnvlockError, OutputExistsError
 from envlock.manifest.process import RunInfo
+import datetime as _dt
+import errno
+import re
+from envlock.manifest import _model
+from dataclasses import replace
 
 __all__ = ["RECORD", "MANIFEST", "LOCK", "RunDirBusyError", "VERIFY_POLICIES", "rank_of", "expand_dir", "prepare_dir",
            "take_snapshot", "record_not_started"]
@@ -50,8 +55,6 @@ def expand_dir(template: str, environ: Mapping[str, str] | None = None) -> str:
 
     :raises EnvlockError: an unknown placeholder.
     """
-    import datetime as _dt  # noqa: PLC0415
-
     env = os.environ if environ is None else environ
     job = env.get("SLURM_JOB_ID") or env.get("PBS_JOBID") or env.get("LSB_JOBID") or "nojob"
     if env.get("SLURM_ARRAY_TASK_ID"):
@@ -87,7 +90,7 @@ def prepare_dir(path: str, *, force: bool) -> str:
     :raises InputError: ``path`` is empty, or exists and is not a directory.
     :raises OSError: it cannot be created (the error names ``path``).
     """
-    from envlock._io import BusyError, InputError, check_writable, hold_lock, no_space  # noqa: PLC0415
+    from envlock._io import BusyError, InputError, check_writable, hold_lock, no_space
 
     if not path:
         raise InputError("--dir: an empty directory name")
@@ -96,15 +99,13 @@ def prepare_dir(path: str, *, force: bool) -> str:
     try:
         os.makedirs(path, exist_ok=True)
     except OSError as exc:
-        import errno  # noqa: PLC0415
-
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             parent = os.path.dirname(os.path.abspath(path))
             while parent != "/" and not os.path.isdir(parent):
                 parent = os.path.dirname(parent)
             raise no_space(exc, path, parent) from None
         raise OSError(exc.errno, exc.strerror, path) from None
-    from envlock.probes.snapshot import utc_now  # noqa: PLC0415
+    from envlock.probes.snapshot import utc_now
 
     owner = f"envlock run pid {os.getpid()} on {socket.gethostname()} since {utc_now()}"
     try:
@@ -130,8 +131,7 @@ def command_interpreter(command: Sequence[str], environ: Mapping[str, str] | Non
     :returns: its absolute path (symlinks kept: a venv's ``bin/python`` names the venv), or
         ``None`` when CMD is not a Python interpreter by name.
     """
-    import re  # noqa: PLC0415
-    import shutil  # noqa: PLC0415
+    import shutil
 
     if not command:
         return None
@@ -158,23 +158,20 @@ def take_snapshot(run_dir: str, *, python: str | None = None, prefix: str | None
     :returns: (the path written or ``None``, the ``[target]`` table, warning lines). A
         snapshot that cannot be taken (no target found) is a warning: the job still runs.
     """
-    from envlock.probes.snapshot import snapshot  # noqa: PLC0415
-    from envlock.probes.target import resolve_target  # noqa: PLC0415
+    from envlock.probes.snapshot import snapshot
+    from envlock.probes.target import resolve_target
 
     try:
         target = None
         if chosen_by is not None:
-            from dataclasses import replace  # noqa: PLC0415
-
             target = replace(resolve_target(python=python, prefix=prefix), chosen_by=chosen_by)
         m = snapshot(python=python, prefix=prefix, command=list(command), target=target)
     except EnvlockError as exc:
         return None, None, [f"snapshot: {exc}"]
     path = os.path.join(run_dir, MANIFEST)
-    from envlock._io import write_file  # noqa: PLC0415
+    from envlock._io import write_file
 
     write_file(path, m.dumps("toml"), force=force)  # never through a link planted there
-    from envlock.manifest import _model  # noqa: PLC0415
 
     return path, _model.to_dict(m.target), [f"snapshot: {w}" for w in m.envlock.warnings]
 
@@ -184,11 +181,9 @@ def record_not_started(run_dir: str, command: Sequence[str], *, reason: str, exi
                        target: Mapping[str, Any] | None, envlock_command: Sequence[str],
                        manifest_path: str | None = None) -> str:
     """Write the record of a run whose command was not started."""
-    from dataclasses import replace  # noqa: PLC0415
-
-    from envlock.probes.snapshot import utc_now  # noqa: PLC0415
-    from envlock.runs.supervise import _sha256, write_record  # noqa: PLC0415
-    from envlock.redact import redact_argv  # noqa: PLC0415
+    from envlock.probes.snapshot import utc_now
+    from envlock.runs.supervise import _sha256, write_record
+    from envlock.redact import redact_argv
 
     now = utc_now()
     info = RunInfo(outcome="not-started", command=redact_argv(command),

@@ -168,7 +168,7 @@ def openblas_version(config: bytes) -> str | None:
 
 
 def _native_pool(path: str, getters: Iterable[str], version_fn: str | None) -> tuple[int | None, str | None]:
-    import ctypes  # noqa: PLC0415
+    import ctypes
 
     try:
         lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
@@ -212,11 +212,11 @@ def _threadpoolctl_pools(notes: list[str]) -> list[ThreadPool] | None:
     changes nothing; ``threadpool_info()`` only reads)."""
     mod: Any = sys.modules.get("threadpoolctl")
     if mod is None:
-        import importlib.util  # noqa: PLC0415
+        import importlib.util
 
         if importlib.util.find_spec("threadpoolctl") is None:
             return None
-        import threadpoolctl  # noqa: PLC0415
+        import threadpoolctl
 
         mod = threadpoolctl
     info = _safe(mod.threadpool_info, notes, "threadpoolctl.threadpool_info")
@@ -259,8 +259,8 @@ def observe(
     :returns: the :class:`ProcessInfo`; a value that could not be read is absent and its reason
         is in ``warnings``. Never raises.
     """
-    from envlock.probes.snapshot import utc_now  # noqa: PLC0415
-    from envlock.runs.job import rank_of  # noqa: PLC0415
+    from envlock.probes.snapshot import utc_now
+    from envlock.runs.job import rank_of
 
     t0 = time.perf_counter()
     env = os.environ if environ is None else environ
@@ -277,8 +277,8 @@ def observe(
     mapped = [MappedLibrary(path=p) for p in libs]
     if owners:
         try:
-            from envlock import cache as _cache  # noqa: PLC0415
-            from envlock.libs.owners import OwnerIndex  # noqa: PLC0415
+            from envlock import cache as _cache
+            from envlock.libs.owners import OwnerIndex
 
             index = OwnerIndex(sys.path if sys_path is None else sys_path,
                                prefix=prefix or sys.prefix, cache_dir=_cache.cache_dir("owners-v1"))

@@ -34,7 +34,7 @@ def set_subreaper() -> bool:
     """Make this process the child subreaper of its descendants; ``False`` when the kernel (or
     libc) does not offer it (Linux ≥ 3.4)."""
     try:
-        import ctypes  # noqa: PLC0415
+        import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
         return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0

@@ -42,6 +42,8 @@ from envlock.manifest.process import (
     RunInfo,
 )
 from envlock.runs import proctree
+from envlock.redact import redact_argv
+import datetime as _dt
 
 __all__ = ["FORWARDED", "Sampler", "RunResult", "supervise", "write_record", "exit_code_of"]
 
@@ -101,7 +103,7 @@ class Sampler:
     def start(self) -> None:
         """Start sampling (and find ``nvidia-smi`` when an NVIDIA driver is loaded)."""
         if self.gpu_enabled and os.path.exists(self.driver_file):
-            from envlock.verify.live import find_nvidia_smi  # noqa: PLC0415
+            from envlock.verify.live import find_nvidia_smi
 
             self._smi = find_nvidia_smi(self.environ)
             if self._smi is None:
@@ -147,7 +149,7 @@ class Sampler:
         """One ``nvidia-smi --query-compute-apps`` sample; a failure stops GPU sampling."""
         if self._smi is None:
             return
-        from envlock.verify.live import read_compute_apps  # noqa: PLC0415
+        from envlock.verify.live import read_compute_apps
 
         apps = read_compute_apps(self._smi, environ=self.environ, runner=self.runner, timeout=5.0)
         if apps.status != "ok":
@@ -206,7 +208,7 @@ def _signame(n: int) -> str:
 
 
 def _utc() -> str:
-    from envlock.probes.snapshot import utc_now  # noqa: PLC0415
+    from envlock.probes.snapshot import utc_now
 
     return utc_now()
 
@@ -219,11 +221,10 @@ def write_record(path: str, info: RunInfo, *, target: Mapping[str, Any] | None,
     :raises OutputExistsError: ``path`` is a symbolic link (never written through).
     :raises OSError: it cannot be written (a full disk names inodes when none is left).
     """
-    from envlock._version import __version__  # noqa: PLC0415
-    from envlock._io import write_file  # noqa: PLC0415
-    from envlock.manifest import _model, _toml  # noqa: PLC0415
-    from envlock.manifest._schema import SCHEMA  # noqa: PLC0415
-    from envlock.redact import redact_argv  # noqa: PLC0415
+    from envlock._version import __version__
+    from envlock._io import write_file
+    from envlock.manifest import _model, _toml
+    from envlock.manifest._schema import SCHEMA
 
     doc = {
         "envlock": {"schema": SCHEMA, "version": __version__, "created": _utc(),
@@ -240,7 +241,7 @@ def write_record(path: str, info: RunInfo, *, target: Mapping[str, Any] | None,
 
 
 def _sha256(path: str) -> str | None:
-    from envlock._io import InputError, read_bytes  # noqa: PLC0415
+    from envlock._io import InputError, read_bytes
 
     try:
         return hashlib.sha256(read_bytes(path)).hexdigest()
@@ -412,7 +413,7 @@ def supervise(
     """
     env = os.environ if environ is None else environ
     if granted is None:
-        from envlock.runs.granted import granted as read_granted  # noqa: PLC0415
+        from envlock.runs.granted import granted as read_granted
 
         granted = read_granted(env, runner=runner)
     base = RunInfo(
@@ -421,7 +422,6 @@ def supervise(
         manifest_sha256=_sha256(manifest_path) if manifest_path else None,
         verify=verify, verify_exit=verify_exit, keep_children=keep_children, granted=granted,
     )
-    from envlock.redact import redact_argv  # noqa: PLC0415
 
     base = replace(base, command=redact_argv(command))
     write = lambda info: write_record(record_path, info, target=target,  # noqa: E731
@@ -433,7 +433,7 @@ def supervise(
     with _forwarding(state):
         term_owner = _foreground(None)
         t0 = time.monotonic()
-        import tempfile  # noqa: PLC0415
+        import tempfile
 
         usage_dir = tempfile.mkdtemp(prefix="envlock-run-")  # 0700: nobody else writes there
         usage_file = os.path.join(usage_dir, "rusage")
@@ -524,7 +524,7 @@ def supervise(
     )
     outcome = _outcome(exit_status, sig, received)
     slurm_end = ending.findings() if ending is not None else []
-    from envlock.runs.findings import run_findings  # noqa: PLC0415
+    from envlock.runs.findings import run_findings
 
     findings = run_findings(outcome=outcome, exit_status=exit_status, signal=sig,
                             received=received, wall=wall, end=end, resources=resources,
@@ -585,7 +585,7 @@ def _launcher(command: Sequence[str], usage_file: str) -> list[str]:
 
     :raises FileNotFoundError: the program is not found; ``PermissionError``: not executable.
     """
-    import shutil  # noqa: PLC0415
+    import shutil
 
     prog = command[0]
     path = prog if "/" in prog else shutil.which(prog, mode=os.F_OK) or ""
@@ -704,7 +704,7 @@ class _SlurmEnding:
         if not limit or tree + own <= limit or getattr(self, "_oom_written", False):
             return
         self._oom_written = True
-        from envlock.runs.findings import fmt_bytes  # noqa: PLC0415
+        from envlock.runs.findings import fmt_bytes
 
         found = RunFinding(
             id="run.memory", severity="error",
@@ -729,9 +729,9 @@ class _SlurmEnding:
             self.finished = True
 
     def _ask(self) -> None:
-        import shutil  # noqa: PLC0415
+        import shutil
 
-        from envlock.runs.granted import parse_scontrol  # noqa: PLC0415
+        from envlock.runs.granted import parse_scontrol
 
         scontrol = shutil.which("scontrol", path=self.environ.get("PATH", ""))
         job = self.environ.get("SLURM_JOB_ID") or self.environ.get("SLURM_JOBID") or ""
@@ -822,8 +822,6 @@ class _SlurmEnding:
 
 
 def _dt_utc(epoch: float) -> str:
-    import datetime as _dt  # noqa: PLC0415
-
     return _dt.datetime.fromtimestamp(epoch, _dt.timezone.utc).replace(microsecond=0) \
         .isoformat().replace("+00:00", "Z")
 

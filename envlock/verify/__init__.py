@@ -237,17 +237,17 @@ def verify(
     :raises TargetError: the target environment cannot be found.
     :returns: a :class:`VerifyReport`.
     """
-    from envlock.verify.context import Context  # noqa: PLC0415
-    from envlock.verify.expected import Expected, read_lock  # noqa: PLC0415
-    from envlock.verify.live import Live  # noqa: PLC0415
-    from envlock.verify.policy import apply_policy, load_config  # noqa: PLC0415
+    from envlock.verify.context import Context
+    from envlock.verify.expected import Expected, read_lock
+    from envlock.verify.live import Live
+    from envlock.verify.policy import apply_policy, load_config
 
     started = time.monotonic()
     deadline = started + timeout
     locks = tuple(str(p) for p in locks)
     env = dict(os.environ if environ is None else environ)
     cwd = cwd or os.getcwd()
-    from envlock.probes.target import resolve_target  # noqa: PLC0415
+    from envlock.probes.target import resolve_target
 
     target = resolve_target(python=python, prefix=prefix, environ=env)
     live = Live(target, environ=env, root=root, runner=runner, deadline=deadline)
@@ -256,7 +256,7 @@ def verify(
     threading.Thread(target=lambda: live.python, name="envlock-verify-python", daemon=True).start()
     m = None
     if manifest is not None:
-        from envlock.manifest import load  # noqa: PLC0415
+        from envlock.manifest import load
 
         m = load(manifest)
     extras = tuple(requested.extras) if requested is not None else ()
@@ -274,11 +274,11 @@ def verify(
         statvfs=statvfs,
     )
     if checks is None and build:
-        from envlock.verify.checks.build import BUILD_CHECKS  # noqa: PLC0415
+        from envlock.verify.checks.build import BUILD_CHECKS
 
         checks = [c for c in BUILD_CHECKS if c[0] not in config.skip]
     if checks is None:
-        from envlock.verify.checks import CHECKS  # noqa: PLC0415
+        from envlock.verify.checks import CHECKS
 
         checks = [c for c in CHECKS if c[0] not in config.skip]
     raw, results = _run_checks(ctx, checks, deadline, timeout)

@@ -27,7 +27,7 @@ __all__ = ["LockedPackage", "Lock", "Expected", "read_lock", "canonical"]
 
 def canonical(name: str) -> str:
     """PEP 503 normalized project name."""
-    from envlock.probes.pip import canonicalize  # noqa: PLC0415
+    from envlock.probes.pip import canonicalize
 
     return canonicalize(name)
 
@@ -80,7 +80,7 @@ class Lock(NamedTuple):
 
 
 def _lock_names() -> str:
-    from envlock._kinds import LOCK_KINDS  # noqa: PLC0415 - the names, not the readers
+    from envlock._kinds import LOCK_KINDS  # the names, not the readers
 
     return ", ".join(LOCK_KINDS[:-1]) + " or " + LOCK_KINDS[-1]
 
@@ -105,8 +105,8 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
     :raises ManifestError: the file is missing, not a regular file, malformed, invalid for its
         own tool, or not a lockfile (one line).
     """
-    from envlock import formats  # noqa: PLC0415
-    from envlock.formats.conda import current_subdir  # noqa: PLC0415
+    from envlock import formats
+    from envlock.formats.conda import current_subdir
 
     p = Path(path)
     if not os.path.lexists(p):
@@ -140,7 +140,7 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
         marker = x.marker
         if marker:
             try:
-                from envlock.formats.markers import marker_holds  # noqa: PLC0415
+                from envlock.formats.markers import marker_holds
 
                 holds = marker_holds(marker, marker_env if marker_env is not None else {})
                 holds = holds or marker_env is None  # parsed now; evaluated for the target later
@@ -194,7 +194,7 @@ class Expected:
             if value is None:
                 value = self.manifest.extra.get(name)
             elif not isinstance(value, Mapping):
-                from envlock.manifest import _model  # noqa: PLC0415
+                from envlock.manifest import _model
 
                 value = _model.to_dict(value)
             self._tables[name] = value

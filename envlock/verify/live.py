@@ -23,6 +23,7 @@ from typing import Any
 from envlock._run import DEFAULT_TIMEOUT, Runner, run
 from envlock.probes.nvsmi import AppsFacts, ComputeApp, read_compute_apps
 from envlock.probes.nvsmi import find_nvidia_smi as _find_smi
+from envlock._run import RunResult
 
 __all__ = [
     "AppsFacts",
@@ -61,8 +62,6 @@ _NO_DRIVER = "nvidia-smi not run: no NVIDIA kernel module loaded (no /proc/drive
 
 def _no_smi(runner: Runner) -> Runner:
     """``runner``, except that ``nvidia-smi`` is not started (``status="absent"``)."""
-    from envlock._run import RunResult  # noqa: PLC0415
-
     def wrapped(argv: Any, **kwargs: Any) -> Any:
         if os.path.basename(str(argv[0])) == "nvidia-smi":
             return RunResult(argv=tuple(str(a) for a in argv), status="absent", detail=_NO_DRIVER)
@@ -123,7 +122,7 @@ class Live:
     def python(self) -> Any:
         """The target interpreter's :class:`~envlock.manifest.PythonInfo`."""
         def compute() -> Any:
-            from envlock.probes.target import query_interpreter  # noqa: PLC0415
+            from envlock.probes.target import query_interpreter
 
             return query_interpreter(self.target, runner=self.runner, environ=self.environ,
                                      timeout=self.command_timeout(10.0))
@@ -135,14 +134,14 @@ class Live:
         def compute() -> Any:
             if self.target.kind != "conda":
                 return None
-            from envlock.probes.conda import read_conda_prefix  # noqa: PLC0415
+            from envlock.probes.conda import read_conda_prefix
 
             return read_conda_prefix(self.target.prefix)
         return self._get("conda_read", compute)
 
     def _attributed(self) -> tuple[Any, Any]:
         def compute() -> Any:
-            from envlock.probes.pip import scan_distributions  # noqa: PLC0415
+            from envlock.probes.pip import scan_distributions
 
             pip = scan_distributions(self.python.path)
             conda_read = self.conda_read
@@ -150,7 +149,7 @@ class Live:
                 return pip, None
             # The snapshot's cross-check of dist-infos and conda records (C11, C12); imported
             # only for conda targets (it brings the whole snapshot machinery).
-            from envlock.probes.snapshot import attribute_conda  # noqa: PLC0415
+            from envlock.probes.snapshot import attribute_conda
 
             new_pip, conda, _warnings = attribute_conda(pip, conda_read)
             return new_pip, conda
@@ -171,8 +170,8 @@ class Live:
         """The driver and GPUs: :class:`~envlock.manifest.stack.GpuInfo` (``status="absent"``
         without an NVIDIA driver)."""
         def compute() -> Any:
-            from envlock.probes.gpu import probe_gpu  # noqa: PLC0415
-            from envlock.probes.world import World  # noqa: PLC0415
+            from envlock.probes.gpu import probe_gpu
+            from envlock.probes.world import World
 
             path_dirs = [d for d in self.environ.get("PATH", "").split(os.pathsep) if d]
             runner = self.runner if driver_loaded(self.root) else _no_smi(self.runner)
@@ -206,8 +205,8 @@ class Live:
             return self._values["frameworks+archs"]
 
         def compute() -> tuple[Any, ...]:
-            from envlock.probes.frameworks import probe_frameworks  # noqa: PLC0415
-            from envlock.probes.world import World  # noqa: PLC0415
+            from envlock.probes.frameworks import probe_frameworks
+            from envlock.probes.world import World
 
             site = [p for p in self.python.path if os.path.isdir(p)]
             world = World(environ=self.environ, prefix=self.target.prefix, site_dirs=site)

@@ -65,7 +65,7 @@ def parse_size(value: Any, where: str = "min-free-space") -> int:
 
     :raises ConfigError: not a size.
     """
-    from envlock.errors import ConfigError  # noqa: PLC0415
+    from envlock.errors import ConfigError
 
     if isinstance(value, bool):
         raise ConfigError(f"{where}: expected a size, got {value!r}")
@@ -81,7 +81,7 @@ def parse_size(value: Any, where: str = "min-free-space") -> int:
 
 
 def _from_table(table: Mapping[str, Any], source: str) -> Config:
-    from envlock.errors import ConfigError  # noqa: PLC0415
+    from envlock.errors import ConfigError
 
     known = {"ignore", "severity", "min-free-space", "min-free-inodes", "modules", "skip"}
     unknown = sorted(set(table) - known)
@@ -107,9 +107,9 @@ def _from_table(table: Mapping[str, Any], source: str) -> Config:
     if not isinstance(modules, list) or not all(isinstance(m, str) for m in modules):
         raise ConfigError(f"{source}: 'modules' must be a list of module names")
     skip = table.get("skip", [])
-    from envlock.verify.checks import CHECKS  # noqa: PLC0415
+    from envlock.verify.checks import CHECKS
 
-    from envlock.verify.checks.build import BUILD_CHECKS  # noqa: PLC0415
+    from envlock.verify.checks.build import BUILD_CHECKS
 
     names = [name for name, _ in CHECKS]
     names += [name for name, _ in BUILD_CHECKS if name not in names]  # verify --build
@@ -135,8 +135,8 @@ def load_config(directory: str | Path) -> Config:
     :raises ConfigError: a file is malformed or a setting has the wrong type.
     :returns: the :class:`Config` (defaults when neither file has a verify table).
     """
-    from envlock.manifest._toml import load_file  # noqa: PLC0415
-    from envlock.errors import ConfigError, ManifestError  # noqa: PLC0415
+    from envlock.manifest._toml import load_file
+    from envlock.errors import ConfigError, ManifestError
 
     d = Path(directory)
     for name, keys in (("envlock.toml", ("verify",)), ("pyproject.toml", ("tool", "envlock", "verify"))):

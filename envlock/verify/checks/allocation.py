@@ -20,6 +20,7 @@ from typing import Any
 
 from envlock.findings import Finding
 from envlock.probes.slurm import slurm_gpu_ids
+from envlock.verify.checks.gpu import visible_gpus
 
 if TYPE_CHECKING:
     from envlock.verify.context import Context
@@ -104,8 +105,6 @@ def check_visible_devices(ctx: Context) -> list[Finding]:
 def check_gpu_processes(ctx: Context) -> list[Finding]:
     """Processes other than this one already holding memory on the job's GPUs (leftovers of an
     earlier job, or a neighbour on a shared GPU)."""
-    from envlock.verify.checks.gpu import visible_gpus  # noqa: PLC0415
-
     gpu = ctx.live.gpu
     if not gpu.gpus:
         return []

@@ -39,6 +39,10 @@ from envlock.nvidia import (
     sm_name,
     vtuple,
 )
+from envlock.probes.world import World
+from envlock.variants import cuda_indexes, index_name, pytorch_index_url
+from envlock.verify.checks.gpu import visible_gpus
+from envlock.verify.checks.gpu import _needs_cuda_from_conda
 
 if TYPE_CHECKING:
     from envlock.verify.context import Context
@@ -79,8 +83,7 @@ def build_facts(ctx: Context, *, libraries: bool = False) -> Any:
         return live._values["build+libraries"]
 
     def compute() -> Any:
-        from envlock.probes.buildenv import probe_build  # noqa: PLC0415
-        from envlock.probes.world import World  # noqa: PLC0415
+        from envlock.probes.buildenv import probe_build
 
         site = [p for p in live.python.path if os.path.isdir(p)]
         world = World(root=live.root, environ=live.environ, prefix=live.target.prefix, site_dirs=site,
@@ -118,8 +121,6 @@ def _home_evidence(b: Any) -> tuple[str, ...]:
 def _torch_for_toolkit(release: str) -> str:
     """The fix "a torch built for this toolkit's CUDA", naming only PyTorch indexes that exist
     (:data:`envlock.variants.PYTORCH_INDEXES`)."""
-    from envlock.variants import cuda_indexes, index_name, pytorch_index_url  # noqa: PLC0415
-
     major = release.split(".")[0]
     url = pytorch_index_url(index_name(release))
     if url:
@@ -366,7 +367,7 @@ def check_build_abi(ctx: Context) -> list[Finding]:
 def check_build_libstdcxx(ctx: Context) -> list[Finding]:
     """The ``GLIBCXX_*`` a build with this GCC may need against the libstdc++ a process of the
     target loads (libstdc++ manual, "ABI Policy and Guidelines"; case C03)."""
-    from envlock.probes.buildfiles import glibcxx_for_gcc  # noqa: PLC0415
+    from envlock.probes.buildfiles import glibcxx_for_gcc
 
     b = build_facts(ctx, libraries=True)
     if not b.libstdcxx_glibcxx:
@@ -404,8 +405,6 @@ def _expand(arch_list: str) -> list[str]:
 
 def check_build_arch(ctx: Context) -> list[Finding]:
     """``TORCH_CUDA_ARCH_LIST`` against the entries torch accepts and the GPUs present."""
-    from envlock.verify.checks.gpu import visible_gpus  # noqa: PLC0415
-
     b = build_facts(ctx)
     if not b.torch_cuda or not b.cuda_home:
         return []
@@ -463,8 +462,6 @@ def check_build_virtual(ctx: Context) -> list[Finding]:
     """conda's ``__cuda`` as the solver sees it here against what packages and locks need, and
     every ``CONDA_OVERRIDE_*`` that fakes a virtual package (conda docs, "Managing virtual
     packages")."""
-    from envlock.verify.checks.gpu import _needs_cuda_from_conda  # noqa: PLC0415
-
     env = ctx.environ
     override = env.get("CONDA_OVERRIDE_CUDA")
     glibc_override = env.get("CONDA_OVERRIDE_GLIBC")
@@ -528,7 +525,7 @@ def check_build_virtual(ctx: Context) -> list[Finding]:
                  "or solve on a GPU node"),
         ))
     if glibc_override and glibc_override.strip():
-        from envlock.libs.glibc import detect_glibc  # noqa: PLC0415
+        from envlock.libs.glibc import detect_glibc
 
         found = detect_glibc(ctx.live.root or "/")
         real = found.version if found else None

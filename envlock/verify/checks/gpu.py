@@ -187,7 +187,7 @@ def check_cpu_build(ctx: Context) -> list[Finding]:
     if not reasons:
         return []
     want = exp.cuda if exp is not None and exp.build == "cuda" else None
-    from envlock.variants import (  # noqa: PLC0415
+    from envlock.variants import (
         PYTORCH_CUDA_CHANNEL,
         conda_forge_cuda_version,
         cuda_indexes,

@@ -93,8 +93,8 @@ def check_libraries(ctx: Context, *, analyze: Any = None, cache: bool = True) ->
     exe = py.executable or ctx.live.target.python
     out: list[Finding] = []
     seen: set[tuple[str, str, str]] = set()
-    from envlock import cache as _cache  # noqa: PLC0415
-    from envlock.libs import cache as libcache  # noqa: PLC0415
+    from envlock import cache as _cache
+    from envlock.libs import cache as libcache
 
     use_cache = cache and _cache.is_enabled(ctx.environ)
     elf_cache: Any = False
@@ -103,12 +103,12 @@ def check_libraries(ctx: Context, *, analyze: Any = None, cache: bool = True) ->
         def compute(rec: _cache.Recorder, module: str = module) -> list[Finding]:
             nonlocal analyze, elf_cache
             if analyze is None:
-                from envlock.libs.analysis import analyze_module as analyze  # noqa: PLC0415
+                from envlock.libs.analysis import analyze_module as analyze
             if elf_cache is False:
                 elf_cache = None
                 if use_cache:
                     try:
-                        from envlock.libs.elf import ElfCache  # noqa: PLC0415
+                        from envlock.libs.elf import ElfCache
 
                         elf_cache = ElfCache()
                     except (ImportError, OSError):

@@ -32,8 +32,8 @@ def check_numerics_env(ctx: Any) -> list[Finding]:
     env = getattr(m, "env", None) if m is not None else None
     if env is None or getattr(env, "status", "ok") != "ok":
         return []
-    from envlock.diff.impact import load_kb  # noqa: PLC0415 - only with a manifest
-    from envlock.probes.env import is_selection  # noqa: PLC0415
+    from envlock.diff.impact import load_kb  # only with a manifest
+    from envlock.probes.env import is_selection
 
     kb = load_kb()
     recorded = {k: v for k, v in env.vars.items() if k not in env.redacted}

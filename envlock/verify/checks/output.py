@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import os
 
 from envlock.findings import Finding
+from envlock.errors import EnvlockError
 
 if TYPE_CHECKING:
     from envlock.verify.context import Context
@@ -48,10 +49,9 @@ def check_output_dir(ctx: Context) -> list[Finding]:
                       f"parent {parent} {'exists' if os.path.isdir(parent) else 'does not exist'}"),
             fix=(f"mkdir -p {d}  (in the job script, before the program starts)",),
         )]
-    import secrets  # noqa: PLC0415
+    import secrets
 
-    from envlock._io import write_file  # noqa: PLC0415
-    from envlock.errors import EnvlockError  # noqa: PLC0415
+    from envlock._io import write_file
 
     out: list[Finding] = []
     probe = os.path.join(d, f".envlock-verify-{secrets.token_hex(8)}")

@@ -66,7 +66,7 @@ def same_version(a: str, b: str) -> bool:
     if a == b:
         return True
     try:
-        from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+        from packaging.version import InvalidVersion, Version
     except ImportError:  # pragma: no cover - packaging is a dependency
         return False
     try:
@@ -290,8 +290,8 @@ def _lock_target_mismatch(ctx: Context, lock: Any, source: str) -> Finding | Non
     """``packages.lock-target``: the lock is for another platform (a conda-lock's
     ``platforms``), another Python (``requires-python``, PEP 440) or other environments
     (pylock's ``environments`` markers, PEP 751), so none of its packages are this target's."""
-    from envlock.formats.markers import marker_holds, target_marker_env  # noqa: PLC0415
-    from envlock.formats.conda import current_subdir  # noqa: PLC0415
+    from envlock.formats.markers import marker_holds, target_marker_env
+    from envlock.formats.conda import current_subdir
 
     py = ctx.live.python
     version = getattr(py, "version", None)
@@ -304,8 +304,8 @@ def _lock_target_mismatch(ctx: Context, lock: Any, source: str) -> Finding | Non
         fix = (f"Lock for {here} too (conda-lock -p {here}, or envlock lock here), or verify "
                "on a machine of the lock's platform.")
     elif lock.requires_python and version:
-        from packaging.specifiers import InvalidSpecifier, SpecifierSet  # noqa: PLC0415
-        from packaging.version import InvalidVersion, Version  # noqa: PLC0415
+        from packaging.specifiers import InvalidSpecifier, SpecifierSet
+        from packaging.version import InvalidVersion, Version
 
         try:
             ok = SpecifierSet(lock.requires_python).contains(Version(version), prereleases=True)
@@ -344,7 +344,7 @@ def _conda_optional(ctx: Context, packages: list[Any]) -> dict[str, tuple[str, .
     """The conda entries of a lock that only a category not installed needs (name → groups:
     :func:`envlock.formats.markers.applicable`; the categories asked for with ``-E`` were made
     part of the default install when the lock was read, :func:`envlock.formats.locks.for_install`)."""
-    from envlock.formats.markers import applicable, target_marker_env  # noqa: PLC0415
+    from envlock.formats.markers import applicable, target_marker_env
 
     py = ctx.live.python
     return applicable(packages, target_marker_env(getattr(py, "version", None),
@@ -359,7 +359,7 @@ def _for_target(ctx: Context, lock: Any, source: str
     ``packages.lock-selection`` that says which selection was read (given with ``--extra`` /
     ``--group`` / ``--all-extras`` / ``--no-dev``, or inferred from what is installed:
     :func:`envlock.formats.markers.infer_selection`) when the lock has extras or groups."""
-    from envlock.formats.markers import (  # noqa: PLC0415
+    from envlock.formats.markers import (
         Requested, applicable, infer_selection, target_marker_env)
 
     packages = [p for p in lock.packages if p.manager == "pip"]
