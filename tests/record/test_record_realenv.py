@@ -133,7 +133,7 @@ def test_record_in_a_torch_program(cpu_venv: Path, tmp_path: Path) -> None:
     assert proc.cost is not None and proc.cost < 0.5, proc.cost
 
 
-def test_diff_ranks_cudnn_benchmark_first(cpu_venv: Path, tmp_path: Path) -> None:
+def test_diff_says_cudnn_benchmark_is_no_cause_without_a_gpu(cpu_venv: Path, tmp_path: Path) -> None:
     _record(cpu_venv, tmp_path, "on.toml", True)
     _record(cpu_venv, tmp_path, "off.toml", False)
     r = subprocess.run([sys.executable, "-m", "envlock", "diff", "--format", "json",
@@ -141,9 +141,9 @@ def test_diff_ranks_cudnn_benchmark_first(cpu_venv: Path, tmp_path: Path) -> Non
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1, r.stderr
     doc = json.loads(r.stdout)
-    exps = doc["explanations"]
-    process = [e for e in exps if any(f["area"] == "process" for f in e["facts"])]
-    assert process, exps
-    first = process[0]
-    assert "cudnn.benchmark" in first["title"]
-    assert "torch.backends.cudnn.benchmark = False" in first["do"]
+    # The CPU venv on a machine without a GPU: cuDNN's autotuner runs no kernel, so the flag
+    # cannot change numbers here — a context note that says why, never a ranked cause (issue 25,
+    # "an explanation is only a possible cause"; impact.toml `needs = "gpu"`).
+    assert not [e for e in doc["explanations"] if "cudnn.benchmark" in e["title"]], doc["explanations"]
+    [note] = [c for c in doc["context"] if "cudnn.benchmark" in c]
+    assert note.startswith("not a cause here:") and "GPU" in note, note
