@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import time
 import tomllib
 from pathlib import Path
@@ -157,6 +159,10 @@ def test_a_requeued_job_records_each_run_with_its_restart_count(slurm: Cluster,
     assert man["slurm"]["vars"]["SLURM_RESTART_COUNT"] == "1"
 
 
+@pytest.mark.xfail(strict=False, reason=(
+    "a race, open in issue 24: Slurm's OverMemoryKill SIGKILLs the whole step (envlock too) and "
+    "the record is final only when envlock's own sample saw the excess first; 1 of 2 CI runs lost "
+    "it and the record stayed 'running'"))
 def test_the_over_memory_kill_is_in_the_record(slurm: Cluster, tmp_path: Path) -> None:
     """``--mem=100`` and a command that grows by 10 MiB every 0.1 s: Slurm's OverMemoryKill
     (the cluster's ``JobAcctGatherParams``) SIGKILLs the step — envlock too, with no SIGTERM
