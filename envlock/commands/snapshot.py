@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
-import socket
 import sys
 
 import click
@@ -15,33 +13,18 @@ __all__ = ["expand_output", "snapshot"]
 
 
 def expand_output(template: str, environ: dict[str, str] | None = None) -> str:
-    """Fill the ``{host}``, ``{node}``, ``{job}`` and ``{time}`` placeholders of an output path.
-
-    ``{host}`` is the short host name, ``{node}`` Slurm's node name (``SLURMD_NODENAME``, set
-    by slurmd in every step; several nodes may share one host) else the short host name,
-    ``{job}`` the batch job id (``SLURM_JOB_ID``, then
-    ``PBS_JOBID``, ``LSB_JOBID``; ``nojob`` outside a job; a Slurm array task adds
-    ``_<task>``), ``{time}`` the UTC time as ``YYYYmmddTHHMMSSZ``.
+    """Fill the ``{host}``, ``{node}``, ``{job}`` and ``{time}`` placeholders of an output path
+    (:func:`envlock._placeholders.expand_path`).
 
     :raises click.BadParameter: on an unknown placeholder.
     """
-    env = os.environ if environ is None else environ
-    job = env.get("SLURM_JOB_ID") or env.get("PBS_JOBID") or env.get("LSB_JOBID") or "nojob"
-    if env.get("SLURM_ARRAY_TASK_ID"):
-        job = f"{env.get('SLURM_ARRAY_JOB_ID', job)}_{env['SLURM_ARRAY_TASK_ID']}"
-    values = {
-        "host": socket.gethostname().split(".")[0],
-        "node": env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0],
-        "job": job,
-        "time": _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ"),
-    }
+    from envlock._placeholders import expand_path
+    from envlock.errors import EnvlockError
+
     try:
-        return template.format(**values)
-    except (KeyError, IndexError, ValueError) as exc:
-        raise click.BadParameter(
-            f"unknown placeholder {exc} in {template!r} (use {{host}}, {{node}}, {{job}}, {{time}})",
-            param_hint="'-o'",
-        ) from None
+        return expand_path(template, environ)
+    except EnvlockError as exc:
+        raise click.BadParameter(str(exc), param_hint="'-o'") from None
 
 
 @click.command()

@@ -12,9 +12,9 @@ import socket
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from envlock._placeholders import expand_path
 from envlock.errors import EnvlockError, OutputExistsError
 from envlock.manifest.process import RunInfo
-import datetime as _dt
 import errno
 import re
 from envlock.manifest import _model
@@ -50,26 +50,12 @@ def rank_of(environ: Mapping[str, str]) -> int | None:
 
 def expand_dir(template: str, environ: Mapping[str, str] | None = None) -> str:
     """Fill ``{host}``, ``{node}``, ``{job}``, ``{time}``, ``{rank}`` and ``{pid}`` in a path template
-    (``{job}``/``{host}``/``{node}``/``{time}`` as for ``envlock snapshot -o``; ``{rank}`` is
-    :func:`rank_of`, ``0`` when unset).
+    (:func:`envlock._placeholders.expand_path`; ``{rank}`` is :func:`rank_of`, ``0`` when unset).
 
     :raises EnvlockError: an unknown placeholder.
     """
     env = os.environ if environ is None else environ
-    job = env.get("SLURM_JOB_ID") or env.get("PBS_JOBID") or env.get("LSB_JOBID") or "nojob"
-    if env.get("SLURM_ARRAY_TASK_ID"):
-        job = f"{env.get('SLURM_ARRAY_JOB_ID', job)}_{env['SLURM_ARRAY_TASK_ID']}"
-    values = {
-        "host": socket.gethostname().split(".")[0],
-        "node": env.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0], "job": job,
-        "time": _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ"),
-        "rank": rank_of(env) or 0, "pid": os.getpid(),
-    }
-    try:
-        return template.format(**values)
-    except (KeyError, IndexError, ValueError) as exc:
-        raise EnvlockError(f"unknown placeholder {exc} in {template!r} "
-                           "(use {host}, {node}, {job}, {time}, {rank}, {pid})") from None
+    return expand_path(template, env, {"rank": rank_of(env) or 0, "pid": os.getpid()})
 
 
 def prepare_dir(path: str, *, force: bool) -> str:
