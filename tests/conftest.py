@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from _prefixes import make_conda_prefix
 from _realenv import REAL_VENVS, ready_text, venv_dir
 
 # A test run started in the background by a non-interactive shell (`pytest &` in a script, a CI
@@ -81,21 +82,9 @@ def cuda_venv() -> Path:
     return _ensure_venv("cuda")
 
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 @pytest.fixture()
 def conda_prefix(tmp_path: Path) -> Path:
-    """A copy of ``fixtures/conda-prefix`` (conda-meta JSON, history, site-packages; cases C11
-    and C12) with a real interpreter: ``python -m venv --without-pip`` over it gives it
-    ``bin/python`` whose site-packages is the fixture's.  ``conda-meta/`` makes it a conda target."""
-    prefix = tmp_path / "md"
-    shutil.copytree(FIXTURES / "conda-prefix", prefix, symlinks=True)
-    want = f"python{sys.version_info[0]}.{sys.version_info[1]}"
-    lib = prefix / "lib"
-    if not (lib / want).exists():
-        (lib / "python3.11").rename(lib / want)
-        for meta in (prefix / "conda-meta").glob("*.json"):
-            meta.write_text(meta.read_text().replace("python3.11/", f"{want}/"))
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(prefix)], check=True, timeout=300)
-    return prefix
+    """A copy of ``fixtures/conda-prefix`` with a real interpreter (:mod:`_prefixes`)."""
+    return make_conda_prefix(tmp_path / "md")

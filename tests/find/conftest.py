@@ -54,19 +54,10 @@ def base_manifest(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def conda_manifest(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    import shutil
+    from _prefixes import make_conda_prefix
 
     root = tmp_path_factory.mktemp("conda")
-    prefix = root / "md"
-    fixtures = Path(__file__).resolve().parents[2] / "fixtures"
-    shutil.copytree(fixtures / "conda-prefix", prefix, symlinks=True)
-    want = f"python{sys.version_info[0]}.{sys.version_info[1]}"
-    lib = prefix / "lib"
-    if not (lib / want).exists():
-        (lib / "python3.11").rename(lib / want)
-        for meta in (prefix / "conda-meta").glob("*.json"):
-            meta.write_text(meta.read_text().replace("python3.11/", f"{want}/"))
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(prefix)], check=True, timeout=300)
+    prefix = make_conda_prefix(root / "md")
     out = root / "manifest.toml"
     r = envlock_cmd("snapshot", "--prefix", str(prefix), "-o", str(out), "-q")
     assert r.returncode == 0, r.stderr
