@@ -150,7 +150,10 @@ def test_corrupted_and_truncated_files_are_one_line_each_and_skipped(results: Pa
                                                                      index_file: str) -> None:
     text = base_manifest.read_text()
     (results / "cut").mkdir()
-    (results / "cut" / "manifest.toml").write_text(text[: len(text) // 3])
+    # cut just after an opening quote past a third of the file: a truncation inside a string,
+    # never valid TOML (a cut between lines can leave a shorter valid manifest)
+    cut = text.index('= "', len(text) // 3) + 3
+    (results / "cut" / "manifest.toml").write_text(text[:cut])
     (results / "cut" / "run.toml").write_bytes(b"\xff\xfe[envlock]\n")
     (results / "cut" / "empty.json").write_text('{"envlock": ')
     (results / "pyproject.toml").write_text("[project]\nname = 'x'\n")  # not a result: silent
