@@ -54,10 +54,21 @@ def _rel(path: Path) -> str:
 
 
 def _run(args: list[str]) -> str:
-    res = CliRunner().invoke(cli, args)
-    out = res.output.replace(str(CASES), "<CASES>")
-    return f"$ envlock {' '.join(a.replace(str(CASES), '<CASES>') for a in args)}\n" \
-           f"exit {res.exit_code}\n{out}"
+    """Run envlock in ``CASES``'s parent with each input named ``cases/...``: a path of the
+    same length on every checkout, so that wrapping at ``--width`` does not move with where
+    the checkout lies (``/work/shared`` here, ``/check/work/shared`` in CI)."""
+    here = os.getcwd()
+    os.chdir(CASES.parent)
+    try:
+        res = CliRunner().invoke(cli, [_short(a) for a in args])
+    finally:
+        os.chdir(here)
+    return f"$ envlock {' '.join(_short(a) for a in args)}\n" \
+           f"exit {res.exit_code}\n{res.output}"
+
+
+def _short(arg: str) -> str:
+    return arg.replace(str(CASES), "cases") if arg.startswith(str(CASES)) else arg
 
 
 def _check(name: str, text: str) -> None:
