@@ -79,7 +79,7 @@ def main() -> None:
         b.write_text(_toml.dumps(manifest(args.packages, 1)))
 
         from envlock.diff import diff
-        from envlock.render import diff as render
+        from envlock.render import diffreport as render
 
         best = float("inf")
         for _ in range(args.runs):

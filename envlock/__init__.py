@@ -26,7 +26,7 @@ __all__ = ["__version__", "snapshot", "load", "Manifest", "record", *_LOCK_API]
 
 if TYPE_CHECKING:
     from envlock.manifest import Manifest
-    from envlock.probes.snapshot import snapshot
+    from envlock.probes.assemble import snapshot
 
 
 def load(path: str) -> Manifest:
@@ -42,7 +42,7 @@ def load(path: str) -> Manifest:
 
 def __getattr__(name: str) -> Any:
     if name == "snapshot":
-        from envlock.probes.snapshot import snapshot
+        from envlock.probes.assemble import snapshot
 
         return snapshot
     if name == "record":

@@ -140,7 +140,7 @@ def _cycles() -> list[list[str]]:
 
 def test_graph_is_read() -> None:
     assert "envlock.manifest" in GRAPH and "envlock.libs.search" in GRAPH
-    assert "envlock.libs.elf" in GRAPH["envlock.libs.process"]
+    assert "envlock.libs.elf" in GRAPH["envlock.libs.linkmap"]
 
 
 def test_no_import_cycles() -> None:
@@ -173,6 +173,40 @@ def test_lower_layers_do_not_climb() -> None:
             assert not [d for d in deps if _top(d) in HIGHER_THAN_PROBES or d == "envlock"], module
 
 
+# -- names (issue 27) -------------------------------------------------------------------------------
+
+#: file names every package may have: the package itself and ``python -m``'s entry point.
+PACKAGE_FILES = frozenset({"__init__.py", "__main__.py"})
+
+#: module basenames allowed to repeat across packages, each with its reason (none today).
+REPEAT_ALLOWED: dict[str, str] = {}
+
+
+def _repeated_names(paths: list[Path]) -> dict[str, list[str]]:
+    """Module basenames (``changes.py``) held by more than one package, with their paths."""
+    seen: dict[str, list[str]] = {}
+    for p in paths:
+        if p.name not in PACKAGE_FILES:
+            seen.setdefault(p.name, []).append(p.relative_to(PKG.parent).as_posix())
+    return {name: sorted(where) for name, where in seen.items() if len(where) > 1}
+
+
+def test_module_names_do_not_repeat() -> None:
+    """A module's name says what it holds, so that no two rooms have a ``changes.py`` (issue 27)."""
+    repeated = _repeated_names(sorted(PKG.rglob("*.py")))
+    new = {name: where for name, where in repeated.items() if name not in REPEAT_ALLOWED}
+    assert not new, f"module names repeat across packages (rename so each says what it holds): {new}"
+    stale = sorted(set(REPEAT_ALLOWED) - set(repeated))
+    assert not stale, f"no longer repeated; remove from REPEAT_ALLOWED: {stale}"
+
+
+def test_repeated_names_are_found() -> None:
+    paths = [PKG / "diff" / "changes.py", PKG / "reproduce" / "changes.py", PKG / "diff" / "__init__.py",
+             PKG / "lock" / "__init__.py", PKG / "diff" / "facts.py"]
+    assert _repeated_names(paths) == {
+        "changes.py": ["envlock/diff/changes.py", "envlock/reproduce/changes.py"]}
+
+
 # -- size and shape (issue 27) ---------------------------------------------------------------------
 
 #: the most lines a module of envlock/ may have, and a function (a method counts as a function).
@@ -194,23 +228,23 @@ ALLOWED: frozenset[str] = frozenset({
     "envlock/probes/buildenv.py:probe_build",
     "envlock/probes/frameworks.py",
     "envlock/probes/gpu.py:probe_gpu",
-    "envlock/probes/snapshot.py:snapshot",
+    "envlock/probes/assemble.py:snapshot",
     "envlock/probes/target.py",
     "envlock/probes/toolchain.py:probe_toolchain",
-    "envlock/render/diff.py",
-    "envlock/render/diff.py:render_text",
-    "envlock/render/show.py",
-    "envlock/render/show.py:summary_lines",
+    "envlock/render/diffreport.py",
+    "envlock/render/diffreport.py:render_text",
+    "envlock/render/showreport.py",
+    "envlock/render/showreport.py:summary_lines",
     "envlock/reproduce/__init__.py:bisect",
-    "envlock/runs/findings.py:run_findings",
+    "envlock/runs/outcome.py:run_findings",
     "envlock/runs/supervise.py",
     "envlock/runs/supervise.py:supervise",
     "envlock/verify/__init__.py:verify",
     "envlock/verify/checks/build.py",
     "envlock/verify/checks/build.py:check_build_compiler",
     "envlock/verify/checks/build.py:check_build_virtual",
-    "envlock/verify/checks/gpu.py:check_arch",
-    "envlock/verify/checks/gpu.py:check_driver",
+    "envlock/verify/checks/gpucompat.py:check_arch",
+    "envlock/verify/checks/gpucompat.py:check_driver",
     "envlock/verify/checks/packages.py",
     "envlock/verify/checks/packages.py:_compare",
 })

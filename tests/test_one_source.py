@@ -269,7 +269,7 @@ def test_subdir_of_is_condas_rule(system: str, machine: str, bits: int | None,
 def test_one_file_check_of_libs() -> None:
     """Whether a MODULE|FILE argument is a FILE, and whether that FILE is acceptable, is decided
     only by envlock/libs/argument.py's file_target: the library call behind the command
-    (envlock/libs/run.py's check_arguments) checks its arguments with it and the analysis finds
+    (envlock/libs/runlibs.py's check_arguments) checks its arguments with it and the analysis finds
     its files with it (once two functions, with two rules)."""
     from envlock.libs import analysis, argument
 
@@ -279,7 +279,7 @@ def test_one_file_check_of_libs() -> None:
         text = p.read_text(encoding="utf-8")
         assert "not a shared object" not in text, p
         assert "irregular(" not in text or p in (PKG / "_io.py",), p
-    for module in (analysis, PKG / "libs" / "run.py"):
+    for module in (analysis, PKG / "libs" / "runlibs.py"):
         path = Path(module.__file__) if not isinstance(module, Path) else module
         tree = ast.parse(path.read_text(encoding="utf-8"))
         called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call)
@@ -289,9 +289,9 @@ def test_one_file_check_of_libs() -> None:
 
 
 def test_snapshot_command_is_thin() -> None:
-    """commands/snapshot.py parses, calls probes.snapshot.snapshot and renders: the patch and the
+    """commands/snapshot.py parses, calls probes.assemble.snapshot and renders: the patch and the
     'not a Python' rule are the library's (envlock.snapshot(save_patch=True) works alone)."""
-    from envlock.probes import snapshot
+    from envlock.probes import assemble
 
     tree = ast.parse((PKG / "commands" / "snapshot.py").read_text(encoding="utf-8"))
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
@@ -299,16 +299,16 @@ def test_snapshot_command_is_thin() -> None:
         a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
     assert not defined & {"_not_python", "_with_patch"}
-    assert callable(snapshot.with_patch) and callable(snapshot.not_python)
+    assert callable(assemble.with_patch) and callable(assemble.not_python)
 
 
 def test_libs_command_is_thin() -> None:
-    """commands/libs.py parses, resolves the target, calls envlock.libs.run.run_libs once and
+    """commands/libs.py parses, resolves the target, calls envlock.libs.runlibs.run_libs once and
     renders: the loader model, the launcher rule and the exit status are the library's."""
     tree = ast.parse((PKG / "commands" / "libs.py").read_text(encoding="utf-8"))
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert "envlock.libs.run" in imported
+    assert "envlock.libs.runlibs" in imported
     assert not imported & {"envlock.libs.analysis", "envlock.libs.config", "envlock.libs.elf",
-                           "envlock.libs.runtime", "envlock.libs.cache", "envlock._io"}
+                           "envlock.libs.runtime", "envlock.libs.cachekey", "envlock._io"}
     called = [n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
     assert called.count("run_libs") == 1 and "analyze_module" not in called

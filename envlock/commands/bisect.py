@@ -60,7 +60,7 @@ def bisect(good: str, bad: str, command: tuple[str, ...], fmt: str, **options: A
     from rich.console import Console
 
     from envlock.lock._api import variant_map as _variant_map
-    from envlock.render import bisect as report
+    from envlock.render import bisectreport as report
     from envlock.reproduce import Judge
     from envlock.reproduce import bisect as run_bisect
     from envlock.reproduce import check_metric

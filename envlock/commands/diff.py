@@ -56,7 +56,7 @@ def diff(inputs: tuple[str, ...], fmt: str, only: tuple[str, ...], ignore: tuple
          dev: bool | None) -> None:
     """Explain how environments differ, most likely causes first (help: ``_HELP``)."""
     from envlock.diff import diff as run_diff
-    from envlock.render import diff as render
+    from envlock.render import diffreport as render
 
     result = run_diff(list(inputs), kb_files=kb, only=_split(only), ignore=_split(ignore),
                       extras=extras, dev=dev)

@@ -69,8 +69,8 @@ def find(args: tuple[str, ...], index_path: str | None, no_update: bool, fmt: st
     unknown fact name: one line with the nearest names).
     """
     from envlock.find import index as ix_mod
-    from envlock.find.search import search
-    from envlock.render import find as render
+    from envlock.find.matches import search
+    from envlock.render import findreport as render
 
     where, query = _split_args(args)
     path = ix_mod.check_db_path(index_path) if index_path else ix_mod.default_path()

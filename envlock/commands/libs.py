@@ -1,6 +1,6 @@
 """``envlock libs``: which shared libraries a module will really load, and why.
 
-The answer comes from envlock's model of glibc's loader (:func:`envlock.libs.run.run_libs`), without
+The answer comes from envlock's model of glibc's loader (:func:`envlock.libs.runlibs.run_libs`), without
 importing the module; ``--runtime`` then imports it in the target interpreter and compares
 ``/proc/self/maps`` with the model.  Exit status: 0 fine, 1 an error-level finding (or an
 unexplained ``--runtime`` difference), 2 envlock could not run.
@@ -75,7 +75,7 @@ def libs(
     well-known run-time dlopens (libcuda.so.1, cuDNN sub-libraries). Nothing is imported
     unless --runtime is given.
     """
-    from envlock.libs.run import check_arguments
+    from envlock.libs.runlibs import check_arguments
 
     check_arguments(targets, why)
     environ = dict(os.environ)
@@ -112,10 +112,10 @@ def _compute(
     runtime: bool, no_cache: bool, environ: dict[str, str], symbols: bool = False, rec: Any = None,
     secure: bool = False,
 ) -> tuple[str, str, int]:
-    """Resolve the target, run :func:`envlock.libs.run.run_libs`, render its answer:
+    """Resolve the target, run :func:`envlock.libs.runlibs.run_libs`, render its answer:
     ``(stdout, stderr, exit status)``."""
     from envlock.errors import TargetError
-    from envlock.libs.run import run_libs
+    from envlock.libs.runlibs import run_libs
     from envlock.probes.target import resolve_target
 
     target = resolve_target(python=python, prefix=prefix, environ=environ)
@@ -131,7 +131,7 @@ def _compute(
 
 
 def _render(answer: Any, fmt: str, why: str | None, environ: dict[str, str]) -> str:
-    """The text (or JSON) of a :class:`~envlock.libs.run.LibsRun`, redacted: every string that
+    """The text (or JSON) of a :class:`~envlock.libs.runlibs.LibsRun`, redacted: every string that
     leaves the process (and the answer cache, which stores this text) is, because
     LD_LIBRARY_PATH and paths can hold credentials."""
     from envlock.redact import redact_tree, scrub, secret_fragments
@@ -148,7 +148,7 @@ def _render(answer: Any, fmt: str, why: str | None, environ: dict[str, str]) -> 
             documents.append(doc)
         doc_out = documents[0] if len(documents) == 1 else {"schema": 1, "reports": documents}
         return scrub(json.dumps(redact_tree(doc_out), indent=2), hidden) + "\n"
-    from envlock.render.libs import render_text, render_why
+    from envlock.render.libsreport import render_text, render_why
 
     if why:
         return "".join(scrub(render_why(r, why), hidden) for r in answer.reports)

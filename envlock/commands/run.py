@@ -62,7 +62,7 @@ def run(run_dir: str, verify_policy: str, manifest: str | None, python: str | No
             say(f"environment of CMD's interpreter {python}")
     verify_exit = None
     if verify_policy != "none":
-        from envlock.render.verify import print_report, summary_line
+        from envlock.render.verifyreport import print_report, summary_line
         from envlock.verify import verify
 
         report = verify(manifest=manifest, python=python, prefix=prefix, output_dir=path,

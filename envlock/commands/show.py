@@ -52,7 +52,7 @@ def show(manifest: str, show_all: bool, fmt: str, width: int | None) -> None:
         return
     from rich.console import Console
 
-    from envlock.render.show import render_packages, render_show
+    from envlock.render.showreport import render_packages, render_show
 
     console = pipe_safe(Console(highlight=False, soft_wrap=True, width=width))
     render_show(m, console, path=manifest)
@@ -76,7 +76,7 @@ def _reading(path: str, not_manifest: Exception) -> Any:
 
 
 def _show_foreign(path: str, reading: Any, show_all: bool, fmt: str, width: int | None) -> None:
-    from envlock.render.show import foreign_json, render_foreign
+    from envlock.render.showreport import foreign_json, render_foreign
 
     will_exit(0)
     if fmt == "json":

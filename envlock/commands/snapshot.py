@@ -91,7 +91,7 @@ def _snapshot(
 ) -> None:
     from pathlib import Path
 
-    from envlock.probes.snapshot import snapshot as take
+    from envlock.probes.assemble import snapshot as take
     from envlock.probes.target import resolve_target
     from envlock.redact import printable, redact_text
 

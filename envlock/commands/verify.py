@@ -69,11 +69,11 @@ def verify(
         click.echo(json.dumps(report.to_json(), indent=2))
     elif report.status == "ok" and not any(f.severity != "info" for f in report.findings):
         if not quiet:
-            from envlock.render.verify import summary_line
+            from envlock.render.verifyreport import summary_line
 
             click.echo(summary_line(report))
     else:
-        from envlock.render.verify import print_report
+        from envlock.render.verifyreport import print_report
 
         print_report(report)
     sys.stdout.flush()

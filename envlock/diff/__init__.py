@@ -4,7 +4,7 @@ Pipeline: :func:`load_inputs` reads each file (a manifest or a foreign format, s
 :mod:`envlock.diff.foreign`) and flattens it into facts (:mod:`envlock.diff.facts`);
 :func:`diff` compares two inputs pairwise or three and more through their majority
 (:mod:`envlock.diff.engine`) and ranks explanations with the impact model
-(:mod:`envlock.diff.impact`, :mod:`envlock.diff.rules`); :mod:`envlock.render.diff` writes
+(:mod:`envlock.diff.impact`, :mod:`envlock.diff.rules`); :mod:`envlock.render.diffreport` writes
 text, markdown or JSON.
 
 Example::

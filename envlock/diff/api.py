@@ -67,7 +67,7 @@ def load_inputs(paths: Sequence[PathLike], kb: KB, *, extras: Sequence[str] = ()
     file name; repeated labels get the path appended.
 
     :raises ManifestError: an input is unreadable, empty, malformed or of unknown format, or a
-        value diff reads has the wrong type (:func:`envlock.diff.shape.check`).
+        value diff reads has the wrong type (:func:`envlock.diff.typecheck.check`).
     :raises ManifestVersionError: a manifest has a newer schema.
     """
     if len(paths) > 2:
@@ -75,7 +75,7 @@ def load_inputs(paths: Sequence[PathLike], kb: KB, *, extras: Sequence[str] = ()
         unique_labels(sets)
         return sets
     from envlock.diff import foreign
-    from envlock.diff.shape import check as check_shape
+    from envlock.diff.typecheck import check as check_shape
 
     readings = [foreign.reading(p) for p in paths]
     for p, r in zip(paths, readings, strict=True):
@@ -138,7 +138,7 @@ def _read_many(paths: Sequence[PathLike], kb: KB) -> Iterator[tuple[FactSet, Any
     (:meth:`ManyTally.add`'s ``parts``), or ``None``."""
     from envlock.diff import foreign
     from envlock.diff.fleet import FleetReader, read_text
-    from envlock.diff.shape import check as check_shape
+    from envlock.diff.typecheck import check as check_shape
 
     fleet = FleetReader(kb.aliases)
     first: tuple[FactSet, Any] | None = None

@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from envlock.diff.facts import FactSet, Lib, Pkg, areas_of, same
-from envlock.diff.changes import Change, Explanation
+from envlock.diff.results import Change, Explanation
 from envlock.diff.impact import KB, Globs, change_size
 
 __all__ = ["Change", "Explanation", "PairDiff", "ManyDiff", "Varying", "compare_pair",

@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from envlock.diff.changes import Change
+from envlock.diff.results import Change
 from envlock.diff.factset import Pkg, display
 from envlock.variants import (
     PYTORCH_CUDA_CHANNEL,

@@ -4,7 +4,7 @@ The manifests of one job's nodes (``srun envlock snapshot -o 'runs/{job}/{node}.
 the same text but for a few tables (``[envlock]``'s host and time, ``[slurm]``, the node's
 ``SLURM_*`` variables).  :class:`FleetReader` splits a manifest's text at its top-level table
 headers, and keeps, by the exact text of each table (every ``[name]``/``[[name.…]]`` section
-of one top-level name), the parsed table, its :func:`envlock.diff.shape.check` and the facts
+of one top-level name), the parsed table, its :func:`envlock.diff.typecheck.check` and the facts
 :func:`envlock.diff.facts.extract` makes of it.  A cache keyed by the exact text cannot make
 the answer different: the same text parses to the same table.
 
@@ -147,7 +147,7 @@ class FleetReader:
         not parse or check alone; the whole file then says why)."""
         if text in self._tables:
             return self._tables[text]
-        from envlock.diff.shape import check as check_shape
+        from envlock.diff.typecheck import check as check_shape
 
         try:
             parsed = load_toml(text, path)

@@ -1,5 +1,5 @@
 """Extractors of the live-process tables: ``[process]`` (:func:`envlock.record`) and ``[run]``
-(``run.toml`` of ``envlock run``); layouts in ``envlock/manifest/process.py`` and docs/run.md.
+(``run.toml`` of ``envlock run``); layouts in ``envlock/manifest/processtables.py`` and docs/run.md.
 
 Facts (area ``process``): ``torch.cudnn.benchmark``, ``torch.cudnn.deterministic``,
 ``torch.deterministic-algorithms``, ``torch.allow-tf32-matmul``/``-cudnn``,
@@ -11,7 +11,7 @@ Facts (area ``process``): ``torch.cudnn.benchmark``, ``torch.cudnn.deterministic
 Facts (area ``run``): ``command``, ``outcome``, ``exit-status``, ``signal``, ``peak-rss``
 (GiB, one decimal, so that noise of a few MiB is not a difference), ``wall`` (minutes),
 ``granted memory``, ``time limit``, ``gpus granted``, ``visible-devices``, ``leftover children``.
-Wrong types give no fact (``envlock.diff.shape`` words the errors).
+Wrong types give no fact (``envlock.diff.typecheck`` words the errors).
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ def run(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
         put_fact(out, "run", "granted memory", _gib(g.get("memory")))
         limit = g.get("time-limit")
         if isinstance(limit, (int, float)) and not isinstance(limit, bool):
-            from envlock.runs.findings import fmt_duration
+            from envlock.runs.outcome import fmt_duration
 
             put_fact(out, "run", "time limit", fmt_duration(float(limit)))
         put_fact(out, "run", "gpus granted", _scalar(g.get("gpus")))

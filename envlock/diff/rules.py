@@ -34,7 +34,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from envlock.diff.changes import Change, Explanation
+from envlock.diff.results import Change, Explanation
 from envlock.diff.conditions import unmet
 from envlock.diff.facts import FactSet, Impl, Lib, Pkg, display
 from envlock.diff.impact import KB, change_size, version_in

@@ -3,7 +3,7 @@
 Walks directories of manifests and run records, keeps an incremental SQLite index of the facts
 ``envlock diff`` compares (:mod:`envlock.find.index`), and answers queries over them in each
 fact's own order (:mod:`envlock.find.query`, :mod:`envlock.find.values`,
-:mod:`envlock.find.search`); ``--group-by environment`` clusters results by environment
+:mod:`envlock.find.matches`); ``--group-by environment`` clusters results by environment
 fingerprint and explains each cluster against the largest as diff's N-way comparison does
 (:mod:`envlock.find.group`); the facts export to Parquet (:mod:`envlock.find.export`); the
 built-in advisories are :mod:`envlock.find.advisories`.  docs/find.md is the user's guide.
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from envlock.find.index import Index, ScanReport, default_path
 from envlock.find.query import QueryError
-from envlock.find.search import Answer, Match, search
+from envlock.find.matches import Answer, Match, search
 from envlock.errors import ManifestError
 
 __all__ = ["find", "Index", "Answer", "Match", "ScanReport", "QueryError", "default_path"]

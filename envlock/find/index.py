@@ -210,7 +210,7 @@ def read_result(path: str, sig: str | None) -> Entry:
     """
     from envlock.diff import foreign
     from envlock.diff.facts import extract
-    from envlock.diff.shape import check as check_shape
+    from envlock.diff.typecheck import check as check_shape
 
     try:
         r = foreign.reading(path)

@@ -37,7 +37,7 @@ from envlock.libs.runtime import (
 )
 from envlock.libs.config import detect_config, SearchConfig
 from envlock.libs.objects import LoadedObject
-from envlock.libs.process import Process
+from envlock.libs.linkmap import Process
 
 __all__ = [
     "FINDING_IDS",
@@ -404,7 +404,7 @@ def probe_libraries(
     """The ``[libraries]`` table: how ``module``'s key libraries resolve. Never raises.
 
     With ``recorder`` (an :class:`envlock.cache.Recorder`), every input of the answer is
-    recorded through it (:func:`envlock.libs.cache.record_report`) for :func:`envlock.cache.memo`.
+    recorded through it (:func:`envlock.libs.cachekey.record_report`) for :func:`envlock.cache.memo`.
 
     :param python_exe: the target interpreter.
     :param sys_path: its ``sys.path``.
@@ -414,13 +414,13 @@ def probe_libraries(
     :param module: the framework to analyse.
     :param elf_cache: optional cache of parsed ELF facts.
     :param recorder: where to record the inputs read, or ``None``.
-    :returns: :class:`~envlock.manifest.libraries.LibrariesInfo`; ``status="absent"`` when the
+    :returns: :class:`~envlock.manifest.librariestable.LibrariesInfo`; ``status="absent"`` when the
         module is not installed, ``"error"`` (with ``error``) when the analysis failed.
     """
-    from envlock.manifest.libraries import LibrariesInfo, LibraryRecord
+    from envlock.manifest.librariestable import LibrariesInfo, LibraryRecord
 
     source = f"envlock loader model ({module})"
-    from envlock.libs import cache as libcache
+    from envlock.libs import cachekey as libcache
 
     try:
         _package_dir, files = find_module_files(module, sys_path)

@@ -4,7 +4,7 @@ The loader model reads many things: directory listings (is there a ``libfoo.so.1
 search directory?), ELF headers, ``ld.so.cache``, RECORD files, ``conda-meta``, dpkg lists,
 ``torch/__init__.py``.  Each report it produces says what it read (every object loaded, every
 file tried and its directory); the command records those explicitly
-(:func:`envlock.libs.cache.record_report`), together with the target interpreter's answer,
+(:func:`envlock.libs.cachekey.record_report`), together with the target interpreter's answer,
 whose own inputs are inherited (:func:`envlock.cache.memo` nests).  Everything that is not a
 file — the command line, ``LD_LIBRARY_PATH`` and the other variables, the working directory,
 the CPU's flags, the user, envlock's own code — is part of the key (:func:`answer_key`).
@@ -38,7 +38,7 @@ KEY_VARS = ("LD_LIBRARY_PATH", "LD_PRELOAD", "LD_BIND_NOW", "LD_ASSUME_KERNEL", 
 def answer_key(argv: Sequence[str], environ: Mapping[str, str]) -> dict[str, Any]:
     """The key of an ``envlock libs`` run: its arguments, the :data:`KEY_VARS` and every other
     ``LD_*``/``PYTHON*`` variable, the working directory, the CPU's flags and the user."""
-    from envlock.libs.cache import cpu_key
+    from envlock.libs.cachekey import cpu_key
 
     names = set(KEY_VARS) | {k for k in environ if k.startswith(("LD_", "PYTHON"))}
     try:

@@ -2,7 +2,7 @@
 binds them (``do_lookup_x`` over the object's scope, ``check_match``'s version rules) when
 Python imports an extension module with ``RTLD_NOW``.
 
-The scopes are :meth:`envlock.libs.process.Process.scope`'s; the symbol tables
+The scopes are :meth:`envlock.libs.linkmap.Process.scope`'s; the symbol tables
 :mod:`envlock.libs.elfsyms`'s; versions a provider lacks altogether are
 ``missing-version`` findings of :mod:`envlock.libs.rules_process` instead, and glibc's
 ``check_match`` assertion is :mod:`envlock.libs.loadorder`'s.
@@ -19,7 +19,7 @@ from envlock.findings import Finding
 from envlock.libs.config import SearchConfig
 from envlock.libs.objects import LoadedObject
 from envlock.libs.owners import OwnerIndex
-from envlock.libs.process import Process
+from envlock.libs.linkmap import Process
 from envlock.libs.ruleset import owner_text, stray_dirs
 
 __all__ = ["symbol_findings"]

@@ -1,5 +1,5 @@
 """Which Python distribution a conda package owns: the one owner rule of the manifest
-(``envlock.probes.conda``, ``[pip]`` ``origin = "conda"``) and of ``envlock libs``
+(``envlock.probes.condameta``, ``[pip]`` ``origin = "conda"``) and of ``envlock libs``
 (:class:`envlock.libs.owners.OwnerIndex`).  Kept alone so that reading conda-meta costs one
 regular expression, not the owner indexes."""
 

@@ -8,7 +8,7 @@ glibc-hwcaps and legacy hwcaps subdirectories tried inside every directory
 :mod:`envlock.libs.hwcaps`), the dynamic string tokens ``$ORIGIN``/``$PLATFORM``/``$LIB``
 (``elf/dl-load.c`` ``_dl_dst_substitute``) and the environment (``LD_LIBRARY_PATH``,
 ``LD_PRELOAD``, ``GLIBC_TUNABLES``; ignored in secure mode, ``elf/rtld.c``).  The search
-itself is :mod:`envlock.libs.search`; the link map :mod:`envlock.libs.process`.
+itself is :mod:`envlock.libs.search`; the link map :mod:`envlock.libs.linkmap`.
 """
 
 from __future__ import annotations

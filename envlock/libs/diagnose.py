@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from envlock.findings import Finding
 from envlock.libs.config import SearchConfig
 from envlock.libs.owners import OwnerIndex
-from envlock.libs.process import Process
+from envlock.libs.linkmap import Process
 from envlock.libs.report import LibEntry, RuntimeResult
 from envlock.libs.rules_process import PROCESS_RULES
 from envlock.libs.rules_request import MISSING_RULES, Missing, shadowed

@@ -25,7 +25,7 @@ from typing import Any
 
 from envlock.findings import Finding
 from envlock.libs.objects import LoadedObject, Resolution
-from envlock.libs.process import Process
+from envlock.libs.linkmap import Process
 
 __all__ = ["ASSERTION", "check_match_findings", "filter_findings", "order_findings",
            "assertion_message"]

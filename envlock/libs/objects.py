@@ -3,7 +3,7 @@
 glibc keeps one ``struct link_map`` per loaded object (``include/link.h``: ``l_name``,
 ``l_libname``, ``l_loader``, ``l_searchlist``, ``l_scope``) and reports each failed request
 through ``_dl_signal_error``; :class:`LoadedObject` and :class:`Resolution` are those, as
-the model (:mod:`envlock.libs.process`) records them, with :class:`Attempt` for each file
+the model (:mod:`envlock.libs.linkmap`) records them, with :class:`Attempt` for each file
 ``open_path`` tried (``LD_DEBUG=libs``'s ``trying file=`` lines).
 """
 

@@ -1,6 +1,6 @@
 """What ``envlock libs`` reports: :class:`LibsReport` (every object loaded, every request and
 how it resolved, the findings) and its JSON form (``--format json``, :data:`SCHEMA`).
-:mod:`envlock.libs.analysis` builds it; :mod:`envlock.render.libs` shows it.
+:mod:`envlock.libs.analysis` builds it; :mod:`envlock.render.libsreport` shows it.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from envlock.libs.elfread import read_elf
 from envlock.libs.objects import LoadedObject, Resolution
 from envlock.libs.owners import OwnerIndex
 from envlock.libs.pins import Pin, read_pins
-from envlock.libs.process import Process
+from envlock.libs.linkmap import Process
 from envlock.libs.report import LibEntry, RuntimeResult
 from envlock.libs.runtime import TorchPlan
 

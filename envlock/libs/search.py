@@ -9,7 +9,7 @@ ELF class or machine: the search goes on; a short read: the load fails) and
 with source references.  It never runs the code it looks at: it reads ELF headers (through
 :mod:`envlock.libs.elf`) and directory entries.
 
-:class:`PathSearch` is the search state of one process; :class:`envlock.libs.process.Process`
+:class:`PathSearch` is the search state of one process; :class:`envlock.libs.linkmap.Process`
 adds the link map on top of it.
 """
 
@@ -41,7 +41,7 @@ class PathSearch:
     def __init__(self, config: SearchConfig, *, elf_cache: ElfCache | None = None) -> None:
         self.config = config
         self.elf_cache = elf_cache
-        #: The link map, in load order (filled by :class:`~envlock.libs.process.Process`).
+        #: The link map, in load order (filled by :class:`~envlock.libs.linkmap.Process`).
         self.objects: list[LoadedObject] = []
         #: The main program's object, once known.
         self.main: LoadedObject | None = None

@@ -106,7 +106,7 @@ def lock_environment(
     :raises LockError: uv cannot find an installed version; :raises MissingDependencyError:
         ``envlock[lock]`` is not installed.
     """
-    from envlock.probes.snapshot import snapshot
+    from envlock.probes.assemble import snapshot
     from envlock.lock._fromenv import lock_manifest
 
     # A lock needs the packages and the interpreter, not the GPU, driver or loader probes.

@@ -29,9 +29,9 @@ from envlock.manifest._schema import SCHEMA, check_header
 from envlock.errors import ManifestError
 
 if TYPE_CHECKING:
-    from envlock.manifest.build import BuildInfo
-    from envlock.manifest.libraries import LibrariesInfo
-    from envlock.manifest.stack import (
+    from envlock.manifest.buildtable import BuildInfo
+    from envlock.manifest.librariestable import LibrariesInfo
+    from envlock.manifest.stacktables import (
         BlasInfo,
         CudaInfo,
         FrameworksInfo,
@@ -45,12 +45,12 @@ def _type_namespace() -> dict[str, Any]:
     """Names of the table classes defined in other modules, for resolving this module's
     annotations when a manifest is read (:func:`envlock.manifest._model.from_dict`).  Imported only then,
     so that writing a snapshot does not wait for classes its probes create in other threads."""
-    from envlock.manifest import libraries as libraries_model
-    from envlock.manifest import stack as stack_model
+    from envlock.manifest import librariestable as libraries_model
+    from envlock.manifest import stacktables as stack_model
 
     names = {n: getattr(stack_model, n) for n in stack_model.__all__}
     names["LibrariesInfo"] = libraries_model.LibrariesInfo
-    from envlock.manifest import build as build_model
+    from envlock.manifest import buildtable as build_model
 
     names.update({n: getattr(build_model, n) for n in build_model.__all__})
     return names

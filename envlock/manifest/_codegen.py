@@ -23,10 +23,10 @@ from envlock.manifest import _model
 #: The modules that define manifest tables (with :func:`envlock.manifest._model.table`).
 TABLE_MODULES = (
     "envlock.manifest",
-    "envlock.manifest.libraries",
-    "envlock.manifest.stack",
-    "envlock.manifest.build",
-    "envlock.manifest.process",
+    "envlock.manifest.librariestable",
+    "envlock.manifest.stacktables",
+    "envlock.manifest.buildtable",
+    "envlock.manifest.processtables",
 )
 
 TARGET = Path(__file__).with_name("_methods.py")

@@ -21,7 +21,7 @@ _HAS_FACTORY: Any = getattr(dataclasses, "_HAS_DEFAULT_FACTORY", object())
 Maker = Callable[[dict[str, Any], dict[str, Any], type], dict[str, Any]]
 
 
-# envlock.manifest.build:BuildCompiler
+# envlock.manifest.buildtable:BuildCompiler
 def _m0(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_path = D['path']
     _d_vendor = D['vendor']
@@ -67,7 +67,7 @@ def _h0() -> dict[str, Any]:
     return {'role': str, 'command': str, 'found_by': str, 'path': str | None, 'vendor': str | None, 'version': str | None, 'error': str | None}
 
 
-# envlock.manifest.build:BuildInfo
+# envlock.manifest.buildtable:BuildInfo
 def _m1(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
     _d_source = D['source']
@@ -168,7 +168,7 @@ def _h1() -> dict[str, Any]:
     return {'status': str, 'source': str, 'error': str | None, 'cuda_home': str | None, 'cuda_home_found_by': str | None, 'cuda_home_order': tuple[str, ...], 'cuda_home_order_source': str | None, 'conda_package': str | None, 'nvcc': str | None, 'nvcc_version': str | None, 'nvcc_release': str | None, 'nvcc_error': str | None, 'path_nvcc': str | None, 'toolkit_version': str | None, 'cuda_runtime_header': str | None, 'host_config_gcc_max': int | None, 'host_config_clang_max': int | None, 'allow_unsupported_compiler': bool | None, 'compilers': tuple[BuildCompiler, ...], 'arch_list': str | None, 'torch_version': str | None, 'torch_cuda': str | None, 'torch_location': str | None, 'torch_supported_archs': tuple[str, ...], 'torch_gcc': str | None, 'torch_gcc_source': str | None, 'torch_gcc_bounds': str | None, 'torch_cxx11_abi': bool | None, 'torch_cxx11_abi_source': str | None, 'libstdcxx': str | None, 'libstdcxx_glibcxx': str | None, 'virtual_packages': tuple[VirtualPackage, ...], 'conda_overrides': Mapping[str, str]}
 
 
-# envlock.manifest.build:VirtualPackage
+# envlock.manifest.buildtable:VirtualPackage
 def _m2(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_version = D['version']
     _d_build = D['build']
@@ -212,7 +212,7 @@ def _h2() -> dict[str, Any]:
     return {'name': str, 'version': str | None, 'build': str | None, 'source': str | None, 'override': str | None}
 
 
-# envlock.manifest.libraries:LibrariesInfo
+# envlock.manifest.librariestable:LibrariesInfo
 def _m3(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
     _d_source = D['source']
@@ -265,7 +265,7 @@ def _h3() -> dict[str, Any]:
     return {'status': Status, 'source': str, 'error': str | None, 'module': str | None, 'glibc': str | None, 'ld_library_path': str | None, 'ld_preload': str | None, 'resolved': tuple[LibraryRecord, ...], 'findings': tuple[str, ...]}
 
 
-# envlock.manifest.libraries:LibraryRecord
+# envlock.manifest.librariestable:LibraryRecord
 def _m4(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_path = D['path']
     _d_realpath = D['realpath']
@@ -317,7 +317,7 @@ def _h4() -> dict[str, Any]:
     return {'soname': str, 'path': str | None, 'realpath': str | None, 'rule': str | None, 'owner': str | None, 'owner_kind': str | None, 'version': str | None, 'stage': str, 'error': str | None}
 
 
-# envlock.manifest.process:GpuDevice
+# envlock.manifest.processtables:GpuDevice
 def _m5(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_capability = D['capability']
     _fields = ('index', 'name', 'capability')
@@ -356,7 +356,7 @@ def _h5() -> dict[str, Any]:
     return {'index': int, 'name': str, 'capability': str | None}
 
 
-# envlock.manifest.process:GpuUse
+# envlock.manifest.processtables:GpuUse
 def _m6(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_gpu_uuid = D['gpu_uuid']
     _d_command = D['command']
@@ -397,7 +397,7 @@ def _h6() -> dict[str, Any]:
     return {'pid': int, 'memory': int, 'gpu_uuid': str | None, 'command': str | None}
 
 
-# envlock.manifest.process:Granted
+# envlock.manifest.processtables:Granted
 def _m7(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_scheduler = D['scheduler']
     _d_job_id = D['job_id']
@@ -452,7 +452,7 @@ def _h7() -> dict[str, Any]:
     return {'scheduler': str, 'job_id': str | None, 'memory': int | None, 'memory_source': str | None, 'time_limit': float | None, 'time_limit_source': str | None, 'job_start': str | None, 'gpus': int | None, 'gpu_ids': tuple[str, ...], 'visible_devices': str | None}
 
 
-# envlock.manifest.process:Leftover
+# envlock.manifest.processtables:Leftover
 def _m8(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_rss = D['rss']
     _d_gpu_memory = D['gpu_memory']
@@ -495,7 +495,7 @@ def _h8() -> dict[str, Any]:
     return {'pid': int, 'command': str, 'rss': int | None, 'gpu_memory': int | None, 'action': str}
 
 
-# envlock.manifest.process:MappedLibrary
+# envlock.manifest.processtables:MappedLibrary
 def _m9(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_owner = D['owner']
     _fields = ('path', 'owner')
@@ -533,7 +533,7 @@ def _h9() -> dict[str, Any]:
     return {'path': str, 'owner': str | None}
 
 
-# envlock.manifest.process:ProcessInfo
+# envlock.manifest.processtables:ProcessInfo
 def _m10(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_schema = D['schema']
     _d_status = D['status']
@@ -604,7 +604,7 @@ def _h10() -> dict[str, Any]:
     return {'schema': int, 'status': str, 'source': str, 'error': str | None, 'pid': int | None, 'rank': int | None, 'created': str | None, 'modules': tuple[str, ...], 'torch': TorchState | None, 'seeds': SeedState | None, 'cublas_workspace_config': str | None, 'threads': int | None, 'threadpools': tuple[ThreadPool, ...], 'gpus': tuple[GpuDevice, ...], 'libraries': tuple[MappedLibrary, ...], 'cost': float | None, 'warnings': tuple[str, ...], 'extra': Mapping[str, Any]}
 
 
-# envlock.manifest.process:ReceivedSignal
+# envlock.manifest.processtables:ReceivedSignal
 def _m11(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_forwarded = D['forwarded']
     _fields = ('name', 'after', 'forwarded')
@@ -643,7 +643,7 @@ def _h11() -> dict[str, Any]:
     return {'name': str, 'after': float, 'forwarded': bool}
 
 
-# envlock.manifest.process:Resources
+# envlock.manifest.processtables:Resources
 def _m12(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_max_rss = D['max_rss']
     _d_peak_rss_tree = D['peak_rss_tree']
@@ -700,7 +700,7 @@ def _h12() -> dict[str, Any]:
     return {'max_rss': int | None, 'peak_rss_tree': int | None, 'peak_rss': int | None, 'cpu_user': float | None, 'cpu_system': float | None, 'samples': int, 'interval': float | None, 'sampler_cpu': float | None, 'gpu_status': str, 'gpu_error': str | None, 'gpu_memory': tuple[GpuUse, ...]}
 
 
-# envlock.manifest.process:RunFinding
+# envlock.manifest.processtables:RunFinding
 def _m13(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_cause = D['cause']
     _d_fix = D['fix']
@@ -742,7 +742,7 @@ def _h13() -> dict[str, Any]:
     return {'id': str, 'severity': str, 'title': str, 'cause': str | None, 'fix': tuple[str, ...]}
 
 
-# envlock.manifest.process:RunInfo
+# envlock.manifest.processtables:RunInfo
 def _m14(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_schema = D['schema']
     _d_command = D['command']
@@ -820,7 +820,7 @@ def _h14() -> dict[str, Any]:
     return {'schema': int, 'outcome': str, 'command': tuple[str, ...], 'cwd': str | None, 'start': str | None, 'end': str | None, 'wall': float | None, 'exit_status': int | None, 'signal': str | None, 'exit_code': int | None, 'pid': int | None, 'error': str | None, 'manifest': str | None, 'manifest_sha256': str | None, 'verify': str | None, 'verify_exit': int | None, 'keep_children': bool, 'signals': tuple[ReceivedSignal, ...], 'resources': Resources | None, 'granted': Granted | None, 'children': tuple[Leftover, ...], 'findings': tuple[RunFinding, ...]}
 
 
-# envlock.manifest.process:SeedState
+# envlock.manifest.processtables:SeedState
 def _m15(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_python = D['python']
     _d_numpy = D['numpy']
@@ -861,7 +861,7 @@ def _h15() -> dict[str, Any]:
     return {'python': str | None, 'numpy': str | None, 'pythonhashseed': str | None}
 
 
-# envlock.manifest.process:ThreadPool
+# envlock.manifest.processtables:ThreadPool
 def _m16(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_version = D['version']
     _d_num_threads = D['num_threads']
@@ -905,7 +905,7 @@ def _h16() -> dict[str, Any]:
     return {'user_api': str, 'internal_api': str, 'path': str, 'version': str | None, 'num_threads': int | None, 'source': str}
 
 
-# envlock.manifest.process:TorchState
+# envlock.manifest.processtables:TorchState
 def _m17(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_version = D['version']
     _d_cudnn_benchmark = D['cudnn_benchmark']
@@ -970,7 +970,7 @@ def _h17() -> dict[str, Any]:
     return {'version': str | None, 'cudnn_benchmark': bool | None, 'cudnn_deterministic': bool | None, 'deterministic_algorithms': bool | None, 'deterministic_warn_only': bool | None, 'allow_tf32_matmul': bool | None, 'allow_tf32_cudnn': bool | None, 'float32_matmul_precision': str | None, 'num_threads': int | None, 'num_interop_threads': int | None, 'initial_seed': str | None, 'seed_is_default': bool | None, 'rng_state_sha256': str | None, 'parallel_backend': str | None, 'cuda_initialized': bool | None}
 
 
-# envlock.manifest.stack:BlasInfo
+# envlock.manifest.stacktables:BlasInfo
 def _m18(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
     _d_source = D['source']
@@ -1015,7 +1015,7 @@ def _h18() -> dict[str, Any]:
     return {'status': Status, 'source': str, 'error': str | None, 'libraries': tuple[BlasLibrary, ...], 'openmp': tuple[OpenMPRuntime, ...]}
 
 
-# envlock.manifest.stack:BlasLibrary
+# envlock.manifest.stacktables:BlasLibrary
 def _m19(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_implementation = D['implementation']
     _d_version = D['version']
@@ -1064,7 +1064,7 @@ def _h19() -> dict[str, Any]:
     return {'user': str, 'implementation': str | None, 'version': str | None, 'int64': bool | None, 'config': str | None, 'path': str | None, 'origin': str, 'package': str | None}
 
 
-# envlock.manifest.stack:BuiltWith
+# envlock.manifest.stacktables:BuiltWith
 def _m20(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_compilers = D['compilers']
     _fields = ('package', 'path', 'compilers')
@@ -1103,7 +1103,7 @@ def _h20() -> dict[str, Any]:
     return {'package': str, 'path': str, 'compilers': tuple[str, ...]}
 
 
-# envlock.manifest.stack:CudaInfo
+# envlock.manifest.stacktables:CudaInfo
 def _m21(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
     _d_source = D['source']
@@ -1154,7 +1154,7 @@ def _h21() -> dict[str, Any]:
     return {'status': Status, 'source': str, 'error': str | None, 'toolkits': tuple[CudaToolkit, ...], 'nvcc': str | None, 'nvcc_version': str | None, 'nvcc_release': str | None, 'libraries': tuple[CudaLibrary, ...]}
 
 
-# envlock.manifest.stack:CudaLibrary
+# envlock.manifest.stacktables:CudaLibrary
 def _m22(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_version = D['version']
     _d_package = D['package']
@@ -1201,7 +1201,7 @@ def _h22() -> dict[str, Any]:
     return {'name': str, 'version': str | None, 'origin': str, 'package': str | None, 'cuda': str | None, 'path': str | None, 'files': tuple[str, ...]}
 
 
-# envlock.manifest.stack:CudaToolkit
+# envlock.manifest.stacktables:CudaToolkit
 def _m23(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_path = D['path']
     _d_version = D['version']
@@ -1243,7 +1243,7 @@ def _h23() -> dict[str, Any]:
     return {'path': str | None, 'version': str | None, 'origin': str, 'source': str | None}
 
 
-# envlock.manifest.stack:FrameworkBuild
+# envlock.manifest.stacktables:FrameworkBuild
 def _m24(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_version = D['version']
     _d_location = D['location']
@@ -1307,7 +1307,7 @@ def _h24() -> dict[str, Any]:
     return {'name': str, 'version': str | None, 'location': str | None, 'build': str | None, 'cuda': str | None, 'cudnn': str | None, 'hip': str | None, 'git_version': str | None, 'debug': bool | None, 'evidence': str | None, 'requires': tuple[str, ...], 'conda_build': str | None, 'cuda_archs': tuple[str, ...], 'cuda_archs_source': str | None, 'error': str | None}
 
 
-# envlock.manifest.stack:FrameworkRuntime
+# envlock.manifest.stacktables:FrameworkRuntime
 def _m25(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
     _d_source = D['source']
@@ -1370,7 +1370,7 @@ def _h25() -> dict[str, Any]:
     return {'status': Status, 'source': str, 'error': str | None, 'torch_version': str | None, 'cuda_available': bool | None, 'device_count': int | None, 'cudnn_version': int | None, 'arch_list': tuple[str, ...], 'allow_tf32_matmul': bool | None, 'allow_tf32_cudnn': bool | None, 'deterministic': bool | None, 'cudnn_benchmark': bool | None, 'threadpools': tuple[ThreadPool, ...], 'duration': float | None}
 
 
-# envlock.manifest.stack:FrameworksInfo
+# envlock.manifest.stacktables:FrameworksInfo
 def _m26(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
     _d_source = D['source']
@@ -1415,7 +1415,7 @@ def _h26() -> dict[str, Any]:
     return {'status': Status, 'source': str, 'error': str | None, 'packages': tuple[FrameworkBuild, ...], 'runtime': FrameworkRuntime | None}
 
 
-# envlock.manifest.stack:Gpu
+# envlock.manifest.stacktables:Gpu
 def _m27(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_name = D['name']
     _d_uuid = D['uuid']
@@ -1461,7 +1461,7 @@ def _h27() -> dict[str, Any]:
     return {'index': int, 'name': str | None, 'uuid': str | None, 'memory': int | None, 'compute_capability': str | None, 'mig_mode': str | None}
 
 
-# envlock.manifest.stack:GpuInfo
+# envlock.manifest.stacktables:GpuInfo
 def _m28(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
     _d_source = D['source']
@@ -1520,7 +1520,7 @@ def _h28() -> dict[str, Any]:
     return {'status': Status, 'source': str, 'error': str | None, 'vendor': str | None, 'driver_version': str | None, 'driver_kind': str | None, 'cuda_driver_version': str | None, 'cuda_driver_source': str | None, 'gpus': tuple[Gpu, ...], 'visible_devices': str | None, 'rocm_version': str | None, 'rocm_visible_devices': str | None}
 
 
-# envlock.manifest.stack:Libstdcxx
+# envlock.manifest.stacktables:Libstdcxx
 def _m29(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_glibcxx = D['glibcxx']
     _d_cxxabi = D['cxxabi']
@@ -1563,7 +1563,7 @@ def _h29() -> dict[str, Any]:
     return {'path': str, 'origin': str, 'glibcxx': str | None, 'cxxabi': str | None, 'error': str | None}
 
 
-# envlock.manifest.stack:OpenMPRuntime
+# envlock.manifest.stacktables:OpenMPRuntime
 def _m30(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_package = D['package']
     _d_version = D['version']
@@ -1604,7 +1604,7 @@ def _h30() -> dict[str, Any]:
     return {'name': str, 'path': str, 'package': str | None, 'version': str | None}
 
 
-# envlock.manifest.stack:SlurmInfo
+# envlock.manifest.stacktables:SlurmInfo
 def _m31(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
     _d_source = D['source']
@@ -1681,7 +1681,7 @@ def _h31() -> dict[str, Any]:
     return {'status': Status, 'source': str, 'error': str | None, 'scheduler': str | None, 'job_id': str | None, 'job_name': str | None, 'partition': str | None, 'cluster': str | None, 'nodelist': str | None, 'node': str | None, 'num_nodes': int | None, 'ntasks': int | None, 'cpus_on_node': int | None, 'cpus_per_task': int | None, 'mem_per_node': int | None, 'mem_per_cpu': int | None, 'gpus': str | None, 'step_gpus': str | None, 'gpus_on_node': int | None, 'submit_dir': str | None, 'vars': Mapping[str, str]}
 
 
-# envlock.manifest.stack:ThreadPool
+# envlock.manifest.stacktables:ThreadPool
 def _m32(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_internal_api = D['internal_api']
     _d_prefix = D['prefix']
@@ -1727,7 +1727,7 @@ def _h32() -> dict[str, Any]:
     return {'user_api': str, 'internal_api': str | None, 'prefix': str | None, 'filepath': str | None, 'version': str | None, 'num_threads': int | None}
 
 
-# envlock.manifest.stack:Tool
+# envlock.manifest.stacktables:Tool
 def _m33(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_version = D['version']
     _d_vendor = D['vendor']
@@ -1774,7 +1774,7 @@ def _h33() -> dict[str, Any]:
     return {'name': str, 'path': str, 'version': str | None, 'vendor': str | None, 'wraps': str | None, 'status': ToolStatus, 'error': str | None}
 
 
-# envlock.manifest.stack:ToolchainInfo
+# envlock.manifest.stacktables:ToolchainInfo
 def _m34(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
     _d_source = D['source']
@@ -2584,7 +2584,7 @@ def _h49() -> dict[str, Any]:
 
 
 SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
-    'envlock.manifest.build:BuildCompiler': (
+    'envlock.manifest.buildtable:BuildCompiler': (
         ('role', 'str', 'required'),
         ('command', 'str', 'required'),
         ('found_by', 'str', 'required'),
@@ -2593,7 +2593,7 @@ SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ('version', 'str | None', 'default'),
         ('error', 'str | None', 'default'),
     ),
-    'envlock.manifest.build:BuildInfo': (
+    'envlock.manifest.buildtable:BuildInfo': (
         ('status', 'str', 'default'),
         ('source', 'str', 'default'),
         ('error', 'str | None', 'default'),
@@ -2628,14 +2628,14 @@ SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ('virtual_packages', 'tuple[VirtualPackage, ...]', 'default'),
         ('conda_overrides', 'Mapping[str, str]', 'factory'),
     ),
-    'envlock.manifest.build:VirtualPackage': (
+    'envlock.manifest.buildtable:VirtualPackage': (
         ('name', 'str', 'required'),
         ('version', 'str | None', 'default'),
         ('build', 'str | None', 'default'),
         ('source', 'str | None', 'default'),
         ('override', 'str | None', 'default'),
     ),
-    'envlock.manifest.libraries:LibrariesInfo': (
+    'envlock.manifest.librariestable:LibrariesInfo': (
         ('status', 'Status', 'default'),
         ('source', 'str', 'default'),
         ('error', 'str | None', 'default'),
@@ -2646,7 +2646,7 @@ SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ('resolved', 'tuple[LibraryRecord, ...]', 'default'),
         ('findings', 'tuple[str, ...]', 'default'),
     ),
-    'envlock.manifest.libraries:LibraryRecord': (
+    'envlock.manifest.librariestable:LibraryRecord': (
         ('soname', 'str', 'required'),
         ('path', 'str | None', 'default'),
         ('realpath', 'str | None', 'default'),
@@ -2657,18 +2657,18 @@ SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ('stage', 'str', 'default'),
         ('error', 'str | None', 'default'),
     ),
-    'envlock.manifest.process:GpuDevice': (
+    'envlock.manifest.processtables:GpuDevice': (
         ('index', 'int', 'required'),
         ('name', 'str', 'required'),
         ('capability', 'str | None', 'default'),
     ),
-    'envlock.manifest.process:GpuUse': (
+    'envlock.manifest.processtables:GpuUse': (
         ('pid', 'int', 'required'),
         ('memory', 'int', 'required'),
         ('gpu_uuid', 'str | None', 'default'),
         ('command', 'str | None', 'default'),
     ),
-    'envlock.manifest.process:Granted': (
+    'envlock.manifest.processtables:Granted': (
         ('scheduler', 'str', 'default'),
         ('job_id', 'str | None', 'default'),
         ('memory', 'int | None', 'default'),
@@ -2680,18 +2680,18 @@ SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ('gpu_ids', 'tuple[str, ...]', 'default'),
         ('visible_devices', 'str | None', 'default'),
     ),
-    'envlock.manifest.process:Leftover': (
+    'envlock.manifest.processtables:Leftover': (
         ('pid', 'int', 'required'),
         ('command', 'str', 'required'),
         ('rss', 'int | None', 'default'),
         ('gpu_memory', 'int | None', 'default'),
         ('action', 'str', 'default'),
     ),
-    'envlock.manifest.process:MappedLibrary': (
+    'envlock.manifest.processtables:MappedLibrary': (
         ('path', 'str', 'required'),
         ('owner', 'str | None', 'default'),
     ),
-    'envlock.manifest.process:ProcessInfo': (
+    'envlock.manifest.processtables:ProcessInfo': (
         ('schema', 'int', 'default'),
         ('status', 'str', 'default'),
         ('source', 'str', 'default'),
@@ -2711,12 +2711,12 @@ SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ('warnings', 'tuple[str, ...]', 'default'),
         ('extra', 'Mapping[str, Any]', 'factory'),
     ),
-    'envlock.manifest.process:ReceivedSignal': (
+    'envlock.manifest.processtables:ReceivedSignal': (
         ('name', 'str', 'required'),
         ('after', 'float', 'required'),
         ('forwarded', 'bool', 'default'),
     ),
-    'envlock.manifest.process:Resources': (
+    'envlock.manifest.processtables:Resources': (
         ('max_rss', 'int | None', 'default'),
         ('peak_rss_tree', 'int | None', 'default'),
         ('peak_rss', 'int | None', 'default'),
@@ -2729,14 +2729,14 @@ SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ('gpu_error', 'str | None', 'default'),
         ('gpu_memory', 'tuple[GpuUse, ...]', 'default'),
     ),
-    'envlock.manifest.process:RunFinding': (
+    'envlock.manifest.processtables:RunFinding': (
         ('id', 'str', 'required'),
         ('severity', 'str', 'required'),
         ('title', 'str', 'required'),
         ('cause', 'str | None', 'default'),
         ('fix', 'tuple[str, ...]', 'default'),
     ),
-    'envlock.manifest.process:RunInfo': (
+    'envlock.manifest.processtables:RunInfo': (
         ('schema', 'int', 'default'),
         ('outcome', 'str', 'required'),
         ('command', 'tuple[str, ...]', 'default'),
@@ -2760,12 +2760,12 @@ SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ('children', 'tuple[Leftover, ...]', 'default'),
         ('findings', 'tuple[RunFinding, ...]', 'default'),
     ),
-    'envlock.manifest.process:SeedState': (
+    'envlock.manifest.processtables:SeedState': (
         ('python', 'str | None', 'default'),
         ('numpy', 'str | None', 'default'),
         ('pythonhashseed', 'str | None', 'default'),
     ),
-    'envlock.manifest.process:ThreadPool': (
+    'envlock.manifest.processtables:ThreadPool': (
         ('user_api', 'str', 'required'),
         ('internal_api', 'str', 'required'),
         ('path', 'str', 'required'),
@@ -2773,7 +2773,7 @@ SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ('num_threads', 'int | None', 'default'),
         ('source', 'str', 'default'),
     ),
-    'envlock.manifest.process:TorchState': (
+    'envlock.manifest.processtables:TorchState': (
         ('version', 'str | None', 'default'),
         ('cudnn_benchmark', 'bool | None', 'default'),
         ('cudnn_deterministic', 'bool | None', 'default'),
@@ -2790,14 +2790,14 @@ SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ('parallel_backend', 'str | None', 'default'),
         ('cuda_initialized', 'bool | None', 'default'),
     ),
-    'envlock.manifest.stack:BlasInfo': (
+    'envlock.manifest.stacktables:BlasInfo': (
         ('status', 'Status', 'default'),
         ('source', 'str', 'default'),
         ('error', 'str | None', 'default'),
         ('libraries', 'tuple[BlasLibrary, ...]', 'default'),
         ('openmp', 'tuple[OpenMPRuntime, ...]', 'default'),
     ),
-    'envlock.manifest.stack:BlasLibrary': (
+    'envlock.manifest.stacktables:BlasLibrary': (
         ('user', 'str', 'required'),
         ('implementation', 'str | None', 'default'),
         ('version', 'str | None', 'default'),
@@ -2807,12 +2807,12 @@ SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ('origin', 'str', 'required'),
         ('package', 'str | None', 'default'),
     ),
-    'envlock.manifest.stack:BuiltWith': (
+    'envlock.manifest.stacktables:BuiltWith': (
         ('package', 'str', 'required'),
         ('path', 'str', 'required'),
         ('compilers', 'tuple[str, ...]', 'default'),
     ),
-    'envlock.manifest.stack:CudaInfo': (
+    'envlock.manifest.stacktables:CudaInfo': (
         ('status', 'Status', 'default'),
         ('source', 'str', 'default'),
         ('error', 'str | None', 'default'),
@@ -2822,7 +2822,7 @@ SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ('nvcc_release', 'str | None', 'default'),
         ('libraries', 'tuple[CudaLibrary, ...]', 'default'),
     ),
-    'envlock.manifest.stack:CudaLibrary': (
+    'envlock.manifest.stacktables:CudaLibrary': (
         ('name', 'str', 'required'),
         ('version', 'str | None', 'default'),
         ('origin', 'str', 'required'),
@@ -2831,13 +2831,13 @@ SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ('path', 'str | None', 'default'),
         ('files', 'tuple[str, ...]', 'default'),
     ),
-    'envlock.manifest.stack:CudaToolkit': (
+    'envlock.manifest.stacktables:CudaToolkit': (
         ('path', 'str | None', 'default'),
         ('version', 'str | None', 'default'),
         ('origin', 'str', 'required'),
         ('source', 'str | None', 'default'),
     ),
-    'envlock.manifest.stack:FrameworkBuild': (
+    'envlock.manifest.stacktables:FrameworkBuild': (
         ('name', 'str', 'required'),
         ('version', 'str | None', 'default'),
         ('location', 'str | None', 'default'),
@@ -2854,7 +2854,7 @@ SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ('cuda_archs_source', 'str | None', 'default'),
         ('error', 'str | None', 'default'),
     ),
-    'envlock.manifest.stack:FrameworkRuntime': (
+    'envlock.manifest.stacktables:FrameworkRuntime': (
         ('status', 'Status', 'default'),
         ('source', 'str', 'default'),
         ('error', 'str | None', 'default'),
@@ -2870,14 +2870,14 @@ SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ('threadpools', 'tuple[ThreadPool, ...]', 'default'),
         ('duration', 'float | None', 'default'),
     ),
-    'envlock.manifest.stack:FrameworksInfo': (
+    'envlock.manifest.stacktables:FrameworksInfo': (
         ('status', 'Status', 'default'),
         ('source', 'str', 'default'),
         ('error', 'str | None', 'default'),
         ('packages', 'tuple[FrameworkBuild, ...]', 'default'),
         ('runtime', 'FrameworkRuntime | None', 'default'),
     ),
-    'envlock.manifest.stack:Gpu': (
+    'envlock.manifest.stacktables:Gpu': (
         ('index', 'int', 'required'),
         ('name', 'str | None', 'default'),
         ('uuid', 'str | None', 'default'),
@@ -2885,7 +2885,7 @@ SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ('compute_capability', 'str | None', 'default'),
         ('mig_mode', 'str | None', 'default'),
     ),
-    'envlock.manifest.stack:GpuInfo': (
+    'envlock.manifest.stacktables:GpuInfo': (
         ('status', 'Status', 'default'),
         ('source', 'str', 'default'),
         ('error', 'str | None', 'default'),
@@ -2899,20 +2899,20 @@ SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ('rocm_version', 'str | None', 'default'),
         ('rocm_visible_devices', 'str | None', 'default'),
     ),
-    'envlock.manifest.stack:Libstdcxx': (
+    'envlock.manifest.stacktables:Libstdcxx': (
         ('path', 'str', 'required'),
         ('origin', 'str', 'required'),
         ('glibcxx', 'str | None', 'default'),
         ('cxxabi', 'str | None', 'default'),
         ('error', 'str | None', 'default'),
     ),
-    'envlock.manifest.stack:OpenMPRuntime': (
+    'envlock.manifest.stacktables:OpenMPRuntime': (
         ('name', 'str', 'required'),
         ('path', 'str', 'required'),
         ('package', 'str | None', 'default'),
         ('version', 'str | None', 'default'),
     ),
-    'envlock.manifest.stack:SlurmInfo': (
+    'envlock.manifest.stacktables:SlurmInfo': (
         ('status', 'Status', 'default'),
         ('source', 'str', 'default'),
         ('error', 'str | None', 'default'),
@@ -2935,7 +2935,7 @@ SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ('submit_dir', 'str | None', 'default'),
         ('vars', 'Mapping[str, str]', 'factory'),
     ),
-    'envlock.manifest.stack:ThreadPool': (
+    'envlock.manifest.stacktables:ThreadPool': (
         ('user_api', 'str', 'required'),
         ('internal_api', 'str | None', 'default'),
         ('prefix', 'str | None', 'default'),
@@ -2943,7 +2943,7 @@ SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ('version', 'str | None', 'default'),
         ('num_threads', 'int | None', 'default'),
     ),
-    'envlock.manifest.stack:Tool': (
+    'envlock.manifest.stacktables:Tool': (
         ('name', 'str', 'required'),
         ('path', 'str', 'required'),
         ('version', 'str | None', 'default'),
@@ -2952,7 +2952,7 @@ SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ('status', 'ToolStatus', 'default'),
         ('error', 'str | None', 'default'),
     ),
-    'envlock.manifest.stack:ToolchainInfo': (
+    'envlock.manifest.stacktables:ToolchainInfo': (
         ('status', 'Status', 'default'),
         ('source', 'str', 'default'),
         ('error', 'str | None', 'default'),
@@ -3121,41 +3121,41 @@ SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
 }
 
 MAKERS: dict[str, Maker] = {
-    'envlock.manifest.build:BuildCompiler': _m0,
-    'envlock.manifest.build:BuildInfo': _m1,
-    'envlock.manifest.build:VirtualPackage': _m2,
-    'envlock.manifest.libraries:LibrariesInfo': _m3,
-    'envlock.manifest.libraries:LibraryRecord': _m4,
-    'envlock.manifest.process:GpuDevice': _m5,
-    'envlock.manifest.process:GpuUse': _m6,
-    'envlock.manifest.process:Granted': _m7,
-    'envlock.manifest.process:Leftover': _m8,
-    'envlock.manifest.process:MappedLibrary': _m9,
-    'envlock.manifest.process:ProcessInfo': _m10,
-    'envlock.manifest.process:ReceivedSignal': _m11,
-    'envlock.manifest.process:Resources': _m12,
-    'envlock.manifest.process:RunFinding': _m13,
-    'envlock.manifest.process:RunInfo': _m14,
-    'envlock.manifest.process:SeedState': _m15,
-    'envlock.manifest.process:ThreadPool': _m16,
-    'envlock.manifest.process:TorchState': _m17,
-    'envlock.manifest.stack:BlasInfo': _m18,
-    'envlock.manifest.stack:BlasLibrary': _m19,
-    'envlock.manifest.stack:BuiltWith': _m20,
-    'envlock.manifest.stack:CudaInfo': _m21,
-    'envlock.manifest.stack:CudaLibrary': _m22,
-    'envlock.manifest.stack:CudaToolkit': _m23,
-    'envlock.manifest.stack:FrameworkBuild': _m24,
-    'envlock.manifest.stack:FrameworkRuntime': _m25,
-    'envlock.manifest.stack:FrameworksInfo': _m26,
-    'envlock.manifest.stack:Gpu': _m27,
-    'envlock.manifest.stack:GpuInfo': _m28,
-    'envlock.manifest.stack:Libstdcxx': _m29,
-    'envlock.manifest.stack:OpenMPRuntime': _m30,
-    'envlock.manifest.stack:SlurmInfo': _m31,
-    'envlock.manifest.stack:ThreadPool': _m32,
-    'envlock.manifest.stack:Tool': _m33,
-    'envlock.manifest.stack:ToolchainInfo': _m34,
+    'envlock.manifest.buildtable:BuildCompiler': _m0,
+    'envlock.manifest.buildtable:BuildInfo': _m1,
+    'envlock.manifest.buildtable:VirtualPackage': _m2,
+    'envlock.manifest.librariestable:LibrariesInfo': _m3,
+    'envlock.manifest.librariestable:LibraryRecord': _m4,
+    'envlock.manifest.processtables:GpuDevice': _m5,
+    'envlock.manifest.processtables:GpuUse': _m6,
+    'envlock.manifest.processtables:Granted': _m7,
+    'envlock.manifest.processtables:Leftover': _m8,
+    'envlock.manifest.processtables:MappedLibrary': _m9,
+    'envlock.manifest.processtables:ProcessInfo': _m10,
+    'envlock.manifest.processtables:ReceivedSignal': _m11,
+    'envlock.manifest.processtables:Resources': _m12,
+    'envlock.manifest.processtables:RunFinding': _m13,
+    'envlock.manifest.processtables:RunInfo': _m14,
+    'envlock.manifest.processtables:SeedState': _m15,
+    'envlock.manifest.processtables:ThreadPool': _m16,
+    'envlock.manifest.processtables:TorchState': _m17,
+    'envlock.manifest.stacktables:BlasInfo': _m18,
+    'envlock.manifest.stacktables:BlasLibrary': _m19,
+    'envlock.manifest.stacktables:BuiltWith': _m20,
+    'envlock.manifest.stacktables:CudaInfo': _m21,
+    'envlock.manifest.stacktables:CudaLibrary': _m22,
+    'envlock.manifest.stacktables:CudaToolkit': _m23,
+    'envlock.manifest.stacktables:FrameworkBuild': _m24,
+    'envlock.manifest.stacktables:FrameworkRuntime': _m25,
+    'envlock.manifest.stacktables:FrameworksInfo': _m26,
+    'envlock.manifest.stacktables:Gpu': _m27,
+    'envlock.manifest.stacktables:GpuInfo': _m28,
+    'envlock.manifest.stacktables:Libstdcxx': _m29,
+    'envlock.manifest.stacktables:OpenMPRuntime': _m30,
+    'envlock.manifest.stacktables:SlurmInfo': _m31,
+    'envlock.manifest.stacktables:ThreadPool': _m32,
+    'envlock.manifest.stacktables:Tool': _m33,
+    'envlock.manifest.stacktables:ToolchainInfo': _m34,
     'envlock.manifest:CondaInfo': _m35,
     'envlock.manifest:CondaPackage': _m36,
     'envlock.manifest:CpuInfo': _m37,
@@ -3176,41 +3176,41 @@ MAKERS: dict[str, Maker] = {
 #: The fields' types: each body is the annotations' text as code, run in the
 #: table module's namespace (what typing.get_type_hints evaluates, compiled once).
 HINTS: dict[str, Callable[[], dict[str, Any]]] = {
-    'envlock.manifest.build:BuildCompiler': _h0,
-    'envlock.manifest.build:BuildInfo': _h1,
-    'envlock.manifest.build:VirtualPackage': _h2,
-    'envlock.manifest.libraries:LibrariesInfo': _h3,
-    'envlock.manifest.libraries:LibraryRecord': _h4,
-    'envlock.manifest.process:GpuDevice': _h5,
-    'envlock.manifest.process:GpuUse': _h6,
-    'envlock.manifest.process:Granted': _h7,
-    'envlock.manifest.process:Leftover': _h8,
-    'envlock.manifest.process:MappedLibrary': _h9,
-    'envlock.manifest.process:ProcessInfo': _h10,
-    'envlock.manifest.process:ReceivedSignal': _h11,
-    'envlock.manifest.process:Resources': _h12,
-    'envlock.manifest.process:RunFinding': _h13,
-    'envlock.manifest.process:RunInfo': _h14,
-    'envlock.manifest.process:SeedState': _h15,
-    'envlock.manifest.process:ThreadPool': _h16,
-    'envlock.manifest.process:TorchState': _h17,
-    'envlock.manifest.stack:BlasInfo': _h18,
-    'envlock.manifest.stack:BlasLibrary': _h19,
-    'envlock.manifest.stack:BuiltWith': _h20,
-    'envlock.manifest.stack:CudaInfo': _h21,
-    'envlock.manifest.stack:CudaLibrary': _h22,
-    'envlock.manifest.stack:CudaToolkit': _h23,
-    'envlock.manifest.stack:FrameworkBuild': _h24,
-    'envlock.manifest.stack:FrameworkRuntime': _h25,
-    'envlock.manifest.stack:FrameworksInfo': _h26,
-    'envlock.manifest.stack:Gpu': _h27,
-    'envlock.manifest.stack:GpuInfo': _h28,
-    'envlock.manifest.stack:Libstdcxx': _h29,
-    'envlock.manifest.stack:OpenMPRuntime': _h30,
-    'envlock.manifest.stack:SlurmInfo': _h31,
-    'envlock.manifest.stack:ThreadPool': _h32,
-    'envlock.manifest.stack:Tool': _h33,
-    'envlock.manifest.stack:ToolchainInfo': _h34,
+    'envlock.manifest.buildtable:BuildCompiler': _h0,
+    'envlock.manifest.buildtable:BuildInfo': _h1,
+    'envlock.manifest.buildtable:VirtualPackage': _h2,
+    'envlock.manifest.librariestable:LibrariesInfo': _h3,
+    'envlock.manifest.librariestable:LibraryRecord': _h4,
+    'envlock.manifest.processtables:GpuDevice': _h5,
+    'envlock.manifest.processtables:GpuUse': _h6,
+    'envlock.manifest.processtables:Granted': _h7,
+    'envlock.manifest.processtables:Leftover': _h8,
+    'envlock.manifest.processtables:MappedLibrary': _h9,
+    'envlock.manifest.processtables:ProcessInfo': _h10,
+    'envlock.manifest.processtables:ReceivedSignal': _h11,
+    'envlock.manifest.processtables:Resources': _h12,
+    'envlock.manifest.processtables:RunFinding': _h13,
+    'envlock.manifest.processtables:RunInfo': _h14,
+    'envlock.manifest.processtables:SeedState': _h15,
+    'envlock.manifest.processtables:ThreadPool': _h16,
+    'envlock.manifest.processtables:TorchState': _h17,
+    'envlock.manifest.stacktables:BlasInfo': _h18,
+    'envlock.manifest.stacktables:BlasLibrary': _h19,
+    'envlock.manifest.stacktables:BuiltWith': _h20,
+    'envlock.manifest.stacktables:CudaInfo': _h21,
+    'envlock.manifest.stacktables:CudaLibrary': _h22,
+    'envlock.manifest.stacktables:CudaToolkit': _h23,
+    'envlock.manifest.stacktables:FrameworkBuild': _h24,
+    'envlock.manifest.stacktables:FrameworkRuntime': _h25,
+    'envlock.manifest.stacktables:FrameworksInfo': _h26,
+    'envlock.manifest.stacktables:Gpu': _h27,
+    'envlock.manifest.stacktables:GpuInfo': _h28,
+    'envlock.manifest.stacktables:Libstdcxx': _h29,
+    'envlock.manifest.stacktables:OpenMPRuntime': _h30,
+    'envlock.manifest.stacktables:SlurmInfo': _h31,
+    'envlock.manifest.stacktables:ThreadPool': _h32,
+    'envlock.manifest.stacktables:Tool': _h33,
+    'envlock.manifest.stacktables:ToolchainInfo': _h34,
     'envlock.manifest:CondaInfo': _h35,
     'envlock.manifest:CondaPackage': _h36,
     'envlock.manifest:CpuInfo': _h37,

@@ -2,7 +2,7 @@
 
 Private.  The distributions come from :func:`envlock.probes.pip.scan_distributions` (the same
 scan as the ``[pip]`` table: a snapshot reads them once and hands them to the stack), and the
-conda packages from :func:`envlock.probes.conda.list_conda_meta`; these helpers add what only
+conda packages from :func:`envlock.probes.condameta.list_conda_meta`; these helpers add what only
 the stack needs (a view of the ``.dist-info`` distributions in ``sys.path`` order, RECORD
 paths, small text files, ``PATH`` look-ups) and never raise for a missing or unreadable file.
 """

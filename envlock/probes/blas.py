@@ -28,9 +28,9 @@ from pathlib import Path
 from envlock.manifest import PipPackage
 from envlock.probes._stackutil import read_text, site_dists
 from envlock import libfamilies
-from envlock.probes.conda import CondaMetaRecord, list_conda_meta
+from envlock.probes.condameta import CondaMetaRecord, list_conda_meta
 from envlock.probes.world import World
-from envlock.manifest.stack import BlasInfo, BlasLibrary, OpenMPRuntime
+from envlock.manifest.stacktables import BlasInfo, BlasLibrary, OpenMPRuntime
 
 __all__ = ["probe_blas"]
 
@@ -321,7 +321,7 @@ def probe_blas(
     :param dists: the distributions of ``site_dirs`` already read by
         :func:`~envlock.probes.pip.scan_distributions`; ``None`` scans ``site_dirs``.
     :param conda: the records of ``<prefix>/conda-meta`` already listed by
-        :func:`~envlock.probes.conda.list_conda_meta`; ``None`` lists them.
+        :func:`~envlock.probes.condameta.list_conda_meta`; ``None`` lists them.
     :returns: a :class:`BlasInfo`; ``status="absent"`` when no BLAS user was found.  Never raises.
     """
     prefix, site_dirs = world.prefix, world.site_dirs

@@ -46,7 +46,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from envlock._run import Runner, RunResult, run
-from envlock.manifest.build import BuildCompiler, BuildInfo, VirtualPackage
+from envlock.manifest.buildtable import BuildCompiler, BuildInfo, VirtualPackage
 from envlock.probes._stackutil import read_text, under_root, which
 from envlock.probes.buildfiles import (
     DEFAULT_CUDA_HOME_ORDER,
@@ -235,7 +235,7 @@ def _libstdcxx(prefix: str | None, root: Path) -> tuple[str | None, str | None]:
 def _conda_nvcc(prefix: str | None, nvcc: str | None) -> str | None:
     if not prefix or not nvcc or not os.path.abspath(nvcc).startswith(os.path.join(prefix, "bin") + os.sep):
         return None
-    from envlock.probes.conda import list_conda_meta
+    from envlock.probes.condameta import list_conda_meta
 
     for r in list_conda_meta(prefix):
         if r.name in ("cuda-nvcc", "cuda-nvcc_linux-64", "nvcc_linux-64", "cudatoolkit-dev"):

@@ -35,10 +35,10 @@ from envlock.probes._stackutil import (
     under_root,
     which,
 )
-from envlock.probes.conda import CondaMetaRecord, list_conda_meta
+from envlock.probes.condameta import CondaMetaRecord, list_conda_meta
 from envlock.probes.world import World
 from envlock.probes.pip import canonicalize
-from envlock.manifest.stack import CudaInfo, CudaLibrary, CudaToolkit
+from envlock.manifest.stacktables import CudaInfo, CudaLibrary, CudaToolkit
 
 __all__ = ["probe_cuda", "COMPONENTS"]
 
@@ -193,7 +193,7 @@ def probe_cuda(
     :param dists: the distributions of ``site_dirs`` already read by
         :func:`~envlock.probes.pip.scan_distributions`; ``None`` scans ``site_dirs``.
     :param conda: the records of ``<prefix>/conda-meta`` already listed by
-        :func:`~envlock.probes.conda.list_conda_meta`; ``None`` lists them.
+        :func:`~envlock.probes.condameta.list_conda_meta`; ``None`` lists them.
     :returns: a :class:`CudaInfo`; ``status="absent"`` when nothing CUDA was found.  Never raises.
     """
     root, prefix = world.root, world.prefix

@@ -30,11 +30,11 @@ from pathlib import Path
 from envlock._run import Runner
 from envlock.manifest import PipPackage, Status
 from envlock.probes._stackutil import Dist, read_headers, read_text, site_dists
-from envlock.probes.conda import CondaMetaRecord, list_conda_meta
+from envlock.probes.condameta import CondaMetaRecord, list_conda_meta
 from envlock.probes.fatbin import cached_fatbin_archs
 from envlock.probes.world import World
 from envlock.probes.pip import canonicalize
-from envlock.manifest.stack import FrameworkBuild, FrameworkRuntime, FrameworksInfo, ThreadPool
+from envlock.manifest.stacktables import FrameworkBuild, FrameworkRuntime, FrameworksInfo, ThreadPool
 
 __all__ = ["probe_frameworks", "IMPORT_SCRIPT"]
 
@@ -368,7 +368,7 @@ def probe_frameworks(
     :param dists: the distributions of ``site_dirs`` already read by
         :func:`~envlock.probes.pip.scan_distributions`; ``None`` scans ``site_dirs``.
     :param conda: the records of ``<prefix>/conda-meta`` already listed by
-        :func:`~envlock.probes.conda.list_conda_meta`; ``None`` lists them.
+        :func:`~envlock.probes.condameta.list_conda_meta`; ``None`` lists them.
     :param do_import: also run ``world.python`` on :data:`IMPORT_SCRIPT`.
     :param import_timeout: seconds allowed for the import run.
     :param read_archs: read GPU architectures from ``libtorch_cuda.so``'s ``.nv_fatbin``.

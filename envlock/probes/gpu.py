@@ -23,7 +23,7 @@ from pathlib import Path
 from envlock.nvidia import max_cuda_for_driver
 from envlock.probes._stackutil import read_text, under_root
 from envlock.manifest import Status
-from envlock.manifest.stack import Gpu, GpuInfo
+from envlock.manifest.stacktables import Gpu, GpuInfo
 from envlock.probes.nvsmi import SMI_FIELDS, find_nvidia_smi, parse_query_gpu, query_gpu_argv
 from envlock.probes.world import World
 

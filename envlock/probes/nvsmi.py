@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from envlock._run import DEFAULT_TIMEOUT, Runner, run
-from envlock.manifest.stack import Gpu
+from envlock.manifest.stacktables import Gpu
 
 __all__ = ["SMI_FIELDS", "find_nvidia_smi", "na", "query_gpu_argv", "parse_query_gpu",
            "ComputeApp", "AppsFacts", "read_compute_apps"]

@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 
 from envlock.manifest._model import freeze_mapping
-from envlock.manifest.stack import SlurmInfo
+from envlock.manifest.stacktables import SlurmInfo
 from envlock.probes.world import World
 
 __all__ = ["probe_slurm", "slurm_gpu_ids", "slurm_gpu_count", "SLURM_VARS", "PBS_VARS", "LSF_VARS"]

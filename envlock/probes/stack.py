@@ -17,11 +17,11 @@ from typing import Any, TypeVar
 
 from envlock._kinds import STACK_AREAS as _AREAS
 from envlock.manifest import PipPackage
-from envlock.manifest import build as _build_records
-from envlock.manifest import stack as _stack_records
+from envlock.manifest import buildtable as _build_records
+from envlock.manifest import stacktables as _stack_records
 from envlock.probes.blas import probe_blas
 from envlock.probes.buildenv import probe_build
-from envlock.probes.conda import CondaMetaRecord, list_conda_meta
+from envlock.probes.condameta import CondaMetaRecord, list_conda_meta
 from envlock.probes.cuda import probe_cuda
 from envlock.probes.frameworks import probe_frameworks
 from envlock.probes.gpu import probe_gpu
@@ -65,7 +65,7 @@ def probe_stack(
         GPU probe need not wait for a scan still under way); ``None`` scans ``site_dirs`` once,
         shared by the probes.
     :param conda: the records of ``<prefix>/conda-meta`` already listed by
-        :func:`~envlock.probes.conda.list_conda_meta`; ``None`` lists them once.
+        :func:`~envlock.probes.condameta.list_conda_meta`; ``None`` lists them once.
     :param do_import: also run the target interpreter (``world.python``) to import torch
         (``--import``); the frameworks probe then gets ``import_timeout`` more seconds.
     :param import_timeout: seconds allowed for the import run.

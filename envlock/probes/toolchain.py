@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from envlock._run import Runner, RunResult, run
 from envlock.manifest import PipPackage, Status
-from envlock.manifest.stack import BuiltWith, Libstdcxx, Tool, ToolchainInfo
+from envlock.manifest.stacktables import BuiltWith, Libstdcxx, Tool, ToolchainInfo
 from envlock.probes._stackutil import site_dists, under_root, which
 from envlock.probes.world import World
 

@@ -26,7 +26,7 @@ import platform
 import re
 from collections.abc import Callable, Mapping
 
-from envlock.manifest.build import VirtualPackage
+from envlock.manifest.buildtable import VirtualPackage
 from envlock.probes.world import World
 
 __all__ = ["probe_virtual", "conda_overrides", "linux_version", "OVERRIDE_PREFIX"]

@@ -4,7 +4,7 @@ Every probe of ``envlock/probes/`` is a plain function of a :class:`World` (the 
 root, the job's environment, the target environment, the command runner and the per-command
 timeout) plus only its own options; results of other probes (the ``[pip]`` distributions, the
 ``conda-meta`` records) are passed to it explicitly, never folded into the world.  The
-snapshot orchestrator (:func:`envlock.probes.snapshot.snapshot`) builds the world once, from
+snapshot orchestrator (:func:`envlock.probes.assemble.snapshot`) builds the world once, from
 the resolved target and what its interpreter reported, and hands the same value to every
 probe.
 """

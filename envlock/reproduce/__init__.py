@@ -7,7 +7,7 @@ and judged (exit status as ``git bisect run`` reads it, or a number it prints), 
 debugging (:mod:`envlock.reproduce.ddmin`) narrows the subsets down to a minimal set of changes
 that moves the result: one culprit in about log2(groups) builds, an interacting pair as a pair.
 
-:func:`bisect` returns a :class:`BisectResult`; :mod:`envlock.render.bisect` writes it as
+:func:`bisect` returns a :class:`BisectResult`; :mod:`envlock.render.bisectreport` writes it as
 text, markdown or JSON.
 """
 

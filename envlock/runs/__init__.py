@@ -3,8 +3,8 @@
 * ``envlock run -- CMD`` (:mod:`envlock.runs.supervise`, :mod:`envlock.runs.job`): the
   command as a supervised child; resources used against what the scheduler granted
   (:mod:`envlock.runs.granted`), signals, leftover processes (:mod:`envlock.runs.proctree`)
-  and findings in plain words (:mod:`envlock.runs.findings`), written to ``run.toml``;
-* :func:`record` inside the program (:mod:`envlock.runs.process`): the snapshot plus a
+  and findings in plain words (:mod:`envlock.runs.outcome`), written to ``run.toml``;
+* :func:`record` inside the program (:mod:`envlock.runs.processprobe`): the snapshot plus a
   ``[process]`` table of what only the live process knows.
 
 The public face is the plain function ``envlock.record`` (this package is ``envlock.runs``,
@@ -33,7 +33,7 @@ def record(path: str | None = None, *, extra: Mapping[str, Any] | None = None,
            snapshot: bool = True) -> Manifest:
     """Record this running program: a snapshot of its interpreter's environment plus
     ``[process]`` (determinism and TF32 flags, seed fingerprints, thread pools, mapped
-    libraries; see :mod:`envlock.runs.process`), written to ``path``.
+    libraries; see :mod:`envlock.runs.processprobe`), written to ``path``.
 
     Call it after the model is set up; it does not perturb the program (no framework import,
     no CUDA initialisation, no random draw, no thread-pool change).  Safe on every rank of a
@@ -49,23 +49,23 @@ def record(path: str | None = None, *, extra: Mapping[str, Any] | None = None,
         a symbolic link.
     :raises OSError: the file cannot be written.
     :returns: the :class:`~envlock.manifest.Manifest` written (``[process]`` among its
-        ``extra`` tables; :func:`envlock.manifest.process.process_from_dict` types it).
+        ``extra`` tables; :func:`envlock.manifest.processtables.process_from_dict` types it).
     """
     from dataclasses import replace
 
     from envlock.manifest import _model
     from envlock.runs.job import expand_dir
-    from envlock.runs.process import observe
+    from envlock.runs.processprobe import observe
 
     target = expand_dir(path or DEFAULT_PATH)
     proc = observe(extra=extra)
     if snapshot:
-        from envlock.probes.snapshot import snapshot as take
+        from envlock.probes.assemble import snapshot as take
 
         m = take(python=sys.executable, command=list(sys.argv))
     else:
         from envlock.manifest import EnvlockInfo, Manifest, Target
-        from envlock.probes.snapshot import _version, utc_now
+        from envlock.probes.assemble import _version, utc_now
         import socket
 
         m = Manifest(envlock=EnvlockInfo(version=_version(), created=utc_now(),

@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping
 
 from envlock._run import Runner, run
-from envlock.manifest.process import Granted
+from envlock.manifest.processtables import Granted
 from envlock.probes.slurm import _mem_bytes, slurm_gpu_count, slurm_gpu_ids
 
 __all__ = ["granted", "parse_time_limit", "parse_scontrol"]

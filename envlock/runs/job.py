@@ -14,7 +14,7 @@ from typing import Any
 
 from envlock._placeholders import expand_path
 from envlock.errors import EnvlockError, OutputExistsError
-from envlock.manifest.process import RunInfo
+from envlock.manifest.processtables import RunInfo
 import errno
 import re
 from envlock.manifest import _model
@@ -91,7 +91,7 @@ def prepare_dir(path: str, *, force: bool) -> str:
                 parent = os.path.dirname(parent)
             raise no_space(exc, path, parent) from None
         raise OSError(exc.errno, exc.strerror, path) from None
-    from envlock.probes.snapshot import utc_now
+    from envlock.probes.assemble import utc_now
 
     owner = f"envlock run pid {os.getpid()} on {socket.gethostname()} since {utc_now()}"
     try:
@@ -144,7 +144,7 @@ def take_snapshot(run_dir: str, *, python: str | None = None, prefix: str | None
     :returns: (the path written or ``None``, the ``[target]`` table, warning lines). A
         snapshot that cannot be taken (no target found) is a warning: the job still runs.
     """
-    from envlock.probes.snapshot import snapshot
+    from envlock.probes.assemble import snapshot
     from envlock.probes.target import resolve_target
 
     try:
@@ -167,7 +167,7 @@ def record_not_started(run_dir: str, command: Sequence[str], *, reason: str, exi
                        target: Mapping[str, Any] | None, envlock_command: Sequence[str],
                        manifest_path: str | None = None) -> str:
     """Write the record of a run whose command was not started."""
-    from envlock.probes.snapshot import utc_now
+    from envlock.probes.assemble import utc_now
     from envlock.runs.supervise import _sha256, write_record
     from envlock.redact import redact_argv
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from envlock._run import Runner, run
 from envlock.errors import EnvlockError
-from envlock.manifest.process import (
+from envlock.manifest.processtables import (
     Granted,
     GpuUse,
     Leftover,
@@ -208,7 +208,7 @@ def _signame(n: int) -> str:
 
 
 def _utc() -> str:
-    from envlock.probes.snapshot import utc_now
+    from envlock.probes.assemble import utc_now
 
     return utc_now()
 
@@ -524,7 +524,7 @@ def supervise(
     )
     outcome = _outcome(exit_status, sig, received)
     slurm_end = ending.findings() if ending is not None else []
-    from envlock.runs.findings import run_findings
+    from envlock.runs.outcome import run_findings
 
     findings = run_findings(outcome=outcome, exit_status=exit_status, signal=sig,
                             received=received, wall=wall, end=end, resources=resources,
@@ -704,7 +704,7 @@ class _SlurmEnding:
         if not limit or tree + own <= limit or getattr(self, "_oom_written", False):
             return
         self._oom_written = True
-        from envlock.runs.findings import fmt_bytes
+        from envlock.runs.outcome import fmt_bytes
 
         found = RunFinding(
             id="run.memory", severity="error",

@@ -7,8 +7,8 @@ runs once however many checks need it, and a check that needs nothing slow never
 The GPU and framework facts come from the stack probes (:func:`envlock.probes.gpu.probe_gpu`:
 ``/proc/driver/nvidia/version``, NVML or ``nvidia-smi``; :func:`envlock.probes.frameworks.
 probe_frameworks`: ``torch/version.py``, local version labels, conda build strings, the
-``.nv_fatbin`` architectures), as :class:`~envlock.manifest.stack.GpuInfo` and
-:class:`~envlock.manifest.stack.FrameworkBuild` records.  The processes using the GPUs come from
+``.nv_fatbin`` architectures), as :class:`~envlock.manifest.stacktables.GpuInfo` and
+:class:`~envlock.manifest.stacktables.FrameworkBuild` records.  The processes using the GPUs come from
 ``nvidia-smi --query-compute-apps`` (:func:`read_compute_apps`).
 """
 
@@ -130,11 +130,11 @@ class Live:
 
     @property
     def conda_read(self) -> Any:
-        """:class:`~envlock.probes.conda.CondaRead` of a conda target, else ``None``."""
+        """:class:`~envlock.probes.condameta.CondaRead` of a conda target, else ``None``."""
         def compute() -> Any:
             if self.target.kind != "conda":
                 return None
-            from envlock.probes.conda import read_conda_prefix
+            from envlock.probes.condameta import read_conda_prefix
 
             return read_conda_prefix(self.target.prefix)
         return self._get("conda_read", compute)
@@ -149,7 +149,7 @@ class Live:
                 return pip, None
             # The snapshot's cross-check of dist-infos and conda records (C11, C12); imported
             # only for conda targets (it brings the whole snapshot machinery).
-            from envlock.probes.snapshot import attribute_conda
+            from envlock.probes.assemble import attribute_conda
 
             new_pip, conda, _warnings = attribute_conda(pip, conda_read)
             return new_pip, conda
@@ -167,7 +167,7 @@ class Live:
 
     @property
     def gpu(self) -> Any:
-        """The driver and GPUs: :class:`~envlock.manifest.stack.GpuInfo` (``status="absent"``
+        """The driver and GPUs: :class:`~envlock.manifest.stacktables.GpuInfo` (``status="absent"``
         without an NVIDIA driver)."""
         def compute() -> Any:
             from envlock.probes.gpu import probe_gpu
@@ -195,7 +195,7 @@ class Live:
 
     def frameworks(self, *, archs: bool = False) -> tuple[Any, ...]:
         """How the target's frameworks (torch, jax, tensorflow, cupy, numba) were built, as
-        :class:`~envlock.manifest.stack.FrameworkBuild` records.
+        :class:`~envlock.manifest.stacktables.FrameworkBuild` records.
 
         :param archs: also read the GPU architectures from the CUDA libraries (costly: only
             when there is a GPU to compare them with).

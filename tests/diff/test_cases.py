@@ -211,7 +211,7 @@ def test_c09_new_manifest_in_the_repo_is_not_the_code(write) -> None:
         ("repository.untracked", "untracked", "plumbing")]
     assert low.title == ("untracked files in the repository: 3 → 4 (same commit, same "
                          "uncommitted changes)")
-    from envlock.render.diff import to_json
+    from envlock.render.diffreport import to_json
 
     [row] = to_json(result)["code"]
     assert row["differs"] is False

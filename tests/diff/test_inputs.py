@@ -1,7 +1,7 @@
 """Manifests with wrong value types, and inputs with nothing in common, are errors (exit 2).
 
 ``show``/``restore`` check every value through the manifest model; diff checks the values it
-reads (:mod:`envlock.diff.shape`) with the same wording, so garbage is never compared.
+reads (:mod:`envlock.diff.typecheck`) with the same wording, so garbage is never compared.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from envlock.cli import cli
 from envlock.diff import NothingToCompareError, diff
-from envlock.diff.shape import shapes
+from envlock.diff.typecheck import shapes
 from envlock.manifest import Manifest
 
 from .conftest import build_manifest, editable, gpu_table

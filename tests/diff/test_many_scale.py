@@ -83,7 +83,7 @@ def _check_same(paths: list[Path]) -> ManyDiff:
     assert _streamed(streamed) == {**_reference(sets, kb.noise),
                                    "varying": sorted(_reference(sets, kb.noise)["varying"])}
     held = compare_many(sets, kb, ignore=kb.noise)
-    from envlock.render.diff import render_json
+    from envlock.render.diffreport import render_json
 
     assert render_json(streamed, show_all=True) == render_json(held, show_all=True)
     return streamed

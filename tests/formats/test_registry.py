@@ -86,7 +86,7 @@ def test_stack_areas_are_the_registrys() -> None:
     from envlock.diff.facts import EXTRACTORS
     from envlock.lock import _plan
     from envlock.probes.stack import STACK_AREAS as PROBED
-    from envlock.render import show
+    from envlock.render import showreport as show
 
     names = [a.name for a in STACK_AREAS]
     assert list(PROBED) == names

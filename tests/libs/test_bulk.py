@@ -21,7 +21,7 @@ import pytest
 
 from envlock.libs.elfread import read_elf
 from envlock.libs.config import detect_config
-from envlock.libs.process import Process
+from envlock.libs.linkmap import Process
 
 from .conftest import DLOPEN_CALLER, DLOPEN_MAIN, Builder
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from envlock.libs.analysis import analyze_module
-from envlock.render.libs import render_text
+from envlock.render.libsreport import render_text
 
 from .elfgen import tiny_so
 

@@ -207,7 +207,7 @@ def test_bad_etc_ld_so_preload_entry_is_reported_like_glibc(build: Builder) -> N
     (root / "usr" / "lib").mkdir(parents=True)
     (root / "usr" / "lib" / "empty.so").write_bytes(b"")
     from envlock.libs.config import detect_config
-    from envlock.libs.process import Process
+    from envlock.libs.linkmap import Process
 
     proc = Process(detect_config(root=str(root), env={}))
     proc.start("/usr/bin/prog")

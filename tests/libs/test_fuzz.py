@@ -22,7 +22,7 @@ import pytest
 from envlock.libs.elfread import read_elf
 from envlock.libs.elfsyms import read_symbols
 from envlock.libs.config import detect_config
-from envlock.libs.process import Process
+from envlock.libs.linkmap import Process
 
 NEEDS_NO_GCC = True
 LDSO = "/lib64/ld-linux-x86-64.so.2"

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from envlock.manifest import _model
 from envlock.cli import cli
 from envlock.libs.analysis import SCHEMA, analyze_module, probe_libraries
-from envlock.manifest.libraries import LibrariesInfo
+from envlock.manifest.librariestable import LibrariesInfo
 from envlock.manifest import EnvlockInfo, Manifest, Target
 
 from .conftest import Builder, real_ldd

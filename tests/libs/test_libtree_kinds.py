@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from envlock.libs.config import detect_config
-from envlock.libs.process import Process
+from envlock.libs.linkmap import Process
 
 from .conftest import Builder, real_ldd
 

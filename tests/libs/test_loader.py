@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from envlock.libs.config import detect_config, expand_dst, split_path_list
-from envlock.libs.process import Process
+from envlock.libs.linkmap import Process
 
 from .conftest import (
     DLOPEN_CALLER,

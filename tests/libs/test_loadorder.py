@@ -15,7 +15,7 @@ from envlock.cli import cli
 from envlock.libs.analysis import analyze_module
 from envlock.libs.loadorder import assertion_message
 from envlock.libs.config import detect_config
-from envlock.libs.process import Process
+from envlock.libs.linkmap import Process
 
 from .conftest import DLOPEN_CALLER, DLOPEN_MAIN, Builder, _clean_env
 

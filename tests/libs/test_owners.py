@@ -218,7 +218,7 @@ def test_so_lines_are_the_lines_text_mode_and_splitlines_give(tmp_path: Path) ->
 def test_one_owner_model_for_libs_and_the_manifest(build: Builder) -> None:
     """A conda-installed extension module (its dist-info listed in the conda record's
     ``files``) is conda's in ``libs`` as in the manifest; one pip installed over conda's is pip's."""
-    from envlock.probes.conda import read_conda_prefix
+    from envlock.probes.condameta import read_conda_prefix
 
     prefix = build.root / "env"
     site = "lib/python3.11/site-packages"

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from envlock.libs.config import detect_config
-from envlock.libs.process import Process
+from envlock.libs.linkmap import Process
 
 from .conftest import DLOPEN_CALLER, DLOPEN_MAIN, Builder, real_dlopen, real_ldd
 

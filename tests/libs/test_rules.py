@@ -18,7 +18,7 @@ from envlock.libs.analysis import _entries
 from envlock.libs.config import detect_config
 from envlock.libs.diagnose import report_findings
 from envlock.libs.owners import OwnerIndex
-from envlock.libs.process import Process
+from envlock.libs.linkmap import Process
 from envlock.libs.ruleset import Context
 from envlock.libs.runtime import TorchPlan
 

@@ -26,7 +26,7 @@ from click.testing import CliRunner
 from envlock.cli import cli
 from envlock.libs.hwcaps import parse_tunables, strtoul
 from envlock.libs.config import detect_config, SearchConfig
-from envlock.libs.process import Process
+from envlock.libs.linkmap import Process
 
 from .conftest import Builder, _clean_env, real_ld_debug, real_ldd
 

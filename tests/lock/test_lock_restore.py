@@ -35,7 +35,7 @@ from envlock.manifest import (
     PythonInfo,
     Target,
 )
-from envlock.manifest.stack import CudaInfo, CudaToolkit, Gpu, GpuInfo, Tool, ToolchainInfo
+from envlock.manifest.stacktables import CudaInfo, CudaToolkit, Gpu, GpuInfo, Tool, ToolchainInfo
 
 PYLOCK = 'lock-version = "1.0"\ncreated-by = "test"\npackages = []\n'
 HASHED = "alpha==1.0 \\\n    --hash=sha256:" + "ab" * 32 + "\n"

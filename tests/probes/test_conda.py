@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import envlock
-from envlock.probes.conda import list_conda_meta, parse_history, read_conda_prefix, short_channel
+from envlock.probes.condameta import list_conda_meta, parse_history, read_conda_prefix, short_channel
 
 from .conftest import FIXTURES
 

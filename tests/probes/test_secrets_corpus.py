@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from envlock.probes.conda import parse_history, parse_spec
+from envlock.probes.condameta import parse_history, parse_spec
 from envlock.redact import redact_text, redact_url, secret_name
 
 #: (text holding a secret, the secret values that must vanish, what must stay)

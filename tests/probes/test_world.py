@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import envlock
-from envlock.probes import snapshot as snapshot_mod
+from envlock.probes import assemble as snapshot_mod
 from envlock.probes import stack as stack_mod
-from envlock.probes.conda import probe_conda, read_conda_prefix
+from envlock.probes.condameta import probe_conda, read_conda_prefix
 from envlock.probes.pip import probe_pip, scan_distributions
 from envlock.probes.target import resolve_target
 from envlock.probes.world import World, activated_path

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from envlock.manifest import _model, _toml
-from envlock.manifest.process import (
+from envlock.manifest.processtables import (
     Granted,
     Leftover,
     MappedLibrary,
@@ -116,7 +116,7 @@ def test_unseeded_global_rng_fingerprints_are_not_a_likely_cause(tmp_path: Path)
     ``context``, never ranked as a likely cause (issue 25)."""
     import dataclasses
 
-    from envlock.manifest.process import SeedState
+    from envlock.manifest.processtables import SeedState
 
     base = _proc(False)
     a = _write(tmp_path / "a.toml", "process", dataclasses.replace(

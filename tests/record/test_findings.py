@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from envlock.manifest.process import Granted, Leftover, Resources
-from envlock.runs.findings import fmt_bytes, fmt_duration, run_findings
+from envlock.manifest.processtables import Granted, Leftover, Resources
+from envlock.runs.outcome import fmt_bytes, fmt_duration, run_findings
 from envlock.runs.granted import granted, parse_scontrol, parse_time_limit
 from envlock.runs.supervise import exit_code_of
 
@@ -100,7 +100,7 @@ def test_exit_code_of() -> None:
 
 def test_openblas_version_keeps_its_dev_suffix() -> None:
     """numpy 1.26's OpenBLAS reports "OpenBLAS 0.3.23.dev …": recorded as "0.3.23." before."""
-    from envlock.runs.process import openblas_version
+    from envlock.runs.processprobe import openblas_version
 
     assert openblas_version(b"OpenBLAS 0.3.23.dev DYNAMIC_ARCH NO_AFFINITY Haswell MAX_THREADS=64") == "0.3.23.dev"
     assert openblas_version(b"OpenBLAS 0.3.21 NO_AFFINITY Zen MAX_THREADS=64") == "0.3.21"

@@ -14,7 +14,7 @@ if sys.version_info >= (3, 11):
 else:  # Python 3.10: tomli, the parser that became 3.11's tomllib
     import tomli as tomllib
 
-from envlock.manifest.process import run_from_dict
+from envlock.manifest.processtables import run_from_dict
 
 
 def test_gpu_memory_of_the_run_and_of_leftovers(tmp_path: Path) -> None:

@@ -14,8 +14,8 @@ else:  # Python 3.10: tomli, the parser that became 3.11's tomllib
     import tomli as tomllib
 
 import envlock
-from envlock.manifest.process import process_from_dict
-from envlock.runs.process import mapped_libraries, native_threadpools, observe
+from envlock.manifest.processtables import process_from_dict
+from envlock.runs.processprobe import mapped_libraries, native_threadpools, observe
 
 MAPS = """\
 7f1c2a000000-7f1c2a021000 r--p 00000000 08:01 123  /venv/lib/python3.11/site-packages/numpy.libs/libopenblas64_p-r0-15028c96.3.21.so

@@ -19,7 +19,7 @@ else:  # Python 3.10: tomli, the parser that became 3.11's tomllib
 
 import pytest
 
-from envlock.manifest.process import process_from_dict
+from envlock.manifest.processtables import process_from_dict
 
 pytestmark = pytest.mark.realenv
 

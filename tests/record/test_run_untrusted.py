@@ -20,7 +20,7 @@ else:  # Python 3.10: tomli, the parser that became 3.11's tomllib
 
 import pytest
 
-from envlock.manifest.process import run_from_dict
+from envlock.manifest.processtables import run_from_dict
 from tests.record.conftest import envlock_run
 
 ENVLOCK = [sys.executable, "-m", "envlock"]

@@ -236,7 +236,7 @@ def test_good_whose_own_pins_do_not_resolve(env_from, wheels):
 def test_the_text_table_never_cuts_the_applied_column():
     """Steps whose "applied to GOOD" lists differ only past 60 columns stay distinguishable:
     the cell wraps in its column (issue 25)."""
-    from envlock.render.bisect import render_text
+    from envlock.render.bisectreport import render_text
     from envlock.reproduce.model import BisectResult, Judge, Step
 
     long = tuple(f"nvidia-cusparselt-cu13 0.6.{i} → 0.8.1" for i in range(3))

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from envlock.probes.snapshot import snapshot, target_path_dirs
-from envlock.probes.conda import list_conda_meta
+from envlock.probes.assemble import snapshot, target_path_dirs
+from envlock.probes.condameta import list_conda_meta
 from envlock.probes.pip import scan_distributions
 from envlock.probes.stack import STACK_AREAS, probe_stack
 from envlock.probes.target import resolve_target

@@ -18,7 +18,7 @@ from envlock._run import run
 from envlock.manifest import EnvlockInfo, Manifest, Target
 from envlock.probes.stack import STACK_AREAS, probe_stack
 from envlock.probes.world import World
-from envlock.manifest.stack import (
+from envlock.manifest.stacktables import (
     BlasInfo,
     CudaInfo,
     FrameworksInfo,

@@ -227,7 +227,7 @@ def test_parse_size():
 def test_rich_table_on_a_terminal_and_plain_text_in_a_log(tmp_path, venv, job_env):
     import io
 
-    from envlock.render.verify import format_plain, print_report
+    from envlock.render.verifyreport import format_plain, print_report
 
     install_dist(site_packages(venv), "tqdm", "4.66.4")
     m = snapshot_to(venv, tmp_path / "m.toml", job_env)

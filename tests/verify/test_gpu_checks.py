@@ -7,12 +7,12 @@ from pathlib import Path
 
 
 from envlock.verify.checks import CHECKS
-from envlock.verify.checks.gpu import check_arch, check_cpu_build, check_driver, visible_gpus
+from envlock.verify.checks.gpucompat import check_arch, check_cpu_build, check_driver, visible_gpus
 from envlock.probes.target import resolve_target
 from envlock.verify import verify
 from envlock.verify.context import Context
 from envlock.verify.expected import Expected, read_lock
-from envlock.manifest.stack import FrameworkBuild, Gpu
+from envlock.manifest.stacktables import FrameworkBuild, Gpu
 from envlock.verify.live import Live
 from tests.verify.conftest import (
     PROC_396,

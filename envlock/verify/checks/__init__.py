@@ -12,7 +12,7 @@ from typing import Any
 
 from envlock.verify.checks.allocation import check_gpu_processes, check_visible_devices
 from envlock.verify.checks.build import DEFAULT_BUILD_CHECKS
-from envlock.verify.checks.gpu import check_arch, check_cpu_build, check_driver
+from envlock.verify.checks.gpucompat import check_arch, check_cpu_build, check_driver
 from envlock.verify.checks.isolation import check_isolation
 from envlock.verify.checks.libraries import check_libraries
 from envlock.verify.checks.numerics import check_numerics_env

@@ -20,7 +20,7 @@ from typing import Any
 
 from envlock.findings import Finding
 from envlock.probes.slurm import slurm_gpu_ids
-from envlock.verify.checks.gpu import visible_gpus
+from envlock.verify.checks.gpucompat import visible_gpus
 
 if TYPE_CHECKING:
     from envlock.verify.context import Context

@@ -1,6 +1,6 @@
 """Build-toolchain checks: will a CUDA/C++ extension built here match the torch it loads into?
 
-The facts are :class:`~envlock.manifest.build.BuildInfo` (:func:`envlock.probes.buildenv.
+The facts are :class:`~envlock.manifest.buildtable.BuildInfo` (:func:`envlock.probes.buildenv.
 probe_build`, conda virtual packages from :func:`envlock.probes.virtual.probe_virtual`),
 computed once per verify run and shared by the checks.  Finding ids, in check order:
 
@@ -41,8 +41,8 @@ from envlock.nvidia import (
 )
 from envlock.probes.world import World
 from envlock.variants import cuda_indexes, index_name, pytorch_index_url
-from envlock.verify.checks.gpu import visible_gpus
-from envlock.verify.checks.gpu import _needs_cuda_from_conda
+from envlock.verify.checks.gpucompat import visible_gpus
+from envlock.verify.checks.gpucompat import _needs_cuda_from_conda
 
 if TYPE_CHECKING:
     from envlock.verify.context import Context
@@ -72,7 +72,7 @@ NAMED_ARCHES: tuple[tuple[str, str], ...] = (
 
 
 def build_facts(ctx: Context, *, libraries: bool = False) -> Any:
-    """The run's :class:`~envlock.manifest.build.BuildInfo`, computed once (shared by the
+    """The run's :class:`~envlock.manifest.buildtable.BuildInfo`, computed once (shared by the
     checks through the :class:`~envlock.verify.live.Live` fact cache).
 
     :param libraries: also the facts read from ELF files (torch's GCC and C++ ABI, the

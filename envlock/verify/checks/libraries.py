@@ -9,7 +9,7 @@ frameworks' run-time ``dlopen`` targets) and carries each finding over as
 ``libs.runtime-not-found`` …) with the loader's severity, cause, evidence and fix.
 
 The loader's answer is cached (:func:`envlock.cache.memo`) with the signatures of everything
-it depends on (:func:`envlock.libs.cache.record_report`), so that repeated verifies of an
+it depends on (:func:`envlock.libs.cachekey.record_report`), so that repeated verifies of an
 unchanged environment skip the model and its imports.
 """
 
@@ -77,8 +77,8 @@ def check_libraries(ctx: Context, *, analyze: Any = None, cache: bool = True) ->
     """Loader findings for each framework module of the target.
 
     The loader's findings for a module are kept by :func:`envlock.cache.memo` (namespace
-    ``verify-libs``, keyed by :func:`envlock.libs.cache.answer_key`) with every file and
-    directory the report says they depend on (:func:`envlock.libs.cache.record_report`); they
+    ``verify-libs``, keyed by :func:`envlock.libs.cachekey.answer_key`) with every file and
+    directory the report says they depend on (:func:`envlock.libs.cachekey.record_report`); they
     are reused only while all of them are unchanged, so a later verify of the same
     environment skips the model (and its imports) entirely.  ``ENVLOCK_NO_CACHE=1`` turns it off.
 
@@ -94,7 +94,7 @@ def check_libraries(ctx: Context, *, analyze: Any = None, cache: bool = True) ->
     out: list[Finding] = []
     seen: set[tuple[str, str, str]] = set()
     from envlock import cache as _cache
-    from envlock.libs import cache as libcache
+    from envlock.libs import cachekey as libcache
 
     use_cache = cache and _cache.is_enabled(ctx.environ)
     elf_cache: Any = False

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 from dataclasses import replace
 
-from envlock.manifest.process import Granted, Leftover, Resources, RunFinding
+from envlock.manifest.processtables import Granted, Leftover, Resources, RunFinding
 
 __all__ = ["NEAR", "run_findings", "fmt_bytes", "fmt_duration"]
 

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from envlock.manifest import _model
-from envlock.manifest.process import (
+from envlock.manifest.processtables import (
     GpuDevice,
     MappedLibrary,
     ProcessInfo,
@@ -259,7 +259,7 @@ def observe(
     :returns: the :class:`ProcessInfo`; a value that could not be read is absent and its reason
         is in ``warnings``. Never raises.
     """
-    from envlock.probes.snapshot import utc_now
+    from envlock.probes.assemble import utc_now
     from envlock.runs.job import rank_of
 
     t0 = time.perf_counter()

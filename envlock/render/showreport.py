@@ -323,7 +323,7 @@ def summary_lines(m: Manifest, *, path: str = "") -> list[str]:
     for area in [a for a in AREAS if a not in _SHOWN] + list(m.extra):
         table = data.get(area)
         if area in ("run", "process") and isinstance(table, dict):  # envlock run / record
-            from envlock.render import run as summary
+            from envlock.render import runrecord as summary
 
             out.extend(getattr(summary, f"{area}_lines")(table))
         elif isinstance(table, dict):

@@ -5,7 +5,7 @@ and hands :func:`run_libs` the interpreter, its prefix and a way to ask it for `
 :func:`run_libs` reads the loader's configuration while the interpreter answers, models each
 MODULE or FILE (:func:`envlock.libs.analysis.analyze_module`), runs ``--runtime``'s check when
 asked (:func:`envlock.libs.runtime.runtime_check`) and decides the exit status.  Rendering is
-the caller's (:mod:`envlock.render.libs`, or ``LibsReport.to_json``).
+the caller's (:mod:`envlock.render.libsreport`, or ``LibsReport.to_json``).
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def run_libs(
     :param secure: model the target as a setuid/setgid program (``AT_SECURE``, glibc
         ``elf/dl-load.c``/``elf/rtld.c``): ``LD_LIBRARY_PATH``, ``LD_PRELOAD`` and the
         tunables are ignored, ``$ORIGIN`` is restricted (:func:`envlock.libs.config.expand_dst`).
-    :param rec: a cache recorder (:func:`envlock.libs.cache.record_report` records each
+    :param rec: a cache recorder (:func:`envlock.libs.cachekey.record_report` records each
         report's inputs through it), or ``None``.
     :returns: a :class:`LibsRun`.
     """
@@ -152,7 +152,7 @@ def run_libs(
 
         report = analyze()
         if rec is not None:
-            from envlock.libs.cache import record_report
+            from envlock.libs.cachekey import record_report
 
             record_report(rec, report, name, sys_path, prefix, "/")
         if launcher:

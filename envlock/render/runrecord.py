@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from envlock.runs.findings import fmt_bytes, fmt_duration
+from envlock.runs.outcome import fmt_bytes, fmt_duration
 from envlock.redact import redact_argv
 
 __all__ = ["run_lines", "process_lines"]

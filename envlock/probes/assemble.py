@@ -31,7 +31,7 @@ from envlock.manifest import (
     PipInfo,
     PipPackage,
 )
-from envlock.probes.conda import CondaMetaRecord, CondaRead, list_conda_meta, probe_conda
+from envlock.probes.condameta import CondaMetaRecord, CondaRead, list_conda_meta, probe_conda
 from envlock.probes.env import probe_env
 from envlock.probes.git import probe_git
 from envlock.probes.lockfiles import Installed, collect_lockfiles, match_lockfiles
@@ -58,7 +58,7 @@ from envlock import cache as _cache
 from envlock.manifest import _model
 
 if TYPE_CHECKING:
-    from envlock.manifest.libraries import LibrariesInfo
+    from envlock.manifest.librariestable import LibrariesInfo
 
 __all__ = ["attribute_conda", "not_python", "snapshot", "utc_now", "with_patch"]
 
@@ -385,11 +385,11 @@ def target_path_dirs(target: ResolvedTarget, environ: Mapping[str, str]) -> tupl
 def _libraries(world: World, sys_path: Sequence[str]) -> LibrariesInfo:
     """``[libraries]`` for torch, through the loader model (never raises); the answer is kept by
     :func:`envlock.cache.memo` (namespace ``snapshot-libs``, key
-    :func:`envlock.libs.cache.answer_key`) while every input the report records is unchanged,
+    :func:`envlock.libs.cachekey.answer_key`) while every input the report records is unchanged,
     and looked up once: a miss computes it directly.  Parsed ELF facts are kept in memory for
     the one command, never on disk (reading a file again is as fast as reading its JSON)."""
-    from envlock.libs import cache as libcache
-    from envlock.manifest.libraries import LibrariesInfo
+    from envlock.libs import cachekey as libcache
+    from envlock.manifest.librariestable import LibrariesInfo
 
     exe, prefix, environ, root = str(world.python), world.prefix, dict(world.environ), str(world.root)
     use_cache = _cache.is_enabled(environ)
