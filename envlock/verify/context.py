@@ -10,7 +10,7 @@ from typing import Any
 from envlock.probes.slurm import slurm_gpu_count, slurm_gpu_ids
 from envlock.verify.expected import Expected
 from envlock.verify.live import Live
-from envlock.verify.policy import Config
+from envlock.verify.settings import Config
 
 __all__ = ["Context", "slurm_gpu_ids", "slurm_gpu_count"]
 

@@ -22,42 +22,17 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 from envlock.findings import Finding, Severity
+from envlock.verify.settings import DEFAULT_MIN_FREE, DEFAULT_MIN_INODES, Config
 
-__all__ = ["Config", "load_config", "parse_size", "apply_policy", "DEFAULT_MIN_FREE", "DEFAULT_MIN_INODES"]
-
-#: Default free space required in ``--output-dir``: 1 GiB.
-DEFAULT_MIN_FREE = 1024**3
-#: Default free inodes required in ``--output-dir``.
-DEFAULT_MIN_INODES = 10_000
+__all__ = ["load_config", "parse_size", "apply_policy", "level_for"]
 
 _LEVELS = ("error", "warning", "info", "ignore")
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000**2, "mb": 1000**2, "g": 1000**3, "gb": 1000**3,
           "t": 1000**4, "tb": 1000**4, "kib": 1024, "mib": 1024**2, "gib": 1024**3, "tib": 1024**4}
-
-
-@dataclass(frozen=True, kw_only=True)
-class Config:
-    """The verify policy.
-
-    :ivar severity: id or pattern → ``"error"``/``"warning"``/``"info"``/``"ignore"``.
-    :ivar min_free_bytes: free space ``--output-dir`` must have, bytes.
-    :ivar min_free_inodes: free inodes it must have.
-    :ivar modules: extra extension modules for the library check.
-    :ivar skip: names of checks not to run (see :data:`envlock.verify.checks.CHECKS`).
-    :ivar source: the file the policy came from (``None``: defaults).
-    """
-
-    severity: Mapping[str, str] = field(default_factory=dict)
-    min_free_bytes: int = DEFAULT_MIN_FREE
-    min_free_inodes: int = DEFAULT_MIN_INODES
-    modules: tuple[str, ...] = ()
-    skip: tuple[str, ...] = ()
-    source: str | None = None
 
 
 def parse_size(value: Any, where: str = "min-free-space") -> int:

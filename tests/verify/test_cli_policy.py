@@ -15,7 +15,8 @@ from envlock.errors import ConfigError
 from envlock.findings import Finding
 from envlock.verify import verify
 from envlock.verify.checks import CHECKS
-from envlock.verify.policy import Config, apply_policy, level_for, load_config, parse_size
+from envlock.verify.policy import apply_policy, level_for, load_config, parse_size
+from envlock.verify.settings import Config
 from tests.verify.conftest import fake_nvidia_smi, install_dist, install_torch, site_packages, snapshot_to
 
 

@@ -14,7 +14,7 @@ from envlock.verify.checks.libraries import check_libraries
 from envlock.probes.target import resolve_target
 from envlock.verify.context import Context
 from envlock.verify.live import Live
-from envlock.verify.policy import Config
+from envlock.verify.settings import Config
 from tests.verify.conftest import install_dist, site_packages
 
 GCC = shutil.which("gcc")

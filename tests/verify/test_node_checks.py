@@ -16,7 +16,7 @@ from envlock.verify.checks.output import check_output_dir, check_workdir, human_
 from envlock.probes.target import resolve_target
 from envlock.verify.context import Context, slurm_gpu_count, slurm_gpu_ids
 from envlock.verify.live import Live
-from envlock.verify.policy import Config
+from envlock.verify.settings import Config
 from tests.verify.conftest import PROC_580_OPEN, fake_nvidia_smi, fake_root, gpu_line, install_dist
 
 A100_0 = gpu_line(0, "NVIDIA A100-SXM4-80GB", "GPU-6c1f0e2d-0001-4a5b-9c8d-7e6f5a4b3c2d", 81920, "8.0", "580.95.05")
