@@ -46,24 +46,24 @@ class Varying(NamedTuple):
     has_majority: bool = True
 
 
-@dataclass
+@dataclass(frozen=True)
 class PairDiff:
     """Result of comparing input ``a`` with ``b`` (``a`` may be a synthetic majority)."""
 
     a: FactSet
     b: FactSet
-    changes: list[Change]
-    explanations: list[Explanation]
+    changes: tuple[Change, ...]
+    explanations: tuple[Explanation, ...]
     identical: dict[str, int]
-    not_compared: list[tuple[str, str]]
+    not_compared: tuple[tuple[str, str], ...]
     unlisted: dict[str, int]
-    context: list[str] = field(default_factory=list)
+    context: tuple[str, ...] = ()
     #: per area, a spec's constraints the other side satisfies (``torch >=2.0`` against a
     #: lock's 2.3.1): equal in what the spec says, so not differences, but not "identical".
     satisfied: dict[str, int] = field(default_factory=dict)
     #: keys of the facts not compared because an input does not record the version (a pip
     #: freeze's ``name @ file:///…/work`` of a conda build): neither equal nor different.
-    unknown: list[str] = field(default_factory=list)
+    unknown: tuple[str, ...] = ()
 
     @property
     def differ(self) -> bool:
@@ -71,20 +71,20 @@ class PairDiff:
         return bool(self.changes)
 
 
-@dataclass
+@dataclass(frozen=True)
 class ManyDiff:
     """Result of comparing three or more inputs through their majority."""
 
-    inputs: list[FactSet]
+    inputs: tuple[FactSet, ...]
     majority: FactSet
-    deviants: list[PairDiff]
-    varying: list[Varying]
+    deviants: tuple[PairDiff, ...]
+    varying: tuple[Varying, ...]
     identical: dict[str, int]
-    not_compared: list[tuple[str, str]]
-    context: list[str] = field(default_factory=list)
+    not_compared: tuple[tuple[str, str], ...]
+    context: tuple[str, ...] = ()
     #: explanations of the facts without a majority value (every input holds another torch,
     #: 2/2/1 of five): no input is the odd one, but the fact may be the cause; ranked.
-    spread: list[Explanation] = field(default_factory=list)
+    spread: tuple[Explanation, ...] = ()
 
     @property
     def differ(self) -> bool:
@@ -193,9 +193,10 @@ def compare_pair(a: FactSet, b: FactSet, kb: KB, *, only: Sequence[str] = (),
     order = {x: i for i, x in enumerate(areas)}
     changes.sort(key=lambda c: (order.get(c.area, 99), c.key))
     explanations, notes = rules.explain_noted(a, b, changes, kb)
-    return PairDiff(a, b, changes, explanations, dict(identical), not_compared, dict(unlisted),
-                    (rules.context([a, b]) if counts is None else []) + notes, dict(satisfied),
-                    sorted(unknown))
+    return PairDiff(a, b, tuple(changes), tuple(explanations), dict(identical),
+                    tuple(not_compared), dict(unlisted),
+                    tuple((rules.context([a, b]) if counts is None else []) + notes),
+                    dict(satisfied), tuple(sorted(unknown)))
 
 
 
@@ -474,8 +475,8 @@ class ManyTally:
                 deviants.append(compare_pair(majority, s, kb, only=only, ignore=ignore,
                                              counts=counts, skip=skip))
         spread = rules.explain_spread(inputs, [v for v in varying if not v.has_majority], kb)
-        return ManyDiff(list(inputs), majority, deviants, varying, dict(identical),
-                        not_compared, rules.context(inputs), spread)
+        return ManyDiff(tuple(inputs), majority, tuple(deviants), tuple(varying), dict(identical),
+                        tuple(not_compared), tuple(rules.context(inputs)), tuple(spread))
 
 
 def compare_many(inputs: Iterable[FactSet], kb: KB, *, only: Sequence[str] = (),

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["Change", "Explanation"]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Change:
     """One fact whose value differs.
 
@@ -30,7 +30,7 @@ class Change:
     generic: bool = False
 
 
-@dataclass
+@dataclass(frozen=True)
 class Explanation:
     """A ranked likely cause: a title, why it matters, what to do, and the facts it accounts
     for.
@@ -46,5 +46,5 @@ class Explanation:
     score: int
     why: str
     do: str
-    changes: list[Change] = field(default_factory=list)
-    causes: list[Change] = field(default_factory=list)
+    changes: tuple[Change, ...] = ()
+    causes: tuple[Change, ...] = ()

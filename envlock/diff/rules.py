@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from envlock.diff.results import Change, Explanation
@@ -62,8 +63,8 @@ def _rule(kb: KB, rid: str, changes: list[Change], size: str = "value", *,
     return Explanation(rid, _fmt(str(spec.get("title", rid)), **kw),
                        str(spec.get("class", "numerical-core")),
                        rank * 10 + kb.sizes.get(size, 1), _fmt(str(text), **kw),
-                       _fmt(str(spec.get("do", "")), **kw), changes,
-                       causes if causes is not None else list(changes))
+                       _fmt(str(spec.get("do", "")), **kw), tuple(changes),
+                       tuple(causes if causes is not None else changes))
 
 
 def accounted(kb: KB, cause: str, changes: Iterable[Change],
@@ -229,7 +230,7 @@ def _torch(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explan
     if cudnn is not None:
         extra.append(f"cuDNN {_plainv(cudnn.values[0])} → {_plainv(cudnn.values[1])}")
     if extra:
-        ex.title += f" ({'; '.join(extra)})"
+        ex = replace(ex, title=f"{ex.title} ({'; '.join(extra)})")
     return [ex]
 
 
@@ -548,7 +549,7 @@ def explain_spread(inputs: Sequence[FactSet], spread: Sequence[Any], kb: KB) -> 
             out.append(Explanation("torch-variant", f"torch builds differ: {what}",
                                    str(spec.get("class", "platform")),
                                    int(spec.get("rank", 100)) * 10 + kb.sizes.get("variant", 9),
-                                   why, do, absorbed, causes))
+                                   why, do, tuple(absorbed), tuple(causes)))
             used.update(id(c) for c in absorbed)
     for c, v in changes:
         if id(c) in used or not kb.explains(c.cls):
@@ -564,7 +565,7 @@ def explain_spread(inputs: Sequence[FactSet], spread: Sequence[Any], kb: KB) -> 
         do = (f"Install one version of {c.key} on every input, then compare again."
               if c.area == "package" else f"Make {name} the same on every input.")
         out.append(Explanation(f"{comp.id}:{c.area}:{c.key}", title, comp.cls, _score(kb, c),
-                               _fmt(comp.why, **kw), do, [c], [c]))
+                               _fmt(comp.why, **kw), do, (c,), (c,)))
     out.sort(key=lambda e: (-e.score, e.title))
     return out
 
@@ -696,8 +697,8 @@ def _plain(rest: Iterable[Change], kb: KB, label: str,
             if first.area != "package" and first.majority_count is None:
                 title = f"{first.area} {title}"
         out.append(Explanation(gid, title, comp.cls, max(_score(kb, c) for c in cs),
-                               _fmt(comp.why, **kw), _do(comp.do, first, labels, kw), cs,
-                               causes.get(gid, cs[:1] if not comp.group else list(cs))))
+                               _fmt(comp.why, **kw), _do(comp.do, first, labels, kw), tuple(cs),
+                               tuple(causes.get(gid, cs[:1] if not comp.group else cs))))
     return out
 
 
@@ -758,14 +759,16 @@ def explain_noted(a: FactSet, b: FactSet, changes: list[Change], kb: KB
             notes.append(note)
     # a cause is as likely to change results as its most important consequence (one that can
     # change numbers here)
-    for ex in out:
+    for i, ex in enumerate(out):
         roots = {id(c) for c in ex.causes}
+        score, cls = ex.score, ex.cls
         for c in ex.changes:
             if id(c) in roots or not kb.explains(c.cls) or unmet(kb.needs(c.component), (a, b)):
                 continue
-            score = _score(kb, c)
-            if score > ex.score:
-                ex.score, ex.cls = score, c.cls
+            if _score(kb, c) > score:
+                score, cls = _score(kb, c), c.cls
+        if (score, cls) != (ex.score, ex.cls):
+            out[i] = replace(ex, score=score, cls=cls)
     # an explanation accounts for facts that are shown: with --only/--ignore leaving out all
     # of them, or all of its causes, it is not shown either (its consequences stay in the
     # table, explained by nothing else)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from envlock.find.index import Index, in_fingerprint
@@ -38,7 +38,7 @@ class Cluster:
     paths: list[str]
     labels: list[str]
     diff: Any = None
-    explanations: list[Any] = field(default_factory=list)
+    explanations: tuple[Any, ...] = ()
 
     @property
     def size(self) -> int:

@@ -8,7 +8,7 @@ explanations (at most ten unless ``show_all``), the differences by area, what is
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from envlock.diff.engine import Change, Explanation, InputFacts, ManyDiff, PairDiff
@@ -191,7 +191,7 @@ def to_json(result: PairDiff | ManyDiff, *, show_all: bool = False) -> dict[str,
     return doc
 
 
-def _top(exps: list[Explanation]) -> int:
+def _top(exps: Sequence[Explanation]) -> int:
     return exps[0].score if exps else 0
 
 

@@ -129,7 +129,7 @@ def test_ld_library_path_is_one_explanation_with_what_it_moved(write) -> None:
     result = _pair(write, build_manifest(stack=_libs(None)),
                    build_manifest(env={"LD_LIBRARY_PATH": ld}, stack=_libs(ld)))
     (ex,) = [e for e in result.explanations if e.id == "loader-path"]
-    assert result.explanations == [ex]
+    assert result.explanations == (ex,)
     assert ex.title == (f"LD_LIBRARY_PATH differs (unset in a.toml, {ld} in b.toml): the loader "
                         "picks other copies of libgomp.so.1, libpython3.11.so.1.0")
     assert [c.key for c in ex.causes] == ["LD_LIBRARY_PATH"]

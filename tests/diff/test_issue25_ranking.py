@@ -27,7 +27,7 @@ def test_a_branch_name_alone_is_no_explanation(write) -> None:
     del b["git"]["branch"]
     res = _pair(write, a, b)
     assert [c.key for c in res.changes] == ["repository.branch"]
-    assert res.explanations == []
+    assert res.explanations == ()
     # with another commit, the commit is the explanation and the branch is not named as a cause
     res = _pair(write, a, _with(a, "git", branch="dev", commit="8" * 40))
     assert [e.id for e in res.explanations] == ["code"]

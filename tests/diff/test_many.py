@@ -101,7 +101,7 @@ def test_five_inputs_2_2_1_has_no_majority(write, tmp_path: Path) -> None:
     (v,) = result.varying
     assert (v.majority, v.has_majority) == (None, False)
     # no input is "the odd one" for a fact without a majority
-    assert result.deviants == []
+    assert result.deviants == ()
     assert result.differ
     res = CliRunner().invoke(cli, ["diff", str(tmp_path / "run"), "--width", "160"])
     assert res.exit_code == 1
