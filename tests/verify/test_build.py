@@ -528,6 +528,22 @@ def test_override_claiming_more_than_the_driver(world, tmp_path):
     assert f.title == "CONDA_OVERRIDE_CUDA=12.8 claims more CUDA than driver 535.104.05 supports (12.2)"
 
 
+@pytest.mark.parametrize("claimed, found", [("2.99", True), ("2.17", False), ("not-a-version", False)])
+def test_glibc_override_against_this_nodes_glibc(world, claimed, found):
+    """CONDA_OVERRIDE_GLIBC above this machine's glibc (the C library's own answer,
+    confstr(_CS_GNU_LIBC_VERSION), is the oracle) is a finding; at or below it, or no version
+    at all, is none."""
+    import os
+
+    real = os.confstr("CS_GNU_LIBC_VERSION").split()[1]
+    r = verify(python=str(world["venv"] / "bin" / "python"), build=True,
+               environ={**world["env"], "CONDA_OVERRIDE_GLIBC": claimed})
+    assert ("build.glibc-override" in ids(r)) is found
+    if found:
+        assert the(r, "build.glibc-override").title == (
+            f"CONDA_OVERRIDE_GLIBC={claimed} claims a newer glibc than this node's ({real})")
+
+
 def test_virtual_packages_as_the_solver_sees_them():
     from envlock.probes.virtual import linux_version, probe_virtual
 
