@@ -190,7 +190,6 @@ ALLOWED: frozenset[str] = frozenset({
     "envlock/diff/rules.py",
     "envlock/diff/rules.py:explain_spread",
     "envlock/find/index.py",
-    "envlock/probes/buildenv.py:probe_build",
     "envlock/probes/frameworks.py",
     "envlock/probes/gpu.py:probe_gpu",
     "envlock/probes/snapshot.py:snapshot",
