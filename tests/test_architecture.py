@@ -193,7 +193,6 @@ ALLOWED: frozenset[str] = frozenset({
     "envlock/probes/frameworks.py",
     "envlock/probes/snapshot.py:snapshot",
     "envlock/probes/target.py",
-    "envlock/probes/toolchain.py:probe_toolchain",
     "envlock/render/diff.py",
     "envlock/render/diff.py:render_text",
     "envlock/render/show.py",
