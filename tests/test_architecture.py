@@ -202,8 +202,6 @@ ALLOWED: frozenset[str] = frozenset({
     "envlock/verify/checks/build.py",
     "envlock/verify/checks/build.py:check_build_compiler",
     "envlock/verify/checks/build.py:check_build_virtual",
-    "envlock/verify/checks/packages.py",
-    "envlock/verify/checks/packages.py:_compare",
 })
 
 
