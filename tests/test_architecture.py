@@ -199,9 +199,6 @@ ALLOWED: frozenset[str] = frozenset({
     "envlock/runs/findings.py:run_findings",
     "envlock/runs/supervise.py",
     "envlock/runs/supervise.py:supervise",
-    "envlock/verify/checks/build.py",
-    "envlock/verify/checks/build.py:check_build_compiler",
-    "envlock/verify/checks/build.py:check_build_virtual",
 })
 
 
