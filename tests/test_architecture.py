@@ -194,8 +194,6 @@ ALLOWED: frozenset[str] = frozenset({
     "envlock/probes/target.py",
     "envlock/render/diff.py",
     "envlock/render/diff.py:render_text",
-    "envlock/render/show.py",
-    "envlock/render/show.py:summary_lines",
     "envlock/runs/findings.py:run_findings",
     "envlock/runs/supervise.py",
     "envlock/runs/supervise.py:supervise",
