@@ -76,7 +76,7 @@ def _reading(path: str, not_manifest: Exception) -> Any:
 
 
 def _show_foreign(path: str, reading: Any, show_all: bool, fmt: str, width: int | None) -> None:
-    from envlock.render.showreport import foreign_json, render_foreign
+    from envlock.render.readings import foreign_json, render_foreign
 
     will_exit(0)
     if fmt == "json":

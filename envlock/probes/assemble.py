@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +58,7 @@ from envlock import cache as _cache
 from envlock.manifest import _model
 
 if TYPE_CHECKING:
+    from envlock.manifest import CpuInfo, EnvVars, LockfilesInfo, PlatformInfo, PythonInfo
     from envlock.manifest.librariestable import LibrariesInfo
 
 __all__ = ["attribute_conda", "not_python", "snapshot", "utc_now", "with_patch"]
@@ -144,28 +145,151 @@ def _editable_git(world: World, pip: PipInfo, pool: ThreadPoolExecutor) -> PipIn
     return replace(pip, packages=tuple(out))
 
 
+@dataclass(frozen=True)
+class _Observed:
+    """What the probes of one snapshot returned (the target as its interpreter reported it)."""
+
+    target: ResolvedTarget
+    python: PythonInfo
+    platform: PlatformInfo | None
+    cpu: CpuInfo | None
+    env: EnvVars | None
+    git: GitInfo
+    conda: CondaInfo | None
+    pip: PipInfo
+    libraries: LibrariesInfo | None
+    stack: dict[str, Any]
+
+
+def _observe(pool: ThreadPoolExecutor, target: ResolvedTarget, env: dict[str, str],
+             warnings: list[str], *, python: str | None, require_python: bool, repo: str,
+             root: str, runner: Runner, env_allow: Iterable[str], env_deny: Iterable[str],
+             libraries: bool, stack: bool, do_import: bool, stack_timeout: float) -> _Observed:
+    """Run every probe of :func:`snapshot` on ``pool`` (its parameters); the probes' own
+    warnings are appended to ``warnings``.
+
+    :raises TargetError: ``require_python`` and ``python`` is not a Python interpreter.
+    """
+    query = query_interpreter_cached if runner is run else query_interpreter
+    python_info = pool.submit(query, target, runner=runner, environ=env).result()
+    if require_python and python and python_info.status == "error" and not_python(python_info.error or "", python):
+        # The interpreter asked for by name ran but did not answer as Python does
+        # (/bin/true, a shell script, a binary of another machine).  (A hung one is
+        # recorded: its [python] says "timeout".)
+
+        raise TargetError(f"--python {printable(python)}: not a working Python interpreter "
+                          f"({one_line(printable(python_info.error or 'no answer'), 160)})")
+    target = refine_target(target, python_info)
+    # The one world every probe of this snapshot observes (the target as its interpreter
+    # reported it); results of one probe that another needs are passed on explicitly.
+    world = World.of(target, environ=env, sys_path=python_info.path, root=root, runner=runner)
+    f_git = pool.submit(probe_git, world, path=repo)
+    f_conda = pool.submit(probe_conda, world) if target.kind == "conda" else None
+    platform_info = probe_platform(world)
+    cpu_info = probe_cpu(world)
+    env_info = probe_env(world, allow=env_allow, deny=env_deny)
+    f_libs = pool.submit(_libraries, world, python_info.path) if (libraries and world.python) else None
+    if python_info.status != "ok":
+        warnings.append(
+            f"python: {python_info.error}; package list read from the prefix's site-packages"
+        )
+    # The stack probes reuse the [pip] scan and one conda-meta listing instead of reading
+    # the same files again; they start now and wait for the scan only where they need it.
+    scanned: Future[Sequence[PipPackage]] = Future()
+    f_stack = pool.submit(
+        _stack, world, do_import, stack_timeout, scanned.result, list_conda_meta(world.prefix),
+    ) if stack else None
+    try:
+        pip_info = probe_pip(world)
+    except BaseException as exc:
+        scanned.set_exception(exc)
+        raise
+    scanned.set_result(pip_info.packages)
+    conda_read = f_conda.result() if f_conda else None
+    if conda_read:
+        warnings.extend(conda_read.warnings)
+    pip_info, conda_info, attrib_warnings = attribute_conda(pip_info, conda_read)
+    warnings.extend(attrib_warnings)
+    pip_info = _editable_git(world, pip_info, pool)
+    return _Observed(target, python_info, platform_info, cpu_info, env_info, f_git.result(),
+                     conda_info, pip_info, f_libs.result() if f_libs else None,
+                     f_stack.result() if f_stack else {})
+
+
+def _result_warnings(seen: _Observed) -> list[str]:
+    """One warning per probe result that failed or timed out, per package with an error, and
+    per package that shadows another copy."""
+    warnings: list[str] = []
+    if seen.libraries is not None and seen.libraries.status in ("error", "timeout"):
+        warnings.append(f"libraries: {seen.libraries.status}: {seen.libraries.error}")
+    for area, record in seen.stack.items():
+        if getattr(record, "status", "ok") in ("error", "timeout"):
+            warnings.append(f"{area}: {record.status}: {getattr(record, 'error', None) or ''}".rstrip(": "))
+    for p in seen.pip.packages:
+        if p.error:
+            warnings.append(f"pip: {p.name}: {p.error}")
+        if p.shadowed:
+            warnings.append(
+                f"pip: {p.name} {p.version} at {p.location} shadows " + ", ".join(p.shadowed)
+            )
+    if seen.git.status in ("error", "timeout"):
+        warnings.append(f"git: {seen.git.error}")
+    return warnings
+
+
+def _installed(seen: _Observed) -> Installed:
+    """What the environment has, for checking the lockfiles against it."""
+    return Installed.of(seen.pip.packages, seen.conda.packages if seen.conda else (),
+                        seen.python.version, seen.platform.machine if seen.platform else None)
+
+
+def _abandon(pool: ThreadPoolExecutor) -> None:
+    """Ctrl-C (or a bug) during the probes: drop what has not started, end every child now;
+    the threads still running then return within moments instead of waiting out their timeouts."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    # The caller's own later commands run at once (a library caller carries on after
+    # catching KeyboardInterrupt); the abandoned probes' threads start none until they
+    # have all returned.
+    _run.cancel_all(spare_caller=True)
+    threading.Thread(target=_resume_after, args=(pool,), daemon=True).start()
+
+
+def _manifest(seen: _Observed, lockfiles_info: LockfilesInfo, warnings: list[str],
+              started: float, command: Sequence[str] | None) -> Manifest:
+    """The manifest of what was observed; ``started`` is the :func:`time.perf_counter` of the
+    snapshot's start, ``command`` the command line (``sys.argv`` when ``None``)."""
+    head = EnvlockInfo(
+        version=_version(),
+        created=utc_now(),
+        host=socket.gethostname(),
+        command=redact_argv(sys.argv if command is None else command),
+        duration=round(time.perf_counter() - started, 3),
+        warnings=tuple(warnings),
+    )
+    return Manifest(
+        envlock=head,
+        target=seen.target.to_model(),
+        python=seen.python,
+        platform=seen.platform,
+        cpu=seen.cpu,
+        env=seen.env,
+        git=seen.git,
+        conda=seen.conda,
+        pip=seen.pip,
+        lockfiles=lockfiles_info,
+        libraries=seen.libraries,
+        **seen.stack,
+    )
+
+
 def snapshot(
-    *,
-    python: str | None = None,
-    prefix: str | None = None,
-    repo: str | None = None,
-    environ: Mapping[str, str] | None = None,
-    root: str = "/",
-    runner: Runner = run,
-    env_allow: Iterable[str] = (),
-    env_deny: Iterable[str] = (),
-    command: Sequence[str] | None = None,
-    target: ResolvedTarget | None = None,
-    do_import: bool = False,
-    stack: bool = True,
-    stack_timeout: float = 10.0,
-    lock_dir: str | None = None,
-    locks: Sequence[str] = (),
-    libraries: bool = True,
-    output: str | os.PathLike[str] | None = None,
-    save_patch: bool = False,
-    force: bool = False,
-    require_python: bool = False,
+    *, python: str | None = None, prefix: str | None = None, repo: str | None = None,
+    environ: Mapping[str, str] | None = None, root: str = "/", runner: Runner = run,
+    env_allow: Iterable[str] = (), env_deny: Iterable[str] = (), command: Sequence[str] | None = None,
+    target: ResolvedTarget | None = None, do_import: bool = False, stack: bool = True,
+    stack_timeout: float = 10.0, lock_dir: str | None = None, locks: Sequence[str] = (),
+    libraries: bool = True, output: str | os.PathLike[str] | None = None, save_patch: bool = False,
+    force: bool = False, require_python: bool = False,
 ) -> Manifest:
     """Observe a target environment and return its manifest.
 
@@ -222,101 +346,17 @@ def snapshot(
     _run.resume()
     pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="envlock-probe")
     try:
-        query = query_interpreter_cached if runner is run else query_interpreter
-        python_info = pool.submit(query, target, runner=runner, environ=env).result()
-        if require_python and python and python_info.status == "error" and not_python(python_info.error or "", python):
-            # The interpreter asked for by name ran but did not answer as Python does
-            # (/bin/true, a shell script, a binary of another machine).  (A hung one is
-            # recorded: its [python] says "timeout".)
-
-            raise TargetError(f"--python {printable(python)}: not a working Python interpreter "
-                              f"({one_line(printable(python_info.error or 'no answer'), 160)})")
-        target = refine_target(target, python_info)
-        # The one world every probe of this snapshot observes (the target as its interpreter
-        # reported it); results of one probe that another needs are passed on explicitly.
-        world = World.of(target, environ=env, sys_path=python_info.path, root=root, runner=runner)
-        f_git = pool.submit(probe_git, world, path=repo or cwd)
-        f_conda = pool.submit(probe_conda, world) if target.kind == "conda" else None
-        platform_info = probe_platform(world)
-        cpu_info = probe_cpu(world)
-        env_info = probe_env(world, allow=env_allow, deny=env_deny)
-        f_libs = pool.submit(_libraries, world, python_info.path) if (libraries and world.python) else None
-        if python_info.status != "ok":
-            warnings.append(
-                f"python: {python_info.error}; package list read from the prefix's site-packages"
-            )
-        # The stack probes reuse the [pip] scan and one conda-meta listing instead of reading
-        # the same files again; they start now and wait for the scan only where they need it.
-        scanned: Future[Sequence[PipPackage]] = Future()
-        f_stack = pool.submit(
-            _stack, world, do_import, stack_timeout, scanned.result, list_conda_meta(world.prefix),
-        ) if stack else None
-        try:
-            pip_info = probe_pip(world)
-        except BaseException as exc:
-            scanned.set_exception(exc)
-            raise
-        scanned.set_result(pip_info.packages)
-        conda_read = f_conda.result() if f_conda else None
-        if conda_read:
-            warnings.extend(conda_read.warnings)
-        pip_info, conda_info, attrib_warnings = attribute_conda(pip_info, conda_read)
-        warnings.extend(attrib_warnings)
-        pip_info = _editable_git(world, pip_info, pool)
-        git_info = f_git.result()
-        stack_tables = f_stack.result() if f_stack else {}
-        libraries_info = f_libs.result() if f_libs else None
+        seen = _observe(pool, target, env, warnings, python=python, require_python=require_python,
+                        repo=repo or cwd, root=root, runner=runner, env_allow=env_allow,
+                        env_deny=env_deny, libraries=libraries, stack=stack, do_import=do_import,
+                        stack_timeout=stack_timeout)
     except BaseException:
-        # Ctrl-C (or a bug): drop what has not started, end every child now; the threads
-        # still running then return within moments instead of waiting out their timeouts.
-        pool.shutdown(wait=False, cancel_futures=True)
-        # The caller's own later commands run at once (a library caller carries on after
-        # catching KeyboardInterrupt); the abandoned probes' threads start none until they
-        # have all returned.
-        _run.cancel_all(spare_caller=True)
-        threading.Thread(target=_resume_after, args=(pool,), daemon=True).start()
+        _abandon(pool)
         raise
     pool.shutdown(wait=True)
-    have = Installed.of(pip_info.packages, conda_info.packages if conda_info else (),
-                        python_info.version, platform_info.machine if platform_info else None)
-    lockfiles_info, matched = match_lockfiles(lockfiles_info, have)
-    warnings += lock_warnings + matched
-    if libraries_info is not None and libraries_info.status in ("error", "timeout"):
-        warnings.append(f"libraries: {libraries_info.status}: {libraries_info.error}")
-    for area, record in stack_tables.items():
-        if getattr(record, "status", "ok") in ("error", "timeout"):
-            warnings.append(f"{area}: {record.status}: {getattr(record, 'error', None) or ''}".rstrip(": "))
-    for p in pip_info.packages:
-        if p.error:
-            warnings.append(f"pip: {p.name}: {p.error}")
-        if p.shadowed:
-            warnings.append(
-                f"pip: {p.name} {p.version} at {p.location} shadows " + ", ".join(p.shadowed)
-            )
-    if git_info.status in ("error", "timeout"):
-        warnings.append(f"git: {git_info.error}")
-    head = EnvlockInfo(
-        version=_version(),
-        created=utc_now(),
-        host=socket.gethostname(),
-        command=redact_argv(sys.argv if command is None else command),
-        duration=round(time.perf_counter() - started, 3),
-        warnings=tuple(warnings),
-    )
-    manifest = Manifest(
-        envlock=head,
-        target=target.to_model(),
-        python=python_info,
-        platform=platform_info,
-        cpu=cpu_info,
-        env=env_info,
-        git=git_info,
-        conda=conda_info,
-        pip=pip_info,
-        lockfiles=lockfiles_info,
-        libraries=libraries_info,
-        **stack_tables,
-    )
+    lockfiles_info, matched = match_lockfiles(lockfiles_info, _installed(seen))
+    warnings += lock_warnings + matched + _result_warnings(seen)
+    manifest = _manifest(seen, lockfiles_info, warnings, started, command)
     if save_patch:
         manifest, patch_path, data = with_patch(manifest, output, runner=runner, environ=env)
         write_file(patch_path, data, force=force)

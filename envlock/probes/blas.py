@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from envlock.manifest import PipPackage
@@ -308,27 +308,13 @@ def _scan_omp(d: Path, package: str | None, out: list[OpenMPRuntime], seen: set[
         out.append(OpenMPRuntime(name=m.group("name"), path=str(path), package=package))
 
 
-def probe_blas(
-    world: World,
-    *,
-    dists: Sequence[PipPackage] | None = None,
-    conda: Sequence[CondaMetaRecord] | None = None,
-) -> BlasInfo:
-    """Record the BLAS/LAPACK implementation of numpy, scipy and the conda env, and OpenMP runtimes.
+def _site_blas(site_dirs: Sequence[str], dists: Sequence[PipPackage] | None,
+               libs: list[BlasLibrary], omp: list[OpenMPRuntime], seen_omp: set[str]) -> None:
+    """Append the BLAS libraries and OpenMP runtimes that pip installed in ``site_dirs``.
 
-    :param world: what is observed: only ``prefix`` (``conda-meta`` and ``lib/``) and
-        ``site_dirs`` are read (everything lives in the env; no command runs).
-    :param dists: the distributions of ``site_dirs`` already read by
-        :func:`~envlock.probes.pip.scan_distributions`; ``None`` scans ``site_dirs``.
-    :param conda: the records of ``<prefix>/conda-meta`` already listed by
-        :func:`~envlock.probes.condameta.list_conda_meta`; ``None`` lists them.
-    :returns: a :class:`BlasInfo`; ``status="absent"`` when no BLAS user was found.  Never raises.
+    numpy and scipy by their bundled ``.libs``; the ``scipy-openblas32/64``, ``mkl`` and
+    ``intel-openmp`` wheels by their records; torch's and every ``*.libs`` folder's OpenMP.
     """
-    prefix, site_dirs = world.prefix, world.site_dirs
-    libs: list[BlasLibrary] = []
-    omp: list[OpenMPRuntime] = []
-    seen_omp: set[str] = set()
-    sources: list[str] = []
     for dist in site_dists(site_dirs, dists):
         if dist.name in ("numpy", "scipy"):
             _package_blas(dist.name, dist.site, dist.version, libs)
@@ -376,11 +362,12 @@ def probe_blas(
         for n in names:
             if n.endswith(".libs"):
                 _scan_omp(Path(site) / n, n, omp, seen_omp)
-    if libs or omp:
-        sources.append("site-packages")
 
-    records = list_conda_meta(prefix) if conda is None else conda
-    by_name = {r.name: r for r in records}
+
+def _conda_blas(prefix: str | None, by_name: Mapping[str, CondaMetaRecord],
+                libs: list[BlasLibrary]) -> None:
+    """Append the conda env's BLAS: the ``libblas``/``liblapack`` metapackages' implementation
+    (from their build string), else one implementation package (``mkl``, ``openblas``, ``blis``)."""
     for name in ("libblas", "liblapack"):
         rec = by_name.get(name)
         if rec:
@@ -414,8 +401,16 @@ def probe_blas(
                     package=f"{rec.name}={rec.version}={rec.build}",
                 )
             )
-    omp_pkgs = {"libgomp": "libgomp", "llvm-openmp": "libomp", "intel-openmp": "libiomp5"}
-    for cname, lib in omp_pkgs.items():
+
+
+#: conda package -> the OpenMP runtime library it installs
+_CONDA_OPENMP = {"libgomp": "libgomp", "llvm-openmp": "libomp", "intel-openmp": "libiomp5"}
+
+
+def _conda_openmp(prefix: str | None, by_name: Mapping[str, CondaMetaRecord],
+                  omp: list[OpenMPRuntime]) -> None:
+    """Append the OpenMP runtimes the conda env's packages install (:data:`_CONDA_OPENMP`)."""
+    for cname, lib in _CONDA_OPENMP.items():
         rec = by_name.get(cname)
         if rec:
             omp.append(
@@ -426,6 +421,37 @@ def probe_blas(
                     version=rec.version,
                 )
             )
+
+
+def probe_blas(
+    world: World,
+    *,
+    dists: Sequence[PipPackage] | None = None,
+    conda: Sequence[CondaMetaRecord] | None = None,
+) -> BlasInfo:
+    """Record the BLAS/LAPACK implementation of numpy, scipy and the conda env, and OpenMP runtimes.
+
+    :param world: what is observed: only ``prefix`` (``conda-meta`` and ``lib/``) and
+        ``site_dirs`` are read (everything lives in the env; no command runs).
+    :param dists: the distributions of ``site_dirs`` already read by
+        :func:`~envlock.probes.pip.scan_distributions`; ``None`` scans ``site_dirs``.
+    :param conda: the records of ``<prefix>/conda-meta`` already listed by
+        :func:`~envlock.probes.condameta.list_conda_meta`; ``None`` lists them.
+    :returns: a :class:`BlasInfo`; ``status="absent"`` when no BLAS user was found.  Never raises.
+    """
+    prefix, site_dirs = world.prefix, world.site_dirs
+    libs: list[BlasLibrary] = []
+    omp: list[OpenMPRuntime] = []
+    seen_omp: set[str] = set()
+    sources: list[str] = []
+    _site_blas(site_dirs, dists, libs, omp, seen_omp)
+    if libs or omp:
+        sources.append("site-packages")
+
+    records = list_conda_meta(prefix) if conda is None else conda
+    by_name = {r.name: r for r in records}
+    _conda_blas(prefix, by_name, libs)
+    _conda_openmp(prefix, by_name, omp)
     if prefix and not records:
         _scan_omp(Path(prefix) / "lib", None, omp, seen_omp)
     if records:

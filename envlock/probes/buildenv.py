@@ -43,6 +43,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from envlock._run import Runner, RunResult, run
@@ -255,6 +256,148 @@ def _proc_driver(root: Path) -> dict[str, str | None]:
     return {"driver_version": driver, "driver_cuda": max_cuda_for_driver(driver) if driver else None}
 
 
+@dataclass(frozen=True)
+class _TorchSource:
+    """What torch's own sources say about a build: ``cpp_extension.py``'s CUDA-home order and
+    GCC bounds per CUDA release, ``version.py``'s values and the supported architectures."""
+
+    order: tuple[str, ...] = DEFAULT_CUDA_HOME_ORDER
+    order_src: str = "default"
+    bounds: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)
+    version_py: dict[str, object] = field(default_factory=dict)
+    supported_archs: tuple[str, ...] = ()
+
+
+def _read_torch_source(torch_dir: Path | None, errors: list[str]) -> _TorchSource:
+    """Read ``torch/version.py`` and ``torch/utils/cpp_extension.py`` (nothing imported); an
+    unreadable ``_find_cuda_home`` appends to ``errors`` and keeps the default order."""
+    if torch_dir is None:
+        return _TorchSource()
+    tv = _torch_version_py(torch_dir / "version.py")
+    cpp = torch_dir / "utils" / "cpp_extension.py"
+    text = read_text(cpp, 1 << 22)
+    if text is None:
+        return _TorchSource(version_py=tv)
+    order: tuple[str, ...] = DEFAULT_CUDA_HOME_ORDER
+    order_src = "default"
+    read = read_cuda_home_order(text)
+    if read:
+        order, order_src = read, f"{cpp} _find_cuda_home"
+    else:
+        errors.append(f"{cpp}: _find_cuda_home not readable; default order used")
+    supported_archs: tuple[str, ...] = ()
+    m = re.search(r"supported_arches\s*=\s*(\[[^\]]*\])", text)
+    if m:
+        try:
+            supported_archs = tuple(str(a) for a in ast.literal_eval(m.group(1)))
+        except (ValueError, SyntaxError):
+            supported_archs = ()
+    return _TorchSource(order, order_src, read_torch_gcc_bounds(text), tv, supported_archs)
+
+
+def _cxx_spec(environ: Mapping[str, str]) -> tuple[str, str]:
+    """The C++ compiler cpp_extension uses, and why: ``$CXX``'s first word, else ``c++``."""
+    cxx_cmd = environ.get("CXX")
+    cxx_word = (shlex.split(cxx_cmd)[0] if cxx_cmd and cxx_cmd.strip() else None)
+    return (cxx_word, "CXX") if cxx_word else ("c++", "default c++ (cpp_extension.get_cxx_compiler)")
+
+
+def _host_spec(environ: Mapping[str, str]) -> tuple[str, str]:
+    """nvcc's host compiler, and why: ``$CC``, ``-ccbin`` in nvcc's flags, ``$NVCC_CCBIN``, gcc."""
+    flag = _ccbin_flag(environ)
+    if environ.get("CC"):
+        return (environ["CC"].split()[0], "CC (cpp_extension passes -ccbin $CC to nvcc)")
+    if flag:
+        return (flag[0], f"-ccbin in {flag[1]}")
+    if environ.get("NVCC_CCBIN"):
+        return (environ["NVCC_CCBIN"], "NVCC_CCBIN")
+    return ("gcc", "nvcc's default: gcc on PATH")
+
+
+def _nvcc_release(nvcc: str | None, nvcc_out: str | RunResult | None
+                  ) -> tuple[str | None, str | None, str | None]:
+    """``(release, full version, error)`` from ``nvcc --version``'s output (or its failure)."""
+    release = full = nvcc_err = None
+    if nvcc and nvcc_out is None:
+        nvcc_err = f"nvcc not found at {nvcc}"
+    elif isinstance(nvcc_out, RunResult):
+        nvcc_err = f"{nvcc} --version: {nvcc_out.status}: {nvcc_out.detail}"
+    elif isinstance(nvcc_out, str):
+        release, full = parse_nvcc_release(nvcc_out)
+        if release is None:
+            nvcc_err = f"{nvcc} --version: no 'release X.Y' in its output"
+    return release, full, nvcc_err
+
+
+def _toolkit_files(home_dir: Path | None, environ: Mapping[str, str]
+                   ) -> tuple[str | None, str | None, int | None, int | None]:
+    """``(toolkit version, cuda_runtime.h, host_config.h's newest GCC, newest clang)`` of the
+    CUDA home's files (``version.json``, the include directories, ``crt/host_config.h``)."""
+    toolkit_version = header = None
+    gcc_max = clang_max = None
+    if home_dir is None:
+        return None, None, None, None
+    h = home_dir
+    # cpp_extension adds <home>/include (and $CUDA_INC_PATH); conda's CUDA 12+ packages keep
+    # the headers in <prefix>/targets/<arch>/include, which their compiler activation adds.
+    inc = [h / "include", *([Path(environ["CUDA_INC_PATH"])] if environ.get("CUDA_INC_PATH") else []),
+           *sorted((h / "targets").glob("*/include"))]
+    header = next((str(d / "cuda_runtime.h") for d in inc if (d / "cuda_runtime.h").is_file()), None)
+    text = read_text(h / "version.json", 1 << 18)
+    if text:
+        m = re.search(r'"cuda"\s*:\s*\{[^}]*"version"\s*:\s*"([^"]+)"', text)
+        toolkit_version = m.group(1) if m else None
+    for hc in [h / "include" / "crt" / "host_config.h",
+               *sorted((h / "targets").glob("*/include/crt/host_config.h"))]:
+        text = read_text(hc, 1 << 18)
+        if text:
+            gcc_max, clang_max = parse_host_config(text)
+            break
+    return toolkit_version, header, gcc_max, clang_max
+
+
+def _run_tools(nvcc_file: str | None, home: str | None, environ: Mapping[str, str],
+               dirs: Sequence[str], runner: Runner, timeout: float
+               ) -> tuple[str | RunResult | None, list[BuildCompiler]]:
+    """Run, concurrently, nvcc of the CUDA home, the C++ compiler and (with a CUDA home) nvcc's
+    host compiler: ``(nvcc --version output or failure, None without an nvcc file; compilers)``."""
+    cxx_spec, host_spec = _cxx_spec(environ), _host_spec(environ)
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        f_nvcc = pool.submit(_version_text, nvcc_file, runner, timeout, environ) \
+            if nvcc_file and os.path.isfile(nvcc_file) else None
+        f_cxx = pool.submit(_compiler, "c++", cxx_spec[0], cxx_spec[1], dirs, runner, timeout, environ, "g++")
+        f_host = pool.submit(_compiler, "nvcc-host", host_spec[0], host_spec[1], dirs, runner, timeout,
+                             environ, "gcc") if home else None
+        nvcc_out = f_nvcc.result() if f_nvcc else None
+        compilers = [f_cxx.result()] + ([f_host.result()] if f_host else [])
+    return nvcc_out, compilers
+
+
+def _allow_unsupported(environ: Mapping[str, str]) -> bool:
+    """Whether nvcc's flags (``NVCC_PREPEND_FLAGS``/``NVCC_APPEND_FLAGS``) allow an unsupported
+    host compiler."""
+    flags = f"{environ.get('NVCC_PREPEND_FLAGS', '')} {environ.get('NVCC_APPEND_FLAGS', '')}"
+    return bool(re.search(r"(?:^|\s)-?-allow-unsupported-compiler\b", flags))
+
+
+def _torch_build(torch_dir: Path | None, libraries: bool, release: str | None,
+                 bounds: Mapping[str, tuple[tuple[int, ...], tuple[int, ...]]]
+                 ) -> tuple[str | None, str | None, bool | None, str | None, str | None]:
+    """``(torch's GCC, its source, the C++11 ABI, its source, the GCC bounds for this CUDA
+    release)``; the ELF files are read only with ``libraries``."""
+    torch_gcc = torch_gcc_src = abi_src = None
+    abi = None
+    torch_bounds = None
+    if torch_dir is not None:
+        if libraries:
+            torch_gcc, torch_gcc_src = _torch_gcc(torch_dir)
+            abi, abi_src = read_cxx11_abi(torch_dir)
+        if release and release in bounds:
+            lo, hi = bounds[release]
+            torch_bounds = f">={'.'.join(map(str, lo))}, <{'.'.join(map(str, hi))}"
+    return torch_gcc, torch_gcc_src, abi, abi_src, torch_bounds
+
+
 def probe_build(
     world: World,
     *,
@@ -279,106 +422,21 @@ def probe_build(
     root, runner, timeout = world.root, world.runner, world.timeout
     errors: list[str] = []
     torch_dir = _torch_dir(site_dirs)
-    text: str | None = None
-    order: tuple[str, ...] = DEFAULT_CUDA_HOME_ORDER
-    order_src = "default"
-    bounds: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {}
-    tv: dict[str, object] = {}
-    if torch_dir is not None:
-        tv = _torch_version_py(torch_dir / "version.py")
-        cpp = torch_dir / "utils" / "cpp_extension.py"
-        text = read_text(cpp, 1 << 22)
-        if text is not None:
-            read = read_cuda_home_order(text)
-            if read:
-                order, order_src = read, f"{cpp} _find_cuda_home"
-            else:
-                errors.append(f"{cpp}: _find_cuda_home not readable; default order used")
-            bounds = read_torch_gcc_bounds(text)
+    ts = _read_torch_source(torch_dir, errors)
+    order, order_src, tv = ts.order, ts.order_src, ts.version_py
     home, found_by, _nvcc_on_path = find_cuda_home(order, environ, dirs, root)
-    path_nvcc = which("nvcc", dirs)
-    supported_archs: tuple[str, ...] = ()
-    if torch_dir is not None and text is not None:
-        m = re.search(r"supported_arches\s*=\s*(\[[^\]]*\])", text)
-        if m:
-            try:
-                supported_archs = tuple(str(a) for a in ast.literal_eval(m.group(1)))
-            except (ValueError, SyntaxError):
-                supported_archs = ()
-
-    # commands, concurrently: nvcc of the CUDA home, the C++ compiler, nvcc's host compiler
-    cxx_cmd = environ.get("CXX")
-    cxx_word = (shlex.split(cxx_cmd)[0] if cxx_cmd and cxx_cmd.strip() else None)
-    cxx_spec = (cxx_word, "CXX") if cxx_word else ("c++", "default c++ (cpp_extension.get_cxx_compiler)")
-    flag = _ccbin_flag(environ)
-    if environ.get("CC"):
-        host_spec = (environ["CC"].split()[0], "CC (cpp_extension passes -ccbin $CC to nvcc)")
-    elif flag:
-        host_spec = (flag[0], f"-ccbin in {flag[1]}")
-    elif environ.get("NVCC_CCBIN"):
-        host_spec = (environ["NVCC_CCBIN"], "NVCC_CCBIN")
-    else:
-        host_spec = ("gcc", "nvcc's default: gcc on PATH")
     # Only the /usr/local/cuda step names a system path (re-rooted under ``root``); the other
     # steps give paths as the environment states them.
     home_dir = (under_root(root, home) if found_by == "/usr/local/cuda" else Path(home)) if home else None
     nvcc = os.path.join(home, "bin", "nvcc") if home else None
     nvcc_file = str(home_dir / "bin" / "nvcc") if home_dir else None
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        f_nvcc = pool.submit(_version_text, nvcc_file, runner, timeout, environ) \
-            if nvcc_file and os.path.isfile(nvcc_file) else None
-        f_cxx = pool.submit(_compiler, "c++", cxx_spec[0], cxx_spec[1], dirs, runner, timeout, environ, "g++")
-        f_host = pool.submit(_compiler, "nvcc-host", host_spec[0], host_spec[1], dirs, runner, timeout,
-                             environ, "gcc") if home else None
-        nvcc_out = f_nvcc.result() if f_nvcc else None
-        compilers = [f_cxx.result()] + ([f_host.result()] if f_host else [])
-    release = full = nvcc_err = None
-    if nvcc and nvcc_out is None:
-        nvcc_err = f"nvcc not found at {nvcc}"
-    elif isinstance(nvcc_out, RunResult):
-        nvcc_err = f"{nvcc} --version: {nvcc_out.status}: {nvcc_out.detail}"
-    elif isinstance(nvcc_out, str):
-        release, full = parse_nvcc_release(nvcc_out)
-        if release is None:
-            nvcc_err = f"{nvcc} --version: no 'release X.Y' in its output"
-
-    toolkit_version = gcc_max = clang_max = header = None
-    if home_dir is not None:
-        h = home_dir
-        # cpp_extension adds <home>/include (and $CUDA_INC_PATH); conda's CUDA 12+ packages keep
-        # the headers in <prefix>/targets/<arch>/include, which their compiler activation adds.
-        inc = [h / "include", *([Path(environ["CUDA_INC_PATH"])] if environ.get("CUDA_INC_PATH") else []),
-               *sorted((h / "targets").glob("*/include"))]
-        header = next((str(d / "cuda_runtime.h") for d in inc if (d / "cuda_runtime.h").is_file()), None)
-        text = read_text(h / "version.json", 1 << 18)
-        if text:
-            m = re.search(r'"cuda"\s*:\s*\{[^}]*"version"\s*:\s*"([^"]+)"', text)
-            toolkit_version = m.group(1) if m else None
-        for hc in [h / "include" / "crt" / "host_config.h",
-                   *sorted((h / "targets").glob("*/include/crt/host_config.h"))]:
-            text = read_text(hc, 1 << 18)
-            if text:
-                gcc_max, clang_max = parse_host_config(text)
-                break
-    allow = None
-    flags = f"{environ.get('NVCC_PREPEND_FLAGS', '')} {environ.get('NVCC_APPEND_FLAGS', '')}"
-    if home:
-        allow = bool(re.search(r"(?:^|\s)-?-allow-unsupported-compiler\b", flags))
-
-    torch_gcc = torch_gcc_src = abi_src = None
-    abi = None
-    torch_bounds = None
-    if torch_dir is not None:
-        if libraries:
-            torch_gcc, torch_gcc_src = _torch_gcc(torch_dir)
-            abi, abi_src = read_cxx11_abi(torch_dir)
-        if release and release in bounds:
-            lo, hi = bounds[release]
-            torch_bounds = f">={'.'.join(map(str, lo))}, <{'.'.join(map(str, hi))}"
+    nvcc_out, compilers = _run_tools(nvcc_file, home, environ, dirs, runner, timeout)
+    release, full, nvcc_err = _nvcc_release(nvcc, nvcc_out)
+    toolkit_version, header, gcc_max, clang_max = _toolkit_files(home_dir, environ)
+    torch_gcc, torch_gcc_src, abi, abi_src, torch_bounds = _torch_build(torch_dir, libraries, release, ts.bounds)
     libstdcxx, glibcxx = _libstdcxx(prefix, root) if libraries else (None, None)
     conda_pkg = _conda_nvcc(prefix, nvcc) if found_by == "nvcc on PATH" else None
     from envlock.probes.virtual import conda_overrides, probe_virtual
-
     if virtual is None:
         drv = _proc_driver(root)
         virtual = probe_virtual(world, driver_version=drv["driver_version"], driver_cuda=drv["driver_cuda"])
@@ -397,18 +455,18 @@ def probe_build(
         nvcc_version=full,
         nvcc_release=release,
         nvcc_error=nvcc_err,
-        path_nvcc=path_nvcc,
+        path_nvcc=which("nvcc", dirs),
         toolkit_version=toolkit_version,
         cuda_runtime_header=header,
         host_config_gcc_max=gcc_max,
         host_config_clang_max=clang_max,
-        allow_unsupported_compiler=allow,
+        allow_unsupported_compiler=_allow_unsupported(environ) if home else None,
         compilers=tuple(compilers),
         arch_list=environ.get("TORCH_CUDA_ARCH_LIST"),
         torch_version=str(tv["__version__"]) if isinstance(tv.get("__version__"), str) else None,
         torch_cuda=str(tv["cuda"]) if isinstance(tv.get("cuda"), str) else None,
         torch_location=str(torch_dir) if torch_dir else None,
-        torch_supported_archs=supported_archs,
+        torch_supported_archs=ts.supported_archs,
         torch_gcc=torch_gcc,
         torch_gcc_source=torch_gcc_src,
         torch_gcc_bounds=torch_bounds,

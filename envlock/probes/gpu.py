@@ -125,6 +125,69 @@ def _query_nvml() -> tuple[str, str | None, list[Gpu]] | None:
             pass
 
 
+def _kernel_driver(root: Path, sources: list[str]) -> tuple[str | None, str | None]:
+    """``(driver version, kind)`` from the loaded kernel module (``/proc/driver/nvidia/version``,
+    else ``/sys/module/nvidia/version``); the file read is appended to ``sources``."""
+    for rel in ("/proc/driver/nvidia/version", "/sys/module/nvidia/version"):
+        text = read_text(under_root(root, rel), 8192)
+        if text is None:
+            continue
+        parsed = _parse_proc_driver_version(text)
+        if parsed is None and rel.startswith("/sys") and _vtuple(text.strip()):
+            parsed = (text.strip(), None)  # type: ignore[assignment]
+        if parsed:
+            sources.append(rel)
+            return parsed
+    return None, None
+
+
+def _rocm_version(root: Path, sources: list[str]) -> str | None:
+    """ROCm's version from ``/opt/rocm/.info/version`` (appended to ``sources`` when read)."""
+    rocm = None
+    rocm_text = read_text(under_root(root, "/opt/rocm/.info/version"), 4096)
+    if rocm_text is not None:
+        rocm = _parse_rocm_version(rocm_text)
+        if rocm:
+            sources.append("/opt/rocm/.info/version")
+    return rocm
+
+
+def _smi_gpus(world: World, env: dict[str, str], driver: str | None, sources: list[str]
+              ) -> tuple[list[Gpu], str | None, Status, str | None]:
+    """``(GPUs, driver, status, error)`` from ``nvidia-smi --query-gpu`` (retried without
+    ``compute_cap`` for drivers before ~510); ``driver`` is the kernel module's, or ``None``."""
+    gpus: list[Gpu] = []
+    status: Status = "ok"
+    error: str | None = None
+    smi = find_nvidia_smi(world.path_dirs, root=str(world.root))
+    if smi is not None:
+        child_env = {**env, "LC_ALL": "C"}
+        fields = SMI_FIELDS
+        res = world.runner(query_gpu_argv(smi, fields), timeout=world.timeout, env=child_env)
+        if res.status == "failed" and "compute_cap" in (res.stdout + res.stderr):
+            # Drivers before ~510 do not know the compute_cap field.
+            fields = tuple(f for f in SMI_FIELDS if f != "compute_cap")
+            res = world.runner(query_gpu_argv(smi, fields), timeout=world.timeout, env=child_env)
+        if res.ok:
+            gpus, smi_driver = parse_query_gpu(res.stdout, fields)
+            driver = driver or smi_driver
+            sources.append(smi)
+            if not gpus:
+                status, error = "error", f"{smi}: no GPU in its output"
+        elif driver is None:
+            detail = res.detail or res.status
+            if res.status == "timeout":
+                status, error = "timeout", detail
+            else:
+                status, error = "absent", f"no NVIDIA driver: {detail}"
+        else:
+            status = "timeout" if res.status == "timeout" else "error"
+            error = f"GPUs not listed: {res.detail}"
+    elif driver is not None:
+        status, error = "error", "NVIDIA driver loaded but nvidia-smi not found on PATH"
+    return gpus, driver, status, error
+
+
 def probe_gpu(world: World, *, use_nvml: bool = True) -> GpuInfo:
     """Observe the GPU driver and devices.
 
@@ -137,32 +200,13 @@ def probe_gpu(world: World, *, use_nvml: bool = True) -> GpuInfo:
         ``"no NVIDIA driver"`` when neither the kernel module nor ``nvidia-smi`` answers.
         Never raises for a missing or failing tool.
     """
-    root, env, path_dirs = world.root, dict(world.environ), world.path_dirs
-    runner, timeout = world.runner, world.timeout
+    root, env = world.root, dict(world.environ)
     visible = env.get("CUDA_VISIBLE_DEVICES")
     rocm_visible = env.get("ROCR_VISIBLE_DEVICES") or env.get("HIP_VISIBLE_DEVICES")
     sources: list[str] = []
 
-    driver = kind = None
-    for rel in ("/proc/driver/nvidia/version", "/sys/module/nvidia/version"):
-        text = read_text(under_root(root, rel), 8192)
-        if text is None:
-            continue
-        parsed = _parse_proc_driver_version(text)
-        if parsed is None and rel.startswith("/sys") and _vtuple(text.strip()):
-            parsed = (text.strip(), None)  # type: ignore[assignment]
-        if parsed:
-            driver, kind = parsed
-            sources.append(rel)
-            break
-
-    rocm = None
-    rocm_text = read_text(under_root(root, "/opt/rocm/.info/version"), 4096)
-    if rocm_text is not None:
-        rocm = _parse_rocm_version(rocm_text)
-        if rocm:
-            sources.append("/opt/rocm/.info/version")
-
+    driver, kind = _kernel_driver(root, sources)
+    rocm = _rocm_version(root, sources)
     cuda_ver = cuda_src = None
     gpus: list[Gpu] = []
     status: Status = "ok"
@@ -177,32 +221,7 @@ def probe_gpu(world: World, *, use_nvml: bool = True) -> GpuInfo:
         cuda_src = "nvml" if cuda_ver else None
         sources.append("nvml")
     else:
-        smi = find_nvidia_smi(path_dirs, root=str(root))
-        if smi is not None:
-            child_env = {**env, "LC_ALL": "C"}
-            fields = SMI_FIELDS
-            res = runner(query_gpu_argv(smi, fields), timeout=timeout, env=child_env)
-            if res.status == "failed" and "compute_cap" in (res.stdout + res.stderr):
-                # Drivers before ~510 do not know the compute_cap field.
-                fields = tuple(f for f in SMI_FIELDS if f != "compute_cap")
-                res = runner(query_gpu_argv(smi, fields), timeout=timeout, env=child_env)
-            if res.ok:
-                gpus, smi_driver = parse_query_gpu(res.stdout, fields)
-                driver = driver or smi_driver
-                sources.append(smi)
-                if not gpus:
-                    status, error = "error", f"{smi}: no GPU in its output"
-            elif driver is None:
-                detail = res.detail or res.status
-                if res.status == "timeout":
-                    status, error = "timeout", detail
-                else:
-                    status, error = "absent", f"no NVIDIA driver: {detail}"
-            else:
-                status = "timeout" if res.status == "timeout" else "error"
-                error = f"GPUs not listed: {res.detail}"
-        elif driver is not None:
-            status, error = "error", "NVIDIA driver loaded but nvidia-smi not found on PATH"
+        gpus, driver, status, error = _smi_gpus(world, env, driver, sources)
 
     if driver is None and status == "ok" and not gpus:
         if rocm:

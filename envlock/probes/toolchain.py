@@ -230,6 +230,58 @@ def _probe_tool(name: str, path: str, runner: Runner, timeout: float, env: dict[
     return Tool(name=name, path=path, version=version, vendor=vendor)
 
 
+def _libstdcxx_copies(root: Path, prefix: str | None) -> list[Libstdcxx]:
+    """Each distinct ``libstdc++.so.6`` (by real path) of the env's ``lib/`` and the system
+    library directories, with its newest ``GLIBCXX_``/``CXXABI_`` version definitions."""
+    stdcxx: list[Libstdcxx] = []
+    seen: set[str] = set()
+    cands: list[tuple[Path, str, str]] = []
+    if prefix:
+        cands.append((Path(prefix) / "lib" / "libstdc++.so.6", str(Path(prefix) / "lib"), "env"))
+    for d in _SYSTEM_LIB_DIRS:
+        cands.append((under_root(root, d) / "libstdc++.so.6", d, "system"))
+    for path, shown_dir, origin in cands:
+        if not path.exists():
+            continue
+        real = os.path.realpath(path)
+        if real in seen:
+            continue
+        seen.add(real)
+        shown = f"{shown_dir}/{os.path.basename(real)}" if origin == "system" else real
+        try:
+            names = _elf_facts(real).defined_versions()
+        except ValueError as exc:
+            stdcxx.append(Libstdcxx(path=shown, origin=origin, error=str(exc)))
+            continue
+        stdcxx.append(
+            Libstdcxx(
+                path=shown,
+                origin=origin,
+                glibcxx=_max_version(names, "GLIBCXX_"),
+                cxxabi=_max_version(names, "CXXABI_"),
+            )
+        )
+    return stdcxx
+
+
+def _built_with(site_dirs: Sequence[str], dists: Sequence[PipPackage] | None,
+                errors: list[str]) -> list[BuiltWith]:
+    """The compilers (ELF ``.comment``) that built each package's first key binary that has
+    any; an unreadable binary is appended to ``errors``."""
+    built: list[BuiltWith] = []
+    for dist in site_dists(site_dirs, dists):
+        for binary in _key_binaries(dist.name, dist.site):
+            try:
+                comments = _elf_facts(binary).comments
+            except ValueError as exc:
+                errors.append(f"{binary}: {exc}")
+                continue
+            if comments:
+                built.append(BuiltWith(package=dist.name, path=str(binary), compilers=comments))
+            break
+    return built
+
+
 def probe_toolchain(
     world: World,
     *,
@@ -269,48 +321,8 @@ def probe_toolchain(
     if glibc_src:
         sources.append("glibc")
 
-    # libstdc++
-    stdcxx: list[Libstdcxx] = []
-    seen: set[str] = set()
-    cands: list[tuple[Path, str, str]] = []
-    if prefix:
-        cands.append((Path(prefix) / "lib" / "libstdc++.so.6", str(Path(prefix) / "lib"), "env"))
-    for d in _SYSTEM_LIB_DIRS:
-        cands.append((under_root(root, d) / "libstdc++.so.6", d, "system"))
-    for path, shown_dir, origin in cands:
-        if not path.exists():
-            continue
-        real = os.path.realpath(path)
-        if real in seen:
-            continue
-        seen.add(real)
-        shown = f"{shown_dir}/{os.path.basename(real)}" if origin == "system" else real
-        try:
-            names = _elf_facts(real).defined_versions()
-        except ValueError as exc:
-            stdcxx.append(Libstdcxx(path=shown, origin=origin, error=str(exc)))
-            continue
-        stdcxx.append(
-            Libstdcxx(
-                path=shown,
-                origin=origin,
-                glibcxx=_max_version(names, "GLIBCXX_"),
-                cxxabi=_max_version(names, "CXXABI_"),
-            )
-        )
-
-    # compilers that built key binaries
-    built: list[BuiltWith] = []
-    for dist in site_dists(site_dirs, dists):
-        for binary in _key_binaries(dist.name, dist.site):
-            try:
-                comments = _elf_facts(binary).comments
-            except ValueError as exc:
-                errors.append(f"{binary}: {exc}")
-                continue
-            if comments:
-                built.append(BuiltWith(package=dist.name, path=str(binary), compilers=comments))
-            break
+    stdcxx = _libstdcxx_copies(root, prefix)
+    built = _built_with(site_dirs, dists, errors)
 
     status: Status = "ok" if (recorded or glibc or stdcxx) else "absent"
     timed_out = [t for t in recorded if t.status == "timeout"]

@@ -1,5 +1,6 @@
 """What ``envlock show`` prints for a manifest: the summary a person reads, every package
-(``--all``), or the manifest itself as JSON (``--format json``).
+(``--all``), or the manifest itself as JSON (``--format json``); for a file that is not a
+manifest, :mod:`envlock.render.readings`.
 
 The summary answers, in this order, the questions of ``docs/diff.md``'s impact classes: the
 platform and CPU, Python, the numerical stack (frameworks and their builds), GPU and CUDA,
@@ -26,8 +27,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 __all__ = ["KEY_CLASSES", "NUMERICS_ENV_CLASSES", "render_show", "render_packages",
-           "package_rows", "summary_lines", "lock_summary_lines", "foreign_lines", "foreign_rows",
-           "foreign_json", "render_foreign"]
+           "package_rows", "print_rows", "summary_lines", "wrap"]
 
 #: impact classes of the packages listed as "key packages".
 KEY_CLASSES = frozenset({"platform", "gpu-runtime", "blas", "numerical-core", "domain"})
@@ -235,15 +235,9 @@ def _code(m: Manifest) -> list[str]:
     return out
 
 
-def summary_lines(m: Manifest, *, path: str = "") -> list[str]:
-    """The summary as ``label: text`` lines (not yet wrapped)."""
-    kb = _kb()
-    head = m.envlock
-    out = [path or "manifest",
-           f"snapshot: envlock {head.version}, schema {head.schema}, taken {head.created} on "
-           f"{head.host}"]
-    t = m.target
-    out.append(f"target: {t.kind} {t.prefix} (chosen by {t.chosen_by})")
+def _machine(m: Manifest) -> list[str]:
+    """The ``platform``, ``cpu`` and ``python`` lines."""
+    out: list[str] = []
     if m.platform is not None:
         p = m.platform
         out.append(f"platform: {_state(p)}" if _state(p) else
@@ -261,24 +255,13 @@ def summary_lines(m: Manifest, *, path: str = "") -> list[str]:
                    if py.status == "ok" else
                    f"python: not asked ({py.status}: {py.error}); packages read from "
                    f"{', '.join(py.path) or 'nowhere'}")
-    out += _frameworks(m)
-    key, n_cuda = _key_packages(m)
-    by_name = {r[0]: r for r in key}
-    core = [f"{n} {by_name[n][1]}" for n in ("torch", "numpy", "scipy", "jax", "jaxlib",
-                                            "tensorflow", "cupy", "numba") if n in by_name]
-    if core:
-        out.append("numerical stack: " + ", ".join(core))
-    out.append(f"gpu: {_gpu(m)}")
-    cuda = _cuda(m)
-    if cuda:
-        out.append(f"cuda: {cuda}" + (f"; {n_cuda} CUDA packages" if n_cuda else ""))
-    blas = _blas(m)
-    if blas:
-        out.append(f"blas: {blas}")
-    env = ({n: redact_variable(n, v)[0] for n, v in m.env.vars.items()}  # foreign ones too
-           if m.env is not None and not _state(m.env) else {})
-    out.append(f"threads: {_threads(m, env, kb)}")
-    out += _code(m)
+    return out
+
+
+def _variables(env: dict[str, str], kb: Any) -> list[str]:
+    """The ``numerics variables`` line (the impact model's :data:`NUMERICS_ENV_CLASSES`, less
+    the thread counts of the ``threads`` line) and the ``other variables`` line."""
+    out: list[str] = []
     numerics = [f"{n}={v}" for n, v in sorted(env.items())
                 if kb.component("env", n).cls in NUMERICS_ENV_CLASSES
                 and kb.component("env", n).id != "thread-count"]
@@ -287,6 +270,12 @@ def summary_lines(m: Manifest, *, path: str = "") -> list[str]:
               if kb.component("env", n).cls not in NUMERICS_ENV_CLASSES]
     if others:
         out.append("other variables: " + ", ".join(others))
+    return out
+
+
+def _job_and_tools(m: Manifest) -> list[str]:
+    """The ``batch job``, ``toolchain`` and ``libraries`` lines, for the areas recorded."""
+    out: list[str] = []
     if m.slurm is not None:
         s = m.slurm
         if _state(s):
@@ -313,12 +302,13 @@ def summary_lines(m: Manifest, *, path: str = "") -> list[str]:
             if lib.findings:
                 text += f"; {len(lib.findings)} finding(s): " + "; ".join(lib.findings)
             out.append(f"libraries: {text}")
-    n_pip = len(m.pip.packages) if m.pip else 0
-    n_conda = len(m.conda.packages) if m.conda else 0
-    line = f"packages: {n_pip} Python distributions"
-    if m.conda:
-        line += f", {n_conda} conda packages"
-    out.append(line + " (--all lists every one)")
+    return out
+
+
+def _other_areas(m: Manifest) -> list[str]:
+    """One line per recorded area the summary has no line of its own for (a run's and a
+    process record's areas in their own words, :mod:`envlock.render.runrecord`)."""
+    out: list[str] = []
     data = m.to_dict()
     for area in [a for a in AREAS if a not in _SHOWN] + list(m.extra):
         table = data.get(area)
@@ -330,6 +320,46 @@ def summary_lines(m: Manifest, *, path: str = "") -> list[str]:
             status = table.get("status", "ok")
             detail = f" ({table['error']})" if table.get("error") else ""
             out.append(f"{area}: {status}{detail}")
+    return out
+
+
+def summary_lines(m: Manifest, *, path: str = "") -> list[str]:
+    """The summary as ``label: text`` lines (not yet wrapped)."""
+    kb = _kb()
+    head = m.envlock
+    out = [path or "manifest",
+           f"snapshot: envlock {head.version}, schema {head.schema}, taken {head.created} on "
+           f"{head.host}"]
+    t = m.target
+    out.append(f"target: {t.kind} {t.prefix} (chosen by {t.chosen_by})")
+    out += _machine(m)
+    out += _frameworks(m)
+    key, n_cuda = _key_packages(m)
+    by_name = {r[0]: r for r in key}
+    core = [f"{n} {by_name[n][1]}" for n in ("torch", "numpy", "scipy", "jax", "jaxlib",
+                                            "tensorflow", "cupy", "numba") if n in by_name]
+    if core:
+        out.append("numerical stack: " + ", ".join(core))
+    out.append(f"gpu: {_gpu(m)}")
+    cuda = _cuda(m)
+    if cuda:
+        out.append(f"cuda: {cuda}" + (f"; {n_cuda} CUDA packages" if n_cuda else ""))
+    blas = _blas(m)
+    if blas:
+        out.append(f"blas: {blas}")
+    env = ({n: redact_variable(n, v)[0] for n, v in m.env.vars.items()}  # foreign ones too
+           if m.env is not None and not _state(m.env) else {})
+    out.append(f"threads: {_threads(m, env, kb)}")
+    out += _code(m)
+    out += _variables(env, kb)
+    out += _job_and_tools(m)
+    n_pip = len(m.pip.packages) if m.pip else 0
+    n_conda = len(m.conda.packages) if m.conda else 0
+    line = f"packages: {n_pip} Python distributions"
+    if m.conda:
+        line += f", {n_conda} conda packages"
+    out.append(line + " (--all lists every one)")
+    out += _other_areas(m)
     if m.lockfiles is not None:
         lf = m.lockfiles
         out.append(f"lockfiles: {_state(lf)}" if _state(lf) else
@@ -337,7 +367,9 @@ def summary_lines(m: Manifest, *, path: str = "") -> list[str]:
     return out
 
 
-def _wrap(line: str, width: int) -> list[str]:
+def wrap(line: str, width: int) -> list[str]:
+    """``line`` (``label: text``) wrapped at spaces to ``width`` (at least 40) with a hanging
+    indent under the text; a word longer than the line is broken."""
     label, sep, _ = line.partition(": ")
     hang = len(label) + 2 if sep and len(label) < 22 else 4
     # a word longer than the line (a PATH) is broken too: no line is wider than the console
@@ -351,13 +383,13 @@ def render_show(manifest: Manifest, console: Console, *, path: str = "") -> None
     width = console.width
     m = manifest
     for line in summary_lines(m, path=path):
-        for part in _wrap(line, width):
+        for part in wrap(line, width):
             console.print(part, markup=False, highlight=False, soft_wrap=True)
     key, n_cuda = _key_packages(m)
     if key:
         console.print("key packages" + (f" ({len(key) - _KEY_LIMIT} more with --all)"
                                         if len(key) > _KEY_LIMIT else ""), markup=False)
-        _table(console, key[:_KEY_LIMIT])
+        print_rows(console, key[:_KEY_LIMIT])
     if m.envlock.warnings:
         console.print(f"{len(m.envlock.warnings)} warning(s) recorded:", markup=False,
                       style="yellow")
@@ -367,7 +399,8 @@ def render_show(manifest: Manifest, console: Console, *, path: str = "") -> None
                 console.print(part, markup=False, highlight=False, soft_wrap=True)
 
 
-def _table(console: Console, rows: list[tuple[str, str, str]]) -> None:
+def print_rows(console: Console, rows: list[tuple[str, str, str]]) -> None:
+    """Print ``(name, version, from)`` rows under a header, in columns as wide as their widest."""
     widths = [max(len(r[i]) for r in [("name", "version", "from"), *rows]) for i in range(3)]
     for r in [("name", "version", "from"), *rows]:
         console.print("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip(),
@@ -378,173 +411,4 @@ def render_packages(manifest: Manifest, console: Console) -> None:
     """Print every package (``show --all``): one per line, name, version and where from."""
     rows = package_rows(manifest)
     console.print(f"every package ({len(rows)})", markup=False)
-    _table(console, rows)
-
-
-def lock_summary_lines(lock: Any, *, path: str = "") -> list[str]:
-    """The summary of a lockfile ``show`` was given instead of a manifest
-    (:class:`envlock.formats.locks.LockFile`): its kind, then per platform how many conda
-    and pip packages it locks (a ``pixi.lock`` platform with its subdir and virtual packages),
-    the groups only some installs take, and the project entries."""
-    lines = [f"{lock.kind}: {path}" if path else lock.kind]
-    pixi = {q.name: q for q in getattr(lock, "pixi_platforms", ())}
-    plats = list(lock.platforms) or [None]
-    for plat in plats:
-        pkgs = [x for x in lock.packages if plat is None or x.platform == plat]
-        conda = sum(1 for x in pkgs if x.manager == "conda")
-        pip = len(pkgs) - conda
-        label = f"platform {plat}" if plat else "packages"
-        text = f"{conda} conda, {pip} pip" if conda else f"{pip} pip"
-        q = pixi.get(plat) if plat else None
-        if q is not None and (q.subdir != q.name or q.virtual_packages):
-            text += f" (subdir {q.subdir}" + (f"; virtual packages {', '.join(q.virtual_packages)}"
-                                                if q.virtual_packages else "") + ")"
-        lines.append(f"{label}: {text}")
-    groups: dict[str, set[str]] = {}
-    for x in lock.packages:
-        for g, _ in x.groups:
-            if g:
-                groups.setdefault(g, set()).add(x.name)
-    if groups:
-        lines.append("optional: " + ", ".join(f"{g.replace('extra:', 'extra ')} ({len(n)})"
-                                               for g, n in sorted(groups.items())))
-    if lock.projects:
-        lines.append(f"project: {', '.join(lock.projects)}")
-    return lines
-
-
-# -- a file that is not a manifest (environment.yml, a lockfile, requirements, Pipfile) --------
-
-#: what each listing of :class:`envlock.formats.Reading` means, in a reader's words.
-_LISTINGS = {"complete": "a complete listing (a package it does not list is absent)",
-             "partial": "a spec: what someone asked for (unlisted packages are not compared)",
-             "conda": "complete for conda packages; says nothing about pip packages",
-             "pip": "complete for Python distributions; says nothing about conda packages"}
-
-
-def _python_of(reading: Any) -> str:
-    """The Python a reading names: the conda ``python`` package, the lock's requires-python,
-    a Pipfile's ``[requires]``, else ``"not stated"``."""
-    py = reading.data.get("python") or {}
-    conda_py = next((p for p in (reading.data.get("conda") or {}).get("packages", ())
-                     if p.get("name") == "python"), None)
-    if py.get("version"):
-        return f"{py.get('implementation', 'cpython')} {py['version']} (the conda python package)"
-    if conda_py is not None:
-        spec = (conda_py.get("constraint") or {}).get("version") or conda_py.get("version")
-        return f"python {spec or 'any version'} (a conda constraint)"
-    req = reading.meta.get("requires") or {}
-    pin = req.get("python_full_version") or req.get("python_version")
-    if pin:
-        return f"{pin} (the Pipfile's [requires])"
-    rp = getattr(reading.lock, "requires_python", None)
-    if rp:
-        return f"requires-python {rp}"
-    pip = (reading.data.get("pip") or {}).get("packages", ())
-    marked = any("python_version" in str(p.get("marker", "")) or "python_full_version" in str(
-        p.get("marker", "")) for p in pip)
-    return "not stated" + (" (entries carry python_version markers)" if marked else "")
-
-
-def foreign_lines(reading: Any, *, path: str = "") -> list[str]:
-    """The summary of a file that is not a manifest, as ``label: text`` lines: its kind and
-    what its listing means, platforms, package counts (conda, pip; per platform for a lock of
-    several), Python, channels or indexes, and what the format records besides
-    (``Pipfile.lock``: its ``_meta`` hash, sources, categories).
-
-    :param reading: an :class:`envlock.formats.Reading`.
-    """
-    out = [path or reading.kind, f"kind: {reading.kind}, {_LISTINGS.get(reading.listing, reading.listing)}"]
-    lock = reading.lock
-    plats = list(reading.platforms)
-    chosen = (reading.data.get("subdir") or {}).get("subdir")
-    if plats:
-        out.append("platforms: " + ", ".join(plats) + (
-            f" (the counts below are {chosen}'s)" if chosen and len(plats) > 1 else ""))
-    elif lock is not None:
-        envs = getattr(lock, "environments", ())
-        out.append("platforms: any (entries carry PEP 508 markers)" + (
-            "; environments " + "; ".join(envs) if envs else ""))
-    else:
-        out.append("platforms: not stated")
-    conda_t = reading.data.get("conda") or {}
-    pip_t = reading.data.get("pip") or {}
-    n_conda = len(conda_t.get("packages") or ())
-    n_pip = len(pip_t.get("packages") or ())
-    pip_text = (f"not recorded ({pip_t.get('error')})" if pip_t.get("status") not in (None, "ok")
-                else str(n_pip))
-    line = f"packages: {n_conda} conda, {pip_text} pip"
-    if lock is not None and len(plats) > 1:
-        line += f"; {len(lock.packages)} entries on all {len(plats)} platforms"
-    constraints = sum(1 for t in (conda_t, pip_t) for p in t.get("packages") or ()
-                      if "constraint" in p)
-    if constraints:
-        line += f"; {constraints} of them constraints, not pins"
-    unnamed = [p["url"] for p in pip_t.get("packages") or () if p.get("unnamed")]
-    named = [p["name"] for p in pip_t.get("packages") or () if p.get("named-by") == "url"]
-    if named:
-        line += "; named from their URL: " + ", ".join(named)
-    if unnamed:
-        line += "; unnamed (a URL only): " + ", ".join(unnamed)
-    out.append(line + " (--all lists every one)")
-    out.append(f"python: {_python_of(reading)}")
-    if conda_t.get("channels"):
-        out.append("channels: " + ", ".join(str(c) for c in conda_t["channels"]))
-    meta = reading.meta
-    if meta.get("sources"):
-        out.append("indexes: " + ", ".join(
-            f"{s.get('name') or '?'} {s.get('url')}" + ("" if s.get("verify_ssl", True)
-                                                         else " (TLS not verified)")
-            for s in meta["sources"]))
-    if meta.get("categories"):
-        counts: dict[str, int] = {}
-        for p in pip_t.get("packages") or ():
-            counts[p.get("category", "?")] = counts.get(p.get("category", "?"), 0) + 1
-        if lock is not None:  # a lock's own counts: an entry in two categories counts in both
-            counts = {}
-            for x in lock.packages:
-                for g, _ in x.groups:
-                    counts[g or "default"] = counts.get(g or "default", 0) + 1
-        out.append("categories: " + ", ".join(f"{c} {counts.get(c, 0)}" for c in meta["categories"]))
-    if meta.get("sha256"):
-        out.append(f"locked from: the Pipfile of sha256 {meta['sha256']}")
-    if lock is not None:  # per platform, the groups some installs take, the projects
-        # (a lock of no platform: its one count is the packages line above already)
-        out += [ln for ln in lock_summary_lines(lock)[1:] if not ln.startswith("packages: ")]
-    return out
-
-
-def foreign_rows(reading: Any) -> list[tuple[str, str, str]]:
-    """Every package of a reading as ``(name, version, from)``: conda ``channel build``, pip
-    with its marker or URL; constraints show their spec."""
-    rows = []
-    for p in (reading.data.get("conda") or {}).get("packages") or ():
-        c = p.get("constraint")
-        rows.append((p["name"], (c or {}).get("version") or p.get("version") or "(any)",
-                     "conda " + " ".join(str(x) for x in (p.get("channel"), p.get("build")) if x)
-                     + (" (constraint)" if c else "")))
-    for p in (reading.data.get("pip") or {}).get("packages") or ():
-        where = "pip" + (f" {p['url']}" if p.get("url") else "") + (
-            f" ; {p['marker']}" if p.get("marker") else "") + (
-            " (constraint)" if p.get("constraint") else "")
-        rows.append((str(p["name"]), str(p.get("version") or "(any)"), where))
-    return sorted(rows)
-
-
-def foreign_json(reading: Any) -> dict[str, Any]:
-    """``show --format json`` of a file that is not a manifest: ``kind``, ``listing``,
-    ``platforms``, ``meta`` and ``data`` (the partial manifest it reads as)."""
-    return {"kind": reading.kind, "listing": reading.listing, "platforms": list(reading.platforms),
-            "meta": reading.meta, "data": reading.data}
-
-
-def render_foreign(reading: Any, console: Console, *, path: str = "", show_all: bool = False) -> None:
-    """Print :func:`foreign_lines` wrapped to the console, then (``--all``) every package."""
-    for line in foreign_lines(reading, path=path):
-        for part in _wrap(line, console.width):
-            console.print(part, markup=False, highlight=False, soft_wrap=True)
-    if show_all:
-        rows = foreign_rows(reading)
-        console.print(f"every package ({len(rows)})", markup=False)
-        if rows:
-            _table(console, rows)
+    print_rows(console, rows)

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envlock._run import Runner, run
 from envlock.errors import EnvlockError
@@ -45,6 +45,9 @@ import platform
 import sys
 import re
 import threading
+
+if TYPE_CHECKING:
+    from envlock.lock._plan import PythonChoice
 
 __all__ = ["bisect", "remove_in_background", "BisectResult", "Step", "Judge", "DEFAULT_TIMEOUT", "JSON_SCHEMA",
            "check_metric"]
@@ -115,22 +118,60 @@ def _own_env(side: Side, interpreter: str | None) -> Path | None:
     return python.parent.parent
 
 
+def _interpreter(good: str, gside: Side, python: str | None, runner: Runner,
+                 notes: list[str]) -> PythonChoice:
+    """The interpreter every environment uses: ``python``, else one of GOOD's recorded version
+    (envlock's own when GOOD records none); the choice is appended to ``notes``.
+
+    :raises EnvlockError: no such interpreter on this machine.
+    """
+    from envlock.lock._from_manifest import find_python
+
+    if gside.python is None and python is None:
+
+        choice = find_python(platform.python_version(), local_prefix=sys.base_prefix,
+                             runner=runner)
+        notes.append(f"{good} records no Python version: envlock's own is used")
+    else:
+        choice = find_python(gside.python, base_prefix=gside.base_prefix, explicit=python,
+                             own_last=True, runner=runner)
+    if choice.path is None:
+        raise EnvlockError(f"cannot build GOOD's environments: {choice.describe()}")
+    notes.append(f"every environment uses {choice.describe()}")
+    return choice
+
+
+def _feasible(groups: list[Group], check: Callable[[Sequence[Group]], str | None], notes: list[str]
+              ) -> tuple[list[Group], Callable[[Sequence[Group]], str | None]]:
+    """``(groups, check)`` after asking uv's resolver: groups that cannot install on their own
+    merged (:func:`merge_infeasible`), unless GOOD's or BAD's own pins do not resolve — then
+    nothing is merged and ``check`` judges no subset.  What was done is appended to ``notes``."""
+    from envlock.reproduce.changes import _first
+
+    broken = None
+    if any(g.needs_build for g in groups):
+        from concurrent.futures import ThreadPoolExecutor
+
+        # GOOD's and BAD's own pins: two independent resolver runs, asked at once (issue 26)
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            answers = list(pool.map(check, [(), tuple(groups)]))
+        broken = next(((name, why) for name, why in zip(("GOOD", "BAD"), answers) if why), None)
+    if broken is None:
+        groups, merge_notes = merge_infeasible(groups, check)
+        notes += merge_notes
+    else:
+        notes.append(f"{broken[0]}'s own pins do not resolve together (uv: {_first(broken[1])}); "
+                     "groups are not merged by the resolver and subsets are not checked")
+        check = lambda gs: None  # noqa: E731 - the resolver cannot judge subsets then
+    return groups, check
+
+
 def bisect(
-    good: str,
-    bad: str,
-    command: Sequence[str],
-    *,
-    judge: Judge | None = None,
-    index_map: Mapping[str, str] | None = None,
-    index_url: str | None = None,
-    find_links: Sequence[str] = (),
-    no_index: bool = False,
-    python: str | None = None,
-    workdir: str | Path | None = None,
-    keep: bool = False,
-    own_envs: bool = True,
-    progress: Progress | None = None,
-    runner: Runner = run,
+    good: str, bad: str, command: Sequence[str], *, judge: Judge | None = None,
+    index_map: Mapping[str, str] | None = None, index_url: str | None = None,
+    find_links: Sequence[str] = (), no_index: bool = False, python: str | None = None,
+    workdir: str | Path | None = None, keep: bool = False, own_envs: bool = True,
+    progress: Progress | None = None, runner: Runner = run,
 ) -> BisectResult:
     """Find the minimal set of changes between GOOD and BAD that moves CMD's result.
 
@@ -157,8 +198,6 @@ def bisect(
     ``--``.  A failed bisect in its own temporary directory removes it (keeping only logs an
     error points at).
     """
-    from envlock.lock._from_manifest import find_python
-
     judge = judge or Judge()
     say = progress or (lambda _msg: None)
     command = tuple(command)
@@ -170,43 +209,17 @@ def bisect(
     groups = group_changes(changes, _rank(good, bad) if changes else {})
     index_args, notes = _index_args(gside, bside, index_map or {}, index_url, find_links,
                                     no_index)
-    if gside.python is None and python is None:
-
-        choice = find_python(platform.python_version(), local_prefix=sys.base_prefix,
-                             runner=runner)
-        notes.append(f"{good} records no Python version: envlock's own is used")
-    else:
-        choice = find_python(gside.python, base_prefix=gside.base_prefix, explicit=python,
-                             own_last=True, runner=runner)
-    if choice.path is None:
-        raise EnvlockError(f"cannot build GOOD's environments: {choice.describe()}")
-    notes.append(f"every environment uses {choice.describe()}")
+    choice = _interpreter(good, gside, python, runner, notes)
 
     def pins_for(applied: Sequence[Group]) -> dict[str, str]:
         return Session.pins_of(gside, applied)
 
-    def check(gs: Sequence[Group]) -> str | None:
+    def resolves(gs: Sequence[Group]) -> str | None:
         return resolve_check(sorted(pins_for(gs).values()), python_version=gside.python,
                              index_args=index_args, runner=runner)
 
     say("asking uv's resolver which changes install on their own…")
-    from envlock.reproduce.changes import _first
-
-    broken = None
-    if any(g.needs_build for g in groups):
-        from concurrent.futures import ThreadPoolExecutor
-
-        # GOOD's and BAD's own pins: two independent resolver runs, asked at once (issue 26)
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            answers = list(pool.map(check, [(), tuple(groups)]))
-        broken = next(((name, why) for name, why in zip(("GOOD", "BAD"), answers) if why), None)
-    if broken is None:
-        groups, merge_notes = merge_infeasible(groups, check)
-        notes += merge_notes
-    else:
-        notes.append(f"{broken[0]}'s own pins do not resolve together (uv: {_first(broken[1])}); "
-                     "groups are not merged by the resolver and subsets are not checked")
-        check = lambda gs: None  # noqa: E731 - the resolver cannot judge subsets then
+    groups, check = _feasible(groups, resolves, notes)
     root = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="envlock-bisect-"))
     root.mkdir(parents=True, exist_ok=True)
     try:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -23,6 +23,7 @@ from envlock.findings import Finding, counts, sort_findings
 
 if TYPE_CHECKING:
     from envlock.verify.context import Context
+    from envlock.verify.expected import Expected
 
 __all__ = ["verify", "VerifyReport", "CheckResult", "JSON_SCHEMA", "DEFAULT_TIMEOUT"]
 
@@ -189,24 +190,48 @@ def _run_checks(
     return findings, done
 
 
+def _expected(manifest: str | None, locks: Sequence[str], requested: Any) -> Expected:
+    """What the environment should be: the manifest and the lockfiles, each lock read for the
+    extras and groups ``requested`` (:func:`verify`'s parameters).
+
+    :raises ManifestError: the manifest or a lockfile is missing or malformed.
+    """
+    from envlock.verify.expected import Expected, read_lock
+
+    m = None
+    if manifest is not None:
+        from envlock.manifest import load
+
+        m = load(manifest)
+    extras = tuple(requested.extras) if requested is not None else ()
+    dev = False if requested is not None and requested.no_dev else None
+    lock_list = tuple(read_lock(p, extras=extras, dev=dev) for p in locks)
+    return Expected(manifest=m, manifest_path=manifest, locks=lock_list, requested=requested)
+
+
+def _chosen_checks(checks: Sequence[tuple[str, Callable[[Any], list[Finding]]]] | None, build: bool,
+                   skip: Container[str]) -> Sequence[tuple[str, Callable[[Any], list[Finding]]]]:
+    """``checks`` as given, else the build checks (``build``) or every check, less those the
+    policy skips."""
+    if checks is None and build:
+        from envlock.verify.checks.build import BUILD_CHECKS
+
+        checks = [c for c in BUILD_CHECKS if c[0] not in skip]
+    if checks is None:
+        from envlock.verify.checks import CHECKS
+
+        checks = [c for c in CHECKS if c[0] not in skip]
+    return checks
+
+
 def verify(
-    *,
-    manifest: str | None = None,
-    locks: Iterable[str] = (),
-    python: str | None = None,
-    prefix: str | None = None,
-    output_dir: str | None = None,
-    strict: bool = False,
-    timeout: float = DEFAULT_TIMEOUT,
-    environ: Mapping[str, str] | None = None,
-    root: str = "/",
-    runner: Runner = run,
-    cwd: str | None = None,
-    config_dir: str | None = None,
+    *, manifest: str | None = None, locks: Iterable[str] = (), python: str | None = None,
+    prefix: str | None = None, output_dir: str | None = None, strict: bool = False,
+    timeout: float = DEFAULT_TIMEOUT, environ: Mapping[str, str] | None = None, root: str = "/",
+    runner: Runner = run, cwd: str | None = None, config_dir: str | None = None,
     statvfs: Callable[[str], Any] = os.statvfs,
     checks: Sequence[tuple[str, Callable[[Any], list[Finding]]]] | None = None,
-    build: bool = False,
-    requested: Any = None,
+    build: bool = False, requested: Any = None,
 ) -> VerifyReport:
     """Check the target environment and this node against a manifest and/or lockfiles.
 
@@ -238,7 +263,6 @@ def verify(
     :returns: a :class:`VerifyReport`.
     """
     from envlock.verify.context import Context
-    from envlock.verify.expected import Expected, read_lock
     from envlock.verify.live import Live
     from envlock.verify.policy import apply_policy, load_config
 
@@ -254,33 +278,11 @@ def verify(
     # Start the interpreter query now: nearly every check needs it, and loading the inputs
     # below overlaps with it.
     threading.Thread(target=lambda: live.python, name="envlock-verify-python", daemon=True).start()
-    m = None
-    if manifest is not None:
-        from envlock.manifest import load
-
-        m = load(manifest)
-    extras = tuple(requested.extras) if requested is not None else ()
-    dev = False if requested is not None and requested.no_dev else None
-    lock_list = tuple(read_lock(p, extras=extras, dev=dev) for p in locks)
+    expected = _expected(manifest, locks, requested)
     config = load_config(config_dir or (os.path.dirname(os.path.abspath(manifest)) if manifest else cwd))
-    ctx = Context(
-        live=live,
-        expected=Expected(manifest=m, manifest_path=manifest, locks=lock_list,
-                          requested=requested),
-        environ=env,
-        config=config,
-        output_dir=output_dir,
-        cwd=cwd,
-        statvfs=statvfs,
-    )
-    if checks is None and build:
-        from envlock.verify.checks.build import BUILD_CHECKS
-
-        checks = [c for c in BUILD_CHECKS if c[0] not in config.skip]
-    if checks is None:
-        from envlock.verify.checks import CHECKS
-
-        checks = [c for c in CHECKS if c[0] not in config.skip]
+    ctx = Context(live=live, expected=expected, environ=env, config=config, output_dir=output_dir,
+                  cwd=cwd, statvfs=statvfs)
+    checks = _chosen_checks(checks, build, config.skip)
     raw, results = _run_checks(ctx, checks, deadline, timeout)
     raw += _interpreter_findings(live)
     findings = sort_findings(apply_policy(raw, config, strict=strict))

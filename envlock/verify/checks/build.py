@@ -2,7 +2,8 @@
 
 The facts are :class:`~envlock.manifest.buildtable.BuildInfo` (:func:`envlock.probes.buildenv.
 probe_build`, conda virtual packages from :func:`envlock.probes.virtual.probe_virtual`),
-computed once per verify run and shared by the checks.  Finding ids, in check order:
+computed once per verify run and shared by the checks (:mod:`envlock.verify.checks.buildfacts`).
+Finding ids, in check order:
 
 * ``build.no-cuda-home``, ``build.nvcc-failed``, ``build.cuda-mismatch``,
   ``build.cuda-minor-mismatch``, ``build.cuda-home-incomplete`` — the toolkit
@@ -15,7 +16,7 @@ computed once per verify run and shared by the checks.  Finding ids, in check or
 * ``build.libstdcxx-too-old`` — the libstdc++ loaded vs what a new build may need;
 * ``build.arch-list-invalid``, ``build.arch-list-missing-gpu``, ``build.arch-list-unset``;
 * ``build.cuda-override``, ``build.no-virtual-cuda``, ``build.glibc-override`` — conda's
-  virtual packages.
+  virtual packages (:mod:`envlock.verify.checks.condavirtual`).
 
 :data:`DEFAULT_BUILD_CHECKS` run in every ``envlock verify`` and stay silent unless a build is
 in view (a CUDA home is found, or an override is set); :data:`BUILD_CHECKS` are all of them,
@@ -25,7 +26,6 @@ what ``envlock verify --build`` runs.
 from __future__ import annotations
 
 import functools
-import os
 import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -35,14 +35,13 @@ from envlock.nvidia import (
     assess_arch,
     assess_host_compiler,
     host_compiler_range,
-    max_cuda_for_driver,
     sm_name,
     vtuple,
 )
-from envlock.probes.world import World
 from envlock.variants import cuda_indexes, index_name, pytorch_index_url
+from envlock.verify.checks.buildfacts import build_facts, compilers_of, gpu_of, torch_label
+from envlock.verify.checks.condavirtual import check_build_virtual
 from envlock.verify.checks.gpucompat import visible_gpus
-from envlock.verify.checks.gpucompat import _needs_cuda_from_conda
 
 if TYPE_CHECKING:
     from envlock.verify.context import Context
@@ -71,35 +70,6 @@ NAMED_ARCHES: tuple[tuple[str, str], ...] = (
 )
 
 
-def build_facts(ctx: Context, *, libraries: bool = False) -> Any:
-    """The run's :class:`~envlock.manifest.buildtable.BuildInfo`, computed once (shared by the
-    checks through the :class:`~envlock.verify.live.Live` fact cache).
-
-    :param libraries: also the facts read from ELF files (torch's GCC and C++ ABI, the
-        libstdc++ loaded); without them the ELF reader is not even imported.
-    """
-    live = ctx.live
-    if not libraries and "build+libraries" in live._values:
-        return live._values["build+libraries"]
-
-    def compute() -> Any:
-        from envlock.probes.buildenv import probe_build
-
-        site = [p for p in live.python.path if os.path.isdir(p)]
-        world = World(root=live.root, environ=live.environ, prefix=live.target.prefix, site_dirs=site,
-                      runner=live.runner, timeout=live.command_timeout(5.0))
-        return probe_build(world, virtual=(), libraries=libraries)
-    return live._get("build+libraries" if libraries else "build", compute)  # Live's fact cache
-
-
-def _gpu(ctx: Context) -> Any:
-    return ctx.live.gpu
-
-
-def _torch_label(b: Any) -> str:
-    return f"torch {b.torch_version}" if b.torch_version else "torch"
-
-
 def _home_evidence(b: Any) -> tuple[str, ...]:
     order = " → ".join(b.cuda_home_order) if b.cuda_home_order else ""
     src = b.cuda_home_order_source or "default"
@@ -113,7 +83,7 @@ def _home_evidence(b: Any) -> tuple[str, ...]:
         ev.append(f"{b.cuda_home}/version.json: cuda {b.toolkit_version}")
     if b.path_nvcc and b.cuda_home_found_by != "nvcc on PATH":
         ev.append(f"nvcc on PATH is {b.path_nvcc} (not used: {b.cuda_home_found_by} comes first)")
-    ev.append(f"{_torch_label(b)}: torch/version.py cuda = {b.torch_cuda!r}"
+    ev.append(f"{torch_label(b)}: torch/version.py cuda = {b.torch_cuda!r}"
               + (f" ({b.torch_location})" if b.torch_location else ""))
     return tuple(ev)
 
@@ -143,7 +113,7 @@ def _toolkit(ctx: Context, *, required: bool) -> list[Finding]:
             return []
         return [Finding(
             id="build.no-cuda-home", severity="warning",
-            title=f"no CUDA toolkit for a build against {_torch_label(b)} (CUDA {b.torch_cuda})",
+            title=f"no CUDA toolkit for a build against {torch_label(b)} (CUDA {b.torch_cuda})",
             cause="torch.utils.cpp_extension finds no CUDA home: a CUDAExtension build fails with "
                   "\"OSError: CUDA_HOME environment variable is not set\".",
             evidence=(f"lookup order {' → '.join(b.cuda_home_order)} (from {b.cuda_home_order_source}): "
@@ -173,7 +143,7 @@ def _toolkit(ctx: Context, *, required: bool) -> list[Finding]:
     if have[0] != want[0]:
         out.append(Finding(
             id="build.cuda-mismatch", severity="error",
-            title=f"{kit} is CUDA {b.nvcc_release}; {_torch_label(b)} was built with CUDA {b.torch_cuda}",
+            title=f"{kit} is CUDA {b.nvcc_release}; {torch_label(b)} was built with CUDA {b.torch_cuda}",
             cause="torch's own rule (cpp_extension._check_cuda_version): the CUDA major must match. "
                   f"The build stops with \"The detected CUDA version ({b.nvcc_release}) mismatches the "
                   f"version that was used to compile PyTorch ({b.torch_cuda})\".",
@@ -186,7 +156,7 @@ def _toolkit(ctx: Context, *, required: bool) -> list[Finding]:
         newer = have[:2] > want[:2]
         out.append(Finding(
             id="build.cuda-minor-mismatch", severity="warning",
-            title=f"{kit} is CUDA {b.nvcc_release}; {_torch_label(b)} was built with CUDA {b.torch_cuda} "
+            title=f"{kit} is CUDA {b.nvcc_release}; {torch_label(b)} was built with CUDA {b.torch_cuda} "
                   "(same major, other minor)",
             cause="torch only warns (\"The detected CUDA version … has a minor version mismatch\") and "
                   "builds. " + (f"The extension is compiled with CUDA {b.nvcc_release} headers and PTX but "
@@ -226,20 +196,9 @@ def check_build_toolkit(ctx: Context) -> list[Finding]:
     return _toolkit(ctx, required=True)
 
 
-def _compilers(b: Any, role: str) -> list[Any]:
-    return [c for c in b.compilers if c.role == role and c.version and c.vendor]
-
-
-def check_build_compiler(ctx: Context) -> list[Finding]:
-    """nvcc's host compiler against the toolkit (its ``host_config.h``, else NVIDIA's table);
-    the C++ compiler against torch's ``CUDA_GCC_VERSIONS`` for the toolkit's release."""
-    b = build_facts(ctx)
-    if not b.cuda_home or not b.nvcc_release:
-        return []
+def _missing_compilers(b: Any) -> list[Finding]:
+    """``build.compiler-missing``: nvcc's host compiler or the C++ compiler is not found."""
     out: list[Finding] = []
-    row = host_compiler_range(b.nvcc_release)
-    documented = (f"NVIDIA CUDA Installation Guide for Linux, CUDA {row.cuda}: GCC {row.gcc_min}–{row.gcc_max}, "
-                  f"Clang {row.clang_min}–{row.clang_max}") if row else None
     for c in b.compilers:
         if c.path is None and c.error:
             what = "nvcc's host compiler" if c.role == "nvcc-host" else "the C++ compiler"
@@ -252,72 +211,103 @@ def check_build_compiler(ctx: Context) -> list[Finding]:
                 evidence=(c.error, f"CUDA {b.nvcc_release} at {b.cuda_home} ({b.cuda_home_found_by})"),
                 fix=("Install it, or point CC/CXX (or NVCC_CCBIN) at a compiler that exists.",),
             ))
-    for c in _compilers(b, "nvcc-host"):
-        who = f"{c.vendor} {c.version} ({c.path or c.command}, {c.found_by})"
-        major = vtuple(c.version)[0]
-        gate = b.host_config_gcc_max if c.vendor == "gcc" else b.host_config_clang_max if c.vendor == "clang" else None
-        table = assess_host_compiler(b.nvcc_release, c.vendor, c.version)
-        ev = [f"nvcc host compiler: {who}", f"CUDA {b.nvcc_release} at {b.cuda_home} ({b.cuda_home_found_by})"]
-        if gate is not None:
-            ev.append(f"{b.cuda_home}/include/crt/host_config.h: newest {c.vendor} major accepted: {gate}")
-        if documented:
-            ev.append(documented)
-        rejected = gate is not None and major > gate
-        if rejected or (gate is None and table == "too-new"):
+    return out
+
+
+def _host_compiler(b: Any, c: Any, row: Any, documented: str | None) -> Finding | None:
+    """nvcc's host compiler ``c`` against the toolkit: rejected by its ``host_config.h`` (or,
+    without one, newer than NVIDIA's table ``row``), newer or older than the table documents."""
+    who = f"{c.vendor} {c.version} ({c.path or c.command}, {c.found_by})"
+    major = vtuple(c.version)[0]
+    gate = b.host_config_gcc_max if c.vendor == "gcc" else b.host_config_clang_max if c.vendor == "clang" else None
+    table = assess_host_compiler(b.nvcc_release, c.vendor, c.version)
+    ev = [f"nvcc host compiler: {who}", f"CUDA {b.nvcc_release} at {b.cuda_home} ({b.cuda_home_found_by})"]
+    if gate is not None:
+        ev.append(f"{b.cuda_home}/include/crt/host_config.h: newest {c.vendor} major accepted: {gate}")
+    if documented:
+        ev.append(documented)
+    rejected = gate is not None and major > gate
+    if rejected or (gate is None and table == "too-new"):
+        return Finding(
+            id="build.host-compiler-unsupported",
+            severity="warning" if b.allow_unsupported_compiler else "error",
+            title=f"{c.vendor} {c.version} is newer than CUDA {b.nvcc_release}'s nvcc supports",
+            cause=("nvcc stops every .cu compile: \"#error -- unsupported GNU version! gcc versions later "
+                   f"than {gate if gate is not None else row.gcc_max if row else '?'} are not supported!\""
+                   if c.vendor == "gcc" else "nvcc stops every .cu compile: \"unsupported clang version\"")
+                  + (" — here -allow-unsupported-compiler is set, so it compiles, at your own risk."
+                     if b.allow_unsupported_compiler else ""),
+            evidence=tuple(ev),
+            fix=((f"Use a supported host compiler: export CC=<gcc ≤ {gate or (row.gcc_max if row else '?')}> "
+                 "(cpp_extension passes -ccbin $CC) or NVCC_CCBIN=<it>"),
+                 "or a newer CUDA toolkit whose nvcc supports this compiler"),
+        )
+    if table == "too-new":
+        return Finding(
+            id="build.host-compiler-unsupported", severity="warning",
+            title=f"{c.vendor} {c.version} is newer than NVIDIA documents for CUDA {b.nvcc_release}",
+            cause="nvcc's host_config.h lets it through (it checks only the major version), but NVIDIA "
+                  "does not list it as supported: it may fail on newer libstdc++ headers.",
+            evidence=tuple(ev),
+            fix=(f"Prefer a host compiler within the documented range (CC=<gcc ≤ {row.gcc_max}>)."
+                 if row else "Prefer a documented host compiler.",),
+        )
+    if table == "too-old":
+        return Finding(
+            id="build.host-compiler-unsupported", severity="error",
+            title=f"{c.vendor} {c.version} is older than CUDA {b.nvcc_release} supports",
+            cause="CUDA's headers need a newer host compiler (C++17 at least).",
+            evidence=tuple(ev),
+            fix=(f"export CC=<gcc ≥ {row.gcc_min if row else '?'}>",),
+        )
+    return None
+
+
+def _torch_gcc_bounds(b: Any) -> list[Finding]:
+    """``build.compiler-rejected-by-torch``: a g++ outside torch's ``CUDA_GCC_VERSIONS`` bounds
+    for the toolkit's release (``cpp_extension._check_cuda_version``)."""
+    out: list[Finding] = []
+    m = re.match(r">=([\d.]+), <([\d.]+)", b.torch_gcc_bounds)
+    for c in compilers_of(b, "c++"):
+        if c.vendor != "gcc" or not m:
+            continue
+        v = vtuple(c.version)
+        lo, hi = vtuple(m.group(1)), vtuple(m.group(2))
+        if v < lo or v >= hi:
             out.append(Finding(
-                id="build.host-compiler-unsupported",
-                severity="warning" if b.allow_unsupported_compiler else "error",
-                title=f"{c.vendor} {c.version} is newer than CUDA {b.nvcc_release}'s nvcc supports",
-                cause=("nvcc stops every .cu compile: \"#error -- unsupported GNU version! gcc versions later "
-                       f"than {gate if gate is not None else row.gcc_max if row else '?'} are not supported!\""
-                       if c.vendor == "gcc" else "nvcc stops every .cu compile: \"unsupported clang version\"")
-                      + (" — here -allow-unsupported-compiler is set, so it compiles, at your own risk."
-                         if b.allow_unsupported_compiler else ""),
-                evidence=tuple(ev),
-                fix=((f"Use a supported host compiler: export CC=<gcc ≤ {gate or (row.gcc_max if row else '?')}> "
-                     "(cpp_extension passes -ccbin $CC) or NVCC_CCBIN=<it>"),
-                     "or a newer CUDA toolkit whose nvcc supports this compiler"),
+                id="build.compiler-rejected-by-torch", severity="error",
+                title=f"{torch_label(b)} refuses g++ {c.version} with CUDA {b.nvcc_release} "
+                      f"(its bounds: {b.torch_gcc_bounds})",
+                cause="cpp_extension._check_cuda_version raises RuntimeError \"The current installed version "
+                      f"of {c.command} ({c.version}) is {'greater' if v >= hi else 'less'} than the "
+                      f"{'maximum' if v >= hi else 'minimum'} required version by CUDA {b.nvcc_release}\".",
+                evidence=(f"C++ compiler: {c.command} → {c.path} ({c.found_by}), gcc {c.version}",
+                          f"torch/utils/cpp_extension.py CUDA_GCC_VERSIONS['{b.nvcc_release}']: "
+                          f"{b.torch_gcc_bounds}"),
+                fix=("export CXX=<a g++ within the bounds> (and CC=<the matching gcc>)",
+                     "or TORCH_DONT_CHECK_COMPILER_ABI=1 to skip torch's check (nvcc's own still applies)"),
             ))
-        elif table == "too-new":
-            out.append(Finding(
-                id="build.host-compiler-unsupported", severity="warning",
-                title=f"{c.vendor} {c.version} is newer than NVIDIA documents for CUDA {b.nvcc_release}",
-                cause="nvcc's host_config.h lets it through (it checks only the major version), but NVIDIA "
-                      "does not list it as supported: it may fail on newer libstdc++ headers.",
-                evidence=tuple(ev),
-                fix=(f"Prefer a host compiler within the documented range (CC=<gcc ≤ {row.gcc_max}>)."
-                     if row else "Prefer a documented host compiler.",),
-            ))
-        elif table == "too-old":
-            out.append(Finding(
-                id="build.host-compiler-unsupported", severity="error",
-                title=f"{c.vendor} {c.version} is older than CUDA {b.nvcc_release} supports",
-                cause="CUDA's headers need a newer host compiler (C++17 at least).",
-                evidence=tuple(ev),
-                fix=(f"export CC=<gcc ≥ {row.gcc_min if row else '?'}>",),
-            ))
+    return out
+
+
+def check_build_compiler(ctx: Context) -> list[Finding]:
+    """nvcc's host compiler against the toolkit (its ``host_config.h``, else NVIDIA's table);
+    the C++ compiler against torch's ``CUDA_GCC_VERSIONS`` for the toolkit's release."""
+    b = build_facts(ctx)
+    if not b.cuda_home or not b.nvcc_release:
+        return []
+    out: list[Finding] = []
+    row = host_compiler_range(b.nvcc_release)
+    documented = (f"NVIDIA CUDA Installation Guide for Linux, CUDA {row.cuda}: GCC {row.gcc_min}–{row.gcc_max}, "
+                  f"Clang {row.clang_min}–{row.clang_max}") if row else None
+    out += _missing_compilers(b)
+    for c in compilers_of(b, "nvcc-host"):
+        found = _host_compiler(b, c, row, documented)
+        if found is not None:
+            out.append(found)
     # torch's own bounds, on the C++ compiler (cpp_extension._check_cuda_version)
     if b.torch_gcc_bounds and not _dont_check_abi(ctx) and _binary_build(b.torch_version):
-        m = re.match(r">=([\d.]+), <([\d.]+)", b.torch_gcc_bounds)
-        for c in _compilers(b, "c++"):
-            if c.vendor != "gcc" or not m:
-                continue
-            v = vtuple(c.version)
-            lo, hi = vtuple(m.group(1)), vtuple(m.group(2))
-            if v < lo or v >= hi:
-                out.append(Finding(
-                    id="build.compiler-rejected-by-torch", severity="error",
-                    title=f"{_torch_label(b)} refuses g++ {c.version} with CUDA {b.nvcc_release} "
-                          f"(its bounds: {b.torch_gcc_bounds})",
-                    cause="cpp_extension._check_cuda_version raises RuntimeError \"The current installed version "
-                          f"of {c.command} ({c.version}) is {'greater' if v >= hi else 'less'} than the "
-                          f"{'maximum' if v >= hi else 'minimum'} required version by CUDA {b.nvcc_release}\".",
-                    evidence=(f"C++ compiler: {c.command} → {c.path} ({c.found_by}), gcc {c.version}",
-                              f"torch/utils/cpp_extension.py CUDA_GCC_VERSIONS['{b.nvcc_release}']: "
-                              f"{b.torch_gcc_bounds}"),
-                    fix=("export CXX=<a g++ within the bounds> (and CC=<the matching gcc>)",
-                         "or TORCH_DONT_CHECK_COMPILER_ABI=1 to skip torch's check (nvcc's own still applies)"),
-                ))
+        out += _torch_gcc_bounds(b)
     return out
 
 
@@ -338,24 +328,24 @@ def check_build_abi(ctx: Context) -> list[Finding]:
     if b.torch_cxx11_abi is False:
         out.append(Finding(
             id="build.old-cxx-abi", severity="warning",
-            title=f"{_torch_label(b)} was built with the old C++ ABI (_GLIBCXX_USE_CXX11_ABI=0)",
+            title=f"{torch_label(b)} was built with the old C++ ABI (_GLIBCXX_USE_CXX11_ABI=0)",
             cause="GCC ≥ 5 compiles with the new ABI by default. cpp_extension passes "
                   "-D_GLIBCXX_USE_CXX11_ABI=0 itself, but C++ code built any other way (CMake without "
                   "TORCH_CXX_FLAGS, another C++ library passing std::string across) fails to load with "
                   "\"undefined symbol: …__cxx11…\" or links against the wrong std::string.",
             evidence=(f"read from {b.torch_cxx11_abi_source}",
                       *(f"C++ compiler: {c.vendor} {c.version} ({c.found_by}): new ABI by default"
-                        for c in _compilers(b, "c++") if c.vendor == "gcc")),
+                        for c in compilers_of(b, "c++") if c.vendor == "gcc")),
             fix=(("Build through torch.utils.cpp_extension, or add -D_GLIBCXX_USE_CXX11_ABI=0 (CMake: "
                  "${TORCH_CXX_FLAGS} from find_package(Torch))."),
                  "Or install a torch built with the new ABI (PyPI wheels are, from torch 2.7)."),
         ))
     if b.torch_gcc:
-        for c in _compilers(b, "c++"):
+        for c in compilers_of(b, "c++"):
             if c.vendor == "gcc" and vtuple(c.version)[0] != vtuple(b.torch_gcc)[0]:
                 out.append(Finding(
                     id="build.compiler-differs", severity="info",
-                    title=f"the C++ compiler is gcc {c.version}; {_torch_label(b)} was built with GCC {b.torch_gcc}",
+                    title=f"the C++ compiler is gcc {c.version}; {torch_label(b)} was built with GCC {b.torch_gcc}",
                     cause="GCC's C++ ABI is stable across these releases when _GLIBCXX_USE_CXX11_ABI matches; what "
                           "can break is the libstdc++ at run time (build.libstdcxx-too-old).",
                     evidence=(f"{b.torch_gcc_source}: GCC {b.torch_gcc}", f"{c.command} → {c.path} ({c.found_by})"),
@@ -408,7 +398,7 @@ def check_build_arch(ctx: Context) -> list[Finding]:
     b = build_facts(ctx)
     if not b.torch_cuda or not b.cuda_home:
         return []
-    gpu = _gpu(ctx)
+    gpu = gpu_of(ctx)
     gpus = [g for g in visible_gpus(gpu.gpus, ctx.environ) if g.compute_capability]
     if not b.arch_list:
         if gpus:
@@ -434,7 +424,7 @@ def check_build_arch(ctx: Context) -> list[Finding]:
             title=f"TORCH_CUDA_ARCH_LIST={b.arch_list!r} has entries torch does not accept: {', '.join(bad)}",
             cause=f"cpp_extension raises ValueError \"Unknown CUDA arch ({bad[0]}) or GPU not supported\".",
             evidence=(f"TORCH_CUDA_ARCH_LIST={b.arch_list}",
-                      *((f"accepted by {_torch_label(b)}: {' '.join(b.torch_supported_archs)} (each also with +PTX)",)
+                      *((f"accepted by {torch_label(b)}: {' '.join(b.torch_supported_archs)} (each also with +PTX)",)
                         if valid else ())),
             fix=("Use X.Y or X.Y+PTX entries separated by ';' or spaces, e.g. \"8.0;8.6;9.0+PTX\".",),
         ))
@@ -454,94 +444,6 @@ def check_build_arch(ctx: Context) -> list[Finding]:
                 evidence=(f"TORCH_CUDA_ARCH_LIST={b.arch_list} → {' '.join(good) or 'nothing valid'}",
                           f"GPU {g.index}: {sm_name(g.compute_capability)}"),
                 fix=(f"Add {g.compute_capability} (or an older X.Y+PTX) to TORCH_CUDA_ARCH_LIST.",),
-            ))
-    return out
-
-
-def _claims_more(claimed: str, real: str) -> bool:
-    """Whether an override (``CONDA_OVERRIDE_CUDA``/``_GLIBC``) claims a newer version than the
-    node really has; ``False`` where either is no version (nothing can be compared then)."""
-    try:
-        return vtuple(claimed) > vtuple(real)
-    except ValueError:
-        return False
-
-
-def check_build_virtual(ctx: Context) -> list[Finding]:
-    """conda's ``__cuda`` as the solver sees it here against what packages and locks need, and
-    every ``CONDA_OVERRIDE_*`` that fakes a virtual package (conda docs, "Managing virtual
-    packages")."""
-    env = ctx.environ
-    override = env.get("CONDA_OVERRIDE_CUDA")
-    glibc_override = env.get("CONDA_OVERRIDE_GLIBC")
-    needs = _needs_cuda_from_conda(ctx)
-    if override is None and not needs and not glibc_override:
-        return []
-    out: list[Finding] = []
-    gpu = _gpu(ctx)
-    driver = gpu.driver_version
-    supports = gpu.cuda_driver_version or (max_cuda_for_driver(driver) if driver else None)
-    need_ev = tuple(f"{who} depends on __cuda {spec}".rstrip() for who, spec in needs)
-    node = (f"driver {driver} (supports CUDA {supports or '?'})" if driver
-            else f"no NVIDIA driver ({gpu.error or 'no /proc/driver/nvidia/version'})")
-    if override is not None and override.strip():
-        v = override.strip()
-        if not driver:
-            out.append(Finding(
-                id="build.cuda-override", severity="warning" if needs else "info",
-                title=f"CONDA_OVERRIDE_CUDA={v} makes conda's solver believe in CUDA {v}; "
-                      "this node has no NVIDIA driver",
-                cause="conda's __cuda virtual package is the CUDA the driver supports; the override replaces it, so "
-                      "solves here pick CUDA builds that cannot run on this node.",
-                evidence=(f"CONDA_OVERRIDE_CUDA={v} → __cuda={v}", node, *need_ev),
-                fix=(("Fine for solving on a login node for GPU nodes; unset it in jobs that run here "
-                     "(unset CONDA_OVERRIDE_CUDA)."),),
-            ))
-        elif supports and _claims_more(v, supports):
-            out.append(Finding(
-                id="build.cuda-override", severity="warning",
-                title=f"CONDA_OVERRIDE_CUDA={v} claims more CUDA than driver {driver} supports ({supports})",
-                cause="The solver picks packages built for CUDA up to the override; those needing more than "
-                      "the driver gives fail with cudaErrorInsufficientDriver.",
-                evidence=(f"CONDA_OVERRIDE_CUDA={v} → __cuda={v}", node, *need_ev),
-                fix=(f"unset CONDA_OVERRIDE_CUDA, or set it to {supports}",),
-            ))
-    elif override is not None and driver:
-        out.append(Finding(
-            id="build.cuda-override", severity="warning",
-            title="CONDA_OVERRIDE_CUDA is empty: conda's solver sees no CUDA although driver "
-                  f"{driver} supports CUDA {supports or '?'}",
-            cause="An empty override removes __cuda: solves pick CPU-only builds and packages needing __cuda "
-                  "are unsatisfiable.",
-            evidence=("CONDA_OVERRIDE_CUDA=''", node, *need_ev),
-            fix=("unset CONDA_OVERRIDE_CUDA",),
-        ))
-    elif not driver and needs:
-        low = next((m.group(1) for _w, spec in needs if (m := re.search(r"(\d+(?:\.\d+)?)", spec or ""))), None)
-        out.append(Finding(
-            id="build.no-virtual-cuda", severity="warning",
-            title="conda's solver sees no __cuda on this node, but " + "; ".join(need_ev[:2]),
-            cause="Without a driver there is no __cuda virtual package: a solve or install of these packages "
-                  "here (conda install/update, conda-lock install) fails with \"nothing provides __cuda\".",
-            evidence=(node, "CONDA_OVERRIDE_CUDA: unset", *need_ev),
-            fix=((f"To solve here for GPU nodes: CONDA_OVERRIDE_CUDA={low or '<version>'} conda … "
-                 "(the override is then what makes the solver believe in CUDA)"),
-                 "or solve on a GPU node"),
-        ))
-    if glibc_override and glibc_override.strip():
-        from envlock.libs.glibc import detect_glibc
-
-        found = detect_glibc(ctx.live.root or "/")
-        real = found.version if found else None
-        if real is not None and _claims_more(glibc_override, real):
-            out.append(Finding(
-                id="build.glibc-override", severity="warning",
-                title=f"CONDA_OVERRIDE_GLIBC={glibc_override.strip()} claims a newer glibc than this node's ({real})",
-                cause="Packages solved for the override may need GLIBC_ symbols this node lacks: \"version "
-                      "`GLIBC_2.xx' not found\".",
-                evidence=(f"CONDA_OVERRIDE_GLIBC={glibc_override.strip()}",
-                          f"glibc {real} ({found.source if found else 'this node'})"),
-                fix=("unset CONDA_OVERRIDE_GLIBC in jobs that run here",),
             ))
     return out
 

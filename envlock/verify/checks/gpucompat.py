@@ -27,6 +27,7 @@ from envlock.nvidia import (
 from envlock.verify.live import local_label
 
 if TYPE_CHECKING:
+    from envlock.manifest.stacktables import GpuInfo
     from envlock.verify.context import Context
 
 __all__ = [
@@ -230,6 +231,113 @@ def check_cpu_build(ctx: Context) -> list[Finding]:
     )]
 
 
+def _driver_unanswered(gpu: GpuInfo) -> list[Finding]:
+    """``gpu.query-failed``: the driver's query timed out, or failed without a driver version."""
+    return [Finding(
+        id="gpu.query-failed",
+        severity="error",
+        title=f"the GPU driver did not answer: {gpu.error}",
+        cause="nvidia-smi hanging or failing usually means a wedged driver or GPU (Xid errors); "
+              "CUDA programs on this node will hang or fail too.",
+        evidence=(f"source: {gpu.source or 'nvidia-smi'}", f"status: {gpu.status}"),
+        fix=("Drain the node / report it to the admins, and resubmit the job elsewhere.",),
+    )]
+
+
+def _no_driver(gpu: GpuInfo, builds: Sequence[Any], needs_cuda: Sequence[tuple[str, str]],
+               allocated: int | None) -> list[Finding]:
+    """``gpu.no-driver``: no NVIDIA driver, but a CUDA build, a ``__cuda`` requirement or a
+    Slurm GPU allocation wants one (an error for an allocation or a lock's requirement)."""
+    what = [f"{_label(b)} is a CUDA {b.cuda} build" for b in builds]
+    what += [f"{who} needs __cuda {spec}".strip() for who, spec in needs_cuda]
+    if allocated:
+        what.append(f"Slurm allocated {allocated} GPU(s)")
+    hard = bool(allocated or any(" in " in who for who, _ in needs_cuda))
+    return [Finding(
+        id="gpu.no-driver",
+        severity="error" if hard else "warning",
+        title="no NVIDIA driver on this node, but " + "; ".join(what[:2]),
+        cause="Without the kernel driver (and its libcuda.so.1) CUDA is unavailable: the job "
+              "falls back to the CPU or fails. On a login node this is expected.",
+        evidence=(gpu.error or "no /proc/driver/nvidia/version", *what),
+        fix=("Run the job on a GPU node (request GPUs: --gpus / --gres=gpu:N).",
+             "On a login node, ignore this finding: [tool.envlock.verify] ignore = [\"gpu.no-driver\"]"),
+    )]
+
+
+def _build_driver(b: Any, driver: str, supports: str | None, gpu: GpuInfo) -> list[Finding]:
+    """The driver against one framework's CUDA build (NVIDIA's table, minor-version
+    compatibility): too old, minor-compat or unknown; nothing when it is fine."""
+    try:
+        v = assess_driver(b.cuda, driver)
+    except ValueError:
+        return []
+    table = (f"NVIDIA table: CUDA {v.cuda} toolkit ships driver {v.full}" if v.full
+             else f"CUDA {v.cuda} is not in NVIDIA's driver table known to envlock")
+    floor = f"minor-version compatibility: any CUDA {v.cuda.split('.')[0]}.x runs on ≥ {v.needs}" \
+        if v.needs and v.needs != v.full else None
+    ev = (*_evidence(b), f"driver {driver} ({gpu.source or 'driver'}); supports up to CUDA {supports or '< 7.0'}",
+          table, *((floor,) if floor else ()))
+    if v.status == "too-old":
+        return [Finding(
+            id="gpu.driver-too-old",
+            severity="error",
+            title=f"{_label(b)} was built with CUDA {v.cuda}; driver {driver} supports up to "
+                  f"CUDA {supports or '< 7.0'}; needs ≥ {v.needs}",
+            cause="The CUDA runtime refuses to start (cudaErrorInsufficientDriver: \"CUDA driver "
+                  "version is insufficient for CUDA runtime version\"); the framework sees no GPU "
+                  "(torch.cuda.is_available() is False). The CUDA toolkit in /usr/local does not matter "
+                  "to wheels: they bring their own runtime.",
+            evidence=ev,
+            fix=(f"Upgrade the NVIDIA driver to ≥ {v.needs} (ask the admins), or run on nodes that have it.",
+                 (f"Or install a build made for CUDA ≤ {supports}"
+                  + (f" (PyTorch: a https://download.pytorch.org/whl/cuXY index with X.Y ≤ {supports})"
+                     if b.name == "torch" else "")) if supports else
+                 "Or install an older build this driver supports.",
+                 "Data-center GPUs: the cuda-compat package can run a newer CUDA on an older driver."),
+        )]
+    if v.status == "minor-compat":
+        return [Finding(
+            id="gpu.driver-minor-compat",
+            severity="info",
+            title=f"{_label(b)} (CUDA {v.cuda}) runs on driver {driver} under minor-version "
+                  f"compatibility (its toolkit driver is {v.full or 'newer'})",
+            cause="It runs, but PTX from its toolkit cannot be JIT-compiled by this driver and some "
+                  "newer APIs return cudaErrorCallRequiresNewerDriver.",
+            evidence=ev,
+            fix=(f"Nothing to do unless a GPU needs PTX JIT; a driver ≥ {v.full} removes the limits."
+                 if v.full else "Nothing to do unless a GPU needs PTX JIT.",),
+        )]
+    if v.status == "unknown":
+        return [Finding(
+            id="gpu.driver-unknown", severity="info",
+            title=f"cannot judge driver {driver} for {_label(b)} (CUDA {v.cuda}): not in NVIDIA's table",
+            cause="envlock's driver table does not cover this CUDA version.",
+            evidence=ev, fix=("Compare with NVIDIA's CUDA release notes, Table 3.",),
+        )]
+    return []
+
+
+def _conda_driver(who: str, spec: str, driver: str, supports: str | None, gpu: GpuInfo) -> list[Finding]:
+    """The driver's CUDA against one conda ``__cuda`` requirement ``spec`` of ``who``."""
+    low = _spec_min(spec)
+    if low is None or supports is None:
+        return []
+    if vtuple(supports) < vtuple(low):
+        need = toolkit_driver(low)
+        return [Finding(
+            id="gpu.driver-too-old",
+            severity="error",
+            title=f"{who} needs __cuda {spec}; driver {driver} supports up to CUDA {supports}",
+            cause="conda's __cuda virtual package is the CUDA version the driver supports; the "
+                  "package was solved for a newer one and its CUDA code will not start.",
+            evidence=(f"driver {driver} ({gpu.source or 'driver'})", f"{who}: depends on __cuda {spec}"),
+            fix=(f"Upgrade the driver (≥ {need})" if need else "Upgrade the driver",
+                 f"or re-solve the lock for __cuda={supports} (CONDA_OVERRIDE_CUDA={supports})"),
+        )]
+    return []
+
+
 def check_driver(ctx: Context) -> list[Finding]:
     """The NVIDIA driver against the CUDA runtime each framework was built with (case C06), and
     against ``__cuda`` requirements of conda packages and lockfiles."""
@@ -241,98 +349,78 @@ def check_driver(ctx: Context) -> list[Finding]:
     gpu = ctx.live.gpu
     out: list[Finding] = []
     if gpu.status == "timeout" or (gpu.status == "error" and not gpu.driver_version):
-        return [Finding(
-            id="gpu.query-failed",
-            severity="error",
-            title=f"the GPU driver did not answer: {gpu.error}",
-            cause="nvidia-smi hanging or failing usually means a wedged driver or GPU (Xid errors); "
-                  "CUDA programs on this node will hang or fail too.",
-            evidence=(f"source: {gpu.source or 'nvidia-smi'}", f"status: {gpu.status}"),
-            fix=("Drain the node / report it to the admins, and resubmit the job elsewhere.",),
-        )]
+        return _driver_unanswered(gpu)
     driver = gpu.driver_version
     if not driver:
-        what = [f"{_label(b)} is a CUDA {b.cuda} build" for b in builds]
-        what += [f"{who} needs __cuda {spec}".strip() for who, spec in needs_cuda]
-        if allocated:
-            what.append(f"Slurm allocated {allocated} GPU(s)")
-        hard = bool(allocated or any(" in " in who for who, _ in needs_cuda))
-        return [Finding(
-            id="gpu.no-driver",
-            severity="error" if hard else "warning",
-            title="no NVIDIA driver on this node, but " + "; ".join(what[:2]),
-            cause="Without the kernel driver (and its libcuda.so.1) CUDA is unavailable: the job "
-                  "falls back to the CPU or fails. On a login node this is expected.",
-            evidence=(gpu.error or "no /proc/driver/nvidia/version", *what),
-            fix=("Run the job on a GPU node (request GPUs: --gpus / --gres=gpu:N).",
-                 "On a login node, ignore this finding: [tool.envlock.verify] ignore = [\"gpu.no-driver\"]"),
-        )]
+        return _no_driver(gpu, builds, needs_cuda, allocated)
     supports = gpu.cuda_driver_version or max_cuda_for_driver(driver)
     for b in builds:
-        try:
-            v = assess_driver(b.cuda, driver)
-        except ValueError:
-            continue
-        table = (f"NVIDIA table: CUDA {v.cuda} toolkit ships driver {v.full}" if v.full
-                 else f"CUDA {v.cuda} is not in NVIDIA's driver table known to envlock")
-        floor = f"minor-version compatibility: any CUDA {v.cuda.split('.')[0]}.x runs on ≥ {v.needs}" \
-            if v.needs and v.needs != v.full else None
-        ev = (*_evidence(b), f"driver {driver} ({gpu.source or 'driver'}); supports up to CUDA {supports or '< 7.0'}",
-              table, *((floor,) if floor else ()))
-        if v.status == "too-old":
-            out.append(Finding(
-                id="gpu.driver-too-old",
-                severity="error",
-                title=f"{_label(b)} was built with CUDA {v.cuda}; driver {driver} supports up to "
-                      f"CUDA {supports or '< 7.0'}; needs ≥ {v.needs}",
-                cause="The CUDA runtime refuses to start (cudaErrorInsufficientDriver: \"CUDA driver "
-                      "version is insufficient for CUDA runtime version\"); the framework sees no GPU "
-                      "(torch.cuda.is_available() is False). The CUDA toolkit in /usr/local does not matter "
-                      "to wheels: they bring their own runtime.",
-                evidence=ev,
-                fix=(f"Upgrade the NVIDIA driver to ≥ {v.needs} (ask the admins), or run on nodes that have it.",
-                     (f"Or install a build made for CUDA ≤ {supports}"
-                      + (f" (PyTorch: a https://download.pytorch.org/whl/cuXY index with X.Y ≤ {supports})"
-                         if b.name == "torch" else "")) if supports else
-                     "Or install an older build this driver supports.",
-                     "Data-center GPUs: the cuda-compat package can run a newer CUDA on an older driver."),
-            ))
-        elif v.status == "minor-compat":
-            out.append(Finding(
-                id="gpu.driver-minor-compat",
-                severity="info",
-                title=f"{_label(b)} (CUDA {v.cuda}) runs on driver {driver} under minor-version "
-                      f"compatibility (its toolkit driver is {v.full or 'newer'})",
-                cause="It runs, but PTX from its toolkit cannot be JIT-compiled by this driver and some "
-                      "newer APIs return cudaErrorCallRequiresNewerDriver.",
-                evidence=ev,
-                fix=(f"Nothing to do unless a GPU needs PTX JIT; a driver ≥ {v.full} removes the limits."
-                     if v.full else "Nothing to do unless a GPU needs PTX JIT.",),
-            ))
-        elif v.status == "unknown":
-            out.append(Finding(
-                id="gpu.driver-unknown", severity="info",
-                title=f"cannot judge driver {driver} for {_label(b)} (CUDA {v.cuda}): not in NVIDIA's table",
-                cause="envlock's driver table does not cover this CUDA version.",
-                evidence=ev, fix=("Compare with NVIDIA's CUDA release notes, Table 3.",),
-            ))
+        out += _build_driver(b, driver, supports, gpu)
     for who, spec in needs_cuda:
-        low = _spec_min(spec)
-        if low is None or supports is None:
-            continue
-        if vtuple(supports) < vtuple(low):
-            need = toolkit_driver(low)
-            out.append(Finding(
-                id="gpu.driver-too-old",
-                severity="error",
-                title=f"{who} needs __cuda {spec}; driver {driver} supports up to CUDA {supports}",
-                cause="conda's __cuda virtual package is the CUDA version the driver supports; the "
-                      "package was solved for a newer one and its CUDA code will not start.",
-                evidence=(f"driver {driver} ({gpu.source or 'driver'})", f"{who}: depends on __cuda {spec}"),
-                fix=(f"Upgrade the driver (≥ {need})" if need else "Upgrade the driver",
-                     f"or re-solve the lock for __cuda={supports} (CONDA_OVERRIDE_CUDA={supports})"),
-            ))
+        out += _conda_driver(who, spec, driver, supports, gpu)
     return out
+
+
+def _no_kernel_image(b: Any, who: str, cc: str, verdict: Any, ev: tuple[str, ...]) -> Finding:
+    """``gpu.arch-unsupported``: neither SASS nor PTX of the build serves compute capability
+    ``cc``; the fix names PyTorch's wheel variants whose architecture lists have SASS for it."""
+    why = {
+        "too-new": f"the GPU is newer than every architecture in the build and there is no "
+                   f"PTX ≤ {cc} to JIT-compile",
+        "too-old": "the GPU is older than the lowest architecture in the build",
+        "gap": f"no SASS for {sm_name(cc)}'s major version with a minor ≤ {cc.split('.')[1]}, "
+               "and no PTX it could JIT-compile",
+    }[verdict.reason or "gap"]
+    fits = [tag for tag, lst in WHEEL_ARCHS if assess_arch(cc, lst.split()).mode == "sass"]
+    return Finding(
+        id="gpu.arch-unsupported",
+        severity="error",
+        title=f"{who} cannot run {_label(b)}: no kernel image for {sm_name(cc)}",
+        cause=f"CUDA kernels fail with \"no kernel image is available for execution on the "
+              f"device\": {why}.",
+        evidence=ev,
+        fix=((f"Install a build that includes {sm_name(cc)}; PyTorch's "
+              + ", ".join(fits) + f" wheels list {cc} (lists vary by release)") if fits
+             else f"Install or build a version that includes {sm_name(cc)} "
+                  f"(TORCH_CUDA_ARCH_LIST=\"{cc}\").",
+             "Or run on GPUs the build supports."),
+    )
+
+
+def _ptx_jit(b: Any, who: str, cc: str, verdict: Any, ev: tuple[str, ...], gpu: GpuInfo) -> Finding:
+    """Only PTX serves the GPU: ``gpu.ptx-driver-too-old`` when the driver is older than the
+    build's toolkit driver (it cannot JIT that PTX), else ``gpu.arch-ptx-only``."""
+    driver_ok = True
+    if gpu.driver_version:
+        try:
+            driver_ok = assess_driver(b.cuda, gpu.driver_version).status == "ok"
+        except ValueError:
+            driver_ok = True
+    if not driver_ok:
+        return Finding(
+            id="gpu.ptx-driver-too-old",
+            severity="error",
+            title=f"{who} can run {_label(b)} only by JIT-compiling {verdict.via}, which "
+                  f"driver {gpu.driver_version} cannot (PTX from CUDA {b.cuda} is newer)",
+            cause="The build has no SASS for this GPU; its PTX was produced by a newer toolkit "
+                  "than the driver (minor-version compatibility does not cover PTX JIT): "
+                  "cudaErrorUnsupportedPtxVersion.",
+            evidence=(*ev, f"driver {gpu.driver_version}; CUDA {b.cuda} toolkit driver "
+                           f"{toolkit_driver(b.cuda) or 'unknown'}"),
+            fix=(f"Upgrade the driver to ≥ {toolkit_driver(b.cuda) or 'the toolkit driver'}, or "
+                 f"install a build with SASS for {sm_name(cc)}.",),
+        )
+    return Finding(
+        id="gpu.arch-ptx-only",
+        severity="warning",
+        title=f"{who} runs {_label(b)} only through PTX JIT ({verdict.via})",
+        cause="No SASS for this GPU: the driver compiles the PTX at first use (minutes "
+              "for large libraries, cached in ~/.nv/ComputeCache), and the code is not "
+              "tuned for it.",
+        evidence=ev,
+        fix=(f"Install a build with SASS for {sm_name(cc)}, or keep the JIT cache "
+             "(CUDA_CACHE_PATH on a persistent disk, CUDA_CACHE_MAXSIZE).",),
+    )
 
 
 def check_arch(ctx: Context) -> list[Finding]:
@@ -371,58 +459,7 @@ def check_arch(ctx: Context) -> list[Finding]:
             who = f"GPU {g.index} {g.name or ''} (compute capability {cc})".replace("  ", " ")
             ev = (f"{who}", f"{_label(b)} is built for: {archs}{src}", *_evidence(b))
             if verdict.mode == "none":
-                why = {
-                    "too-new": f"the GPU is newer than every architecture in the build and there is no "
-                               f"PTX ≤ {cc} to JIT-compile",
-                    "too-old": "the GPU is older than the lowest architecture in the build",
-                    "gap": f"no SASS for {sm_name(cc)}'s major version with a minor ≤ {cc.split('.')[1]}, "
-                           "and no PTX it could JIT-compile",
-                }[verdict.reason or "gap"]
-                fits = [tag for tag, lst in WHEEL_ARCHS if assess_arch(cc, lst.split()).mode == "sass"]
-                out.append(Finding(
-                    id="gpu.arch-unsupported",
-                    severity="error",
-                    title=f"{who} cannot run {_label(b)}: no kernel image for {sm_name(cc)}",
-                    cause=f"CUDA kernels fail with \"no kernel image is available for execution on the "
-                          f"device\": {why}.",
-                    evidence=ev,
-                    fix=((f"Install a build that includes {sm_name(cc)}; PyTorch's "
-                          + ", ".join(fits) + f" wheels list {cc} (lists vary by release)") if fits
-                         else f"Install or build a version that includes {sm_name(cc)} "
-                              f"(TORCH_CUDA_ARCH_LIST=\"{cc}\").",
-                         "Or run on GPUs the build supports."),
-                ))
+                out.append(_no_kernel_image(b, who, cc, verdict, ev))
             elif verdict.mode == "ptx":
-                driver_ok = True
-                if gpu.driver_version:
-                    try:
-                        driver_ok = assess_driver(b.cuda, gpu.driver_version).status == "ok"
-                    except ValueError:
-                        driver_ok = True
-                if not driver_ok:
-                    out.append(Finding(
-                        id="gpu.ptx-driver-too-old",
-                        severity="error",
-                        title=f"{who} can run {_label(b)} only by JIT-compiling {verdict.via}, which "
-                              f"driver {gpu.driver_version} cannot (PTX from CUDA {b.cuda} is newer)",
-                        cause="The build has no SASS for this GPU; its PTX was produced by a newer toolkit "
-                              "than the driver (minor-version compatibility does not cover PTX JIT): "
-                              "cudaErrorUnsupportedPtxVersion.",
-                        evidence=(*ev, f"driver {gpu.driver_version}; CUDA {b.cuda} toolkit driver "
-                                       f"{toolkit_driver(b.cuda) or 'unknown'}"),
-                        fix=(f"Upgrade the driver to ≥ {toolkit_driver(b.cuda) or 'the toolkit driver'}, or "
-                             f"install a build with SASS for {sm_name(cc)}.",),
-                    ))
-                else:
-                    out.append(Finding(
-                        id="gpu.arch-ptx-only",
-                        severity="warning",
-                        title=f"{who} runs {_label(b)} only through PTX JIT ({verdict.via})",
-                        cause="No SASS for this GPU: the driver compiles the PTX at first use (minutes "
-                              "for large libraries, cached in ~/.nv/ComputeCache), and the code is not "
-                              "tuned for it.",
-                        evidence=ev,
-                        fix=(f"Install a build with SASS for {sm_name(cc)}, or keep the JIT cache "
-                             "(CUDA_CACHE_PATH on a persistent disk, CUDA_CACHE_MAXSIZE).",),
-                    ))
+                out.append(_ptx_jit(b, who, cc, verdict, ev, gpu))
     return out

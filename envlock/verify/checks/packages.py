@@ -1,9 +1,10 @@
 """Package checks: the installed distributions against the manifest and lockfiles, conda records
 overwritten by pip (C11), distributions shadowed on ``sys.path``, the Python version.
 
-Finding ids: ``packages.missing``, ``packages.extra``, ``packages.version-mismatch``,
-``packages.build-mismatch``, ``packages.overwritten-by-pip``, ``packages.shadowed``,
-``packages.metadata-error``, ``python.version-mismatch``, ``python.unusable``.
+Finding ids: ``packages.overwritten-by-pip``, ``packages.shadowed``, ``packages.metadata-error``,
+``python.version-mismatch``, ``python.unusable``, and those of the comparison
+(:mod:`envlock.verify.checks.versions`: ``packages.missing``, ``packages.extra``,
+``packages.version-mismatch``, ``packages.build-mismatch``, ``packages.group-not-installed``).
 """
 
 from __future__ import annotations
@@ -11,12 +12,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import os
-import re
-import shlex
-from collections.abc import Iterable, Mapping
 
 from envlock.findings import Finding
-from envlock.variants import pytorch_index_url
+from envlock.verify.checks.versions import compare, describe_build, same_version
+from envlock.verify.checks.versions import install_fix as _install_fix  # noqa: F401 - its name before the split
 
 if TYPE_CHECKING:
     from envlock.verify.context import Context
@@ -31,171 +30,6 @@ __all__ = [
     "same_version",
 ]
 
-#: Installer tooling: a different version does not change what the job computes.
-TOOLING = frozenset({"pip", "setuptools", "wheel", "uv", "envlock", "distribute"})
-_LIST = 6  # names shown in a title before "+N more"
-
-
-def describe_build(label: str | None) -> str | None:
-    """Say what a local version label means for GPU frameworks' wheels.
-
-    >>> describe_build("cpu"), describe_build("cu130"), describe_build("rocm6.1")
-    ('CPU-only build', 'CUDA 13.0 build', 'ROCm 6.1 build')
-    """
-    if not label:
-        return None
-    if label.startswith("cpu"):
-        return "CPU-only build"
-    m = re.fullmatch(r"cu(\d+)(\d)", label)
-    if m:
-        return f"CUDA {m.group(1)}.{m.group(2)} build"
-    m = re.fullmatch(r"rocm([\d.]+)", label)
-    if m:
-        return f"ROCm {m.group(1)} build"
-    return f"local build +{label}"
-
-
-def _split_local(version: str) -> tuple[str, str | None]:
-    public, _, local = version.partition("+")
-    return public, local or None
-
-
-def same_version(a: str, b: str) -> bool:
-    """Equal as strings, or as PEP 440 versions (``"1.0"`` == ``"1.0.0"``); packaging is only
-    imported when the strings differ."""
-    if a == b:
-        return True
-    try:
-        from packaging.version import InvalidVersion, Version
-    except ImportError:  # pragma: no cover - packaging is a dependency
-        return False
-    try:
-        return Version(a) == Version(b)
-    except InvalidVersion:
-        return False
-
-
-def _names(items: Iterable[str]) -> str:
-    items = list(items)
-    shown = ", ".join(items[:_LIST])
-    return shown + (f" (+{len(items) - _LIST} more)" if len(items) > _LIST else "")
-
-
-def _compare(
-    expected: Mapping[str, tuple[str | None, str | None, str | None]],
-    live: Mapping[str, tuple[str, str | None, str | None]],
-    *,
-    source: str,
-    kind: str,
-    extras: bool = True,
-    not_extra: frozenset[str] = frozenset(),
-    optional: Mapping[str, tuple[str, ...]] | None = None,
-    python: str | None = None,
-    group_fix: str | None = None,
-) -> list[Finding]:
-    """Compare ``{name: (version, build, md5)}`` maps; ``kind`` is ``"pip"`` or ``"conda"``.
-
-    :param optional: entries of ``expected`` that only a dependency group or an extra needs
-        (name → groups): not installed, they are an ``info``, not ``packages.missing``;
-        ``group_fix``: the fix it names (how to install those groups).
-    """
-    out: list[Finding] = []
-    optional = optional or {}
-    has_pip = "pip" in live
-    skipped = sorted(n for n in expected if n not in live and n in optional)
-    if skipped:
-        groups = sorted({g for n in skipped for g in optional[n]})
-        shown = ", ".join(g.replace("extra:", "extra ") for g in groups)
-        out.append(Finding(
-            id="packages.group-not-installed",
-            severity="info",
-            title=f"{len(skipped)} package(s) of {source} not installed, needed only by {shown}: "
-                  f"{_names(skipped)}",
-            cause=f"{source} locks them for dependency groups, extras or categories that this "
-                  "environment was not installed with (and verify was not given with -E/--dev): "
-                  "an install without them leaves them out.",
-            evidence=tuple(f"{n} {expected[n][0] or ''} (only {', '.join(optional[n])})".replace("  ", " ")
-                           for n in skipped),
-            fix=(group_fix or "If the job needs them, install those groups too (uv sync --extra "
-                 "NAME / --group NAME; poetry install --with NAME; pdm install -G NAME).",),
-        ))
-    missing = sorted(n for n in expected if n not in live and n not in optional)
-    if missing:
-        out.append(Finding(
-            id="packages.missing",
-            severity="error",
-            title=f"{len(missing)} package(s) of {source} not installed: {_names(missing)}",
-            cause=f"{source} lists them but the target's {'conda-meta' if kind == 'conda' else 'sys.path'} "
-                  "has no such distribution; code importing them fails.",
-            evidence=tuple(f"{n} {expected[n][0] or ''} ({kind})".replace("  ", " ") for n in missing),
-            fix=(f"Recreate the environment from {source} (envlock restore), or install them.",),
-        ))
-    for name in sorted(n for n in expected if n in live):
-        exp_v, exp_b, exp_md5 = expected[name]
-        live_v, live_b, live_md5 = live[name]
-        if exp_v is None:
-            continue
-        tooling = name in TOOLING
-        if not same_version(exp_v, live_v):
-            e_pub, e_loc = _split_local(exp_v)
-            l_pub, l_loc = _split_local(live_v)
-            if kind == "pip" and (e_loc or l_loc) and same_version(e_pub, l_pub):
-                what_e = describe_build(e_loc) or "no local label"
-                what_l = describe_build(l_loc) or "no local label"
-                out.append(Finding(
-                    id="packages.build-mismatch",
-                    severity="warning" if tooling else "error",
-                    title=f"{name} {live_v} is a {what_l}; {source} has {exp_v} ({what_e})",
-                    cause="Same release, different build: the compiled code (CUDA/CPU variant, "
-                          "linked libraries) differs.",
-                    evidence=(f"installed: {name} {live_v}", f"{source}: {name} {exp_v}"),
-                    fix=(f"Install the build {source} records: {name}=={exp_v}"
-                         + (f" (from the matching PyTorch index, {pytorch_index_url(e_loc)})"
-                            if e_loc and pytorch_index_url(e_loc) else ""),),
-                ))
-                continue
-            builds = [b for b in (
-                f"installed is a {describe_build(l_loc)}" if l_loc else None,
-                f"{source} has a {describe_build(e_loc)}" if e_loc else None,
-            ) if b]
-            out.append(Finding(
-                id="packages.version-mismatch",
-                severity="warning" if tooling else "error",
-                title=f"{name} {live_v} is installed; {source} has {exp_v}"
-                      + (f" ({'; '.join(builds)})" if builds else ""),
-                cause="A different release than the one recorded: results and APIs may differ.",
-                evidence=(f"installed: {name} {live_v}" + (f" (build {live_b})" if live_b else ""),
-                          f"{source}: {name} {exp_v}" + (f" (build {exp_b})" if exp_b else "")),
-                fix=(_install_fix(name, exp_v, kind, python=python, has_pip=has_pip)
-                     + f"  (or recreate the environment from {source})",),
-            ))
-            continue
-        if kind == "conda" and ((exp_b and live_b and exp_b != live_b)
-                                or (exp_md5 and live_md5 and exp_md5 != live_md5)):
-            detail = (f"build {live_b} vs {exp_b}" if exp_b != live_b else f"md5 {live_md5} vs {exp_md5}")
-            out.append(Finding(
-                id="packages.build-mismatch",
-                severity="warning" if tooling else "error",
-                title=f"conda package {name} {live_v}: {detail} ({source})",
-                cause="Same version, different conda build: another variant (e.g. cpu vs cuda, "
-                      "mkl vs openblas) or a rebuilt archive.",
-                evidence=(f"installed: {name} {live_v} {live_b or ''} md5 {live_md5 or '?'}".strip(),
-                          f"{source}: {name} {exp_v} {exp_b or ''} md5 {exp_md5 or '?'}".strip()),
-                fix=(f"conda install '{name}={exp_v}={exp_b}'" if exp_b else f"reinstall {name} from {source}",),
-            ))
-    if extras:
-        extra = sorted(n for n in live if n not in expected and n not in TOOLING and n not in not_extra)
-        if extra:
-            out.append(Finding(
-                id="packages.extra",
-                severity="warning",
-                title=f"{len(extra)} package(s) installed that {source} does not list: {_names(extra)}",
-                cause="They were added after the environment was recorded; an import may now pick "
-                      "them up (plugins, optional backends).",
-                evidence=tuple(f"{n} {live[n][0]} ({kind})" for n in extra),
-                fix=(f"Remove them, or take a new snapshot if they belong ({source}).",),
-            ))
-    return out
 
 
 def _live_pip(ctx: Context, *, skip_conda_owned: bool) -> dict[str, tuple[str, None, None]]:
@@ -222,11 +56,11 @@ def check_manifest_packages(ctx: Context) -> list[Finding]:
     if both_conda:
         exp = {c.name: (c.pip_version if c.overwritten_by_pip and c.pip_version else c.version, c.build, c.md5)
                for c in m.conda.packages}
-        out += _compare(exp, _live_conda(ctx), source=source, kind="conda")
+        out += compare(exp, _live_conda(ctx), source=source, kind="conda")
     if m.pip is not None:
         exp_pip = {p.name: (p.version, None, None) for p in m.pip.packages
                    if not (both_conda and p.origin == "conda")}
-        out += _compare(exp_pip, _live_pip(ctx, skip_conda_owned=both_conda), source=source, kind="pip",
+        out += compare(exp_pip, _live_pip(ctx, skip_conda_owned=both_conda), source=source, kind="pip",
                         python=ctx.live.target.python)
     return out
 
@@ -259,7 +93,7 @@ def check_lock_packages(ctx: Context) -> list[Finding]:
                          "(envlock restore / conda-lock install).",),
                 ))
             else:
-                out += _compare(conda_entries, live_conda, source=source, kind="conda",
+                out += compare(conda_entries, live_conda, source=source, kind="conda",
                                 optional=conda_optional, group_fix=group_fix)
         if pip_entries or lock.kind == "pylock":
             live = _live_pip(ctx, skip_conda_owned=bool(conda_entries and live_conda))
@@ -269,7 +103,7 @@ def check_lock_packages(ctx: Context) -> list[Finding]:
             # of the lock) is what the lock was made for, not a package of it.
             projects = frozenset(lock.projects) | frozenset(
                 p.name for p in ctx.live.pip.packages if p.origin in ("editable", "directory"))
-            out += _compare(pip_entries, live, source=source, kind="pip",
+            out += compare(pip_entries, live, source=source, kind="pip",
                             extras=lock.kind == "pylock" or not conda_entries,
                             not_extra=conda_owned | projects, optional=optional,
                             python=ctx.live.target.python, group_fix=group_fix)
@@ -502,38 +336,3 @@ def check_python_version(ctx: Context) -> list[Finding]:
                   f"manifest: python {exp}"),
         fix=(f"Use a Python {'.'.join(exp.split('.')[:2])} environment.",),
     )]
-
-
-#: PyTorch serves its local-label builds (``+cpu``, ``+cu130``, ``+rocm6.1``) from one index per
-#: variant, not from PyPI (pytorch.org "Start Locally"; docs/diff.md "fix texts").
-_TORCH_FAMILY = frozenset({"torch", "torchvision", "torchaudio"})
-
-
-def _install_fix(name: str, version: str, kind: str, *, python: str | None = None,
-                 has_pip: bool = True) -> str:
-    """The install command for ``name==version``: conda's ``name=version``; for pip a local
-    label of torch's family (``2.13.0+cpu``) names the PyTorch index that serves it.
-
-    :param python: the target interpreter: the command then names it (``PY -m pip install``),
-        so that it installs into the environment verified, not the shell's.
-    :param has_pip: the target has pip; without it (a venv made by uv) ``uv pip install
-        --python PY``.
-    """
-    if kind == "conda":
-        return f"conda install '{name}={version}'"
-    req = f"'{name}=={version}'"
-    if python and not has_pip:
-        cmd = f"uv pip install --python {shlex.quote(python)} {req}"
-    elif python:
-        cmd = f"{shlex.quote(python)} -m pip install {req}"
-    else:
-        cmd = f"pip install {req}"
-    if "+" in version and name in _TORCH_FAMILY:
-        label = version.split("+", 1)[1]
-        url = pytorch_index_url(label)
-        if url is None:  # +cu112: PyTorch publishes no such index (envlock/variants.py)
-            return (f"{cmd} from wherever {name} {version} came from (PyTorch has no {label} "
-                    "index; or choose a build of an index it has)")
-        cmd += " --index-url " + url
-    return cmd
-
