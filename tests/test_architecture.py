@@ -238,7 +238,6 @@ MAX_FUNCTION_LINES = 80
 ALLOWED: frozenset[str] = frozenset({
     "envlock/_io.py",
     "envlock/cache.py",
-    "envlock/diff/engine.py",
     "envlock/diff/rules.py",
     "envlock/diff/rules.py:explain_spread",
     "envlock/find/index.py",

@@ -103,12 +103,15 @@ def _conda_keys(pkgs: list[Mapping[str, Any]], aliases: Mapping[str, str]) -> li
     and pip see (conda's ``pytables`` ships ``tables-3.9.2.dist-info``), ahead of the alias
     table, which is for inputs that do not say (an ``environment.yml``)."""
     wanted = []
+    alias = aliases.get
     for p in pkgs:
         raw = str(p["name"])
         norm = raw if raw.startswith("_") else normalize_name(raw)  # `_libgcc_mutex`: conda only
         meta = p.get("metapackage") or is_metapackage(raw)  # also in a manifest's [conda]
-        dist = _dist_project(p.get("python-dist"))
-        wanted.append(raw if meta else dist or aliases.get(norm, norm))
+        dist = p.get("python-dist")
+        if dist is not None:
+            dist = _dist_project(dist)
+        wanted.append(raw if meta else dist or alias(norm, norm))
     taken: dict[str, int] = {}
     for i, (p, key) in enumerate(zip(pkgs, wanted, strict=True)):
         j = taken.get(key)
@@ -141,13 +144,20 @@ def _constraint(p: Mapping[str, Any]) -> tuple[str, str, str] | None:
     return (str(c.get("kind", "")), str(c.get("version") or ""), str(c.get("build") or ""))
 
 
+#: ``Pkg``'s fields in order, without its Python-level ``__new__`` (what ``Pkg._make`` does).
+_pkg = tuple.__new__
+
+
 def _conda(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
     pkgs = [p for p in t.get("packages") or () if isinstance(p, Mapping) and "name" in p]
     for p, key in zip(pkgs, _conda_keys(pkgs, aliases), strict=True):
         raw = str(p["name"])
         version = str(p.get("pip-version") or p.get("version") or "")
-        out[("package", key)] = Pkg(version, str_or_none(p.get("build")),
-                                    str_or_none(p.get("channel")), "conda", raw, _constraint(p))
+        build, channel = p.get("build"), p.get("channel")
+        out[("package", key)] = _pkg(Pkg, (
+            version, None if build is None or build == "" else str(build),
+            None if channel is None or channel == "" else str(channel), "conda", raw,
+            _constraint(p) if "constraint" in p else None))
 
 
 def _pip(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
@@ -167,8 +177,8 @@ def _pip(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
         ):
             pass  # conda's record (with its build string) describes the same files
         else:
-            out[("package", key)] = Pkg(version, None, None, "pip", raw,
-                                        _constraint(p) if "constraint" in p else None)
+            out[("package", key)] = _pkg(Pkg, (version, None, None, "pip", raw,
+                                               _constraint(p) if "constraint" in p else None))
         git = p.get("git")
         if isinstance(git, Mapping):
             _git_state(key, git, out)

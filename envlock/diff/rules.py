@@ -47,11 +47,14 @@ __all__ = ["explain", "explain_noted", "explain_spread", "torch_variant", "blas_
 Facts = Mapping[tuple[str, str], Any]
 
 
-def _fmt(text: str, **kw: Any) -> str:
-    class _Keep(dict[str, Any]):
-        def __missing__(self, key: str) -> str:
-            return "{" + key + "}"
+class _Keep(dict[str, Any]):
+    """Placeholders :func:`_fmt` has no value for stay as written (``{key}``)."""
 
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def _fmt(text: str, **kw: Any) -> str:
     return text.format_map(_Keep(kw))
 
 

@@ -11,7 +11,7 @@ words errors like the model does:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from envlock.errors import ManifestError
@@ -94,6 +94,66 @@ def _table(spec: dict[str, Any], value: Any) -> None:
                 raise
 
 
+#: the exact types a scalar shape accepts at once; anything else (a subclass) goes the long way.
+_EXACT: dict[Any, frozenset[type]] = {str: frozenset({str}), int: frozenset({int}),
+                                      bool: frozenset({bool}), float: frozenset({float, int})}
+
+Fits = Callable[[Any], bool]
+
+
+def _fits(spec: Any) -> Fits:
+    """A predicate that answers, without building any message, whether ``value`` fits
+    ``spec`` as :func:`_value` checks it.  It may answer ``False`` for a value that fits (a
+    ``str`` subclass); :func:`check` then walks :func:`_table`, which decides and words the
+    error, so the verdict and the message are always :func:`_table`'s.  A table is checked by
+    its own keys (a package has 7, its shape 20), each looked up once."""
+    if type(spec) is dict:
+        plain: dict[str, frozenset[type]] = {}
+        nested: dict[str, Fits] = {}
+        for key, sub in spec.items():
+            if type(sub) is type and sub in _EXACT:
+                plain[key] = _EXACT[sub]
+            else:
+                nested[key] = _fits(sub)
+        plain_get, nested_get = plain.get, nested.get
+
+        def table(value: Any) -> bool:
+            if type(value) is not dict and not isinstance(value, Mapping):
+                return False
+            for key, v in value.items():
+                ok = plain_get(key)
+                if ok is not None:
+                    if type(v) not in ok and v is not None:
+                        return False
+                elif v is not None:
+                    fit = nested_get(key)
+                    if fit is not None and not fit(v):
+                        return False
+            return True
+
+        return table
+    if type(spec) is list:
+        item = _fits(spec[0])
+        return lambda value: type(value) is list and all(map(item, value))
+    if spec == STR_MAP:
+        return lambda value: (type(value) is dict or isinstance(value, Mapping)) and all(
+            type(v) is str for v in value.values())
+    exact = _EXACT.get(spec, frozenset())
+    return lambda value: type(value) in exact
+
+
+_FITS: list[tuple[dict[str, Any], Fits]] = []
+
+
+def _fast(spec: dict[str, Any]) -> Fits:
+    for known, fit in _FITS:
+        if known is spec:
+            return fit
+    fit = _fits(spec)
+    _FITS.append((spec, fit))  # the spec is kept alive beside its predicate
+    return fit
+
+
 def check(data: Mapping[str, Any], path: str) -> None:
     """Check the tables of manifest ``data`` that diff reads (their ``status`` and the keys in
     :func:`shapes`).
@@ -105,10 +165,11 @@ def check(data: Mapping[str, Any], path: str) -> None:
         body = data.get(table)
         if body is None:
             continue
-        try:
-            _table(spec, body)
-        except _Bad as exc:
-            raise ManifestError(f"{path}: {exc.message(table)}") from None
+        if not _fast(spec)(body):  # the common case fits: no per-value path bookkeeping
+            try:
+                _table(spec, body)
+            except _Bad as exc:
+                raise ManifestError(f"{path}: {exc.message(table)}") from None
         status = body.get("status")
         if status is not None and not isinstance(status, str):
             raise ManifestError(f"{path}: expected str, got {type(status).__name__} in '{table}.status'")

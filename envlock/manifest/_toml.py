@@ -106,13 +106,20 @@ def check_depth(data: Any, name: str, limit: int = MAX_DEPTH) -> None:
     :raises ManifestError: deeper than ``limit``.
     """
     stack: list[tuple[Any, int]] = [(data, 0)]
+    leaf = _LEAVES
     while stack:
         node, depth = stack.pop()
         for child in node.values() if isinstance(node, dict) else node:
+            if type(child) in leaf:  # most values: one set look-up, not an isinstance
+                continue
             if isinstance(child, (dict, list)):
                 if depth + 1 > limit:
                     raise ManifestError(f"{name}: nested more than {limit} levels deep")
                 stack.append((child, depth + 1))
+
+
+#: the scalar types the TOML and JSON parsers return, which never nest.
+_LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
 def load_json(text: str, name: str) -> Any:

@@ -124,3 +124,52 @@ def test_a_version_past_ints_digit_limit_is_compared_not_a_traceback(write, tmp_
         assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
         assert res.exit_code in (0, 1), res.output
         assert "Traceback" not in res.output
+
+
+def _wrong(shape: Any) -> Any:
+    """A value of another type than ``shape`` accepts (int for a str, a str for the rest)."""
+    return 7 if shape is str else "seven"
+
+
+def _leaves(data: dict[str, Any]) -> list[tuple[str, list[Any], Any]]:
+    """(key path, path through the dict, shape) of every scalar key the shapes list, in the
+    tables ``data`` holds and the first element of each array of tables it holds."""
+    out: list[tuple[str, list[Any], Any]] = []
+
+    def walk(spec: dict[str, Any], where: str, steps: list[Any], body: Any) -> None:
+        for key, sub in spec.items():
+            if type(sub) is type:
+                out.append((f"{where}.{key}", [*steps, key], sub))
+            elif type(sub) is list and type(sub[0]) is dict and body.get(key):
+                walk(sub[0], f"{where}.{key}[0]", [*steps, key, 0], body[key][0])
+
+    for table, spec in shapes().items():
+        if isinstance(data.get(table), dict):
+            walk(spec, table, [table], data[table])
+    return out
+
+
+def test_fast_check_words_every_wrong_type_as_the_model() -> None:
+    """The fast predicate of :func:`envlock.diff.typecheck.check` lets no wrong type through: every
+    scalar key of every table a real-looking manifest holds, given a value of another type,
+    is refused with the model's own words (``Manifest.from_dict``, the oracle)."""
+    from envlock.diff.typecheck import check
+    from envlock.errors import ManifestError
+
+    leaves = _leaves(_good())
+    assert len(leaves) > 90
+    for where, steps, shape in leaves:
+        data = _good()
+        node = data
+        for s in steps[:-1]:
+            node = node[s]
+        node[steps[-1]] = value = _wrong(shape)
+        want = f"expected {shape.__name__}, got {type(value).__name__} in '{where}'"
+        with pytest.raises(ManifestError) as got:
+            check(data, "m.toml")
+        assert str(got.value) == f"m.toml: {want}", where
+        if where.startswith("envlock."):
+            continue  # the model reads the header through its schema check, in other words
+        with pytest.raises(ManifestError, match=want.replace("[", r"\[").replace("]", r"\]")):
+            Manifest.from_dict(data)
+    check(_good(), "m.toml")  # and the good one passes
