@@ -267,6 +267,8 @@ class SolvedRecord:
     md5: str | None
     sha256: str | None
     depends: tuple[str, ...]
+    #: package URLs of the record (``pkg:pypi/torch@2.3.1``), as its repodata gives them
+    purls: tuple[str, ...] = ()
 
 
 def solve_platform(
@@ -308,7 +310,8 @@ def solve_platform(
     if answer.get("error"):
         raise ManifestError(f"{spec.path}: {answer['message']}")
     return [SolvedRecord(name=r["name"], version=r["version"], build=r["build"], url=r["url"],
-                         md5=r["md5"], sha256=r["sha256"], depends=tuple(r["depends"]))
+                         md5=r["md5"], sha256=r["sha256"], depends=tuple(r["depends"]),
+                         purls=tuple(r.get("purls") or ()))
             for r in answer["records"]]
 
 
@@ -320,18 +323,45 @@ def _pip_entries(
     index: IndexOptions,
     runner: Runner,
 ) -> list[_condalock.Entry]:
+    """The ``pip:`` section resolved by uv against the conda solution ``records``
+    (:mod:`envlock.lock._conda_pypi`): what conda provides is a fact, pip adds the rest.
+
+    :raises LockError: a pip requirement contradicts a conda package (one line naming both), or
+        uv finds no solution with the conda packages (uv's explanation, and what conda fixed).
+    """
+    import tempfile
+
+    from packaging.utils import canonicalize_name
+
+    from envlock.lock import _conda_pypi
+
     python = next((r for r in records if r.name == "python"), None)
     if python is None:
         raise LockError(f"{spec.path}: the pip: section needs python among the conda packages")
     glibc = next((v for n, v, _ in vpkgs if n == "__glibc"), None)
     target = uv_platform(platform, glibc)
-    text = _pip.compile_requirements(
-        list(spec.pip), index=index, python_version=str(python.version),
-        python_platform=target, runner=runner,
-    )
+    provided = _conda_pypi.provided_dists(records)
+    _conda_pypi.check_direct(spec.pip, provided, f"{spec.path} ({platform})")
+    with tempfile.TemporaryDirectory(prefix="envlock-conda-dists-") as tmp:
+        constraints = _conda_pypi.stub_constraints(provided, Path(tmp))
+        try:
+            text = _pip.compile_requirements(
+                list(spec.pip), index=index, python_version=str(python.version),
+                python_platform=target, runner=runner,
+                extra=["-c", str(constraints)] if constraints else (),
+                what=f"the pip: section of {spec.path}",
+            )
+        except SolveError as exc:
+            if not provided:
+                raise
+            fixed = ", ".join(f"{d.name} {d.version} (conda {d.conda})"
+                              for d in sorted(provided.values(), key=lambda d: d.name))
+            raise SolveError(f"{exc}\nconda provides, for {platform}: {fixed}") from None
 
     out = []
     for pkg in loads(text, name="uv's pylock.toml").get("packages", []):
+        if canonicalize_name(pkg["name"]) in provided:
+            continue  # conda's: locked as the conda package
         files = pkg.get("wheels") or ([pkg["sdist"]] if "sdist" in pkg else [])
         files = [f for f in files if "url" in f]
         if not files:
