@@ -33,6 +33,7 @@ from envlock._io import InputError, read_text
 from envlock.formats import conda as conda_formats
 from envlock.formats._load import load_yaml
 import json
+import re
 import sys
 from envlock.manifest._toml import loads
 
@@ -384,11 +385,14 @@ def render_spec_lock(
     cuda: str | None = None,
     index: IndexOptions | None = None,
     runner: Runner = run,
+    notes: list[str] | None = None,
 ) -> str:
     """Solve ``spec_path`` for each platform with py-rattler and return conda-lock.yml text.
 
-    :param channels: use these channels instead of the file's.
+    :param channels: use these channels instead of the file's; a spec's ``channel::`` pin
+        naming none of them is dropped (:func:`unpin_channels`), and said in ``notes``.
     :param lockfile: where the text will be written (sources are recorded relative to it).
+    :param notes: sentences for the user are appended here.
     :raises SolveError, LockError, ManifestError: see :func:`solve_platform`.
     """
     index = index or IndexOptions(source="uv defaults (PyPI)")
@@ -398,8 +402,12 @@ def render_spec_lock(
     for platform in platforms:
         spec = read_environment_yml(spec_path, platform)
         if channels:
-            spec = EnvSpec(**{**_fields(spec), "channels": tuple(
-                _channel_url(c, Path.cwd()) for c in channels)})
+            urls = tuple(_channel_url(c, Path.cwd()) for c in channels)
+            conda, dropped = unpin_channels(spec.conda, urls)
+            spec = EnvSpec(**{**_fields(spec), "channels": urls, "conda": conda})
+            said = f"channel pins dropped (-c replaces the file's channels): {', '.join(dropped)}"
+            if dropped and notes is not None and said not in notes:
+                notes.append(said)
         chans = spec.channels
         vpkgs = virtual_packages(platform, spec_file=virtual_package_spec, cuda=cuda)
         records = solve_platform(spec, platform, vpkgs, runner=runner)
@@ -414,6 +422,37 @@ def render_spec_lock(
         entries, platforms=list(platforms), channels=list(chans), sources=[source],
         content_hashes=hashes, custom={"envlock-solver": "py-rattler"},
     )
+
+
+#: a match spec's channel pin: ``pytorch::pytorch``, ``conda-forge/linux-64::numpy`` (conda's
+#: ``MatchSpec`` grammar: ``channel[/subdir]::name…``)
+_CHANNEL_PIN = re.compile(r"^(?P<channel>[^\s:=<>!~\[]+)::(?P<rest>.+)$")
+
+
+def unpin_channels(specs: Sequence[str], channels: Sequence[str]
+                   ) -> tuple[tuple[str, ...], list[str]]:
+    """The match specs to solve when ``-c`` replaces a file's channels: a ``channel::`` pin
+    naming one of ``channels`` (by name, or as the last part of its URL) stays; any other is
+    dropped, since the solver would otherwise refuse every candidate ("candidate not in
+    requested channel") — the user's channels are the mirror of all the file's.
+
+    :returns: the specs, and each dropped ``channel::name`` as written.
+    """
+    names = {c.rstrip("/").rsplit("/", 1)[-1] for c in channels} | {c.rstrip("/") for c in channels}
+    out, dropped = [], []
+    for text in specs:
+        m = _CHANNEL_PIN.match(text.strip())
+        if m is None:
+            out.append(text)
+            continue
+        channel = m.group("channel").split("/")[0] if "://" not in m.group("channel") else (
+            m.group("channel"))
+        if channel.rstrip("/") in names or m.group("channel").rstrip("/") in names:
+            out.append(text)
+        else:
+            out.append(m.group("rest"))
+            dropped.append(text.strip())
+    return tuple(out), dropped
 
 
 def _fields(spec: EnvSpec) -> dict[str, Any]:
