@@ -177,6 +177,9 @@ def _pip(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
         ):
             pass  # conda's record (with its build string) describes the same files
         else:
+            if isinstance(prior, Pkg) and prior.manager == "conda" and prior.constraint is None \
+                    and "constraint" not in p:
+                _two_builds(out, key, prior, raw, version)
             out[("package", key)] = _pkg(Pkg, (version, None, None, "pip", raw,
                                                _constraint(p) if "constraint" in p else None))
         git = p.get("git")
@@ -186,6 +189,24 @@ def _pip(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
             put_fact(out, "code", f"{key}.commit", str(p["commit"]))
         elif p.get("vcs") and p.get("url"):  # a branch or tag, or no ref: the URL says which
             put_fact(out, "code", f"{key}.url", str(p["url"]))
+
+
+#: the area of the sentences :func:`_two_builds` leaves for :func:`extract`'s notes
+_NOTE = "_note"
+
+
+def _two_builds(out: Sink, key: str, conda: Pkg, pip_name: str, pip_version: str) -> None:
+    """An input that lists one distribution twice, as a conda package and as a pip one of
+    another version (a conda-lock.yml with conda ``pytorch`` 1.13.1 and pip ``torch`` 2.3.1):
+    two facts, not one.  conda's moves to ``"<key> (conda)"``; pip's keeps the key (conda-lock
+    installs pip entries after conda's, over them).  An installed environment never comes here:
+    a snapshot records conda's package as overwritten, with pip's version (``pip-version``)."""
+    out[("package", f"{key} (conda)")] = conda
+    built = f" {conda.build}" if conda.build else ""
+    out[(_NOTE, key)] = (
+        f"two builds of {key}: conda {conda.name} {conda.version}{built} and pip {pip_name} "
+        f"{pip_version}; compared as two packages ({key} (conda) and {key}); installed in order, "
+        "pip's replaces conda's files")
 
 
 def _lockfiles(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
@@ -322,6 +343,8 @@ def extract(data: Mapping[str, Any], *, label: str, path: str, kind: str = "mani
         fs.areas.setdefault(area, "")
         if status == "ok":
             fn(body, fs.facts, aliases)
+    for k in [k for k in fs.facts if k[0] == _NOTE]:
+        fs.notes.append(f"{label}: {fs.facts.pop(k)}")
     _scheduler_vars(fs)
     # conda's python package and [python] say the same: keep one fact, the interpreter's
     py = fs.facts.pop(("package", "python"), None)

@@ -802,5 +802,5 @@ def context(sets: Sequence[FactSet]) -> list[str]:
         if len(vals) == 1 and None not in vals:
             out.append(f"same {what}: {display(vals.pop())}")  # a spec's Python: a constraint
     for s in sets:
-        out.extend(s.notes)
+        out.extend(n for n in s.notes if n not in out)  # `diff F F`: each sentence once
     return out

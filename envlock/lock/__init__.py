@@ -163,6 +163,7 @@ def lock_spec(
     exe = _tools.conda_executable(environ) if solver in ("auto", "conda-lock") else None
     if solver == "conda-lock" and exe is None:
         raise LockError("--solver conda-lock needs conda, mamba or micromamba on PATH")
+    said: list[str] = []
     if exe is not None:
         import tempfile
 
@@ -176,10 +177,11 @@ def lock_spec(
     else:
         text = _spec.render_spec_lock(spec, platforms, out, channels=channels,
                                       virtual_package_spec=virtual_package_spec, cuda=cuda,
-                                      index=index, runner=runner)
+                                      index=index, runner=runner, notes=said)
         note = "solved by py-rattler (no conda executable needed)"
     files = write_all({out: text}, force=force)
-    return LockResult(files=files, notes=(note, f"platforms: {', '.join(platforms)}"))
+    return LockResult(files=files, notes=(note, f"platforms: {', '.join(platforms)}",
+                                          *said))
 
 
 def _sources_of_spec(env: Any, spec: Path) -> Any:

@@ -246,15 +246,16 @@ def compile_requirements(
     :param fmt: ``"pylock.toml"`` or ``"requirements.txt"`` (both with hashes).
     :param extra: further ``uv pip compile`` options.
     :param what: how error messages name the requirements (default: the file's name).
-    :param one_line: errors are one line (uv's last meaningful line), not uv's report.
+    :param one_line: errors are one line (uv's whole explanation joined), not uv's lines.
     :raises SolveError: uv found no solution; the message holds uv's explanation.
     :raises LockError: uv failed otherwise (index unreachable, build failure, timeout).
     """
     with tempfile.TemporaryDirectory(prefix="envlock-uv-") as tmp:
+        temp: Path | None = None
         if isinstance(requirements, Path):
             source = requirements
         else:
-            source = Path(tmp) / "requirements.in"
+            source = temp = Path(tmp) / "requirements.in"
             write_file(source, "".join(r + "\n" for r in requirements))
         out = Path(tmp) / ("pylock.toml" if fmt == "pylock.toml" else "requirements.txt")
         argv = [uv_bin(), "pip", "compile", str(source), "--format", fmt, "--generate-hashes",
@@ -270,7 +271,8 @@ def compile_requirements(
         argv += list(extra)
         result = runner(argv, timeout=SOLVE_TIMEOUT, env=_uv_env())
         if not result.ok:
-            raise _uv_error(result, what or source.name, one_line=one_line)
+            raise _uv_error(result, what or (source.name if temp is None else "the requirements"),
+                            one_line=one_line, temp=temp)
         return out.read_text(encoding="utf-8")
 
 
@@ -282,29 +284,44 @@ def _uv_env() -> dict[str, str]:
     return env
 
 
-def _last_meaningful(lines: Sequence[str]) -> str:
-    """uv's conclusion: the last line that is not a traceback frame or decoration."""
-    for line in reversed(lines):
-        text = line.strip().lstrip("×╰─▶│ ").strip()
-        text = text.removeprefix("Caused by: ").removeprefix("cause: ").removeprefix("error: ")
-        if text and not text.startswith(("File \"", "Traceback", "^", "help: ")):
-            return text
-    return ""
+#: how long uv's own explanation may be in an error (lines; characters on one line)
+_MAX_LINES, _MAX_CHARS = 40, 4000
 
 
-def _uv_error(result: Any, what: str, *, one_line: bool = False) -> LockError:
+def _uv_said(text: str, temp: Path | None, what: str) -> list[str]:
+    """uv's message, every line of it (its causes come before its conclusion), without the
+    tree decoration; the requirements file envlock wrote for uv (``temp``) is named as the user
+    knows it (``what``), never as a ``requirements.in`` they did not write."""
+    if temp is not None:
+        text = text.replace(str(temp), what).replace(f"`{temp.name}`", what)
+    out = []
+    for line in text.splitlines():
+        clean = line.strip().lstrip("×╰─▶│ ").strip()
+        if clean:
+            out.append(clean)
+    return out
+
+
+def _uv_error(result: Any, what: str, *, one_line: bool = False,
+              temp: Path | None = None) -> LockError:
+    """uv's failure as one envlock error, with uv's whole explanation: as it printed it (its
+    lines), or on one line (``one_line``), bounded (:data:`_MAX_LINES`, :data:`_MAX_CHARS`)."""
     if result.status == "absent":
         return LockError(f"uv could not be run: {result.detail}")
     if result.status == "timeout":
         return LockError(f"uv did not finish resolving {what}: {result.detail}")
     text = (result.stderr or result.stdout).strip()
-    lines = [ln.rstrip() for ln in text.splitlines() if ln.strip()]
-    detail = "\n".join(lines[:12]) or result.detail
-    last = _last_meaningful(lines) or result.detail
+    lines = _uv_said(text, temp, what)
+    said = (_one(" ".join(lines), _MAX_CHARS) if one_line
+            else "\n".join(lines[:_MAX_LINES] + (["…"] if len(lines) > _MAX_LINES else [])))
+    said = said or result.detail
+    sep = " " if one_line else "\n"
     if "No solution found" in text or "unsatisfiable" in text:
-        return SolveError(f"uv found no solution for {what}:" + (f" {last}" if one_line
-                                                                  else f"\n{detail}"))
-    causes = [ln.strip().removeprefix("cause: ").removeprefix("error: ") for ln in lines]
+        if one_line:  # "No solution found when resolving dependencies:" is the heading above
+            said = _one(" ".join(ln.removeprefix("cause: ") for ln in lines
+                                 if not ln.startswith("error: No solution found")), _MAX_CHARS)
+        return SolveError(f"uv found no solution for {what}:{sep}{said}")
+    causes = [ln.removeprefix("cause: ").removeprefix("error: ") for ln in lines]
     fetch = next((c for c in causes if c.startswith("Failed to fetch")), None)
     if fetch is not None:
         return LockError(
@@ -312,10 +329,7 @@ def _uv_error(result: Any, what: str, *, one_line: bool = False) -> LockError:
             "check --index-url/--find-links, or use a local wheel directory "
             "(--no-index --find-links DIR)"
         )
-    if one_line:
-        return LockError(f"uv could not resolve {what}: {last}")
-    # one line, as every envlock error: uv's conclusion (its full output is a `uv pip compile` away)
-    return LockError(f"uv pip compile failed for {what}: {_one(last)}")
+    return LockError(f"uv could not resolve {what}:{sep}{said}")
 
 
 def _one(text: str, limit: int = 300) -> str:

@@ -57,6 +57,7 @@ def solve_request(req: dict[str, Any]) -> dict[str, Any]:
         "name": r.name.normalized, "version": str(r.version), "build": str(r.build),
         "url": str(r.url), "md5": r.md5.hex() if r.md5 else None,
         "sha256": r.sha256.hex() if r.sha256 else None, "depends": list(r.depends),
+        "purls": json.loads(r.to_json()).get("purls") or [],  # no attribute in py-rattler 0.28
     } for r in records]}
 
 

@@ -33,6 +33,7 @@ from envlock._io import InputError, read_text
 from envlock.formats import conda as conda_formats
 from envlock.formats._load import load_yaml
 import json
+import re
 import sys
 from envlock.manifest._toml import loads
 
@@ -267,6 +268,8 @@ class SolvedRecord:
     md5: str | None
     sha256: str | None
     depends: tuple[str, ...]
+    #: package URLs of the record (``pkg:pypi/torch@2.3.1``), as its repodata gives them
+    purls: tuple[str, ...] = ()
 
 
 def solve_platform(
@@ -308,7 +311,8 @@ def solve_platform(
     if answer.get("error"):
         raise ManifestError(f"{spec.path}: {answer['message']}")
     return [SolvedRecord(name=r["name"], version=r["version"], build=r["build"], url=r["url"],
-                         md5=r["md5"], sha256=r["sha256"], depends=tuple(r["depends"]))
+                         md5=r["md5"], sha256=r["sha256"], depends=tuple(r["depends"]),
+                         purls=tuple(r.get("purls") or ()))
             for r in answer["records"]]
 
 
@@ -320,18 +324,45 @@ def _pip_entries(
     index: IndexOptions,
     runner: Runner,
 ) -> list[_condalock.Entry]:
+    """The ``pip:`` section resolved by uv against the conda solution ``records``
+    (:mod:`envlock.lock._conda_pypi`): what conda provides is a fact, pip adds the rest.
+
+    :raises LockError: a pip requirement contradicts a conda package (one line naming both), or
+        uv finds no solution with the conda packages (uv's explanation, and what conda fixed).
+    """
+    import tempfile
+
+    from packaging.utils import canonicalize_name
+
+    from envlock.lock import _conda_pypi
+
     python = next((r for r in records if r.name == "python"), None)
     if python is None:
         raise LockError(f"{spec.path}: the pip: section needs python among the conda packages")
     glibc = next((v for n, v, _ in vpkgs if n == "__glibc"), None)
     target = uv_platform(platform, glibc)
-    text = _pip.compile_requirements(
-        list(spec.pip), index=index, python_version=str(python.version),
-        python_platform=target, runner=runner,
-    )
+    provided = _conda_pypi.provided_dists(records)
+    _conda_pypi.check_direct(spec.pip, provided, f"{spec.path} ({platform})")
+    with tempfile.TemporaryDirectory(prefix="envlock-conda-dists-") as tmp:
+        constraints = _conda_pypi.stub_constraints(provided, Path(tmp))
+        try:
+            text = _pip.compile_requirements(
+                list(spec.pip), index=index, python_version=str(python.version),
+                python_platform=target, runner=runner,
+                extra=["-c", str(constraints)] if constraints else (),
+                what=f"the pip: section of {spec.path}",
+            )
+        except SolveError as exc:
+            if not provided:
+                raise
+            fixed = ", ".join(f"{d.name} {d.version} (conda {d.conda})"
+                              for d in sorted(provided.values(), key=lambda d: d.name))
+            raise SolveError(f"{exc}\nconda provides, for {platform}: {fixed}") from None
 
     out = []
     for pkg in loads(text, name="uv's pylock.toml").get("packages", []):
+        if canonicalize_name(pkg["name"]) in provided:
+            continue  # conda's: locked as the conda package
         files = pkg.get("wheels") or ([pkg["sdist"]] if "sdist" in pkg else [])
         files = [f for f in files if "url" in f]
         if not files:
@@ -354,11 +385,14 @@ def render_spec_lock(
     cuda: str | None = None,
     index: IndexOptions | None = None,
     runner: Runner = run,
+    notes: list[str] | None = None,
 ) -> str:
     """Solve ``spec_path`` for each platform with py-rattler and return conda-lock.yml text.
 
-    :param channels: use these channels instead of the file's.
+    :param channels: use these channels instead of the file's; a spec's ``channel::`` pin
+        naming none of them is dropped (:func:`unpin_channels`), and said in ``notes``.
     :param lockfile: where the text will be written (sources are recorded relative to it).
+    :param notes: sentences for the user are appended here.
     :raises SolveError, LockError, ManifestError: see :func:`solve_platform`.
     """
     index = index or IndexOptions(source="uv defaults (PyPI)")
@@ -368,8 +402,12 @@ def render_spec_lock(
     for platform in platforms:
         spec = read_environment_yml(spec_path, platform)
         if channels:
-            spec = EnvSpec(**{**_fields(spec), "channels": tuple(
-                _channel_url(c, Path.cwd()) for c in channels)})
+            urls = tuple(_channel_url(c, Path.cwd()) for c in channels)
+            conda, dropped = unpin_channels(spec.conda, urls)
+            spec = EnvSpec(**{**_fields(spec), "channels": urls, "conda": conda})
+            said = f"channel pins dropped (-c replaces the file's channels): {', '.join(dropped)}"
+            if dropped and notes is not None and said not in notes:
+                notes.append(said)
         chans = spec.channels
         vpkgs = virtual_packages(platform, spec_file=virtual_package_spec, cuda=cuda)
         records = solve_platform(spec, platform, vpkgs, runner=runner)
@@ -384,6 +422,37 @@ def render_spec_lock(
         entries, platforms=list(platforms), channels=list(chans), sources=[source],
         content_hashes=hashes, custom={"envlock-solver": "py-rattler"},
     )
+
+
+#: a match spec's channel pin: ``pytorch::pytorch``, ``conda-forge/linux-64::numpy`` (conda's
+#: ``MatchSpec`` grammar: ``channel[/subdir]::name…``)
+_CHANNEL_PIN = re.compile(r"^(?P<channel>[^\s:=<>!~\[]+)::(?P<rest>.+)$")
+
+
+def unpin_channels(specs: Sequence[str], channels: Sequence[str]
+                   ) -> tuple[tuple[str, ...], list[str]]:
+    """The match specs to solve when ``-c`` replaces a file's channels: a ``channel::`` pin
+    naming one of ``channels`` (by name, or as the last part of its URL) stays; any other is
+    dropped, since the solver would otherwise refuse every candidate ("candidate not in
+    requested channel") — the user's channels are the mirror of all the file's.
+
+    :returns: the specs, and each dropped ``channel::name`` as written.
+    """
+    names = {c.rstrip("/").rsplit("/", 1)[-1] for c in channels} | {c.rstrip("/") for c in channels}
+    out, dropped = [], []
+    for text in specs:
+        m = _CHANNEL_PIN.match(text.strip())
+        if m is None:
+            out.append(text)
+            continue
+        channel = m.group("channel").split("/")[0] if "://" not in m.group("channel") else (
+            m.group("channel"))
+        if channel.rstrip("/") in names or m.group("channel").rstrip("/") in names:
+            out.append(text)
+        else:
+            out.append(m.group("rest"))
+            dropped.append(text.strip())
+    return tuple(out), dropped
 
 
 def _fields(spec: EnvSpec) -> dict[str, Any]:

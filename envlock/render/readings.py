@@ -122,6 +122,7 @@ def foreign_lines(reading: Any, *, path: str = "") -> list[str]:
         line += "; unnamed (a URL only): " + ", ".join(unnamed)
     out.append(line + " (--all lists every one)")
     out.append(f"python: {_python_of(reading)}")
+    out += _two_builds_lines(reading)
     if conda_t.get("channels"):
         out.append("channels: " + ", ".join(str(c) for c in conda_t["channels"]))
     meta = reading.meta
@@ -146,6 +147,22 @@ def foreign_lines(reading: Any, *, path: str = "") -> list[str]:
         # (a lock of no platform: its one count is the packages line above already)
         out += [ln for ln in lock_summary_lines(lock)[1:] if not ln.startswith("packages: ")]
     return out
+
+
+def _two_builds_lines(reading: Any) -> list[str]:
+    """``two builds: …`` for each distribution the file lists as a conda package and as a pip
+    one of another version — the sentence diff reads the file with (:mod:`envlock.diff.facts`),
+    so show and diff say the same; none when the file has not both."""
+    if not (reading.data.get("conda") or {}).get("packages") or not (
+            reading.data.get("pip") or {}).get("packages"):
+        return []
+    from envlock.diff.facts import extract
+    from envlock.diff.impact import load_kb
+
+    fs = extract(reading.data, label="", path="", kind=reading.kind,
+                 aliases=load_kb(()).aliases, listing=reading.listing)
+    return [f"two builds: {n.removeprefix(': ').removeprefix('two builds of ')}"
+            for n in fs.notes if "two builds of " in n]
 
 
 def foreign_rows(reading: Any) -> list[tuple[str, str, str]]:

@@ -26,8 +26,13 @@ from _wheels import make_wheel
 EPOCH = 1_700_000_000
 
 
-def _tar(members: Mapping[str, bytes], mode: str, fileobj: io.BytesIO) -> None:
+def _tar(members: Mapping[str, bytes], mode: str, fileobj: io.BytesIO,
+         links: Mapping[str, str] | None = None) -> None:
     with tarfile.open(fileobj=fileobj, mode=mode) as tf:
+        for name, target in (links or {}).items():
+            ti = tarfile.TarInfo(name)
+            ti.type, ti.linkname, ti.mtime, ti.mode = tarfile.SYMTYPE, target, EPOCH, 0o777
+            tf.addfile(ti)
         for name, data in members.items():
             ti = tarfile.TarInfo(name)
             ti.size = len(data)
@@ -56,8 +61,15 @@ def make_conda_package(
     noarch: str | None = None,
     files: Mapping[str, str] | None = None,
     fmt: str = "tar.bz2",
+    symlinks: Mapping[str, str] | None = None,
+    purls: Iterable[str] = (),
 ) -> dict:
-    """Write a conda package into ``channel/subdir`` and index it; return its repodata record."""
+    """Write a conda package into ``channel/subdir`` and index it; return its repodata record.
+
+    :param symlinks: path → target of symbolic links (``path_type: softlink`` in paths.json).
+    :param purls: the record's package URLs (``pkg:pypi/torch@1.13.1``), as conda-forge's
+        repodata carries them (the ``purls`` field of a repodata record).
+    """
     files = dict(files or {f"share/{name}/{name}.txt": f"{name} {version}\n"})
     index = {
         "name": name, "version": version, "build": build, "build_number": build_number,
@@ -70,17 +82,18 @@ def make_conda_package(
         index["platform"], index["arch"] = subdir.split("-")[0], "x86_64"
     paths = {"paths_version": 1, "paths": [
         {"_path": p, "path_type": "hardlink", "sha256": hashlib.sha256(t.encode()).hexdigest(),
-         "size_in_bytes": len(t.encode())} for p, t in sorted(files.items())]}
+         "size_in_bytes": len(t.encode())} for p, t in sorted(files.items())]
+        + [{"_path": p, "path_type": "softlink"} for p in sorted(symlinks or {})]}
     info = {
         "info/index.json": json.dumps(index, indent=2).encode(),
         "info/paths.json": json.dumps(paths, indent=2).encode(),
-        "info/files": "".join(p + "\n" for p in sorted(files)).encode(),
+        "info/files": "".join(p + "\n" for p in sorted([*files, *(symlinks or {})])).encode(),
     }
     payload = {p: t.encode() for p, t in files.items()}
     stem = f"{name}-{version}-{build}"
     if fmt == "tar.bz2":
         buf = io.BytesIO()
-        _tar({**info, **payload}, "w:bz2", buf)
+        _tar({**info, **payload}, "w:bz2", buf, symlinks)
         raw, key = buf.getvalue(), "packages"
     else:
         buf = io.BytesIO()
@@ -94,6 +107,8 @@ def make_conda_package(
     (channel / subdir / fn).write_bytes(raw)
     record = {**index, "md5": hashlib.md5(raw).hexdigest(),  # conda's own digest
               "sha256": hashlib.sha256(raw).hexdigest(), "size": len(raw)}
+    if purls:
+        record["purls"] = list(purls)
     repodata = channel / subdir / "repodata.json"
     data = (json.loads(repodata.read_text()) if repodata.exists() else
             {"info": {"subdir": subdir}, "packages": {}, "packages.conda": {},

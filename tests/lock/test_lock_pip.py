@@ -383,3 +383,21 @@ def test_requirements_input_is_checked_before_uv(tmp_path, content, name, messag
         src.write_text(content)
     with pytest.raises(ManifestError, match=message):
         lock_requirements(src, tmp_path / "out")
+
+
+@pytest.mark.parametrize("one_line", [True, False], ids=["one-line", "lines"])
+def test_uv_error_keeps_its_whole_explanation(wheelhouse, one_line):
+    """uv's causes come before its conclusion: its last line alone ("And because you require
+    alpha==1.1 …") loses gamma-pkg's pin; and the file envlock wrote for uv is not named."""
+    from envlock.errors import SolveError
+    from envlock.lock._pip import IndexOptions, compile_requirements
+
+    index = IndexOptions(no_index=True, find_links=(str(wheelhouse),))
+    with pytest.raises(SolveError) as caught:
+        compile_requirements(["gamma-pkg", "alpha==1.1"], index=index, python_version="3.11",
+                             what="the pins", one_line=one_line)
+    text = str(caught.value)
+    assert text.startswith("uv found no solution for the pins:")
+    assert "gamma-pkg" in text and "alpha==1.0" in text and "alpha==1.1" in text
+    assert "requirements.in" not in text
+    assert (len(text.splitlines()) == 1) is one_line

@@ -406,3 +406,35 @@ def test_the_library_does_what_lock_and_restore_do(tmp_path) -> None:
     out = CliRunner().invoke(cli, ["restore", str(pylock), "--into", str(tmp_path / "env"),
                                       "--trust-lockfile-indexes"]).output
     assert [s.shell for s in done.plan.steps] and all(s.shell in out for s in done.plan.steps)
+
+
+def test_channel_override_drops_the_files_channel_pins(tmp_path, conda_channel):
+    """``-c LOCAL`` replaces the file's channels: its ``pytorch::``/``conda-forge::`` pins would
+    make py-rattler refuse every candidate ("candidate not in requested channel")."""
+    spec = tmp_path / "environment.yml"
+    spec.write_text("channels: [pytorch, nvidia, conda-forge]\n"
+                    "dependencies: ['pytorch::tool', 'nvidia::appcuda', conda-forge::zlib-ng]\n")
+    vspec = tmp_path / "vp.yml"
+    vspec.write_text("subdirs:\n  linux-64:\n    packages:\n      __glibc: '2.28'\n"
+                     "      __cuda: '12.4'\n")
+    result = lock("-f", str(spec), "-o", str(tmp_path), "-p", "linux-64", "-c",
+                  conda_channel.as_uri(), "--virtual-package-spec", str(vspec))
+    assert result.exit_code == 0, result.output
+    assert ("channel pins dropped (-c replaces the file's channels): pytorch::tool, "
+            "nvidia::appcuda, conda-forge::zlib-ng") in result.output
+    lockfile = tmp_path / "conda-lock.yml"
+    doc = parse(lockfile)
+    assert [c.url for c in doc.metadata.channels] == [conda_channel.as_uri()]
+    assert all(p.url.startswith(conda_channel.as_uri()) for p in doc.package)
+    assert set(packages(lockfile)) == {"tool", "liba", "appcuda", "zlib-ng"}
+    prefix = tmp_path / "env"
+    result = CliRunner().invoke(cli, ["restore", str(lockfile), "--prefix", str(prefix), "--run"])
+    assert result.exit_code == 0, result.output
+
+
+def test_unpin_channels_keeps_pins_to_the_given_channels():
+    specs, dropped = _spec.unpin_channels(
+        ["pytorch::pytorch>=2", "conda-forge/linux-64::numpy", "local::tool", "python=3.11"],
+        ["file:///srv/mirror/local", "conda-forge"])
+    assert specs == ("pytorch>=2", "conda-forge/linux-64::numpy", "local::tool", "python=3.11")
+    assert dropped == ["pytorch::pytorch>=2"]

@@ -1,0 +1,184 @@
+"""The Python distributions a conda solution provides, as installed facts for uv.
+
+conda-lock resolves an ``environment.yml``'s ``pip:`` section *against* the conda solution: every
+solved conda package that is a Python distribution is both installed and locked for its pip
+solver (``conda_lock.pypi_solver.solve_pypi``), so pip adds only what conda lacks and a pip
+requirement that contradicts a conda pin has no solution.  envlock does the same with uv: each
+such distribution becomes a metadata-only wheel (its name and version, no ``Requires-Dist``:
+conda resolved its dependencies) given to ``uv pip compile`` as a constraint ``name @
+file://…``, so uv must use exactly it, checks every version specifier against its version, and
+pulls none of its PyPI dependencies; those distributions are then dropped from uv's answer.
+
+Which PyPI distribution a conda package is:
+
+1. its own ``purls`` (``pkg:pypi/torch@2.3.1``, the package URLs conda-forge's repodata carries
+   for each record, as pixi reads them);
+2. else, as conda-lock decides for a package that depends on ``python``: the grayskull mapping's
+   PyPI name (conda-lock's ``conda_name_to_pypi_name``; the renames in :data:`CONDA_TO_PYPI` are
+   its entries for the packages scientific environments hold, used offline), or the conda name
+   itself (conda-lock's fallback, "Assuming identity").
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import zipfile
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from envlock.errors import LockError
+
+__all__ = ["CONDA_TO_PYPI", "Provided", "provided_dists", "stub_constraints", "check_direct"]
+
+#: conda name → PyPI name where they differ, from regro's ``grayskull_pypi_mapping.json`` (the
+#: mapping conda-lock downloads: ``conda_lock.lookup.DEFAULT_MAPPING_URL``).
+CONDA_TO_PYPI = {
+    "pytorch": "torch",
+    "pytorch-cpu": "torch",
+    "pytorch-gpu": "torch",
+    "matplotlib-base": "matplotlib",
+    "py-opencv": "opencv-python",
+    "py-xgboost": "xgboost",
+    "pytables": "tables",
+    "msgpack-python": "msgpack",
+    "python-xxhash": "xxhash",
+    "python-flatbuffers": "flatbuffers",
+    "pyqt": "pyqt5",
+    "tensorflow-base": "tensorflow",
+    "ruamel.yaml": "ruamel-yaml",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Provided:
+    """One PyPI distribution a conda record provides.
+
+    :ivar name: its normalized PyPI name (PEP 503); ``version``: its PEP 440 version.
+    :ivar conda: the record as conda names it, ``name version build``.
+    :ivar how: ``"purl"`` or ``"mapping"`` (conda-lock's rule).
+    """
+
+    name: str
+    version: str
+    conda: str
+    how: str
+
+
+def _purl_pypi(purls: Iterable[str]) -> tuple[str, str | None] | None:
+    """``(name, version)`` of the first ``pkg:pypi/NAME[@VERSION]`` package URL (purl spec)."""
+    for purl in purls:
+        if not purl.startswith("pkg:pypi/"):
+            continue
+        rest = purl.removeprefix("pkg:pypi/").split("?", 1)[0].split("#", 1)[0]
+        name, _, version = rest.partition("@")
+        return unquote(name), unquote(version) or None
+    return None
+
+
+def _depends_on_python(depends: Iterable[str]) -> bool:
+    return any(d.split()[0].split("[")[0] == "python" for d in depends if d.strip())
+
+
+def provided_dists(records: Sequence[Any]) -> dict[str, Provided]:
+    """The PyPI distributions of solved conda ``records`` (objects with ``name``, ``version``,
+    ``build``, ``depends`` and ``purls``), keyed by normalized PyPI name.
+
+    ``python`` itself is not one (uv resolves for its version); a version that is not PEP 440
+    (conda allows ``1.0_rc1``) cannot be a fact for a PyPI resolver and is left out.  When two
+    records map to one name, the one whose conda name differs from it wins (conda-lock's rule:
+    ``python-xxhash`` over the C library ``xxhash``).
+    """
+    from packaging.utils import canonicalize_name
+    from packaging.version import InvalidVersion, Version
+
+    out: dict[str, Provided] = {}
+    for rec in records:
+        if rec.name == "python" or rec.name.startswith("__"):
+            continue
+        found = _purl_pypi(getattr(rec, "purls", ()) or ())
+        if found is not None:
+            name, version, how = found[0], found[1] or rec.version, "purl"
+        elif _depends_on_python(rec.depends):
+            name, version, how = CONDA_TO_PYPI.get(rec.name, rec.name), rec.version, "mapping"
+        else:
+            continue
+        try:
+            version = str(Version(version))
+        except InvalidVersion:
+            continue
+        key = canonicalize_name(name)
+        if key in out and key == rec.name:
+            continue
+        out[key] = Provided(name=key, version=version, conda=f"{rec.name} {rec.version} "
+                            f"{rec.build}", how=how)
+    return out
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+
+
+def _stub_wheel(dest: Path, dist: Provided) -> Path:
+    """A metadata-only wheel (PEP 427: METADATA, WHEEL, RECORD) standing for ``dist``."""
+    stem = f"{dist.name.replace('-', '_')}-{dist.version}"
+    info = f"{stem}.dist-info"
+    files = {
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {dist.name}\nVersion: {dist.version}\n"
+                            f"Summary: provided by conda {dist.conda}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: envlock\nRoot-Is-Purelib: true\n"
+                         "Tag: py3-none-any\n",
+    }
+    record = "".join(f"{p},sha256={_b64(t.encode())},{len(t.encode())}\n"
+                     for p, t in files.items()) + f"{info}/RECORD,,\n"
+    files[f"{info}/RECORD"] = record
+    path = dest / f"{stem}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, text in files.items():
+            zf.writestr(zipfile.ZipInfo(name, (2020, 1, 1, 0, 0, 0)), text)
+    return path
+
+
+def stub_constraints(provided: dict[str, Provided], dest: Path) -> Path | None:
+    """Write a stub wheel for each provided distribution into ``dest`` and a constraints file
+    (``name @ file://…``, one a line) for ``uv pip compile -c``; ``None`` when there are none."""
+    if not provided:
+        return None
+    lines = [f"{d.name} @ {_stub_wheel(dest, d).resolve().as_uri()}\n"
+             for d in sorted(provided.values(), key=lambda d: d.name)]
+    path = dest / "conda-provided.txt"
+    path.write_text("".join(lines), encoding="utf-8")
+    return path
+
+
+def check_direct(requirements: Sequence[str], provided: dict[str, Provided], where: str) -> None:
+    """Refuse a ``pip:`` requirement that contradicts what conda provides (PEP 440 specifiers,
+    PEP 508 parsing by packaging; option lines and unreadable ones are left to uv).
+
+    :raises LockError: one line naming the pip requirement and the conda package.
+    """
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    for line in requirements:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        dist = provided.get(canonicalize_name(req.name))
+        if dist is None:
+            continue
+        if req.url:
+            raise LockError(
+                f"{where}: pip requirement {line!r} conflicts with conda package {dist.conda}, "
+                f"which provides {dist.name} {dist.version}; one environment holds one "
+                f"{dist.name}: drop one of the two"
+            )
+        if not req.specifier.contains(dist.version, prereleases=True):
+            raise LockError(
+                f"{where}: pip requirement {line!r} conflicts with conda package {dist.conda} "
+                f"({dist.name} {dist.version}); change the pip pin or the conda one"
+            )
