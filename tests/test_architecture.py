@@ -260,6 +260,7 @@ ALLOWED: frozenset[str] = frozenset({
     "envlock/verify/__init__.py:verify",
     "envlock/verify/checks/build.py",
     "envlock/verify/checks/build.py:check_build_compiler",
+    "envlock/verify/checks/build.py:check_build_virtual",
     "envlock/verify/checks/gpucompat.py:check_arch",
     "envlock/verify/checks/gpucompat.py:check_driver",
     "envlock/verify/checks/packages.py",

@@ -458,15 +458,6 @@ def check_build_arch(ctx: Context) -> list[Finding]:
     return out
 
 
-def _claims_more(claimed: str, real: str) -> bool:
-    """Whether an override (``CONDA_OVERRIDE_CUDA``/``_GLIBC``) claims a newer version than the
-    node really has; ``False`` where either is no version (nothing can be compared then)."""
-    try:
-        return vtuple(claimed) > vtuple(real)
-    except ValueError:
-        return False
-
-
 def check_build_virtual(ctx: Context) -> list[Finding]:
     """conda's ``__cuda`` as the solver sees it here against what packages and locks need, and
     every ``CONDA_OVERRIDE_*`` that fakes a virtual package (conda docs, "Managing virtual
@@ -497,15 +488,20 @@ def check_build_virtual(ctx: Context) -> list[Finding]:
                 fix=(("Fine for solving on a login node for GPU nodes; unset it in jobs that run here "
                      "(unset CONDA_OVERRIDE_CUDA)."),),
             ))
-        elif supports and _claims_more(v, supports):
-            out.append(Finding(
-                id="build.cuda-override", severity="warning",
-                title=f"CONDA_OVERRIDE_CUDA={v} claims more CUDA than driver {driver} supports ({supports})",
-                cause="The solver picks packages built for CUDA up to the override; those needing more than "
-                      "the driver gives fail with cudaErrorInsufficientDriver.",
-                evidence=(f"CONDA_OVERRIDE_CUDA={v} → __cuda={v}", node, *need_ev),
-                fix=(f"unset CONDA_OVERRIDE_CUDA, or set it to {supports}",),
-            ))
+        elif supports:
+            try:
+                more = vtuple(v) > vtuple(supports)
+            except ValueError:
+                more = False
+            if more:
+                out.append(Finding(
+                    id="build.cuda-override", severity="warning",
+                    title=f"CONDA_OVERRIDE_CUDA={v} claims more CUDA than driver {driver} supports ({supports})",
+                    cause="The solver picks packages built for CUDA up to the override; those needing more than "
+                          "the driver gives fail with cudaErrorInsufficientDriver.",
+                    evidence=(f"CONDA_OVERRIDE_CUDA={v} → __cuda={v}", node, *need_ev),
+                    fix=(f"unset CONDA_OVERRIDE_CUDA, or set it to {supports}",),
+                ))
     elif override is not None and driver:
         out.append(Finding(
             id="build.cuda-override", severity="warning",
@@ -533,7 +529,11 @@ def check_build_virtual(ctx: Context) -> list[Finding]:
 
         found = detect_glibc(ctx.live.root or "/")
         real = found.version if found else None
-        if real is not None and _claims_more(glibc_override, real):
+        try:
+            higher = real is not None and vtuple(glibc_override) > vtuple(real)
+        except ValueError:
+            higher = False
+        if higher:
             out.append(Finding(
                 id="build.glibc-override", severity="warning",
                 title=f"CONDA_OVERRIDE_GLIBC={glibc_override.strip()} claims a newer glibc than this node's ({real})",
