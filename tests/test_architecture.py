@@ -190,7 +190,6 @@ ALLOWED: frozenset[str] = frozenset({
     "envlock/diff/rules.py",
     "envlock/diff/rules.py:explain_spread",
     "envlock/find/index.py",
-    "envlock/probes/target.py",
     "envlock/render/diff.py",
     "envlock/render/diff.py:render_text",
     "envlock/runs/findings.py:run_findings",
