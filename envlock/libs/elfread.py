@@ -413,16 +413,7 @@ def _verdef(img: _Image, ent: int, string: Any) -> tuple[list[VersionDef], bool]
             img.e + "HHHHIII", img.read(ent, 20))
         if vd_version != 1:
             return verdef, True
-        names = []
-        aux = ent + vd_aux
-        aseen: set[int] = set()
-        while aux not in aseen and len(aseen) < _MAX_CHAIN:
-            aseen.add(aux)
-            vda_name, vda_next = struct.unpack(img.e + "II", img.read(aux, 8))
-            names.append(string(vda_name))
-            if vda_next == 0:
-                break
-            aux += vda_next
+        names = _verdaux_names(img, ent + vd_aux, string, strict=not vd_flags & VER_FLG_BASE)
         verdef.append(VersionDef(name=names[0] if names else "", index=vd_ndx,
                                  base=bool(vd_flags & VER_FLG_BASE), parents=tuple(names[1:]),
                                  hash=vd_hash))
@@ -430,6 +421,37 @@ def _verdef(img: _Image, ent: int, string: Any) -> tuple[list[VersionDef], bool]
             break
         ent += vd_next
     return verdef, False
+
+
+def _verdaux_names(img: _Image, aux: int, string: Any, *, strict: bool) -> list[str]:
+    """The ``Elf_Verdaux`` names of one definition, as far as glibc reads them.
+
+    glibc 2.36 ``elf/dl-version.c`` ``_dl_check_map_versions`` reads only the first
+    ``vda_name`` of a non-base definition, and keeps ``strtab + vda_name`` as a pointer that
+    only a lookup dereferences (``match_symbol``, ``check_match``, when the hash matches);
+    parent names are never read.  So a first entry outside the image is refused only when
+    ``strict`` (glibc reads that ``Elf_Verdaux``); a name it cannot read is ``""`` (it then
+    matches no needed version) and parents that cannot be read are left out.
+    """
+    names: list[str] = []
+    aseen: set[int] = set()
+    while aux not in aseen and len(aseen) < _MAX_CHAIN:
+        aseen.add(aux)
+        try:
+            vda_name, vda_next = struct.unpack(img.e + "II", img.read(aux, 8))
+        except _Bad:
+            if strict and not names:
+                raise
+            break
+        try:
+            names.append(string(vda_name))
+        except _Bad:
+            if not names:
+                names.append("")
+        if vda_next == 0:
+            break
+        aux += vda_next
+    return names
 
 
 def _comments(img: _Image, shoff: int, shentsize: int, shnum: int, shstrndx: int) -> tuple[str, ...]:
