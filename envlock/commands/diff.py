@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
 from envlock._kinds import names_for_help
-from envlock.commands._common import handle_errors, pipe_safe, will_exit
+from envlock.commands._common import handle_errors, pipe_safe, selection_options, will_exit
 
 __all__ = ["diff"]
 
@@ -44,22 +45,25 @@ _HELP = f"""Explain how environments differ, most likely causes first.
 @click.option("--width", type=click.IntRange(min=40), default=None, metavar="COLUMNS",
               help="Lay the text out for this many columns (default: the terminal's, else 80). "
                    "Piped output is never cut; it wraps.")
-@click.option("-E", "--extras", "extras", multiple=True, metavar="NAME",
-              help="A lock compared with a manifest: read it as installed with this optional "
-                   "category/extra (conda-lock install -E NAME); repeatable.")
-@click.option("--dev/--no-dev", "dev", default=None,
-              help="A lock compared with a manifest: its dev category/group was (not) installed "
+@click.option("--dev", "dev", is_flag=True, default=None,
+              help="A lock compared with a manifest: its dev category/group was installed "
                    "(default: as its tool does; conda-lock installs dev).")
+@selection_options
 @handle_errors
 def diff(inputs: tuple[str, ...], fmt: str, only: tuple[str, ...], ignore: tuple[str, ...],
-         show_all: bool, kb: tuple[str, ...], width: int | None, extras: tuple[str, ...],
-         dev: bool | None) -> None:
-    """Explain how environments differ, most likely causes first (help: ``_HELP``)."""
+         show_all: bool, kb: tuple[str, ...], width: int | None, dev: bool | None,
+         requested: Any) -> None:
+    """Explain how environments differ, most likely causes first (help: ``_HELP``).
+
+    A lock compared with a manifest is read for one install, as ``verify --lock`` reads it
+    (:func:`envlock.commands._common.selection_options`: ``uv sync``'s ``--extra``/``--group``/
+    ``--all-extras``/``--all-groups``/``--no-dev``, ``conda-lock install -E``)."""
     from envlock.diff import diff as run_diff
     from envlock.render import diffreport as render
 
     result = run_diff(list(inputs), kb_files=kb, only=_split(only), ignore=_split(ignore),
-                      extras=extras, dev=dev)
+                      extras=requested.extras, dev=False if requested.no_dev else dev,
+                      requested=requested if requested.given else None)
     code = will_exit(1 if result.differ else 0)
     if fmt == "json":
         click.echo(render.render_json(result, show_all=show_all), nl=False)

@@ -60,7 +60,7 @@ def expand_paths(paths: Iterable[PathLike]) -> list[str]:
 
 
 def load_inputs(paths: Sequence[PathLike], kb: KB, *, extras: Sequence[str] = (),
-                dev: bool | None = None) -> list[FactSet]:
+                dev: bool | None = None, requested: Any = None) -> list[FactSet]:
     """Read and flatten each input.
 
     The label of a manifest is its ``[envlock] host`` (for many node manifests), else the
@@ -86,10 +86,11 @@ def load_inputs(paths: Sequence[PathLike], kb: KB, *, extras: Sequence[str] = ()
         for i in (0, 1):
             narrowed, note = foreign.for_target(
                 readings[i], readings[1 - i], name=os.path.basename(paths[i]),
-                other_name=os.path.basename(paths[1 - i]), extras=extras, dev=dev)
+                other_name=os.path.basename(paths[1 - i]), extras=extras, dev=dev,
+                requested=requested)
             readings[i] = narrowed
             if note:
-                notes[i].append(note)
+                notes[i] += note.splitlines()
     sets = []
     for p, r, n in zip(paths, readings, notes, strict=True):
         fs = _facts(p, r, kb, many=False)
@@ -237,7 +238,7 @@ def _drop_lock_projects(sets: list[FactSet], readings: list[Any]) -> None:
 
 def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),
          only: Sequence[str] = (), ignore: Sequence[str] = (), extras: Sequence[str] = (),
-         dev: bool | None = None) -> PairDiff | ManyDiff:
+         dev: bool | None = None, requested: Any = None) -> PairDiff | ManyDiff:
     """Compare two or more inputs.
 
     :param paths: manifest or foreign files, or directories of ``*.toml`` manifests.
@@ -246,6 +247,10 @@ def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),
     :param ignore: fnmatch patterns over ``area:key`` (or ``key``) to leave out.
     :param extras, dev: a lock compared with a manifest is read as its install with these
         optional groups (``-E NAME``, ``--no-dev``; :func:`envlock.formats.locks.for_install`).
+    :param requested: the extras and groups a lock's install took, as ``uv sync`` takes them
+        (:class:`envlock._selection.Requested`: ``--extra``/``--group``/``--all-extras``/
+        ``--all-groups``/``--no-dev``); ``None``: inferred from the manifest compared with, as
+        ``verify --lock`` does (:func:`envlock.formats.markers.select_install`).
     :returns: a :class:`PairDiff` for two inputs, a :class:`ManyDiff` for more.
     :raises ManifestError: fewer than two inputs, or an input cannot be read.
     :raises EnvlockError: ``only`` names an area none of the inputs has.
@@ -264,7 +269,7 @@ def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),
         unique_labels(tally.inputs)
         sets = tally.inputs
     else:
-        sets = load_inputs(files, kb, extras=extras, dev=dev)
+        sets = load_inputs(files, kb, extras=extras, dev=dev, requested=requested)
     known = areas_of(sets)
     unknown = [a for a in only if a not in known]
     if unknown:
@@ -281,9 +286,23 @@ def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),
         many = tally.result(kb, only=only, ignore=globs)
         compared = bool(many.varying or many.identical)
         result = many
+    if not compared and isinstance(result, PairDiff) and _both_empty_listings(sets):
+        result.context.append(
+            "neither lists a package (a lock's own project is not one): the same, empty, "
+            "environment")
+        return result
     if not compared:
         raise NothingToCompareError(_nothing(files, result.not_compared, only, ignore))
     return result
+
+
+def _both_empty_listings(sets: Sequence[FactSet]) -> bool:
+    """Two lockfiles, each a complete listing (a package it does not list is absent) that
+    lists nothing: valid for their tools (an empty ``pixi.lock``, a ``uv.lock`` of a project
+    without dependencies), and one empty environment each — identical, not "nothing to
+    compare".  Manifests and specs are not: a manifest always records its target."""
+    return all(fs.kind != "manifest" and fs.listing == "complete" and not fs.facts
+               and not any(fs.areas.values()) for fs in sets)
 
 
 def _nothing(files: Sequence[str], not_compared: Sequence[tuple[str, str]],

@@ -47,7 +47,8 @@ def reading(path: str | os.PathLike[str]) -> Reading:
 
 
 def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: str,
-               extras: Sequence[str] = (), dev: bool | None = None) -> tuple[Reading, str | None]:
+               extras: Sequence[str] = (), dev: bool | None = None, requested: Any = None
+               ) -> tuple[Reading, str | None]:
     """A universal lock (``uv.lock``, ``pylock.toml``, ``pdm.lock``, …) read for the Python and
     platform of the manifest it is compared with.
 
@@ -60,10 +61,15 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
     :param lock_reading: the lock's reading (``lock`` set); ``other``: the manifest's.
     :param extras, dev: the groups the install took (``-E NAME``, ``--no-dev``), as
         :func:`envlock.formats.locks.for_install`: their entries are compared, installed or not.
-    :returns: the reading to compare, and a sentence saying what was left out (``None`` when
-        nothing was, or when the manifest records no Python version).
+    :param requested: the extras and groups of a lock with several installs (``uv sync``'s
+        options, :class:`envlock._selection.Requested`); without it the install closest to
+        what the manifest has installed, as ``verify --lock`` reads it
+        (:func:`envlock.formats.markers.select_install`: uv's conflict markers need one).
+    :returns: the reading to compare, and the sentences (one a line) saying which install was
+        read and what was left out (``None`` when nothing was, or when the manifest records no
+        Python version).
     """
-    from envlock.formats.markers import applicable, marker_holds, target_marker_env
+    from envlock.formats.markers import applicable, marker_holds, select_install, target_marker_env
 
     lock = lock_reading.lock
     if lock is None or other.kind != "manifest":
@@ -83,10 +89,13 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
     impl = py.get("implementation") if isinstance(py.get("implementation"), str) else None
     machine = plat.get("machine") if isinstance(plat.get("machine"), str) else None
     env = target_marker_env(version, impl, machine=machine)
-    needed, optional = applicable(pip, env)
     table = _table(other.data, "pip")
-    present = {canonicalize(str(p.get("name"))) for p in table.get("packages") or ()
-               if isinstance(p, dict) and p.get("name")}
+    installed = {canonicalize(str(p.get("name"))): str(p.get("version") or "")
+                 for p in table.get("packages") or () if isinstance(p, dict) and p.get("name")}
+    present = set(installed)
+    selection, how = select_install(pip, env, installed, requested, conflicts=lock.conflicts)
+    needed, optional = applicable(pip, env, selection, conflicts=lock.conflicts)
+    chose = f"{name} read for {selection.label()} ({how})" if selection is not None else None
     keep = {n for n in needed if n not in optional or n in present}
     kept, seen = [], set()
     for x in lock.packages:
@@ -96,8 +105,10 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
             continue
         if x.name not in keep or x.name in seen:
             continue
+        if needed.get(x.name) not in (None, x.version):
+            continue  # another fork of it: the one the install's edges reach (uv's conflicts)
         try:
-            holds = not x.marker or marker_holds(x.marker, env)
+            holds = not x.marker or marker_holds(x.marker, env, selection=selection)
         except ValueError:
             holds = True
         if holds:
@@ -106,10 +117,11 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
     platform_only = sorted({x.name for x in pip} - set(needed))
     groups_only = sorted({n for n in optional if n not in present} | conda_optional)
     if not platform_only and not groups_only:
-        return reading_of_lock(replace(lock, packages=tuple(kept)), name), None
+        return reading_of_lock(replace(lock, packages=tuple(kept)), name), chose
     where = f"Python {version}" + (f" on {machine}" if machine else "")
-    return reading_of_lock(replace(lock, packages=tuple(kept)), name), _left_out_note(
-        name, other_name, where, platform_only, groups_only)
+    note = _left_out_note(name, other_name, where, platform_only, groups_only)
+    return reading_of_lock(replace(lock, packages=tuple(kept)), name), (
+        f"{chose}\n{note}" if chose else note)
 
 
 def _conda_optional(lock: Any, other: Reading, applicable: Any) -> set[str]:

@@ -19,7 +19,7 @@ from envlock._names import canonicalize
 from envlock._selection import Requested, Selection
 
 __all__ = ["LockEntry", "Selection", "Requested", "marker_holds", "target_marker_env", "applicable",
-           "infer_selection", "conflict_item"]
+           "infer_selection", "select_install", "conflict_item"]
 
 
 class LockEntry(Protocol):
@@ -203,6 +203,33 @@ def infer_selection(packages: Sequence[LockEntry], env: Mapping[str, str],
                 break
             best = nxt
     return Selection(best, inferred=True)
+
+
+def select_install(packages: Sequence[LockEntry], env: Mapping[str, str],
+                   installed: Mapping[str, str] | None, requested: Requested | None, *,
+                   conflicts: Sequence[frozenset[str]] = ()) -> tuple[Selection | None, str]:
+    """Which install of a lock's pip ``packages`` to compare a target with, as ``uv sync``
+    takes it — one rule for ``verify --lock`` and ``diff``: the extras and groups given
+    (``--extra``/``--group``/``--all-extras``/``--all-groups``/``--no-dev``:
+    :meth:`Requested.resolve`), else the one closest to what is ``installed``
+    (:func:`infer_selection`).
+
+    :param installed: ``{normalized name: version}`` of the target; ``None``: nothing to infer
+        from (every group then looked at on its own, as :func:`applicable` does with no
+        selection).
+    :returns: the selection (``None`` when the lock has no extras or groups, or nothing was
+        given and nothing is installed to infer from), and how it was chosen (``"as given"``,
+        ``"inferred from what is installed"``, ``""``).
+    """
+    choices = sorted({g for p in packages for g, _m in p.groups if g})
+    if not choices:
+        return None, ""
+    if requested is not None and requested.given:
+        return requested.resolve(choices), "as given"
+    if installed is None:
+        return None, ""
+    return (infer_selection(packages, env, installed, conflicts=conflicts),
+            "inferred from what is installed")
 
 
 # --- uv's conflict markers, and markers as markers -------------------------------------------

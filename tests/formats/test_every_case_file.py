@@ -23,21 +23,13 @@ INVALID = {
     "v7__missing_platform.yml": "uses platform 'UNKNOWN', which is not in 'platforms'",
 }
 
-#: known gaps: locks with no package at all, whose ``diff F F`` is "nothing to compare" (exit 2)
-#: where it should be exit 0.  Strict: each is an expected failure until that rule changes,
-#: then this list must shrink.
-GAPS = {"v6__empty-lock.yml", "inline__lock_writes_without_package_metadata__1__uv.lock",
-        "uvexport__pep_751_relative_and_absolute_paths__1.pylock.toml"}
-
-
 def _files() -> list[pytest.param]:
     out = []
     for p in sorted(x for d in (CASES / "peers", CASES / "foreign") if d.is_dir()
                     for x in d.rglob("*") if x.is_file()):
         if p.suffix == ".md" or p.name == "index.tsv":
             continue
-        marks = [pytest.mark.xfail(strict=True, reason="known reader gap")] if p.name in GAPS else []
-        out.append(pytest.param(p, id=str(p.relative_to(CASES)), marks=marks))
+        out.append(pytest.param(p, id=str(p.relative_to(CASES))))
     return out
 
 
@@ -60,3 +52,20 @@ def test_diff_itself_and_show(path: Path) -> None:
     assert "Traceback" not in text and "Pkg(" not in text
     if "[envlock]" not in path.read_text(errors="replace")[:4096]:
         assert "kind: " in text and "packages: " in text and "python: " in text, text
+
+
+def test_an_empty_lock_is_identical_to_itself_and_differs_from_a_full_one() -> None:
+    """rattler reads v6__empty-lock.yml as a lock with no package (the oracle); two empty
+    complete listings are one empty environment (exit 0, said), not "nothing to compare"."""
+    import rattler
+
+    empty = CASES / "peers" / "rattlerlock" / "v6__empty-lock.yml"
+    full = CASES / "peers" / "rattlerlock" / "v4__python-lock.yml"
+    lock = rattler.LockFile.from_path(empty)
+    assert lock.environments() and all(not env.packages_by_platform()
+                                       for _, env in lock.environments())
+    same = CliRunner().invoke(cli, ["diff", str(empty), str(empty)])
+    assert same.exit_code == 0, same.output
+    assert "neither lists a package" in " ".join(same.output.split())
+    other = CliRunner().invoke(cli, ["diff", str(empty), str(full)])
+    assert other.exit_code == 1, other.output

@@ -210,3 +210,32 @@ def test_diff_of_a_uv_lock_and_uvs_own_pylock_export_is_identical(lock: Path, tm
         pytest.skip("the lock has no package to compare")
     assert d.returncode == 0, doc.get("differences")
     assert doc["differences"] == []
+
+
+def _diff(*args: str) -> tuple[int, dict]:
+    r = subprocess.run([sys.executable, "-m", "envlock", "diff", *args, "--format", "json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    return r.returncode, json.loads(r.stdout)
+
+
+def test_diff_reads_the_lock_for_the_install_as_verify_does(recipe: Path, tmp_path: Path) -> None:
+    """``diff uv.lock manifest`` takes uv sync's --extra/--group/--all-extras/--no-dev, and
+    without them reads the install closest to the manifest (one rule with verify --lock)."""
+    py = _sync(recipe, "cu124", tmp_path / "venv")
+    manifest = tmp_path / "manifest.toml"
+    subprocess.run([sys.executable, "-m", "envlock", "snapshot", "--python", str(py), "-o",
+                    str(manifest)], check=True, capture_output=True, timeout=300)
+    lock = str(recipe / "uv.lock")
+    code, doc = _diff(lock, str(manifest))
+    assert code == 0, doc["differences"]
+    assert any("uv.lock read for --extra cu124 (inferred from what is installed)" in str(c)
+               for c in doc["context"]), doc["context"]
+    code, doc = _diff(lock, str(manifest), "--extra", "cu124")
+    assert code == 0, doc["differences"]
+    assert any("uv.lock read for --extra cu124 (as given)" in str(c) for c in doc["context"])
+    code, doc = _diff(lock, str(manifest), "--extra", "cpu")
+    assert code == 1
+    torch = [d for d in doc["differences"] if d["area"] == "package" and d["key"] == "torch"]
+    assert len(torch) == 1 and "2.5.1+cpu" in json.dumps(torch[0]) \
+        and "2.5.1+cu124" in json.dumps(torch[0]), torch

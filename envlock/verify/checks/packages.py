@@ -193,24 +193,17 @@ def _for_target(ctx: Context, lock: Any, source: str
     ``packages.lock-selection`` that says which selection was read (given with ``--extra`` /
     ``--group`` / ``--all-extras`` / ``--no-dev``, or inferred from what is installed:
     :func:`envlock.formats.markers.infer_selection`) when the lock has extras or groups."""
-    from envlock.formats.markers import (
-        Requested, applicable, infer_selection, target_marker_env)
+    from envlock.formats.markers import applicable, select_install, target_marker_env
 
     packages = [p for p in lock.packages if p.manager == "pip"]
     py = ctx.live.python
     env = target_marker_env(getattr(py, "version", None), getattr(py, "implementation", None))
     choices = sorted({g for p in packages for g, _m in p.groups if g})
-    requested = ctx.expected.requested or Requested()
     finding = None
-    selection = None
-    if choices:
-        if requested.given:
-            selection = requested.resolve(choices)
-            how = "as given"
-        else:
-            installed = {p.name: p.version for p in ctx.live.pip.packages}
-            selection = infer_selection(packages, env, installed, conflicts=lock.conflicts)
-            how = "inferred from what is installed"
+    installed = {p.name: p.version for p in ctx.live.pip.packages}
+    selection, how = select_install(packages, env, installed, ctx.expected.requested,
+                                    conflicts=lock.conflicts)
+    if selection is not None:
         shown = ", ".join(g.replace("extra:", "extra ") for g in choices)
         finding = Finding(
             id="packages.lock-selection", severity="info",
