@@ -40,7 +40,7 @@ def show(manifest: str, show_all: bool, fmt: str, width: int | None) -> None:
     from envlock.manifest import load
 
     try:
-        m = load(manifest)
+        m = load(manifest, reader=_settled)
     except ManifestVersionError:
         raise
     except ManifestError as not_manifest:
@@ -58,6 +58,17 @@ def show(manifest: str, show_all: bool, fmt: str, width: int | None) -> None:
     render_show(m, console, path=manifest)
     if show_all:
         render_packages(m, console)
+
+
+def _settled(data: dict[str, Any]) -> dict[str, Any]:
+    """A run record still ``running`` as a reader can state it (its supervisor gone, Slurm's
+    word on the job: :func:`envlock.runs.unfinished.settle`); anything else unchanged."""
+    run = data.get("run")
+    if not isinstance(run, dict) or run.get("outcome") != "running":
+        return data
+    from envlock.runs.unfinished import settle
+
+    return settle(data)
 
 
 def _reading(path: str, not_manifest: Exception) -> Any:

@@ -34,16 +34,27 @@ def read(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any], str]:
     :raises ManifestError: unreadable, empty, malformed or of an unknown format (one line).
     :raises ManifestVersionError: a manifest of a newer schema.
     """
-    r = _read(path)
+    r = reading(path)
     return r.kind, r.data, r.listing
 
 
 def reading(path: str | os.PathLike[str]) -> Reading:
     """The whole :class:`envlock.formats.Reading` of one input (its lock too, for a lockfile).
 
+    A run record still ``running`` is read as a reader can state it (its supervisor gone,
+    Slurm's word on the job: :func:`envlock.runs.unfinished.settle`).
+
     :raises ManifestError: as :func:`read`.
     """
-    return _read(path)
+    r = _read(path)
+    run = r.data.get("run") if r.kind == "manifest" else None
+    if isinstance(run, dict) and run.get("outcome") == "running":
+        import dataclasses
+
+        from envlock.runs.unfinished import settle
+
+        r = dataclasses.replace(r, data=settle(r.data))
+    return r
 
 
 def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: str,

@@ -18,7 +18,7 @@ Conventions used by every table:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -464,16 +464,21 @@ class Manifest:
 AREAS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Manifest) if f.name != "extra")
 
 
-def load(path: str) -> Manifest:
+def load(path: str, *, reader: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+         ) -> Manifest:
     """Read a manifest file (TOML or JSON) into a :class:`Manifest`.
 
     :param path: the file.
+    :param reader: applied to the parsed tables before the model is built (``show`` passes
+        :func:`envlock.runs.unfinished.settle`: a run record as a reader can state it).
     :raises ManifestError: the file is missing, not valid TOML/JSON, or not a manifest.
     :raises ManifestVersionError: its schema major is newer than this envlock reads.
     """
     from envlock.manifest._toml import load_file, with_run_environment
 
     data = with_run_environment(load_file(path), path)
+    if reader is not None:
+        data = reader(data)
     try:
         return Manifest.from_dict(data)
     except ManifestError as exc:

@@ -277,7 +277,9 @@ class RunInfo:
         SIGTERM/SIGINT/SIGHUP/SIGQUIT was forwarded, whatever the exit), ``output-closed``
         (SIGPIPE: the reader of its output went away, ``| head``), ``killed`` (SIGKILL that envlock did
         not send, e.g. the out-of-memory killer), ``crashed`` (another signal: SIGSEGV,
-        SIGABRT …), ``not-started`` (verify failed, or the command could not be started).
+        SIGABRT …), ``not-started`` (verify failed, or the command could not be started);
+        ``unknown`` only as a reader states a ``running`` record whose supervisor is gone
+        (:mod:`envlock.runs.unfinished`), never written by envlock.
     :ivar command: the command line, URL credentials removed; ``cwd``: its working directory.
     :ivar start, end: UTC times; ``wall``: seconds.
     :ivar exit_status: the command's exit status; ``signal``: the signal that ended it.
@@ -286,6 +288,10 @@ class RunInfo:
     :ivar manifest: the snapshot's file name in the run directory; ``manifest_sha256``: its
         digest (hex).
     :ivar verify: the ``--verify`` policy; ``verify_exit``: verify's exit status.
+    :ivar supervisor: envlock's own process id (the supervisor that writes this record);
+        ``supervisor_start``: its start time, clock ticks after boot (``/proc/PID/stat`` field
+        22); ``boot_id``: ``/proc/sys/kernel/random/boot_id``.  A reader of a record still
+        ``running`` tells from them whether the supervisor is gone (:mod:`envlock.runs.unfinished`).
     """
 
     schema: int = RUN_SCHEMA
@@ -310,6 +316,9 @@ class RunInfo:
     granted: Granted | None = None
     children: tuple[Leftover, ...] = ()
     findings: tuple[RunFinding, ...] = ()
+    supervisor: int | None = None
+    supervisor_start: int | None = None
+    boot_id: str | None = None
 
 
 def _check_schema(data: Mapping[str, Any], table: str, known: int) -> None:

@@ -113,6 +113,12 @@ def start_time(pid: int) -> int | None:
     return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
 
 
+def boot_id() -> str | None:
+    """This boot's id (``/proc/sys/kernel/random/boot_id``, random(4)); ``None`` unreadable."""
+    text = _read("/proc/sys/kernel/random/boot_id")
+    return text.strip() or None if text else None
+
+
 def state(pid: int) -> str | None:
     """The state letter of ``pid`` (``R``, ``S``, ``Z`` …), ``None`` when gone."""
     stat = _read(f"/proc/{pid}/stat")

@@ -421,6 +421,8 @@ def supervise(
         manifest=os.path.basename(manifest_path) if manifest_path else None,
         manifest_sha256=_sha256(manifest_path) if manifest_path else None,
         verify=verify, verify_exit=verify_exit, keep_children=keep_children, granted=granted,
+        supervisor=os.getpid(), supervisor_start=proctree.start_time(os.getpid()),
+        boot_id=proctree.boot_id(),
     )
 
     base = replace(base, command=redact_argv(command))

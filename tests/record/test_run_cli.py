@@ -361,3 +361,40 @@ def test_secrets_of_the_command_line_and_the_job_comment_stay_out(tmp_path: Path
     assert "SLURM_JOB_COMMENT=<redacted: sha256" in outs[4]
     for out in outs:
         assert "21SECRET" not in out, out
+
+
+def test_a_sigkilled_supervisor_leaves_a_record_show_and_diff_read_as_unknown(tmp_path: Path) -> None:
+    """SIGKILL of envlock itself and of its command (what a kill of the whole step does): the
+    record on disk stays ``running`` — nothing can write after a SIGKILL — and it names the
+    supervisor's pid; ``show`` and ``diff`` read it as ``unknown``, naming the gone supervisor,
+    while a live one's record still reads ``running``."""
+    p = subprocess.Popen([sys.executable, "-m", "envlock", "run", "--dir", "k", "-q", "--",
+                          "sleep", "60"], cwd=tmp_path)
+    rec_path = tmp_path / "k" / "run.toml"
+    deadline = time.monotonic() + 30
+    while not (rec_path.exists() and "pid" in rec_path.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    data = tomllib.loads(rec_path.read_text())["run"]
+    assert data["outcome"] == "running" and data["supervisor"] == p.pid, data
+    live = subprocess.run([sys.executable, "-m", "envlock", "show", str(rec_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert "run: running" in live.stdout, live.stdout + live.stderr
+    os.killpg(os.getpgid(data["pid"]), signal.SIGKILL)  # CMD and its launcher shell
+    p.kill()
+    p.wait(timeout=10)
+    assert tomllib.loads(rec_path.read_text())["run"]["outcome"] == "running"  # as written
+    out = subprocess.run([sys.executable, "-m", "envlock", "show", str(rec_path)],
+                         capture_output=True, text=True, timeout=60)
+    said = " ".join(out.stdout.split())
+    assert out.returncode == 0 and "run: unknown" in said, out.stdout + out.stderr
+    assert f"supervisor (pid {p.pid}) is gone" in said, said
+    import json
+
+    shown = subprocess.run([sys.executable, "-m", "envlock", "show", "--format", "json",
+                            str(rec_path)], capture_output=True, text=True, timeout=60)
+    settled = json.loads(shown.stdout)["run"]
+    assert settled["outcome"] == "unknown"
+    assert [f["id"] for f in settled["findings"]] == ["run.unfinished"], settled
+    d = subprocess.run([sys.executable, "-m", "envlock", "diff", str(rec_path), str(rec_path)],
+                       capture_output=True, text=True, timeout=60)
+    assert "Traceback" not in d.stderr, d.stderr
