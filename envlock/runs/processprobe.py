@@ -209,9 +209,11 @@ def native_threadpools(libraries: Iterable[str]) -> list[ThreadPool]:
 
 def _threadpoolctl_pools(notes: list[str]) -> list[ThreadPool] | None:
     """threadpoolctl's view, when it is installed (imported if need be: it loads nothing and
-    changes nothing; ``threadpool_info()`` only reads)."""
+    changes nothing; ``threadpool_info()`` only reads). When envlock imported it, it is taken out
+    of ``sys.modules`` again, so the program's imports (``[process] modules``) stay the program's."""
     mod: Any = sys.modules.get("threadpoolctl")
-    if mod is None:
+    ours = mod is None
+    if ours:
         import importlib.util
 
         if importlib.util.find_spec("threadpoolctl") is None:
@@ -219,7 +221,13 @@ def _threadpoolctl_pools(notes: list[str]) -> list[ThreadPool] | None:
         import threadpoolctl
 
         mod = threadpoolctl
-    info = _safe(mod.threadpool_info, notes, "threadpoolctl.threadpool_info")
+    try:
+        info = _safe(mod.threadpool_info, notes, "threadpoolctl.threadpool_info")
+    finally:
+        if ours:  # the program had not imported it: leave sys.modules as it was
+            for name in [m for m in sys.modules
+                         if m == "threadpoolctl" or m.startswith("threadpoolctl.")]:
+                del sys.modules[name]
     if info is None:
         return None
     return [ThreadPool(user_api=str(p.get("user_api")), internal_api=str(p.get("internal_api")),
@@ -263,6 +271,7 @@ def observe(
     from envlock.runs.job import rank_of
 
     t0 = time.perf_counter()
+    program_modules = tuple(m for m in FRAMEWORKS if m in sys.modules)  # before envlock imports any
     env = os.environ if environ is None else environ
     notes: list[str] = []
     torch = sys.modules.get("torch")
@@ -291,7 +300,7 @@ def observe(
             notes.append(f"owners: {type(exc).__name__}: {exc}")
     return ProcessInfo(
         pid=os.getpid(), rank=rank if rank is not None else rank_of(env), created=utc_now(),
-        modules=tuple(m for m in FRAMEWORKS if m in sys.modules),
+        modules=program_modules,
         torch=torch_state, seeds=_seeds(env, notes),
         cublas_workspace_config=env.get("CUBLAS_WORKSPACE_CONFIG"),
         threads=_threads_of_process(), threadpools=tuple(pools), gpus=gpus,

@@ -90,3 +90,47 @@ def test_envlock_record_is_a_plain_function_whatever_was_imported() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["True", "envlock.runs"], out.stderr
     assert inspect.isfunction(envlock.record)
+
+
+PROGRAM = r'''
+import json, sys
+{pre}
+import envlock
+m = envlock.record(sys.argv[1], snapshot=False)
+import tomllib
+doc = tomllib.load(open(sys.argv[1], "rb"))
+print(json.dumps({{"modules": doc["process"].get("modules", []),
+                  "sources": sorted({{p.get("source") for p in doc["process"].get("threadpools", [])}}),
+                  "left": sorted(n for n in sys.modules if n.startswith("threadpoolctl"))}}))
+'''
+
+
+def test_record_does_not_list_threadpoolctl_it_imported_itself(tmp_path: Path) -> None:
+    """Issue 25: envlock imports threadpoolctl to read the pools; that is not the program's import.
+    threadpoolctl is installed by pip (local wheels) into a directory on PYTHONPATH."""
+    import json
+    import subprocess
+
+    site = tmp_path / "site"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
+                        str(site), "threadpoolctl"], capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        import pytest
+
+        pytest.skip(f"threadpoolctl not installable here: {r.stderr.strip()[-200:]}")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), *sys.path[1:]]))
+
+    def run(pre: str) -> dict:
+        prog = tmp_path / "prog.py"
+        prog.write_text(PROGRAM.format(pre=pre))
+        out = subprocess.run([sys.executable, str(prog), str(tmp_path / "r.toml")], env=env,
+                             capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    alone = run("")
+    assert "threadpoolctl" not in alone["modules"]
+    assert alone["sources"] in ([], ["threadpoolctl"])  # read through threadpoolctl all the same
+    assert alone["left"] == []  # and the program's sys.modules is as it was
+    mine = run("import threadpoolctl")
+    assert "threadpoolctl" in mine["modules"] and mine["left"] == ["threadpoolctl"]
