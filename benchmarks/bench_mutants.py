@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.libs.dlopen_oracle import build_probe, compare  # noqa: E402
-from tests.libs.test_fuzz import SEEDS, ld_so_disagreement, mutate  # noqa: E402
+from tests.libs.dlopen_oracle import build_probe, compare
+from tests.libs.test_fuzz import SEEDS, ld_so_disagreement, mutate
 
 
 def main() -> int:

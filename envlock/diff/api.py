@@ -11,6 +11,7 @@ Pipeline: :func:`load_inputs` reads each file (a manifest or a foreign format, s
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -287,10 +288,9 @@ def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),
         compared = bool(many.varying or many.identical)
         result = many
     if not compared and isinstance(result, PairDiff) and _both_empty_listings(sets):
-        result.context.append(
-            "neither lists a package (a lock's own project is not one): the same, empty, "
-            "environment")
-        return result
+        return dataclasses.replace(result, context=(
+            *result.context, "neither lists a package (a lock's own project is not one): the "
+            "same, empty, environment"))
     if not compared:
         raise NothingToCompareError(_nothing(files, result.not_compared, only, ignore))
     return result

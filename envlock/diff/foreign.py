@@ -80,11 +80,11 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
         read and what was left out (``None`` when nothing was, or when the manifest records no
         Python version).
     """
-    from envlock.formats.markers import applicable, marker_holds, select_install, target_marker_env
-
     lock = lock_reading.lock
     if lock is None or other.kind != "manifest":
-        return lock_reading, None
+        return lock_reading, None  # two manifests: no marker is evaluated (nor imported)
+    from envlock.formats.markers import applicable, marker_holds, select_install, target_marker_env
+
     lock = for_install(lock, extras=extras, dev=dev)
     conda_optional = _conda_optional(lock, other, applicable)
     pip = [x for x in lock.packages if x.manager == "pip"]

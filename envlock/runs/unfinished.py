@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from envlock._run import Runner, run
-from envlock.manifest.process import RunFinding
+from envlock.manifest.processtables import RunFinding
 from envlock.runs import proctree
 
 __all__ = ["settle", "ENDED"]
@@ -129,7 +129,7 @@ def _ended_by_slurm(t: dict[str, Any], job: Mapping[str, str], state: str) -> di
     if oom or state == "OUT_OF_MEMORY":
         cause = "Slurm's over-memory kill"
         if not any(f.get("id") == "run.memory" for f in found):
-            from envlock.runs.findings import fmt_bytes
+            from envlock.runs.outcome import fmt_bytes
 
             mem = (t.get("granted") or {}).get("memory")
             grant = f" the {fmt_bytes(mem)} granted" if isinstance(mem, int) else " its --mem"
