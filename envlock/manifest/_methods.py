@@ -765,9 +765,12 @@ def _m14(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_granted = D['granted']
     _d_children = D['children']
     _d_findings = D['findings']
-    _fields = ('schema', 'outcome', 'command', 'cwd', 'start', 'end', 'wall', 'exit_status', 'signal', 'exit_code', 'pid', 'error', 'manifest', 'manifest_sha256', 'verify', 'verify_exit', 'keep_children', 'signals', 'resources', 'granted', 'children', 'findings')
+    _d_supervisor = D['supervisor']
+    _d_supervisor_start = D['supervisor_start']
+    _d_boot_id = D['boot_id']
+    _fields = ('schema', 'outcome', 'command', 'cwd', 'start', 'end', 'wall', 'exit_status', 'signal', 'exit_code', 'pid', 'error', 'manifest', 'manifest_sha256', 'verify', 'verify_exit', 'keep_children', 'signals', 'resources', 'granted', 'children', 'findings', 'supervisor', 'supervisor_start', 'boot_id')
 
-    def __init__(self, *, schema=_d_schema, outcome, command=_d_command, cwd=_d_cwd, start=_d_start, end=_d_end, wall=_d_wall, exit_status=_d_exit_status, signal=_d_signal, exit_code=_d_exit_code, pid=_d_pid, error=_d_error, manifest=_d_manifest, manifest_sha256=_d_manifest_sha256, verify=_d_verify, verify_exit=_d_verify_exit, keep_children=_d_keep_children, signals=_d_signals, resources=_d_resources, granted=_d_granted, children=_d_children, findings=_d_findings) -> None:
+    def __init__(self, *, schema=_d_schema, outcome, command=_d_command, cwd=_d_cwd, start=_d_start, end=_d_end, wall=_d_wall, exit_status=_d_exit_status, signal=_d_signal, exit_code=_d_exit_code, pid=_d_pid, error=_d_error, manifest=_d_manifest, manifest_sha256=_d_manifest_sha256, verify=_d_verify, verify_exit=_d_verify_exit, keep_children=_d_keep_children, signals=_d_signals, resources=_d_resources, granted=_d_granted, children=_d_children, findings=_d_findings, supervisor=_d_supervisor, supervisor_start=_d_supervisor_start, boot_id=_d_boot_id) -> None:
         _set(self, 'schema', schema)
         _set(self, 'outcome', outcome)
         _set(self, 'command', command)
@@ -790,17 +793,20 @@ def _m14(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
         _set(self, 'granted', granted)
         _set(self, 'children', children)
         _set(self, 'findings', findings)
+        _set(self, 'supervisor', supervisor)
+        _set(self, 'supervisor_start', supervisor_start)
+        _set(self, 'boot_id', boot_id)
 
     def __repr__(self: Any) -> str:
-        return self.__class__.__qualname__ + f"(schema={self.schema!r}, outcome={self.outcome!r}, command={self.command!r}, cwd={self.cwd!r}, start={self.start!r}, end={self.end!r}, wall={self.wall!r}, exit_status={self.exit_status!r}, signal={self.signal!r}, exit_code={self.exit_code!r}, pid={self.pid!r}, error={self.error!r}, manifest={self.manifest!r}, manifest_sha256={self.manifest_sha256!r}, verify={self.verify!r}, verify_exit={self.verify_exit!r}, keep_children={self.keep_children!r}, signals={self.signals!r}, resources={self.resources!r}, granted={self.granted!r}, children={self.children!r}, findings={self.findings!r})"
+        return self.__class__.__qualname__ + f"(schema={self.schema!r}, outcome={self.outcome!r}, command={self.command!r}, cwd={self.cwd!r}, start={self.start!r}, end={self.end!r}, wall={self.wall!r}, exit_status={self.exit_status!r}, signal={self.signal!r}, exit_code={self.exit_code!r}, pid={self.pid!r}, error={self.error!r}, manifest={self.manifest!r}, manifest_sha256={self.manifest_sha256!r}, verify={self.verify!r}, verify_exit={self.verify_exit!r}, keep_children={self.keep_children!r}, signals={self.signals!r}, resources={self.resources!r}, granted={self.granted!r}, children={self.children!r}, findings={self.findings!r}, supervisor={self.supervisor!r}, supervisor_start={self.supervisor_start!r}, boot_id={self.boot_id!r})"
 
     def __eq__(self: Any, other: Any) -> Any:
         if other.__class__ is self.__class__:
-            return (self.schema,self.outcome,self.command,self.cwd,self.start,self.end,self.wall,self.exit_status,self.signal,self.exit_code,self.pid,self.error,self.manifest,self.manifest_sha256,self.verify,self.verify_exit,self.keep_children,self.signals,self.resources,self.granted,self.children,self.findings,) == (other.schema,other.outcome,other.command,other.cwd,other.start,other.end,other.wall,other.exit_status,other.signal,other.exit_code,other.pid,other.error,other.manifest,other.manifest_sha256,other.verify,other.verify_exit,other.keep_children,other.signals,other.resources,other.granted,other.children,other.findings,)
+            return (self.schema,self.outcome,self.command,self.cwd,self.start,self.end,self.wall,self.exit_status,self.signal,self.exit_code,self.pid,self.error,self.manifest,self.manifest_sha256,self.verify,self.verify_exit,self.keep_children,self.signals,self.resources,self.granted,self.children,self.findings,self.supervisor,self.supervisor_start,self.boot_id,) == (other.schema,other.outcome,other.command,other.cwd,other.start,other.end,other.wall,other.exit_status,other.signal,other.exit_code,other.pid,other.error,other.manifest,other.manifest_sha256,other.verify,other.verify_exit,other.keep_children,other.signals,other.resources,other.granted,other.children,other.findings,other.supervisor,other.supervisor_start,other.boot_id,)
         return NotImplemented
 
     def __hash__(self: Any) -> int:
-        return hash((self.schema,self.outcome,self.command,self.cwd,self.start,self.end,self.wall,self.exit_status,self.signal,self.exit_code,self.pid,self.error,self.manifest,self.manifest_sha256,self.verify,self.verify_exit,self.keep_children,self.signals,self.resources,self.granted,self.children,self.findings,))
+        return hash((self.schema,self.outcome,self.command,self.cwd,self.start,self.end,self.wall,self.exit_status,self.signal,self.exit_code,self.pid,self.error,self.manifest,self.manifest_sha256,self.verify,self.verify_exit,self.keep_children,self.signals,self.resources,self.granted,self.children,self.findings,self.supervisor,self.supervisor_start,self.boot_id,))
 
     def __setattr__(self: Any, name: str, value: Any) -> None:
         if type(self) is cls or name in _fields:
@@ -817,7 +823,7 @@ def _m14(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
 
 def _h14() -> dict[str, Any]:
-    return {'schema': int, 'outcome': str, 'command': tuple[str, ...], 'cwd': str | None, 'start': str | None, 'end': str | None, 'wall': float | None, 'exit_status': int | None, 'signal': str | None, 'exit_code': int | None, 'pid': int | None, 'error': str | None, 'manifest': str | None, 'manifest_sha256': str | None, 'verify': str | None, 'verify_exit': int | None, 'keep_children': bool, 'signals': tuple[ReceivedSignal, ...], 'resources': Resources | None, 'granted': Granted | None, 'children': tuple[Leftover, ...], 'findings': tuple[RunFinding, ...]}
+    return {'schema': int, 'outcome': str, 'command': tuple[str, ...], 'cwd': str | None, 'start': str | None, 'end': str | None, 'wall': float | None, 'exit_status': int | None, 'signal': str | None, 'exit_code': int | None, 'pid': int | None, 'error': str | None, 'manifest': str | None, 'manifest_sha256': str | None, 'verify': str | None, 'verify_exit': int | None, 'keep_children': bool, 'signals': tuple[ReceivedSignal, ...], 'resources': Resources | None, 'granted': Granted | None, 'children': tuple[Leftover, ...], 'findings': tuple[RunFinding, ...], 'supervisor': int | None, 'supervisor_start': int | None, 'boot_id': str | None}
 
 
 # envlock.manifest.processtables:SeedState
@@ -2759,6 +2765,9 @@ SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ('granted', 'Granted | None', 'default'),
         ('children', 'tuple[Leftover, ...]', 'default'),
         ('findings', 'tuple[RunFinding, ...]', 'default'),
+        ('supervisor', 'int | None', 'default'),
+        ('supervisor_start', 'int | None', 'default'),
+        ('boot_id', 'str | None', 'default'),
     ),
     'envlock.manifest.processtables:SeedState': (
         ('python', 'str | None', 'default'),

@@ -22,6 +22,15 @@ if TYPE_CHECKING:
 __all__ = ["check_build_virtual"]
 
 
+def _claims_more(claimed: str, real: str) -> bool:
+    """Whether an override (``CONDA_OVERRIDE_CUDA``/``_GLIBC``) claims a newer version than the
+    node really has; ``False`` where either is no version (nothing can be compared then)."""
+    try:
+        return vtuple(claimed) > vtuple(real)
+    except ValueError:
+        return False
+
+
 def _glibc_override(ctx: Context, override: str) -> list[Finding]:
     """``build.glibc-override``: ``CONDA_OVERRIDE_GLIBC`` (``override``, as set) claims a newer
     glibc than this node's."""
@@ -29,11 +38,7 @@ def _glibc_override(ctx: Context, override: str) -> list[Finding]:
 
     found = detect_glibc(ctx.live.root or "/")
     real = found.version if found else None
-    try:
-        higher = real is not None and vtuple(override) > vtuple(real)
-    except ValueError:
-        higher = False
-    if not higher:
+    if real is None or not _claims_more(override, real):
         return []
     return [Finding(
         id="build.glibc-override", severity="warning",
@@ -76,20 +81,15 @@ def check_build_virtual(ctx: Context) -> list[Finding]:
                 fix=(("Fine for solving on a login node for GPU nodes; unset it in jobs that run here "
                      "(unset CONDA_OVERRIDE_CUDA)."),),
             ))
-        elif supports:
-            try:
-                more = vtuple(v) > vtuple(supports)
-            except ValueError:
-                more = False
-            if more:
-                out.append(Finding(
-                    id="build.cuda-override", severity="warning",
-                    title=f"CONDA_OVERRIDE_CUDA={v} claims more CUDA than driver {driver} supports ({supports})",
-                    cause="The solver picks packages built for CUDA up to the override; those needing more than "
-                          "the driver gives fail with cudaErrorInsufficientDriver.",
-                    evidence=(f"CONDA_OVERRIDE_CUDA={v} → __cuda={v}", node, *need_ev),
-                    fix=(f"unset CONDA_OVERRIDE_CUDA, or set it to {supports}",),
-                ))
+        elif supports and _claims_more(v, supports):
+            out.append(Finding(
+                id="build.cuda-override", severity="warning",
+                title=f"CONDA_OVERRIDE_CUDA={v} claims more CUDA than driver {driver} supports ({supports})",
+                cause="The solver picks packages built for CUDA up to the override; those needing more than "
+                      "the driver gives fail with cudaErrorInsufficientDriver.",
+                evidence=(f"CONDA_OVERRIDE_CUDA={v} → __cuda={v}", node, *need_ev),
+                fix=(f"unset CONDA_OVERRIDE_CUDA, or set it to {supports}",),
+            ))
     elif override is not None and driver:
         out.append(Finding(
             id="build.cuda-override", severity="warning",
