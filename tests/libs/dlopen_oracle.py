@@ -101,8 +101,8 @@ NOT_MODELLED = ("failed to map segment from shared object", "cannot map zero-fil
 def defined_names(seed: str) -> frozenset[str]:
     """The dynamic symbols ``seed`` defines, by ``nm -D --defined-only`` (binutils; empty
     when nm cannot read the file)."""
-    out = subprocess.run(["nm", "-D", "--defined-only", seed], capture_output=True, text=True,
-                         timeout=60, check=False).stdout
+    out = subprocess.run(["nm", "-D", "--defined-only", seed], capture_output=True, timeout=60,
+                         check=False).stdout.decode("utf-8", "surrogateescape")
     return frozenset(line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip())
 
 
