@@ -246,8 +246,10 @@ def _parse_buf(path: str, buf: Any, size: int) -> ElfInfo:
         return ElfInfo(**base, error=ElfError(kind="corrupt",
                                               message="ELF file's phentsize not the expected size"))
     if phoff + phnum * phentsize > size:
-        # open_verify's pread of the program headers comes back short.
-        return ElfInfo(**base, error=ElfError(kind="truncated", message="cannot read file data"))
+        # open_verify's pread of the program headers comes back short (errno unset), or fails
+        # with EINVAL when e_phoff is a negative off_t (glibc elf/dl-load.c, lose_errno).
+        msg = "cannot read file data" + (": Invalid argument" if phoff >= 1 << 63 else "")
+        return ElfInfo(**base, error=ElfError(kind="truncated", message=msg))
     comments = _comments(img, shoff, shentsize, shnum, shstrndx)
     base["comments"] = comments
     # The program headers, in order, as _dl_map_object_from_fd walks them.
@@ -285,8 +287,9 @@ def _parse_buf(path: str, buf: Any, size: int) -> ElfInfo:
     except _Bad as exc:
         kind = "truncated" if exc.truncated else "corrupt"
         return ElfInfo(**base, error=ElfError(kind=kind, message=str(exc)))
-    if facts.pop("version_error", None) and base["load_error"] is None:
-        base["load_error"] = "unsupported version of Verneed record"
+    bad_version = facts.pop("version_error", None)
+    if bad_version is not None and base["load_error"] is None:
+        base["load_error"] = f"unsupported version {bad_version} of Verneed record"
     return ElfInfo(**base, **facts)
 
 
@@ -359,30 +362,43 @@ def _dynamic(img: _Image, vaddr: int) -> dict[str, Any]:
         "needed": tuple(string(v) for v in needed_offs),
         "dyn_deps": (tuple((k, string(v)) for k, v in deps)
                      if len(deps) != len(needed_offs) else ()),
-        "soname": string(last[DT_SONAME]) if DT_SONAME in last else None,
-        "rpath": string(last[DT_RPATH]) if DT_RPATH in last else None,
-        "runpath": string(last[DT_RUNPATH]) if DT_RUNPATH in last else None,
+        "soname": _pointer_string(string, last.get(DT_SONAME)),
+        "rpath": _pointer_string(string, last.get(DT_RPATH)),
+        "runpath": _pointer_string(string, last.get(DT_RUNPATH)),
         "flags": last.get(DT_FLAGS, 0),
         "flags_1": last.get(DT_FLAGS_1, 0),
     }
-    verneed, bad_need = _verneed(img, last[DT_VERNEED], string) if DT_VERNEED in last else ([], False)
+    verneed, bad_need = _verneed(img, last[DT_VERNEED], string) if DT_VERNEED in last else ([], None)
     verdef, bad_def = _verdef(img, last[DT_VERDEF], string) if DT_VERDEF in last else ([], False)
     out["verneed"] = tuple(verneed)
     out["verdef"] = tuple(verdef)
-    out["version_error"] = bad_need or bad_def
+    out["version_error"] = bad_need if bad_need is not None else (0 if bad_def else None)
     return out
 
 
-def _verneed(img: _Image, ent: int, string: Any) -> tuple[list[NeededVersions], bool]:
+def _pointer_string(string: Any, off: int | None) -> str | None:
+    """``DT_SONAME``/``DT_RPATH``/``DT_RUNPATH``: glibc keeps ``strtab + d_val`` as a pointer, read
+    when needed (``_dl_map_object``'s SONAME match, ``decompose_rpath``); outside the segments
+    it reads what the process maps there (a crash, or a string naming no file): ``None``."""
+    try:
+        return None if off is None else string(off)  # type: ignore[no-any-return]
+    except _Bad as exc:
+        if exc.truncated:
+            raise
+        return None
+
+
+def _verneed(img: _Image, ent: int, string: Any) -> tuple[list[NeededVersions], int | None]:
     """The ``Elf_Verneed`` chain from ``ent`` (``vn_next`` until 0, each entry once):
-    ``(needs, whether a vn_version other than 1 stopped it)``."""
+    ``(needs, the first entry's vn_version when it is not 1)``.  glibc 2.36
+    ``_dl_check_map_versions`` checks only the first entry's ``vn_version``."""
     verneed: list[NeededVersions] = []
     seen: set[int] = set()
     while ent not in seen and len(seen) < _MAX_CHAIN:
         seen.add(ent)
         vn_version, _cnt, vn_file, vn_aux, vn_next = struct.unpack(img.e + "HHIII", img.read(ent, 16))
-        if vn_version != 1:
-            return verneed, True
+        if vn_version != 1 and not verneed:
+            return verneed, vn_version
         vers = []
         aux = ent + vn_aux
         aseen: set[int] = set()
@@ -399,20 +415,21 @@ def _verneed(img: _Image, ent: int, string: Any) -> tuple[list[NeededVersions], 
         if vn_next == 0:
             break
         ent += vn_next
-    return verneed, False
+    return verneed, None
 
 
 def _verdef(img: _Image, ent: int, string: Any) -> tuple[list[VersionDef], bool]:
     """The ``Elf_Verdef`` chain from ``ent`` (``vd_next`` until 0, each entry once):
-    ``(definitions, whether a vd_version other than 1 stopped it)``."""
+    ``(definitions, False)``.  ``vd_version`` is not checked here: glibc 2.36 reads every
+    entry in ``_dl_check_map_versions`` and checks only the first one's ``vd_version`` in
+    ``match_symbol``, when another object's Verneed names this file ("unsupported version
+    N of Verdef record", not modelled: docs/libs.md)."""
     verdef: list[VersionDef] = []
     seen: set[int] = set()
     while ent not in seen and len(seen) < _MAX_CHAIN:
         seen.add(ent)
-        vd_version, vd_flags, vd_ndx, _cnt, vd_hash, vd_aux, vd_next = struct.unpack(
+        _vd_version, vd_flags, vd_ndx, _cnt, vd_hash, vd_aux, vd_next = struct.unpack(
             img.e + "HHHHIII", img.read(ent, 20))
-        if vd_version != 1:
-            return verdef, True
         names = _verdaux_names(img, ent + vd_aux, string, strict=not vd_flags & VER_FLG_BASE)
         verdef.append(VersionDef(name=names[0] if names else "", index=vd_ndx,
                                  base=bool(vd_flags & VER_FLG_BASE), parents=tuple(names[1:]),
@@ -426,13 +443,10 @@ def _verdef(img: _Image, ent: int, string: Any) -> tuple[list[VersionDef], bool]
 def _verdaux_names(img: _Image, aux: int, string: Any, *, strict: bool) -> list[str]:
     """The ``Elf_Verdaux`` names of one definition, as far as glibc reads them.
 
-    glibc 2.36 ``elf/dl-version.c`` ``_dl_check_map_versions`` reads only the first
-    ``vda_name`` of a non-base definition, and keeps ``strtab + vda_name`` as a pointer that
-    only a lookup dereferences (``match_symbol``, ``check_match``, when the hash matches);
-    parent names are never read.  So a first entry outside the image is refused only when
-    ``strict`` (glibc reads that ``Elf_Verdaux``); a name it cannot read is ``""`` (it then
-    matches no needed version) and parents that cannot be read are left out.
-    """
+    glibc 2.36 ``_dl_check_map_versions`` (``elf/dl-version.c``) reads only the first
+    ``vda_name`` of a non-base definition (``strict``), kept as a pointer that a lookup reads
+    when the hash matches; parents are never read.  An unreadable name is ``""`` (it matches
+    no needed version), unreadable parents are left out."""
     names: list[str] = []
     aseen: set[int] = set()
     while aux not in aseen and len(aseen) < _MAX_CHAIN:

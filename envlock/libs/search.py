@@ -168,7 +168,9 @@ class PathSearch:
                         phent = int.from_bytes(head[54:56], "little" if e == "<" else "big")
                         phnum = int.from_bytes(head[56:58], "little" if e == "<" else "big")
                         if phoff + phent * phnum > size:
-                            return ("fatal", "cannot read file data")
+                            # pread with a negative off_t fails with EINVAL (lose_errno)
+                            why = ": Invalid argument" if phoff >= 1 << 63 else ""
+                            return ("fatal", "cannot read file data" + why)
         except IsADirectoryError:
             # open(2) succeeds on a directory and read(2) fails with EISDIR: a fatal
             # open_verify error ("cannot read file data"), not a miss (glibc elf/dl-load.c).

@@ -11,7 +11,9 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from envlock.cli import cli
 from envlock.libs.analysis import analyze_module
 from envlock.libs.globalscope import read_global_loads
 
@@ -65,9 +67,18 @@ def test_ctypes_cdll_with_rtld_global(build: Builder, base: Path, mode: str) -> 
         "from . import _ext\n")
     real = _real_import(site, "pkg")
     ours = _missing(site, "pkg")
+    # the command's exit status and first finding are the import's: 1 and glibc's message
+    cli_env = {"XDG_CACHE_HOME": str(build.root / "cache"), "PYTHONPATH": str(site),
+               "LD_PRELOAD": "", "LD_LIBRARY_PATH": ""}
+    res = CliRunner().invoke(cli, ["libs", "pkg", "--python", sys.executable, "--no-cache"], env=cli_env)
+    assert res.exit_code == (0 if real.returncode == 0 else 1), res.output
     if mode == "ctypes.RTLD_LOCAL":  #: the symbol stays out of the global scope
         assert real.returncode != 0 and "undefined symbol: base_fn" in real.stderr
         assert len(ours) == 1 and "base_fn" in ours[0]
+        first = res.output.split("findings (")[1].splitlines()[1]
+        assert "error [missing-symbol]" in first, res.output
+        glibc = real.stderr.strip().splitlines()[-1].split(": ", 1)[1]  # "…/_ext….so: undefined symbol: base_fn"
+        assert glibc.split(": ", 1)[1] in res.output, (glibc, res.output)
     else:
         assert real.returncode == 0, real.stderr
         assert ours == []

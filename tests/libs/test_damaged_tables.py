@@ -1,0 +1,147 @@
+"""Damaged version and string tables that glibc reads lazily, or only in part (issue 22, item 8).
+
+Each case is a gcc-built library with one field patched, as the mutants of ``test_fuzz.py``
+had them, and the real loader (``ld.so --list``) as the oracle.  Sources: glibc 2.36
+``elf/dl-version.c`` ``_dl_check_map_versions`` (only the first ``Elf_Verneed``'s
+``vn_version`` is checked; of a non-base ``Elf_Verdef`` only the first ``vda_name`` is kept,
+as a pointer), ``elf/dl-load.c`` (``DT_SONAME``/``DT_RPATH``/``DT_RUNPATH`` kept as pointers
+into the string table, read only when needed).
+"""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+from pathlib import Path
+
+from envlock.libs.config import detect_config
+from envlock.libs.elfread import read_elf
+from envlock.libs.linkmap import Process
+
+from .conftest import Builder
+
+LDSO = "/lib64/ld-linux-x86-64.so.2"
+CODE = "#include <math.h>\n#include <string.h>\ndouble f(double x) { return cos(x) + strlen(\"a\"); }\n"
+DT_SONAME, DT_VERNEED, DT_VERDEF = 14, 0x6FFFFFFE, 0x6FFFFFFC
+
+
+def _dynamic(data: bytes) -> dict[int, tuple[int, int]]:
+    """tag → (file offset of the entry, d_val) of PT_DYNAMIC (gcc's libraries map offset = vaddr
+    in the segment that holds the tables)."""
+    phoff, = struct.unpack_from("<Q", data, 32)
+    phnum, = struct.unpack_from("<H", data, 56)
+    for i in range(phnum):
+        p_type, _f, p_offset = struct.unpack_from("<IIQ", data, phoff + 56 * i)
+        if p_type == 2:
+            out = {}
+            for k in range(512):
+                tag, val = struct.unpack_from("<qQ", data, p_offset + 16 * k)
+                if tag == 0:
+                    return out
+                out.setdefault(tag, (p_offset + 16 * k, val))
+    raise AssertionError("no PT_DYNAMIC")
+
+
+def _ld_so(path: Path) -> tuple[int, str]:
+    proc = subprocess.run([LDSO, "--list", str(path)], capture_output=True, text=True, timeout=30,
+                          env={"PATH": "/usr/bin:/bin"})
+    return proc.returncode, (proc.stdout + proc.stderr).strip()
+
+
+def _model_error(path: Path) -> str | None:
+    proc = Process(detect_config(env={}))
+    main = proc.start(str(path))
+    return proc.main_error or (main.info.error.message if main.info.error else None)
+
+
+def _patched(build: Builder, name: str, patch) -> Path:
+    lib = build.lib(f"{name}/libt.so", CODE, soname="libt.so", extra=["-lm"])
+    data = bytearray(lib.read_bytes())
+    patch(data, _dynamic(bytes(data)))
+    lib.write_bytes(bytes(data))
+    return lib
+
+
+def _first_load_end(data: bytes) -> int:
+    """``p_vaddr + p_memsz`` of the first PT_LOAD."""
+    phoff, = struct.unpack_from("<Q", data, 32)
+    phnum, = struct.unpack_from("<H", data, 56)
+    for i in range(phnum):
+        p_type, _f, _o, p_vaddr, _pa, _fs, p_memsz = struct.unpack_from("<IIQQQQQ", data, phoff + 56 * i)
+        if p_type == 1:
+            return p_vaddr + p_memsz
+    raise AssertionError("no PT_LOAD")
+
+
+def test_a_soname_outside_the_segments_is_not_read_at_load(build: Builder) -> None:
+    """The SONAME string starts past the first segment's p_memsz, in the rest of its last
+    page, which the mmap maps all the same (as mutant 120 of bench_mutants' seed had it):
+    ld.so loads the file, reading whatever bytes are there; envlock takes the SONAME as
+    absent.  Where the address is not mapped at all, ld.so crashes (SIGSEGV), which is
+    counted as not modelled in test_fuzz.py."""
+    def tail(data: bytearray, dyn: dict[int, tuple[int, int]]) -> None:
+        end = _first_load_end(bytes(data))
+        assert end % 4096, "the first segment ends on a page boundary"
+        struct.pack_into("<Q", data, dyn[DT_SONAME][0] + 8, end + 1 - dyn[5][1])  # 5: DT_STRTAB
+    lib = _patched(build, "soname", tail)
+    rc, text = _ld_so(lib)
+    assert rc == 0 and "libc.so.6 =>" in text, text
+    info = read_elf(lib)
+    assert info.error is None and info.soname is None
+    assert _model_error(lib) is None
+
+
+def _verneed_versions(data: bytes, dyn: dict[int, tuple[int, int]]) -> list[int]:
+    """File offsets of every Elf_Verneed entry, in chain order."""
+    off, out = dyn[DT_VERNEED][1], []
+    while True:
+        out.append(off)
+        vn_next, = struct.unpack_from("<I", data, off + 12)
+        if vn_next == 0:
+            return out
+        off += vn_next
+
+
+def test_only_the_first_verneed_entrys_version_is_checked(build: Builder) -> None:
+    seen: list[int] = []
+
+    def second(data: bytearray, dyn: dict[int, tuple[int, int]]) -> None:
+        entries = _verneed_versions(bytes(data), dyn)
+        seen.append(len(entries))
+        struct.pack_into("<H", data, entries[-1], 2)
+    lib = _patched(build, "second", second)
+    assert seen[0] >= 2, "libm and libc: two Verneed entries"
+    rc, text = _ld_so(lib)
+    assert rc == 0 and "libm.so.6 =>" in text, text
+    assert _model_error(lib) is None
+
+    def first(data: bytearray, dyn: dict[int, tuple[int, int]]) -> None:
+        struct.pack_into("<H", data, _verneed_versions(bytes(data), dyn)[0], 2)
+    lib = _patched(build, "first", first)
+    rc, text = _ld_so(lib)
+    assert rc != 0 and text.endswith(f"{lib}: unsupported version 2 of Verneed record"), text
+    assert _model_error(lib) == "unsupported version 2 of Verneed record"
+
+
+def test_a_verdaux_name_outside_the_segments_loads(build: Builder) -> None:
+    vers = build.root / "v.map"
+    vers.write_text("V1 { global: f; local: *; };\n")
+
+    def far(data: bytearray, dyn: dict[int, tuple[int, int]]) -> None:
+        ent = dyn[DT_VERDEF][1]
+        while True:
+            vd_flags, = struct.unpack_from("<H", data, ent + 2)
+            vd_aux, vd_next = struct.unpack_from("<II", data, ent + 12)
+            if not vd_flags & 1:  # not VER_FLG_BASE: the V1 definition
+                struct.pack_into("<I", data, ent + vd_aux, 0x7FFF0000)
+                return
+            ent += vd_next
+    lib = build.lib("verdef/libt.so", CODE, soname="libt.so", extra=["-lm", f"-Wl,--version-script={vers}"])
+    data = bytearray(lib.read_bytes())
+    far(data, _dynamic(bytes(data)))
+    lib.write_bytes(bytes(data))
+    rc, text = _ld_so(lib)
+    assert rc == 0 and "libm.so.6 =>" in text, text
+    info = read_elf(lib)
+    assert info.error is None and [d.name for d in info.verdef if not d.base] == [""]
+    assert _model_error(lib) is None
