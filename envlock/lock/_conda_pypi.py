@@ -162,7 +162,8 @@ def stub_constraints(provided: dict[str, Provided], dest: Path) -> Path | None:
 
 def check_direct(requirements: Sequence[str], provided: dict[str, Provided], where: str) -> None:
     """Refuse a ``pip:`` requirement that contradicts what conda provides (PEP 440 specifiers,
-    PEP 508 parsing by packaging; option lines and unreadable ones are left to uv).
+    PEP 508 parsing by packaging; option lines, unreadable ones and ones with a marker are left
+    to uv, which resolves them against the same conda facts).
 
     :raises LockError: one line naming the pip requirement and the conda package.
     """
@@ -175,8 +176,8 @@ def check_direct(requirements: Sequence[str], provided: dict[str, Provided], whe
         except InvalidRequirement:
             continue
         dist = provided.get(canonicalize_name(req.name))
-        if dist is None:
-            continue
+        if dist is None or req.marker is not None:
+            continue  # a marker is the target's to evaluate: uv does, with the constraint
         if req.url:
             raise LockError(
                 f"{where}: pip requirement {line!r} conflicts with conda package {dist.conda}, "
