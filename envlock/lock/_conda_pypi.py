@@ -27,12 +27,18 @@ import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-from envlock.errors import LockError
+from envlock._run import Runner
+from envlock.errors import LockError, SolveError
 
-__all__ = ["CONDA_TO_PYPI", "Provided", "provided_dists", "stub_constraints", "check_direct"]
+if TYPE_CHECKING:
+    from envlock.lock._condalock import Entry
+    from envlock.lock._pip import IndexOptions
+
+__all__ = ["CONDA_TO_PYPI", "Provided", "provided_dists", "stub_constraints", "check_direct",
+           "pip_entries"]
 
 #: conda name → PyPI name where they differ, from regro's ``grayskull_pypi_mapping.json`` (the
 #: mapping conda-lock downloads: ``conda_lock.lookup.DEFAULT_MAPPING_URL``).
@@ -156,7 +162,8 @@ def stub_constraints(provided: dict[str, Provided], dest: Path) -> Path | None:
 
 def check_direct(requirements: Sequence[str], provided: dict[str, Provided], where: str) -> None:
     """Refuse a ``pip:`` requirement that contradicts what conda provides (PEP 440 specifiers,
-    PEP 508 parsing by packaging; option lines and unreadable ones are left to uv).
+    PEP 508 parsing by packaging; option lines, unreadable ones and ones with a marker are left
+    to uv, which resolves them against the same conda facts).
 
     :raises LockError: one line naming the pip requirement and the conda package.
     """
@@ -169,8 +176,8 @@ def check_direct(requirements: Sequence[str], provided: dict[str, Provided], whe
         except InvalidRequirement:
             continue
         dist = provided.get(canonicalize_name(req.name))
-        if dist is None:
-            continue
+        if dist is None or req.marker is not None:
+            continue  # a marker is the target's to evaluate: uv does, with the constraint
         if req.url:
             raise LockError(
                 f"{where}: pip requirement {line!r} conflicts with conda package {dist.conda}, "
@@ -182,3 +189,64 @@ def check_direct(requirements: Sequence[str], provided: dict[str, Provided], whe
                 f"{where}: pip requirement {line!r} conflicts with conda package {dist.conda} "
                 f"({dist.name} {dist.version}); change the pip pin or the conda one"
             )
+
+
+def pip_entries(
+    spec: Any,
+    platform: str,
+    records: Sequence[Any],
+    target: str,
+    index: IndexOptions,
+    runner: Runner,
+) -> list[Entry]:
+    """The ``pip:`` section of ``spec`` (an :class:`envlock.lock._spec.EnvSpec`) resolved by
+    uv for ``platform`` (uv's ``--python-platform`` ``target``) against the conda solution
+    ``records``: what conda provides is a fact (this module's docstring), pip adds the rest.
+
+    :returns: the pip entries of the lock (conda-lock's ``manager: pip``).
+
+    :raises LockError: a pip requirement contradicts a conda package (one line naming both), or
+        uv finds no solution with the conda packages (uv's explanation, and what conda fixed).
+    """
+    import tempfile
+
+    from packaging.utils import canonicalize_name
+
+    from envlock.lock import _condalock, _pip
+    from envlock.manifest._toml import loads
+
+    python = next((r for r in records if r.name == "python"), None)
+    if python is None:
+        raise LockError(f"{spec.path}: the pip: section needs python among the conda packages")
+    provided = provided_dists(records)
+    check_direct(spec.pip, provided, f"{spec.path} ({platform})")
+    with tempfile.TemporaryDirectory(prefix="envlock-conda-dists-") as tmp:
+        constraints = stub_constraints(provided, Path(tmp))
+        try:
+            text = _pip.compile_requirements(
+                list(spec.pip), index=index, python_version=str(python.version),
+                python_platform=target, runner=runner,
+                extra=["-c", str(constraints)] if constraints else (),
+                what=f"the pip: section of {spec.path}",
+            )
+        except SolveError as exc:
+            if not provided:
+                raise
+            fixed = ", ".join(f"{d.name} {d.version} (conda {d.conda})"
+                              for d in sorted(provided.values(), key=lambda d: d.name))
+            raise SolveError(f"{exc}\nconda provides, for {platform}: {fixed}") from None
+
+    out = []
+    for pkg in loads(text, name="uv's pylock.toml").get("packages", []):
+        if canonicalize_name(pkg["name"]) in provided:
+            continue  # conda's: locked as the conda package
+        files = pkg.get("wheels") or ([pkg["sdist"]] if "sdist" in pkg else [])
+        files = [f for f in files if "url" in f]
+        if not files:
+            raise LockError(f"uv locked {pkg['name']} without a download URL; cannot write it")
+        first = files[0]
+        out.append(_condalock.Entry(
+            manager="pip", name=pkg["name"], version=pkg["version"], platform=platform,
+            url=first["url"], sha256=first.get("hashes", {}).get("sha256"),
+        ))
+    return out

@@ -245,9 +245,42 @@ def plan_restore(
         steps.append(_install_step(p, kinds[p], prefix))
         if kinds[p] == "pylock":
             missing += _pylock_not_locked(p)
+        if kinds[p] == "conda-lock":
+            warnings += _two_builds(p)
     return RestorePlan(prefix=prefix, steps=tuple(steps),
                        not_restored=tuple(dict.fromkeys(missing)), warnings=tuple(warnings),
                        contacts=tuple(dict.fromkeys(contacts)), builds=tuple(dict.fromkeys(builds)))
+
+
+def _two_builds(path: Path) -> list[str]:
+    """The pip entries of a conda-lock file that install a distribution one of its conda
+    packages already provides (:func:`envlock.lock._conda_pypi.provided_dists`, conda-lock's
+    rule), per platform: installed in order, pip's replaces conda's files — a lock conda-lock
+    never writes (its pip solver takes conda's packages as installed)."""
+    from types import SimpleNamespace
+
+    from packaging.utils import canonicalize_name
+
+    from envlock.lock import _condalock
+    from envlock.lock._conda_pypi import provided_dists
+
+    doc = _condalock.read(path)
+    out = []
+    for platform in sorted({p.platform for p in doc.package}):
+        conda = [SimpleNamespace(name=p.name, version=p.version,
+                                 build=p.url.rsplit("/", 1)[-1].removesuffix(".conda")
+                                 .removesuffix(".tar.bz2").rsplit("-", 1)[-1],
+                                 depends=tuple(p.dependencies), purls=())
+                 for p in doc.package if p.manager == "conda" and p.platform == platform]
+        provided = provided_dists(conda)
+        for p in doc.package:
+            dist = provided.get(canonicalize_name(p.name)) if p.manager == "pip" else None
+            if dist is not None and p.platform == platform:
+                out.append(f"{path.name} ({platform}): pip {p.name} {p.version} is installed over "
+                           f"conda package {dist.conda} ({dist.name} {dist.version}): two builds "
+                           "of one package, the environment ends with pip's; lock the spec "
+                           "again (envlock lock -f) to resolve pip against conda")
+    return out
 
 
 def _gather(inputs: Sequence[str | Path], python_version: str | None

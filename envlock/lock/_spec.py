@@ -26,7 +26,7 @@ from typing import Any
 from envlock._run import Runner, run
 from envlock._untrusted import check_channel, check_match_spec
 from envlock.errors import LockError, ManifestError, SolveError
-from envlock.lock import _condalock, _pip
+from envlock.lock import _conda_pypi, _condalock
 from envlock.lock._pip import IndexOptions
 from envlock.lock._tools import SOLVE_TIMEOUT, conda_lock_argv, require
 from envlock._io import InputError, read_text
@@ -35,7 +35,6 @@ from envlock.formats._load import load_yaml
 import json
 import re
 import sys
-from envlock.manifest._toml import loads
 
 __all__ = [
     "EnvSpec",
@@ -316,65 +315,6 @@ def solve_platform(
             for r in answer["records"]]
 
 
-def _pip_entries(
-    spec: EnvSpec,
-    platform: str,
-    records: Sequence[Any],
-    vpkgs: Sequence[tuple[str, str, str]],
-    index: IndexOptions,
-    runner: Runner,
-) -> list[_condalock.Entry]:
-    """The ``pip:`` section resolved by uv against the conda solution ``records``
-    (:mod:`envlock.lock._conda_pypi`): what conda provides is a fact, pip adds the rest.
-
-    :raises LockError: a pip requirement contradicts a conda package (one line naming both), or
-        uv finds no solution with the conda packages (uv's explanation, and what conda fixed).
-    """
-    import tempfile
-
-    from packaging.utils import canonicalize_name
-
-    from envlock.lock import _conda_pypi
-
-    python = next((r for r in records if r.name == "python"), None)
-    if python is None:
-        raise LockError(f"{spec.path}: the pip: section needs python among the conda packages")
-    glibc = next((v for n, v, _ in vpkgs if n == "__glibc"), None)
-    target = uv_platform(platform, glibc)
-    provided = _conda_pypi.provided_dists(records)
-    _conda_pypi.check_direct(spec.pip, provided, f"{spec.path} ({platform})")
-    with tempfile.TemporaryDirectory(prefix="envlock-conda-dists-") as tmp:
-        constraints = _conda_pypi.stub_constraints(provided, Path(tmp))
-        try:
-            text = _pip.compile_requirements(
-                list(spec.pip), index=index, python_version=str(python.version),
-                python_platform=target, runner=runner,
-                extra=["-c", str(constraints)] if constraints else (),
-                what=f"the pip: section of {spec.path}",
-            )
-        except SolveError as exc:
-            if not provided:
-                raise
-            fixed = ", ".join(f"{d.name} {d.version} (conda {d.conda})"
-                              for d in sorted(provided.values(), key=lambda d: d.name))
-            raise SolveError(f"{exc}\nconda provides, for {platform}: {fixed}") from None
-
-    out = []
-    for pkg in loads(text, name="uv's pylock.toml").get("packages", []):
-        if canonicalize_name(pkg["name"]) in provided:
-            continue  # conda's: locked as the conda package
-        files = pkg.get("wheels") or ([pkg["sdist"]] if "sdist" in pkg else [])
-        files = [f for f in files if "url" in f]
-        if not files:
-            raise LockError(f"uv locked {pkg['name']} without a download URL; cannot write it")
-        first = files[0]
-        out.append(_condalock.Entry(
-            manager="pip", name=pkg["name"], version=pkg["version"], platform=platform,
-            url=first["url"], sha256=first.get("hashes", {}).get("sha256"),
-        ))
-    return out
-
-
 def render_spec_lock(
     spec_path: str | Path,
     platforms: Sequence[str],
@@ -413,7 +353,9 @@ def render_spec_lock(
         records = solve_platform(spec, platform, vpkgs, runner=runner)
         entries += _condalock.entries_from_records(records, platform)
         if spec.pip:
-            entries += _pip_entries(spec, platform, records, vpkgs, index, runner)
+            glibc = next((v for n, v, _ in vpkgs if n == "__glibc"), None)
+            entries += _conda_pypi.pip_entries(spec, platform, records,
+                                               uv_platform(platform, glibc), index, runner)
         digest = hashlib.sha256(spec.text.encode())
         digest.update(repr((spec.channels, vpkgs)).encode())
         hashes[platform] = digest.hexdigest()

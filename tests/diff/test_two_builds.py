@@ -67,3 +67,20 @@ def test_conda_and_pip_builds_of_torch_are_two_facts(tmp_path):
     show = CliRunner().invoke(cli, ["show", str(both)])
     assert show.exit_code == 0, show.output
     assert "two builds: torch: conda pytorch 1.13.1" in " ".join(show.output.split())
+
+
+def test_restore_says_pip_installs_over_the_conda_build(tmp_path):
+    """``restore`` of that lock installs conda's pytorch, then pip's torch over it: said before
+    anything runs; a lock whose pip part lacks torch says nothing of the kind."""
+    both = _lock(tmp_path / "conda-lock.yml", pip_torch=True)
+    plan = CliRunner().invoke(cli, ["restore", str(both), "--prefix", str(tmp_path / "env")])
+    assert plan.exit_code == 0, plan.output
+    warned = [ln for ln in plan.output.splitlines() if "two builds of one package" in ln]
+    assert len(warned) == 1, plan.output
+    assert "pip torch 2.3.1 is installed over conda package pytorch 1.13.1 " \
+           "py3.11_cuda11.7_cudnn8.5.0_0 (torch 1.13.1)" in warned[0]
+    assert not (tmp_path / "env").exists()
+    (tmp_path / "conda-only").mkdir()
+    alone = _lock(tmp_path / "conda-only" / "conda-lock.yml", pip_torch=False)
+    plan = CliRunner().invoke(cli, ["restore", str(alone), "--prefix", str(tmp_path / "env")])
+    assert plan.exit_code == 0 and "two builds" not in plan.output, plan.output

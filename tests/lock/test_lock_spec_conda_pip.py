@@ -151,3 +151,16 @@ def test_provided_dists_follow_conda_locks_rules():
     assert {n: (d.version, d.how) for n, d in got.items()} == {
         "torch": ("2.3.1", "mapping"), "ruamel-yaml": ("0.18.6", "mapping"),
         "xxhash": ("3.4.1", "mapping"), "pillow": ("10.4.0", "purl")}
+
+
+def test_a_pin_under_a_marker_is_the_targets(tmp_path, world):
+    """``torch>=2; sys_platform == 'win32'`` does not apply to linux-64: no conflict, no pip
+    torch; uv evaluates the marker for the target."""
+    spec = _spec(tmp_path, world, ["torch>=2; sys_platform == 'win32'", "torchmetrics"])
+    result = _lock(spec, tmp_path, world["wheels"])
+    assert result.exit_code == 0, result.output
+    from conda_lock.lockfile import parse_conda_lock_file
+
+    pip = {p.name for p in parse_conda_lock_file(tmp_path / "conda-lock.yml").package
+           if p.manager == "pip"}
+    assert pip == {"torchmetrics", "lightning-utilities"}
