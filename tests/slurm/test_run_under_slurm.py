@@ -231,3 +231,28 @@ def test_an_over_memory_kill_envlock_could_not_see_is_read_from_slurm(slurm: Clu
     d = slurm.cmd(f"{BIN}/envlock", "diff", str(tmp_path / "r" / "run.toml"),
                   str(tmp_path / "r" / "run.toml"), check=False)
     assert "Traceback" not in d.stderr, d.stderr
+
+
+def test_a_node_set_down_mid_run_is_in_the_record(slurm: Cluster, tmp_path: Path) -> None:
+    """``scontrol update nodename=n2 state=down reason=test`` while a job's ``envlock run``
+    runs there (``--no-requeue``): Slurm ends the job (``NODE_FAIL``) and its processes;
+    the record, as ``show`` and ``diff`` read it, is final and names the node set DOWN as the
+    cause. The node is resumed afterwards (and by the fixture's reset if this test fails)."""
+    (tmp_path / "logger.py").write_text(SIGNAL_LOGGER)
+    script = (f"#!/bin/bash\nsource {BIN}/activate\n"
+              f"exec envlock run --dir r -- python {tmp_path}/logger.py {tmp_path}/sig.log\n")
+    job = slurm.sbatch(script, "--mem=100", "-w", "n2", "--no-requeue", cwd=tmp_path)
+    try:
+        _wait_for(lambda: "start" in _log(tmp_path / "sig.log"))
+        assert _record(tmp_path / "r")["outcome"] == "running"
+        slurm.cmd("scontrol", "update", "nodename=n2", "state=down", "reason=test")
+        info = slurm.wait_job(job, deadline=60)
+        time.sleep(3.0)  # KillWait (2 s) for the step's processes
+        print("JOBINFO", info)
+        print("LOG", _log(tmp_path / "sig.log"))
+        print("DISK", _record(tmp_path / "r"))
+        print("SHOWN", _shown_json(slurm, tmp_path / "r"))
+        print("SHOW", _show(slurm, tmp_path / "r"))
+    finally:
+        slurm.cmd("scontrol", "update", "nodename=n2", "state=resume", check=False)
+    slurm.wait_nodes("idle", nodes=("n2",), also=("mixed",))
