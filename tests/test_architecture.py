@@ -202,8 +202,6 @@ ALLOWED: frozenset[str] = frozenset({
     "envlock/render/show.py",
     "envlock/render/show.py:summary_lines",
     "envlock/reproduce/__init__.py:bisect",
-    "envlock/runs/supervise.py",
-    "envlock/runs/supervise.py:supervise",
     "envlock/verify/__init__.py:verify",
     "envlock/verify/checks/build.py",
     "envlock/verify/checks/build.py:check_build_compiler",

@@ -247,12 +247,21 @@ def test_a_node_set_down_mid_run_is_in_the_record(slurm: Cluster, tmp_path: Path
         assert _record(tmp_path / "r")["outcome"] == "running"
         slurm.cmd("scontrol", "update", "nodename=n2", "state=down", "reason=test")
         info = slurm.wait_job(job, deadline=60)
+        assert info["JobState"] == "NODE_FAIL" and info["Reason"] == "NodeDown", info
         time.sleep(3.0)  # KillWait (2 s) for the step's processes
-        print("JOBINFO", info)
-        print("LOG", _log(tmp_path / "sig.log"))
-        print("DISK", _record(tmp_path / "r"))
-        print("SHOWN", _shown_json(slurm, tmp_path / "r"))
-        print("SHOW", _show(slurm, tmp_path / "r"))
+        # Slurm's SIGTERM reached CMD once (recorded, not forwarded), then its SIGKILL
+        assert _log(tmp_path / "sig.log") == ["start", "SIGTERM"]
+        on_disk = _record(tmp_path / "r")
+        assert on_disk["outcome"] in ("killed", "running"), on_disk
+        rec = _shown_json(slurm, tmp_path / "r")
+        assert rec["outcome"] == "killed" and rec["signal"] == "SIGKILL", rec
+        said = " ".join(f["title"] for f in rec["findings"])
+        assert "NODE_FAIL" in said and "a node set DOWN" in said, rec["findings"]
+        out = _show(slurm, tmp_path / "r")
+        assert "run: killed (SIGKILL)" in out and "a node set DOWN" in out, out
+        d = slurm.cmd(f"{BIN}/envlock", "diff", str(tmp_path / "r" / "run.toml"),
+                      str(tmp_path / "r" / "run.toml"), check=False)
+        assert "Traceback" not in d.stderr, d.stderr
     finally:
         slurm.cmd("scontrol", "update", "nodename=n2", "state=resume", check=False)
     slurm.wait_nodes("idle", nodes=("n2",), also=("mixed",))
