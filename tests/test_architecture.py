@@ -241,9 +241,6 @@ ALLOWED: frozenset[str] = frozenset({
     "envlock/find/index.py",
     "envlock/render/diffreport.py",
     "envlock/render/diffreport.py:render_text",
-    "envlock/runs/outcome.py:run_findings",
-    "envlock/runs/supervise.py",
-    "envlock/runs/supervise.py:supervise",
 })
 
 

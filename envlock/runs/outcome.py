@@ -80,9 +80,20 @@ def run_findings(
     :param outcome: :attr:`RunInfo.outcome`; ``received``: names of the signals forwarded.
     :param wall: the command's wall time, seconds; ``end``: UTC end time (for the job's time).
     """
-    out: list[RunFinding] = []
     g = granted or Granted()
     r = resources or Resources()
+    start, stop = _epoch(g.job_start), _epoch(end)
+    used = (stop - start) if start is not None and stop is not None and stop >= start else wall
+    out = [*_memory(g, r, outcome), *_time(g, used, whole_job=start is not None),
+           *_ending(outcome, exit_status, signal, received, forwarded,
+                    near=bool(g.time_limit and used is not None and used >= g.time_limit * NEAR)),
+           *_gpus(g, r), *_children(children, keep_children)]
+    return [replace(f, cause=f.cause or None) for f in out]
+
+
+def _memory(g: Granted, r: Resources, outcome: str) -> list[RunFinding]:
+    """``run.memory``: the peak RSS against the memory granted."""
+    out: list[RunFinding] = []
     peak = r.peak_rss
     if peak is not None and g.memory:
         frac = peak / g.memory
@@ -101,13 +112,16 @@ def run_findings(
     elif peak is not None:
         out.append(RunFinding(id="run.memory", severity="info",
                               title=f"peak RSS {fmt_bytes(peak)} (no memory limit known)"))
-    start = _epoch(g.job_start)
-    stop = _epoch(end)
-    used = (stop - start) if start is not None and stop is not None and stop >= start else wall
+    return out
+
+
+def _time(g: Granted, used: float | None, *, whole_job: bool) -> list[RunFinding]:
+    """``run.time``: the time used (the job's since its start when ``whole_job``, else CMD's wall time) of the limit."""
+    out: list[RunFinding] = []
     if g.time_limit and used is not None:
         frac = used / g.time_limit
         sev = "warning" if frac >= NEAR else "info"
-        whose = "the job " if start is not None else ""
+        whose = "the job " if whole_job else ""
         out.append(RunFinding(
             id="run.time", severity=sev,
             title=f"{whose}ran {fmt_duration(used)} of a {fmt_duration(g.time_limit)} limit "
@@ -117,9 +131,16 @@ def run_findings(
             fix=(("Ask for more time (--time), or checkpoint and resubmit; `#SBATCH --signal=USR1@300` "
                   "warns the program 5 min before the limit.",) if sev != "info" else ()),
         ))
+    return out
+
+
+def _ending(outcome: str, exit_status: int | None, signal: str | None,
+            received: tuple[str, ...], forwarded: bool, *, near: bool) -> list[RunFinding]:
+    """How the command ended (``run.terminated``, ``run.killed``, ``run.crashed``,
+    ``run.output-closed``, ``run.failed``); ``near``: the time limit was near."""
+    out: list[RunFinding] = []
     if outcome == "terminated":
         how = f"it exited with status {exit_status}" if exit_status is not None else f"it ended by {signal}"
-        near = bool(g.time_limit and used is not None and used >= g.time_limit * NEAR)
         out.append(RunFinding(
             id="run.terminated", severity="warning",
             title=(f"terminated: {', '.join(received)} forwarded to the command; {how}" if forwarded
@@ -156,6 +177,12 @@ def run_findings(
     elif outcome == "failed":
         out.append(RunFinding(id="run.failed", severity="warning",
                               title=f"the command failed: exit status {exit_status}"))
+    return out
+
+
+def _gpus(g: Granted, r: Resources) -> list[RunFinding]:
+    """``run.visible-devices-unset``, ``run.gpu-unused``: GPUs allocated and their use."""
+    out: list[RunFinding] = []
     if g.gpus:
         if g.visible_devices is None:
             out.append(RunFinding(
@@ -174,6 +201,12 @@ def run_findings(
                       "on GPUs outside the allocation.",
                 fix=("Check torch.cuda.is_available() in the job, or drop --gpus.",),
             ))
+    return out
+
+
+def _children(children: tuple[Leftover, ...], keep_children: bool) -> list[RunFinding]:
+    """``run.leftover-children``: processes that outlived CMD."""
+    out: list[RunFinding] = []
     if children:
         n = len(children)
         actions = {c.action for c in children}
@@ -193,4 +226,4 @@ def run_findings(
                  ("Let the program end its workers (join DataLoader workers, terminate "
                   "subprocesses) before it exits.",)),
         ))
-    return [replace(f, cause=f.cause or None) for f in out]
+    return out

@@ -231,3 +231,37 @@ def test_an_over_memory_kill_envlock_could_not_see_is_read_from_slurm(slurm: Clu
     d = slurm.cmd(f"{BIN}/envlock", "diff", str(tmp_path / "r" / "run.toml"),
                   str(tmp_path / "r" / "run.toml"), check=False)
     assert "Traceback" not in d.stderr, d.stderr
+
+
+def test_a_node_set_down_mid_run_is_in_the_record(slurm: Cluster, tmp_path: Path) -> None:
+    """``scontrol update nodename=n2 state=down reason=test`` while a job's ``envlock run``
+    runs there (``--no-requeue``): Slurm ends the job (``NODE_FAIL``) and its processes;
+    the record, as ``show`` and ``diff`` read it, is final and names the node set DOWN as the
+    cause. The node is resumed afterwards (and by the fixture's reset if this test fails)."""
+    (tmp_path / "logger.py").write_text(SIGNAL_LOGGER)
+    script = (f"#!/bin/bash\nsource {BIN}/activate\n"
+              f"exec envlock run --dir r -- python {tmp_path}/logger.py {tmp_path}/sig.log\n")
+    job = slurm.sbatch(script, "--mem=100", "-w", "n2", "--no-requeue", cwd=tmp_path)
+    try:
+        _wait_for(lambda: "start" in _log(tmp_path / "sig.log"))
+        assert _record(tmp_path / "r")["outcome"] == "running"
+        slurm.cmd("scontrol", "update", "nodename=n2", "state=down", "reason=test")
+        info = slurm.wait_job(job, deadline=60)
+        assert info["JobState"] == "NODE_FAIL" and info["Reason"] == "NodeDown", info
+        time.sleep(3.0)  # KillWait (2 s) for the step's processes
+        # Slurm's SIGTERM reached CMD once (recorded, not forwarded), then its SIGKILL
+        assert _log(tmp_path / "sig.log") == ["start", "SIGTERM"]
+        on_disk = _record(tmp_path / "r")
+        assert on_disk["outcome"] in ("killed", "running"), on_disk
+        rec = _shown_json(slurm, tmp_path / "r")
+        assert rec["outcome"] == "killed" and rec["signal"] == "SIGKILL", rec
+        said = " ".join(f["title"] for f in rec["findings"])
+        assert "NODE_FAIL" in said and "a node set DOWN" in said, rec["findings"]
+        out = _show(slurm, tmp_path / "r")
+        assert "run: killed (SIGKILL)" in out and "a node set DOWN" in out, out
+        d = slurm.cmd(f"{BIN}/envlock", "diff", str(tmp_path / "r" / "run.toml"),
+                      str(tmp_path / "r" / "run.toml"), check=False)
+        assert "Traceback" not in d.stderr, d.stderr
+    finally:
+        slurm.cmd("scontrol", "update", "nodename=n2", "state=resume", check=False)
+    slurm.wait_nodes("idle", nodes=("n2",), also=("mixed",))
