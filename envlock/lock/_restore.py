@@ -234,15 +234,7 @@ def plan_restore(
             index=index_options(manifest, index_map or {}, index_url, find_links, no_index),
             python=python, runner=runner, python_version=asked_version)
     kinds = {p: _kind_of(p) for p in lockfiles}
-    locked_for, where = _pylock_python(lockfiles, kinds)
-    if locked_for and python_version is None:
-        python_version = locked_for
-        warnings.append(f"{where}: locked for Python {locked_for}; the new venv gets exactly "
-                        f"{locked_for} (another version only with --python-version)")
-    elif locked_for and python_version != locked_for:
-        warnings.append(f"{where}: locked for Python {locked_for}; the new venv gets "
-                        f"{python_version}, as " + ("--python-version asks" if asked_version
-                                                     else "the manifest records"))
+    python_version = _venv_python(lockfiles, kinds, python_version, asked_version, warnings)
     admitted = user_indexes([*allow_index, *(f for f in find_links if "://" in f),
                              *([index_url] if index_url else []), *(index_map or {}).values()],
                             environ)
@@ -287,6 +279,21 @@ def _gather(inputs: Sequence[str | Path], python_version: str | None
         if not found:
             bare.append((path, manifest))
     return lockfiles, warnings, missing, bare, python_version
+
+
+def _venv_python(lockfiles: list[Path], kinds: Mapping[Path, str | None], version: str | None,
+                 asked: str | None, warnings: list[str]) -> str | None:
+    """The venv's Python: ``version`` (asked, else recorded), else the one a pylock was locked
+    for (:func:`_pylock_python`); a difference from the pylock's is said in ``warnings``."""
+    locked_for, where = _pylock_python(lockfiles, kinds)
+    if locked_for and version is None:
+        warnings.append(f"{where}: locked for Python {locked_for}; the new venv gets exactly "
+                        f"{locked_for} (another version only with --python-version)")
+        return locked_for
+    if locked_for and version != locked_for:
+        warnings.append(f"{where}: locked for Python {locked_for}; the new venv gets {version}, as "
+                        + ("--python-version asks" if asked else "the manifest records"))
+    return version
 
 
 def _pylock_python(lockfiles: list[Path], kinds: Mapping[Path, str | None]

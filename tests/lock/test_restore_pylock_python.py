@@ -57,6 +57,25 @@ def test_pylock_restores_the_python_it_was_locked_for(tmp_path, wheelhouse, h):
     assert done.exit_code == 0, done.output
     assert _venv_version(rr).startswith(deb)  # uv's own record of the interpreter it used
     assert h.installed(rr) == {"beta": "2.5"}
+    # a verification report, as the manifest restores print: verify against the lock itself
+    assert "# Came back exactly: 1 package(s)\n#   beta 2.5\n" in done.output
+    assert "# Packages and Python that differ from the lockfile: none" in done.output
+
+
+def test_a_pylock_restore_that_differs_says_so_and_exits_1(tmp_path, wheelhouse, h):
+    """The report is verify's: a package changed after the install is a difference, exit 1."""
+    lock = _pylock(tmp_path, wheelhouse / "beta-2.5-py3-none-any.whl", ">=3.8")
+    rr = tmp_path / "rr"
+    from envlock.lock._api import apply_restore, restore
+    from envlock.lock._apply import verify_restored
+
+    plan = restore([str(lock)], rr).plan
+    assert apply_restore(plan).check.differs == ()
+    subprocess.run([h.uv(), "pip", "install", "-q", "--python", str(rr / "bin/python"), "--no-index",
+                    "--find-links", str(wheelhouse), "beta==2.0"], check=True, timeout=120)
+    check = verify_restored(plan)
+    assert check.exit_code == 1 and any("beta" in d and "2.0" in d for d in check.differs)
+    assert "beta 2.5" not in check.exact
 
 
 def test_another_version_asked_is_said(tmp_path, wheelhouse):
