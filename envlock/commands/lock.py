@@ -209,7 +209,8 @@ def restore(inputs: tuple[str, ...], prefix: str | None, python_version: str | N
     click.echo(f"# Came back exactly: {len(check.exact)} package(s)")
     for item in check.exact:
         click.echo(f"#   {item}")
-    click.echo("# Packages and Python that differ from the manifest:"
+    against = "the manifest" if plan.manifests else "the lockfile"
+    click.echo(f"# Packages and Python that differ from {against}:"
                + ("" if check.differs else " none"))
     for item in check.differs:
         click.echo(f"#   {item}")

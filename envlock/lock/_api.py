@@ -137,8 +137,9 @@ class Restored:
 
     :ivar plan: the :class:`~envlock.lock._plan.RestorePlan` (steps, contacts, notes, …).
     :ivar ran: whether it was built; ``lines``: what the build said, in order.
-    :ivar check: the restored environment against the manifest
-        (:class:`~envlock.lock._apply.RestoreCheck`), when built from a manifest; else ``None``.
+    :ivar check: the restored environment against the manifest, or against the pylock it was
+        built from (:class:`~envlock.lock._apply.RestoreCheck`); else ``None`` (a conda lock's
+        prefix may hold no Python to ask).
     """
 
     plan: RestorePlan
@@ -163,7 +164,9 @@ def apply_restore(plan: RestorePlan) -> Restored:
     from envlock.lock._apply import run_plan, verify_restored
 
     lines = tuple(run_plan(plan))
-    check = verify_restored(plan) if plan.manifests else None
+    kinds = {s.kind for s in plan.steps}
+    checkable = plan.manifests or ("pylock" in kinds and "conda-lock" not in kinds)
+    check = verify_restored(plan) if checkable else None
     return Restored(plan, True, lines, check)
 
 

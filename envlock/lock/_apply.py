@@ -233,16 +233,17 @@ _ENV_CHECKS = ("python.", "packages.")
 def verify_restored(plan: RestorePlan, *, runner: Runner = run) -> RestoreCheck:
     """Check a restored environment against the manifest it was restored from.
 
-    Runs :func:`envlock.verify.verify` (all its checks) with the new environment as target and
-    sorts its findings: ``python.*``/``packages.*`` are differences of the environment, the
+    Runs :func:`envlock.verify.verify` (all its checks) with the new environment as target (against
+    the manifest, or, for a restore from lockfiles only, against those lockfiles) and sorts its
+    findings: ``python.*``/``packages.*`` are differences of the environment, the
     others (driver, GPU architecture, libraries, isolation, …) belong to the machine or job.
 
-    :raises ManifestError: the plan restores no manifest.
+    :raises ManifestError: the plan restores no manifest and installs no pylock into a venv.
     """
     from envlock.verify import verify
 
     if not plan.manifests:
-        raise ManifestError("the restore used lockfiles only; nothing to verify against")
+        return _verify_against_locks(plan, runner)
     path = plan.manifests[0]
     manifest = load(path)
     conda = bool(manifest.conda and manifest.conda.packages)
@@ -266,3 +267,22 @@ def verify_restored(plan: RestorePlan, *, runner: Runner = run) -> RestoreCheck:
     return RestoreCheck(exact=tuple(exact), differs=tuple(differs),
                         machine=tuple(machine) + plan.not_restored, exit_code=report.exit_code)
 
+
+
+def _verify_against_locks(plan: RestorePlan, runner: Runner) -> RestoreCheck:
+    """:func:`verify_restored` for a restore from lockfiles only: verify with ``locks``."""
+    from envlock.verify import verify
+    from envlock.verify.expected import read_lock
+
+    locks = [s.lockfile for s in plan.steps if s.lockfile and s.kind == "pylock"]
+    if not locks or any(s.kind == "conda-lock" for s in plan.steps):
+        raise ManifestError("the restore installed no pylock into a venv; nothing to verify against")
+    report = verify(locks=locks, python=f"{plan.prefix}/bin/python", runner=runner)
+    differs = [f"{f.severity}: {f.title}" for f in report.findings if f.id.startswith(_ENV_CHECKS)]
+    machine = [f"{f.severity}: {f.title}" for f in report.findings
+               if not f.id.startswith(_ENV_CHECKS) and (f.severity != "info" or f.id.startswith("gpu."))]
+    said = " ".join(differs)
+    exact = [f"{p.name} {p.version}" for lock in locks for p in read_lock(lock).packages
+             if p.name not in said]
+    return RestoreCheck(exact=tuple(dict.fromkeys(exact)), differs=tuple(differs),
+                        machine=tuple(machine) + plan.not_restored, exit_code=report.exit_code)

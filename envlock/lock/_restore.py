@@ -234,6 +234,7 @@ def plan_restore(
             index=index_options(manifest, index_map or {}, index_url, find_links, no_index),
             python=python, runner=runner, python_version=asked_version)
     kinds = {p: _kind_of(p) for p in lockfiles}
+    python_version = _venv_python(lockfiles, kinds, python_version, asked_version, warnings)
     admitted = user_indexes([*allow_index, *(f for f in find_links if "://" in f),
                              *([index_url] if index_url else []), *(index_map or {}).values()],
                             environ)
@@ -311,6 +312,54 @@ def _gather(inputs: Sequence[str | Path], python_version: str | None
         if not found:
             bare.append((path, manifest))
     return lockfiles, warnings, missing, bare, python_version
+
+
+def _venv_python(lockfiles: list[Path], kinds: Mapping[Path, str | None], version: str | None,
+                 asked: str | None, warnings: list[str]) -> str | None:
+    """The venv's Python: ``version`` (asked, else recorded), else the one a pylock was locked
+    for (:func:`_pylock_python`); a difference from the pylock's is said in ``warnings``."""
+    locked_for, where = _pylock_python(lockfiles, kinds)
+    if locked_for and version is None:
+        warnings.append(f"{where}: locked for Python {locked_for}; the new venv gets exactly "
+                        f"{locked_for} (another version only with --python-version)")
+        return locked_for
+    if locked_for and version != locked_for:
+        warnings.append(f"{where}: locked for Python {locked_for}; the new venv gets {version}, as "
+                        + ("--python-version asks" if asked else "the manifest records"))
+    return version
+
+
+def _pylock_python(lockfiles: list[Path], kinds: Mapping[Path, str | None]
+                   ) -> tuple[str | None, str]:
+    """The Python a pylock was locked for, when no manifest or ``--python-version`` says it.
+
+    ``uv pip compile --format pylock.toml`` (how ``envlock lock`` writes a pylock) records the
+    interpreter it resolved for as ``requires-python = ">=X.Y.Z"``; without that version ``uv
+    venv`` takes whichever Python it finds first (a pyenv 3.11.7 for a Debian 3.11.2 lock), so a
+    full ``X.Y.Z`` lower bound is the version it was locked for (issue 25).
+
+    :returns: the version (``"3.11.2"``) or ``None``, and where it was read
+        (``"pylock.toml: requires-python '>=3.11.2'"``).
+    """
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    from envlock._io import InputError
+    from envlock._io import read_text
+    from envlock.formats.locks import read_pylock
+    from envlock.manifest._toml import load_toml
+
+    for p in lockfiles:
+        if kinds[p] != "pylock":
+            continue
+        try:
+            rp = read_pylock(load_toml(read_text(p, limit=1 << 24), str(p)), str(p)).requires_python
+            specs = list(SpecifierSet(rp or ""))
+        except (InputError, InvalidSpecifier, ManifestError):
+            continue
+        if len(specs) == 1 and specs[0].operator == ">=" and re.fullmatch(
+                r"\d+\.\d+\.\d+", specs[0].version):
+            return specs[0].version, f"{p}: requires-python {rp!r}"
+    return None, ""
 
 
 def _venv_step(lockfiles: list[Path], kinds: Mapping[Path, str | None], prefix: str,

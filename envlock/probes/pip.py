@@ -254,6 +254,24 @@ def _legacy_editable(pkg: PipPackage, egg_links: Mapping[str, str]) -> PipPackag
     return replace(pkg, origin="editable", editable_path=os.path.normpath(pkg.location))
 
 
+def _own_build_metadata(first: PipPackage, location: str, entry: str) -> bool:
+    """Whether ``location/entry``, found after ``first``, is the editable project's own build
+    metadata rather than a second installed copy: an ``.egg-info`` inside the project tree that
+    ``first`` (installed editable, PEP 660 ``direct_url.json`` ``dir_info.editable``) points to.
+
+    setuptools writes ``<name>.egg-info`` next to the packages (``src/`` in a src layout) on every
+    in-tree build (``pip wheel .``, ``python -m build``, ``setup.py develop``), and a PEP 660
+    install puts that directory on ``sys.path`` (its ``__editable__.*.pth``); the code imported
+    from there is the same project, so uninstalling "the extra copy" would remove the package in
+    use. ``importlib.metadata`` and pip take the first copy all the same.
+    """
+    if not entry.endswith(".egg-info") or first.origin != "editable" or not first.editable_path:
+        return False
+    project = os.path.realpath(first.editable_path)
+    here = os.path.realpath(location)
+    return here == project or here.startswith(project + os.sep)
+
+
 def conda_build_url(pkg: PipPackage) -> bool:
     """``True`` when the package's PEP 610 URL points into a conda-build directory (C12)."""
     return bool(pkg.url and CONDA_BUILD_URL.match(pkg.url))
@@ -285,6 +303,8 @@ def scan_distributions(path_entries: Iterable[str]) -> PipInfo:
             first = winners.get(pkg.name)
             if first is not None and first.location == location and first.version == pkg.version:
                 continue  # one install described twice (Debian ships .egg-info beside .dist-info)
+            if first is not None and _own_build_metadata(first, location, entry):
+                continue  # an editable project's src/<name>.egg-info: its build metadata, not a copy
             if first is not None:
                 shadows.setdefault(pkg.name, []).append(f"{pkg.version} at {location}")
             else:
