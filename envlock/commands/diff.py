@@ -58,23 +58,35 @@ def diff(inputs: tuple[str, ...], fmt: str, only: tuple[str, ...], ignore: tuple
     A lock compared with a manifest is read for one install, as ``verify --lock`` reads it
     (:func:`envlock.commands._common.selection_options`: ``uv sync``'s ``--extra``/``--group``/
     ``--all-extras``/``--all-groups``/``--no-dev``, ``conda-lock install -E``)."""
+    import gc
+
     from envlock.diff import diff as run_diff
     from envlock.render import diffreport as render
 
-    result = run_diff(list(inputs), kb_files=kb, only=_split(only), ignore=_split(ignore),
-                      extras=requested.extras, dev=False if requested.no_dev else dev,
-                      requested=requested if requested.given else None)
-    code = will_exit(1 if result.differ else 0)
-    if fmt == "json":
-        click.echo(render.render_json(result, show_all=show_all), nl=False)
-    elif fmt == "markdown":
-        click.echo(render.render_markdown(result, show_all=show_all), nl=False)
-    else:
-        from rich.console import Console
+    # A diff reads, compares and prints, and builds no reference cycles worth collecting:
+    # without the cyclic collector re-walking the first input's 10,000 package tables while
+    # the second is read, a 10k-package diff takes ~20 % less CPU time.  Restored after, for
+    # a caller in the same process (click's CliRunner, a test).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        result = run_diff(list(inputs), kb_files=kb, only=_split(only), ignore=_split(ignore),
+                          extras=requested.extras, dev=False if requested.no_dev else dev,
+                          requested=requested if requested.given else None)
+        code = will_exit(1 if result.differ else 0)
+        if fmt == "json":
+            click.echo(render.render_json(result, show_all=show_all), nl=False)
+        elif fmt == "markdown":
+            click.echo(render.render_markdown(result, show_all=show_all), nl=False)
+        else:
+            from rich.console import Console
 
-        console = pipe_safe(Console(file=sys.stdout, width=width, soft_wrap=False,
-                                    highlight=False))
-        render.render_text(result, console, show_all=show_all,
-                           cut=console.is_terminal and sys.stdout.isatty())
-    sys.stdout.flush()
-    sys.exit(code)
+            console = pipe_safe(Console(file=sys.stdout, width=width, soft_wrap=False,
+                                        highlight=False))
+            render.render_text(result, console, show_all=show_all,
+                               cut=console.is_terminal and sys.stdout.isatty())
+        sys.stdout.flush()
+        sys.exit(code)
+    finally:
+        if collecting:
+            gc.enable()

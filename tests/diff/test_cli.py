@@ -204,3 +204,23 @@ def test_libraries_compared_by_owner_not_path(write) -> None:
         "pip package nvidia-cudnn-cu13",
         "unowned file /apps/cudnn/v8.0.3/lib64/libcudnn.so.9 (via LD_LIBRARY_PATH)"]
     assert change.cls == "gpu-runtime"
+
+
+def test_the_collector_is_back_after_a_diff(drift: list[str]) -> None:
+    """``envlock diff`` runs without the cyclic garbage collector, and leaves it as it found it
+    for a caller in the same process (text output, and an input error, exit 2)."""
+    import gc
+
+    assert gc.isenabled()
+    res = CliRunner().invoke(cli, ["diff", *drift])
+    assert res.exit_code == 1 and "envlock diff:" in res.output
+    assert gc.isenabled()
+    res = CliRunner().invoke(cli, ["diff", drift[0], drift[0] + ".missing"])
+    assert res.exit_code == 2 and res.output.startswith("Error: ")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        CliRunner().invoke(cli, ["diff", *drift])
+        assert not gc.isenabled()  # a caller that had it off keeps it off
+    finally:
+        gc.enable()
