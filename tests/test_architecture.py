@@ -189,7 +189,6 @@ ALLOWED: frozenset[str] = frozenset({
     "envlock/diff/engine.py",
     "envlock/diff/rules.py",
     "envlock/diff/rules.py:explain_spread",
-    "envlock/find/index.py",
     "envlock/probes/blas.py:probe_blas",
     "envlock/probes/buildenv.py:probe_build",
     "envlock/probes/frameworks.py",
