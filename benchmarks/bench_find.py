@@ -102,7 +102,7 @@ def _child_peak() -> int:
 
 
 def _per_file(path: Path, reps: int = 200) -> float:
-    from envlock.find.index import read_result
+    from envlock.find.entry import read_result
 
     read_result(str(path), None)
     t0 = time.perf_counter()

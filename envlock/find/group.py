@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from envlock.find.index import Index, in_fingerprint
+from envlock.find.entry import in_fingerprint
+from envlock.find.index import Index
 from envlock.find.values import decode
 from envlock.find.values import encode
 

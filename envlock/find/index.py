@@ -28,19 +28,18 @@ name, :func:`envlock.find.values.encode`), ``facts`` (file × value).
 
 from __future__ import annotations
 
-import functools
-import hashlib
+import itertools
 import json
 import os
 import sqlite3
-import stat
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from envlock.errors import EnvlockError, ManifestError
-from envlock.find.values import encode
+from envlock.find.entry import FINGERPRINT_MIN_RANK, Entry, in_fingerprint, read_all, read_result, sig_text
+from envlock.find.walk import walk
 
 __all__ = ["SCHEMA", "BUSY_TIMEOUT_S", "Index", "Entry", "ScanReport", "default_path", "read_result",
            "FINGERPRINT_MIN_RANK", "in_fingerprint"]
@@ -51,15 +50,8 @@ SCHEMA = 1
 #: how long a writer waits for another one (seconds).
 BUSY_TIMEOUT_S = 60.0
 
-#: the lowest class rank (envlock/data/impact.toml) of a fact in the environment fingerprint:
-#: the interpreter and C library (50) and everything diff ranks above it.
-FINGERPRINT_MIN_RANK = 50
-
 #: files written to the database per transaction (each file's rows change in one transaction).
 BATCH = 2000
-
-#: the most bytes of a file read to tell whether it is a result.
-_SNIFF = 4096
 
 _DDL = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID;
@@ -72,10 +64,14 @@ CREATE TABLE IF NOT EXISTS vals (
     id INTEGER PRIMARY KEY, name_id INTEGER NOT NULL, enc TEXT NOT NULL, UNIQUE (name_id, enc));
 CREATE TABLE IF NOT EXISTS facts (
     file_id INTEGER NOT NULL, val_id INTEGER NOT NULL, PRIMARY KEY (file_id, val_id)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS facts_by_val ON facts (val_id, file_id);
 CREATE INDEX IF NOT EXISTS files_by_fp ON files (fp);
 CREATE INDEX IF NOT EXISTS files_by_status ON files (status);
 """
+
+
+#: the value→file index: dropped during the load of an empty index and built after it (and
+#: made again on open, should a load have been killed before building it).
+_FACTS_BY_VAL = "CREATE INDEX IF NOT EXISTS facts_by_val ON facts (val_id, file_id)"
 
 
 def default_path(environ: dict[str, str] | None = None) -> str:
@@ -89,28 +85,6 @@ def default_path(environ: dict[str, str] | None = None) -> str:
     return os.path.join(cache_dir("find", env), "index.sqlite")
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One file as read: ``status`` ``"ok"``, ``"error"`` (``error`` says why, one line) or
-    ``"skip"`` (not a result); ``facts`` are ``(area:key, encoded value)``; ``sig`` is
-    ``None`` when the file must be read again next time (racy, or changed while read)."""
-
-    path: str
-    sig: str | None
-    status: str
-    error: str = ""
-    kind: str = ""
-    time: str = ""
-    host: str = ""
-    node: str = ""
-    job: str = ""
-    label: str = ""
-    listing: str = ""
-    areas: str = "{}"
-    fp: str = ""
-    facts: tuple[tuple[str, str], ...] = ()
-
-
 @dataclass
 class ScanReport:
     """What one scan did: counts, and the files that could not be read (path, one line)."""
@@ -121,188 +95,6 @@ class ScanReport:
     removed: int = 0
     errors: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
-
-
-_KB: Any = None
-
-
-def _kb() -> Any:
-    global _KB
-    if _KB is None:
-        from envlock.diff.impact import load_kb
-
-        _KB = load_kb()
-    return _KB
-
-
-def in_fingerprint(area: str, key: str, kb: Any = None) -> bool:
-    """Whether fact ``area:key`` is part of the environment fingerprint: diff's impact model
-    gives it a class of rank :data:`FINGERPRINT_MIN_RANK` or more that may explain a
-    difference, and it is no fact of the code (class ``code``), the run's outcome (``run:``),
-    a random-number state (``process:seed.*``), the result's own record (``result:``) or noise."""
-    if kb is None or kb is _KB:
-        return _fingerprint_key(area, key)
-    return _in_fingerprint(area, key, kb)
-
-
-@functools.lru_cache(maxsize=65536)
-def _fingerprint_key(area: str, key: str) -> bool:
-    return _in_fingerprint(area, key, _kb())
-
-
-def _in_fingerprint(area: str, key: str, kb: Any) -> bool:
-    if area in ("result", "run", "code") or (area == "process" and key.startswith("seed.")):
-        return False
-    comp = kb.component(area, key)
-    if comp.cls == "code" or not kb.explains(comp.cls) or kb.rank(comp.cls) < FINGERPRINT_MIN_RANK:
-        return False
-    return not _noise(kb).match(f"{area}:{key}")
-
-
-_NOISE: Any = None
-
-
-def _noise(kb: Any) -> Any:
-    global _NOISE
-    if _NOISE is None:
-        from envlock.diff.impact import Globs
-
-        _NOISE = Globs(kb.noise)
-    return _NOISE
-
-
-def _sig_text(sig: Sequence[int]) -> str:
-    return ",".join(map(str, sig))
-
-
-def _stat_sig(path: str) -> list[int] | None:
-    from envlock.cache import signature
-
-    return signature(path)
-
-
-def _s(v: Any) -> str:
-    return v if isinstance(v, str) else ("" if v is None else str(v))
-
-
-def _meta(data: dict[str, Any]) -> dict[str, str]:
-    """kind, time, host, node and job of a result (from its ``[envlock]``, ``[run]``,
-    ``[process]`` and ``[slurm]`` tables; these are never environment facts)."""
-    def table(name: str) -> dict[str, Any]:
-        t = data.get(name)
-        return t if isinstance(t, dict) else {}
-
-    head, run, proc, slurm = table("envlock"), table("run"), table("process"), table("slurm")
-    granted = run.get("granted") if isinstance(run.get("granted"), dict) else {}
-    kind = "run" if run else ("record" if proc else "manifest")
-    when = _s(run.get("start")) or _s(proc.get("created")) or _s(head.get("created"))
-    return {"kind": kind, "time": when, "host": _s(head.get("host")),
-            "node": _s(slurm.get("node")) or _s(head.get("host")),
-            "job": _s(slurm.get("job-id")) or _s(granted.get("job-id"))}  # type: ignore[union-attr]
-
-
-def read_result(path: str, sig: str | None) -> Entry:
-    """Read one file as ``envlock diff`` reads an input (the one-input path of
-    :func:`envlock.diff.load_inputs`) and flatten it into index rows.
-
-    Never raises for a bad file: an unreadable one is an ``"error"`` entry whose ``error`` is
-    the reader's one line.
-    """
-    from envlock.diff import foreign
-    from envlock.diff.facts import extract
-    from envlock.diff.typecheck import check as check_shape
-
-    try:
-        r = foreign.reading(path)
-        if r.kind != "manifest":
-            return Entry(path, sig, "skip")
-        check_shape(r.data, path)
-        meta = _meta(r.data)
-        kb = _kb()
-        fs = extract(r.data, label=meta["node"] or os.path.basename(path), path=path, kind=r.kind,
-                     aliases=kb.aliases, listing=r.listing)
-    except (EnvlockError, OSError, ValueError, RecursionError) as exc:
-        from envlock._io import one_line
-
-        msg = one_line(str(exc) or type(exc).__name__, 300)
-        shown = one_line(path)
-        return Entry(path, sig, "error", msg[len(shown) + 2:] if msg.startswith(shown + ": ") else msg)
-    facts = [(f"{a}:{k}", encode(v)) for (a, k), v in fs.facts.items()]
-    for name in ("kind", "time", "host", "node", "job"):
-        if meta[name]:
-            facts.append((f"result:{name}", encode(meta[name])))
-    fp_facts = sorted((n, e) for (a, k), (n, e) in zip(fs.facts, facts, strict=False)
-                      if in_fingerprint(a, k, kb))
-    fp = hashlib.sha256("\n".join(f"{n}\0{e}" for n, e in fp_facts).encode()).hexdigest()[:20]
-    return Entry(path, sig, "ok", "", meta["kind"], meta["time"], meta["host"], meta["node"],
-                 meta["job"], fs.label, fs.listing, json.dumps(fs.areas, sort_keys=True), fp,
-                 tuple(facts))
-
-
-def _read_checked(item: tuple[str, str | None]) -> Entry:
-    """:func:`read_result`, with the signature taken again after the read: a file that changed
-    meanwhile is stored without one (read again next time)."""
-    path, sig = item
-    entry = read_result(path, sig)
-    after = _stat_sig(path)
-    if sig is not None and (after is None or _sig_text(after) != sig):
-        return Entry(**{**entry.__dict__, "sig": None})
-    return entry
-
-
-def _candidate(path: str, name: str) -> bool:
-    """Whether a ``.toml``/``.json`` file may be a result (see the module docstring)."""
-    if name in ("manifest.toml", "run.toml", "manifest.json", "run.json"):
-        return True
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError:
-        return False
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return False
-        head = os.read(fd, _SNIFF)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return b"[envlock]" in head or b'"envlock"' in head
-
-
-_SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv"})
-
-
-def walk(roots: Iterable[str]) -> Iterator[tuple[str, list[int]]]:
-    """``(path, signature)`` of every ``.toml``/``.json`` regular file under ``roots`` (symbolic
-    links to files followed, to directories not: no loops), sorted within each directory."""
-    stack = [os.path.abspath(r) for r in roots][::-1]
-    while stack:
-        top = stack.pop()
-        if os.path.isfile(top):
-            sig = _stat_sig(top)
-            if sig is not None:
-                yield top, sig
-            continue
-        try:
-            with os.scandir(top) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except OSError:
-            continue
-        subdirs = []
-        for e in entries:
-            try:
-                if e.is_dir(follow_symlinks=False):
-                    if e.name not in _SKIP_DIRS:
-                        subdirs.append(e.path)
-                    continue
-                if not e.name.endswith((".toml", ".json")):
-                    continue
-                st = e.stat()
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode):
-                yield e.path, [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
-        stack.extend(reversed(subdirs))
 
 
 def _under(root: str) -> tuple[str, str]:
@@ -334,7 +126,7 @@ class Index:
         except sqlite3.DatabaseError as exc:
             raise EnvlockError(f"{path}: cannot use as envlock find's index ({exc})") from None
         self._names: dict[str, int] | None = None
-        self._vals: dict[tuple[int, str], int] = {}
+        self._vals: dict[tuple[str, str], int] = {}
 
     def _wal(self) -> None:
         """Switch to WAL, waiting up to ``BUSY_TIMEOUT_S`` for another process that is creating
@@ -378,6 +170,7 @@ class Index:
                     if stmt.strip():
                         self.db.execute(stmt)
                 self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (stamp,))
+            self.db.execute(_FACTS_BY_VAL)
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
@@ -388,9 +181,14 @@ class Index:
     def update(self, roots: Sequence[str], *, jobs: int | None = None) -> ScanReport:
         """Bring the index up to date with the files under ``roots``.
 
-        :param jobs: processes reading files (default: the usable CPUs, at most 8; files are
-            read in this process when few changed).
-        :returns: what was read and removed, and the files that could not be read.
+        One ``SELECT`` of the known signatures under ``roots``, one walk (:func:`walk`) compared
+        against it; only new and changed files are read (:func:`read_all`), their rows written
+        in transactions of :data:`BATCH` files.
+
+        :param jobs: processes reading files (default: the usable CPUs, at most
+            :data:`envlock.find.entry.MAX_JOBS`; files are read in this process when few changed).
+        :returns: what was read and removed, and the files that could not be read or were
+            skipped (a FIFO, a file too large, one that cannot be opened), one line each.
         """
         from envlock.cache import RACY_NS
 
@@ -398,126 +196,118 @@ class Index:
         started = time.time_ns()
         report = ScanReport()
         roots = [os.path.abspath(r) for r in roots]
-        known: dict[str, tuple[int, str | None, str, str]] = {}
-        for root in roots:
-            if os.path.isfile(root):
-                rows = self.db.execute("SELECT path, id, sig, status, error FROM files WHERE path = ?",
-                                       (root,))
-            else:
-                lo, hi = _under(root)
-                rows = self.db.execute("SELECT path, id, sig, status, error FROM files "
-                                       "WHERE path >= ? AND path < ?", (lo, hi))
-            for path, fid, sig, status, error in rows:
-                known[path] = (fid, sig, status, error or "")
+        known = self._known(roots)
         todo: list[tuple[str, str | None]] = []
+        skipped: list[Entry] = []
         seen: set[str] = set()
-        for path, sig in walk(roots):
+        for path, sig, why in walk(roots):
             if path in seen:
                 continue
             seen.add(path)
-            text = _sig_text(sig)
+            text = None if sig is None else sig_text(sig)
             old = known.get(path)
-            if old is not None and old[1] == text:
+            if old is not None and text is not None and old[1] == text:
                 report.unchanged += 1
                 if old[2] == "error":
                     report.errors.append((path, old[3]))
                 continue
-            todo.append((path, None if sig[4] >= started - RACY_NS else text))
+            racy = sig is None or sig[4] >= started - RACY_NS
+            if why is not None:  # told from its stat alone: never opened
+                skipped.append(Entry(path, None if racy else text, "error", why))
+            else:
+                todo.append((path, None if racy else text))
         report.seen = len(seen)
         gone = [known[p][0] for p in known if p not in seen]
+        bulk = not known and self._empty()
         batch: list[Entry] = []
-        self._vals = {}
-        for e in self._read(todo, jobs):  # applied in batches: memory stays bounded
-            if e.status != "skip":
-                report.read += 1
-            if e.status == "error":
-                report.errors.append((e.path, e.error))
-            batch.append(e)
-            if len(batch) >= BATCH:
-                self._apply(batch, [])
-                batch = []
-        if batch or gone:
-            self._apply(batch, gone)
+        try:
+            if bulk:  # a cold index: the value→file index is built once, after the load
+                self.db.execute("DROP INDEX IF EXISTS facts_by_val")
+            for e in itertools.chain(skipped, read_all(todo, jobs)):  # batches: memory bounded
+                if e.status != "skip":
+                    report.read += 1
+                if e.status == "error":
+                    report.errors.append((e.path, e.error))
+                batch.append(e)
+                if len(batch) >= BATCH:
+                    self._apply(batch, [])
+                    batch = []
+            if batch or gone:
+                self._apply(batch, gone)
+        finally:
+            if bulk:
+                self.db.execute(_FACTS_BY_VAL)
         report.errors.sort()
         report.removed = len(gone)
         report.seconds = time.perf_counter() - t0
         return report
 
-    @staticmethod
-    def _read(todo: list[tuple[str, str | None]], jobs: int | None) -> Iterator[Entry]:
-        sniffed = []
-        for p, s in todo:
-            if _candidate(p, os.path.basename(p)):
-                sniffed.append((p, s))
+    def _known(self, roots: Sequence[str]) -> dict[str, tuple[int, str | None, str, str]]:
+        """``{path: (id, signature, status, error)}`` of the indexed files under ``roots``."""
+        known: dict[str, tuple[int, str | None, str, str]] = {}
+        for root in roots:
+            if os.path.isdir(root):
+                rows = self.db.execute("SELECT path, id, sig, status, error FROM files "
+                                       "WHERE path >= ? AND path < ?", _under(root))
             else:
-                yield Entry(p, s, "skip")
-        n = jobs if jobs is not None else min(8, len(os.sched_getaffinity(0)) if hasattr(
-            os, "sched_getaffinity") else (os.cpu_count() or 1))
-        if n <= 1 or len(sniffed) < 200:
-            for item in sniffed:
-                yield _read_checked(item)
-            return
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
+                rows = self.db.execute("SELECT path, id, sig, status, error FROM files WHERE path = ?",
+                                       (root,))
+            for path, fid, sig, status, error in rows:
+                known[path] = (fid, sig, status, error or "")
+        return known
 
-        ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-        with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
-            yield from pool.map(_read_checked, sniffed, chunksize=64)
+    def _empty(self) -> bool:
+        return self.db.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None
+
+    def _apply(self, entries: list[Entry], gone: list[int]) -> None:
+        """Write ``entries`` (replacing their files' rows) and drop the files ``gone``, in one
+        ``BEGIN IMMEDIATE`` transaction: new names and values are added with set-wise
+        ``INSERT … SELECT`` from a temporary table, the rows with ``executemany``."""
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.executemany("DELETE FROM facts WHERE file_id = ?", ((fid,) for fid in gone))
+            db.executemany("DELETE FROM files WHERE id = ?", ((fid,) for fid in gone))
+            if entries:
+                self._write(entries)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            self._vals = {}
+            raise
+
+    def _write(self, entries: list[Entry]) -> None:
+        db = self.db
+        vals = self._vals
+        missing = {f for e in entries for f in e.facts if f not in vals}
+        if missing:
+            db.execute("CREATE TEMP TABLE IF NOT EXISTS want (name TEXT NOT NULL, enc TEXT NOT NULL)")
+            db.execute("DELETE FROM temp.want")
+            db.executemany("INSERT INTO temp.want VALUES (?, ?)", missing)
+            db.execute("INSERT OR IGNORE INTO names (name) SELECT DISTINCT name FROM temp.want")
+            db.execute("INSERT OR IGNORE INTO vals (name_id, enc) SELECT n.id, w.enc FROM temp.want w "
+                       "JOIN names n ON n.name = w.name")
+            for name, enc, vid in db.execute(
+                    "SELECT w.name, w.enc, v.id FROM temp.want w JOIN names n ON n.name = w.name "
+                    "JOIN vals v ON v.name_id = n.id AND v.enc = w.enc"):
+                vals[(name, enc)] = vid
+            self._names = None
+        paths = [(e.path,) for e in entries]
+        db.executemany("DELETE FROM facts WHERE file_id = (SELECT id FROM files WHERE path = ?)", paths)
+        db.executemany("DELETE FROM files WHERE path = ?", paths)
+        first = db.execute("SELECT coalesce(max(id), 0) + 1 FROM files").fetchone()[0]
+        db.executemany(
+            "INSERT INTO files (id, path, sig, status, error, kind, time, host, node, job, label, "
+            "listing, areas, fp) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            ((first + i, e.path, e.sig, e.status, e.error, e.kind, e.time, e.host, e.node, e.job,
+              e.label, e.listing, e.areas, e.fp) for i, e in enumerate(entries)))
+        db.executemany("INSERT OR IGNORE INTO facts (file_id, val_id) VALUES (?, ?)",
+                       ((first + i, vals[f]) for i, e in enumerate(entries) for f in e.facts))
 
     def _name_ids(self) -> dict[str, int]:
         if self._names is None:
             self._names = dict(self.db.execute("SELECT name, id FROM names"))
         return self._names
-
-    def _apply(self, entries: list[Entry], gone: list[int]) -> None:
-        db = self.db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            self._names = None
-            names = self._name_ids()
-            vals = self._vals
-            for fid in gone:
-                db.execute("DELETE FROM facts WHERE file_id = ?", (fid,))
-                db.execute("DELETE FROM files WHERE id = ?", (fid,))
-            rows: list[tuple[int, int]] = []
-            for e in entries:
-                db.execute("DELETE FROM facts WHERE file_id IN (SELECT id FROM files WHERE path = ?)",
-                           (e.path,))
-                cur = db.execute(
-                    "INSERT INTO files (path, sig, status, error, kind, time, host, node, job, label, "
-                    "listing, areas, fp) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(path) DO UPDATE "
-                    "SET sig=excluded.sig, status=excluded.status, error=excluded.error, "
-                    "kind=excluded.kind, time=excluded.time, host=excluded.host, node=excluded.node, "
-                    "job=excluded.job, label=excluded.label, listing=excluded.listing, "
-                    "areas=excluded.areas, fp=excluded.fp RETURNING id",
-                    (e.path, e.sig, e.status, e.error, e.kind, e.time, e.host, e.node, e.job, e.label,
-                     e.listing, e.areas, e.fp))
-                fid = cur.fetchone()[0]
-                for name, enc in e.facts:
-                    nid = names.get(name)
-                    if nid is None:
-                        nid = db.execute("INSERT INTO names (name) VALUES (?) RETURNING id",
-                                         (name,)).fetchone()[0]
-                        names[name] = nid
-                    vid = vals.get((nid, enc))
-                    if vid is None:
-                        row = db.execute("SELECT id FROM vals WHERE name_id = ? AND enc = ?",
-                                         (nid, enc)).fetchone()
-                        vid = row[0] if row else db.execute(
-                            "INSERT INTO vals (name_id, enc) VALUES (?, ?) RETURNING id",
-                            (nid, enc)).fetchone()[0]
-                        vals[(nid, enc)] = vid
-                    rows.append((fid, vid))
-                if len(rows) > 200_000:
-                    db.executemany("INSERT OR IGNORE INTO facts (file_id, val_id) VALUES (?, ?)", rows)
-                    rows.clear()
-            db.executemany("INSERT OR IGNORE INTO facts (file_id, val_id) VALUES (?, ?)", rows)
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            self._names = None
-            self._vals = {}
-            raise
 
     # -- reading --------------------------------------------------------------------------
 

@@ -10,7 +10,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import pytest
 from click.testing import CliRunner
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
@@ -19,10 +18,7 @@ from envlock.cli import cli
 from envlock.find import find
 from envlock.find.index import Index
 
-from .conftest import envlock_cmd, gpu, load, process, set_pip_version
-
-NUMPY = ["1.24.4", "1.26.4", "2.0.0rc1", "2.0.1", "2.4.1"]
-CCS: list[list[str]] = [["7.5"], ["8.0"], ["8.6", "8.0"], ["9.0"], []]
+from .conftest import envlock_cmd, load
 
 
 def _pip(data: dict[str, Any], name: str) -> str | None:
@@ -32,32 +28,6 @@ def _pip(data: dict[str, Any], name: str) -> str | None:
 
 def _ccs(data: dict[str, Any]) -> list[float]:
     return [float(g["compute-capability"]) for g in data.get("gpu", {}).get("gpus", [])]
-
-
-@pytest.fixture()
-def results(base_manifest: Path, variant: Any, tmp_path: Path) -> Path:
-    """Ten results under ``tmp_path/results``, at several depths, with varied facts."""
-    for i in range(10):
-        def edit(d: dict[str, Any], i: int = i) -> None:
-            set_pip_version(d, "numpy", NUMPY[i % len(NUMPY)])
-            set_pip_version(d, "torch", ["1.10.2", "1.13.1", "2.13.0+cpu"][i % 3])
-            d["envlock"]["host"] = f"node{i:02d}"
-            d["envlock"]["created"] = f"2026-11-{1 + i:02d}T{10 + i}:00:00Z"
-            cc = CCS[i % len(CCS)]
-            if cc:
-                d["gpu"] = gpu(cc)
-            d["frameworks"] = {"status": "ok", "source": "dist-info", "packages": [
-                {"name": "torch", "version": "2.13.0", "build": "cuda" if i % 2 else "cpu"}]}
-            d.setdefault("env", {"status": "ok", "source": "allow-list", "vars": {}})
-            d["env"].setdefault("vars", {})
-            if i % 4 == 0:
-                d["env"]["vars"]["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
-            if i % 3 == 1:
-                d["process"] = process(tf32=i % 2 == 1, deterministic=True,
-                                       workspace=":4096:8" if i == 4 else None)
-        name = "manifest.toml" if i % 2 else f"job{i}.toml"
-        variant(base_manifest, f"results/{'deep/er/' if i > 6 else ''}r{i}/{name}", edit)
-    return tmp_path / "results"
 
 
 def _spec(spec: str, version: str | None) -> bool:

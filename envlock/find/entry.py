@@ -1,0 +1,254 @@
+"""One result file as ``envlock find`` indexes it: read as ``envlock diff`` reads an input,
+flattened into index rows (:class:`Entry`), with its environment fingerprint.
+
+A file is read by :func:`read_result` (:func:`envlock.diff.foreign.reading` — a run record with
+the environment of the manifest it names —, diff's shape check and
+:func:`envlock.diff.facts.extract`), so the facts are diff's, already redacted.  A file that
+cannot be read (truncated, corrupted, of a newer schema) is an ``"error"`` entry: reported in one
+line and skipped.  :func:`read_all` reads many, in a bounded pool of processes when many changed.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from envlock.errors import EnvlockError
+from envlock.find.values import encode
+
+__all__ = ["Entry", "FINGERPRINT_MIN_RANK", "in_fingerprint", "read_result", "read_all", "sig_text",
+           "MAX_JOBS"]
+
+#: the lowest class rank (envlock/data/impact.toml) of a fact in the environment fingerprint:
+#: the interpreter and C library (50) and everything diff ranks above it.
+FINGERPRINT_MIN_RANK = 50
+
+#: the most bytes of a file read to tell whether it is a result.
+_SNIFF = 4096
+
+#: the most processes reading files at once (the pool is bounded: memory stays bounded).
+MAX_JOBS = 16
+
+#: below this many files to read, they are read in this process (a pool costs more to start).
+_POOL_MIN = 200
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One file as read: ``status`` ``"ok"``, ``"error"`` (``error`` says why, one line) or
+    ``"skip"`` (not a result); ``facts`` are ``(area:key, encoded value)``; ``sig`` is
+    ``None`` when the file must be read again next time (racy, or changed while read)."""
+
+    path: str
+    sig: str | None
+    status: str
+    error: str = ""
+    kind: str = ""
+    time: str = ""
+    host: str = ""
+    node: str = ""
+    job: str = ""
+    label: str = ""
+    listing: str = ""
+    areas: str = "{}"
+    fp: str = ""
+    facts: tuple[tuple[str, str], ...] = ()
+
+
+_KB: Any = None
+
+
+def _kb() -> Any:
+    global _KB
+    if _KB is None:
+        from envlock.diff.impact import load_kb
+
+        _KB = load_kb()
+    return _KB
+
+
+def in_fingerprint(area: str, key: str, kb: Any = None) -> bool:
+    """Whether fact ``area:key`` is part of the environment fingerprint: diff's impact model
+    gives it a class of rank :data:`FINGERPRINT_MIN_RANK` or more that may explain a
+    difference, and it is no fact of the code (class ``code``), the run's outcome (``run:``),
+    a random-number state (``process:seed.*``), the result's own record (``result:``) or noise."""
+    if kb is None or kb is _KB:
+        return _fingerprint_key(area, key)
+    return _in_fingerprint(area, key, kb)
+
+
+@functools.lru_cache(maxsize=65536)
+def _fingerprint_key(area: str, key: str) -> bool:
+    return _in_fingerprint(area, key, _kb())
+
+
+def _in_fingerprint(area: str, key: str, kb: Any) -> bool:
+    if area in ("result", "run", "code") or (area == "process" and key.startswith("seed.")):
+        return False
+    comp = kb.component(area, key)
+    if comp.cls == "code" or not kb.explains(comp.cls) or kb.rank(comp.cls) < FINGERPRINT_MIN_RANK:
+        return False
+    return not _noise(kb).match(f"{area}:{key}")
+
+
+_NOISE: Any = None
+
+
+def _noise(kb: Any) -> Any:
+    global _NOISE
+    if _NOISE is None:
+        from envlock.diff.impact import Globs
+
+        _NOISE = Globs(kb.noise)
+    return _NOISE
+
+
+def sig_text(sig: Sequence[int]) -> str:
+    """A stat signature (:func:`envlock.cache.signature`) as the index stores it."""
+    return ",".join(map(str, sig))
+
+
+def _stat_sig(path: str) -> list[int] | None:
+    from envlock.cache import signature
+
+    return signature(path)
+
+
+def _s(v: Any) -> str:
+    return v if isinstance(v, str) else ("" if v is None else str(v))
+
+
+def _meta(data: dict[str, Any]) -> dict[str, str]:
+    """kind, time, host, node and job of a result (from its ``[envlock]``, ``[run]``,
+    ``[process]`` and ``[slurm]`` tables; these are never environment facts)."""
+    def table(name: str) -> dict[str, Any]:
+        t = data.get(name)
+        return t if isinstance(t, dict) else {}
+
+    head, run, proc, slurm = table("envlock"), table("run"), table("process"), table("slurm")
+    granted = run.get("granted") if isinstance(run.get("granted"), dict) else {}
+    kind = "run" if run else ("record" if proc else "manifest")
+    when = _s(run.get("start")) or _s(proc.get("created")) or _s(head.get("created"))
+    return {"kind": kind, "time": when, "host": _s(head.get("host")),
+            "node": _s(slurm.get("node")) or _s(head.get("host")),
+            "job": _s(slurm.get("job-id")) or _s(granted.get("job-id"))}  # type: ignore[union-attr]
+
+
+def read_result(path: str, sig: str | None) -> Entry:
+    """Read one file as ``envlock diff`` reads an input (the one-input path of
+    :func:`envlock.diff.load_inputs`) and flatten it into index rows.
+
+    Never raises for a bad file: an unreadable one is an ``"error"`` entry whose ``error`` is
+    the reader's one line.
+    """
+    from envlock.diff import foreign
+    from envlock.diff.facts import extract
+    from envlock.diff.typecheck import check as check_shape
+
+    try:
+        r = foreign.reading(path)
+        if r.kind != "manifest":
+            return Entry(path, sig, "skip")
+        check_shape(r.data, path)
+        meta = _meta(r.data)
+        kb = _kb()
+        fs = extract(r.data, label=meta["node"] or os.path.basename(path), path=path, kind=r.kind,
+                     aliases=kb.aliases, listing=r.listing)
+    except (EnvlockError, OSError, ValueError, RecursionError) as exc:
+        from envlock._io import one_line
+
+        msg = one_line(str(exc) or type(exc).__name__, 300)
+        shown = one_line(path)
+        return Entry(path, sig, "error", msg[len(shown) + 2:] if msg.startswith(shown + ": ") else msg)
+    facts = []
+    fp_facts = []
+    for (a, k), v in fs.facts.items():
+        f = (f"{a}:{k}", encode(v))
+        facts.append(f)
+        if _fingerprint_key(a, k):
+            fp_facts.append(f)
+    for name in ("kind", "time", "host", "node", "job"):
+        if meta[name]:
+            facts.append((f"result:{name}", encode(meta[name])))
+    fp_facts.sort()
+    fp = hashlib.sha256("\n".join(f"{n}\0{e}" for n, e in fp_facts).encode()).hexdigest()[:20]
+    return Entry(path, sig, "ok", "", meta["kind"], meta["time"], meta["host"], meta["node"],
+                 meta["job"], fs.label, fs.listing, json.dumps(fs.areas, sort_keys=True), fp,
+                 tuple(facts))
+
+
+def _read_checked(item: tuple[str, str | None]) -> Entry:
+    """:func:`read_result`, with the signature taken again after the read: a file that changed
+    meanwhile is stored without one (read again next time)."""
+    path, sig = item
+    entry = read_result(path, sig)
+    after = _stat_sig(path)
+    if sig is not None and (after is None or sig_text(after) != sig):
+        return Entry(**{**entry.__dict__, "sig": None})
+    return entry
+
+
+def _candidate(path: str, name: str) -> str | None:
+    """Whether a ``.toml``/``.json`` file may be a result: ``"yes"``, ``"no"``, or why it cannot
+    be told (it cannot be opened).  A result is named ``manifest.toml``/``run.toml`` (or
+    ``.json``), or its first :data:`_SNIFF` bytes name the ``envlock`` table.  Opened
+    non-blocking and checked to be a regular file first: a FIFO never waits."""
+    if name in ("manifest.toml", "run.toml", "manifest.json", "run.json"):
+        return "yes"
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        return "no"
+    except OSError as exc:
+        return f"cannot open ({exc.strerror})"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return "no"
+        head = os.read(fd, _SNIFF)
+    except OSError as exc:
+        return f"cannot read ({exc.strerror})"
+    finally:
+        os.close(fd)
+    return "yes" if b"[envlock]" in head or b'"envlock"' in head else "no"
+
+
+def jobs_default() -> int:
+    """The usable CPUs (``sched_getaffinity``), at most :data:`MAX_JOBS`."""
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(MAX_JOBS, n))
+
+
+def read_all(todo: Sequence[tuple[str, str | None]], jobs: int | None) -> Iterator[Entry]:
+    """The entries of ``todo`` (``(path, signature text or None)``), in order.
+
+    :param jobs: processes reading (default :func:`jobs_default`); the files are read in this
+        process when ``jobs`` is 1 or fewer than 200 must be read.
+    """
+    sniffed = []
+    for p, s in todo:
+        what = _candidate(p, os.path.basename(p))
+        if what == "yes":
+            sniffed.append((p, s))
+        elif what == "no":
+            yield Entry(p, s, "skip")
+        else:
+            yield Entry(p, s, "error", str(what))
+    n = jobs if jobs is not None else jobs_default()
+    if n <= 1 or len(sniffed) < _POOL_MIN:
+        for item in sniffed:
+            yield _read_checked(item)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    _kb()  # loaded once before the fork, shared by the readers
+    ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+        yield from pool.map(_read_checked, sniffed, chunksize=32)
