@@ -354,8 +354,9 @@ def check_ident(header: bytes, host: HostAbi = HOST) -> IdentVerdict:
         ident_error = "ELF file version ident does not match current one"
     elif osabi not in _VALID_OSABI:
         ident_error = "ELF file OS ABI invalid"
-    # GNU objects may carry small ABI versions (unique symbols, …); SYSV must be 0.
-    elif (osabi == 0 and abiversion != 0) or (osabi == 3 and abiversion > 4):
+    # GNU objects may carry small ABI versions (unique symbols, …); SYSV must be 0.  glibc 2.36
+    # VALID_ELF_ABIVERSION: abiversion < LIBC_ABI_MAX (4 there; a real dlopen accepts 3, refuses 4).
+    elif (osabi == 0 and abiversion != 0) or (osabi == 3 and abiversion > 3):
         ident_error = "ELF file ABI version invalid"
     elif any(header[9:16]):
         ident_error = "nonzero padding in e_ident"

@@ -14,6 +14,7 @@ import struct
 import subprocess
 from pathlib import Path
 
+from envlock.libs.analysis import analyze_module
 from envlock.libs.config import detect_config
 from envlock.libs.elfread import read_elf
 from envlock.libs.linkmap import Process
@@ -145,3 +146,26 @@ def test_a_verdaux_name_outside_the_segments_loads(build: Builder) -> None:
     info = read_elf(lib)
     assert info.error is None and [d.name for d in info.verdef if not d.base] == [""]
     assert _model_error(lib) is None
+
+
+def test_gnu_abi_version_bound_is_glibcs(build: Builder, tmp_path: Path) -> None:
+    """EI_OSABI GNU with EI_ABIVERSION 3 loads and 4 is refused (mutants 4362 and 5976 of the
+    10,000-mutant run), against a real dlopen and envlock's reading of the same file."""
+    from .dlopen_oracle import build_probe, model_dlopen, real_dlopen
+    probe = build_probe(tmp_path)
+    lib = build.lib("abi/libt.so", CODE, soname="libt.so", extra=["-lm"])
+    for version, ok in ((3, True), (4, False)):
+        data = bytearray(lib.read_bytes())
+        data[7], data[8] = 3, version
+        path = tmp_path / f"abi{version}.so"
+        path.write_bytes(bytes(data))
+        real = real_dlopen(probe, path)
+        ours = model_dlopen(probe, path)
+        assert (real.error is None) is ok, real
+        assert (ours.error is None) is ok, ours
+        if not ok:
+            assert real.error == f"{path}: ELF file ABI version invalid"
+            report = analyze_module(str(probe), str(path), sys_path=[], env={}, owners=False,
+                                    runtime=False, check_symbols=True)
+            first = next(f for f in report.findings if f.severity == "error")
+            assert any("ELF file ABI version invalid" in e for e in (first.cause, *first.evidence)), first

@@ -165,7 +165,7 @@ def _ld_so_verdict(path: Path) -> tuple[bool, str]:
         return True, ""
     if proc.returncode < 0:
         return False, f"signal {-proc.returncode}"
-    text = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+    text = proc.stderr.decode("utf-8", "surrogateescape").strip().splitlines()
     line = text[-1] if text else ""
     marker = "error while loading shared libraries: "
     rest = line.split(marker, 1)[1] if marker in line else line
