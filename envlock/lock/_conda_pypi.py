@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from envlock._io import write_file
 from envlock._run import Runner
 from envlock.errors import LockError, SolveError
 
@@ -141,11 +143,11 @@ def _stub_wheel(dest: Path, dist: Provided) -> Path:
     record = "".join(f"{p},sha256={_b64(t.encode())},{len(t.encode())}\n"
                      for p, t in files.items()) + f"{info}/RECORD,,\n"
     files[f"{info}/RECORD"] = record
-    path = dest / f"{stem}-py3-none-any.whl"
-    with zipfile.ZipFile(path, "w") as zf:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
         for name, text in files.items():
             zf.writestr(zipfile.ZipInfo(name, (2020, 1, 1, 0, 0, 0)), text)
-    return path
+    return write_file(dest / f"{stem}-py3-none-any.whl", buf.getvalue())
 
 
 def stub_constraints(provided: dict[str, Provided], dest: Path) -> Path | None:
@@ -155,9 +157,7 @@ def stub_constraints(provided: dict[str, Provided], dest: Path) -> Path | None:
         return None
     lines = [f"{d.name} @ {_stub_wheel(dest, d).resolve().as_uri()}\n"
              for d in sorted(provided.values(), key=lambda d: d.name)]
-    path = dest / "conda-provided.txt"
-    path.write_text("".join(lines), encoding="utf-8")
-    return path
+    return write_file(dest / "conda-provided.txt", "".join(lines))
 
 
 def check_direct(requirements: Sequence[str], provided: dict[str, Provided], where: str) -> None:

@@ -25,8 +25,7 @@ pytestmark = pytest.mark.usefixtures("no_conda", "offline_pip")
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory, h) -> dict[str, Path]:
-    from conftest import make_conda_package
-
+    make_conda_package = h.make_conda_package  # tests/lock/conftest.py's builder
     ch = tmp_path_factory.mktemp("torch-channel")
     make_conda_package(ch, "noarch", "docs-theme", "2.1", "0", [], noarch="generic")
     real = Path(sys.executable).resolve()
