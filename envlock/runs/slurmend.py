@@ -26,6 +26,15 @@ __all__ = ["KILL_MARGIN", "SlurmEnding", "dt_utc"]
 KILL_MARGIN = 0.5
 
 
+#: the fix of ``run.slurm-ended`` when a node of the job went down (the job's time is not
+#: the cause), and otherwise
+_NODE_FIX = ("Resubmit the job, or let Slurm requeue it after a node failure (sbatch "
+             "--requeue) and checkpoint on SIGTERM; `scontrol show node NODE` says why the "
+             "node was set DOWN (Reason).")
+_TIME_FIX = ("Ask for more time (--time) and checkpoint on SIGTERM, or on an earlier "
+             "--signal=B:USR1@300 warning; the program has KillWait seconds after SIGTERM.")
+
+
 class SlurmEnding:
     """The end of a job that Slurm ends (time limit, ``scancel``, node failure, preemption):
     SIGTERM to every process of the step, then SIGKILL ``KillWait`` seconds later, to envlock
@@ -153,8 +162,7 @@ class SlurmEnding:
             id="run.slurm-ended", severity="warning", title=title,
             cause=f"Slurm's JobState {st or '?'}, Reason {self.job.get('Reason', '?')} "
                   f"(scontrol show job at the SIGTERM), {wait} (scontrol show config).",
-            fix=("Ask for more time (--time) and checkpoint on SIGTERM, or on an earlier "
-                 "--signal=B:USR1@300 warning; the program has KillWait seconds after SIGTERM.",))]
+            fix=(_NODE_FIX if why in ("a node set DOWN", "a node failure") else _TIME_FIX,))]
 
     def _snapshot(self, **changes: Any) -> RunInfo:
         s = self.sampler

@@ -257,6 +257,9 @@ def test_a_node_set_down_mid_run_is_in_the_record(slurm: Cluster, tmp_path: Path
         assert rec["outcome"] == "killed" and rec["signal"] == "SIGKILL", rec
         said = " ".join(f["title"] for f in rec["findings"])
         assert "NODE_FAIL" in said and "a node set DOWN" in said, rec["findings"]
+        fixes = " ".join(" ".join(f.get("fix") or ()) for f in rec["findings"]
+                         if f["id"] in ("run.slurm-ended", "run.unfinished"))
+        assert "--requeue" in fixes and "more time" not in fixes, fixes  # not the time limit
         out = _show(slurm, tmp_path / "r")
         assert "run: killed (SIGKILL)" in out and "a node set DOWN" in out, out
         d = slurm.cmd(f"{BIN}/envlock", "diff", str(tmp_path / "r" / "run.toml"),
