@@ -101,6 +101,12 @@ def libs(
     will_exit(code)
     if err:
         click.echo(err, err=True, nl=False)
+    if fmt == "text":  # folded after the answer cache: the width is not one of its inputs
+        import shutil
+
+        from envlock.render.libs import fit
+
+        out = fit(out, shutil.get_terminal_size().columns)
     sys.stdout.write(out)
     sys.stdout.flush()  # a reader gone shows here, inside handle_errors
     if code:

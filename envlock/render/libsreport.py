@@ -8,6 +8,7 @@ NEEDED chain thousands deep renders) and pure: they return text.
 from __future__ import annotations
 
 import os
+import re
 from typing import TYPE_CHECKING, Any
 
 from envlock.libs.config import describe_tunables
@@ -15,7 +16,7 @@ from envlock.libs.config import describe_tunables
 if TYPE_CHECKING:
     from envlock.libs.analysis import LibEntry, LibsReport
 
-__all__ = ["render_text", "render_why"]
+__all__ = ["fit", "render_text", "render_why"]
 
 _RULE_TEXT = {
     "rpath": "RPATH",
@@ -259,3 +260,44 @@ def render_why(report: LibsReport, name: str) -> str:
             lines.append(f"  => not loaded: {r.error}")
         lines.append("")
     return "\n".join(lines)
+
+
+_GUIDE = re.compile(r"^[│├└─ ]*")
+
+
+def fit(text: str, width: int) -> str:
+    """``text`` with each line wider than ``width`` columns folded, as a log needs it: after a
+    space or a ``/`` (a path breaks between its directories), the continuation indented under
+    its tree guides (``├── `` continues as ``│       ``, or ``│   │   `` when children follow).
+    A piece with no break point is cut.
+
+    :param width: columns (the terminal's, or 80 when the output is a file or pipe, as
+        :func:`shutil.get_terminal_size` and rich's console decide it).
+    """
+    out: list[str] = []
+    lines = text.split("\n")
+    for n, line in enumerate(lines):
+        if len(line) <= width:
+            out.append(line)
+            continue
+        guide = _GUIDE.match(line).group(0)  # type: ignore[union-attr]
+        nxt = _GUIDE.match(lines[n + 1]) if n + 1 < len(lines) else None
+        below = nxt.group(0) if nxt else ""
+        hang = guide.replace("├──", "│  ").replace("└──", "   ").replace("─", " ") + (
+            "│   " if guide and len(below) > len(guide) else "    ")  # its children's guide goes on
+        if len(hang) > width // 2:
+            hang = "    "
+        pieces = re.findall(r"[^ /]*[ /]|[^ /]+$", line[len(guide):])
+        cur = guide
+        for piece in pieces:
+            while len(piece) > width - len(hang):  # no break point: cut
+                room = width - len(cur)
+                cur, piece = cur + piece[:room], piece[room:]
+                out.append(cur.rstrip())
+                cur = hang
+            if len(cur) + len(piece.rstrip()) > width and cur.strip(" │"):
+                out.append(cur.rstrip())
+                cur = hang
+            cur += piece
+        out.append(cur.rstrip())
+    return "\n".join(out)

@@ -117,3 +117,20 @@ def test_numerics_variables_the_manifest_records_are_checked_and_the_fix_runs(wo
     same = _verify(world, venv, args=f"--manifest {manifest}",
                    extra={"OMP_NUM_THREADS": "1", "MKL_CBWR": "COMPATIBLE"})
     assert "env.numerics-differs" not in _ids(same)
+
+
+def test_packages_shadowed_by_pythonpath_fix_runs(world: World) -> None:
+    """A copy pip installed into a PYTHONPATH directory hides the venv's: the fix's `unset
+    PYTHONPATH` in the job's shell makes the venv's copy the imported one."""
+    for v in ("1.26.4", "2.0.1"):
+        world.wheel("numpy", v)
+    venv = world.venv("env", ["numpy==1.26.4"])
+    shared = world.root / "shared-libs"
+    world.sh(f"pip install -q --no-deps --target {shared} numpy==2.0.1", venv)
+    env = {"PYTHONPATH": str(shared)}
+    before = _verify(world, venv, extra=env)
+    f = _one(before, "packages.shadowed")
+    cmd = _command(f["fix"][0])
+    assert cmd == "unset PYTHONPATH"
+    after = _verify(world, venv, cmd, extra=env)
+    assert "packages.shadowed" not in _ids(after) and _ids(after) <= _ids(before)

@@ -238,3 +238,11 @@ def real_ld_debug(path: Path | str, env: Mapping[str, str] | None = None) -> dic
                           check=False, capture_output=True, text=True, timeout=30,
                           env=_clean_env(extra))
     return ld_debug_trials(proc.stderr)
+
+
+@pytest.fixture(autouse=True)
+def _whole_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``envlock libs`` folds its text to the terminal's width (80 in a log, as rich does); these
+    tests read whole lines, so they give it a wide one (``COLUMNS``, which
+    :func:`shutil.get_terminal_size` reads first).  tests/libs/test_fit.py checks the folding."""
+    monkeypatch.setenv("COLUMNS", "4000")
