@@ -96,6 +96,11 @@ def test_parquet_export_read_by_duckdb_answers_as_the_index(base_manifest: Path,
         d["gpu"] = gpu([["7.5"], ["8.0"], ["9.0", "8.6"]][i % 3])
         if i % 2:
             d["process"] = process(tf32=i % 4 == 1)
+        d["envlock"]["created"] = f"2026-{1 + i:02d}-01T10:00:00Z"
+        d["frameworks"] = {"status": "ok", "source": "dist-info", "packages": [
+            {"name": "torch", "version": "2.13.0", "build": "cuda" if i % 3 else "cpu"}]}
+        d.setdefault("env", {"status": "ok", "source": "allow-list"}).setdefault("vars", {})[
+            "OMP_NUM_THREADS"] = str([1, 8][i % 2])
         p = root / f"r{i}" / "manifest.toml"
         p.parent.mkdir(parents=True)
         p.write_text(_toml.dumps(d), encoding="utf-8")
@@ -116,11 +121,26 @@ def test_parquet_export_read_by_duckdb_answers_as_the_index(base_manifest: Path,
         "gpu.arch == 8.6": "fact = 'gpu:compute-capability' AND number = 8.6",
         "torch.tf32.matmul == true": "fact = 'process:torch.allow-tf32-matmul' AND flag",
         "host == h1": "fact = 'result:host' AND value = 'h1'",
+        "host == h1*": "fact = 'result:host' AND value LIKE 'h1%'",
+        "numpy ~= 1.26": "fact = 'package:numpy' AND release >= [1, 26, 0, 0, 0, 0] "
+                         "AND release < [2, 0, 0, 0, 0, 0]",
+        "torch.build == cuda": "fact = 'frameworks:torch.build' AND value = 'cuda'",
+        "OMP_NUM_THREADS == 8": "fact = 'env:OMP_NUM_THREADS' AND value = '8'",
+        "time >= 2026-06": "fact = 'result:time' AND value >= '2026-06'",
     }
+    # and/or/not: the set operations over the single facts' answers
+    every = "SELECT DISTINCT path FROM f"
+    pairs["numpy < 2 and gpu.arch >= sm_80"] = (
+        f"path IN (SELECT path FROM f WHERE {pairs['numpy < 2']}) AND "
+        f"path IN (SELECT path FROM f WHERE {pairs['gpu.arch >= sm_80']})")
+    pairs["not (numpy < 2) or torch.build == cuda"] = (
+        f"path NOT IN (SELECT path FROM f WHERE {pairs['numpy < 2']}) OR "
+        f"path IN (SELECT path FROM f WHERE {pairs['torch.build == cuda']})")
     for query, where in pairs.items():
         sqlite = sorted(m.path for m in find([root], query, index=index).matches)
-        duck = sorted(r[0] for r in con.execute(f"SELECT DISTINCT path FROM f WHERE {where}").fetchall())
+        duck = sorted(r[0] for r in con.execute(f"{every} WHERE {where}").fetchall())
         assert sqlite and duck == sqlite, query
+        assert len(sqlite) < 12, query  # each selects some, not all
     # one row per result × fact (a set-valued fact: one per member)
     n_results = con.execute("SELECT count(DISTINCT path) FROM f").fetchone()[0]
     assert n_results == 12
