@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -72,6 +71,7 @@ BUDGETS: dict[str, Budget] = {
     "verify --manifest": Budget(("verify", "--manifest", "{m}"),
                                 (*_HEAVY, "envlock.render.showreport", "envlock.render.diffreport",
                                  "envlock.render.libsreport", "envlock.diff.api", "envlock.diff.engine",
+                                 "envlock.diff.pairwise", "envlock.diff.majority",
                                  "envlock.diff.rules", "envlock.lock",
                                  "envlock.reproduce"),
                                 max_envlock=80, max_cost=24.0),
@@ -122,14 +122,17 @@ def manifest(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_import_budget(name: str, manifest: Path, tmp_path: Path) -> None:
     budget = BUDGETS[name]
     argv = [a.format(m=manifest, out=tmp_path / "out.toml") for a in budget.argv]
-    runs = [_measure(argv, tmp_path) for _ in range(4)][1:]  # the first warms the bytecode cache
+    runs = [_measure(argv, tmp_path) for _ in range(6)][1:]  # the first warms the bytecode cache
     loaded, _, self_us = runs[-1]
     bad = _violations(loaded, budget.forbidden)
     assert not bad, f"envlock {name} imports what it does not need: {bad[:12]}"
     own = [m for m in loaded if m == "envlock" or m.startswith("envlock.")]
     assert len(own) <= budget.max_envlock, (
         f"envlock {name} loads {len(own)} envlock modules (budget {budget.max_envlock})")
-    cost = statistics.median(r[1] for r in runs)
+    # the least of five: a busy machine only ever adds time, to the imports or to click's, and
+    # one run in five with the cores to itself is what the ratio is about (median failed at
+    # 25-33x under a load of 7 on 2 cores, in 1 run of 3, with no import added)
+    cost = min(r[1] for r in runs)
     heaviest = sorted(self_us.items(), key=lambda kv: -kv[1])[:8]
     assert cost <= budget.max_cost, (
         f"envlock {name}: imports cost {cost:.1f}× `import click` (budget {budget.max_cost}×); "

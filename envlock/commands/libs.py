@@ -104,7 +104,7 @@ def libs(
     if fmt == "text":  # folded after the answer cache: the width is not one of its inputs
         import shutil
 
-        from envlock.render.libs import fit
+        from envlock.render.libsreport import fit
 
         out = fit(out, shutil.get_terminal_size().columns)
     sys.stdout.write(out)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from envlock.render.libs import fit
+from envlock.render.libsreport import fit
 
 
 def test_fold_a_tree_line_between_directories() -> None:
