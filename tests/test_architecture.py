@@ -238,8 +238,6 @@ MAX_FUNCTION_LINES = 80
 ALLOWED: frozenset[str] = frozenset({
     "envlock/diff/rules.py",
     "envlock/diff/rules.py:explain_spread",
-    "envlock/render/diffreport.py",
-    "envlock/render/diffreport.py:render_text",
 })
 
 

@@ -81,10 +81,12 @@ def diff(inputs: tuple[str, ...], fmt: str, only: tuple[str, ...], ignore: tuple
         else:
             from rich.console import Console
 
+            from envlock.render.difftext import render_text
+
             console = pipe_safe(Console(file=sys.stdout, width=width, soft_wrap=False,
                                         highlight=False))
-            render.render_text(result, console, show_all=show_all,
-                               cut=console.is_terminal and sys.stdout.isatty())
+            render_text(result, console, show_all=show_all,
+                        cut=console.is_terminal and sys.stdout.isatty())
         sys.stdout.flush()
         sys.exit(code)
     finally:

@@ -207,7 +207,7 @@ def _check_piped(result: Any) -> None:
     from rich.console import Console
 
     from envlock.diff.engine import ManyDiff
-    from envlock.render.diffreport import render_text
+    from envlock.render.difftext import render_text
 
     console = Console(file=io.StringIO(), width=80, highlight=False, soft_wrap=False,
                       color_system=None, force_terminal=False)

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from envlock.cli import cli
 from envlock.diff import diff
 from envlock.diff.engine import PairDiff
-from envlock.render.diffreport import ellipsize, layout_columns, render_text
+from envlock.render.difftext import ellipsize, layout_columns, render_text
 
 from .conftest import CONDA_PACKAGES, PREFIX, build_manifest, replace
 
