@@ -81,7 +81,7 @@ def torch_fix(variants: tuple[str, str], labels: tuple[str, str],
               packages: tuple[Pkg | None, Pkg | None]) -> str:
     """The install commands for torch's build, one per way the inputs installed it.
 
-    :param variants: the two builds (:func:`envlock.diff.rules.torch_variant`).
+    :param variants: the two builds (:func:`envlock.diff.ruleparts.torch_variant`).
     :param labels: the two inputs' labels.
     :param packages: each side's ``torch`` package fact, if any (its manager and channel
         choose the conda command; its version goes into the pip one).

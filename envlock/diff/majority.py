@@ -341,7 +341,7 @@ def compare_many(inputs: Iterable[FactSet], kb: KB, *, only: Sequence[str] = (),
     hold it (absent counts as a value); an input deviates when its value is not the majority.
     A fact without a majority (2/2/1 of five) is listed with its distinct values and who
     holds each, and is left out of the per-input comparisons: no input is "the odd one";
-    it is explained on its own (:attr:`ManyDiff.spread`, :func:`rules.explain_spread`).
+    it is explained on its own (:attr:`ManyDiff.spread`, :func:`spreadrules.explain_spread`).
     Each deviating input is compared with the majority by :func:`compare_pair`.
 
     ``inputs`` may be a generator: each input is taken in (:class:`ManyTally`) and need not
