@@ -1,10 +1,11 @@
-"""Project-name normalization (PEP 503), in one place, importable without anything else."""
+"""Project-name normalization (PEP 503) and conda's names of PyPI projects, in one place,
+importable without anything else."""
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["canonicalize"]
+__all__ = ["CONDA_TO_PYPI", "canonicalize"]
 
 _CANON = re.compile(r"[-_.]+")
 
@@ -19,3 +20,24 @@ def canonicalize(name: str) -> str:
     if name.islower() and "_" not in name and "." not in name and "--" not in name:
         return name  # already normalized: every name a snapshot writes
     return _CANON.sub("-", name).lower()
+
+
+#: conda name → PyPI name where they differ (the one table: ``lock -f`` gives conda's
+#: distributions to uv by it, and diff's impact model takes it as aliases), from regro's
+#: ``grayskull_pypi_mapping.json`` (the
+#: mapping conda-lock downloads: ``conda_lock.lookup.DEFAULT_MAPPING_URL``).
+CONDA_TO_PYPI = {
+    "pytorch": "torch",
+    "pytorch-cpu": "torch",
+    "pytorch-gpu": "torch",
+    "matplotlib-base": "matplotlib",
+    "py-opencv": "opencv-python",
+    "py-xgboost": "xgboost",
+    "pytables": "tables",
+    "msgpack-python": "msgpack",
+    "python-xxhash": "xxhash",
+    "python-flatbuffers": "flatbuffers",
+    "pyqt": "pyqt5",
+    "tensorflow-base": "tensorflow",
+    "ruamel.yaml": "ruamel-yaml",
+}

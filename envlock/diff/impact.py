@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from fnmatch import translate
 from typing import Any
 
+from envlock._names import CONDA_TO_PYPI
 from envlock.diff.facts import Impl, Pkg
 from envlock.errors import ManifestError
 from envlock.manifest._toml import read_text
@@ -234,7 +235,8 @@ def load_kb(extra: Iterable[str | os.PathLike[str]] = ()) -> KB:
     base = _shipped()
     classes = {k: dict(v) for k, v in base["classes"].items()}
     sizes = dict(base["sizes"])
-    aliases = dict(base.get("aliases", {}))
+    # conda's names of PyPI projects (one table, envlock._names), then the model's own aliases
+    aliases = {_norm(k): _norm(v) for k, v in CONDA_TO_PYPI.items()} | dict(base.get("aliases", {}))
     rules = {k: dict(v) for k, v in base.get("rules", {}).items()}
     components = _components(base)
     components.sort(key=lambda c: c.patterns == ("*",))  # entries appended after it still match

@@ -14,7 +14,7 @@ Which PyPI distribution a conda package is:
 1. its own ``purls`` (``pkg:pypi/torch@2.3.1``, the package URLs conda-forge's repodata carries
    for each record, as pixi reads them);
 2. else, as conda-lock decides for a package that depends on ``python``: the grayskull mapping's
-   PyPI name (conda-lock's ``conda_name_to_pypi_name``; the renames in :data:`CONDA_TO_PYPI` are
+   PyPI name (conda-lock's ``conda_name_to_pypi_name``; the renames in :data:`envlock._names.CONDA_TO_PYPI` are
    its entries for the packages scientific environments hold, used offline), or the conda name
    itself (conda-lock's fallback, "Assuming identity").
 """
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 from envlock._io import write_file
+from envlock._names import CONDA_TO_PYPI
 from envlock._run import Runner
 from envlock.errors import LockError, SolveError
 
@@ -39,26 +40,9 @@ if TYPE_CHECKING:
     from envlock.lock._condalock import Entry
     from envlock.lock._pip import IndexOptions
 
-__all__ = ["CONDA_TO_PYPI", "Provided", "provided_dists", "stub_constraints", "check_direct",
+__all__ = ["Provided", "provided_dists", "stub_constraints", "check_direct",
            "pip_entries"]
 
-#: conda name → PyPI name where they differ, from regro's ``grayskull_pypi_mapping.json`` (the
-#: mapping conda-lock downloads: ``conda_lock.lookup.DEFAULT_MAPPING_URL``).
-CONDA_TO_PYPI = {
-    "pytorch": "torch",
-    "pytorch-cpu": "torch",
-    "pytorch-gpu": "torch",
-    "matplotlib-base": "matplotlib",
-    "py-opencv": "opencv-python",
-    "py-xgboost": "xgboost",
-    "pytables": "tables",
-    "msgpack-python": "msgpack",
-    "python-xxhash": "xxhash",
-    "python-flatbuffers": "flatbuffers",
-    "pyqt": "pyqt5",
-    "tensorflow-base": "tensorflow",
-    "ruamel.yaml": "ruamel-yaml",
-}
 
 
 @dataclass(frozen=True, slots=True)
