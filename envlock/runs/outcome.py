@@ -202,7 +202,7 @@ def _gpus(g: Granted, r: Resources) -> list[RunFinding]:
                 cause="Every CUDA process then sees all GPUs of the node and starts on GPU 0, "
                       "which may belong to another job.",
                 fix=(visible_devices_fix(g.gpu_ids, None),
-                     "Or find what removed it between Slurm and the job (an `unset "
+                     "Find what removed it between Slurm and the job (an `unset "
                      "CUDA_VISIBLE_DEVICES` in the script or a module it loads, a launcher that "
                      "passes on only some variables)."),
             ))

@@ -51,7 +51,7 @@ def check_visible_devices(ctx: Context) -> list[Finding]:
                       "belong to another job; the GPUs allocated to this job sit idle.",
                 evidence=(*ev, "CUDA_VISIBLE_DEVICES: unset"),
                 fix=(visible_devices_fix(slurm_gpu_ids(env), len(ctx.live.gpu.gpus) or None),
-                     "Or find what removed it between Slurm and the job (an `unset "
+                     "Find what removed it between Slurm and the job (an `unset "
                      "CUDA_VISIBLE_DEVICES` in the script or a module it loads, a launcher that "
                      "passes on only some variables)."),
             ))
