@@ -30,7 +30,7 @@ RULE_FIELDS: dict[str, frozenset[str]] = {
     "blas-vendor": frozenset({"a", "b", "la", "lb", "fix"}),
     "simd": frozenset({"a", "b", "la", "lb", "numpy"}),
     "threads": frozenset({"what", "fix"}),
-    "loader-path": frozenset({"var", "a", "b", "la", "lb", "libs", "moved", "lb_or_la"}),
+    "loader-path": frozenset({"var", "a", "b", "la", "lb", "libs", "moved", "lb_or_la", "fix"}),
     "scheduler": frozenset({"what"}),
 }
 

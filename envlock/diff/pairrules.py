@@ -283,6 +283,8 @@ def _through(c: Change, rule: str) -> bool:
 
 
 def _loader_path(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explanation]:
+    from envlock.diff.fixes import env_fix
+
     out = []
     rest = list(changes)
     for var, rule in (("LD_PRELOAD", "preload"), ("LD_LIBRARY_PATH", "ld_library_path")):
@@ -301,7 +303,7 @@ def _loader_path(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[
         la = a.label if cause.majority_count is None else f"{cause.majority_count} inputs"
         out.append(_rule(kb, "loader-path", [cause, *moved], "value", causes=[cause], var=var,
                          a=_unset(va), b=_unset(vb), la=la, lb=b.label, libs=libs,
-                         moved=shown, lb_or_la=side.label))
+                         moved=shown, lb_or_la=side.label, fix=env_fix([cause], (la, b.label))))
     return out
 
 

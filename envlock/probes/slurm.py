@@ -15,7 +15,8 @@ from envlock.manifest._model import freeze_mapping
 from envlock.manifest.stacktables import SlurmInfo
 from envlock.probes.world import World
 
-__all__ = ["probe_slurm", "slurm_gpu_ids", "slurm_gpu_count", "SLURM_VARS", "PBS_VARS", "LSF_VARS"]
+__all__ = ["probe_slurm", "slurm_gpu_ids", "slurm_gpu_count", "visible_devices_fix", "SLURM_VARS",
+           "PBS_VARS", "LSF_VARS"]
 
 #: Slurm variables recorded in ``vars`` (allow-list).
 SLURM_VARS: tuple[str, ...] = (
@@ -174,3 +175,39 @@ def slurm_gpu_count(environ: Mapping[str, str]) -> int | None:
         return int(raw)
     ids = slurm_gpu_ids(environ)
     return len(ids) if ids else None
+
+
+#: the bash expression of the job's GPU ids: a step's (``srun``), else the job's (the batch step)
+GPU_IDS_EXPR = "${SLURM_STEP_GPUS:-$SLURM_JOB_GPUS}"
+
+
+def visible_devices_fix(ids: tuple[str, ...], seen: int | None) -> str:
+    """The fix line for a GPU allocation whose ``CUDA_VISIBLE_DEVICES`` is gone: the
+    ``export`` that gives it back, or the choice between two when the numbering is not known.
+
+    Slurm's ids (``SLURM_STEP_GPUS``/``SLURM_JOB_GPUS``) are the node's GPU indices; under
+    cgroup device constraint (``ConstrainDevices=yes``) the job sees only its own GPUs,
+    numbered from 0, and Slurm sets ``CUDA_VISIBLE_DEVICES`` to those (Slurm documentation,
+    "Generic Resource (GRES) Scheduling", "GPU Management").  Ids ``0…n-1`` (or UUIDs) are
+    right either way; ``${SLURM_STEP_GPUS:-$SLURM_JOB_GPUS}`` is a step's ids, else the batch
+    step's.
+
+    :param ids: the allocated GPU ids (:func:`slurm_gpu_ids`); empty when only a count is known.
+    :param seen: the number of GPUs the job sees (``nvidia-smi``), ``None`` when not known.
+    :returns: one fix line; its commands in backticks.
+    """
+    if not ids:
+        return ("Export the job's GPU ids as CUDA_VISIBLE_DEVICES: the environment names none "
+                "(no SLURM_STEP_GPUS or SLURM_JOB_GPUS); `scontrol show job -d $SLURM_JOB_ID` "
+                "lists them (IDX)")
+    own = f"`export CUDA_VISIBLE_DEVICES={GPU_IDS_EXPR}`"
+    relative = ",".join(str(i) for i in range(len(ids)))
+    if ",".join(ids) == relative or not all(i.isdigit() for i in ids) or (
+            seen is not None and seen > len(ids)):
+        return f"{own} in the job script"
+    renumbered = f"`export CUDA_VISIBLE_DEVICES={relative}`"
+    if seen == len(ids):
+        return (f"{renumbered} in the job script (the job sees only its {seen} GPU(s), numbered "
+                f"from 0; Slurm's ids {','.join(ids)} are the node's)")
+    return (f"Choose by what the job sees (`nvidia-smi -L`): all the node's GPUs — {own}; only "
+            f"its own {len(ids)}, numbered from 0 (cgroup ConstrainDevices) — {renumbered}")

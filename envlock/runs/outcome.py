@@ -74,11 +74,14 @@ def run_findings(
     children: tuple[Leftover, ...],
     keep_children: bool,
     forwarded: bool = True,
+    faulthandler: bool = False,
 ) -> list[RunFinding]:
     """The findings of one run, most severe first within each topic.
 
     :param outcome: :attr:`RunInfo.outcome`; ``received``: names of the signals forwarded.
     :param wall: the command's wall time, seconds; ``end``: UTC end time (for the job's time).
+    :param faulthandler: the command ran with ``PYTHONFAULTHANDLER`` set (a Python program
+        then wrote the traceback of a crash to its stderr itself).
     """
     g = granted or Granted()
     r = resources or Resources()
@@ -86,7 +89,8 @@ def run_findings(
     used = (stop - start) if start is not None and stop is not None and stop >= start else wall
     out = [*_memory(g, r, outcome), *_time(g, used, whole_job=start is not None),
            *_ending(outcome, exit_status, signal, received, forwarded,
-                    near=bool(g.time_limit and used is not None and used >= g.time_limit * NEAR)),
+                    near=bool(g.time_limit and used is not None and used >= g.time_limit * NEAR),
+                    faulthandler=faulthandler),
            *_gpus(g, r), *_children(children, keep_children)]
     return [replace(f, cause=f.cause or None) for f in out]
 
@@ -135,9 +139,11 @@ def _time(g: Granted, used: float | None, *, whole_job: bool) -> list[RunFinding
 
 
 def _ending(outcome: str, exit_status: int | None, signal: str | None,
-            received: tuple[str, ...], forwarded: bool, *, near: bool) -> list[RunFinding]:
+            received: tuple[str, ...], forwarded: bool, *, near: bool,
+            faulthandler: bool = False) -> list[RunFinding]:
     """How the command ended (``run.terminated``, ``run.killed``, ``run.crashed``,
-    ``run.output-closed``, ``run.failed``); ``near``: the time limit was near."""
+    ``run.output-closed``, ``run.failed``); ``near``: the time limit was near;
+    ``faulthandler``: ``PYTHONFAULTHANDLER`` was set for the command."""
     out: list[RunFinding] = []
     if outcome == "terminated":
         how = f"it exited with status {exit_status}" if exit_status is not None else f"it ended by {signal}"
@@ -164,7 +170,10 @@ def _ending(outcome: str, exit_status: int | None, signal: str | None,
             id="run.crashed", severity="error", title=f"the command crashed: {signal}",
             cause="A native library or the interpreter died (SIGSEGV: invalid memory access; SIGABRT: "
                   "an assertion or an uncaught C++ exception; SIGBUS: a file truncated under mmap).",
-            fix=("Run it again with PYTHONFAULTHANDLER=1 for a Python traceback of the crash.",),
+            fix=(("A Python program's traceback of the crash is in its stderr (PYTHONFAULTHANDLER "
+                  "was set): the last frames name the call that crashed.",) if faulthandler else
+                 ("For a Python program, run it again after `export PYTHONFAULTHANDLER=1`: it "
+                  "then writes the Python traceback of the crash to its stderr.",)),
         ))
     elif outcome == "output-closed":
         out.append(RunFinding(
@@ -185,13 +194,17 @@ def _gpus(g: Granted, r: Resources) -> list[RunFinding]:
     out: list[RunFinding] = []
     if g.gpus:
         if g.visible_devices is None:
+            from envlock.probes.slurm import visible_devices_fix
+
             out.append(RunFinding(
                 id="run.visible-devices-unset", severity="warning",
                 title=f"GPU allocated ({g.gpus}) but CUDA_VISIBLE_DEVICES unset in the job",
                 cause="Every CUDA process then sees all GPUs of the node and starts on GPU 0, "
                       "which may belong to another job.",
-                fix=("Do not clear the environment between Slurm and the job (env -i, --export=NONE); "
-                     "or export CUDA_VISIBLE_DEVICES=$SLURM_STEP_GPUS.",),
+                fix=(visible_devices_fix(g.gpu_ids, None),
+                     "Find what removed it between Slurm and the job (an `unset "
+                     "CUDA_VISIBLE_DEVICES` in the script or a module it loads, a launcher that "
+                     "passes on only some variables)."),
             ))
         if r.gpu_status == "ok" and not r.gpu_memory:
             out.append(RunFinding(

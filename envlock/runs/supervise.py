@@ -239,7 +239,8 @@ def _final(base: RunInfo, status: int, usage: Any, sampler: Sampler, state: dict
                             received=received, wall=wall, end=end, resources=resources,
                             granted=base.granted, children=children,
                             keep_children=base.keep_children,
-                            forwarded=all(s.forwarded for s in state["signals"]))
+                            forwarded=all(s.forwarded for s in state["signals"]),
+                            faulthandler=bool(os.environ.get("PYTHONFAULTHANDLER")))
     return replace(base, pid=sampler.cmd_pid or base.pid, outcome=outcome, end=end,
                    wall=round(wall, 3), exit_status=exit_status, signal=sig, exit_code=code,
                    signals=tuple(state["signals"]), resources=resources, children=children,

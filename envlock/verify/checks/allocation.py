@@ -19,7 +19,7 @@ import os
 from typing import Any
 
 from envlock.findings import Finding
-from envlock.probes.slurm import slurm_gpu_ids
+from envlock.probes.slurm import slurm_gpu_ids, visible_devices_fix
 from envlock.verify.checks.gpucompat import visible_gpus
 
 if TYPE_CHECKING:
@@ -50,8 +50,10 @@ def check_visible_devices(ctx: Context) -> list[Finding]:
                 cause="Every CUDA process then sees all GPUs of the node and starts on GPU 0, which may "
                       "belong to another job; the GPUs allocated to this job sit idle.",
                 evidence=(*ev, "CUDA_VISIBLE_DEVICES: unset"),
-                fix=("Do not clear the environment between Slurm and the job (env -i, --export=NONE).",
-                     "Or export CUDA_VISIBLE_DEVICES=$SLURM_STEP_GPUS (or $SLURM_JOB_GPUS) in the job script."),
+                fix=(visible_devices_fix(slurm_gpu_ids(env), len(ctx.live.gpu.gpus) or None),
+                     "Find what removed it between Slurm and the job (an `unset "
+                     "CUDA_VISIBLE_DEVICES` in the script or a module it loads, a launcher that "
+                     "passes on only some variables)."),
             ))
             return out
         items = [s.strip() for s in cvd.split(",") if s.strip()]

@@ -78,8 +78,8 @@ def check_build_virtual(ctx: Context) -> list[Finding]:
                 cause="conda's __cuda virtual package is the CUDA the driver supports; the override replaces it, so "
                       "solves here pick CUDA builds that cannot run on this node.",
                 evidence=(f"CONDA_OVERRIDE_CUDA={v} → __cuda={v}", node, *need_ev),
-                fix=(("Fine for solving on a login node for GPU nodes; unset it in jobs that run here "
-                     "(unset CONDA_OVERRIDE_CUDA)."),),
+                fix=("`unset CONDA_OVERRIDE_CUDA` in jobs that run here (setting it is fine for "
+                     "solving on a login node for GPU nodes)",),
             ))
         elif supports and _claims_more(v, supports):
             out.append(Finding(
@@ -88,7 +88,8 @@ def check_build_virtual(ctx: Context) -> list[Finding]:
                 cause="The solver picks packages built for CUDA up to the override; those needing more than "
                       "the driver gives fail with cudaErrorInsufficientDriver.",
                 evidence=(f"CONDA_OVERRIDE_CUDA={v} → __cuda={v}", node, *need_ev),
-                fix=(f"unset CONDA_OVERRIDE_CUDA, or set it to {supports}",),
+                fix=(f"`unset CONDA_OVERRIDE_CUDA`, or `export CONDA_OVERRIDE_CUDA={supports}` "
+                     "(what the driver supports)",),
             ))
     elif override is not None and driver:
         out.append(Finding(
