@@ -181,32 +181,41 @@ def env_fix(changes: list[Change], labels: tuple[str, str]) -> str:
     return "choose one side's values — " + "; or ".join(sides)
 
 
-def install_command(p: Pkg, key: str) -> str:
+def install_command(p: Pkg, key: str, build: bool = True) -> str:
     """The command that installs exactly package ``p`` with the manager that installed it
-    (``conda install 'name==version=build'`` for a conda record, else ``pip install``)."""
+    (``conda install 'name==version=build'`` for a conda record, else ``pip install``).
+
+    :param build: whether to pin the conda build string.  ``False`` when the command is for
+        a machine of another conda platform (subdir): a build string names one platform's
+        binary (``py311h7125741_0`` is osx-arm64's numpy), which conda cannot install on
+        another, so there the version alone is pinned and conda picks that platform's build.
+    """
     version = p.version
     if p.manager == "conda":
         name = p.name or key
-        spec = f"{name}=={version}" + (f"={p.build}" if p.build else "")
+        spec = f"{name}=={version}" + (f"={p.build}" if p.build and build else "")
         return f"conda install {shlex.quote(spec)}"
     return f"pip install {shlex.quote(f'{p.name or key}=={version}')}"
 
 
-def package_fix(c: Change, labels: tuple[str, str]) -> str:
+def package_fix(c: Change, labels: tuple[str, str], same_platform: bool = True) -> str:
     """The install commands that give one side the other's version of a package.
 
     Which version is right is the user's choice: both commands are named, each in the
     installer that recorded it (``pip install 'numpy==1.26.4'``; ``conda install
     'numpy==1.26.4=py311h64a7726_0'`` with the conda build string).
 
+    :param same_platform: ``False`` when the two sides are of different conda subdirs: the
+        commands then pin versions only (:func:`install_command`).
     :returns: text with the commands in backticks; a plain sentence when a side has no
         concrete version (a spec's constraint, or the package on one side only).
     """
     va, vb = c.values
     if not (isinstance(va, Pkg) and isinstance(vb, Pkg)) or va.constraint or vb.constraint:
         return f"install the same {c.key} on both sides"
-    return (f"choose one side's version — as in {labels[0]}: `{install_command(va, c.key)}`; "
-            f"or as in {labels[1]}: `{install_command(vb, c.key)}`")
+    return (f"choose one side's version — as in {labels[0]}: "
+            f"`{install_command(va, c.key, same_platform)}`; "
+            f"or as in {labels[1]}: `{install_command(vb, c.key, same_platform)}`")
 
 
 def code_fix(changes: list[Change], labels: tuple[str, str]) -> str:

@@ -105,7 +105,9 @@ class Edge:
     :ivar cause: the rule id (``torch-variant``) or component id (``driver``) that is the cause.
     :ivar accounts: fnmatch globs over ``area:key`` of the facts it accounts for.
     :ivar when: ``""`` (every matching fact), ``"one-side"`` (only a fact one input lacks) or
-        ``"moved"`` (only a library whose resolution went through the cause's variable).
+        ``"moved"`` (only a library whose resolution went through the cause's variable) or
+        ``"same-version"`` (only a package whose version is the same on both sides: its build
+        string or channel differ).
     """
 
     cause: str

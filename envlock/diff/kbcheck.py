@@ -38,7 +38,7 @@ RULE_FIELDS: dict[str, frozenset[str]] = {
 _RULE_TEXTS: dict[str, tuple[str, ...]] = {"torch-variant": ("why-cuda",)}
 
 #: the ``when`` conditions of an ``[[edge]]`` (implemented in envlock.diff.rules).
-EDGE_WHEN = frozenset({"", "one-side", "moved"})
+EDGE_WHEN = frozenset({"", "one-side", "moved", "same-version"})
 
 #: placeholders of a component's ``why`` and ``do`` (its ``title`` is shown as written);
 #: ``{fix}``: the generated shell lines of its ``env`` changes (envlock.diff.fixes.env_fix).
@@ -270,7 +270,7 @@ def _edges(value: Any) -> None:
         when = body.get("when", "")
         _str(when, f"{path}.when") if when else None
         if when not in EDGE_WHEN:
-            raise _Bad(f"unknown condition '{path}.when' = {when!r} (known: one-side, moved)")
+            raise _Bad(f"unknown condition '{path}.when' = {when!r} (known: one-side, moved, same-version)")
 
 
 def validate(data: Any, where: str) -> None:

@@ -62,9 +62,19 @@ def accounted(kb: KB, cause: str, changes: Iterable[Change],
                 continue
             if e.when == "moved" and (moved is None or not moved(c)):
                 continue
+            if e.when == "same-version" and not _same_version(c):
+                continue
             out.append(c)
             break
     return out
+
+
+def _same_version(c: Change) -> bool:
+    """Whether a package change keeps its version on both sides (only the build string or
+    the channel differ), as a package rebuilt for another conda platform does."""
+    a, b = c.values
+    return (isinstance(a, Pkg) and isinstance(b, Pkg) and not a.constraint and not b.constraint
+            and bool(a.version) and a.version == b.version)
 
 
 def _spec_ok(version: str | None, spec: str) -> bool:

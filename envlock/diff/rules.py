@@ -29,7 +29,8 @@ __all__ = ["explain", "explain_noted", "explain_spread", "torch_variant", "blas_
            "context", "GENERIC_RANK"]
 
 
-def _do(template: str, c: Change, label: tuple[str, str], kw: Mapping[str, Any]) -> str:
+def _do(template: str, c: Change, label: tuple[str, str], kw: Mapping[str, Any],
+        same_platform: bool = True) -> str:
     """The component's fix text, unless the change is not a version move that its ``{a}``/``{b}``
     placeholders can name: a package on one side only, or a spec's constraint (``>=2``) against a
     version — then a fix that says what to do with it."""
@@ -46,7 +47,7 @@ def _do(template: str, c: Change, label: tuple[str, str], kw: Mapping[str, Any])
             ver = _plainv(present)
             from envlock.diff.fixes import install_command
 
-            cmd = (install_command(present, c.key)  # conda's own command for a conda record
+            cmd = (install_command(present, c.key, same_platform)  # conda's own command
                    if isinstance(present, Pkg) and present.manager == "conda"
                    else f"pip install '{c.key}=={ver}'")
             return (f"{c.key} is only in {have} ({ver}): install it in {lacks} too "
@@ -66,6 +67,7 @@ def _plain(rest: Iterable[Change], kb: KB, label: str,
     groups: dict[str, list[Change]] = {}
     compilers: list[Change] = []
     rest = list(rest)
+    cross_platform = any(c.area == "subdir" for c in rest)  # conda builds do not carry over
     # a component that is the cause of [[edge]]s takes its consequences into its explanation
     causes: dict[str, list[Change]] = {}
     pulled: set[int] = set()
@@ -105,7 +107,7 @@ def _plain(rest: Iterable[Change], kb: KB, label: str,
             from envlock.diff.fixes import env_fix, package_fix
 
             kw["fix"] = (env_fix(cs, labels) if first.area in ("env", "cpu", "threads")
-                         else package_fix(first, labels))
+                         else package_fix(first, labels, not cross_platform))
         if comp.group:
             shown = "; ".join(_describe(c, label) for c in cs[:4])
             more = f"; and {len(cs) - 4} more" if len(cs) > 4 else ""
@@ -115,8 +117,9 @@ def _plain(rest: Iterable[Change], kb: KB, label: str,
                 f" ({first.size})" if first.size in ("major", "minor", "patch") else "")
             if first.area != "package" and first.majority_count is None:
                 title = f"{first.area} {title}"
+        do = _do(comp.do, first, labels, kw, not cross_platform)
         out.append(Explanation(gid, title, comp.cls, max(_score(kb, c) for c in cs),
-                               _fmt(comp.why, **kw), _do(comp.do, first, labels, kw), tuple(cs),
+                               _fmt(comp.why, **kw), do, tuple(cs),
                                tuple(causes.get(gid, cs[:1] if not comp.group else cs))))
     return out
 

@@ -89,7 +89,7 @@ CASES = [
     ("needs-match", 'schema = 1\n[[component]]\nid = "x"\nclass = "other"\n',
      "'component[0]' needs id, class and match (lacks match)"),
     ("edge-when", 'schema = 1\n[[edge]]\ncause = "driver"\naccounts = ["gpu:*"]\nwhen = "x"\n',
-     "unknown condition 'edge[0].when' = 'x' (known: one-side, moved)"),
+     "unknown condition 'edge[0].when' = 'x' (known: one-side, moved, same-version)"),
     ("edge-needs-accounts", 'schema = 1\n[[edge]]\ncause = "driver"\n',
      "'edge[0]' needs cause and accounts (lacks accounts)"),
     ("edge-accounts-int", 'schema = 1\n[[edge]]\ncause = "driver"\naccounts = 3\n',
