@@ -15,7 +15,7 @@ import os
 
 from envlock.findings import Finding
 from envlock.verify.checks.versions import compare, describe_build, same_version
-from envlock.verify.checks.versions import install_fix as _install_fix  # noqa: F401 - its name before the split
+from envlock.verify.checks.versions import install_fix as _install_fix  # also its name before the split
 
 if TYPE_CHECKING:
     from envlock.verify.context import Context
@@ -270,7 +270,9 @@ def check_shadowed(ctx: Context) -> list[Finding]:
                 cause="A broken installation (interrupted install, broken symlink, corrupt METADATA); "
                       "importing or upgrading it may fail.",
                 evidence=(p.error,),
-                fix=(f"pip install --force-reinstall --no-deps '{p.name}'",),
+                fix=(_install_fix(p.name, p.version, "pip", reinstall=True,
+                                  python=ctx.live.target.python,
+                                  has_pip=any(q.name == "pip" for q in ctx.live.pip.packages)),),
             ))
         if not p.shadowed:
             continue
