@@ -6,6 +6,8 @@ same shell, and the finding is gone with no new one."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -31,43 +33,69 @@ def test_build_glibc_override_fix_runs(world: World) -> None:
 
 def test_packages_missing_fix_runs(world: World) -> None:
     """Packages the manifest records, uninstalled since: one install command for all of
-    them, into the verified environment, at the recorded versions."""
-    for name, v in (("numpy", "1.26.4"), ("mylab-tools", "0.2"), ("scipy", "1.11.4")):
+    them, into the verified environment, at the recorded versions; a CPU build of torch gets
+    a command of its own, with PyTorch's index for it (not reached here: the house has it)."""
+    for name, v in (("numpy", "1.26.4"), ("mylab-tools", "0.2"), ("scipy", "1.11.4"),
+                    ("torch", "2.1.0+cpu")):
         world.wheel(name, v)
-    venv = world.venv("env", ["numpy==1.26.4", "mylab-tools==0.2", "scipy==1.11.4"])
+    venv = world.venv("env", ["numpy==1.26.4", "mylab-tools==0.2", "scipy==1.11.4",
+                              "torch==2.1.0+cpu"])
     manifest = world.snapshot(venv, world.root / "m.toml")
-    world.sh("pip uninstall -q -y numpy mylab-tools", venv)
+    world.sh("pip uninstall -q -y numpy mylab-tools torch", venv)
     before = _verify(world, venv, args=f"--manifest {manifest}")
     f = _one(before, "packages.missing")
     cmd = _command(f["fix"][0])
-    assert "'mylab-tools==0.2' 'numpy==1.26.4'" in cmd and str(venv) in cmd
+    first, second = cmd.split(" && ")
+    assert first.endswith("'mylab-tools==0.2' 'numpy==1.26.4'") and str(venv) in first
+    assert second.endswith("'torch==2.1.0+cpu' --index-url https://download.pytorch.org/whl/cpu")
     after = _verify(world, venv, cmd, args=f"--manifest {manifest}")
     assert "packages.missing" not in _ids(after) and _ids(after) <= _ids(before)
 
 
 #: (how the dist-info is broken, what leaves it so)
 BROKEN = [("no-metadata", "an install killed before METADATA was written"),
-          ("no-version", "METADATA cut short before its Version")]
+          ("no-version", "METADATA cut short before its Version"),
+          ("dangling-link", "a dist-info linked from a store that was cleaned")]
 
 
+def _venv_with_pip(world: World, name: str, packages: list[str]) -> Path:
+    """A venv as ``python -m venv`` makes it (its own pip, from ensurepip) with ``packages``
+    from the wheel house."""
+    path = world.root / name
+    subprocess.run([str(PY), "-m", "venv", str(path)], check=True, timeout=300)
+    world.sh(f"pip install -q {' '.join(packages)}", path)
+    return path
+
+
+@pytest.mark.parametrize("installer", ["uv", "pip"])
 @pytest.mark.parametrize(("broken", "why"), BROKEN, ids=[b[0] for b in BROKEN])
-def test_packages_metadata_error_fix_runs(world: World, broken: str, why: str) -> None:
+def test_packages_metadata_error_fix_runs(world: World, broken: str, why: str,
+                                          installer: str) -> None:
     """A broken dist-info (``why``): the reinstall of that version over it, its dependencies
-    left alone."""
+    left alone, by the venv's own pip or, in a venv without pip (uv's), by uv."""
     world.wheel("mylab-tools", "0.2")
-    venv = world.venv("env", ["mylab-tools==0.2"])
+    venv = (world.venv("env", ["mylab-tools==0.2"]) if installer == "uv"
+            else _venv_with_pip(world, "env", ["mylab-tools==0.2"]))
     (meta,) = venv.glob("lib/python*/site-packages/mylab_tools-0.2.dist-info/METADATA")
     if broken == "no-metadata":
         meta.unlink()
-    else:
+    elif broken == "no-version":
         meta.write_text("Metadata-Version: 2.1\nName: mylab-tools\n")
+    else:
+        store = world.root / "store" / meta.parent.name
+        meta.parent.rename(store.parent.mkdir() or store)
+        meta.parent.symlink_to(store)
+        shutil.rmtree(store)
     before = _verify(world, venv)
     f = _one(before, "packages.metadata-error")
     cmd = _command(f["fix"][0])
     assert "'mylab-tools==0.2'" in cmd and str(venv) in cmd
-    after = _verify(world, venv, cmd)
+    assert cmd.split(" && ")[-1].startswith("uv pip" if installer == "uv" else f"{venv}/bin/python -m pip")
+    after = _verify(world, venv, f"{{ {cmd}; }} >&2")  # pip's progress kept off verify's JSON
     assert "packages.metadata-error" not in _ids(after) and _ids(after) <= _ids(before)
     assert meta.read_text().count("Version: 0.2") == 1
+    assert subprocess.run([str(venv / "bin/python"), "-c", "import mylab_tools"],
+                          timeout=60).returncode == 0
 
 
 #: (case, installed, recorded): PyTorch's index builds both ways, and PyPI's build (no label,
@@ -162,3 +190,23 @@ def test_libs_cuda_pin_mismatch_fix_runs(world: World) -> None:
     assert "cuda-pin-mismatch" not in _ids(after) and _ids(after) <= _ids(before), cmd
     (meta,) = venv.glob("lib/python*/site-packages/nvidia_cuda_runtime-13.0.96.dist-info")
     assert meta.is_dir()
+
+
+def test_libs_soname_link_of_an_earlier_copy_fix_runs(world: World) -> None:
+    """The warning kind: a copy without its link sits in a directory searched first, so the
+    loader takes a later one.  The fix is a choice ("if that copy is the one meant"); run, it
+    makes the loader take the earlier copy, as the real loader then does."""
+    build = Builder(world.root / "lib")
+    build.lib("a/librn.so.1.0", soname="librn.so.1")
+    build.lib("b/librn.so.1", soname="librn.so.1")
+    top = build.lib("libtop.so", "int f(void); int g(void) { return f(); }",
+                    needed=["b/librn.so.1"], rpath="$ORIGIN/a:$ORIGIN/b")
+    venv = world.venv("env")
+    assert real_ldd(top).paths["librn.so.1"] == str(world.root / "lib/b/librn.so.1")
+    before = _libs(world, venv, str(top))
+    f = _one(before, "missing-soname-symlink")
+    assert f["severity"] == "warning" and "(if that copy is the one meant)" in f["fix"][0]
+    cmd = _command(f["fix"][0])
+    after = _libs(world, venv, str(top), cmd)
+    assert "missing-soname-symlink" not in _ids(after) and _ids(after) <= _ids(before), cmd
+    assert real_ldd(top).paths["librn.so.1"] == str(world.root / "lib/a/librn.so.1")
