@@ -210,3 +210,41 @@ def test_libs_soname_link_of_an_earlier_copy_fix_runs(world: World) -> None:
     after = _libs(world, venv, str(top), cmd)
     assert "missing-soname-symlink" not in _ids(after) and _ids(after) <= _ids(before), cmd
     assert real_ldd(top).paths["librn.so.1"] == str(world.root / "lib/a/librn.so.1")
+
+
+def test_conda_fix_specs_pick_the_recorded_builds(tmp_path: Path) -> None:
+    """The conda forms of packages.build-mismatch and packages.missing (``conda install
+    'numpy=1.26.4=py311_mkl_0'``; no conda here to run them): their specs, solved by
+    py-rattler (``envlock lock``) against a local channel holding both builds, pick exactly
+    the builds the manifest records."""
+    import shlex
+
+    from click.testing import CliRunner
+    from conda_lock.lockfile import parse_conda_lock_file
+
+    from envlock.cli import cli
+    from envlock.verify.checks.versions import compare
+    from tests.lock.conftest import make_conda_package
+
+    ch = tmp_path / "channel"
+    for build in ("py311_cpu_0", "py311_mkl_0"):
+        make_conda_package(ch, "linux-64", "numpy", "1.26.4", build)
+    for version in ("1.0", "2.0"):
+        make_conda_package(ch, "linux-64", "liba", version, "h0_0")
+    make_conda_package(ch, "noarch", "docs-theme", "2.1", "0", noarch="generic")  # a noarch/
+    found = compare({"numpy": ("1.26.4", "py311_mkl_0", None), "liba": ("1.0", "h0_0", None)},
+                    {"numpy": ("1.26.4", "py311_cpu_0", None)}, source="the manifest (m.toml)",
+                    kind="conda", extras=False)
+    fixes = {f.id: _command(f.fix[0]) for f in found}
+    assert fixes["packages.build-mismatch"] == "conda install 'numpy=1.26.4=py311_mkl_0'"
+    assert fixes["packages.missing"] == "conda install 'liba=1.0'"
+    specs = [s for cmd in fixes.values() for s in shlex.split(cmd)[2:]]
+    env = tmp_path / "environment.yml"
+    env.write_text(f"channels:\n  - {ch.as_uri()}\n  - nodefaults\ndependencies:\n"
+                   + "".join(f"  - {s}\n" for s in specs))
+    res = CliRunner().invoke(cli, ["lock", "-f", str(env), "-p", "linux-64", "-o",
+                                   str(tmp_path / "out")])
+    assert res.exit_code == 0, res.output
+    got = {(p.name, p.version, p.build) for p in
+           parse_conda_lock_file(tmp_path / "out" / "conda-lock.yml").package}
+    assert got == {("numpy", "1.26.4", "py311_mkl_0"), ("liba", "1.0", "h0_0")}
