@@ -168,3 +168,20 @@ def test_the_real_venvs_variant_is_one_explanation_with_a_gpu(cpu_venv: Path, cu
     _one_explanation_first(result)
     assert {e.id for e in result.explanations[1:]} <= {
         "numpy:package:numpy", "scipy:package:scipy", "blas"}
+
+
+def test_among_three_inputs_the_odd_build_is_one_explanation(write) -> None:
+    """Two nodes with PyPI's CUDA build, one with a CPU build (pip, then the pytorch
+    channel): the odd input's explanations are the variant alone, its cause first."""
+    from envlock.diff.majority import ManyDiff
+
+    for case, docs in (
+            ("pip", [_torch_env("2.1.0", "12.1", "cu12")] * 2 + [_torch_env("2.1.0+cpu", None, None)]),
+            ("conda", [build_manifest(conda=_NO_CUDA + _PYTORCH_CUDA, stack=_GPU)] * 2
+             + [build_manifest(conda=_NO_CUDA + _PYTORCH_CPU, stack=_GPU)])):
+        paths = [write(f"{case}/n{i}.toml", d) for i, d in enumerate(docs)]
+        result = diff(paths)
+        assert isinstance(result, ManyDiff)
+        (odd,) = result.deviants
+        assert [e.id for e in odd.explanations] == ["torch-variant"], case
+        _one_explanation_first(odd)
