@@ -106,6 +106,7 @@ def _torch(a: FactSet, b: FactSet, changes: list[Change], kb: KB) -> list[Explan
     absorbed = accounted(kb, "torch-variant", changes)
     causes = [c for c in absorbed if (c.area, c.key) == ("package", "torch")
               or c.key in ("torch.build", "torch.cuda", "torch.hip")]
+    absorbed = causes + [c for c in absorbed if all(c is not k for k in causes)]  # cause first
     version = next((c for c in absorbed if c.area == "package" and c.key == "torch"), None)
     pkgs = tuple(f.get(("package", "torch")) for f in (a.facts, b.facts))
     fix = torch_fix((va, vb), (a.label, b.label), pkgs)  # type: ignore[arg-type]

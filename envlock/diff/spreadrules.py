@@ -105,6 +105,7 @@ def _torch_builds(kb: KB, changes: list[tuple[Change, Any]], by_variant: dict[st
               or c.key in ("torch.build", "torch.cuda", "torch.hip")]
     if not causes:
         return None
+    absorbed = causes + [c for c in absorbed if all(c is not k for k in causes)]  # cause first
     spec = kb.rules.get("torch-variant", {})
     ordered = sorted(kinds.items(), key=lambda kv: sum(map(len, kv[1].values())))
 

@@ -18,7 +18,8 @@ from envlock.libs.elfread import read_elf
 from envlock.libs.objects import LoadedObject, Resolution
 from envlock.libs.pins import conda_pins, Pin, read_pins
 from envlock.libs.report import LibEntry
-from envlock.libs.ruleset import Context, find_by_soname, max_version, owner_text, search_dirs_of
+from envlock.libs.ruleset import (Context, find_by_soname, max_version, owner_text, search_dirs_of,
+                                  soname_link_fix)
 from envlock.libs.runtime import TorchPlan
 
 __all__ = ["PROCESS_RULES", "cuda_pins", "duplicate_openmp", "duplicate_soname", "missing_versions",
@@ -133,8 +134,7 @@ def renamed_soname(ctx: Context) -> list[Finding]:
                    f"{res.name} there (the SONAME link is missing)."),
             evidence=(f"{other}: SONAME {res.name}", f"{res.name} => {res.path} ({res.rule})",
                       f"{other}: {owner_text(index, other)}"),
-            fix=(f"ln -s {os.path.basename(other)} {os.path.join(os.path.dirname(other), res.name)}"
-                 " (if that copy is the one meant)", f"or run: ldconfig -n {os.path.dirname(other)}"),
+            fix=soname_link_fix(other, res.name, " (if that copy is the one meant)"),
             library=res.name, requester=res.requester))
     return out
 
@@ -220,7 +220,24 @@ def cuda_pins(ctx: Context) -> list[Finding]:
     if ctx.plan is None or ctx.index is None:
         return []
     pins = read_pins(ctx.index, "torch") + conda_pins(ctx.index, "pytorch")
-    return _pin_findings(ctx.entries, pins, ctx.plan)
+    return _pin_findings(ctx.entries, pins, ctx.plan, _installers(ctx))
+
+
+def _installers(ctx: Context) -> tuple[str, str]:
+    """The pip and the conda install commands of the target environment, named by its prefix
+    (``PREFIX/bin/python -m pip install``; ``uv pip install --python PREFIX/bin/python``
+    where the environment has no pip, as uv makes venvs; ``conda install -p PREFIX``), so a fix
+    installs there and not into the shell's environment; plain ``pip``/``conda`` without one."""
+    import shlex
+
+    prefix = ctx.prefix
+    python = os.path.join(prefix, "bin", "python") if prefix else ""
+    if not python or not os.path.exists(python):
+        return "pip install", "conda install"
+    has_pip = ctx.index is not None and "pip" in ctx.index.dists()
+    py = shlex.quote(python)
+    return ((f"{py} -m pip install" if has_pip else f"uv pip install --python {py}"),
+            f"conda install -p {shlex.quote(prefix or '')}")
 
 
 #: The process-wide rules, in the order their findings are reported.
@@ -288,7 +305,8 @@ def _obviously_satisfied(version: str, specifier: str) -> bool:
     return version == want
 
 
-def _pin_findings(entries: list[LibEntry], pins: list[Pin], plan: TorchPlan) -> list[Finding]:
+def _pin_findings(entries: list[LibEntry], pins: list[Pin], plan: TorchPlan,
+                  installers: tuple[str, str] = ("pip install", "conda install")) -> list[Finding]:
     out = []
     by_name = {(p.kind, p.name): p for p in pins}
     done = set()
@@ -316,8 +334,8 @@ def _pin_findings(entries: list[LibEntry], pins: list[Pin], plan: TorchPlan) -> 
                    + ("its METADATA Requires-Dist" if pin.kind == "pip" else "the conda package's depends")
                    + "); another version is installed."),
             evidence=(f"{e.path} ({e.owner})", f"{pin.requirer} requires {e.owner_name}{pin.specifier}"),
-            fix=(f"pip install '{e.owner_name}{pin.specifier}'" if pin.kind == "pip"
-                 else f"conda install '{e.owner_name}{pin.specifier.replace('==', '=')}'",),
+            fix=(f"{installers[0]} '{e.owner_name}{pin.specifier}'" if pin.kind == "pip"
+                 else f"{installers[1]} '{e.owner_name}{pin.specifier.replace('==', '=')}'",),
             library=e.soname))
     return out
 

@@ -25,6 +25,7 @@ from envlock.libs.ruleset import (
     pin_for,
     search_dirs_of,
     searched_summary,
+    soname_link_fix,
 )
 
 __all__ = ["MISSING_RULES", "REFUSALS", "Missing", "invalid_elf", "not_found", "refused",
@@ -152,8 +153,7 @@ def soname_elsewhere(ctx: Context, m: Missing) -> Finding | None:
         cause=(f"{sym} has SONAME {res.name}, but no file named {res.name} exists "
                f"in {os.path.dirname(sym)}; the loader looks only for the exact name."),
         evidence=(f"{sym}: SONAME {res.name}", f"{res.name} {m.where}", *m.places),
-        fix=(f"ln -s {os.path.basename(sym)} {os.path.join(os.path.dirname(sym), res.name)}",
-             f"or run: ldconfig -n {os.path.dirname(sym)}"),
+        fix=soname_link_fix(sym, res.name),
         library=res.name, requester=res.requester)
 
 

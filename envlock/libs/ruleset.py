@@ -25,7 +25,11 @@ from envlock.libs.report import LibEntry, RuntimeResult
 from envlock.libs.runtime import TorchPlan
 
 __all__ = ["Context", "find_by_soname", "max_version", "owner_text", "pin_for", "search_dirs_of",
-           "searched_summary", "stray_dirs"]
+           "searched_summary", "soname_link_fix", "stray_dirs"]
+
+#: ``ldconfig`` by its path: glibc installs it in ``/sbin`` (``rootsbindir``), which a merged-/usr
+#: system keeps as a link to ``/usr/sbin``; a user's ``PATH`` often has neither.
+LDCONFIG = "/sbin/ldconfig"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,6 +147,15 @@ def stray_dirs(sys_path: Sequence[str], prefix: str | None, root: str) -> list[s
     r = root.rstrip("/")
     dirs += sorted(glob.glob(f"{r}/usr/local/cuda*/lib64")) + sorted(glob.glob(f"{r}/usr/local/cuda*/lib"))
     return [d for d in dict.fromkeys(dirs) if os.path.isdir(d)]
+
+def soname_link_fix(path: str, name: str, note: str = "") -> tuple[str, str]:
+    """The two ways to give the file ``path`` the name ``name`` (its SONAME) in its directory:
+    the link itself (``note`` appended), or ``ldconfig -n DIR``, which makes the SONAME link of
+    every library of DIR (ldconfig(8))."""
+    d = os.path.dirname(path)
+    return (f"ln -s {os.path.basename(path)} {os.path.join(d, name)}{note}",
+            f"or run: {LDCONFIG} -n {d}")
+
 
 def find_by_soname(proc: Process, name: str, dirs: Sequence[str]) -> str | None:
     """A file in ``dirs`` whose DT_SONAME is ``name`` under another file name

@@ -47,7 +47,7 @@ def _glibc_override(ctx: Context, override: str) -> list[Finding]:
               "`GLIBC_2.xx' not found\".",
         evidence=(f"CONDA_OVERRIDE_GLIBC={override.strip()}",
                   f"glibc {real} ({found.source if found else 'this node'})"),
-        fix=("unset CONDA_OVERRIDE_GLIBC in jobs that run here",),
+        fix=("unset CONDA_OVERRIDE_GLIBC in the job script of jobs that run here",),
     )]
 
 

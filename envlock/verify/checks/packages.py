@@ -15,7 +15,7 @@ import os
 
 from envlock.findings import Finding
 from envlock.verify.checks.versions import compare, describe_build, same_version
-from envlock.verify.checks.versions import install_fix as _install_fix  # noqa: F401 - its name before the split
+from envlock.verify.checks.versions import install_fix as _install_fix  # also its name before the split
 
 if TYPE_CHECKING:
     from envlock.verify.context import Context
@@ -264,13 +264,24 @@ def check_shadowed(ctx: Context) -> list[Finding]:
     out = []
     for p in ctx.live.pip.packages:
         if p.error:
+            again = _install_fix(p.name, p.version, "pip", reinstall=True,
+                                 python=ctx.live.target.python,
+                                 has_pip=any(q.name == "pip" for q in ctx.live.pip.packages))
+            if p.dist_info and not all("direct_url.json" in e for e in p.error.split("; ")):
+                # the broken dist-info goes first: pip reads it to uninstall and fails on a
+                # METADATA without Version (TypeError, pip 23.2), and a dangling link where the
+                # dist-info is written fails either installer ("File exists"); the package's
+                # files are written again by the install
+                import shlex
+
+                again = f"rm -r {shlex.quote(os.path.join(p.location, p.dist_info))} && {again}"
             out.append(Finding(
                 id="packages.metadata-error", severity="warning",
                 title=f"{p.name}: metadata unreadable at {p.location}",
                 cause="A broken installation (interrupted install, broken symlink, corrupt METADATA); "
                       "importing or upgrading it may fail.",
                 evidence=(p.error,),
-                fix=(f"pip install --force-reinstall --no-deps '{p.name}'",),
+                fix=(again,),
             ))
         if not p.shadowed:
             continue

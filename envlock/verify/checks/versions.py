@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from envlock.findings import Finding
 from envlock.variants import pytorch_index_url
 
-__all__ = ["TOOLING", "compare", "describe_build", "install_fix", "same_version"]
+__all__ = ["TOOLING", "compare", "describe_build", "install_fix", "install_many", "same_version"]
 
 #: Installer tooling: a different version does not change what the job computes.
 TOOLING = frozenset({"pip", "setuptools", "wheel", "uv", "envlock", "distribute"})
@@ -91,9 +91,9 @@ def compare(
     :returns: the findings: not installed, then one per mismatched name (sorted), then extra.
     """
     optional = optional or {}
-    out = _not_installed(expected, live, source=source, kind=kind, optional=optional,
-                         group_fix=group_fix)
     has_pip = "pip" in live
+    out = _not_installed(expected, live, source=source, kind=kind, optional=optional,
+                         group_fix=group_fix, python=python, has_pip=has_pip)
     for name in sorted(n for n in expected if n in live):
         found = _mismatch(name, expected[name], live[name], source=source, kind=kind,
                           python=python, has_pip=has_pip)
@@ -106,8 +106,8 @@ def compare(
 
 def _not_installed(expected: Mapping[str, tuple[str | None, str | None, str | None]],
                    live: Mapping[str, tuple[str, str | None, str | None]], *, source: str,
-                   kind: str, optional: Mapping[str, tuple[str, ...]], group_fix: str | None
-                   ) -> list[Finding]:
+                   kind: str, optional: Mapping[str, tuple[str, ...]], group_fix: str | None,
+                   python: str | None = None, has_pip: bool = True) -> list[Finding]:
     """``packages.group-not-installed`` (only optional groups need them, an ``info``) and
     ``packages.missing`` (an error) for the names of ``expected`` that ``live`` lacks."""
     out: list[Finding] = []
@@ -137,7 +137,9 @@ def _not_installed(expected: Mapping[str, tuple[str | None, str | None, str | No
             cause=f"{source} lists them but the target's {'conda-meta' if kind == 'conda' else 'sys.path'} "
                   "has no such distribution; code importing them fails.",
             evidence=tuple(f"{n} {expected[n][0] or ''} ({kind})".replace("  ", " ") for n in missing),
-            fix=(f"Recreate the environment from {source} (envlock restore), or install them.",),
+            fix=(install_many(((n, expected[n][0]) for n in missing), kind, python=python,
+                              has_pip=has_pip)
+                 + f"  (or recreate the environment from {source}: envlock restore)",),
         ))
     return out
 
@@ -166,9 +168,8 @@ def _mismatch(name: str, exp: tuple[str | None, str | None, str | None],
                 cause="Same release, different build: the compiled code (CUDA/CPU variant, "
                       "linked libraries) differs.",
                 evidence=(f"installed: {name} {live_v}", f"{source}: {name} {exp_v}"),
-                fix=(f"Install the build {source} records: {name}=={exp_v}"
-                     + (f" (from the matching PyTorch index, {pytorch_index_url(e_loc)})"
-                        if e_loc and pytorch_index_url(e_loc) else ""),),
+                fix=(install_fix(name, exp_v, kind, python=python, has_pip=has_pip,
+                             exact=e_loc is None) + f"  (the build {source} records)",),
             )
         builds = [b for b in (
             f"installed is a {describe_build(l_loc)}" if l_loc else None,
@@ -224,25 +225,57 @@ def _extra(expected: Mapping[str, tuple[str | None, str | None, str | None]],
 _TORCH_FAMILY = frozenset({"torch", "torchvision", "torchaudio"})
 
 
-def install_fix(name: str, version: str, kind: str, *, python: str | None = None,
+def _requirement(name: str, version: str | None, kind: str, exact: bool = False) -> str:
+    """``'name==version'`` (conda: ``'name=version'``), quoted for bash; the name alone where
+    the version is not known.  ``exact``: PEP 440's arbitrary equality ``===``, which a
+    local-label build (``2.1.0+cpu``) does not satisfy where ``==2.1.0`` does."""
+    if version in (None, "", "unknown"):
+        return shlex.quote(name)
+    return (f"'{name}={version}'" if kind == "conda"
+            else f"'{name}{'===' if exact else '=='}{version}'")
+
+
+def install_many(pkgs: Iterable[tuple[str, str | None]], kind: str, *, python: str | None = None,
                  has_pip: bool = True) -> str:
+    """One install command for ``(name, version)`` pairs (:func:`install_fix`'s form), joined
+    by ``&&`` with one command for each local-label build of torch's family, whose PyTorch
+    index is its own; ``""`` for none."""
+    pkgs = list(pkgs)
+    own = [(n, v) for n, v in pkgs if kind == "pip" and n in _TORCH_FAMILY and "+" in (v or "")]
+    plain = [p for p in pkgs if p not in own]
+    cmds = []
+    if plain:
+        cmds.append(" ".join([install_fix(*plain[0], kind, python=python, has_pip=has_pip),
+                              *(_requirement(n, v, kind) for n, v in plain[1:])]))
+    cmds += [install_fix(n, v, kind, python=python, has_pip=has_pip) for n, v in own]
+    return " && ".join(cmds)
+
+
+def install_fix(name: str, version: str | None, kind: str, *, python: str | None = None,
+                has_pip: bool = True, reinstall: bool = False, exact: bool = False) -> str:
     """The install command for ``name==version``: conda's ``name=version``; for pip a local
     label of torch's family (``2.13.0+cpu``) names the PyTorch index that serves it.
 
+    :param version: ``None`` (or ``"unknown"``): the name alone.
     :param python: the target interpreter: the command then names it (``PY -m pip install``),
         so that it installs into the environment verified, not the shell's.
     :param has_pip: the target has pip; without it (a venv made by uv) ``uv pip install
         --python PY``.
+    :param reinstall: install again over a broken copy of the same version, its dependencies
+        left alone (pip's ``--force-reinstall --no-deps``, uv's ``--reinstall --no-deps``).
+    :param exact: ``===version`` (PEP 440 arbitrary equality): the build without a local label
+        where one with a label is installed, which ``==`` would leave in place.
     """
+    req = _requirement(name, version, kind, exact)
     if kind == "conda":
-        return f"conda install '{name}={version}'"
-    req = f"'{name}=={version}'"
+        return f"conda install {'--force-reinstall ' if reinstall else ''}{req}"
     if python and not has_pip:
-        cmd = f"uv pip install --python {shlex.quote(python)} {req}"
-    elif python:
-        cmd = f"{shlex.quote(python)} -m pip install {req}"
+        flags = " --reinstall --no-deps" if reinstall else ""
+        cmd = f"uv pip install --python {shlex.quote(python)}{flags} {req}"
     else:
-        cmd = f"pip install {req}"
+        flags = " --force-reinstall --no-deps" if reinstall else ""
+        cmd = (f"{shlex.quote(python)} -m pip" if python else "pip") + f" install{flags} {req}"
+    version = version or ""
     if "+" in version and name in _TORCH_FAMILY:
         label = version.split("+", 1)[1]
         url = pytorch_index_url(label)
