@@ -66,6 +66,7 @@ class Format:
     names: tuple[str, ...]
     oracle: str
     versions: str = ""
+    json_as: str = ""
     lock_reader: bool = False
 
     @property
@@ -83,11 +84,13 @@ FORMATS: tuple[Format, ...] = (
     Format("manifest", "an envlock manifest", "toml", "an `[envlock]` table with `schema`", "envfiles:is_manifest",
            "envfiles:read_manifest", "complete",
            ("conda", "pip", "python", "platforms", "channels", "builds", "hashes", "vcs"),
-           (*_ALL, "restore"), ("manifest.toml",), "envlock's own model", "schema 1"),
+           (*_ALL, "restore"), ("manifest.toml",), "envlock's own model", "schema 1",
+           json_as="json"),
     Format("environment.yml", "environment.yml", "yaml", "a `dependencies:` list", "envfiles:is_environment",
            "envfiles:read_environment", "complete or partial",
            ("conda", "pip", "platforms", "channels", "builds"), (*_ALL, "lock -f"),
-           ("environment.yml",), "py-rattler's `MatchSpec` (conda's grammar); conda-lock's selector rule"),
+           ("environment.yml",), "py-rattler's `MatchSpec` (conda's grammar); conda-lock's selector rule",
+           json_as="yaml"),
     Format("conda-explicit", "conda list --explicit", "marker", "an `@EXPLICIT` line", "envfiles:is_explicit",
            "envfiles:read_explicit", "conda", ("conda", "platforms", "channels", "builds", "hashes"),
            (*_LOCK, "restore"), ("conda-linux-64.lock", "spec-file.txt"),
@@ -105,11 +108,11 @@ FORMATS: tuple[Format, ...] = (
            "locks:read_conda_lock", "complete",
            ("conda", "pip", "platforms", "channels", "builds", "hashes", "groups"),
            (*_LOCK, "restore"), ("conda-lock.yml",), "conda-lock's `parse_conda_lock_file`",
-           "version 1 and 2", lock_reader=True),
+           "version 1 and 2", json_as="yaml", lock_reader=True),
     Format("pixi.lock", "pixi.lock", "yaml", "`environments:` + `packages:`", "pixilock:is_pixi_lock",
            "pixilock:read_pixi_lock", "complete",
            ("conda", "pip", "platforms", "channels", "builds", "hashes", "vcs"), _LOCK,
-           ("pixi.lock",), "py-rattler's `LockFile.from_path`", "version 4-7", lock_reader=True),
+           ("pixi.lock",), "py-rattler's `LockFile.from_path`", "version 4-7", json_as="yaml", lock_reader=True),
     Format("pylock", "pylock.toml", "toml", "`lock-version` + `[[packages]]`", "locks:is_pylock",
            "locks:read_pylock", "complete", ("pip", "python", "hashes", "markers", "groups", "vcs"),
            (*_LOCK, "restore"), ("pylock.toml", "pylock.NAME.toml"), "`packaging.pylock`",
@@ -131,7 +134,8 @@ FORMATS: tuple[Format, ...] = (
     Format("Pipfile.lock", "Pipfile.lock", "toml", "`_meta` + `default`/`develop` (JSON)",
            "pipenv:is_pipfile_lock", "pipenv:pipfile_lock_reading", "complete",
            ("pip", "python", "hashes", "markers", "groups", "vcs"), _LOCK, ("Pipfile.lock",),
-           "pipenv's `requirement_from_lockfile` (what `pipenv requirements` prints)", "pipfile-spec 6"),
+           "pipenv's `requirement_from_lockfile` (what `pipenv requirements` prints)", "pipfile-spec 6",
+           json_as="json"),
     Format("Pipfile", "Pipfile", "toml", "`[packages]`/`[dev-packages]`", "pipenv:is_pipfile",
            "pipenv:pipfile_reading", "partial", ("pip", "python", "markers", "groups", "vcs"),
            _ALL, ("Pipfile",), "pipenv's `requirement_from_pipfile`"),
