@@ -89,8 +89,8 @@ FORMATS: tuple[Format, ...] = (
     Format("environment.yml", "environment.yml", "yaml", "a `dependencies:` list", "envfiles:is_environment",
            "envfiles:read_environment", "complete or partial",
            ("conda", "pip", "platforms", "channels", "builds"), (*_ALL, "lock -f"),
-           ("environment.yml",), "py-rattler's `MatchSpec` (conda's grammar); conda-lock's `parse_environment_file` (selectors, "
-           "every spec; its `-e` lines read as pip does)",
+           ("environment.yml",), "py-rattler's `MatchSpec` (conda's grammar); conda-lock's "
+           "`parse_environment_file` (selectors, every spec; its `-e` lines read as pip does)",
            json_as="yaml"),
     Format("conda-explicit", "conda list --explicit", "marker", "an `@EXPLICIT` line", "envfiles:is_explicit",
            "envfiles:read_explicit", "conda", ("conda", "platforms", "channels", "builds", "hashes"),
