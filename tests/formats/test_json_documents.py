@@ -27,7 +27,8 @@ else:  # Python 3.10: tomli, the parser that became 3.11's tomllib
 
 _HERE = Path(__file__).resolve().parents[2].parent / "shared" / "cases" / "peers"
 PEERS = _HERE if _HERE.is_dir() else Path("/work/shared/cases/peers")
-CONDA_LOCKS = sorted((PEERS / "condalock").glob("*.yml"))
+CONDA_LOCKS = sorted([*(PEERS / "condalock").glob("*.yml"),
+                      *(PEERS / "rattlerlock").glob("v0__*conda-lock.yml")])
 PIXI_LOCKS = sorted((PEERS / "pixilock").glob("*pixi.lock"))
 ENV_FILES = sorted((PEERS / "envyml").glob("*environment.y*ml"))
 
@@ -131,3 +132,16 @@ def test_malformed_json_gets_the_fault_of_the_parser_its_name_calls_for(tmp_path
     flow = tmp_path / "environment.yml"
     flow.write_text("{dependencies: [numpy=1.26, python=3.11]}\n", encoding="utf-8")
     assert formats.read(flow).kind == "environment.yml"
+
+
+def test_a_conda_lock_file_conda_lock_refuses_is_refused(tmp_path: Path) -> None:
+    """rattler's forward-compatible fixture (``version: 1000``): conda-lock's parser refuses
+    it, as YAML and as JSON; so does envlock, naming the version."""
+    from conda_lock.lockfile import parse_conda_lock_file
+
+    src = PEERS / "rattlerlock" / "conda-lock__forward-compatible-lock.yml"
+    for path in (src, _as_json(src, tmp_path / "conda-lock.yml")):
+        with pytest.raises(Exception):  # noqa: B017 - any refusal of the oracle
+            parse_conda_lock_file(path)
+        with pytest.raises(ManifestError, match="unknown version 1000"):
+            formats.read(path)
