@@ -95,7 +95,8 @@ FORMATS: tuple[Format, ...] = (
     Format("conda-explicit", "conda list --explicit", "marker", "an `@EXPLICIT` line", "envfiles:is_explicit",
            "envfiles:read_explicit", "conda", ("conda", "platforms", "channels", "builds", "hashes"),
            (*_LOCK, "restore"), ("conda-linux-64.lock", "spec-file.txt"),
-           "conda's file-name rule `<name>-<version>-<build>` (no reference tool in the tests)"),
+           "conda's `MatchSpec` of each URL and `explicit()`'s `#<md5>` (the conda "
+           "conda-lock vendors)"),
     Format("conda-export", "conda list --export", "lines", "`name=version=build` lines", "envfiles:is_export",
            "envfiles:read_export", "complete", ("conda", "pip", "platforms", "builds"), _ALL,
            ("conda_list.txt",), "conda's `name=version=build` form (no reference tool in the tests)"),

@@ -251,7 +251,8 @@ def read_lock(path: str | os.PathLike[str], *, exact: bool = True) -> locks.Lock
     if r.kind == "conda-explicit":
         pkgs = tuple(locks.Locked("conda", q["name"], q["version"], platform=r.platforms[0]
                                   if r.platforms else None, build=q.get("build"),
-                                  channel=q.get("channel"))
+                                  channel=q.get("channel"), md5=q.get("md5"),
+                                  subdir=q.get("subdir"))
                      for q in r.data.get("conda", {}).get("packages", []))
         return locks.LockFile("conda-explicit", r.platforms, pkgs)
     raise ManifestError(f"{one_line(os.fspath(path))}: not a lockfile ({r.kind})")
