@@ -127,8 +127,8 @@ FORMATS: tuple[Format, ...] = (
     Format("poetry.lock", "poetry.lock", "toml", "`[metadata] content-hash`", "projectlocks:is_poetry_lock",
            "projectlocks:read_poetry_lock", "complete",
            ("pip", "python", "hashes", "markers", "groups", "vcs"), _LOCK, ("poetry.lock",),
-           "TOML + poetry's documented keys (no reference tool in the tests: poetry cannot be "
-           "installed beside conda-lock, whose `installer`/`dulwich` pins it contradicts)", "lock-version 1.0-2.1",
+           "poetry's `Locker.locked_repository` (what `poetry show` reads; in its own "
+           "environment, `uv run --with poetry`: it cannot be installed beside conda-lock)", "lock-version 1.0-2.1",
            lock_reader=True),
     Format("pdm.lock", "pdm.lock", "toml", "`[metadata] lock_version`", "projectlocks:is_pdm_lock",
            "projectlocks:read_pdm_lock", "complete", ("pip", "python", "hashes", "markers", "groups"),
