@@ -79,3 +79,13 @@ def test_a_pylock_reads_as_packaging_pylock_reads_it(path: Path) -> None:
         # no version in the lock: envlock takes the archive's file name (simple2-3.0.tar.gz)
         assert version == v or (version is None and v), (name, version, v)
         assert (Marker(marker) if marker else None) == (Marker(m) if m else None), name
+    # one target: the packages PEP 751 installs there (their markers evaluated by packaging)
+    from envlock.formats.markers import applicable, target_marker_env
+
+    for target in (target_marker_env("3.12.3", "cpython", machine="x86_64"),
+                   {**target_marker_env("3.9.18", "cpython"), "sys_platform": "win32",
+                    "platform_system": "Windows", "os_name": "nt"}):
+        there = {n for n, _, m in theirs if m is None or Marker(m).evaluate(
+            {**target, "extras": frozenset(), "dependency_groups": frozenset()}, "lock_file")}
+        needed, optional = applicable(read_lock(path).packages, target)
+        assert set(needed) - set(optional) == there
