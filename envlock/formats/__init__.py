@@ -144,6 +144,11 @@ def _json_document(src: Source) -> Reading:
     if not parsed:
         named_yaml = suffix in (".yml", ".yaml") or src.base in _YAML_NAMES
         raise faults["yaml" if named_yaml else "json"]
+    data = next(iter(parsed.values()))
+    for f in FORMATS:  # the keys of a TOML format: its tool would refuse the text, say so
+        if f.syntax == "toml" and not f.json_as and isinstance(data, Mapping) \
+                and _function(f.detect)(data, src):
+            raise ManifestError(f"a {f.name} written as JSON: its tool reads TOML only")
     raise ManifestError(_UNKNOWN)
 
 

@@ -7,6 +7,7 @@ pdm and ``packaging.pylock`` parse TOML, which no JSON text is (``tomllib`` is t
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,21 @@ def test_a_toml_lock_written_as_json_is_malformed_toml_as_its_tool_says(name: st
     lines = res.output.strip().splitlines()
     assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("Error: "), res.output
     assert "malformed TOML" in lines[0]
+
+
+@pytest.mark.parametrize("kind", ["uv.lock", "pylock", "poetry.lock", "pdm.lock"])
+def test_a_toml_lock_as_json_under_another_name_is_said_so(kind: str, tmp_path: Path) -> None:
+    """No tool reads it (each parses TOML); the error says what it is, not "a pixi.lock of
+    no version" (a pylock has ``environments`` and ``packages`` too)."""
+    src = {"uv.lock": PEERS / "uvlock" / "ecosystem__flask__uv.lock",
+           "pylock": PEERS / "pylock" / "pdm-demo__pylock.toml",
+           "poetry.lock": PEERS / "poetrylock" / "old_lock__poetry.lock",
+           "pdm.lock": PEERS / "pdmlock" / "demo__pdm.lock"}[kind]
+    path = tmp_path / "lock.json"
+    doc = tomllib.loads(src.read_text(encoding="utf-8"))
+    path.write_text(json.dumps(doc, default=str), encoding="utf-8")
+    with pytest.raises(ManifestError, match=f"a {re.escape(kind)} written as JSON"):
+        formats.read(path)
 
 
 def test_malformed_json_gets_the_fault_of_the_parser_its_name_calls_for(tmp_path: Path) -> None:
