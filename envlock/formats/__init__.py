@@ -7,7 +7,10 @@ format, shared by ``diff``, ``verify --lock``, ``restore`` and ``lock -f``.
 spec.  The formats, their detectors and readers are the registry
 :data:`envlock._kinds.FORMATS` (``docs/diff.md`` lists them with what each can and cannot
 say); dispatch here parses a file as the first syntax that fits (a first-line marker, TOML/JSON,
-YAML, lines) and hands it to the first format of that syntax whose detector says yes.
+YAML, lines) and hands it to the first format of that syntax whose detector says yes.  A text
+opening with ``{`` goes only to the formats whose own tool would read it, parsed as that tool
+parses it (:attr:`envlock._kinds.Format.json_as`: JSON for ``Pipfile.lock``, YAML for
+conda-lock, pixi and conda files, never TOML).
 
 Every file is read with :func:`envlock._io.read_text` (regular files only, 64 MiB, strict
 UTF-8) and parsed with the bounded parsers of :mod:`envlock.formats._load`.  Every error is one
