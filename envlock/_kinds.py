@@ -66,6 +66,7 @@ class Format:
     names: tuple[str, ...]
     oracle: str
     versions: str = ""
+    json_as: str = ""
     lock_reader: bool = False
 
     @property
@@ -83,15 +84,19 @@ FORMATS: tuple[Format, ...] = (
     Format("manifest", "an envlock manifest", "toml", "an `[envlock]` table with `schema`", "envfiles:is_manifest",
            "envfiles:read_manifest", "complete",
            ("conda", "pip", "python", "platforms", "channels", "builds", "hashes", "vcs"),
-           (*_ALL, "restore"), ("manifest.toml",), "envlock's own model", "schema 1"),
+           (*_ALL, "restore"), ("manifest.toml",), "envlock's own model", "schema 1",
+           json_as="json"),
     Format("environment.yml", "environment.yml", "yaml", "a `dependencies:` list", "envfiles:is_environment",
            "envfiles:read_environment", "complete or partial",
            ("conda", "pip", "platforms", "channels", "builds"), (*_ALL, "lock -f"),
-           ("environment.yml",), "py-rattler's `MatchSpec` (conda's grammar); conda-lock's selector rule"),
+           ("environment.yml",), "py-rattler's `MatchSpec` (conda's grammar); conda-lock's "
+           "`parse_environment_file` (selectors, every spec; its `-e` lines read as pip does)",
+           json_as="yaml"),
     Format("conda-explicit", "conda list --explicit", "marker", "an `@EXPLICIT` line", "envfiles:is_explicit",
            "envfiles:read_explicit", "conda", ("conda", "platforms", "channels", "builds", "hashes"),
            (*_LOCK, "restore"), ("conda-linux-64.lock", "spec-file.txt"),
-           "conda's file-name rule `<name>-<version>-<build>` (no reference tool in the tests)"),
+           "conda's `MatchSpec` of each URL and `explicit()`'s `#<md5>` (the conda "
+           "conda-lock vendors)"),
     Format("conda-export", "conda list --export", "lines", "`name=version=build` lines", "envfiles:is_export",
            "envfiles:read_export", "complete", ("conda", "pip", "platforms", "builds"), _ALL,
            ("conda_list.txt",), "conda's `name=version=build` form (no reference tool in the tests)"),
@@ -105,11 +110,11 @@ FORMATS: tuple[Format, ...] = (
            "locks:read_conda_lock", "complete",
            ("conda", "pip", "platforms", "channels", "builds", "hashes", "groups"),
            (*_LOCK, "restore"), ("conda-lock.yml",), "conda-lock's `parse_conda_lock_file`",
-           "version 1 and 2", lock_reader=True),
+           "version 1 and 2", json_as="yaml", lock_reader=True),
     Format("pixi.lock", "pixi.lock", "yaml", "`environments:` + `packages:`", "pixilock:is_pixi_lock",
            "pixilock:read_pixi_lock", "complete",
            ("conda", "pip", "platforms", "channels", "builds", "hashes", "vcs"), _LOCK,
-           ("pixi.lock",), "py-rattler's `LockFile.from_path`", "version 4-7", lock_reader=True),
+           ("pixi.lock",), "py-rattler's `LockFile.from_path`", "version 4-7", json_as="yaml", lock_reader=True),
     Format("pylock", "pylock.toml", "toml", "`lock-version` + `[[packages]]`", "locks:is_pylock",
            "locks:read_pylock", "complete", ("pip", "python", "hashes", "markers", "groups", "vcs"),
            (*_LOCK, "restore"), ("pylock.toml", "pylock.NAME.toml"), "`packaging.pylock`",
@@ -117,21 +122,23 @@ FORMATS: tuple[Format, ...] = (
     Format("uv.lock", "uv.lock", "toml", "`version` + `[[package]]`", "projectlocks:is_uv_lock",
            "projectlocks:read_uv_lock", "complete",
            ("pip", "python", "hashes", "markers", "groups", "vcs"), _LOCK, ("uv.lock",),
-           "`uv export --frozen` (with and without extras/groups), `uv sync`", "version 1 (revision 1-4)",
+           "`uv export --frozen` (every extra/group, `--no-dev`, one target), `uv sync`", "version 1 (revision 1-4)",
            lock_reader=True),
     Format("poetry.lock", "poetry.lock", "toml", "`[metadata] content-hash`", "projectlocks:is_poetry_lock",
            "projectlocks:read_poetry_lock", "complete",
            ("pip", "python", "hashes", "markers", "groups", "vcs"), _LOCK, ("poetry.lock",),
-           "TOML + poetry's documented keys (no reference tool in the tests)", "lock-version 1.0-2.1",
+           "poetry's `Locker.locked_repository` (what `poetry show` reads; in its own "
+           "environment, `uv run --with poetry`: it cannot be installed beside conda-lock)", "lock-version 1.0-2.1",
            lock_reader=True),
     Format("pdm.lock", "pdm.lock", "toml", "`[metadata] lock_version`", "projectlocks:is_pdm_lock",
            "projectlocks:read_pdm_lock", "complete", ("pip", "python", "hashes", "markers", "groups"),
-           _LOCK, ("pdm.lock",), "TOML + pdm's documented keys (no reference tool in the tests)",
+           _LOCK, ("pdm.lock",), "pdm's `Project.get_locked_repository` (the candidates `pdm export` takes)",
            "lock_version 4.x", lock_reader=True),
     Format("Pipfile.lock", "Pipfile.lock", "toml", "`_meta` + `default`/`develop` (JSON)",
            "pipenv:is_pipfile_lock", "pipenv:pipfile_lock_reading", "complete",
            ("pip", "python", "hashes", "markers", "groups", "vcs"), _LOCK, ("Pipfile.lock",),
-           "pipenv's `requirement_from_lockfile` (what `pipenv requirements` prints)", "pipfile-spec 6"),
+           "pipenv's `requirement_from_lockfile` (what `pipenv requirements` prints)", "pipfile-spec 6",
+           json_as="json"),
     Format("Pipfile", "Pipfile", "toml", "`[packages]`/`[dev-packages]`", "pipenv:is_pipfile",
            "pipenv:pipfile_reading", "partial", ("pip", "python", "markers", "groups", "vcs"),
            _ALL, ("Pipfile",), "pipenv's `requirement_from_pipfile`"),

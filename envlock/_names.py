@@ -23,9 +23,16 @@ def canonicalize(name: str) -> str:
 
 
 #: conda name → PyPI name where they differ (the one table: ``lock -f`` gives conda's
-#: distributions to uv by it, and diff's impact model takes it as aliases), from regro's
-#: ``grayskull_pypi_mapping.json`` (the
-#: mapping conda-lock downloads: ``conda_lock.lookup.DEFAULT_MAPPING_URL``).
+#: distributions to uv by it, and diff's impact model takes it as aliases).  Sources, checked
+#: by ``tests/formats/test_conda_names.py``: grayskull's PyPI → conda-forge table
+#: (``grayskull/strategy/config.yaml`` in its wheel, 3.2.0; regro's ``grayskull_pypi_mapping.json``,
+#: which conda-lock downloads as ``conda_lock.lookup.DEFAULT_MAPPING_URL``, is built from the
+#: same feedstock metadata) for every entry it covers; the rest are outputs of one conda-forge
+#: feedstock that installs the PyPI project (``pytorch-cpu``/``pytorch-gpu`` of pytorch-cpu,
+#: ``py-opencv`` of opencv, ``py-xgboost`` of xgboost, ``tensorflow-base`` of tensorflow) or
+#: conda's unnormalized spelling of the PyPI name (``ruamel.yaml``).  The entries past the
+#: first thirteen are those grayskull gives for conda packages of the real files in
+#: ``shared/cases`` (pangeo's pytorch-notebook lock, conda-lock's and rattler's fixtures).
 CONDA_TO_PYPI = {
     "pytorch": "torch",
     "pytorch-cpu": "torch",
@@ -40,4 +47,14 @@ CONDA_TO_PYPI = {
     "pyqt": "pyqt5",
     "tensorflow-base": "tensorflow",
     "ruamel.yaml": "ruamel-yaml",
+    "dask-core": "dask",
+    "docker-py": "docker",
+    "h3-py": "h3",
+    "opencv": "opencv-python",
+    "python-build": "build",
+    "python-duckdb": "duckdb",
+    "python-eccodes": "eccodes",
+    "python-fastjsonschema": "fastjsonschema",
+    "python-graphviz": "graphviz",
+    "python-installer": "installer",
 }

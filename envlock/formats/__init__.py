@@ -7,7 +7,10 @@ format, shared by ``diff``, ``verify --lock``, ``restore`` and ``lock -f``.
 spec.  The formats, their detectors and readers are the registry
 :data:`envlock._kinds.FORMATS` (``docs/diff.md`` lists them with what each can and cannot
 say); dispatch here parses a file as the first syntax that fits (a first-line marker, TOML/JSON,
-YAML, lines) and hands it to the first format of that syntax whose detector says yes.
+YAML, lines) and hands it to the first format of that syntax whose detector says yes.  A text
+opening with ``{`` goes only to the formats whose own tool would read it, parsed as that tool
+parses it (:attr:`envlock._kinds.Format.json_as`: JSON for ``Pipfile.lock``, YAML for
+conda-lock, pixi and conda files, never TOML).
 
 Every file is read with :func:`envlock._io.read_text` (regular files only, 64 MiB, strict
 UTF-8) and parsed with the bounded parsers of :mod:`envlock.formats._load`.  Every error is one
@@ -19,6 +22,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -95,14 +99,74 @@ def read(path: str | os.PathLike[str], *, platform: str | None = None,
         raise type(exc)(msg if msg.startswith(shown) else f"{shown}: {msg}") from None
 
 
+def _read_as(f: Format, parsed: Any, src: Source) -> Reading:
+    if f.lock_reader:
+        return from_lock(_function(f.read)(parsed, src.name), src.platform, src.name)
+    return _function(f.read)(parsed, src)  # type: ignore[no-any-return]
+
+
 def _first(syntax: str, parsed: Any, src: Source) -> Reading | None:
     """The reading of the first format of ``syntax`` whose detector takes ``parsed``."""
     for f in FORMATS:
         if f.syntax == syntax and _function(f.detect)(parsed, src):
-            if f.lock_reader:
-                return from_lock(_function(f.read)(parsed, src.name), src.platform, src.name)
-            return _function(f.read)(parsed, src)  # type: ignore[no-any-return]
+            return _read_as(f, parsed, src)
     return None
+
+
+def _json_document(src: Source) -> Reading:
+    """A text that opens with ``{`` (a JSON object, or a YAML flow mapping), read as each tool
+    would read it (:attr:`envlock._kinds.Format.json_as`): offered first to the formats whose
+    tool parses JSON, then — unless the file is named as TOML (``uv.lock``, ``*.toml``,
+    ``Pipfile``: its tool parses TOML, which refuses any such text) — to those whose tool parses
+    YAML (a JSON text is YAML), each parsed with that tool's parser; never to a TOML format.
+    So a ``conda-lock.yml`` written as JSON is a conda-lock file (conda-lock's
+    ``yaml.safe_load`` reads it), not a ``uv.lock`` although it has ``version`` and ``package``.
+
+    :raises ManifestError: a TOML-named file: malformed TOML, as ``tomllib`` says; a text
+        neither parser takes: the fault of the parser its name calls for (JSON unless it is
+        named as YAML); else an unknown format.
+    """
+    parsed: dict[str, Any] = {}
+    faults: dict[str, ManifestError] = {}
+    suffix = os.path.splitext(src.path)[1].lower()
+    for how in ("json", "yaml"):
+        if how == "yaml" and (suffix == ".toml" or src.base in _TOML_NAMES or src.base == "Pipfile"):
+            _toml_refusal(src.text)
+        for f in FORMATS:
+            if f.json_as != how:
+                continue
+            if how not in parsed and how not in faults:
+                try:
+                    parsed[how] = (load_toml(src.text, src.name) if how == "json"
+                                   else load_yaml(src.text, src.name, exact=src.exact))
+                except ManifestError as exc:
+                    faults[how] = exc
+            data = parsed.get(how)
+            if isinstance(data, Mapping) and _function(f.detect)(data, src):
+                return _read_as(f, data, src)
+    if not parsed:
+        named_yaml = suffix in (".yml", ".yaml") or src.base in _YAML_NAMES
+        raise faults["yaml" if named_yaml else "json"]
+    data = next(iter(parsed.values()))
+    for f in FORMATS:  # the keys of a TOML format: its tool would refuse the text, say so
+        if f.syntax == "toml" and not f.json_as and isinstance(data, Mapping) \
+                and _function(f.detect)(data, src):
+            raise ManifestError(f"a {f.name} written as JSON: its tool reads TOML only")
+    raise ManifestError(_UNKNOWN)
+
+
+def _toml_refusal(text: str) -> None:
+    """Raise what ``tomllib`` (the parser of uv's, poetry's, pdm's and pipenv's Python side and
+    of ``packaging.pylock`` users) says of ``text``, one line."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    try:
+        tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ManifestError(f"malformed TOML ({one_line(str(exc))})") from None
+    raise ManifestError(_UNKNOWN)  # pragma: no cover - no TOML document opens with '{'
 
 
 def _dispatch(src: Source) -> Reading:
@@ -111,7 +175,9 @@ def _dispatch(src: Source) -> Reading:
     found = _first("marker", text, src)
     if found is not None:
         return found
-    if text.lstrip().startswith("{") or suffix in (".toml", ".json") or src.base in _TOML_NAMES \
+    if text.lstrip().startswith("{"):
+        return _json_document(src)
+    if suffix in (".toml", ".json") or src.base in _TOML_NAMES \
             or re.search(r"^\s*\[", text, re.MULTILINE):
         try:
             data = load_toml(text, src.name, exact=src.exact)
@@ -193,7 +259,8 @@ def read_lock(path: str | os.PathLike[str], *, exact: bool = True) -> locks.Lock
     if r.kind == "conda-explicit":
         pkgs = tuple(locks.Locked("conda", q["name"], q["version"], platform=r.platforms[0]
                                   if r.platforms else None, build=q.get("build"),
-                                  channel=q.get("channel"))
+                                  channel=q.get("channel"), md5=q.get("md5"),
+                                  subdir=q.get("subdir"))
                      for q in r.data.get("conda", {}).get("packages", []))
         return locks.LockFile("conda-explicit", r.platforms, pkgs)
     raise ManifestError(f"{one_line(os.fspath(path))}: not a lockfile ({r.kind})")

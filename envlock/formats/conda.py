@@ -378,8 +378,16 @@ def explicit(lines: list[str]) -> list[dict[str, Any]]:
         if ln.startswith("@"):
             continue
         p = parse_url(ln)
-        out.append(package_entry(p["name"], p["version"], p["build"], p["channel"], p["subdir"]))
+        entry = package_entry(p["name"], p["version"], p["build"], p["channel"], p["subdir"])
+        md5 = _EXPLICIT_MD5.search(ln.strip())
+        if md5:  # conda's explicit(): ``url_pat``'s ``#<md5>``, checked when it installs
+            entry["md5"] = md5.group(1)
+        out.append(entry)
     return out
+
+
+#: the ``#<md5>`` an explicit line may end with (conda's ``misc.url_pat``)
+_EXPLICIT_MD5 = re.compile(r"#([0-9a-f]{32})$")
 
 
 _EXPORT_LINE = re.compile(r"^([A-Za-z0-9_][A-Za-z0-9_.\-]*)=([^=\s]+)=([^=\s]+)$")

@@ -393,7 +393,11 @@ def sniff_toml_lock(data: Mapping[str, Any]) -> str | None:
 
 def is_conda_lock(data: Mapping[str, Any], src: Any) -> bool:
     """Whether a YAML document is a conda-lock file: ``metadata`` and ``package`` (or the file
-    is named ``*conda-lock.yml``)."""
+    is named ``*conda-lock.yml``) — but not, without conda-lock's ``version``, a poetry or pdm
+    lock's ``[metadata]`` (``content-hash``, ``lock_version``): such a lock written as JSON
+    (which is YAML too) has both keys."""
+    if "version" not in data and sniff_toml_lock(data) in ("poetry.lock", "pdm.lock"):
+        return False
     return "metadata" in data and ("package" in data or src.base.endswith(
         ("conda-lock.yml", "conda-lock.yaml")))
 

@@ -19,8 +19,11 @@ __all__ = ["PixiPlatform", "read_pixi_lock", "is_pixi_lock"]
 
 
 def is_pixi_lock(data: Mapping[str, Any], src: Any) -> bool:
-    """Whether a YAML document is a ``pixi.lock``: ``environments`` and ``packages``."""
-    return "environments" in data and "packages" in data
+    """Whether a YAML document is a ``pixi.lock``: ``environments`` and ``packages`` — but
+    not PEP 751's ``lock-version`` without a pixi ``version`` (a pylock written as JSON, which
+    is YAML too, has both keys)."""
+    return "environments" in data and "packages" in data and (
+        "version" in data or "lock-version" not in data)
 
 
 #: The keys a pixi.lock ``packages`` record (v6+) or environment reference names its package by.

@@ -10,6 +10,8 @@ entries are the project itself, not packages.
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Mapping
 from typing import Any
 
@@ -66,8 +68,7 @@ def read_uv_lock(data: Mapping[str, Any], name: str) -> LockFile:
         pversion = _str(p, "version", where, name, required=False)
         vcs = commit = None
         if "git" in source:
-            git = str(source["git"])
-            vcs, commit = "git", (git.rsplit("#", 1)[1] if "#" in git else None)
+            vcs, commit = "git", _uv_git_commit(str(source["git"]), f"{where}.source", name)
         markers = p.get("resolution-markers")
         if markers is not None and (not isinstance(markers, list)
                                     or not all(isinstance(m, str) for m in markers)):
@@ -85,6 +86,25 @@ def read_uv_lock(data: Mapping[str, Any], name: str) -> LockFile:
                     environments=tuple(e for e in envs if isinstance(e, str))
                     if isinstance(envs, list) else (),
                     conflicts=_uv_conflicts(data.get("conflicts"), name))
+
+
+_FULL_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def _uv_git_commit(git: str, where: str, name: str) -> str | None:
+    """The commit of a uv.lock ``source = { git = "URL?rev=REF#COMMIT" }``.  uv refuses the
+    lock when ``rev`` is itself a full commit that is not the precise one (uv-git's
+    ``GitUrl::from_commit``: "Exact Git revision … does not match precise commit …").
+
+    :raises ManifestError: that mismatch (the URL's credentials left out).
+    """
+    url, _, commit = git.partition("#")
+    query = url.partition("?")[2]
+    rev = next((v for k, _, v in (q.partition("=") for q in query.split("&")) if k == "rev"), "")
+    if commit and _FULL_COMMIT.fullmatch(rev.lower()) and rev.lower() != commit.lower():
+        raise _err(name, f"{where}: exact Git revision {rev} does not match precise commit "
+                         f"{commit} (uv refuses the lock)")
+    return commit or None
 
 
 def _uv_conflicts(raw: Any, name: str) -> tuple[frozenset[str], ...]:

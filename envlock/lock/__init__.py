@@ -167,12 +167,19 @@ def lock_spec(
     if exe is not None:
         import tempfile
 
+        from envlock.lock._unpinned import unpinned_spec
+
         _spec.read_environment_yml(spec, platforms[0])  # fail early, with our message
-        with tempfile.TemporaryDirectory(prefix="envlock-conda-lock-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="envlock-conda-lock-") as tmp, \
+                unpinned_spec(spec, platforms, channels) as (given, dropped):
             tmp_lock = Path(tmp) / "conda-lock.yml"
-            argv = _spec.conda_lock_command(spec, platforms, tmp_lock, exe, channels=channels,
+            argv = _spec.conda_lock_command(given, platforms, tmp_lock, exe, channels=channels,
                                             virtual_package_spec=virtual_package_spec, cuda=cuda)
             text = _spec.solve_with_conda_lock(argv, tmp_lock, runner=runner)
+            text = text.replace(given.name, spec.name)  # metadata.sources: the user's file
+        if dropped:  # the py-rattler path's sentence (render_spec_lock)
+            said.append(f"channel pins dropped (-c replaces the file's channels): "
+                        f"{', '.join(dropped)}")
         note = f"solved by conda-lock with {exe}"
     else:
         text = _spec.render_spec_lock(spec, platforms, out, channels=channels,

@@ -21,6 +21,8 @@ INVALID = {
     "pip__pylock.invalid.toml": "no lock-version",
     "conda-lock__forward-compatible-lock.yml": "unknown version 1000",
     "v7__missing_platform.yml": "uses platform 'UNKNOWN', which is not in 'platforms'",
+    # uv export --frozen: "Exact Git revision `0dac…` does not match precise commit `b270…`"
+    "inline__git_secret_mismatch__uv.lock": "does not match precise commit",
 }
 
 def _files() -> list[pytest.param]:

@@ -1,0 +1,76 @@
+"""Every poetry.lock of ``shared/cases/peers`` (and ``tests/formats/foreign``) read as poetry
+reads it (issue 23): poetry's own ``Locker.locked_repository()`` — what ``poetry show`` and
+``poetry install`` take the locked packages from — is the oracle.  poetry cannot be installed
+beside conda-lock (its releases pin ``installer<0.8`` or ``dulwich>=0.25``; conda-lock 4 needs
+``installer>=1.0.1`` and ``dulwich<0.25``), so it runs in an environment of its own that ``uv run
+--with poetry`` makes from the registry."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envlock.errors import ManifestError
+from envlock.formats import read_lock
+from envlock.lock._tools import uv_bin
+
+_HERE = Path(__file__).resolve().parents[2].parent / "shared" / "cases"
+CASES = _HERE if _HERE.is_dir() else Path("/work/shared/cases")
+FOREIGN = Path(__file__).resolve().parent / "foreign"
+LOCKS = sorted([*(CASES / "peers" / "poetrylock").glob("*poetry.lock"),
+                *FOREIGN.glob("*poetry.lock")])
+POETRY = "poetry==2.5.1"
+
+_ORACLE = """
+import json, sys
+from pathlib import Path
+from poetry.packages.locker import Locker
+out = {}
+for f in sys.argv[1:]:
+    try:
+        repo = Locker(Path(f), {}).locked_repository()
+    except Exception as exc:
+        out[f] = {"error": str(exc).splitlines()[0]}
+        continue
+    out[f] = {"packages": sorted([p.name, str(p.version), p.source_type or ""]
+                                 for p in repo.packages)}
+print(json.dumps(out))
+"""
+
+pytestmark = pytest.mark.skipif(not LOCKS, reason="the peers cases are not here")
+
+
+@pytest.fixture(scope="module")
+def poetry_reading(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    script = tmp_path_factory.mktemp("poetry") / "oracle.py"
+    script.write_text(_ORACLE, encoding="utf-8")
+    r = subprocess.run([uv_bin(), "run", "--no-project", "--isolated", "--python", sys.executable,
+                        "--with", POETRY, "python", str(script), *map(str, LOCKS)],
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        pytest.skip(f"{POETRY} could not be installed from the registry: "
+                    f"{(r.stderr.strip().splitlines() or ['?'])[-1]}")
+    return json.loads(r.stdout)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("lock", LOCKS, ids=lambda p: p.name)
+def test_a_poetry_lock_reads_as_poetry_reads_it(lock: Path, poetry_reading: dict) -> None:
+    theirs = poetry_reading[str(lock)]
+    if "error" in theirs:  # poetry refuses it: envlock too, one line
+        with pytest.raises(ManifestError, match="not supported"):
+            read_lock(lock)
+        assert "not compatible" in theirs["error"]
+        return
+    from packaging.utils import canonicalize_name
+
+    ours = read_lock(lock)
+    # a path (directory) dependency is the project's: envlock names it a project, unpinned
+    want = sorted((canonicalize_name(n), v) for n, v, src in theirs["packages"]
+                  if src != "directory")
+    assert sorted((x.name, x.version) for x in ours.packages) == want
+    assert {canonicalize_name(n) for n, _, src in theirs["packages"] if src == "directory"} <= \
+        set(ours.projects)
