@@ -149,15 +149,24 @@ def _feasible(groups: list[Group], check: Callable[[Sequence[Group]], str | None
     from envlock.reproduce.changes import _first
 
     broken = None
+    known: dict[int, str | None] = {}
     if any(g.needs_build for g in groups):
         from concurrent.futures import ThreadPoolExecutor
 
-        # GOOD's and BAD's own pins: two independent resolver runs, asked at once (issue 26)
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            answers = list(pool.map(check, [(), tuple(groups)]))
-        broken = next(((name, why) for name, why in zip(("GOOD", "BAD"), answers) if why), None)
+        # GOOD's and BAD's own pins and each group alone on GOOD: independent resolver runs,
+        # all asked at once (issue 26); the groups' answers count only when both ends resolve
+        pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="envlock-bisect-resolve")
+        try:
+            ends = [pool.submit(check, ()), pool.submit(check, tuple(groups))]
+            alone = {i: pool.submit(check, [g]) for i, g in enumerate(groups) if g.needs_build}
+            answers = [f.result() for f in ends]
+            broken = next(((name, why) for name, why in zip(("GOOD", "BAD"), answers) if why), None)
+            if broken is None:
+                known = {i: f.result() for i, f in alone.items()}
+        finally:
+            pool.shutdown(wait=broken is None, cancel_futures=True)
     if broken is None:
-        groups, merge_notes = merge_infeasible(groups, check)
+        groups, merge_notes = merge_infeasible(groups, check, known=known)
         notes += merge_notes
     else:
         notes.append(f"{broken[0]}'s own pins do not resolve together (uv: {_first(broken[1])}); "
@@ -216,7 +225,7 @@ def bisect(
 
     def resolves(gs: Sequence[Group]) -> str | None:
         return resolve_check(sorted(pins_for(gs).values()), python_version=gside.python,
-                             index_args=index_args, runner=runner)
+                             python=choice.path, index_args=index_args, runner=runner)
 
     say("asking uv's resolver which changes install on their own…")
     groups, check = _feasible(groups, resolves, notes)

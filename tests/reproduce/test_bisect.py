@@ -155,6 +155,33 @@ def test_ddmin_finds_single_culprits_and_pairs():
         assert set(ddmin(list(range(14)), test)) == culprit
 
 
+def _announced(g: int, culprit: set[int]) -> tuple[list[int], list[frozenset[int]]]:
+    """ddmin over ``g`` groups with ``ahead``: its answer, and the tests not announced first."""
+    told: set[frozenset[int]] = set()
+    late: list[frozenset[int]] = []
+
+    def test(s):
+        k = frozenset(s)
+        if k not in told:
+            late.append(k)
+        return FAIL if culprit <= k else PASS
+
+    got = ddmin(list(range(g)), test, ahead=lambda subsets: told.update(frozenset(x) for x in subsets))
+    return got, late
+
+
+def test_ddmin_announces_each_bisection_test_before_it_and_answers_the_same():
+    """``ahead`` (bisect asks the resolver about those subsets meanwhile) is told every subset
+    the optimistic bisection tests before it tests it, and changes no answer."""
+    for g in (2, 3, 5, 8, 14):
+        for culprit in [{i} for i in range(g)] + [{0, g - 1}]:
+            got, late = _announced(g, culprit)
+            plain = ddmin(list(range(g)), lambda s, culprit=culprit: FAIL if culprit <= set(s) else PASS)
+            assert set(got) == set(plain) == culprit
+            if len(culprit) == 1:  # one culprit: only the bisection tests, each announced
+                assert late == [], (g, culprit, late)
+
+
 def test_merge_asks_the_resolver():
     a = Group(changes=(Change(kind="pip", name="a", good="1", bad="2", bad_req="a==2"),))
     b = Group(changes=(Change(kind="pip", name="b", good="1", bad="2", bad_req="b==2"),))
