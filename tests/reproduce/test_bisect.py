@@ -332,3 +332,27 @@ def test_environments_are_removed_after_the_answer(tmp_path):
         t.join(timeout=60)
     assert list(tmp_path.iterdir()) == []
     remove_in_background(tmp_path / "missing")  # nothing there: nothing to do, no error
+
+
+def test_good_and_bad_environments_given(env_from, wheels, tmp_path):
+    """``--good-env DIR`` runs GOOD in DIR instead of building it when DIR is a venv of the
+    interpreter every subset uses and matches GOOD (GOOD's own environment is gone here); a
+    ``--bad-env`` that does not match BAD is said, and BAD is built."""
+    import shutil
+
+    good = env_from("good", ["numsum==1.0", "p01==1.0"])
+    bad = env_from("bad", ["numsum==2.0", "p01==1.1"])
+    env_from("good-copy", ["numsum==1.0", "p01==1.0"])
+    shutil.rmtree(tmp_path / "good")  # GOOD's recorded environment is gone
+    copy = tmp_path / "good-copy"
+    result = run_cli(good, bad, wheels, "--metric", METRIC, "--good-env", str(copy),
+                     "--bad-env", str(copy))
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert [g["label"] for g in doc["culprit"]] == ["numsum 1.0 → 2.0"]
+    assert [s["built"] for s in doc["steps"][:2]] == [False, True]
+    assert doc["steps"][0]["env"] == str(copy)
+    assert f"GOOD ran in the environment given, {copy} (it matches {good})" in doc["notes"]
+    assert any(n.startswith(f"--bad-env {copy}: not a venv of ") and n.endswith("BAD was built")
+               for n in doc["notes"]), doc["notes"]
+    assert doc["envs_built"] == sum(s["built"] for s in doc["steps"])
