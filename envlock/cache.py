@@ -65,7 +65,7 @@ from envlock.cachesecrets import trigger_hits as _trigger_hits  # noqa: F401
 
 __all__ = [
     "FORMAT", "MAX_NAMESPACE_BYTES", "RACY_NS", "Recorder", "memo", "current", "in_thread", "is_enabled",
-    "code_stamp", "signature",
+    "code_stamp", "signature", "key_digest", "files_digest", "racy",
     "cache_dir", "entry_path", "load", "store",
 ]
 
@@ -286,12 +286,30 @@ def cache_dir(namespace: str, environ: Mapping[str, str] | None = None) -> str:
     return os.path.join(base, "envlock", namespace)
 
 
+def key_digest(namespace: str, key: Any) -> str:
+    """The hex SHA-256 naming ``key`` (any JSON-serializable value) in ``namespace``: it also
+    holds :data:`FORMAT`, the namespace and :func:`code_stamp` (another envlock, or the same
+    one edited, names the same question differently).  An entry's file name is its first 40
+    digits (:func:`entry_path`)."""
+    ident = {"format": FORMAT, "ns": namespace, "envlock": code_stamp(), "key": key}
+    return hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()
+
+
 def entry_path(namespace: str, key: Any, environ: Mapping[str, str] | None = None) -> str:
     """The file of the entry for ``key`` (any JSON-serializable value) in ``namespace``; the
     hashed key also holds :data:`FORMAT`, the namespace and :func:`code_stamp`."""
-    ident = {"format": FORMAT, "ns": namespace, "envlock": code_stamp(), "key": key}
-    digest = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:40]
-    return os.path.join(cache_dir(namespace, environ), f"{digest}.json")
+    return os.path.join(cache_dir(namespace, environ), f"{key_digest(namespace, key)[:40]}.json")
+
+
+def files_digest(paths: Iterable[str]) -> tuple[str, list[list[Any]]]:
+    """``(digest, witnesses)``: the hex SHA-256 of every path (as given, sorted, once) with its
+    :func:`signature` now, and those ``file`` witnesses (as :meth:`Recorder.entries`).  Equal
+    digests: the same paths, unchanged as :func:`memo` means it (the manifest's
+    ``[libraries.answer]`` is checked so)."""
+    names = sorted({os.fspath(p) for p in paths if p})
+    witnesses: list[list[Any]] = [["file", p, signature(p)] for p in names]
+    text = json.dumps(witnesses, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest(), witnesses
 
 
 def _read(path: str, environ: Mapping[str, str]) -> tuple[bool, Any]:
@@ -423,17 +441,18 @@ def memo(
             return value  # type: ignore[no-any-return]
     started = time.time_ns()
     value = _run(compute, rec)
-    if rec.reason is None and not _racy(rec.entries(), started):
+    if rec.reason is None and not racy(rec.entries(), started):
         _write(path, rec.entries(), encode(value) if encode is not None else value, env)
     if outer is not None:
         outer.merge(rec.entries(), rec.reason)
     return value
 
 
-def _racy(witnesses: Iterable[list[Any]], started_ns: int) -> bool:
-    """``True`` when a file, directory or link witness changed (ctime) at most
-    :data:`RACY_NS` before ``started_ns`` or later: it may have changed during the computation
-    after it was read, so its signature cannot vouch for the answer."""
+def racy(witnesses: Iterable[list[Any]], started_ns: int) -> bool:
+    """``True`` when a file, directory or link witness (``[kind, name, signature]``, as
+    :meth:`Recorder.entries`) changed (ctime) at most :data:`RACY_NS` before ``started_ns``
+    (:func:`time.time_ns` when the computation started) or later: it may have changed during
+    the computation after it was read, so its signature cannot vouch for the answer."""
     limit = started_ns - RACY_NS
     for kind, _name, sig in witnesses:
         if kind in ("file", "dir", "link") and sig is not None and sig[4] >= limit:
@@ -474,7 +493,7 @@ def store(path: str, witnesses: Iterable[str], payload: Any) -> None:
         return
     rec = Recorder()
     rec.files(witnesses)
-    if not _racy(rec.entries(), time.time_ns()):
+    if not racy(rec.entries(), time.time_ns()):
         _write(path, rec.entries(), payload, os.environ)
     outer = _CURRENT.recorder
     if outer is not None:

@@ -24,12 +24,14 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from envlock import cache
 from envlock.cli import cli
 
 GCC = shutil.which("gcc")
@@ -180,6 +182,9 @@ def test_cached_and_uncached_outputs_agree_as_inputs_change(world: World) -> Non
     def step(name: str, change: Callable[[], None]) -> None:
         nonlocal last
         change()
+        # An input younger than RACY_NS vouches for no answer: the cached snapshot would then
+        # omit [libraries.answer] and the fresh one, a moment later, record it.
+        time.sleep(2 * cache.RACY_NS / 1e9)
         after = w.all_agree(name)
         changed.update(k for k in after if after[k] != last[k])
         last = after
@@ -309,3 +314,137 @@ def test_real_torch_venv_cached_equals_uncached(cpu_venv: Path, tmp_path: Path) 
     shutil.copy(gomp[0], llp / gomp[0].name)
     after = w.all_agree("a copy of torch's libgomp in LD_LIBRARY_PATH")
     assert after["libs"] != before["libs"]
+
+
+def _fake_root(base: Path) -> Path:
+    """A system root that is this one but for ``/etc/ld.so.cache``, the test's own: every
+    top-level entry and every file of ``/etc`` a symlink to the real one."""
+    root = base / "root"
+    (root / "etc").mkdir(parents=True)
+    for name in os.listdir("/"):
+        if name != "etc":
+            (root / name).symlink_to(f"/{name}")
+    for name in os.listdir("/etc"):
+        if name != "ld.so.cache":
+            (root / "etc" / name).symlink_to(f"/etc/{name}")
+    return root
+
+
+def _ldconfig(cache_file: Path, dirs: list[Path], base: Path) -> None:
+    ldconfig = shutil.which("ldconfig") or "/sbin/ldconfig"
+    conf = base / "ld.so.conf"
+    conf.write_text("".join(f"{d}\n" for d in dirs))
+    subprocess.run([ldconfig, "-X", "-C", str(cache_file), "-f", str(conf)], check=True,
+                   capture_output=True, timeout=120)
+
+
+def test_verify_reuses_the_manifests_loader_answer_only_while_every_input_is_unchanged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``verify --manifest`` takes the loader's findings from the manifest's
+    ``[libraries.answer]`` instead of running the model, and only while every input it was
+    computed from is unchanged.  Differentially: a snapshot records the answer, then one input
+    changes; verify with its own cache empty (only the manifest can answer) must give what
+    verify computes with ``ENVLOCK_NO_CACHE=1``, and must have run the model.  Unchanged, the
+    manifest answers (no model run), with the same findings.  The inputs: a library touched,
+    ``LD_LIBRARY_PATH`` set, a new file in one of its directories, ``LD_PRELOAD``,
+    ``GLIBC_TUNABLES``, the ``ld.so.cache`` replaced (the test's own, under a system root that
+    is this one otherwise), a symlink retargeted, a library rewritten with its old size and
+    mtime, the working directory; and a manifest without the record (an older one)."""
+    from envlock.libs import analysis
+    from envlock.probes.assemble import snapshot
+    from envlock.verify import verify
+    from envlock.verify.checks.libraries import check_libraries
+
+    w = World(tmp_path)
+    root = _fake_root(tmp_path)
+    sysdir = tmp_path / "sys"
+    extra = _cc(sysdir / "libextra.so.1", soname="libextra.so.1")
+    _ldconfig(root / "etc" / "ld.so.cache", [sysdir], tmp_path)
+    w.build_torch_cuda(extra=(extra,))  # libextra.so.1 is found through ld.so.cache only
+    runs: list[str] = []
+    real_analyze = analysis.analyze_module
+
+    def counting(*args: object, **kwargs: object) -> object:
+        runs.append(str(args[1]))
+        return real_analyze(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(analysis, "analyze_module", counting)
+    monkeypatch.chdir(w.work)
+    env = {**w.env}
+    m = tmp_path / "m.json"
+    caches = iter(range(1000))
+
+    def record() -> None:
+        time.sleep(2 * cache.RACY_NS / 1e9)  # inputs older than RACY_NS: the answer is recorded
+        man = snapshot(python=str(w.python), environ={**env, "ENVLOCK_NO_CACHE": "1"}, root=str(root),
+                       repo=str(w.work), stack=False, output=m)
+        assert man.libraries is not None and man.libraries.answer is not None, man.libraries
+        man.write(m, force=True)
+
+    def check(cached: bool) -> tuple[list[dict[str, object]], int]:
+        e = {**env, "XDG_CACHE_HOME": str(tmp_path / f"cache-{next(caches)}")}
+        if not cached:
+            e["ENVLOCK_NO_CACHE"] = "1"
+        runs.clear()
+        report = verify(manifest=str(m), python=str(w.python), environ=e, root=str(root),
+                        checks=[("libraries", check_libraries)])
+        return [f.to_json() for f in report.findings], len(runs)
+
+    def agree(step: str, *, reused: bool) -> list[dict[str, object]]:
+        got, model_runs = check(True)
+        fresh, fresh_runs = check(False)
+        assert fresh_runs == 1
+        assert got == fresh, f"after {step}: the manifest's answer differs from a fresh one"
+        assert model_runs == (0 if reused else 1), f"after {step}: reused={not model_runs}"
+        return fresh
+
+    answers: list[list[dict[str, object]]] = []
+
+    def step(name: str, change: Callable[[], None]) -> None:
+        record()
+        agree(f"{name} (before)", reused=True)
+        change()
+        answers.append(agree(name, reused=False))
+
+    record()
+    answers.append(agree("nothing", reused=True))
+    def older_manifest() -> None:  # written before [libraries.answer] existed
+        doc = json.loads(m.read_text())
+        del doc["libraries"]["answer"]
+        m.write_text(json.dumps(doc))
+
+    step("the answer removed (an older manifest)", older_manifest)
+    step("libtorch_cuda.so touched", lambda: os.utime(w.torch_cuda))
+    llp = tmp_path / "llp"
+    llp.mkdir()
+    step("LD_LIBRARY_PATH set", lambda: (_cc(llp / "libcudnn.so.9", soname="libcudnn.so.9"),
+                                         env.update(LD_LIBRARY_PATH=str(llp))))
+    step("a new libextra.so.1 in the LD_LIBRARY_PATH directory",
+         lambda: _cc(llp / "libextra.so.1", soname="libextra.so.1"))
+    pre = _cc(tmp_path / "pre" / "libpre.so", soname="libpre.so")
+    step("LD_PRELOAD set", lambda: env.update(LD_PRELOAD=str(pre)))
+    step("LD_LIBRARY_PATH and LD_PRELOAD unset", lambda: (env.pop("LD_LIBRARY_PATH"), env.pop("LD_PRELOAD")))
+    step("GLIBC_TUNABLES set", lambda: env.update(GLIBC_TUNABLES="glibc.cpu.hwcaps=-AVX2"))
+    step("ld.so.cache replaced (without libextra's directory)",
+         lambda: _ldconfig(root / "etc" / "ld.so.cache", [w.root / "pre"], tmp_path))
+    cudnn_dir = w.site / "nvidia" / "cudnn" / "lib"
+    other = _cc(cudnn_dir / "libcudnn.so.9.2.0", soname="libcudnn.so.9")
+
+    def retarget() -> None:
+        (cudnn_dir / "libcudnn.so.9").unlink()
+        (cudnn_dir / "libcudnn.so.9").symlink_to(other.name)
+
+    step("libcudnn.so.9 symlink retargeted", retarget)
+
+    def same_size_same_mtime() -> None:
+        st = w.torch_cuda.stat()
+        w.build_torch_cuda(code="int f(void) { return 2; }", extra=(extra,))
+        assert w.torch_cuda.stat().st_size == st.st_size
+        os.utime(w.torch_cuda, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+    step("libtorch_cuda.so rewritten with its old size and mtime", same_size_same_mtime)
+    other_cwd = tmp_path / "elsewhere"
+    other_cwd.mkdir()
+    step("another working directory", lambda: os.chdir(other_cwd))
+    # The changes were real: the findings moved (a stale reuse would have been caught).
+    assert len({json.dumps(a, sort_keys=True) for a in answers}) >= 3, answers

@@ -157,3 +157,57 @@ def test_status_is_typed_and_forward_compatible() -> None:
     assert from_dict(PythonInfo, {"status": "partial"}).status == "partial"
     with pytest.raises(ManifestError, match="expected str, got int in 'python.status'"):
         from_dict(PythonInfo, {"status": 3}, "python")
+
+
+LIBRARIES_WITH_ANSWER = '''
+[libraries]
+status = "ok"
+source = "envlock loader model (torch)"
+module = "torch"
+glibc = "2.36"
+findings = ["warning [runtime-not-found] libcuda.so.1 will not be found"]
+
+[libraries.answer]
+key = "KEY"
+inputs = "INPUTS"
+paths = ["/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu/libc.so.6"]
+
+[[libraries.answer.findings]]
+id = "runtime-not-found"
+severity = "warning"
+title = "libcuda.so.1 will not be found"
+cause = "libcuda.so.1 is dlopen'ed by libcudart.so.13; the loader found no file named libcuda.so.1."
+evidence = ["searched /etc/ld.so.cache: no entry for libcuda.so.1"]
+fix = ["Install the NVIDIA driver."]
+library = "libcuda.so.1"
+'''.replace("KEY", "a" * 64).replace("INPUTS", "b" * 64)
+
+
+def test_libraries_answer_round_trips_and_an_older_manifest_has_none(tmp_path: Path) -> None:
+    """``[libraries.answer]`` (the loader's findings in full with the digests of their
+    question and inputs, which ``verify`` reuses) is typed and written back byte for byte; a
+    manifest from before it existed reads with ``answer = None``."""
+    p = tmp_path / "m.toml"
+    p.write_text(GOLDEN.read_text() + LIBRARIES_WITH_ANSWER)
+    m = envlock.load(str(p))
+    assert m.libraries is not None and m.libraries.answer is not None
+    a = m.libraries.answer
+    assert (a.key, a.inputs) == ("a" * 64, "b" * 64)
+    assert a.paths == ("/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu/libc.so.6")
+    (f,) = a.findings
+    assert (f.id, f.severity, f.library, f.requester) == ("runtime-not-found", "warning", "libcuda.so.1", None)
+    assert f.evidence == ("searched /etc/ld.so.cache: no entry for libcuda.so.1",)
+    out, twice = tmp_path / "again.toml", tmp_path / "twice.toml"
+    m.write(out)
+    assert envlock.load(str(out)) == m
+    envlock.load(str(out)).write(twice)
+    assert twice.read_bytes() == out.read_bytes()
+    assert "\n[libraries.answer]\nkey = " in out.read_text()
+    assert "\n[[libraries.answer.findings]]\nid = " in out.read_text()
+    older = tmp_path / "old.toml"
+    older.write_text(p.read_text().split("[libraries.answer]")[0])
+    assert envlock.load(str(older)).libraries.answer is None  # type: ignore[union-attr]
+    bad = tmp_path / "bad.toml"
+    bad.write_text(p.read_text().replace('severity = "warning"', "severity = 2"))
+    with pytest.raises(ManifestError, match=r"libraries\.answer\.findings\[0\]\.severity"):
+        envlock.load(str(bad))

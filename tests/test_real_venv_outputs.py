@@ -19,7 +19,9 @@ Only what differs from one run to the next on one machine is normalized, nothing
 * the snapshot's ``created`` time (``[envlock]``, UTC to the second) → ``<TIME>``;
 * the seconds a command took: the snapshot's ``duration`` (``[envlock]``) and its ``wrote … in
   0.24 s`` line, verify's ``(16 checks, 0.21 s)`` summary and the ``"duration"`` of its JSON
-  (the whole run's and each check's) → ``<SECONDS>``.
+  (the whole run's and each check's) → ``<SECONDS>``;
+* the two digests of the manifest's ``[libraries.answer]``: ``key`` holds envlock's code and the
+  working directory, ``inputs`` the ctimes of the files the loader read → ``<DIGEST>``.
 
 diff compares the manifests' environments, not their files, so neither value reaches its output.
 """
@@ -73,9 +75,13 @@ _SECONDS = (
 )
 
 
+_ANSWER = re.compile(r'^(\[libraries\.answer\]\nkey = )"[0-9a-f]{64}"\ninputs = "[0-9a-f]{64}"$', re.M)
+
+
 def _normalize(text: str, tmp: Path) -> str:
     text = text.replace(str(tmp.resolve()), "<TMP>").replace(str(tmp), "<TMP>")
     text = _CREATED.sub('created = "<TIME>"', text)
+    text = _ANSWER.sub('\\1"<DIGEST>"\ninputs = "<DIGEST>"', text)
     for pattern, placeholder in _SECONDS:
         text = pattern.sub(placeholder, text)
     return text

@@ -39,6 +39,10 @@ __all__ = ["bisect"]
 @click.option("--workdir", type=click.Path(file_okay=False),
               help="Directory for environments and logs (default: a new temporary one).")
 @click.option("--keep", is_flag=True, help="Keep the environments built (under WORKDIR/envs).")
+@click.option("--good-env", type=click.Path(file_okay=False, exists=True), default=None,
+              help="Run GOOD in this environment instead of building it (when it matches GOOD).")
+@click.option("--bad-env", type=click.Path(file_okay=False, exists=True), default=None,
+              help="Run BAD in this environment instead of building it (when it matches BAD).")
 @click.option("--build-ends", is_flag=True,
               help="Build GOOD and BAD too, even when their own environments are here.")
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]),
@@ -85,7 +89,8 @@ def bisect(good: str, bad: str, command: tuple[str, ...], fmt: str, **options: A
             index_url=options["index_url"], find_links=options["find_links"],
             no_index=options["no_index"], python=options["python"],
             workdir=options["workdir"], keep=options["keep"],
-            own_envs=not options["build_ends"], progress=progress)
+            own_envs=not options["build_ends"], good_env=options["good_env"],
+            bad_env=options["bad_env"], progress=progress)
     finally:
         if status is not None:
             status.stop()

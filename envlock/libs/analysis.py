@@ -415,13 +415,18 @@ def probe_libraries(
     :param elf_cache: optional cache of parsed ELF facts.
     :param recorder: where to record the inputs read, or ``None``.
     :returns: :class:`~envlock.manifest.librariestable.LibrariesInfo`; ``status="absent"`` when the
-        module is not installed, ``"error"`` (with ``error``) when the analysis failed.
+        module is not installed, ``"error"`` (with ``error``) when the analysis failed; with
+        ``answer`` (:func:`envlock.libs.libanswer.record_answer`) for ``verify`` to reuse.
     """
+    import time
+
     from envlock.manifest.librariestable import LibrariesInfo, LibraryRecord
 
     source = f"envlock loader model ({module})"
     from envlock.libs import cachekey as libcache
+    from envlock.libs.libanswer import record_answer
 
+    started = time.time_ns()
     try:
         _package_dir, files = find_module_files(module, sys_path)
         if not files:
@@ -449,6 +454,8 @@ def probe_libraries(
             ld_preload=cfg.ld_preload,
             resolved=tuple(records[k] for k in sorted(records)),
             findings=tuple(f"{f.severity} [{f.id}] {f.title}" for f in report.findings),
+            answer=record_answer(report, module=module, exe=python_exe, sys_path=sys_path, prefix=prefix,
+                                 root=root, environ=env, started_ns=started),
         )
         if recorder is not None:
             libcache.record_report(recorder, report, module, sys_path, prefix, root)

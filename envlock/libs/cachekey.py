@@ -23,7 +23,7 @@ from envlock.cache import signature
 from envlock.cache import entry_path
 
 __all__ = ["CACHE_VERSION", "LOADER_ENV", "answer_key", "record_report", "record_absent",
-           "witness_paths", "cache_key", "libraries_entry", "cpu_key"]
+           "witness_paths", "report_paths", "context_paths", "cache_key", "libraries_entry", "cpu_key"]
 
 #: Bumped when the layout of cached answers changes.
 CACHE_VERSION = 3
@@ -54,14 +54,20 @@ def witness_paths(report: Any, module: str, sys_path: list[str], prefix: str | N
     """Every file and directory whose change could change the loader's answer for ``report``.
 
     Loaded objects (path and real path); every file the loader tried, found or not, and the
-    directory holding it (a new file there changes the directory's mtime); the loader's
-    configuration files (``ld.so.cache``, ``ld.so.conf``, ``ld.so.preload``); the directories its
-    hints and owner lookups read (``sys.path`` entries, ``nvidia/*/lib``, ``*/lib``, ``*.libs``,
-    ``<prefix>/lib``, ``conda-meta``, CUDA toolkit ``lib64`` directories, dpkg's database); the
-    owner sources read in place (each ``*.dist-info``'s ``RECORD`` and ``METADATA``, each
-    ``conda-meta/*.json``); and the module's ``__init__.py`` (torch's import sequence is read
-    from it).
+    directory holding it (a new file there changes the directory's mtime) — :func:`report_paths`;
+    the loader's configuration files (``ld.so.cache``, ``ld.so.conf``, ``ld.so.preload``); the
+    directories its hints and owner lookups read (``sys.path`` entries, ``nvidia/*/lib``,
+    ``*/lib``, ``*.libs``, ``<prefix>/lib``, ``conda-meta``, CUDA toolkit ``lib64`` directories,
+    dpkg's database); the owner sources read in place (each ``*.dist-info``'s ``RECORD`` and
+    ``METADATA``, each ``conda-meta/*.json``); and the module's ``__init__.py`` (torch's import
+    sequence is read from it) — :func:`context_paths`.
     """
+    return sorted(report_paths(report) | context_paths(module, sys_path, prefix, root))
+
+
+def report_paths(report: Any) -> set[str]:
+    """The inputs only the loader's ``report`` names: each object loaded (path and real path),
+    each file found, each file tried and its directory."""
     paths: set[str] = set()
     for o in getattr(report, "objects", ()):
         paths.update((o.path, o.realpath))
@@ -71,6 +77,13 @@ def witness_paths(report: Any, module: str, sys_path: list[str], prefix: str | N
             paths.add(r.path)
         for attempt in r.tried:
             paths.update((attempt.path, os.path.dirname(attempt.path)))
+    return {p for p in paths if p}
+
+
+def context_paths(module: str, sys_path: Sequence[str], prefix: str | None, root: str) -> set[str]:
+    """The inputs that follow from the question alone (see :func:`witness_paths`): the
+    loader's configuration, the owner sources and hint directories, the module's files."""
+    paths: set[str] = set()
     for f in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/ld.so.preload",
               "/var/lib/dpkg/info", "/var/lib/dpkg/status", "/usr/local"):
         paths.add(_under(root, f))
@@ -85,7 +98,7 @@ def witness_paths(report: Any, module: str, sys_path: list[str], prefix: str | N
         paths.update(glob.glob(os.path.join(glob.escape(prefix), "conda-meta", "*.json")))
     r = _under(root, "/usr/local").rstrip("/")
     paths.update(glob.glob(f"{glob.escape(r)}/cuda*/lib64") + glob.glob(f"{glob.escape(r)}/cuda*/lib"))
-    return sorted(p for p in paths if p)
+    return {p for p in paths if p}
 
 
 def _module_paths(module: str, sys_path: Sequence[str]) -> list[str]:

@@ -223,9 +223,10 @@ def _m3(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_ld_preload = D['ld_preload']
     _d_resolved = D['resolved']
     _d_findings = D['findings']
-    _fields = ('status', 'source', 'error', 'module', 'glibc', 'ld_library_path', 'ld_preload', 'resolved', 'findings')
+    _d_answer = D['answer']
+    _fields = ('status', 'source', 'error', 'module', 'glibc', 'ld_library_path', 'ld_preload', 'resolved', 'findings', 'answer')
 
-    def __init__(self, *, status=_d_status, source=_d_source, error=_d_error, module=_d_module, glibc=_d_glibc, ld_library_path=_d_ld_library_path, ld_preload=_d_ld_preload, resolved=_d_resolved, findings=_d_findings) -> None:
+    def __init__(self, *, status=_d_status, source=_d_source, error=_d_error, module=_d_module, glibc=_d_glibc, ld_library_path=_d_ld_library_path, ld_preload=_d_ld_preload, resolved=_d_resolved, findings=_d_findings, answer=_d_answer) -> None:
         _set(self, 'status', status)
         _set(self, 'source', source)
         _set(self, 'error', error)
@@ -235,17 +236,18 @@ def _m3(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
         _set(self, 'ld_preload', ld_preload)
         _set(self, 'resolved', resolved)
         _set(self, 'findings', findings)
+        _set(self, 'answer', answer)
 
     def __repr__(self: Any) -> str:
-        return self.__class__.__qualname__ + f"(status={self.status!r}, source={self.source!r}, error={self.error!r}, module={self.module!r}, glibc={self.glibc!r}, ld_library_path={self.ld_library_path!r}, ld_preload={self.ld_preload!r}, resolved={self.resolved!r}, findings={self.findings!r})"
+        return self.__class__.__qualname__ + f"(status={self.status!r}, source={self.source!r}, error={self.error!r}, module={self.module!r}, glibc={self.glibc!r}, ld_library_path={self.ld_library_path!r}, ld_preload={self.ld_preload!r}, resolved={self.resolved!r}, findings={self.findings!r}, answer={self.answer!r})"
 
     def __eq__(self: Any, other: Any) -> Any:
         if other.__class__ is self.__class__:
-            return (self.status,self.source,self.error,self.module,self.glibc,self.ld_library_path,self.ld_preload,self.resolved,self.findings,) == (other.status,other.source,other.error,other.module,other.glibc,other.ld_library_path,other.ld_preload,other.resolved,other.findings,)
+            return (self.status,self.source,self.error,self.module,self.glibc,self.ld_library_path,self.ld_preload,self.resolved,self.findings,self.answer,) == (other.status,other.source,other.error,other.module,other.glibc,other.ld_library_path,other.ld_preload,other.resolved,other.findings,other.answer,)
         return NotImplemented
 
     def __hash__(self: Any) -> int:
-        return hash((self.status,self.source,self.error,self.module,self.glibc,self.ld_library_path,self.ld_preload,self.resolved,self.findings,))
+        return hash((self.status,self.source,self.error,self.module,self.glibc,self.ld_library_path,self.ld_preload,self.resolved,self.findings,self.answer,))
 
     def __setattr__(self: Any, name: str, value: Any) -> None:
         if type(self) is cls or name in _fields:
@@ -262,11 +264,102 @@ def _m3(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
 
 
 def _h3() -> dict[str, Any]:
-    return {'status': Status, 'source': str, 'error': str | None, 'module': str | None, 'glibc': str | None, 'ld_library_path': str | None, 'ld_preload': str | None, 'resolved': tuple[LibraryRecord, ...], 'findings': tuple[str, ...]}
+    return {'status': Status, 'source': str, 'error': str | None, 'module': str | None, 'glibc': str | None, 'ld_library_path': str | None, 'ld_preload': str | None, 'resolved': tuple[LibraryRecord, ...], 'findings': tuple[str, ...], 'answer': LibraryAnswer | None}
+
+
+# envlock.manifest.librariestable:LibraryAnswer
+def _m4(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+    _d_paths = D['paths']
+    _d_findings = D['findings']
+    _fields = ('key', 'inputs', 'paths', 'findings')
+
+    def __init__(self, *, key, inputs, paths=_d_paths, findings=_d_findings) -> None:
+        _set(self, 'key', key)
+        _set(self, 'inputs', inputs)
+        _set(self, 'paths', paths)
+        _set(self, 'findings', findings)
+
+    def __repr__(self: Any) -> str:
+        return self.__class__.__qualname__ + f"(key={self.key!r}, inputs={self.inputs!r}, paths={self.paths!r}, findings={self.findings!r})"
+
+    def __eq__(self: Any, other: Any) -> Any:
+        if other.__class__ is self.__class__:
+            return (self.key,self.inputs,self.paths,self.findings,) == (other.key,other.inputs,other.paths,other.findings,)
+        return NotImplemented
+
+    def __hash__(self: Any) -> int:
+        return hash((self.key,self.inputs,self.paths,self.findings,))
+
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        if type(self) is cls or name in _fields:
+            raise _Frozen(f"cannot assign to field {name!r}")
+        super(cls, self).__setattr__(name, value)
+
+    def __delattr__(self: Any, name: str) -> None:
+        if type(self) is cls or name in _fields:
+            raise _Frozen(f"cannot delete field {name!r}")
+        super(cls, self).__delattr__(name)
+
+    return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
+            "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h4() -> dict[str, Any]:
+    return {'key': str, 'inputs': str, 'paths': tuple[str, ...], 'findings': tuple[LibraryFinding, ...]}
+
+
+# envlock.manifest.librariestable:LibraryFinding
+def _m5(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+    _d_cause = D['cause']
+    _d_evidence = D['evidence']
+    _d_fix = D['fix']
+    _d_library = D['library']
+    _d_requester = D['requester']
+    _d_consequence_of = D['consequence_of']
+    _fields = ('id', 'severity', 'title', 'cause', 'evidence', 'fix', 'library', 'requester', 'consequence_of')
+
+    def __init__(self, *, id, severity, title, cause=_d_cause, evidence=_d_evidence, fix=_d_fix, library=_d_library, requester=_d_requester, consequence_of=_d_consequence_of) -> None:
+        _set(self, 'id', id)
+        _set(self, 'severity', severity)
+        _set(self, 'title', title)
+        _set(self, 'cause', cause)
+        _set(self, 'evidence', evidence)
+        _set(self, 'fix', fix)
+        _set(self, 'library', library)
+        _set(self, 'requester', requester)
+        _set(self, 'consequence_of', consequence_of)
+
+    def __repr__(self: Any) -> str:
+        return self.__class__.__qualname__ + f"(id={self.id!r}, severity={self.severity!r}, title={self.title!r}, cause={self.cause!r}, evidence={self.evidence!r}, fix={self.fix!r}, library={self.library!r}, requester={self.requester!r}, consequence_of={self.consequence_of!r})"
+
+    def __eq__(self: Any, other: Any) -> Any:
+        if other.__class__ is self.__class__:
+            return (self.id,self.severity,self.title,self.cause,self.evidence,self.fix,self.library,self.requester,self.consequence_of,) == (other.id,other.severity,other.title,other.cause,other.evidence,other.fix,other.library,other.requester,other.consequence_of,)
+        return NotImplemented
+
+    def __hash__(self: Any) -> int:
+        return hash((self.id,self.severity,self.title,self.cause,self.evidence,self.fix,self.library,self.requester,self.consequence_of,))
+
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        if type(self) is cls or name in _fields:
+            raise _Frozen(f"cannot assign to field {name!r}")
+        super(cls, self).__setattr__(name, value)
+
+    def __delattr__(self: Any, name: str) -> None:
+        if type(self) is cls or name in _fields:
+            raise _Frozen(f"cannot delete field {name!r}")
+        super(cls, self).__delattr__(name)
+
+    return {"__init__": __init__, "__repr__": __repr__, "__eq__": __eq__, "__hash__": __hash__,
+            "__setattr__": __setattr__, "__delattr__": __delattr__}
+
+
+def _h5() -> dict[str, Any]:
+    return {'id': str, 'severity': str, 'title': str, 'cause': str, 'evidence': tuple[str, ...], 'fix': tuple[str, ...], 'library': str | None, 'requester': str | None, 'consequence_of': str | None}
 
 
 # envlock.manifest.librariestable:LibraryRecord
-def _m4(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m6(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_path = D['path']
     _d_realpath = D['realpath']
     _d_rule = D['rule']
@@ -313,12 +406,12 @@ def _m4(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h4() -> dict[str, Any]:
+def _h6() -> dict[str, Any]:
     return {'soname': str, 'path': str | None, 'realpath': str | None, 'rule': str | None, 'owner': str | None, 'owner_kind': str | None, 'version': str | None, 'stage': str, 'error': str | None}
 
 
 # envlock.manifest.processtables:GpuDevice
-def _m5(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m7(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_capability = D['capability']
     _fields = ('index', 'name', 'capability')
 
@@ -352,12 +445,12 @@ def _m5(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h5() -> dict[str, Any]:
+def _h7() -> dict[str, Any]:
     return {'index': int, 'name': str, 'capability': str | None}
 
 
 # envlock.manifest.processtables:GpuUse
-def _m6(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m8(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_gpu_uuid = D['gpu_uuid']
     _d_command = D['command']
     _fields = ('pid', 'memory', 'gpu_uuid', 'command')
@@ -393,12 +486,12 @@ def _m6(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h6() -> dict[str, Any]:
+def _h8() -> dict[str, Any]:
     return {'pid': int, 'memory': int, 'gpu_uuid': str | None, 'command': str | None}
 
 
 # envlock.manifest.processtables:Granted
-def _m7(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m9(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_scheduler = D['scheduler']
     _d_job_id = D['job_id']
     _d_memory = D['memory']
@@ -448,12 +541,12 @@ def _m7(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h7() -> dict[str, Any]:
+def _h9() -> dict[str, Any]:
     return {'scheduler': str, 'job_id': str | None, 'memory': int | None, 'memory_source': str | None, 'time_limit': float | None, 'time_limit_source': str | None, 'job_start': str | None, 'gpus': int | None, 'gpu_ids': tuple[str, ...], 'visible_devices': str | None}
 
 
 # envlock.manifest.processtables:Leftover
-def _m8(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m10(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_rss = D['rss']
     _d_gpu_memory = D['gpu_memory']
     _d_action = D['action']
@@ -491,12 +584,12 @@ def _m8(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h8() -> dict[str, Any]:
+def _h10() -> dict[str, Any]:
     return {'pid': int, 'command': str, 'rss': int | None, 'gpu_memory': int | None, 'action': str}
 
 
 # envlock.manifest.processtables:MappedLibrary
-def _m9(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m11(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_owner = D['owner']
     _fields = ('path', 'owner')
 
@@ -529,12 +622,12 @@ def _m9(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h9() -> dict[str, Any]:
+def _h11() -> dict[str, Any]:
     return {'path': str, 'owner': str | None}
 
 
 # envlock.manifest.processtables:ProcessInfo
-def _m10(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m12(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_schema = D['schema']
     _d_status = D['status']
     _d_source = D['source']
@@ -600,12 +693,12 @@ def _m10(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h10() -> dict[str, Any]:
+def _h12() -> dict[str, Any]:
     return {'schema': int, 'status': str, 'source': str, 'error': str | None, 'pid': int | None, 'rank': int | None, 'created': str | None, 'modules': tuple[str, ...], 'torch': TorchState | None, 'seeds': SeedState | None, 'cublas_workspace_config': str | None, 'threads': int | None, 'threadpools': tuple[ThreadPool, ...], 'gpus': tuple[GpuDevice, ...], 'libraries': tuple[MappedLibrary, ...], 'cost': float | None, 'warnings': tuple[str, ...], 'extra': Mapping[str, Any]}
 
 
 # envlock.manifest.processtables:ReceivedSignal
-def _m11(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m13(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_forwarded = D['forwarded']
     _fields = ('name', 'after', 'forwarded')
 
@@ -639,12 +732,12 @@ def _m11(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h11() -> dict[str, Any]:
+def _h13() -> dict[str, Any]:
     return {'name': str, 'after': float, 'forwarded': bool}
 
 
 # envlock.manifest.processtables:Resources
-def _m12(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m14(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_max_rss = D['max_rss']
     _d_peak_rss_tree = D['peak_rss_tree']
     _d_peak_rss = D['peak_rss']
@@ -696,12 +789,12 @@ def _m12(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h12() -> dict[str, Any]:
+def _h14() -> dict[str, Any]:
     return {'max_rss': int | None, 'peak_rss_tree': int | None, 'peak_rss': int | None, 'cpu_user': float | None, 'cpu_system': float | None, 'samples': int, 'interval': float | None, 'sampler_cpu': float | None, 'gpu_status': str, 'gpu_error': str | None, 'gpu_memory': tuple[GpuUse, ...]}
 
 
 # envlock.manifest.processtables:RunFinding
-def _m13(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m15(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_cause = D['cause']
     _d_fix = D['fix']
     _fields = ('id', 'severity', 'title', 'cause', 'fix')
@@ -738,12 +831,12 @@ def _m13(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h13() -> dict[str, Any]:
+def _h15() -> dict[str, Any]:
     return {'id': str, 'severity': str, 'title': str, 'cause': str | None, 'fix': tuple[str, ...]}
 
 
 # envlock.manifest.processtables:RunInfo
-def _m14(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m16(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_schema = D['schema']
     _d_command = D['command']
     _d_cwd = D['cwd']
@@ -822,12 +915,12 @@ def _m14(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h14() -> dict[str, Any]:
+def _h16() -> dict[str, Any]:
     return {'schema': int, 'outcome': str, 'command': tuple[str, ...], 'cwd': str | None, 'start': str | None, 'end': str | None, 'wall': float | None, 'exit_status': int | None, 'signal': str | None, 'exit_code': int | None, 'pid': int | None, 'error': str | None, 'manifest': str | None, 'manifest_sha256': str | None, 'verify': str | None, 'verify_exit': int | None, 'keep_children': bool, 'signals': tuple[ReceivedSignal, ...], 'resources': Resources | None, 'granted': Granted | None, 'children': tuple[Leftover, ...], 'findings': tuple[RunFinding, ...], 'supervisor': int | None, 'supervisor_start': int | None, 'boot_id': str | None}
 
 
 # envlock.manifest.processtables:SeedState
-def _m15(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m17(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_python = D['python']
     _d_numpy = D['numpy']
     _d_pythonhashseed = D['pythonhashseed']
@@ -863,12 +956,12 @@ def _m15(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h15() -> dict[str, Any]:
+def _h17() -> dict[str, Any]:
     return {'python': str | None, 'numpy': str | None, 'pythonhashseed': str | None}
 
 
 # envlock.manifest.processtables:ThreadPool
-def _m16(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m18(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_version = D['version']
     _d_num_threads = D['num_threads']
     _d_source = D['source']
@@ -907,12 +1000,12 @@ def _m16(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h16() -> dict[str, Any]:
+def _h18() -> dict[str, Any]:
     return {'user_api': str, 'internal_api': str, 'path': str, 'version': str | None, 'num_threads': int | None, 'source': str}
 
 
 # envlock.manifest.processtables:TorchState
-def _m17(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m19(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_version = D['version']
     _d_cudnn_benchmark = D['cudnn_benchmark']
     _d_cudnn_deterministic = D['cudnn_deterministic']
@@ -972,12 +1065,12 @@ def _m17(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h17() -> dict[str, Any]:
+def _h19() -> dict[str, Any]:
     return {'version': str | None, 'cudnn_benchmark': bool | None, 'cudnn_deterministic': bool | None, 'deterministic_algorithms': bool | None, 'deterministic_warn_only': bool | None, 'allow_tf32_matmul': bool | None, 'allow_tf32_cudnn': bool | None, 'float32_matmul_precision': str | None, 'num_threads': int | None, 'num_interop_threads': int | None, 'initial_seed': str | None, 'seed_is_default': bool | None, 'rng_state_sha256': str | None, 'parallel_backend': str | None, 'cuda_initialized': bool | None}
 
 
 # envlock.manifest.stacktables:BlasInfo
-def _m18(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m20(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
     _d_source = D['source']
     _d_error = D['error']
@@ -1017,12 +1110,12 @@ def _m18(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h18() -> dict[str, Any]:
+def _h20() -> dict[str, Any]:
     return {'status': Status, 'source': str, 'error': str | None, 'libraries': tuple[BlasLibrary, ...], 'openmp': tuple[OpenMPRuntime, ...]}
 
 
 # envlock.manifest.stacktables:BlasLibrary
-def _m19(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m21(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_implementation = D['implementation']
     _d_version = D['version']
     _d_int64 = D['int64']
@@ -1066,12 +1159,12 @@ def _m19(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h19() -> dict[str, Any]:
+def _h21() -> dict[str, Any]:
     return {'user': str, 'implementation': str | None, 'version': str | None, 'int64': bool | None, 'config': str | None, 'path': str | None, 'origin': str, 'package': str | None}
 
 
 # envlock.manifest.stacktables:BuiltWith
-def _m20(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m22(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_compilers = D['compilers']
     _fields = ('package', 'path', 'compilers')
 
@@ -1105,12 +1198,12 @@ def _m20(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h20() -> dict[str, Any]:
+def _h22() -> dict[str, Any]:
     return {'package': str, 'path': str, 'compilers': tuple[str, ...]}
 
 
 # envlock.manifest.stacktables:CudaInfo
-def _m21(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m23(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
     _d_source = D['source']
     _d_error = D['error']
@@ -1156,12 +1249,12 @@ def _m21(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h21() -> dict[str, Any]:
+def _h23() -> dict[str, Any]:
     return {'status': Status, 'source': str, 'error': str | None, 'toolkits': tuple[CudaToolkit, ...], 'nvcc': str | None, 'nvcc_version': str | None, 'nvcc_release': str | None, 'libraries': tuple[CudaLibrary, ...]}
 
 
 # envlock.manifest.stacktables:CudaLibrary
-def _m22(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m24(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_version = D['version']
     _d_package = D['package']
     _d_cuda = D['cuda']
@@ -1203,12 +1296,12 @@ def _m22(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h22() -> dict[str, Any]:
+def _h24() -> dict[str, Any]:
     return {'name': str, 'version': str | None, 'origin': str, 'package': str | None, 'cuda': str | None, 'path': str | None, 'files': tuple[str, ...]}
 
 
 # envlock.manifest.stacktables:CudaToolkit
-def _m23(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m25(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_path = D['path']
     _d_version = D['version']
     _d_source = D['source']
@@ -1245,12 +1338,12 @@ def _m23(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h23() -> dict[str, Any]:
+def _h25() -> dict[str, Any]:
     return {'path': str | None, 'version': str | None, 'origin': str, 'source': str | None}
 
 
 # envlock.manifest.stacktables:FrameworkBuild
-def _m24(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m26(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_version = D['version']
     _d_location = D['location']
     _d_build = D['build']
@@ -1309,12 +1402,12 @@ def _m24(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h24() -> dict[str, Any]:
+def _h26() -> dict[str, Any]:
     return {'name': str, 'version': str | None, 'location': str | None, 'build': str | None, 'cuda': str | None, 'cudnn': str | None, 'hip': str | None, 'git_version': str | None, 'debug': bool | None, 'evidence': str | None, 'requires': tuple[str, ...], 'conda_build': str | None, 'cuda_archs': tuple[str, ...], 'cuda_archs_source': str | None, 'error': str | None}
 
 
 # envlock.manifest.stacktables:FrameworkRuntime
-def _m25(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m27(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
     _d_source = D['source']
     _d_error = D['error']
@@ -1372,12 +1465,12 @@ def _m25(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h25() -> dict[str, Any]:
+def _h27() -> dict[str, Any]:
     return {'status': Status, 'source': str, 'error': str | None, 'torch_version': str | None, 'cuda_available': bool | None, 'device_count': int | None, 'cudnn_version': int | None, 'arch_list': tuple[str, ...], 'allow_tf32_matmul': bool | None, 'allow_tf32_cudnn': bool | None, 'deterministic': bool | None, 'cudnn_benchmark': bool | None, 'threadpools': tuple[ThreadPool, ...], 'duration': float | None}
 
 
 # envlock.manifest.stacktables:FrameworksInfo
-def _m26(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m28(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
     _d_source = D['source']
     _d_error = D['error']
@@ -1417,12 +1510,12 @@ def _m26(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h26() -> dict[str, Any]:
+def _h28() -> dict[str, Any]:
     return {'status': Status, 'source': str, 'error': str | None, 'packages': tuple[FrameworkBuild, ...], 'runtime': FrameworkRuntime | None}
 
 
 # envlock.manifest.stacktables:Gpu
-def _m27(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m29(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_name = D['name']
     _d_uuid = D['uuid']
     _d_memory = D['memory']
@@ -1463,12 +1556,12 @@ def _m27(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h27() -> dict[str, Any]:
+def _h29() -> dict[str, Any]:
     return {'index': int, 'name': str | None, 'uuid': str | None, 'memory': int | None, 'compute_capability': str | None, 'mig_mode': str | None}
 
 
 # envlock.manifest.stacktables:GpuInfo
-def _m28(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m30(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
     _d_source = D['source']
     _d_error = D['error']
@@ -1522,12 +1615,12 @@ def _m28(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h28() -> dict[str, Any]:
+def _h30() -> dict[str, Any]:
     return {'status': Status, 'source': str, 'error': str | None, 'vendor': str | None, 'driver_version': str | None, 'driver_kind': str | None, 'cuda_driver_version': str | None, 'cuda_driver_source': str | None, 'gpus': tuple[Gpu, ...], 'visible_devices': str | None, 'rocm_version': str | None, 'rocm_visible_devices': str | None}
 
 
 # envlock.manifest.stacktables:Libstdcxx
-def _m29(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m31(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_glibcxx = D['glibcxx']
     _d_cxxabi = D['cxxabi']
     _d_error = D['error']
@@ -1565,12 +1658,12 @@ def _m29(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h29() -> dict[str, Any]:
+def _h31() -> dict[str, Any]:
     return {'path': str, 'origin': str, 'glibcxx': str | None, 'cxxabi': str | None, 'error': str | None}
 
 
 # envlock.manifest.stacktables:OpenMPRuntime
-def _m30(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m32(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_package = D['package']
     _d_version = D['version']
     _fields = ('name', 'path', 'package', 'version')
@@ -1606,12 +1699,12 @@ def _m30(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h30() -> dict[str, Any]:
+def _h32() -> dict[str, Any]:
     return {'name': str, 'path': str, 'package': str | None, 'version': str | None}
 
 
 # envlock.manifest.stacktables:SlurmInfo
-def _m31(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m33(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
     _d_source = D['source']
     _d_error = D['error']
@@ -1683,12 +1776,12 @@ def _m31(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h31() -> dict[str, Any]:
+def _h33() -> dict[str, Any]:
     return {'status': Status, 'source': str, 'error': str | None, 'scheduler': str | None, 'job_id': str | None, 'job_name': str | None, 'partition': str | None, 'cluster': str | None, 'nodelist': str | None, 'node': str | None, 'num_nodes': int | None, 'ntasks': int | None, 'cpus_on_node': int | None, 'cpus_per_task': int | None, 'mem_per_node': int | None, 'mem_per_cpu': int | None, 'gpus': str | None, 'step_gpus': str | None, 'gpus_on_node': int | None, 'submit_dir': str | None, 'vars': Mapping[str, str]}
 
 
 # envlock.manifest.stacktables:ThreadPool
-def _m32(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m34(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_internal_api = D['internal_api']
     _d_prefix = D['prefix']
     _d_filepath = D['filepath']
@@ -1729,12 +1822,12 @@ def _m32(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h32() -> dict[str, Any]:
+def _h34() -> dict[str, Any]:
     return {'user_api': str, 'internal_api': str | None, 'prefix': str | None, 'filepath': str | None, 'version': str | None, 'num_threads': int | None}
 
 
 # envlock.manifest.stacktables:Tool
-def _m33(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m35(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_version = D['version']
     _d_vendor = D['vendor']
     _d_wraps = D['wraps']
@@ -1776,12 +1869,12 @@ def _m33(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h33() -> dict[str, Any]:
+def _h35() -> dict[str, Any]:
     return {'name': str, 'path': str, 'version': str | None, 'vendor': str | None, 'wraps': str | None, 'status': ToolStatus, 'error': str | None}
 
 
 # envlock.manifest.stacktables:ToolchainInfo
-def _m34(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m36(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
     _d_source = D['source']
     _d_error = D['error']
@@ -1827,12 +1920,12 @@ def _m34(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h34() -> dict[str, Any]:
+def _h36() -> dict[str, Any]:
     return {'status': Status, 'source': str, 'error': str | None, 'tools': tuple[Tool, ...], 'glibc': str | None, 'glibc_source': str | None, 'libstdcxx': tuple[Libstdcxx, ...], 'built_with': tuple[BuiltWith, ...]}
 
 
 # envlock.manifest:CondaInfo
-def _m35(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m37(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
     _d_source = D['source']
     _d_error = D['error']
@@ -1872,12 +1965,12 @@ def _m35(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h35() -> dict[str, Any]:
+def _h37() -> dict[str, Any]:
     return {'status': Status, 'source': str, 'error': str | None, 'requested': tuple[str, ...], 'packages': tuple[CondaPackage, ...]}
 
 
 # envlock.manifest:CondaPackage
-def _m36(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m38(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_build_number = D['build_number']
     _d_channel = D['channel']
     _d_subdir = D['subdir']
@@ -1930,12 +2023,12 @@ def _m36(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h36() -> dict[str, Any]:
+def _h38() -> dict[str, Any]:
     return {'name': str, 'version': str, 'build': str, 'build_number': int | None, 'channel': str | None, 'subdir': str | None, 'url': str | None, 'md5': str | None, 'sha256': str | None, 'depends': tuple[str, ...], 'python_dist': str | None, 'overwritten_by_pip': bool, 'pip_version': str | None}
 
 
 # envlock.manifest:CpuInfo
-def _m37(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m39(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
     _d_source = D['source']
     _d_error = D['error']
@@ -1983,12 +2076,12 @@ def _m37(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h37() -> dict[str, Any]:
+def _h39() -> dict[str, Any]:
     return {'status': Status, 'source': str, 'error': str | None, 'vendor': str | None, 'model': str | None, 'logical_cores': int | None, 'usable_cores': int | None, 'flags': tuple[str, ...], 'memory': int | None}
 
 
 # envlock.manifest:EnvVars
-def _m38(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m40(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
     _d_source = D['source']
     _f_vars = F['vars']
@@ -2028,12 +2121,12 @@ def _m38(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h38() -> dict[str, Any]:
+def _h40() -> dict[str, Any]:
     return {'status': Status, 'source': str, 'vars': Mapping[str, str], 'selection': Mapping[str, str], 'redacted': tuple[str, ...]}
 
 
 # envlock.manifest:EnvlockInfo
-def _m39(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m41(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_schema = D['schema']
     _d_command = D['command']
     _d_duration = D['duration']
@@ -2074,12 +2167,12 @@ def _m39(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h39() -> dict[str, Any]:
+def _h41() -> dict[str, Any]:
     return {'schema': int, 'version': str, 'created': str, 'host': str, 'command': tuple[str, ...], 'duration': float | None, 'warnings': tuple[str, ...]}
 
 
 # envlock.manifest:GitInfo
-def _m40(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m42(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
     _d_source = D['source']
     _d_error = D['error']
@@ -2137,12 +2230,12 @@ def _m40(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h40() -> dict[str, Any]:
+def _h42() -> dict[str, Any]:
     return {'status': Status, 'source': str, 'error': str | None, 'path': str | None, 'commit': str | None, 'branch': str | None, 'describe': str | None, 'dirty': bool | None, 'untracked': int | None, 'diff_sha256': str | None, 'patch': str | None, 'patch_sha256': str | None, 'patch_note': str | None, 'remotes': tuple[GitRemote, ...]}
 
 
 # envlock.manifest:GitRemote
-def _m41(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m43(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _fields = ('name', 'url')
 
     def __init__(self, *, name, url) -> None:
@@ -2174,12 +2267,12 @@ def _m41(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h41() -> dict[str, Any]:
+def _h43() -> dict[str, Any]:
     return {'name': str, 'url': str}
 
 
 # envlock.manifest:LockfileRef
-def _m42(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m44(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_found = D['found']
     _d_matches = D['matches']
     _d_mismatches = D['mismatches']
@@ -2218,12 +2311,12 @@ def _m42(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h42() -> dict[str, Any]:
+def _h44() -> dict[str, Any]:
     return {'path': str, 'kind': str, 'sha256': str, 'found': str | None, 'matches': bool | None, 'mismatches': tuple[str, ...]}
 
 
 # envlock.manifest:LockfilesInfo
-def _m43(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m45(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
     _d_source = D['source']
     _d_files = D['files']
@@ -2259,12 +2352,12 @@ def _m43(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h43() -> dict[str, Any]:
+def _h45() -> dict[str, Any]:
     return {'status': Status, 'source': str, 'files': tuple[LockfileRef, ...]}
 
 
 # envlock.manifest:Manifest
-def _m44(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m46(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_python = D['python']
     _d_platform = D['platform']
     _d_cpu = D['cpu']
@@ -2330,12 +2423,12 @@ def _m44(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h44() -> dict[str, Any]:
+def _h46() -> dict[str, Any]:
     return {'envlock': EnvlockInfo, 'target': Target, 'python': PythonInfo | None, 'platform': PlatformInfo | None, 'cpu': CpuInfo | None, 'env': EnvVars | None, 'git': GitInfo | None, 'conda': CondaInfo | None, 'pip': PipInfo | None, 'lockfiles': LockfilesInfo | None, 'gpu': GpuInfo | None, 'cuda': CudaInfo | None, 'frameworks': FrameworksInfo | None, 'blas': BlasInfo | None, 'toolchain': ToolchainInfo | None, 'slurm': SlurmInfo | None, 'libraries': LibrariesInfo | None, 'build': BuildInfo | None, 'extra': Mapping[str, Any]}
 
 
 # envlock.manifest:PipInfo
-def _m45(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m47(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
     _d_source = D['source']
     _d_error = D['error']
@@ -2373,12 +2466,12 @@ def _m45(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h45() -> dict[str, Any]:
+def _h47() -> dict[str, Any]:
     return {'status': Status, 'source': str, 'error': str | None, 'packages': tuple[PipPackage, ...]}
 
 
 # envlock.manifest:PipPackage
-def _m46(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m48(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_dist_info = D['dist_info']
     _d_installer = D['installer']
     _d_requested = D['requested']
@@ -2437,12 +2530,12 @@ def _m46(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h46() -> dict[str, Any]:
+def _h48() -> dict[str, Any]:
     return {'name': str, 'version': str, 'location': str, 'dist_info': str | None, 'installer': str | None, 'requested': bool, 'origin': str, 'url': str | None, 'vcs': str | None, 'commit': str | None, 'requested_revision': str | None, 'editable_path': str | None, 'git': GitInfo | None, 'conda_package': str | None, 'shadowed': tuple[str, ...], 'error': str | None}
 
 
 # envlock.manifest:PlatformInfo
-def _m47(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m49(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
     _d_source = D['source']
     _d_error = D['error']
@@ -2490,12 +2583,12 @@ def _m47(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h47() -> dict[str, Any]:
+def _h49() -> dict[str, Any]:
     return {'status': Status, 'source': str, 'error': str | None, 'os_id': str | None, 'os_version': str | None, 'os_name': str | None, 'kernel': str | None, 'machine': str | None, 'glibc': str | None}
 
 
 # envlock.manifest:PythonInfo
-def _m48(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m50(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_status = D['status']
     _d_source = D['source']
     _d_error = D['error']
@@ -2545,12 +2638,12 @@ def _m48(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h48() -> dict[str, Any]:
+def _h50() -> dict[str, Any]:
     return {'status': Status, 'source': str, 'error': str | None, 'version': str | None, 'implementation': str | None, 'executable': str | None, 'prefix': str | None, 'base_prefix': str | None, 'path': tuple[str, ...], 'user_site': str | None}
 
 
 # envlock.manifest:Target
-def _m49(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
+def _m51(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
     _d_python = D['python']
     _fields = ('kind', 'prefix', 'python', 'chosen_by')
 
@@ -2585,7 +2678,7 @@ def _m49(D: dict[str, Any], F: dict[str, Any], cls: type) -> dict[str, Any]:
             "__setattr__": __setattr__, "__delattr__": __delattr__}
 
 
-def _h49() -> dict[str, Any]:
+def _h51() -> dict[str, Any]:
     return {'kind': str, 'prefix': str, 'python': str | None, 'chosen_by': str}
 
 
@@ -2651,6 +2744,24 @@ SPECS: dict[str, tuple[tuple[str, str, str], ...]] = {
         ('ld_preload', 'str | None', 'default'),
         ('resolved', 'tuple[LibraryRecord, ...]', 'default'),
         ('findings', 'tuple[str, ...]', 'default'),
+        ('answer', 'LibraryAnswer | None', 'default'),
+    ),
+    'envlock.manifest.librariestable:LibraryAnswer': (
+        ('key', 'str', 'required'),
+        ('inputs', 'str', 'required'),
+        ('paths', 'tuple[str, ...]', 'default'),
+        ('findings', 'tuple[LibraryFinding, ...]', 'default'),
+    ),
+    'envlock.manifest.librariestable:LibraryFinding': (
+        ('id', 'str', 'required'),
+        ('severity', 'str', 'required'),
+        ('title', 'str', 'required'),
+        ('cause', 'str', 'default'),
+        ('evidence', 'tuple[str, ...]', 'default'),
+        ('fix', 'tuple[str, ...]', 'default'),
+        ('library', 'str | None', 'default'),
+        ('requester', 'str | None', 'default'),
+        ('consequence_of', 'str | None', 'default'),
     ),
     'envlock.manifest.librariestable:LibraryRecord': (
         ('soname', 'str', 'required'),
@@ -3134,52 +3245,54 @@ MAKERS: dict[str, Maker] = {
     'envlock.manifest.buildtable:BuildInfo': _m1,
     'envlock.manifest.buildtable:VirtualPackage': _m2,
     'envlock.manifest.librariestable:LibrariesInfo': _m3,
-    'envlock.manifest.librariestable:LibraryRecord': _m4,
-    'envlock.manifest.processtables:GpuDevice': _m5,
-    'envlock.manifest.processtables:GpuUse': _m6,
-    'envlock.manifest.processtables:Granted': _m7,
-    'envlock.manifest.processtables:Leftover': _m8,
-    'envlock.manifest.processtables:MappedLibrary': _m9,
-    'envlock.manifest.processtables:ProcessInfo': _m10,
-    'envlock.manifest.processtables:ReceivedSignal': _m11,
-    'envlock.manifest.processtables:Resources': _m12,
-    'envlock.manifest.processtables:RunFinding': _m13,
-    'envlock.manifest.processtables:RunInfo': _m14,
-    'envlock.manifest.processtables:SeedState': _m15,
-    'envlock.manifest.processtables:ThreadPool': _m16,
-    'envlock.manifest.processtables:TorchState': _m17,
-    'envlock.manifest.stacktables:BlasInfo': _m18,
-    'envlock.manifest.stacktables:BlasLibrary': _m19,
-    'envlock.manifest.stacktables:BuiltWith': _m20,
-    'envlock.manifest.stacktables:CudaInfo': _m21,
-    'envlock.manifest.stacktables:CudaLibrary': _m22,
-    'envlock.manifest.stacktables:CudaToolkit': _m23,
-    'envlock.manifest.stacktables:FrameworkBuild': _m24,
-    'envlock.manifest.stacktables:FrameworkRuntime': _m25,
-    'envlock.manifest.stacktables:FrameworksInfo': _m26,
-    'envlock.manifest.stacktables:Gpu': _m27,
-    'envlock.manifest.stacktables:GpuInfo': _m28,
-    'envlock.manifest.stacktables:Libstdcxx': _m29,
-    'envlock.manifest.stacktables:OpenMPRuntime': _m30,
-    'envlock.manifest.stacktables:SlurmInfo': _m31,
-    'envlock.manifest.stacktables:ThreadPool': _m32,
-    'envlock.manifest.stacktables:Tool': _m33,
-    'envlock.manifest.stacktables:ToolchainInfo': _m34,
-    'envlock.manifest:CondaInfo': _m35,
-    'envlock.manifest:CondaPackage': _m36,
-    'envlock.manifest:CpuInfo': _m37,
-    'envlock.manifest:EnvVars': _m38,
-    'envlock.manifest:EnvlockInfo': _m39,
-    'envlock.manifest:GitInfo': _m40,
-    'envlock.manifest:GitRemote': _m41,
-    'envlock.manifest:LockfileRef': _m42,
-    'envlock.manifest:LockfilesInfo': _m43,
-    'envlock.manifest:Manifest': _m44,
-    'envlock.manifest:PipInfo': _m45,
-    'envlock.manifest:PipPackage': _m46,
-    'envlock.manifest:PlatformInfo': _m47,
-    'envlock.manifest:PythonInfo': _m48,
-    'envlock.manifest:Target': _m49,
+    'envlock.manifest.librariestable:LibraryAnswer': _m4,
+    'envlock.manifest.librariestable:LibraryFinding': _m5,
+    'envlock.manifest.librariestable:LibraryRecord': _m6,
+    'envlock.manifest.processtables:GpuDevice': _m7,
+    'envlock.manifest.processtables:GpuUse': _m8,
+    'envlock.manifest.processtables:Granted': _m9,
+    'envlock.manifest.processtables:Leftover': _m10,
+    'envlock.manifest.processtables:MappedLibrary': _m11,
+    'envlock.manifest.processtables:ProcessInfo': _m12,
+    'envlock.manifest.processtables:ReceivedSignal': _m13,
+    'envlock.manifest.processtables:Resources': _m14,
+    'envlock.manifest.processtables:RunFinding': _m15,
+    'envlock.manifest.processtables:RunInfo': _m16,
+    'envlock.manifest.processtables:SeedState': _m17,
+    'envlock.manifest.processtables:ThreadPool': _m18,
+    'envlock.manifest.processtables:TorchState': _m19,
+    'envlock.manifest.stacktables:BlasInfo': _m20,
+    'envlock.manifest.stacktables:BlasLibrary': _m21,
+    'envlock.manifest.stacktables:BuiltWith': _m22,
+    'envlock.manifest.stacktables:CudaInfo': _m23,
+    'envlock.manifest.stacktables:CudaLibrary': _m24,
+    'envlock.manifest.stacktables:CudaToolkit': _m25,
+    'envlock.manifest.stacktables:FrameworkBuild': _m26,
+    'envlock.manifest.stacktables:FrameworkRuntime': _m27,
+    'envlock.manifest.stacktables:FrameworksInfo': _m28,
+    'envlock.manifest.stacktables:Gpu': _m29,
+    'envlock.manifest.stacktables:GpuInfo': _m30,
+    'envlock.manifest.stacktables:Libstdcxx': _m31,
+    'envlock.manifest.stacktables:OpenMPRuntime': _m32,
+    'envlock.manifest.stacktables:SlurmInfo': _m33,
+    'envlock.manifest.stacktables:ThreadPool': _m34,
+    'envlock.manifest.stacktables:Tool': _m35,
+    'envlock.manifest.stacktables:ToolchainInfo': _m36,
+    'envlock.manifest:CondaInfo': _m37,
+    'envlock.manifest:CondaPackage': _m38,
+    'envlock.manifest:CpuInfo': _m39,
+    'envlock.manifest:EnvVars': _m40,
+    'envlock.manifest:EnvlockInfo': _m41,
+    'envlock.manifest:GitInfo': _m42,
+    'envlock.manifest:GitRemote': _m43,
+    'envlock.manifest:LockfileRef': _m44,
+    'envlock.manifest:LockfilesInfo': _m45,
+    'envlock.manifest:Manifest': _m46,
+    'envlock.manifest:PipInfo': _m47,
+    'envlock.manifest:PipPackage': _m48,
+    'envlock.manifest:PlatformInfo': _m49,
+    'envlock.manifest:PythonInfo': _m50,
+    'envlock.manifest:Target': _m51,
 }
 
 #: The fields' types: each body is the annotations' text as code, run in the
@@ -3189,50 +3302,52 @@ HINTS: dict[str, Callable[[], dict[str, Any]]] = {
     'envlock.manifest.buildtable:BuildInfo': _h1,
     'envlock.manifest.buildtable:VirtualPackage': _h2,
     'envlock.manifest.librariestable:LibrariesInfo': _h3,
-    'envlock.manifest.librariestable:LibraryRecord': _h4,
-    'envlock.manifest.processtables:GpuDevice': _h5,
-    'envlock.manifest.processtables:GpuUse': _h6,
-    'envlock.manifest.processtables:Granted': _h7,
-    'envlock.manifest.processtables:Leftover': _h8,
-    'envlock.manifest.processtables:MappedLibrary': _h9,
-    'envlock.manifest.processtables:ProcessInfo': _h10,
-    'envlock.manifest.processtables:ReceivedSignal': _h11,
-    'envlock.manifest.processtables:Resources': _h12,
-    'envlock.manifest.processtables:RunFinding': _h13,
-    'envlock.manifest.processtables:RunInfo': _h14,
-    'envlock.manifest.processtables:SeedState': _h15,
-    'envlock.manifest.processtables:ThreadPool': _h16,
-    'envlock.manifest.processtables:TorchState': _h17,
-    'envlock.manifest.stacktables:BlasInfo': _h18,
-    'envlock.manifest.stacktables:BlasLibrary': _h19,
-    'envlock.manifest.stacktables:BuiltWith': _h20,
-    'envlock.manifest.stacktables:CudaInfo': _h21,
-    'envlock.manifest.stacktables:CudaLibrary': _h22,
-    'envlock.manifest.stacktables:CudaToolkit': _h23,
-    'envlock.manifest.stacktables:FrameworkBuild': _h24,
-    'envlock.manifest.stacktables:FrameworkRuntime': _h25,
-    'envlock.manifest.stacktables:FrameworksInfo': _h26,
-    'envlock.manifest.stacktables:Gpu': _h27,
-    'envlock.manifest.stacktables:GpuInfo': _h28,
-    'envlock.manifest.stacktables:Libstdcxx': _h29,
-    'envlock.manifest.stacktables:OpenMPRuntime': _h30,
-    'envlock.manifest.stacktables:SlurmInfo': _h31,
-    'envlock.manifest.stacktables:ThreadPool': _h32,
-    'envlock.manifest.stacktables:Tool': _h33,
-    'envlock.manifest.stacktables:ToolchainInfo': _h34,
-    'envlock.manifest:CondaInfo': _h35,
-    'envlock.manifest:CondaPackage': _h36,
-    'envlock.manifest:CpuInfo': _h37,
-    'envlock.manifest:EnvVars': _h38,
-    'envlock.manifest:EnvlockInfo': _h39,
-    'envlock.manifest:GitInfo': _h40,
-    'envlock.manifest:GitRemote': _h41,
-    'envlock.manifest:LockfileRef': _h42,
-    'envlock.manifest:LockfilesInfo': _h43,
-    'envlock.manifest:Manifest': _h44,
-    'envlock.manifest:PipInfo': _h45,
-    'envlock.manifest:PipPackage': _h46,
-    'envlock.manifest:PlatformInfo': _h47,
-    'envlock.manifest:PythonInfo': _h48,
-    'envlock.manifest:Target': _h49,
+    'envlock.manifest.librariestable:LibraryAnswer': _h4,
+    'envlock.manifest.librariestable:LibraryFinding': _h5,
+    'envlock.manifest.librariestable:LibraryRecord': _h6,
+    'envlock.manifest.processtables:GpuDevice': _h7,
+    'envlock.manifest.processtables:GpuUse': _h8,
+    'envlock.manifest.processtables:Granted': _h9,
+    'envlock.manifest.processtables:Leftover': _h10,
+    'envlock.manifest.processtables:MappedLibrary': _h11,
+    'envlock.manifest.processtables:ProcessInfo': _h12,
+    'envlock.manifest.processtables:ReceivedSignal': _h13,
+    'envlock.manifest.processtables:Resources': _h14,
+    'envlock.manifest.processtables:RunFinding': _h15,
+    'envlock.manifest.processtables:RunInfo': _h16,
+    'envlock.manifest.processtables:SeedState': _h17,
+    'envlock.manifest.processtables:ThreadPool': _h18,
+    'envlock.manifest.processtables:TorchState': _h19,
+    'envlock.manifest.stacktables:BlasInfo': _h20,
+    'envlock.manifest.stacktables:BlasLibrary': _h21,
+    'envlock.manifest.stacktables:BuiltWith': _h22,
+    'envlock.manifest.stacktables:CudaInfo': _h23,
+    'envlock.manifest.stacktables:CudaLibrary': _h24,
+    'envlock.manifest.stacktables:CudaToolkit': _h25,
+    'envlock.manifest.stacktables:FrameworkBuild': _h26,
+    'envlock.manifest.stacktables:FrameworkRuntime': _h27,
+    'envlock.manifest.stacktables:FrameworksInfo': _h28,
+    'envlock.manifest.stacktables:Gpu': _h29,
+    'envlock.manifest.stacktables:GpuInfo': _h30,
+    'envlock.manifest.stacktables:Libstdcxx': _h31,
+    'envlock.manifest.stacktables:OpenMPRuntime': _h32,
+    'envlock.manifest.stacktables:SlurmInfo': _h33,
+    'envlock.manifest.stacktables:ThreadPool': _h34,
+    'envlock.manifest.stacktables:Tool': _h35,
+    'envlock.manifest.stacktables:ToolchainInfo': _h36,
+    'envlock.manifest:CondaInfo': _h37,
+    'envlock.manifest:CondaPackage': _h38,
+    'envlock.manifest:CpuInfo': _h39,
+    'envlock.manifest:EnvVars': _h40,
+    'envlock.manifest:EnvlockInfo': _h41,
+    'envlock.manifest:GitInfo': _h42,
+    'envlock.manifest:GitRemote': _h43,
+    'envlock.manifest:LockfileRef': _h44,
+    'envlock.manifest:LockfilesInfo': _h45,
+    'envlock.manifest:Manifest': _h46,
+    'envlock.manifest:PipInfo': _h47,
+    'envlock.manifest:PipPackage': _h48,
+    'envlock.manifest:PlatformInfo': _h49,
+    'envlock.manifest:PythonInfo': _h50,
+    'envlock.manifest:Target': _h51,
 }

@@ -10,7 +10,7 @@ from envlock.manifest import _model
 
 from envlock.manifest._model import Status
 
-__all__ = ["LibrariesInfo", "LibraryRecord"]
+__all__ = ["LibrariesInfo", "LibraryRecord", "LibraryFinding", "LibraryAnswer"]
 
 
 @_model.table
@@ -42,6 +42,54 @@ class LibraryRecord:
 
 
 @_model.table
+class LibraryFinding:
+    """One ``[[libraries.answer.findings]]`` entry: a loader finding in full (the fields of
+    :class:`envlock.findings.Finding`), as ``envlock verify`` reports it (``libs.<id>``).
+
+    :ivar id: the loader's identifier (``"shadowed"``, ``"runtime-not-found"``, …).
+    :ivar severity: ``"error"``, ``"warning"`` or ``"info"``.
+    :ivar title: one line; ``cause``: why it matters; ``evidence``: one fact per line;
+        ``fix``: one option per line.
+    :ivar library: the SONAME it is about; ``requester``: the object that asked for it.
+    :ivar consequence_of: the title of the fatal error before it, if the real loader never
+        reaches it.
+    """
+
+    id: str
+    severity: str
+    title: str
+    cause: str = ""
+    evidence: tuple[str, ...] = ()
+    fix: tuple[str, ...] = ()
+    library: str | None = None
+    requester: str | None = None
+    consequence_of: str | None = None
+
+
+@_model.table
+class LibraryAnswer:
+    """``[libraries.answer]``: the loader's findings for the module with what they were
+    computed from, so that ``envlock verify --manifest`` reuses them instead of running the
+    model while every input is unchanged (:func:`envlock.libs.cachekey.answer_inputs`).
+
+    :ivar key: hex SHA-256 of the question (:func:`envlock.libs.cachekey.answer_key`: module,
+        interpreter and its signature, ``sys.path``, prefix, root, working directory, host,
+        CPU flags, uid, the loader's variables), with envlock's version and code.
+    :ivar inputs: hex SHA-256 of the signature (device, inode, size, mtime, ctime; or absent) of
+        every file and directory the answer depends on (:func:`envlock.cache.files_digest`).
+    :ivar paths: those the loader's report names (objects loaded, files found, directories
+        searched); the rest (``ld.so`` configuration, owner sources, the module's files) follow
+        from the key.  A file tried and not found is covered by its directory.
+    :ivar findings: the loader's findings, in full.
+    """
+
+    key: str
+    inputs: str
+    paths: tuple[str, ...] = ()
+    findings: tuple[LibraryFinding, ...] = ()
+
+
+@_model.table
 class LibrariesInfo:
     """``[libraries]``: the key shared libraries of the main framework (torch), as resolved by
     envlock's model of the dynamic loader (``envlock libs``).
@@ -52,6 +100,8 @@ class LibrariesInfo:
     :ivar ld_preload: ``LD_PRELOAD`` used.
     :ivar resolved: CUDA libraries, C++/OpenMP runtimes and libc, sorted by SONAME.
     :ivar findings: one line per problem found (``"warning [shadowed] …"``).
+    :ivar answer: the findings in full with the signatures of their inputs (``None``: not
+        recorded — an older manifest, an answer whose inputs changed while it was computed).
     """
 
     status: Status = "ok"
@@ -63,3 +113,4 @@ class LibrariesInfo:
     ld_preload: str | None = None
     resolved: tuple[LibraryRecord, ...] = ()
     findings: tuple[str, ...] = ()
+    answer: LibraryAnswer | None = None

@@ -91,14 +91,15 @@ def _index_args(good: Side, bad: Side, index_map: Mapping[str, str], index_url: 
     return opts.uv_args(), notes
 
 
-def _own_env(side: Side, interpreter: str | None) -> Path | None:
-    """The side's own environment, when it is on this machine, is a venv of ``interpreter``
+def _own_env(side: Side, interpreter: str | None, where: Path | None = None) -> Path | None:
+    """The side's own environment — the one its manifest records, or ``where``
+    (``--good-env``/``--bad-env``) — when it is on this machine, is a venv of ``interpreter``
     (its ``bin/python`` resolves to the same file: the manifest's path is never run as a
     program of its own, docs/trust.md) and still matches its manifest (verify's package and
     Python checks find nothing)."""
-    if side.kind != "manifest" or not side.target_python or not interpreter:
+    if side.kind != "manifest" or not interpreter or not (where or side.target_python):
         return None
-    python = Path(side.target_python)
+    python = where / "bin" / "python" if where is not None else Path(side.target_python or "")
     if not python.exists() or os.path.realpath(python) != os.path.realpath(interpreter):
         return None
     from envlock.verify import verify
@@ -149,15 +150,24 @@ def _feasible(groups: list[Group], check: Callable[[Sequence[Group]], str | None
     from envlock.reproduce.changes import _first
 
     broken = None
+    known: dict[int, str | None] = {}
     if any(g.needs_build for g in groups):
         from concurrent.futures import ThreadPoolExecutor
 
-        # GOOD's and BAD's own pins: two independent resolver runs, asked at once (issue 26)
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            answers = list(pool.map(check, [(), tuple(groups)]))
-        broken = next(((name, why) for name, why in zip(("GOOD", "BAD"), answers) if why), None)
+        # GOOD's and BAD's own pins and each group alone on GOOD: independent resolver runs,
+        # all asked at once (issue 26); the groups' answers count only when both ends resolve
+        pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="envlock-bisect-resolve")
+        try:
+            ends = [pool.submit(check, ()), pool.submit(check, tuple(groups))]
+            alone = {i: pool.submit(check, [g]) for i, g in enumerate(groups) if g.needs_build}
+            answers = [f.result() for f in ends]
+            broken = next(((name, why) for name, why in zip(("GOOD", "BAD"), answers) if why), None)
+            if broken is None:
+                known = {i: f.result() for i, f in alone.items()}
+        finally:
+            pool.shutdown(wait=broken is None, cancel_futures=True)
     if broken is None:
-        groups, merge_notes = merge_infeasible(groups, check)
+        groups, merge_notes = merge_infeasible(groups, check, known=known)
         notes += merge_notes
     else:
         notes.append(f"{broken[0]}'s own pins do not resolve together (uv: {_first(broken[1])}); "
@@ -171,6 +181,7 @@ def bisect(
     index_map: Mapping[str, str] | None = None, index_url: str | None = None,
     find_links: Sequence[str] = (), no_index: bool = False, python: str | None = None,
     workdir: str | Path | None = None, keep: bool = False, own_envs: bool = True,
+    good_env: str | Path | None = None, bad_env: str | Path | None = None,
     progress: Progress | None = None, runner: Runner = run,
 ) -> BisectResult:
     """Find the minimal set of changes between GOOD and BAD that moves CMD's result.
@@ -186,6 +197,10 @@ def bisect(
     :param keep: keep the environments bisect built (under ``workdir/envs``).
     :param own_envs: run GOOD and BAD in their own environments when those are on this machine
         and still match their manifests (no build); else they are built like every subset.
+    :param good_env, bad_env: an environment to run GOOD (BAD) in instead of building it
+        (``--good-env``/``--bad-env``: a restored copy, a venv elsewhere), used under the same
+        conditions as its own (a venv of the interpreter every subset uses, matching its
+        manifest), else noted and built; also with ``own_envs=False``.
     :param progress: called with one line whenever a build or run starts.
     :raises ManifestError: an input cannot be read or is not pinned.
     :raises EnvlockError: no interpreter of GOOD's version; GOOD or BAD cannot be judged
@@ -216,7 +231,7 @@ def bisect(
 
     def resolves(gs: Sequence[Group]) -> str | None:
         return resolve_check(sorted(pins_for(gs).values()), python_version=gside.python,
-                             index_args=index_args, runner=runner)
+                             python=choice.path, index_args=index_args, runner=runner)
 
     say("asking uv's resolver which changes install on their own…")
     groups, check = _feasible(groups, resolves, notes)
@@ -225,7 +240,7 @@ def bisect(
     try:
         return _bisect_in(root, gside, bside, groups, choice, index_args, notes, not_toggled,
                           check, good=good, bad=bad, command=command, judge=judge, keep=keep,
-                          own_envs=own_envs, say=say, runner=runner)
+                          own_envs=own_envs, given=(good_env, bad_env), say=say, runner=runner)
     except BaseException:
         if not workdir:
             _clean_failed(root)
@@ -279,22 +294,28 @@ def _clean_failed(root: Path) -> None:
 def _bisect_in(root: Path, gside: Side, bside: Side, groups: list[Group], choice: Any,
                index_args: list[str], notes: list[str], not_toggled: Sequence[str],
                check: Any, *, good: str, bad: str, command: tuple[str, ...], judge: Judge,
-               keep: bool, own_envs: bool, say: Progress, runner: Runner) -> BisectResult:
+               keep: bool, own_envs: bool, given: tuple[Any, Any], say: Progress,
+               runner: Runner) -> BisectResult:
     """The part of :func:`bisect` that builds and runs, in the work directory ``root``."""
     def pins_for(applied: Sequence[Group]) -> dict[str, str]:
         return Session.pins_of(gside, applied)
 
     envs = root / "envs"
     existing: dict[frozenset[str], Path] = {}
-    if own_envs:
-        for side, name, applied in ((gside, "GOOD", ()), (bside, "BAD", tuple(groups))):
-            if side.python != gside.python:
-                continue  # BAD's own interpreter is not the one every subset is built with
-            own = _own_env(side, choice.path)
-            if own is not None and not side.lost:
-                existing.setdefault(frozenset(pins_for(applied).values()), own)
-                notes.append(f"{name} ran in its own environment {own} (it still matches "
-                             f"{side.path})")
+    for side, name, applied, where in ((gside, "GOOD", (), given[0]), (bside, "BAD", tuple(groups), given[1])):
+        if where is None and not own_envs:
+            continue
+        own = None
+        if side.python == gside.python and not side.lost:  # else not the interpreter of every subset
+            own = _own_env(side, choice.path, Path(where).absolute() if where is not None else None)
+        if own is not None:
+            existing.setdefault(frozenset(pins_for(applied).values()), own)
+            notes.append(f"{name} ran in the environment given, {own} (it matches {side.path})"
+                         if where is not None else
+                         f"{name} ran in its own environment {own} (it still matches {side.path})")
+        elif where is not None:
+            notes.append(f"--{name.lower()}-env {where}: not a venv of {choice.path} matching "
+                         f"{side.path} (verify's package and Python checks); {name} was built")
     if gside.conda:
         notes.append(f"{good} is a conda environment: every environment is a venv over "
                      f"{choice.path} with --system-site-packages, so its conda packages are "

@@ -341,6 +341,7 @@ def merge_infeasible(
     check: Callable[[Sequence[Group]], str | None],
     *,
     workers: int = 4,
+    known: Mapping[int, str | None] | None = None,
 ) -> tuple[list[Group], list[str]]:
     """Merge groups that cannot be installed apart.
 
@@ -350,14 +351,17 @@ def merge_infeasible(
         each other) are asked at once; each is one resolver process (issue 26: asked one after
         the other they were most of bisect's overhead).  The answers, merges and notes are those
         of asking in order: only the questions are asked early.
+    :param known: those first answers already asked (position in ``groups`` → ``check``'s
+        answer for that group alone), as :func:`envlock.reproduce.bisect` asks them together
+        with GOOD's and BAD's own pins.
     :returns: the groups (merged ones at the position of the first) and one note per merge,
         quoting the resolver; a group that is infeasible even after merging everything the
         explanation names is kept and noted (its subsets are then skipped).
     """
     notes: list[str] = []
     out = list(groups)
-    alone: dict[int, str | None] = {}
-    todo = [g for g in out if g.needs_build]
+    alone: dict[int, str | None] = {id(groups[i]): why for i, why in (known or {}).items()}
+    todo = [g for g in out if g.needs_build and id(g) not in alone]
     if workers > 1 and len(todo) > 1:
         from concurrent.futures import ThreadPoolExecutor
 

@@ -37,12 +37,16 @@ def _split(items: Sequence[T], n: int) -> list[list[T]]:
     return [s for s in out if s]
 
 
-def ddmin(items: Sequence[T], test: Callable[[Sequence[T]], str]) -> list[T]:
+def ddmin(items: Sequence[T], test: Callable[[Sequence[T]], str],
+          ahead: Callable[[list[list[T]]], None] | None = None) -> list[T]:
     """A 1-minimal subset of ``items`` for which ``test`` fails.
 
     :param items: the groups, most likely culprits first (the first half is tried first).
     :param test: the oracle; called at most once per distinct subset is the caller's job
         (memoize), this function may ask the same subset again.
+    :param ahead: told, before each test of the optimistic bisection, the subset about to be
+        tested and the two that may be tested after it (whichever way it goes), so that the
+        caller can prepare them meanwhile (bisect asks the resolver); it changes no answer.
     :returns: the subset, in ``items`` order.  ``test(items)`` is assumed to fail and the empty
         subset to pass (the caller has run BAD and GOOD).
     """
@@ -50,6 +54,8 @@ def ddmin(items: Sequence[T], test: Callable[[Sequence[T]], str]) -> list[T]:
     current = list(items)
     while len(current) > 1:
         half = _split(current, 2)
+        if ahead is not None:
+            ahead([half[0], *(_split(h, 2)[0] if len(h) > 1 else h for h in half)])
         result = test(half[0])
         if result == FAIL:
             current = verified = half[0]

@@ -164,10 +164,16 @@ def run_command(
 
 def resolve_check(
     pins: Sequence[str], *, python_version: str | None, index_args: Sequence[str],
-    runner: Runner = run,
+    python: str | None = None, runner: Runner = run,
 ) -> str | None:
     """Ask uv's resolver whether ``pins`` can be installed together (``uv pip compile``,
     dependencies included, nothing written).
+
+    :param python_version: the Python version resolved for (``--python-version``).
+    :param python: the interpreter the environments are built with (``--python``): its
+        platform and implementation markers are those resolved for, and uv need not look for
+        an interpreter (issue 26: that search was ~80 % of each resolver call here, 0.15 of
+        0.18 s); ``None``: the one uv finds.
 
     :returns: ``None`` when satisfiable, else uv's explanation.
     :raises EnvlockError: uv could not run or failed for another reason (an index down).
@@ -178,6 +184,8 @@ def resolve_check(
             *index_args]
     if python_version:
         argv += ["--python-version", python_version]
+    if python:
+        argv += ["--python", python]
     result = runner(argv, timeout=BUILD_TIMEOUT, env=_uv_env(),
                     input_text="".join(p + "\n" for p in pins))
     if result.ok:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import shlex
+from concurrent.futures import Future, ThreadPoolExecutor
 import shutil
 import statistics
 from collections.abc import Callable, Sequence
@@ -65,6 +66,8 @@ class Session:
     steps: list[Step] = field(default_factory=list)
     runs: int = 0
     _memo: dict[frozenset[int], Step] = field(default_factory=dict)
+    _checks: dict[frozenset[int], Future[str | None]] = field(default_factory=dict)
+    _pool: ThreadPoolExecutor | None = None
     _ref: dict[str, float | None] = field(default_factory=dict)
     _classes: dict[str, str] = field(default_factory=dict)
 
@@ -137,9 +140,8 @@ class Session:
         if len(shown) > 70:
             shown = shown[:67] + "…"
         note = ""
-        builds = [g for g in applied if g.needs_build]
-        if phase == "bisect" and len(builds) > 1:
-            why = self.check(applied)
+        if phase == "bisect" and self._needs_check(subset):
+            why = self._checked(subset)
             if why is not None:
                 return self._record(subset, Step(
                     number=number, phase=phase, applied=labels, env="", built=False,
@@ -193,6 +195,31 @@ class Session:
             verdict=verdict, outcome=outcome, codes=tuple(codes), values=tuple(values),
             value=value, seconds=seconds, logs=tuple(logs), note=note))
 
+    def _needs_check(self, subset: frozenset[int]) -> bool:
+        """More than one group of ``subset`` needs a build: whether they install together is
+        the resolver's question (one group alone was asked before the search)."""
+        return sum(1 for i in subset if self.groups[i].needs_build) > 1
+
+    def prefetch(self, subsets: Sequence[Sequence[int]]) -> None:
+        """Ask the resolver about ``subsets`` (group indexes) in the background, the ones a
+        later :meth:`attempt` may need (issue 26: asked one before each build, in sequence,
+        they were most of bisect's overhead); an answer never used is dropped."""
+        for subset in subsets:
+            key = frozenset(subset)
+            if key in self._memo or key in self._checks or not self._needs_check(key):
+                continue
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="envlock-bisect-check")
+            applied = [self.groups[i] for i in sorted(key)]
+            self._checks[key] = self._pool.submit(self.check, applied)
+
+    def _checked(self, subset: frozenset[int]) -> str | None:
+        """The resolver's answer for ``subset``: the prefetched one, else asked now."""
+        got = self._checks.pop(subset, None)
+        if got is not None:
+            return got.result()
+        return self.check([self.groups[i] for i in sorted(subset)])
+
     def _with_outcome(self, step: Step, outcome: str) -> Step:
         fixed = replace(step, outcome=outcome)
         self.steps[self.steps.index(step)] = fixed
@@ -210,7 +237,10 @@ class Session:
         status = "found"
         culprit: list[int] = []
         log2 = math.ceil(math.log2(max(len(groups), 1)))
+        items = list(range(len(groups)))
         try:
+            if len(items) > 1:  # the first subset the search tries, asked while GOOD and BAD run
+                self.prefetch([items[: len(items) // 2]])
             g_step = self.attempt(frozenset(), "GOOD", 1 + log2 + 1)
             if g_step.verdict == "skip":
                 raise EnvlockError(f"GOOD could not be judged ({g_step.note or 'skipped'}); see "
@@ -239,7 +269,7 @@ class Session:
                     left = max(1, math.ceil(math.log2(max(len(groups), 2))) + 1 - done)
                     return self.attempt(key, "bisect", left).outcome
 
-                culprit = ddmin(list(range(len(groups))), oracle)
+                culprit = ddmin(items, oracle, ahead=self.prefetch)
                 final = self._memo.get(frozenset(culprit))
                 if final is None or final.outcome != FAIL:
                     status = "unresolved"
@@ -247,6 +277,9 @@ class Session:
             if not keep:
                 shutil.rmtree(envs, ignore_errors=True)
             raise
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False, cancel_futures=True)
         return Outcome(status=status, culprit=tuple(culprit) if status != "same" else (),
                        good_value=self._ref.get("GOOD"), bad_value=self._ref.get("BAD"))
 

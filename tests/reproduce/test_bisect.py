@@ -155,6 +155,33 @@ def test_ddmin_finds_single_culprits_and_pairs():
         assert set(ddmin(list(range(14)), test)) == culprit
 
 
+def _announced(g: int, culprit: set[int]) -> tuple[list[int], list[frozenset[int]]]:
+    """ddmin over ``g`` groups with ``ahead``: its answer, and the tests not announced first."""
+    told: set[frozenset[int]] = set()
+    late: list[frozenset[int]] = []
+
+    def test(s):
+        k = frozenset(s)
+        if k not in told:
+            late.append(k)
+        return FAIL if culprit <= k else PASS
+
+    got = ddmin(list(range(g)), test, ahead=lambda subsets: told.update(frozenset(x) for x in subsets))
+    return got, late
+
+
+def test_ddmin_announces_each_bisection_test_before_it_and_answers_the_same():
+    """``ahead`` (bisect asks the resolver about those subsets meanwhile) is told every subset
+    the optimistic bisection tests before it tests it, and changes no answer."""
+    for g in (2, 3, 5, 8, 14):
+        for culprit in [{i} for i in range(g)] + [{0, g - 1}]:
+            got, late = _announced(g, culprit)
+            plain = ddmin(list(range(g)), lambda s, culprit=culprit: FAIL if culprit <= set(s) else PASS)
+            assert set(got) == set(plain) == culprit
+            if len(culprit) == 1:  # one culprit: only the bisection tests, each announced
+                assert late == [], (g, culprit, late)
+
+
 def test_merge_asks_the_resolver():
     a = Group(changes=(Change(kind="pip", name="a", good="1", bad="2", bad_req="a==2"),))
     b = Group(changes=(Change(kind="pip", name="b", good="1", bad="2", bad_req="b==2"),))
@@ -305,3 +332,27 @@ def test_environments_are_removed_after_the_answer(tmp_path):
         t.join(timeout=60)
     assert list(tmp_path.iterdir()) == []
     remove_in_background(tmp_path / "missing")  # nothing there: nothing to do, no error
+
+
+def test_good_and_bad_environments_given(env_from, wheels, tmp_path):
+    """``--good-env DIR`` runs GOOD in DIR instead of building it when DIR is a venv of the
+    interpreter every subset uses and matches GOOD (GOOD's own environment is gone here); a
+    ``--bad-env`` that does not match BAD is said, and BAD is built."""
+    import shutil
+
+    good = env_from("good", ["numsum==1.0", "p01==1.0"])
+    bad = env_from("bad", ["numsum==2.0", "p01==1.1"])
+    env_from("good-copy", ["numsum==1.0", "p01==1.0"])
+    shutil.rmtree(tmp_path / "good")  # GOOD's recorded environment is gone
+    copy = tmp_path / "good-copy"
+    result = run_cli(good, bad, wheels, "--metric", METRIC, "--good-env", str(copy),
+                     "--bad-env", str(copy))
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert [g["label"] for g in doc["culprit"]] == ["numsum 1.0 → 2.0"]
+    assert [s["built"] for s in doc["steps"][:2]] == [False, True]
+    assert doc["steps"][0]["env"] == str(copy)
+    assert f"GOOD ran in the environment given, {copy} (it matches {good})" in doc["notes"]
+    assert any(n.startswith(f"--bad-env {copy}: not a venv of ") and n.endswith("BAD was built")
+               for n in doc["notes"]), doc["notes"]
+    assert doc["envs_built"] == sum(s["built"] for s in doc["steps"])

@@ -10,7 +10,9 @@ frameworks' run-time ``dlopen`` targets) and carries each finding over as
 
 The loader's answer is cached (:func:`envlock.cache.memo`) with the signatures of everything
 it depends on (:func:`envlock.libs.cachekey.record_report`), so that repeated verifies of an
-unchanged environment skip the model and its imports.
+unchanged environment skip the model and its imports; before that, the answer a manifest
+recorded (``[libraries.answer]``, :mod:`envlock.libs.libanswer`) is reused under the same rule,
+so that the first verify after a snapshot skips it too.
 """
 
 from __future__ import annotations
@@ -73,6 +75,20 @@ def _findings(payload: Any) -> list[Finding]:
             for f in payload]
 
 
+def _from_manifest(ctx: Context, module: str, exe: str, sys_path: list[str]) -> Any:
+    """The loader findings the manifest recorded for ``module`` (``[libraries.answer]``) when
+    they answer this question and every input they were computed from is unchanged
+    (:func:`envlock.libs.libanswer.reusable_findings`), else ``None``.  A module the policy
+    names is not reused (its absence is a finding of verify's own)."""
+    libs = getattr(ctx.expected.manifest, "libraries", None)
+    if libs is None or libs.module != module or libs.answer is None or module in ctx.config.modules:
+        return None
+    from envlock.libs.libanswer import reusable_findings
+
+    return reusable_findings(libs.answer, module=module, exe=exe, sys_path=sys_path,
+                             prefix=ctx.live.target.prefix, root=ctx.live.root, environ=ctx.environ)
+
+
 def check_libraries(ctx: Context, *, analyze: Any = None, cache: bool = True) -> list[Finding]:
     """Loader findings for each framework module of the target.
 
@@ -80,7 +96,8 @@ def check_libraries(ctx: Context, *, analyze: Any = None, cache: bool = True) ->
     ``verify-libs``, keyed by :func:`envlock.libs.cachekey.answer_key`) with every file and
     directory the report says they depend on (:func:`envlock.libs.cachekey.record_report`); they
     are reused only while all of them are unchanged, so a later verify of the same
-    environment skips the model (and its imports) entirely.  ``ENVLOCK_NO_CACHE=1`` turns it off.
+    environment skips the model (and its imports) entirely; the manifest's recorded answer is
+    tried first (:func:`_from_manifest`).  ``ENVLOCK_NO_CACHE=1`` turns both off.
 
     :param analyze: the analysis function (default :func:`envlock.libs.analysis.analyze_module`).
     :param cache: use and update the result cache.
@@ -130,12 +147,16 @@ def check_libraries(ctx: Context, *, analyze: Any = None, cache: bool = True) ->
             libcache.record_report(rec, report, module, sys_path, ctx.live.target.prefix, ctx.live.root)
             return found
 
-        question = libcache.answer_key(module=module, exe=exe, sys_path=sys_path,
-                                       prefix=ctx.live.target.prefix, root=ctx.live.root,
-                                       environ=ctx.environ, purpose="verify-findings")
-        question["policy_module"] = module in ctx.config.modules  # decides module-not-found
-        found = _cache.memo("verify-libs", question, compute, enabled=use_cache, environ=ctx.environ,
-                            encode=lambda fs: [f.to_json() for f in fs], decode=_findings)
+        reused = _from_manifest(ctx, module, exe, sys_path) if use_cache else None
+        if reused is not None:
+            found = [to_finding(f, module) for f in reused]
+        else:
+            question = libcache.answer_key(module=module, exe=exe, sys_path=sys_path,
+                                           prefix=ctx.live.target.prefix, root=ctx.live.root,
+                                           environ=ctx.environ, purpose="verify-findings")
+            question["policy_module"] = module in ctx.config.modules  # decides module-not-found
+            found = _cache.memo("verify-libs", question, compute, enabled=use_cache, environ=ctx.environ,
+                                encode=lambda fs: [f.to_json() for f in fs], decode=_findings)
         for f in found:
             key = (f.id, f.library or "", f.cause)
             if key not in seen:
