@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envlock.errors import EnvlockError
+from envlock.find.sections import SectionCache
 from envlock.find.values import encode
 
 __all__ = ["Entry", "FINGERPRINT_MIN_RANK", "in_fingerprint", "read_result", "read_all", "sig_text",
@@ -61,6 +62,15 @@ class Entry:
 
 
 _KB: Any = None
+_SECTIONS: SectionCache | None = None
+
+
+def _sections() -> SectionCache:
+    """This process's :class:`~envlock.find.sections.SectionCache`."""
+    global _SECTIONS
+    if _SECTIONS is None:
+        _SECTIONS = SectionCache()
+    return _SECTIONS
 
 
 def _kb() -> Any:
@@ -139,32 +149,27 @@ def _meta(data: dict[str, Any]) -> dict[str, str]:
             "job": _s(slurm.get("job-id")) or _s(granted.get("job-id"))}  # type: ignore[union-attr]
 
 
-def read_result(path: str, sig: str | None) -> Entry:
+def read_result(path: str, sig: str | None, *, plain: bool = False) -> Entry:
     """Read one file as ``envlock diff`` reads an input (the one-input path of
     :func:`envlock.diff.load_inputs`) and flatten it into index rows.
 
+    The sections many files share are parsed, shape-checked and flattened once per process
+    (:mod:`envlock.find.sections`); the answer is the one diff's own reading gives.
+
+    :param plain: read exactly as diff does, sharing nothing (the tests' reference).
     Never raises for a bad file: an unreadable one is an ``"error"`` entry whose ``error`` is
     the reader's one line.
     """
-    from envlock.diff import foreign
-    from envlock.diff.facts import extract
-    from envlock.diff.typecheck import check as check_shape
-
     try:
-        r = foreign.reading(path)
-        if r.kind != "manifest":
-            return Entry(path, sig, "skip")
-        check_shape(r.data, path)
-        meta = _meta(r.data)
-        kb = _kb()
-        fs = extract(r.data, label=meta["node"] or os.path.basename(path), path=path, kind=r.kind,
-                     aliases=kb.aliases, listing=r.listing)
+        r, meta, fs = _read(path, None if plain else _sections())
     except (EnvlockError, OSError, ValueError, RecursionError) as exc:
         from envlock._io import one_line
 
         msg = one_line(str(exc) or type(exc).__name__, 300)
         shown = one_line(path)
         return Entry(path, sig, "error", msg[len(shown) + 2:] if msg.startswith(shown + ": ") else msg)
+    if r is None:
+        return Entry(path, sig, "skip")
     facts = []
     fp_facts = []
     for (a, k), v in fs.facts.items():
@@ -180,6 +185,34 @@ def read_result(path: str, sig: str | None) -> Entry:
     return Entry(path, sig, "ok", "", meta["kind"], meta["time"], meta["host"], meta["node"],
                  meta["job"], fs.label, fs.listing, json.dumps(fs.areas, sort_keys=True), fp,
                  tuple(facts))
+
+
+def _read(path: str, cache: SectionCache | None) -> tuple[Any, dict[str, str], Any]:
+    """``(reading, meta, facts)`` of one file (``reading`` ``None``: no manifest), as diff reads
+    it: :func:`envlock.diff.foreign.reading`, the shape check, :func:`envlock.diff.facts.extract`;
+    with ``cache``, the shared tables' answers are the cache's (checked once, flattened once).
+
+    :raises ManifestError: the file cannot be read (diff's one line).
+    """
+    from envlock.diff import foreign
+    from envlock.diff.facts import extract
+    from envlock.diff.typecheck import check as check_shape
+
+    r = foreign.reading(path, parse=None if cache is None else cache.load)
+    if r.kind != "manifest":
+        return None, {}, None
+    if cache is None:
+        check_shape(r.data, path)
+    else:  # the check is table by table: a shared table that passed once passes
+        unchecked = {t: v for t, v in r.data.items() if not cache.marked(f"shape:{t}", v)[0]}
+        check_shape(unchecked, path)
+        for t, v in unchecked.items():
+            cache.mark(f"shape:{t}", v, True)
+    meta = _meta(r.data)
+    fs = extract(r.data, label=meta["node"] or os.path.basename(path), path=path, kind=r.kind,
+                 aliases=_kb().aliases, listing=r.listing,
+                 memo=None if cache is None else cache.remembered)
+    return r, meta, fs
 
 
 def _read_checked(item: tuple[str, str | None]) -> Entry:
