@@ -42,8 +42,11 @@ _POOL_MIN = 200
 @dataclass(frozen=True)
 class Entry:
     """One file as read: ``status`` ``"ok"``, ``"error"`` (``error`` says why, one line) or
-    ``"skip"`` (not a result); ``facts`` are ``(area:key, encoded value)``; ``sig`` is
-    ``None`` when the file must be read again next time (racy, or changed while read)."""
+    ``"skip"`` (not a result); ``sig`` is ``None`` when the file must be read again next time
+    (racy, or changed while read).  Its facts (``(area:key, encoded value)``) are in two parts:
+    ``facts``, the result's own (``result:*``: kind, time, host, node, job), and ``shared``,
+    every other, which many results hold alike: the index stores them once per distinct set,
+    named ``set_key`` (a hash of them); one reader hands out one tuple per set."""
 
     path: str
     sig: str | None
@@ -59,6 +62,8 @@ class Entry:
     areas: str = "{}"
     fp: str = ""
     facts: tuple[tuple[str, str], ...] = ()
+    set_key: str = ""
+    shared: tuple[tuple[str, str], ...] = ()
 
 
 _KB: Any = None
@@ -170,21 +175,46 @@ def read_result(path: str, sig: str | None, *, plain: bool = False) -> Entry:
         return Entry(path, sig, "error", msg[len(shown) + 2:] if msg.startswith(shown + ": ") else msg)
     if r is None:
         return Entry(path, sig, "skip")
-    facts = []
+    shared = []
     fp_facts = []
-    for (a, k), v in fs.facts.items():
-        f = (f"{a}:{k}", encode(v))
-        facts.append(f)
-        if _fingerprint_key(a, k):
+    names = _NAMES
+    for ak, v in fs.facts.items():
+        got = names.get(ak)
+        if got is None:
+            got = names[ak] = (f"{ak[0]}:{ak[1]}", _fingerprint_key(*ak))
+        f = (got[0], encode(v))
+        shared.append(f)
+        if got[1]:
             fp_facts.append(f)
-    for name in ("kind", "time", "host", "node", "job"):
-        if meta[name]:
-            facts.append((f"result:{name}", encode(meta[name])))
+    if len(names) > 65536:
+        names.clear()
+    own = tuple((f"result:{name}", encode(meta[name])) for name in ("kind", "time", "host", "node", "job")
+                if meta[name])
     fp_facts.sort()
-    fp = hashlib.sha256("\n".join(f"{n}\0{e}" for n, e in fp_facts).encode()).hexdigest()[:20]
+    fp = hashlib.sha256("\n".join(map("\0".join, fp_facts)).encode()).hexdigest()[:20]
+    key, one = _one_set(shared)
     return Entry(path, sig, "ok", "", meta["kind"], meta["time"], meta["host"], meta["node"],
                  meta["job"], fs.label, fs.listing, json.dumps(fs.areas, sort_keys=True), fp,
-                 tuple(facts))
+                 own, key, one)
+
+
+#: ``(area, key)`` → (``"area:key"``, whether it is in the fingerprint): one look-up a fact.
+_NAMES: dict[tuple[str, str], tuple[str, bool]] = {}
+
+#: the fact sets a reader has handed out, by key (bounded: emptied when full).
+_SETS: dict[str, tuple[tuple[str, str], ...]] = {}
+
+
+def _one_set(facts: list[tuple[str, str]]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The key of a fact set and the one tuple of it this reader hands out: the results that
+    share it share the object, so that a batch of them pickles it once."""
+    key = hashlib.sha256("\n".join(map("\0".join, facts)).encode()).hexdigest()[:32]
+    got = _SETS.get(key)
+    if got is None:
+        if len(_SETS) >= 4096:
+            _SETS.clear()
+        got = _SETS[key] = tuple(facts)
+    return key, got
 
 
 def _read(path: str, cache: SectionCache | None) -> tuple[Any, dict[str, str], Any]:
@@ -284,4 +314,4 @@ def read_all(todo: Sequence[tuple[str, str | None]], jobs: int | None) -> Iterat
     _kb()  # loaded once before the fork, shared by the readers
     ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
     with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
-        yield from pool.map(_read_checked, sniffed, chunksize=32)
+        yield from pool.map(_read_checked, sniffed, chunksize=64)  # a chunk pickles a shared set once

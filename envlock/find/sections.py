@@ -41,8 +41,10 @@ __all__ = ["SectionCache", "MAX_CACHED_CHARS"]
 #: the most characters of section text kept (per process): beyond it the cache starts anew.
 MAX_CACHED_CHARS = 16 * 2**20
 
-#: a line that may open a table: ``[key`` or ``[[key`` followed by ``.``, ``]`` or space.
-_HEAD = re.compile(r"^\[\[?([A-Za-z0-9_-]+)[ \t]*[\].]", re.MULTILINE)
+#: a line that may open a table: ``[key`` or ``[[key`` followed by ``.``, ``]`` or space (after
+#: a newline: a literal prefix, which ``re`` finds fast; the first line is matched apart).
+_HEAD = re.compile(r"\n\[\[?([A-Za-z0-9_-]+)[ \t]*[\].]")
+_FIRST = re.compile(r"\[\[?([A-Za-z0-9_-]+)[ \t]*[\].]")
 
 
 class SectionCache:
@@ -77,12 +79,12 @@ class SectionCache:
 
     def _sections(self, text: str, name: str) -> dict[str, Any] | None:
         cuts = [0]
-        key = None
+        first = _FIRST.match(text)
+        key = first.group(1) if first else None
         for m in _HEAD.finditer(text):
             if m.group(1) != key:
                 key = m.group(1)
-                if m.start():
-                    cuts.append(m.start())
+                cuts.append(m.start() + 1)  # the line, after its newline
         cuts.append(len(text))
         data: dict[str, Any] = {}
         parsed = self._parsed

@@ -132,3 +132,43 @@ def test_shared_sections_give_the_rows_of_the_plain_reading(base_manifest: Path,
             errors.add(got.path)
             assert got.error and "\n" not in got.error
     assert errors == bad  # each corrupt one an error: a shared section never hides its fault
+
+
+def test_results_alike_share_one_fact_set_and_unused_sets_go(base_manifest: Path, tmp_path: Path) -> None:
+    """Nodes of one environment hold one fact set in the index; a file that changes gets its
+    new set, a set no file names any more is dropped, and every file's facts stay its own."""
+    import time
+
+    from envlock.cache import RACY_NS
+    from envlock.find import find
+    from envlock.find.index import Index
+
+    root = tmp_path / "job"
+    for i in range(12):
+        d = load(base_manifest)
+        d["envlock"]["host"] = f"node{i:02d}"
+        d["gpu"] = gpu(["8.0"] if i < 8 else ["9.0"])
+        _write(root / f"n{i:02d}" / "manifest.toml", d)
+    index = str(tmp_path / "ix.sqlite")
+
+    def sets() -> tuple[int, int]:
+        with Index(index) as ix:
+            return (ix.db.execute("SELECT count(*) FROM sets").fetchone()[0],
+                    ix.db.execute("SELECT count(DISTINCT set_id) FROM set_facts").fetchone()[0])
+
+    assert find([root], None, index=index).count == 12
+    assert sets() == (2, 2)
+    time.sleep(3 * RACY_NS / 1e9)
+    for i in range(8, 12):  # the 9.0 nodes move to 8.6: their set is no file's any more
+        d = load(root / f"n{i:02d}" / "manifest.toml")
+        d["gpu"] = gpu(["8.6"])
+        _write(root / f"n{i:02d}" / "manifest.toml", d)
+    time.sleep(3 * RACY_NS / 1e9)
+    assert sorted(m.host for m in find([root], "gpu.arch == 8.6", index=index).matches) == [
+        f"node{i:02d}" for i in range(8, 12)]
+    assert find([root], "gpu.arch == 9.0", index=index).count == 0
+    assert sets() == (2, 2)
+    with Index(index) as ix:
+        for fid, path in ix.scope([str(root)]).items():
+            want = read_result(path, None, plain=True)
+            assert sorted(ix.facts_of(fid)) == sorted(want.facts + want.shared)
