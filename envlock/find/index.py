@@ -143,6 +143,7 @@ class Index:
         self._names: dict[str, int] | None = None
         self._vals: dict[tuple[str, str], int] = {}
         self._sets: dict[str, int] | None = None
+        self._member_ids: dict[int, list[int]] | None = None
         self._version = -1
 
     def _wal(self) -> None:
@@ -287,6 +288,7 @@ class Index:
         this connection remembers (values, sets) are forgotten when another one committed
         meanwhile (``PRAGMA data_version``): it may have dropped a set."""
         db = self.db
+        self._member_ids = None
         db.execute("BEGIN IMMEDIATE")
         try:
             version = db.execute("PRAGMA data_version").fetchone()[0]
@@ -311,6 +313,7 @@ class Index:
             unused = "SELECT id FROM sets WHERE id NOT IN (SELECT grp FROM files WHERE grp IS NOT NULL)"
             db.execute(f"DELETE FROM set_facts WHERE set_id IN ({unused})")
             db.execute(f"DELETE FROM sets WHERE id IN ({unused})")
+            self._member_ids = None
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -413,17 +416,31 @@ class Index:
         return list(self.db.execute("SELECT id, enc FROM vals WHERE name_id = ?", (nid,)))
 
     def holders(self, val_ids: Sequence[int]) -> list[tuple[int, int]]:
-        """``(file id, value id)`` of the files holding any of ``val_ids`` (fetched as two JSON
-        arrays: SQLite builds them, :mod:`json` parses them, no Python object per row)."""
-        ids = list(val_ids)
-        if not ids:
+        """``(file id, value id)`` of the files holding any of ``val_ids``: the results' own
+        facts (fetched as two JSON arrays: SQLite builds them, :mod:`json` parses them, no
+        Python object per row), and the sets holding them, each expanded to its files
+        (:meth:`_members`, read once per connection)."""
+        ids = json.dumps(list(val_ids))
+        if ids == "[]":
             return []
         row = self.db.execute(
-            "SELECT json_group_array(file_id), json_group_array(val_id) FROM ("
-            "SELECT file_id, val_id FROM facts WHERE val_id IN (SELECT value FROM json_each(?1)) "
-            "UNION ALL SELECT f.id, s.val_id FROM set_facts s JOIN files f ON f.grp = s.set_id "
-            "WHERE s.val_id IN (SELECT value FROM json_each(?1)))", (json.dumps(ids),)).fetchone()
-        return list(zip(json.loads(row[0]), json.loads(row[1]), strict=True))
+            "SELECT json_group_array(file_id), json_group_array(val_id) FROM facts WHERE val_id IN "
+            "(SELECT value FROM json_each(?))", (ids,)).fetchone()
+        out = list(zip(json.loads(row[0]), json.loads(row[1]), strict=True))
+        in_sets = self.db.execute("SELECT set_id, val_id FROM set_facts WHERE val_id IN "
+                                  "(SELECT value FROM json_each(?))", (ids,)).fetchall()
+        if in_sets:
+            members = self._members()
+            for sid, vid in in_sets:
+                out.extend(zip(members.get(sid, ()), itertools.repeat(vid)))
+        return out
+
+    def _members(self) -> dict[int, list[int]]:
+        """``{set id: file ids}`` of every file with a set (one query; forgotten on a write)."""
+        if self._member_ids is None:
+            self._member_ids = {sid: json.loads(ids) for sid, ids in self.db.execute(
+                "SELECT grp, json_group_array(id) FROM files WHERE grp IS NOT NULL GROUP BY grp")}
+        return self._member_ids
 
     def files(self, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
         """The ``files`` rows of ``ids``, as dicts."""
