@@ -39,7 +39,7 @@ from envlock.manifest._toml import check_depth, load_toml
 __all__ = ["SectionCache", "MAX_CACHED_CHARS"]
 
 #: the most characters of section text kept (per process): beyond it the cache starts anew.
-MAX_CACHED_CHARS = 16 * 2**20
+MAX_CACHED_CHARS = 4 * 2**20
 
 #: a line that may open a table: ``[key`` or ``[[key`` followed by ``.``, ``]`` or space (after
 #: a newline: a literal prefix, which ``re`` finds fast; the first line is matched apart).
