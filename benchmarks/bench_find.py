@@ -10,7 +10,9 @@ scipy versions; a ``[gpu]`` table of one of five compute-capability sets and two
 * re-index after 1 % of the files changed (rewritten with another numpy version);
 * warm queries (the index as it is, ``update=False``; median of 5), and a full ``find``
   including the rescan of the unchanged tree;
-* per-file cost of diff's reading (``formats.read`` + shape check + ``extract``), single core.
+* per-file cost of reading one manifest, single core: diff's plain reading (``formats.read`` +
+  shape check + ``extract``) and find's, whose sections the other files share
+  (:mod:`envlock.find.sections`).
 
 Targets (issue 28): cold ≤ 60 s, re-index ≤ 5 s, warm query ≤ 200 ms, memory bounded.
 
@@ -101,13 +103,13 @@ def _child_peak() -> int:
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
 
 
-def _per_file(path: Path, reps: int = 200) -> float:
+def _per_file(path: Path, reps: int = 200, *, plain: bool = False) -> float:
     from envlock.find.entry import read_result
 
-    read_result(str(path), None)
+    read_result(str(path), None, plain=plain)
     t0 = time.perf_counter()
     for _ in range(reps):
-        read_result(str(path), None)
+        read_result(str(path), None, plain=plain)
     return (time.perf_counter() - t0) / reps
 
 
@@ -128,8 +130,9 @@ def main() -> None:
         gen = _generate(base, root, args.n)
         size = sum(f.stat().st_size for f in root.rglob("*.toml"))
         print(f"generated {args.n} manifests ({size / 2**20:.0f} MiB) in {gen:.1f} s")
-        per = _per_file(next(root.rglob("manifest.toml")))
-        print(f"diff's reading of one manifest: {per * 1e3:.2f} ms (single core)")
+        first = next(root.rglob("manifest.toml"))
+        print(f"reading one manifest, single core: diff's plain reading {_per_file(first, plain=True) * 1e3:.2f} ms, "
+              f"find's with its sections shared {_per_file(first) * 1e3:.2f} ms")
         cpus = len(os.sched_getaffinity(0))
         idx = str(tmp / "index.sqlite")
         rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

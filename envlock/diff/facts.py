@@ -16,6 +16,7 @@ paths of the snapshot itself, job ids) are not facts at all.
 """
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -302,12 +303,29 @@ EXTRACTORS.update(processfacts.EXTRACTORS)  # [process] (envlock.record) and [ru
 _SKIP = frozenset({"envlock", "target"})
 
 
+#: ``memo(table, body, compute)``: ``compute()`` (the facts of one table read alone, a dict
+#: the caller must not change) or what an earlier ``compute()`` of this very body returned.
+TableMemo = Callable[[str, Mapping[str, Any], Callable[[], Sink]], Sink]
+
+
+def _alone(fn: Extractor, body: Mapping[str, Any], aliases: Mapping[str, str]) -> Sink:
+    out: Sink = {}
+    fn(body, out, aliases)
+    return out
+
+
 def extract(data: Mapping[str, Any], *, label: str, path: str, kind: str = "manifest",
-            aliases: Mapping[str, str] | None = None, listing: str = "complete") -> FactSet:
+            aliases: Mapping[str, str] | None = None, listing: str = "complete",
+            memo: TableMemo | None = None) -> FactSet:
     """Flatten a manifest dict (kebab-case keys, as read from TOML) into a :class:`FactSet`.
 
     :param data: the parsed manifest, or a partial manifest built by :mod:`envlock.diff.foreign`.
     :param aliases: normalized package name → canonical name (conda ``pytorch`` → ``torch``).
+    :param memo: remembers the facts of a table by its body (:data:`TableMemo`; ``envlock
+        find`` reads the tables thousands of files share once).  Asked only for tables whose
+        extractor reads nothing but the table (every one, except ``[pip]`` beside a ``[conda]``
+        table: pip's entries of conda's packages keep conda's); their facts are then added as
+        the extractor would have written them.  It must be used with one ``aliases``.
     :returns: the facts; tables whose ``status`` is not ``"ok"`` make their area not compared.
     """
     aliases = aliases or {}
@@ -341,7 +359,11 @@ def extract(data: Mapping[str, Any], *, label: str, path: str, kind: str = "mani
             fs.areas[area] = ""
             fs.listing = "partial"
         fs.areas.setdefault(area, "")
-        if status == "ok":
+        if status != "ok":
+            continue
+        if memo is not None and (table != "pip" or "conda" not in data):
+            fs.facts.update(memo(table, body, functools.partial(_alone, fn, body, aliases)))
+        else:
             fn(body, fs.facts, aliases)
     for k in [k for k in fs.facts if k[0] == _NOTE]:
         fs.notes.append(f"{label}: {fs.facts.pop(k)}")

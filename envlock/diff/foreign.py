@@ -10,7 +10,7 @@ or unknown for pip only (``"conda"``: an explicit list).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from envlock.formats import KINDS, Reading
@@ -38,15 +38,17 @@ def read(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any], str]:
     return r.kind, r.data, r.listing
 
 
-def reading(path: str | os.PathLike[str]) -> Reading:
+def reading(path: str | os.PathLike[str], *,
+            parse: Callable[[str, str], dict[str, Any]] | None = None) -> Reading:
     """The whole :class:`envlock.formats.Reading` of one input (its lock too, for a lockfile).
 
     A run record still ``running`` is read as a reader can state it (its supervisor gone,
     Slurm's word on the job: :func:`envlock.runs.unfinished.settle`).
 
+    :param parse: the TOML parser :func:`envlock.formats.read` takes (``envlock find``'s).
     :raises ManifestError: as :func:`read`.
     """
-    r = _read(path)
+    r = _read(path, parse=parse)
     run = r.data.get("run") if r.kind == "manifest" else None
     if isinstance(run, dict) and run.get("outcome") == "running":
         import dataclasses

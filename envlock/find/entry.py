@@ -6,6 +6,9 @@ the environment of the manifest it names —, diff's shape check and
 :func:`envlock.diff.facts.extract`), so the facts are diff's, already redacted.  A file that
 cannot be read (truncated, corrupted, of a newer schema) is an ``"error"`` entry: reported in one
 line and skipped.  :func:`read_all` reads many, in a bounded pool of processes when many changed.
+A reader parses, shape-checks and flattens each distinct section text once
+(:mod:`envlock.find.sections`): the rows are those of the plain reading, at a fraction of its cost
+when results share their environment tables.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envlock.errors import EnvlockError
+from envlock.find.sections import SectionCache
 from envlock.find.values import encode
 
 __all__ = ["Entry", "FINGERPRINT_MIN_RANK", "in_fingerprint", "read_result", "read_all", "sig_text",
@@ -41,8 +45,11 @@ _POOL_MIN = 200
 @dataclass(frozen=True)
 class Entry:
     """One file as read: ``status`` ``"ok"``, ``"error"`` (``error`` says why, one line) or
-    ``"skip"`` (not a result); ``facts`` are ``(area:key, encoded value)``; ``sig`` is
-    ``None`` when the file must be read again next time (racy, or changed while read)."""
+    ``"skip"`` (not a result); ``sig`` is ``None`` when the file must be read again next time
+    (racy, or changed while read).  Its facts (``(area:key, encoded value)``) are in two parts:
+    ``facts``, the result's own (``result:*``: kind, time, host, node, job), and ``shared``,
+    every other, which many results hold alike: the index stores them once per distinct set,
+    named ``set_key`` (a hash of them); one reader hands out one tuple per set."""
 
     path: str
     sig: str | None
@@ -58,9 +65,20 @@ class Entry:
     areas: str = "{}"
     fp: str = ""
     facts: tuple[tuple[str, str], ...] = ()
+    set_key: str = ""
+    shared: tuple[tuple[str, str], ...] = ()
 
 
 _KB: Any = None
+_SECTIONS: SectionCache | None = None
+
+
+def _sections() -> SectionCache:
+    """This process's :class:`~envlock.find.sections.SectionCache`."""
+    global _SECTIONS
+    if _SECTIONS is None:
+        _SECTIONS = SectionCache()
+    return _SECTIONS
 
 
 def _kb() -> Any:
@@ -139,47 +157,96 @@ def _meta(data: dict[str, Any]) -> dict[str, str]:
             "job": _s(slurm.get("job-id")) or _s(granted.get("job-id"))}  # type: ignore[union-attr]
 
 
-def read_result(path: str, sig: str | None) -> Entry:
+def read_result(path: str, sig: str | None, *, plain: bool = False) -> Entry:
     """Read one file as ``envlock diff`` reads an input (the one-input path of
     :func:`envlock.diff.load_inputs`) and flatten it into index rows.
 
+    The sections many files share are parsed, shape-checked and flattened once per process
+    (:mod:`envlock.find.sections`); the answer is the one diff's own reading gives.
+
     Never raises for a bad file: an unreadable one is an ``"error"`` entry whose ``error`` is
     the reader's one line.
-    """
-    from envlock.diff import foreign
-    from envlock.diff.facts import extract
-    from envlock.diff.typecheck import check as check_shape
 
+    :param plain: read exactly as diff does, sharing nothing (the tests' reference).
+    """
     try:
-        r = foreign.reading(path)
-        if r.kind != "manifest":
-            return Entry(path, sig, "skip")
-        check_shape(r.data, path)
-        meta = _meta(r.data)
-        kb = _kb()
-        fs = extract(r.data, label=meta["node"] or os.path.basename(path), path=path, kind=r.kind,
-                     aliases=kb.aliases, listing=r.listing)
+        r, meta, fs = _read(path, None if plain else _sections())
     except (EnvlockError, OSError, ValueError, RecursionError) as exc:
         from envlock._io import one_line
 
         msg = one_line(str(exc) or type(exc).__name__, 300)
         shown = one_line(path)
         return Entry(path, sig, "error", msg[len(shown) + 2:] if msg.startswith(shown + ": ") else msg)
-    facts = []
+    if r is None:
+        return Entry(path, sig, "skip")
+    shared = []
     fp_facts = []
-    for (a, k), v in fs.facts.items():
-        f = (f"{a}:{k}", encode(v))
-        facts.append(f)
-        if _fingerprint_key(a, k):
+    names = _NAMES
+    for ak, v in fs.facts.items():
+        got = names.get(ak)
+        if got is None:
+            got = names[ak] = (f"{ak[0]}:{ak[1]}", _fingerprint_key(*ak))
+        f = (got[0], encode(v))
+        shared.append(f)
+        if got[1]:
             fp_facts.append(f)
-    for name in ("kind", "time", "host", "node", "job"):
-        if meta[name]:
-            facts.append((f"result:{name}", encode(meta[name])))
+    if len(names) > 65536:
+        names.clear()
+    own = tuple((f"result:{name}", encode(meta[name])) for name in ("kind", "time", "host", "node", "job")
+                if meta[name])
     fp_facts.sort()
-    fp = hashlib.sha256("\n".join(f"{n}\0{e}" for n, e in fp_facts).encode()).hexdigest()[:20]
+    fp = hashlib.sha256("\n".join(map("\0".join, fp_facts)).encode()).hexdigest()[:20]
+    key, one = _one_set(shared)
     return Entry(path, sig, "ok", "", meta["kind"], meta["time"], meta["host"], meta["node"],
                  meta["job"], fs.label, fs.listing, json.dumps(fs.areas, sort_keys=True), fp,
-                 tuple(facts))
+                 own, key, one)
+
+
+#: ``(area, key)`` → (``"area:key"``, whether it is in the fingerprint): one look-up a fact.
+_NAMES: dict[tuple[str, str], tuple[str, bool]] = {}
+
+#: the fact sets a reader has handed out, by key (bounded: emptied when full).
+_SETS: dict[str, tuple[tuple[str, str], ...]] = {}
+
+
+def _one_set(facts: list[tuple[str, str]]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The key of a fact set and the one tuple of it this reader hands out: the results that
+    share it share the object, so that a batch of them pickles it once."""
+    key = hashlib.sha256("\n".join(map("\0".join, facts)).encode()).hexdigest()[:32]
+    got = _SETS.get(key)
+    if got is None:
+        if len(_SETS) >= 4096:
+            _SETS.clear()
+        got = _SETS[key] = tuple(facts)
+    return key, got
+
+
+def _read(path: str, cache: SectionCache | None) -> tuple[Any, dict[str, str], Any]:
+    """``(reading, meta, facts)`` of one file (``reading`` ``None``: no manifest), as diff reads
+    it: :func:`envlock.diff.foreign.reading`, the shape check, :func:`envlock.diff.facts.extract`;
+    with ``cache``, the shared tables' answers are the cache's (checked once, flattened once).
+
+    :raises ManifestError: the file cannot be read (diff's one line).
+    """
+    from envlock.diff import foreign
+    from envlock.diff.facts import extract
+    from envlock.diff.typecheck import check as check_shape
+
+    r = foreign.reading(path, parse=None if cache is None else cache.load)
+    if r.kind != "manifest":
+        return None, {}, None
+    if cache is None:
+        check_shape(r.data, path)
+    else:  # the check is table by table: a shared table that passed once passes
+        unchecked = {t: v for t, v in r.data.items() if not cache.marked(f"shape:{t}", v)[0]}
+        check_shape(unchecked, path)
+        for t, v in unchecked.items():
+            cache.mark(f"shape:{t}", v, True)
+    meta = _meta(r.data)
+    fs = extract(r.data, label=meta["node"] or os.path.basename(path), path=path, kind=r.kind,
+                 aliases=_kb().aliases, listing=r.listing,
+                 memo=None if cache is None else cache.remembered)
+    return r, meta, fs
 
 
 def _read_checked(item: tuple[str, str | None]) -> Entry:
@@ -251,4 +318,4 @@ def read_all(todo: Sequence[tuple[str, str | None]], jobs: int | None) -> Iterat
     _kb()  # loaded once before the fork, shared by the readers
     ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
     with ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
-        yield from pool.map(_read_checked, sniffed, chunksize=32)
+        yield from pool.map(_read_checked, sniffed, chunksize=64)  # a chunk pickles a shared set once

@@ -22,8 +22,11 @@ files are read outside any transaction; the changes go in one ``BEGIN IMMEDIATE`
 transaction, so two ``find`` runs at once each leave a consistent index.
 
 Schema (version :data:`SCHEMA`): ``files`` (path, signature, status, error, meta, areas,
-environment fingerprint), ``names`` (``area:key``), ``vals`` (one per distinct value of a
-name, :func:`envlock.find.values.encode`), ``facts`` (file × value).
+environment fingerprint, fact set), ``names`` (``area:key``), ``vals`` (one per distinct value
+of a name, :func:`envlock.find.values.encode`), ``facts`` (file × value: a result's own facts,
+``result:*``), ``sets`` and ``set_facts`` (set × value: every other fact, stored once per
+distinct set of them — a thousand nodes of one environment hold one set; a set no file names
+any more is dropped).  A file's facts are its own and its set's.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ __all__ = ["SCHEMA", "BUSY_TIMEOUT_S", "Index", "Entry", "ScanReport", "default_
            "FINGERPRINT_MIN_RANK", "in_fingerprint"]
 
 #: layout of the database; an index of another layout is rebuilt.
-SCHEMA = 1
+SCHEMA = 2
 
 #: how long a writer waits for another one (seconds).
 BUSY_TIMEOUT_S = 60.0
@@ -58,12 +61,17 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT) WITHOUT ROWID
 CREATE TABLE IF NOT EXISTS files (
     id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, sig TEXT, status TEXT NOT NULL,
     error TEXT, kind TEXT, time TEXT, host TEXT, node TEXT, job TEXT, label TEXT,
-    listing TEXT, areas TEXT, fp TEXT);
+    listing TEXT, areas TEXT, fp TEXT, grp INTEGER);
 CREATE TABLE IF NOT EXISTS names (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
 CREATE TABLE IF NOT EXISTS vals (
     id INTEGER PRIMARY KEY, name_id INTEGER NOT NULL, enc TEXT NOT NULL, UNIQUE (name_id, enc));
 CREATE TABLE IF NOT EXISTS facts (
     file_id INTEGER NOT NULL, val_id INTEGER NOT NULL, PRIMARY KEY (file_id, val_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS sets (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE);
+CREATE TABLE IF NOT EXISTS set_facts (
+    set_id INTEGER NOT NULL, val_id INTEGER NOT NULL, PRIMARY KEY (set_id, val_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS set_facts_by_val ON set_facts (val_id, set_id);
+CREATE INDEX IF NOT EXISTS files_by_grp ON files (grp);
 CREATE INDEX IF NOT EXISTS files_by_fp ON files (fp);
 CREATE INDEX IF NOT EXISTS files_by_status ON files (status);
 """
@@ -72,6 +80,13 @@ CREATE INDEX IF NOT EXISTS files_by_status ON files (status);
 #: the value→file index: dropped during the load of an empty index and built after it (and
 #: made again on open, should a load have been killed before building it).
 _FACTS_BY_VAL = "CREATE INDEX IF NOT EXISTS facts_by_val ON facts (val_id, file_id)"
+
+
+def _facts_of(where: str) -> str:
+    """``(file_id, val_id)`` of the files that ``where`` (on ``files``) selects: their own facts
+    and their sets'."""
+    return (f"SELECT file_id, val_id FROM facts WHERE file_id IN (SELECT id FROM files {where}) "
+            f"UNION ALL SELECT f.id, s.val_id FROM files f JOIN set_facts s ON s.set_id = f.grp {where}")
 
 
 def default_path(environ: dict[str, str] | None = None) -> str:
@@ -127,6 +142,9 @@ class Index:
             raise EnvlockError(f"{path}: cannot use as envlock find's index ({exc})") from None
         self._names: dict[str, int] | None = None
         self._vals: dict[tuple[str, str], int] = {}
+        self._sets: dict[str, int] | None = None
+        self._member_ids: dict[int, list[int]] | None = None
+        self._version = -1
 
     def _wal(self) -> None:
         """Switch to WAL, waiting up to ``BUSY_TIMEOUT_S`` for another process that is creating
@@ -164,7 +182,7 @@ class Index:
 
             stamp = f"{SCHEMA}:{code_stamp()}"
             if row is None or row[0] != stamp:  # another layout or another envlock: start anew
-                for table in ("facts", "vals", "names", "files"):
+                for table in ("facts", "set_facts", "sets", "vals", "names", "files"):
                     self.db.execute(f"DROP TABLE IF EXISTS {table}")
                 for stmt in _DDL.strip().split(";"):
                     if stmt.strip():
@@ -220,6 +238,7 @@ class Index:
         gone = [known[p][0] for p in known if p not in seen]
         bulk = not known and self._empty()
         batch: list[Entry] = []
+        replaced = False
         try:
             if bulk:  # a cold index: the value→file index is built once, after the load
                 self.db.execute("DROP INDEX IF EXISTS facts_by_val")
@@ -229,11 +248,14 @@ class Index:
                 if e.status == "error":
                     report.errors.append((e.path, e.error))
                 batch.append(e)
+                replaced = replaced or e.path in known
                 if len(batch) >= BATCH:
                     self._apply(batch, [])
                     batch = []
             if batch or gone:
                 self._apply(batch, gone)
+            if gone or replaced:
+                self._drop_unused_sets()
         finally:
             if bulk:
                 self.db.execute(_FACTS_BY_VAL)
@@ -262,47 +284,91 @@ class Index:
     def _apply(self, entries: list[Entry], gone: list[int]) -> None:
         """Write ``entries`` (replacing their files' rows) and drop the files ``gone``, in one
         ``BEGIN IMMEDIATE`` transaction: new names and values are added with set-wise
-        ``INSERT … SELECT`` from a temporary table, the rows with ``executemany``."""
+        ``INSERT … SELECT`` from a temporary table, the rows with ``executemany``.  The ids
+        this connection remembers (values, sets) are forgotten when another one committed
+        meanwhile (``PRAGMA data_version``): it may have dropped a set."""
         db = self.db
+        self._member_ids = None
         db.execute("BEGIN IMMEDIATE")
         try:
+            version = db.execute("PRAGMA data_version").fetchone()[0]
+            if version != self._version:
+                self._vals, self._sets, self._names = {}, None, None
             db.executemany("DELETE FROM facts WHERE file_id = ?", ((fid,) for fid in gone))
             db.executemany("DELETE FROM files WHERE id = ?", ((fid,) for fid in gone))
             if entries:
                 self._write(entries)
             db.execute("COMMIT")
+            self._version = version
         except BaseException:
             db.execute("ROLLBACK")
-            self._vals = {}
+            self._vals, self._sets = {}, None
             raise
+
+    def _drop_unused_sets(self) -> None:
+        """Drop the fact sets no file names (their files changed or went)."""
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            unused = "SELECT id FROM sets WHERE id NOT IN (SELECT grp FROM files WHERE grp IS NOT NULL)"
+            db.execute(f"DELETE FROM set_facts WHERE set_id IN ({unused})")
+            db.execute(f"DELETE FROM sets WHERE id IN ({unused})")
+            self._member_ids = None
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        self._sets = None
+
+    def _ids(self, wanted: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        """The value ids of ``(area:key, encoded value)`` pairs, adding the new ones (set-wise,
+        through a temporary table)."""
+        db = self.db
+        db.execute("CREATE TEMP TABLE IF NOT EXISTS want (name TEXT NOT NULL, enc TEXT NOT NULL)")
+        db.execute("DELETE FROM temp.want")
+        db.executemany("INSERT INTO temp.want VALUES (?, ?)", wanted)
+        db.execute("INSERT OR IGNORE INTO names (name) SELECT DISTINCT name FROM temp.want")
+        db.execute("INSERT OR IGNORE INTO vals (name_id, enc) SELECT n.id, w.enc FROM temp.want w "
+                   "JOIN names n ON n.name = w.name")
+        self._names = None
+        return {(name, enc): vid for name, enc, vid in db.execute(
+            "SELECT w.name, w.enc, v.id FROM temp.want w JOIN names n ON n.name = w.name "
+            "JOIN vals v ON v.name_id = n.id AND v.enc = w.enc")}
+
+    def _set_ids(self) -> dict[str, int]:
+        if self._sets is None:
+            self._sets = dict(self.db.execute("SELECT key, id FROM sets"))
+        return self._sets
 
     def _write(self, entries: list[Entry]) -> None:
         db = self.db
         vals = self._vals
-        missing = {f for e in entries for f in e.facts if f not in vals}
-        if missing:
-            db.execute("CREATE TEMP TABLE IF NOT EXISTS want (name TEXT NOT NULL, enc TEXT NOT NULL)")
-            db.execute("DELETE FROM temp.want")
-            db.executemany("INSERT INTO temp.want VALUES (?, ?)", missing)
-            db.execute("INSERT OR IGNORE INTO names (name) SELECT DISTINCT name FROM temp.want")
-            db.execute("INSERT OR IGNORE INTO vals (name_id, enc) SELECT n.id, w.enc FROM temp.want w "
-                       "JOIN names n ON n.name = w.name")
-            for name, enc, vid in db.execute(
-                    "SELECT w.name, w.enc, v.id FROM temp.want w JOIN names n ON n.name = w.name "
-                    "JOIN vals v ON v.name_id = n.id AND v.enc = w.enc"):
-                vals[(name, enc)] = vid
-            self._names = None
+        sets = self._set_ids()
+        new_sets: dict[str, tuple[tuple[str, str], ...]] = {}
+        for e in entries:
+            if e.set_key and e.set_key not in sets:
+                new_sets.setdefault(e.set_key, e.shared)
+        missing = {f for facts in new_sets.values() for f in facts if f not in vals}
+        own = {f for e in entries for f in e.facts}  # one result's mostly: not remembered
+        got = self._ids(missing | own) if missing or own else {}
+        vals.update((f, got[f]) for f in missing)
+        for key, facts in new_sets.items():
+            sid = db.execute("INSERT INTO sets (key) VALUES (?)", (key,)).lastrowid or 0  # never 0
+            db.executemany("INSERT OR IGNORE INTO set_facts (set_id, val_id) VALUES (?, ?)",
+                           zip(itertools.repeat(sid), map(vals.__getitem__, facts)))
+            sets[key] = sid
         paths = [(e.path,) for e in entries]
         db.executemany("DELETE FROM facts WHERE file_id = (SELECT id FROM files WHERE path = ?)", paths)
         db.executemany("DELETE FROM files WHERE path = ?", paths)
         first = db.execute("SELECT coalesce(max(id), 0) + 1 FROM files").fetchone()[0]
         db.executemany(
             "INSERT INTO files (id, path, sig, status, error, kind, time, host, node, job, label, "
-            "listing, areas, fp) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            "listing, areas, fp, grp) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             ((first + i, e.path, e.sig, e.status, e.error, e.kind, e.time, e.host, e.node, e.job,
-              e.label, e.listing, e.areas, e.fp) for i, e in enumerate(entries)))
+              e.label, e.listing, e.areas, e.fp, sets[e.set_key] if e.set_key else None)
+             for i, e in enumerate(entries)))
         db.executemany("INSERT OR IGNORE INTO facts (file_id, val_id) VALUES (?, ?)",
-                       ((first + i, vals[f]) for i, e in enumerate(entries) for f in e.facts))
+                       ((first + i, got[f]) for i, e in enumerate(entries) for f in e.facts))
 
     def _name_ids(self) -> dict[str, int]:
         if self._names is None:
@@ -350,15 +416,31 @@ class Index:
         return list(self.db.execute("SELECT id, enc FROM vals WHERE name_id = ?", (nid,)))
 
     def holders(self, val_ids: Sequence[int]) -> list[tuple[int, int]]:
-        """``(file id, value id)`` of the files holding any of ``val_ids`` (fetched as two JSON
-        arrays: SQLite builds them, :mod:`json` parses them, no Python object per row)."""
-        ids = list(val_ids)
-        if not ids:
+        """``(file id, value id)`` of the files holding any of ``val_ids``: the results' own
+        facts (fetched as two JSON arrays: SQLite builds them, :mod:`json` parses them, no
+        Python object per row), and the sets holding them, each expanded to its files
+        (:meth:`_members`, read once per connection)."""
+        ids = json.dumps(list(val_ids))
+        if ids == "[]":
             return []
         row = self.db.execute(
             "SELECT json_group_array(file_id), json_group_array(val_id) FROM facts WHERE val_id IN "
-            "(SELECT value FROM json_each(?))", (json.dumps(ids),)).fetchone()
-        return list(zip(json.loads(row[0]), json.loads(row[1]), strict=True))
+            "(SELECT value FROM json_each(?))", (ids,)).fetchone()
+        out = list(zip(json.loads(row[0]), json.loads(row[1]), strict=True))
+        in_sets = self.db.execute("SELECT set_id, val_id FROM set_facts WHERE val_id IN "
+                                  "(SELECT value FROM json_each(?))", (ids,)).fetchall()
+        if in_sets:
+            members = self._members()
+            for sid, vid in in_sets:
+                out.extend(zip(members.get(sid, ()), itertools.repeat(vid)))
+        return out
+
+    def _members(self) -> dict[int, list[int]]:
+        """``{set id: file ids}`` of every file with a set (one query; forgotten on a write)."""
+        if self._member_ids is None:
+            self._member_ids = {sid: json.loads(ids) for sid, ids in self.db.execute(
+                "SELECT grp, json_group_array(id) FROM files WHERE grp IS NOT NULL GROUP BY grp")}
+        return self._member_ids
 
     def files(self, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
         """The ``files`` rows of ``ids``, as dicts."""
@@ -389,10 +471,10 @@ class Index:
         return row[0] if row else None
 
     def facts_of(self, file_id: int) -> list[tuple[str, str]]:
-        """``(area:key, encoded value)`` of one file."""
+        """``(area:key, encoded value)`` of one file (its own facts and its set's)."""
         return list(self.db.execute(
-            "SELECT n.name, v.enc FROM facts f JOIN vals v ON v.id = f.val_id JOIN names n ON "
-            "n.id = v.name_id WHERE f.file_id = ?", (file_id,)))
+            f"SELECT n.name, v.enc FROM ({_facts_of('WHERE id = ?1')}) f JOIN vals v ON v.id = f.val_id "
+            "JOIN names n ON n.id = v.name_id", (file_id,)))
 
     def rows(self, ids: Iterable[int]) -> Iterator[tuple[int, str, str]]:
         """``(file id, area:key, encoded value)`` of every fact of ``ids`` (for the export)."""
@@ -400,9 +482,9 @@ class Index:
         for i in range(0, len(ids), 500):
             chunk = ids[i:i + 500]
             yield from self.db.execute(
-                "SELECT f.file_id, n.name, v.enc FROM facts f JOIN vals v ON v.id = f.val_id JOIN "
-                f"names n ON n.id = v.name_id WHERE f.file_id IN ({','.join('?' * len(chunk))}) "
-                "ORDER BY f.file_id", chunk)
+                f"SELECT f.file_id, n.name, v.enc FROM ({_facts_of('WHERE id IN (SELECT value FROM json_each(?1))')}) "
+                "f JOIN vals v ON v.id = f.val_id "
+                "JOIN names n ON n.id = v.name_id ORDER BY f.file_id", (json.dumps(chunk),))
 
 
 def check_db_path(path: str) -> str:

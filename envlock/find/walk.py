@@ -8,6 +8,7 @@ is reported (one line, "skipped", with why) and never read.
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 from collections.abc import Iterable, Iterator
@@ -18,14 +19,21 @@ __all__ = ["walk", "SKIP_DIRS"]
 SKIP_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", "node_modules", ".venv"})
 
 
+@functools.lru_cache(maxsize=1)
+def _max_bytes() -> int:
+    from envlock._io import MAX_INPUT_BYTES
+
+    return MAX_INPUT_BYTES
+
+
 def _why(path: str, st: os.stat_result) -> str | None:
     """Why a file of this ``stat`` is not read, or ``None``: for a file that is not regular or
     is over the limit, :func:`envlock._io.read_bytes`'s own reason (it opens non-blocking and
     refuses from ``fstat`` before reading a byte, so a FIFO never waits)."""
-    from envlock._io import MAX_INPUT_BYTES, InputError, one_line, read_bytes
-
-    if stat.S_ISREG(st.st_mode) and st.st_size <= MAX_INPUT_BYTES:
+    if stat.S_ISREG(st.st_mode) and st.st_size <= _max_bytes():
         return None
+    from envlock._io import InputError, one_line, read_bytes
+
     try:
         read_bytes(path)
     except InputError as exc:

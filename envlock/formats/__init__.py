@@ -72,7 +72,8 @@ def _text(path: str) -> str:
 
 
 def read(path: str | os.PathLike[str], *, platform: str | None = None,
-         exact: bool = False, includes: bool = True) -> Reading:
+         exact: bool = False, includes: bool = True,
+         parse: Callable[[str, str], dict[str, Any]] | None = None) -> Reading:
     """Read one input file (any of :data:`KINDS`).
 
     :param platform: for lockfiles of several platforms, which one's packages go into
@@ -84,6 +85,9 @@ def read(path: str | os.PathLike[str], *, platform: str | None = None,
     :param includes: follow a requirements file's ``-r``/``-c`` includes (relative to the
         including file, as pip does; :func:`pep508.read_requirements`).  ``restore`` reads a
         lockfile from someone else with ``False``: its trust rules refuse ``-r`` instead.
+    :param parse: parses TOML/JSON text in place of :func:`envlock.manifest._toml.load_toml`,
+        with its contract (``parse(text, name)``: the same table, the same errors); ``envlock
+        find`` passes :meth:`envlock.find.sections.SectionCache.load`.  Not used with ``exact``.
     :raises ManifestError: unreadable, empty, malformed or of an unknown format (one line that
         names the file).
     :raises ManifestVersionError: a manifest of a newer schema.
@@ -91,7 +95,7 @@ def read(path: str | os.PathLike[str], *, platform: str | None = None,
     p = os.fspath(path)
     text = _text(p)
     shown = one_line(p)
-    src = Source(p, shown, os.path.basename(p), text, platform, exact, includes)
+    src = Source(p, shown, os.path.basename(p), text, platform, exact, includes, parse)
     try:
         return bounded(_dispatch(src))
     except ManifestError as exc:
@@ -180,7 +184,10 @@ def _dispatch(src: Source) -> Reading:
     if suffix in (".toml", ".json") or src.base in _TOML_NAMES \
             or re.search(r"^\s*\[", text, re.MULTILINE):
         try:
-            data = load_toml(text, src.name, exact=src.exact)
+            if src.parse is not None and not src.exact:
+                data = src.parse(text, src.name)
+            else:
+                data = load_toml(text, src.name, exact=src.exact)
         except ManifestError:
             if suffix in (".toml", ".json") or src.base in _TOML_NAMES:
                 raise

@@ -6,7 +6,7 @@ readers share to build one: the :class:`Source` they are handed, the partial man
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +56,8 @@ class Source:
     :ivar platform: the conda subdir asked for (``read(platform=)``), or ``None``.
     :ivar exact: parse as the installing tool does (see :func:`envlock.formats.read`).
     :ivar includes: follow a requirements file's ``-r``/``-c`` includes.
+    :ivar parse: the TOML/JSON parser in place of :func:`envlock.manifest._toml.load_toml`
+        (``parse(text, name)``, its contract; ``None``: ``load_toml`` itself).
     """
 
     path: str
@@ -65,6 +67,7 @@ class Source:
     platform: str | None = None
     exact: bool = False
     includes: bool = True
+    parse: Callable[[str, str], dict[str, Any]] | None = None
 
 
 def bounded(reading: Reading) -> Reading:
