@@ -81,9 +81,11 @@ BUDGETS: dict[str, Budget] = {
                        ("rich", "elftools", "packaging", "yaml", "rattler", "conda_lock", "numpy",
                         "envlock.render", "envlock.diff", "envlock.verify", "envlock.lock"),
                        max_envlock=70, max_cost=24.0),
+    # two manifests, piped: no reader of another format, and no rich (render/plainconsole.py)
     "diff": Budget(("diff", "{m}", "{m}"), ("elftools", "yaml", "rattler", "conda_lock", "numpy",
+                                           "rich", "envlock.formats", "envlock.diff.foreign",
                                            "envlock.probes", "envlock.lock", "envlock.reproduce"),
-                   max_envlock=55, max_cost=24.0),
+                   max_envlock=50, max_cost=24.0),
 }
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -26,7 +27,11 @@ from envlock.diff.engine import (
 )
 from envlock.diff.facts import FactSet, areas_of, extract
 from envlock.diff.impact import KB, load_kb
+from envlock._bounded import MAX_PACKAGES
+from envlock.diff.fleet import read_text
 from envlock.errors import EnvlockError, ManifestError
+from envlock.manifest._schema import check_header
+from envlock.manifest._toml import load_toml
 
 
 class NothingToCompareError(EnvlockError):
@@ -75,16 +80,19 @@ def load_inputs(paths: Sequence[PathLike], kb: KB, *, extras: Sequence[str] = ()
         sets = list(iter_inputs(paths, kb))
         unique_labels(sets)
         return sets
-    from envlock.diff import foreign
     from envlock.diff.typecheck import check as check_shape
 
-    readings = [foreign.reading(p) for p in paths]
+    readings = [_reading(p) for p in paths]
     for p, r in zip(paths, readings, strict=True):
         if r.kind == "manifest":
             check_shape(r.data, os.fspath(p))
     notes: list[list[str]] = [[] for _ in paths]
     if len(paths) == 2:  # a universal lock against a manifest: read for the manifest's target
         for i in (0, 1):
+            if readings[i].lock is None:
+                continue  # not a lock: foreign.for_target would return it as it is
+            from envlock.diff import foreign
+
             narrowed, note = foreign.for_target(
                 readings[i], readings[1 - i], name=os.path.basename(paths[i]),
                 other_name=os.path.basename(paths[1 - i]), extras=extras, dev=dev,
@@ -103,6 +111,54 @@ def load_inputs(paths: Sequence[PathLike], kb: KB, *, extras: Sequence[str] = ()
         _match_markers(sets[0], sets[i], readings[0], readings[i])
     unique_labels(sets)
     return sets
+
+
+def _reading(p: PathLike) -> Any:
+    """One input read: a manifest the short way (:func:`_manifest`), anything else (and a
+    manifest that way refuses) by :func:`envlock.diff.foreign.reading`, which words errors."""
+    got = _manifest(os.fspath(p))
+    if got is not None:
+        return got
+    from envlock.diff import foreign
+
+    return foreign.reading(p)
+
+
+#: the first content line of a text (:func:`envlock.formats.envfiles.is_explicit`'s rule)
+_FIRST = re.compile(r"^[ \t]*([^#\s].*)$", re.MULTILINE)
+
+
+def _manifest(path: str) -> _Manifest | None:
+    """The reading :func:`envlock.formats.read` gives a plain envlock manifest, without the
+    readers of every other format (~10 ms of imports): a ``.toml``/``.json`` file whose first
+    content line is not ``@EXPLICIT`` (the one format recognised before TOML is parsed), that
+    parses (:func:`~envlock.manifest._toml.load_toml`), has an ``[envlock]`` table (the first
+    TOML format :data:`envlock._kinds.FORMATS` tries), a header envlock reads
+    (:func:`~envlock.manifest._schema.check_header`), no ``[run]`` and at most
+    :data:`~envlock._bounded.MAX_PACKAGES` packages.  ``None`` for anything else: the full
+    reader then reads it, or words why not."""
+    if os.path.splitext(path)[1].lower() not in (".toml", ".json"):
+        return None
+    text = read_text(path)
+    if text is None or not text.strip():
+        return None
+    first = _FIRST.search(text)
+    if first and first.group(1).rstrip() == "@EXPLICIT":
+        return None
+    try:
+        data = load_toml(text, path)
+        if "envlock" not in data or "run" in data:
+            return None
+        check_header(data)
+    except (EnvlockError, ValueError, RecursionError):
+        return None
+    tables = [data.get("pip"), data.get("conda")]
+    if not all(t is None or (isinstance(t, dict) and isinstance(t.get("packages", []), list))
+               for t in tables):
+        return None
+    if sum(len(t.get("packages") or ()) for t in tables if t is not None) > MAX_PACKAGES:
+        return None
+    return _Manifest(data)
 
 
 def _facts(p: PathLike, r: Any, kb: KB, *, many: bool) -> FactSet:

@@ -34,7 +34,7 @@ from envlock.diff.factset import (
     str_or_none,
 )
 from envlock._kinds import STACK_AREAS
-from envlock.formats.conda import is_metapackage
+from envlock._names import is_metapackage
 from envlock.redact import redact_variable
 
 __all__ = ["Pkg", "Impl", "Lib", "FactSet", "extract", "normalize_name", "display", "same", "areas_of",

@@ -28,6 +28,7 @@ from typing import Any
 
 from envlock.diff.facts import EXTRACTORS, FactSet, extract
 from envlock.errors import EnvlockError
+from envlock._bounded import MAX_PACKAGES
 from envlock._io import InputError
 from envlock._io import read_text as _read
 from envlock.manifest._schema import check_header
@@ -104,8 +105,6 @@ class FleetReader:
             if body is None:
                 return None
             data[name] = body
-        from envlock.formats import MAX_PACKAGES
-
         listed = sum(len(t.get("packages") or ()) for t in (data.get("pip"), data.get("conda"))
                      if isinstance(t, dict) and isinstance(t.get("packages") or (), list))
         if listed > MAX_PACKAGES:

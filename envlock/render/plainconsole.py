@@ -4,11 +4,11 @@ importing rich (~15 ms of a diff's start-up, and rich's per-print set-up).
 Only for output that is not a terminal (:func:`plain_console` says when: then rich has no
 colour system and writes its text unstyled), and only for the prints :mod:`envlock.render.
 difftext` makes: texts printed with ``soft_wrap=True`` (rich 13 neither wraps, crops nor
-strips them: ``Text.wrap`` with overflow ``"ignore"``), and short lines printed without it,
-which rich would wrap at the width.  :meth:`PlainConsole.exact` says
-whether every print is one this class renders as rich does (no tab, which rich expands; a
-line rich would wrap that fits the width in cells);
-when not, the caller renders with rich instead.  Control codes rich strips from a text (bell,
+strips them: ``Text.wrap`` with overflow ``"ignore"``), and lines printed without it, which
+rich wraps at the width (:func:`_divide`: its word wrap, for words that fit a line).
+:meth:`PlainConsole.exact` says whether every print is one this class renders as rich does
+(no tab, which rich expands; no character of two cells; no word wider than the console in a
+line rich wraps); when not, the caller renders with rich instead.  Control codes rich strips from a text (bell,
 backspace, vertical tab, form feed, carriage return: ``rich.control.STRIP_CONTROL_CODES``) are
 stripped here too.  ``tests/diff/test_plainconsole.py`` holds the two byte for byte.
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import builtins
 import os
+import re
 import sys
 
 __all__ = ["PlainConsole", "plain_console", "plain_text"]
@@ -104,8 +105,12 @@ class PlainConsole:
         text = obj.translate(_STRIP)
         if not _cells_are_chars(text):
             self._exact = False
-        if not soft_wrap and (len(text) > self.width or "\n" in text):
-            self._exact = False  # rich would wrap it
+        if not soft_wrap and len(text) > self.width:
+            lines = _divide(text, self.width) if "\n" not in text else None
+            if lines is None:
+                self._exact = False
+            else:
+                text = "\n".join(lines)
         self._lines.append(text)
 
     def exact(self) -> bool:
@@ -116,3 +121,35 @@ class PlainConsole:
         """Everything printed, each print ended by a newline."""
         return "".join(line + "\n" for line in self._lines)
 
+
+#: a word and the blanks after it (``rich._wrap.re_word``)
+_WORD = re.compile(r"\s*\S+\s*")
+_TRAILING = re.compile(r"\s+$")
+
+
+def _divide(text: str, width: int) -> list[str] | None:
+    """The lines rich wraps a one-line ``text`` of one-cell characters into at ``width``
+    (``rich._wrap.divide_line``, then ``Text.rstrip_end`` and the crop to the width of each
+    line), or ``None`` when a word is wider than the width (rich folds it: left to rich)."""
+    breaks: list[int] = []
+    offset = 0
+    for m in _WORD.finditer(text):
+        start, word = m.start(), m.group(0)
+        length = len(word.rstrip())
+        if width - offset >= length:
+            offset += len(word)
+        elif length > width:
+            return None
+        elif offset and start:
+            breaks.append(start)
+            offset = len(word)
+    out = []
+    for a, b in zip([0, *breaks], [*breaks, len(text)], strict=True):
+        line = text[a:b]
+        if len(line) > width:
+            blanks = _TRAILING.search(line)
+            if blanks:
+                line = line[: len(line) - min(len(blanks.group(0)), len(line) - width)]
+            line = line[:width]
+        out.append(line)
+    return out

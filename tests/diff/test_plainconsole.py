@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -53,15 +54,13 @@ def test_prints_are_rich_bytes(width: int) -> None:
     assert plain.text() == _rich(PRINTS, width)
 
 
-@pytest.mark.parametrize("text", ["a\ttab", "wide 漢字 text", "a heading wider than the console is"])
+@pytest.mark.parametrize("text", ["a\ttab", "wide 漢字 text", "a heading /with/a/path/longer/than/20"])
 def test_what_rich_would_change_is_left_to_rich(text: str) -> None:
-    """A tab (rich expands it), a wide character (two cells) or a wrapped line wider than the
-    console: not exact, so the command renders with rich."""
+    """A tab (rich expands it), a wide character (two cells) or, in a line rich wraps, a word
+    wider than the console (rich folds it): not exact, so the command renders with rich."""
     plain = PlainConsole(20)
     plain.print(text, soft_wrap="heading" not in text)
     assert not plain.exact()
-    if "heading" in text:
-        assert _rich([(text, False)], 20) != plain.text()  # rich wraps it: rightly refused
 
 
 @pytest.mark.parametrize("env, expect", [
@@ -115,3 +114,26 @@ def test_cli_piped_is_rich_output(tmp_path: Path) -> None:
     console = Console(file=io.StringIO(), highlight=False, soft_wrap=False, width=80)
     render_text(diff([a, b]), console, cut=False)
     assert piped.stdout == console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_wrapped_lines_are_rich_bytes() -> None:
+    """Lines rich wraps (headings, a deviant's name, long labels of two paths): rich's word
+    wrap, at every width from 20 to 100, for texts of words, runs of blanks and words that
+    exactly fill a line; a word wider than the console is left to rich."""
+    import random
+
+    rng = random.Random(26)
+    texts = ["envlock diff: runs/4815162/n0001/manifest.toml → runs/4815162/n0002/manifest.toml",
+             "  n0017 (runs/4815162/n0017.toml)   ", "a " * 40, "x" * 20 + " " + "y" * 20]
+    for _ in range(200):
+        texts.append("".join(rng.choice(["word", "  ", " ", "→", "…", "abcdefghij", "-", "x" * 19])
+                             + rng.choice([" ", "  ", ""]) for _ in range(rng.randint(1, 30))))
+    for width in range(20, 101, 7):
+        for text in texts:
+            plain = PlainConsole(width)
+            plain.print(text)
+            rich = _rich([(text, False)], width)
+            if plain.exact():
+                assert plain.text() == rich, (width, text)
+            else:  # a word with the blanks before it (rich's words) wider than the console
+                assert any(len(w.rstrip()) > width for w in re.findall(r"\s*\S+\s*", text))
