@@ -268,3 +268,51 @@ def test_verify_reads_conda_lock_s_explicit_lock_as_diff_and_restore_do(runner: 
     assert "unknown lockfile kind" not in res.output
     assert [f["title"] for f in doc["findings"] if f["id"] == "packages.missing"] == [
         f"lockfile {explicit.name} holds conda packages but the target is not a conda environment"]
+
+
+@pytest.mark.parametrize("columns", [None, "30", "60", "100", "abc", "-5"])
+def test_help_width_is_clicks_own(columns: str | None) -> None:
+    """``envlock --help`` computes click's help width without :mod:`shutil`
+    (``cli._help_width``); the text is what click lays out itself, in a child whose stdout is
+    a pipe, and in one whose stdout is a real terminal of 97 and 45 columns (a pty)."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    if columns is not None:
+        env["COLUMNS"] = columns
+    clicks = [sys.executable, "-c", "import sys; from envlock.cli import cli; "
+              "cli.main(['--help'], prog_name='envlock')"]
+    ours = [sys.executable, "-m", "envlock", "--help"]
+    got = subprocess.run(ours, capture_output=True, text=True, timeout=60, env=env)
+    want = subprocess.run(clicks, capture_output=True, text=True, timeout=60, env=env)
+    assert got.returncode == want.returncode == 0
+    assert got.stdout == want.stdout
+    if columns is None:
+        for cols in (97, 45):
+            assert _in_pty(ours, cols, env) == _in_pty(clicks, cols, env)
+
+
+def _in_pty(argv: list[str], columns: int, env: dict[str, str]) -> bytes:
+    """What ``argv`` writes to a pseudo-terminal of ``columns`` columns."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    try:
+        proc = subprocess.Popen(argv, stdout=slave, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL, env=env)
+        os.close(slave)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+        proc.wait(timeout=60)
+    finally:
+        os.close(master)
+    return out
