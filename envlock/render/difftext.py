@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from envlock.diff.engine import ManyDiff, PairDiff
@@ -136,14 +135,15 @@ def _wrap(text: str, width: int, hang: int) -> list[str]:
     return w.wrap(text)  # type: ignore[no-any-return]
 
 
-@dataclass
 class _Out:
-    """Where a text diff goes: the console, its width, and whether cells may be cut."""
+    """Where a text diff goes: the console, its width, whether cells may be cut, and what a
+    text is made with (rich's ``Text``, or a plain string for a plain console).  A plain class,
+    not a dataclass: ``dataclasses`` would build its methods with ``exec`` on every import."""
 
-    console: Any
-    width: int
-    cut: bool
-    text: Any  # rich.text.Text, imported when a diff is printed
+    __slots__ = ("console", "width", "cut", "text")
+
+    def __init__(self, console: Any, width: int, cut: bool, text: Any) -> None:
+        self.console, self.width, self.cut, self.text = console, width, cut, text
 
     def heading(self, title: str) -> None:
         self.console.print(self.text(title, style="bold underline"))
