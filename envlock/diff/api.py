@@ -191,11 +191,13 @@ def iter_inputs(paths: Sequence[PathLike], kb: KB) -> Iterator[FactSet]:
         yield fs
 
 
-def _read_many(paths: Sequence[PathLike], kb: KB) -> Iterator[tuple[FactSet, Any]]:
+def _read_many(paths: Sequence[PathLike], kb: KB, *, union: bool = True
+               ) -> Iterator[tuple[FactSet, Any]]:
     """:func:`iter_inputs`, each input with the shared dicts its facts are the union of
-    (:meth:`ManyTally.add`'s ``parts``), or ``None``."""
-    from envlock.diff import foreign
-    from envlock.diff.fleet import FleetReader, read_text
+    (:meth:`ManyTally.add`'s ``parts``), or ``None``.  Without ``union`` an input yielded
+    with its ``parts`` has ``facts`` left empty but for the first input's (the caller reads
+    the parts: :meth:`ManyTally.add`)."""
+    from envlock.diff.fleet import FleetReader
     from envlock.diff.typecheck import check as check_shape
 
     fleet = FleetReader(kb.aliases)
@@ -203,13 +205,16 @@ def _read_many(paths: Sequence[PathLike], kb: KB) -> Iterator[tuple[FactSet, Any
     for p in paths:
         path = os.fspath(p)
         text = read_text(path)
-        got = fleet.facts(path, text) if text is not None and text.strip() else None
+        got = fleet.facts(path, text, union=union or first is None) if (
+            text is not None and text.strip()) else None
         parts = None
         if got is not None:  # a node manifest, its equal tables read once for the fleet
             data, fs, parts = got
             fs.label = _label(p, data, True)
             r: Any = _Manifest(data)
         else:
+            from envlock.diff import foreign
+
             r = foreign.reading(p)
             if r.kind == "manifest":
                 check_shape(r.data, path)
@@ -321,7 +326,7 @@ def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),
     tally: ManyTally | None = None
     if len(files) > 2:  # streamed: one input at a time, interned (memory: distinct facts)
         tally = ManyTally()
-        for fs, parts in _read_many(files, kb):
+        for fs, parts in _read_many(files, kb, union=False):
             tally.add(fs, parts)
         unique_labels(tally.inputs)
         sets = tally.inputs
