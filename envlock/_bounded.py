@@ -76,11 +76,15 @@ class InputError(EnvlockError, ValueError):
     """An input file cannot be read safely; ``str(exc)`` is one line naming the file."""
 
 
+#: the control characters :func:`one_line` shows as spaces (below 32, and DEL)
+_CONTROLS = {**{i: " " for i in range(32)}, 127: " "}
+
+
 def one_line(text: str, limit: int = 200) -> str:
     """``text`` on one line (control characters as spaces), cut to ``limit`` characters with a
     middle ellipsis — for echoing a piece of untrusted input in an error message."""
     def flat(t: str) -> str:  # one character for one: the cut below can come first
-        return "".join(" " if (ord(c) < 32 or ord(c) == 127) else c for c in t)
+        return t.translate(_CONTROLS)
 
     if len(text) <= limit:
         return flat(text)

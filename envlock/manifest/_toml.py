@@ -129,7 +129,11 @@ _TABLE = {dict}
 
 def _nesting(kinds: set[type]) -> bool:
     """Whether one of ``kinds`` is a table or an array (a dict or list, or a subclass)."""
-    return any(issubclass(k, (dict, list)) for k in kinds)
+    return not kinds <= _LEAVES and any(issubclass(k, (dict, list)) for k in kinds)
+
+
+#: the scalar types the TOML and JSON parsers return, which never nest.
+_LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
 def load_json(text: str, name: str) -> Any:
