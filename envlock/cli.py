@@ -46,6 +46,14 @@ class LazyGroup(click.Group):
         module = importlib.import_module(spec[0])
         return getattr(module, spec[1])
 
+    def get_help(self, ctx: click.Context) -> str:
+        """click's help text; ``envlock --help`` has nothing left to do once it is written
+        (:func:`envlock._exit.finished`)."""
+        from envlock._exit import finished
+
+        finished(0)
+        return super().get_help(ctx)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
         if rows:
@@ -115,14 +123,21 @@ def main(argv: list[str] | None = None) -> Any:
     interrupt (Ctrl-C, ``SIGINT`` from a job scheduler) is ``Error: interrupted`` (exit 130).
     """
     from envlock._io import null_closed_streams
+    from envlock._exit import FINISHED, end_at_once
     from envlock.commands._common import Interrupted
 
     # `envlock run … >&-` (a job script that closed stdout or stderr): the job still runs,
     # envlock's own messages to the closed stream are dropped
     null_closed_streams()
+    program = argv is None  # the console script or `python -m envlock`, not a caller's call
+    FINISHED.clear()
     try:
         rv = cli.main(args=argv, prog_name="envlock", standalone_mode=False,
                       terminal_width=_help_width())
+    except SystemExit as exc:
+        if program:
+            end_at_once(exc.code)
+        raise
     except click.UsageError as exc:
         ctx = exc.ctx
         where = ctx.command_path if ctx is not None else "envlock"
@@ -138,4 +153,7 @@ def main(argv: list[str] | None = None) -> Any:
             sys.modules["envlock._run"].cancel_all()
         click.echo("Error: interrupted", err=True)
         sys.exit(130)
+    if program:
+        end_at_once(rv if isinstance(rv, int) else 0)
     sys.exit(rv if isinstance(rv, int) else 0)
+

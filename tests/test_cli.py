@@ -316,3 +316,33 @@ def _in_pty(argv: list[str], columns: int, env: dict[str, str]) -> bytes:
     finally:
         os.close(master)
     return out
+
+
+def test_a_finished_diff_ends_the_program_at_once(tmp_path: Path) -> None:
+    """Run as the program, ``envlock diff`` and ``envlock --help`` end the process once their
+    output is flushed (``envlock._exit``): the status and every byte are there, and no
+    interpreter teardown runs (an ``atexit`` handler does not); called with an ``argv`` by a
+    program, ``main`` returns through ``SystemExit`` as before."""
+    from envlock.manifest._toml import dumps
+
+    m = tmp_path / "m.toml"
+    m.write_text(dumps({"envlock": {"schema": 1}, "python": {"status": "ok", "version": "3.11.8"}}))
+    n = tmp_path / "n.toml"
+    n.write_text(dumps({"envlock": {"schema": 1}, "python": {"status": "ok", "version": "3.12.1"}}))
+    head = ("import atexit, sys\natexit.register(lambda: print('TEARDOWN', file=sys.stderr))\n"
+            "from envlock.cli import main\n")
+    for argv, code in (([str(m), str(n)], 1), ([str(m), str(m)], 0)):
+        program = subprocess.run([sys.executable, "-c", head + f"sys.argv = ['envlock', 'diff', *{argv!r}]\nmain()"],
+                                 capture_output=True, text=True, timeout=60)
+        called = subprocess.run([sys.executable, "-c", head + f"main(['diff', *{argv!r}])"],
+                                capture_output=True, text=True, timeout=60)
+        assert program.returncode == called.returncode == code
+        assert program.stdout == called.stdout and "envlock diff:" in program.stdout
+        assert "TEARDOWN" not in program.stderr and "TEARDOWN" in called.stderr
+    helped = subprocess.run([sys.executable, "-c", head + "sys.argv = ['envlock', '--help']\nmain()"],
+                            capture_output=True, text=True, timeout=60)
+    assert helped.returncode == 0 and "Commands:" in helped.stdout
+    assert "TEARDOWN" not in helped.stderr
+    failed = subprocess.run([sys.executable, "-c", head + f"sys.argv = ['envlock', 'diff', {str(m)!r}]\nmain()"],
+                            capture_output=True, text=True, timeout=60)
+    assert failed.returncode == 2 and "TEARDOWN" in failed.stderr  # an error exits as Python does

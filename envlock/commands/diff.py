@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from envlock._kinds import names_for_help
+from envlock._exit import finished
 from envlock.commands._common import handle_errors, pipe_safe, selection_options, will_exit
 
 __all__ = ["diff"]
@@ -99,7 +100,7 @@ def diff(inputs: tuple[str, ...], fmt: str, only: tuple[str, ...], ignore: tuple
         else:
             _text(result, width, show_all)
         sys.stdout.flush()
-        sys.exit(code)
+        sys.exit(finished(code))
     finally:
         if collecting:
             gc.enable()
