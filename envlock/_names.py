@@ -1,11 +1,11 @@
-"""Project-name normalization (PEP 503) and conda's names of PyPI projects, in one place,
-importable without anything else."""
+"""Project-name normalization (PEP 503), conda's names of PyPI projects and its metapackages,
+in one place, importable without anything else (re-exported by :mod:`envlock.formats.conda`)."""
 
 from __future__ import annotations
 
 import re
 
-__all__ = ["CONDA_TO_PYPI", "canonicalize"]
+__all__ = ["CONDA_TO_PYPI", "canonicalize", "is_metapackage"]
 
 _CANON = re.compile(r"[-_.]+")
 
@@ -58,3 +58,16 @@ CONDA_TO_PYPI = {
     "python-graphviz": "graphviz",
     "python-installer": "installer",
 }
+
+
+_METAPACKAGES = frozenset({"pytorch-gpu", "pytorch-cpu", "tensorflow-gpu", "tensorflow-cpu",
+                           "_pytorch_select", "pytorch-mutex", "blas-devel-select",
+                           "_tflow_select", "_tflow_190_select", "_tflow_1100_select"})
+
+
+def is_metapackage(name: str) -> bool:
+    """Whether conda package ``name`` only selects a variant of another (holds no code):
+    ``pytorch-gpu``, ``tensorflow-gpu``, ``_pytorch_select``, ``_libgcc_mutex``,
+    ``_openmp_mutex``, ``pytorch-mutex``, ``*_select``."""
+    return (name in _METAPACKAGES or name.endswith(("_mutex", "-mutex", "_select"))
+            or (name.startswith("_") and "select" in name))

@@ -46,6 +46,14 @@ class LazyGroup(click.Group):
         module = importlib.import_module(spec[0])
         return getattr(module, spec[1])
 
+    def get_help(self, ctx: click.Context) -> str:
+        """click's help text; ``envlock --help`` has nothing left to do once it is written
+        (:func:`envlock._exit.finished`)."""
+        from envlock._exit import finished
+
+        finished(0)
+        return super().get_help(ctx)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
         if rows:
@@ -82,6 +90,30 @@ def cli() -> None:
     """
 
 
+def _help_width() -> int:
+    """The width click's ``HelpFormatter`` lays help out for (click 8: ``FORCED_WIDTH``, else
+    ``max(min(shutil.get_terminal_size().columns, 80) - 2, 50)``), computed as
+    :func:`shutil.get_terminal_size` does (``$COLUMNS``, else stdout's terminal, else 80)
+    without importing :mod:`shutil` (with bz2 and lzma, ~2 ms of ``envlock --help``)."""
+    import os
+
+    from click import formatting
+
+    if formatting.FORCED_WIDTH is not None:
+        return formatting.FORCED_WIDTH
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 80
+        columns = columns or 80
+    return max(min(columns, 80) - 2, 50)
+
+
 def main(argv: list[str] | None = None) -> Any:
     """Console-script entry point.
 
@@ -91,13 +123,21 @@ def main(argv: list[str] | None = None) -> Any:
     interrupt (Ctrl-C, ``SIGINT`` from a job scheduler) is ``Error: interrupted`` (exit 130).
     """
     from envlock._io import null_closed_streams
+    from envlock._exit import FINISHED, end_at_once
     from envlock.commands._common import Interrupted
 
     # `envlock run … >&-` (a job script that closed stdout or stderr): the job still runs,
     # envlock's own messages to the closed stream are dropped
     null_closed_streams()
+    program = argv is None  # the console script or `python -m envlock`, not a caller's call
+    FINISHED.clear()
     try:
-        rv = cli.main(args=argv, prog_name="envlock", standalone_mode=False)
+        rv = cli.main(args=argv, prog_name="envlock", standalone_mode=False,
+                      terminal_width=_help_width())
+    except SystemExit as exc:
+        if program:
+            end_at_once(exc.code)
+        raise
     except click.UsageError as exc:
         ctx = exc.ctx
         where = ctx.command_path if ctx is not None else "envlock"
@@ -113,4 +153,7 @@ def main(argv: list[str] | None = None) -> Any:
             sys.modules["envlock._run"].cancel_all()
         click.echo("Error: interrupted", err=True)
         sys.exit(130)
+    if program:
+        end_at_once(rv if isinstance(rv, int) else 0)
     sys.exit(rv if isinstance(rv, int) else 0)
+

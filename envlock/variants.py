@@ -1,5 +1,7 @@
 """The build variants a fix may name, as data with their sources: PyTorch's pip indexes and
-conda-forge's ``cuda-version`` values (issue 25: a fix names only things that exist).
+conda-forge's ``cuda-version`` values (issue 25: a fix names only things that exist); and the
+variant a conda build string names (:func:`build_variant`, re-exported by
+:mod:`envlock.formats.conda`).
 
 Sources:
 
@@ -24,7 +26,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["PYTORCH_INDEXES", "CONDA_FORGE_CUDA_VERSIONS", "PYTORCH_CUDA_CHANNEL",
+__all__ = ["build_variant", "PYTORCH_INDEXES", "CONDA_FORGE_CUDA_VERSIONS", "PYTORCH_CUDA_CHANNEL",
            "pytorch_index_url", "index_name", "cuda_indexes", "conda_forge_cuda_version"]
 
 #: the names of PyTorch's pip indexes (``https://download.pytorch.org/whl/<name>``).
@@ -72,3 +74,25 @@ def conda_forge_cuda_version(cuda: str) -> str | None:
     ``None`` (``"12.1.105"`` → ``"12.1"``; ``"8.0"``, ``"12.7"`` → ``None``)."""
     m = re.match(r"(\d+\.\d+)", cuda)
     return m.group(1) if m and m.group(1) in CONDA_FORGE_CUDA_VERSIONS else None
+
+
+def build_variant(build: str | None) -> str | None:
+    """The CUDA/cuDNN/CPU variant a conda build string names.
+
+    ``cuda100py37h938c94c_0`` → ``"CUDA 10.0"``; ``py36_cuda8.0.61_cudnn7.1.2_3`` → ``"CUDA 8.0
+    (cuDNN 7.1.2)"``; ``cuda126py312h…`` → ``"CUDA 12.6"``; ``cuda120_py311…`` → ``"CUDA 12.0"``;
+    ``py3.8_cuda11.8_cudnn8.7.0_0`` → ``"CUDA 11.8 (cuDNN 8.7.0)"``; ``cpu_py311…``,
+    ``py3.8_cpu_0`` → ``"CPU-only"``; anything else ``None``.  (Build strings of the
+    ``pytorch`` and ``conda-forge`` channels; the digits after ``cuda`` without a dot are
+    ``<major><minor>``, the last digit being the minor.)
+    """
+    if not build:
+        return None
+    if re.search(r"(^|_)cpu(_|$|py)", build):
+        return "CPU-only"
+    m = re.search(r"cuda(\d+)\.(\d+)", build) or re.search(r"cuda(\d{1,2})(\d)(?=_|py|h|$)", build)
+    if not m:
+        return None
+    out = f"CUDA {int(m.group(1))}.{m.group(2)}"
+    dnn = re.search(r"cudnn(\d+(?:\.\d+)*)", build)
+    return f"{out} (cuDNN {dnn.group(1)})" if dnn else out

@@ -20,7 +20,7 @@ PKG = Path(__file__).resolve().parents[1] / "envlock"
 LAYERS: dict[str, int] = {
     "_version": 0, "_names": 0, "_run": 0, "errors": 0, "redact": 0, "findings": 0, "cache": 0,
     "nvidia": 0, "variants": 0, "_io": 0, "libfamilies": 0, "_untrusted": 0, "_kinds": 0,
-    "_selection": 0, "_placeholders": 0, "cachesecrets": 0, "_bounded": 0,
+    "_selection": 0, "_placeholders": 0, "cachesecrets": 0, "_bounded": 0, "_exit": 0,
     "manifest": 1,
     "formats": 2,
     "libs": 2,

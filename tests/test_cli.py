@@ -268,3 +268,81 @@ def test_verify_reads_conda_lock_s_explicit_lock_as_diff_and_restore_do(runner: 
     assert "unknown lockfile kind" not in res.output
     assert [f["title"] for f in doc["findings"] if f["id"] == "packages.missing"] == [
         f"lockfile {explicit.name} holds conda packages but the target is not a conda environment"]
+
+
+@pytest.mark.parametrize("columns", [None, "30", "60", "100", "abc", "-5"])
+def test_help_width_is_clicks_own(columns: str | None) -> None:
+    """``envlock --help`` computes click's help width without :mod:`shutil`
+    (``cli._help_width``); the text is what click lays out itself, in a child whose stdout is
+    a pipe, and in one whose stdout is a real terminal of 97 and 45 columns (a pty)."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    if columns is not None:
+        env["COLUMNS"] = columns
+    clicks = [sys.executable, "-c", "import sys; from envlock.cli import cli; "
+              "cli.main(['--help'], prog_name='envlock')"]
+    ours = [sys.executable, "-m", "envlock", "--help"]
+    got = subprocess.run(ours, capture_output=True, text=True, timeout=60, env=env)
+    want = subprocess.run(clicks, capture_output=True, text=True, timeout=60, env=env)
+    assert got.returncode == want.returncode == 0
+    assert got.stdout == want.stdout
+    if columns is None:
+        for cols in (97, 45):
+            assert _in_pty(ours, cols, env) == _in_pty(clicks, cols, env)
+
+
+def _in_pty(argv: list[str], columns: int, env: dict[str, str]) -> bytes:
+    """What ``argv`` writes to a pseudo-terminal of ``columns`` columns."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+    try:
+        proc = subprocess.Popen(argv, stdout=slave, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL, env=env)
+        os.close(slave)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+        proc.wait(timeout=60)
+    finally:
+        os.close(master)
+    return out
+
+
+def test_a_finished_diff_ends_the_program_at_once(tmp_path: Path) -> None:
+    """Run as the program, ``envlock diff`` and ``envlock --help`` end the process once their
+    output is flushed (``envlock._exit``): the status and every byte are there, and no
+    interpreter teardown runs (an ``atexit`` handler does not); called with an ``argv`` by a
+    program, ``main`` returns through ``SystemExit`` as before."""
+    from envlock.manifest._toml import dumps
+
+    m = tmp_path / "m.toml"
+    m.write_text(dumps({"envlock": {"schema": 1}, "python": {"status": "ok", "version": "3.11.8"}}))
+    n = tmp_path / "n.toml"
+    n.write_text(dumps({"envlock": {"schema": 1}, "python": {"status": "ok", "version": "3.12.1"}}))
+    head = ("import atexit, sys\natexit.register(lambda: print('TEARDOWN', file=sys.stderr))\n"
+            "from envlock.cli import main\n")
+    for argv, code in (([str(m), str(n)], 1), ([str(m), str(m)], 0)):
+        program = subprocess.run([sys.executable, "-c", head + f"sys.argv = ['envlock', 'diff', *{argv!r}]\nmain()"],
+                                 capture_output=True, text=True, timeout=60)
+        called = subprocess.run([sys.executable, "-c", head + f"main(['diff', *{argv!r}])"],
+                                capture_output=True, text=True, timeout=60)
+        assert program.returncode == called.returncode == code
+        assert program.stdout == called.stdout and "envlock diff:" in program.stdout
+        assert "TEARDOWN" not in program.stderr and "TEARDOWN" in called.stderr
+    helped = subprocess.run([sys.executable, "-c", head + "sys.argv = ['envlock', '--help']\nmain()"],
+                            capture_output=True, text=True, timeout=60)
+    assert helped.returncode == 0 and "Commands:" in helped.stdout
+    assert "TEARDOWN" not in helped.stderr
+    failed = subprocess.run([sys.executable, "-c", head + f"sys.argv = ['envlock', 'diff', {str(m)!r}]\nmain()"],
+                            capture_output=True, text=True, timeout=60)
+    assert failed.returncode == 2 and "TEARDOWN" in failed.stderr  # an error exits as Python does

@@ -40,7 +40,19 @@ def _tables() -> list[type]:
 def test_generated_file_is_current() -> None:
     """``_methods.py`` is what the generator writes for the tables as they are now."""
     assert _codegen.generate() == _codegen.TARGET.read_text(encoding="utf-8")
+    assert _codegen.generate_shapes() == _codegen.SHAPES_TARGET.read_text(encoding="utf-8")
     assert _codegen.main(["--check"]) == 0
+
+
+def test_generated_shapes_are_the_models() -> None:
+    """``diff``'s type checks (``envlock.diff.typecheck``) read ``_shapes.TABLES``: the shapes
+    the model's type hints give (``envlock.manifest.shape.table_shapes``), equal value for
+    value, types and all."""
+    from envlock.diff.typecheck import STR_MAP, shapes
+    from envlock.manifest import shape
+
+    assert shapes() == shape.table_shapes()
+    assert STR_MAP == shape.STR_MAP
 
 
 def test_every_table_uses_the_generated_methods() -> None:

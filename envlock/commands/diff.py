@@ -8,9 +8,28 @@ from typing import Any
 import click
 
 from envlock._kinds import names_for_help
+from envlock._exit import finished
 from envlock.commands._common import handle_errors, pipe_safe, selection_options, will_exit
 
 __all__ = ["diff"]
+
+
+def _text(result: Any, width: int | None, show_all: bool) -> None:
+    """The text diff on stdout: piped, written without rich when that writes the same bytes
+    (:mod:`envlock.render.plainconsole`), else on a rich console."""
+    from envlock.render.difftext import render_text
+    from envlock.render.plainconsole import plain_console
+
+    plain = plain_console(width)
+    if plain is not None:
+        render_text(result, plain, show_all=show_all, cut=False)
+        if plain.exact():
+            sys.stdout.write(plain.text())
+            return
+    from rich.console import Console
+
+    console = pipe_safe(Console(file=sys.stdout, width=width, soft_wrap=False, highlight=False))
+    render_text(result, console, show_all=show_all, cut=console.is_terminal and sys.stdout.isatty())
 
 
 def _split(values: tuple[str, ...]) -> list[str]:
@@ -79,16 +98,9 @@ def diff(inputs: tuple[str, ...], fmt: str, only: tuple[str, ...], ignore: tuple
         elif fmt == "markdown":
             click.echo(render.render_markdown(result, show_all=show_all), nl=False)
         else:
-            from rich.console import Console
-
-            from envlock.render.difftext import render_text
-
-            console = pipe_safe(Console(file=sys.stdout, width=width, soft_wrap=False,
-                                        highlight=False))
-            render_text(result, console, show_all=show_all,
-                        cut=console.is_terminal and sys.stdout.isatty())
+            _text(result, width, show_all)
         sys.stdout.flush()
-        sys.exit(code)
+        sys.exit(finished(code))
     finally:
         if collecting:
             gc.enable()

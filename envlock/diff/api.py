@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -26,7 +27,11 @@ from envlock.diff.engine import (
 )
 from envlock.diff.facts import FactSet, areas_of, extract
 from envlock.diff.impact import KB, load_kb
+from envlock._bounded import MAX_PACKAGES
+from envlock.diff.fleet import read_text
 from envlock.errors import EnvlockError, ManifestError
+from envlock.manifest._schema import check_header
+from envlock.manifest._toml import load_toml
 
 
 class NothingToCompareError(EnvlockError):
@@ -75,16 +80,19 @@ def load_inputs(paths: Sequence[PathLike], kb: KB, *, extras: Sequence[str] = ()
         sets = list(iter_inputs(paths, kb))
         unique_labels(sets)
         return sets
-    from envlock.diff import foreign
     from envlock.diff.typecheck import check as check_shape
 
-    readings = [foreign.reading(p) for p in paths]
+    readings = [_reading(p) for p in paths]
     for p, r in zip(paths, readings, strict=True):
         if r.kind == "manifest":
             check_shape(r.data, os.fspath(p))
     notes: list[list[str]] = [[] for _ in paths]
     if len(paths) == 2:  # a universal lock against a manifest: read for the manifest's target
         for i in (0, 1):
+            if readings[i].lock is None:
+                continue  # not a lock: foreign.for_target would return it as it is
+            from envlock.diff import foreign
+
             narrowed, note = foreign.for_target(
                 readings[i], readings[1 - i], name=os.path.basename(paths[i]),
                 other_name=os.path.basename(paths[1 - i]), extras=extras, dev=dev,
@@ -103,6 +111,54 @@ def load_inputs(paths: Sequence[PathLike], kb: KB, *, extras: Sequence[str] = ()
         _match_markers(sets[0], sets[i], readings[0], readings[i])
     unique_labels(sets)
     return sets
+
+
+def _reading(p: PathLike) -> Any:
+    """One input read: a manifest the short way (:func:`_manifest`), anything else (and a
+    manifest that way refuses) by :func:`envlock.diff.foreign.reading`, which words errors."""
+    got = _manifest(os.fspath(p))
+    if got is not None:
+        return got
+    from envlock.diff import foreign
+
+    return foreign.reading(p)
+
+
+#: the first content line of a text (:func:`envlock.formats.envfiles.is_explicit`'s rule)
+_FIRST = re.compile(r"^[ \t]*([^#\s].*)$", re.MULTILINE)
+
+
+def _manifest(path: str) -> _Manifest | None:
+    """The reading :func:`envlock.formats.read` gives a plain envlock manifest, without the
+    readers of every other format (~10 ms of imports): a ``.toml``/``.json`` file whose first
+    content line is not ``@EXPLICIT`` (the one format recognised before TOML is parsed), that
+    parses (:func:`~envlock.manifest._toml.load_toml`), has an ``[envlock]`` table (the first
+    TOML format :data:`envlock._kinds.FORMATS` tries), a header envlock reads
+    (:func:`~envlock.manifest._schema.check_header`), no ``[run]`` and at most
+    :data:`~envlock._bounded.MAX_PACKAGES` packages.  ``None`` for anything else: the full
+    reader then reads it, or words why not."""
+    if os.path.splitext(path)[1].lower() not in (".toml", ".json"):
+        return None
+    text = read_text(path)
+    if text is None or not text.strip():
+        return None
+    first = _FIRST.search(text)
+    if first and first.group(1).rstrip() == "@EXPLICIT":
+        return None
+    try:
+        data = load_toml(text, path)
+        if "envlock" not in data or "run" in data:
+            return None
+        check_header(data)
+    except (EnvlockError, ValueError, RecursionError):
+        return None
+    tables = [data.get("pip"), data.get("conda")]
+    if not all(t is None or (isinstance(t, dict) and isinstance(t.get("packages", []), list))
+               for t in tables):
+        return None
+    if sum(len(t.get("packages") or ()) for t in tables if t is not None) > MAX_PACKAGES:
+        return None
+    return _Manifest(data)
 
 
 def _facts(p: PathLike, r: Any, kb: KB, *, many: bool) -> FactSet:
@@ -135,11 +191,13 @@ def iter_inputs(paths: Sequence[PathLike], kb: KB) -> Iterator[FactSet]:
         yield fs
 
 
-def _read_many(paths: Sequence[PathLike], kb: KB) -> Iterator[tuple[FactSet, Any]]:
+def _read_many(paths: Sequence[PathLike], kb: KB, *, union: bool = True
+               ) -> Iterator[tuple[FactSet, Any]]:
     """:func:`iter_inputs`, each input with the shared dicts its facts are the union of
-    (:meth:`ManyTally.add`'s ``parts``), or ``None``."""
-    from envlock.diff import foreign
-    from envlock.diff.fleet import FleetReader, read_text
+    (:meth:`ManyTally.add`'s ``parts``), or ``None``.  Without ``union`` an input yielded
+    with its ``parts`` has ``facts`` left empty but for the first input's (the caller reads
+    the parts: :meth:`ManyTally.add`)."""
+    from envlock.diff.fleet import FleetReader
     from envlock.diff.typecheck import check as check_shape
 
     fleet = FleetReader(kb.aliases)
@@ -147,13 +205,16 @@ def _read_many(paths: Sequence[PathLike], kb: KB) -> Iterator[tuple[FactSet, Any
     for p in paths:
         path = os.fspath(p)
         text = read_text(path)
-        got = fleet.facts(path, text) if text is not None and text.strip() else None
+        got = fleet.facts(path, text, union=union or first is None) if (
+            text is not None and text.strip()) else None
         parts = None
         if got is not None:  # a node manifest, its equal tables read once for the fleet
             data, fs, parts = got
             fs.label = _label(p, data, True)
             r: Any = _Manifest(data)
         else:
+            from envlock.diff import foreign
+
             r = foreign.reading(p)
             if r.kind == "manifest":
                 check_shape(r.data, path)
@@ -265,7 +326,7 @@ def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),
     tally: ManyTally | None = None
     if len(files) > 2:  # streamed: one input at a time, interned (memory: distinct facts)
         tally = ManyTally()
-        for fs, parts in _read_many(files, kb):
+        for fs, parts in _read_many(files, kb, union=False):
             tally.add(fs, parts)
         unique_labels(tally.inputs)
         sets = tally.inputs

@@ -35,7 +35,7 @@ from envlock.diff.factset import (
     str_or_none,
 )
 from envlock._kinds import STACK_AREAS
-from envlock.formats.conda import is_metapackage
+from envlock._names import is_metapackage
 from envlock.redact import redact_variable
 
 __all__ = ["Pkg", "Impl", "Lib", "FactSet", "extract", "normalize_name", "display", "same", "areas_of",
@@ -68,11 +68,25 @@ def _cpu(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
         put_fact(out, "cpu", "isa", frozenset(str(f).lower() for f in flags))
 
 
+#: (name, value) → the value :func:`envlock.redact.redact_variable` makes of it, a pure
+#: function: a fleet's node manifests hold the same variables, redacted once (at most
+#: :data:`_MAX_REDACTED` kept, then it starts again)
+_REDACTED: dict[tuple[str, str], str] = {}
+_MAX_REDACTED = 100_000
+
+
 def _env(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
     variables = t.get("vars")
     if isinstance(variables, Mapping):
+        seen = _REDACTED
         for name, value in variables.items():  # a foreign manifest may hold what we redact
-            put_fact(out, "env", str(name), redact_variable(str(name), str(value))[0])
+            key = (str(name), str(value))
+            shown = seen.get(key)
+            if shown is None:
+                if len(seen) >= _MAX_REDACTED:
+                    seen.clear()
+                shown = seen[key] = redact_variable(*key)[0]
+            put_fact(out, "env", key[0], shown)
 
 
 def _git_state(scope: str, g: Mapping[str, Any], out: Sink) -> None:

@@ -28,6 +28,7 @@ from typing import Any
 
 from envlock.diff.facts import EXTRACTORS, FactSet, extract
 from envlock.errors import EnvlockError
+from envlock._bounded import MAX_PACKAGES
 from envlock._io import InputError
 from envlock._io import read_text as _read
 from envlock.manifest._schema import check_header
@@ -71,18 +72,20 @@ class FleetReader:
         self._tables: dict[str, dict[str, Any] | None] = {}
         self._units: dict[tuple[str, ...], tuple[FactSet, bool]] = {}
         self._seen: set[int] = set()
+        self._layouts: dict[tuple[str, ...], dict[str, list[str]]] = {}
         #: whether the last file read has a package listed per environment marker
         #: (``name ; marker``): then its keys may need matching to another input's
         self.marked = False
 
-    def facts(self, path: str, text: str
+    def facts(self, path: str, text: str, *, union: bool = True
               ) -> tuple[dict[str, Any], FactSet, Parts] | None:
         """``(the manifest's tables, their facts, (shared, own))`` of a node manifest ``text``
         read from ``path`` (facts labelled by nothing yet), or ``None`` when the file must be
         read whole (see the module docstring).  ``shared``: the facts of the units read
         before, one dict a unit (the same objects for every file with the same text of those
         tables; not to be changed); ``own``: the facts of the others; the facts are their
-        union."""
+        union.  Without ``union``, ``FactSet.facts`` stays empty unless the file has a package
+        listed per environment marker (:attr:`marked`): the caller reads ``(shared, own)``."""
         if not path.endswith(".toml"):
             return None
         # the top-level tables ([name] lines) split the text; every other table line of a
@@ -104,8 +107,6 @@ class FleetReader:
             if body is None:
                 return None
             data[name] = body
-        from envlock.formats import MAX_PACKAGES
-
         listed = sum(len(t.get("packages") or ()) for t in (data.get("pip"), data.get("conda"))
                      if isinstance(t, dict) and isinstance(t.get("packages") or (), list))
         if listed > MAX_PACKAGES:
@@ -115,10 +116,15 @@ class FleetReader:
             check_header(data)
         except EnvlockError:
             return None
-        units: dict[str, list[str]] = {}
-        for name in sorted(texts, key=lambda k: (k != "conda", k)):
-            units.setdefault(_unit(name), []).append(name)
+        layout = tuple(texts)
+        units = self._layouts.get(layout)
+        if units is None:  # the units of these tables, once per order of table names
+            units = {}
+            for name in sorted(texts, key=lambda k: (k != "conda", k)):
+                units.setdefault(_unit(name), []).append(name)
+            self._layouts[layout] = units
         fs = FactSet(label="", path=path, kind="manifest")
+        facts: list[dict[tuple[str, str], Any]] = []
         parts: list[dict[tuple[str, str], Any]] = []
         own: dict[tuple[str, str], Any] = {}
         self.marked = False
@@ -135,11 +141,14 @@ class FleetReader:
                 self._keep(self._units, key, (part, marked))
                 own.update(part.facts)
             self.marked = self.marked or marked
-            fs.facts.update(part.facts)
+            facts.append(part.facts)
             fs.areas.update(part.areas)
             fs.generic |= part.generic
             if part.listing != "complete":
                 fs.listing = part.listing
+        if union or self.marked:
+            for f in facts:
+                fs.facts.update(f)
         return data, fs, (parts, own)
 
     def _table(self, name: str, text: str, path: str) -> Any:

@@ -184,10 +184,10 @@ class KB:
 
 
 def _read_toml(path: str) -> dict[str, Any]:
-    from envlock.diff.foreign import parse_toml
     from envlock.diff.kbcheck import validate
+    from envlock.manifest._toml import load_toml
 
-    data = parse_toml(read_text(path), path)
+    data = load_toml(read_text(path), path)
     validate(data, path)
     schema = data.get("schema", 1)
     if schema != 1:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
+from operator import itemgetter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,6 +93,13 @@ class _Filter:
             return not self.globs.match(key)
         return self._bare is None or not self._bare.match(key)
 
+    def keeps_all(self, area: str) -> bool:
+        """Whether :meth:`keep` keeps every key of ``area`` that has no ``:`` (no glob can
+        match one)."""
+        if self.only and area not in self.only:
+            return False
+        return self.globs is None or (self._for(area) is None and self._bare is None)
+
 
 def _reason(fs: FactSet, area: str) -> str:
     why = fs.areas.get(area)
@@ -146,9 +154,15 @@ def compare_pair(a: FactSet, b: FactSet, kb: KB, *, only: Sequence[str] = (),
     unknown: list[str] = []
     changes: list[Change] = []
     fa, fb = a.facts, b.facts
-    keep = _Filter(only, ignore).keep
+    filt = _Filter(only, ignore)
+    keep = filt.keep
     explicit = a.listing == "conda" or b.listing == "conda"
-    for key in fa.keys() | fb.keys():
+    keys: Any = fa.keys() | fb.keys()
+    if not explicit and not skip:
+        plain = _plainly_identical(fa, fb, {x for x in compared if filt.keeps_all(x)})
+        identical.update(map(itemgetter(0), plain))
+        keys -= set(plain)
+    for key in keys:
         area = key[0]
         if area not in compared or key in skip or not keep(area, key[1]):
             continue
@@ -190,6 +204,17 @@ def compare_pair(a: FactSet, b: FactSet, kb: KB, *, only: Sequence[str] = (),
                     tuple((rules.context([a, b]) if counts is None else []) + notes),
                     dict(satisfied), tuple(sorted(unknown)))
 
+
+
+def _plainly_identical(fa: dict[tuple[str, str], Any], fb: dict[tuple[str, str], Any],
+                       areas: set[str]) -> list[tuple[str, str]]:
+    """The facts :func:`compare_pair`'s loop would count identical at its first test, found in
+    one pass: equal values (not ``None``, not a package of version ``"unknown"``) in an area
+    compared whose keys no glob can filter (the key has no ``:``).  A 10,000-package diff
+    then walks only the facts that differ."""
+    get = fa.get
+    return [k for k, v in fb.items() if k[0] in areas and get(k) == v and v is not None
+            and ":" not in k[1] and not (isinstance(v, Pkg) and v.version == "unknown")]
 
 
 def _same_minor(va: Any, vb: Any) -> bool:

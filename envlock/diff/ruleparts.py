@@ -15,7 +15,7 @@ from typing import Any
 from envlock.diff.results import Change, Explanation
 from envlock.diff.facts import Pkg, display
 from envlock.diff.impact import KB, version_in
-from envlock.formats.conda import build_variant
+from envlock.variants import build_variant
 
 __all__ = ["accounted", "torch_variant", "GENERIC_RANK"]
 

@@ -3,7 +3,8 @@
 ``envlock show``/``restore`` build the whole manifest model (:meth:`Manifest.from_dict`), which
 checks every value but costs ~20 ms per 1,000-package manifest plus ~100 ms of imports; diff
 reads raw dicts to stay fast and tolerant of newer tables.  This module checks their values
-against the shapes derived from the model's type hints (:mod:`envlock.manifest.shape`), and
+against the shapes derived from the model's type hints (:mod:`envlock.manifest.shape`, as the
+literal :mod:`envlock.manifest._shapes`), and
 words errors like the model does:
 ``expected int, got str in 'cpu.logical-cores'``.  Keys it does not list are not checked
 (a newer envlock may add them); tables without an extractor are flattened generically.
@@ -15,17 +16,18 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from envlock.errors import ManifestError
-from envlock.manifest import shape as _shape
+from envlock.manifest import _shapes
 
 __all__ = ["shapes", "check"]
 
-STR_MAP = _shape.STR_MAP
+STR_MAP = _shapes.STR_MAP
 
 
 def shapes() -> dict[str, dict[str, Any]]:
-    """table → key → type, derived from the model (:func:`envlock.manifest.shape.table_shapes`);
-    ``[X]`` is an array of X, a dict is a (sub)table."""
-    return _shape.table_shapes()
+    """table → key → type, derived from the model (:func:`envlock.manifest.shape.table_shapes`,
+    written once into :mod:`envlock.manifest._shapes` by ``python -m envlock.manifest._codegen``,
+    so that diff imports no table module); ``[X]`` is an array of X, a dict is a (sub)table."""
+    return _shapes.TABLES
 
 
 _NAMES = {str: "str", int: "int", bool: "bool", float: "float"}

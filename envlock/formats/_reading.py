@@ -10,17 +10,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from envlock._bounded import MAX_PACKAGES
 from envlock.errors import ManifestError
 from envlock.formats import conda, locks
 
 __all__ = ["Reading", "Source", "partial", "from_lock", "MAX_PACKAGES", "bounded"]
 
-#: The most packages one input file may list (its pip entries and conda packages, on all the
-#: platforms a lockfile locks).  Real environments list hundreds to a few thousand (the largest
-#: real lockfiles in ``tests/formats/foreign`` lock about 2,000 packages on several platforms); a
-#: file of more is refused with one line instead of costing memory and time in proportion
-#: (issue 29: a 3-million-line freeze took 9.4 GB and 6 minutes through ``diff``).
-MAX_PACKAGES = 100_000
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from envlock._io import one_line
+from envlock._names import is_metapackage
+from envlock.variants import build_variant
 from envlock.errors import ManifestError
 from envlock.redact import REDACTED, redact_url
 import fnmatch
@@ -40,41 +42,6 @@ __all__ = ["CondaSpec", "parse_spec", "parse_url", "build_variant", "is_metapack
 
 #: What ``defaults`` means on Linux and macOS (conda's ``DEFAULT_CHANNELS_UNIX``).
 DEFAULT_CHANNELS = ("pkgs/main", "pkgs/r")
-
-_METAPACKAGES = frozenset({"pytorch-gpu", "pytorch-cpu", "tensorflow-gpu", "tensorflow-cpu",
-                           "_pytorch_select", "pytorch-mutex", "blas-devel-select",
-                           "_tflow_select", "_tflow_190_select", "_tflow_1100_select"})
-
-
-def is_metapackage(name: str) -> bool:
-    """Whether conda package ``name`` only selects a variant of another (holds no code):
-    ``pytorch-gpu``, ``tensorflow-gpu``, ``_pytorch_select``, ``_libgcc_mutex``,
-    ``_openmp_mutex``, ``pytorch-mutex``, ``*_select``."""
-    return (name in _METAPACKAGES or name.endswith(("_mutex", "-mutex", "_select"))
-            or (name.startswith("_") and "select" in name))
-
-
-def build_variant(build: str | None) -> str | None:
-    """The CUDA/cuDNN/CPU variant a conda build string names.
-
-    ``cuda100py37h938c94c_0`` → ``"CUDA 10.0"``; ``py36_cuda8.0.61_cudnn7.1.2_3`` → ``"CUDA 8.0
-    (cuDNN 7.1.2)"``; ``cuda126py312h…`` → ``"CUDA 12.6"``; ``cuda120_py311…`` → ``"CUDA 12.0"``;
-    ``py3.8_cuda11.8_cudnn8.7.0_0`` → ``"CUDA 11.8 (cuDNN 8.7.0)"``; ``cpu_py311…``,
-    ``py3.8_cpu_0`` → ``"CPU-only"``; anything else ``None``.  (Build strings of the
-    ``pytorch`` and ``conda-forge`` channels; the digits after ``cuda`` without a dot are
-    ``<major><minor>``, the last digit being the minor.)
-    """
-    if not build:
-        return None
-    if re.search(r"(^|_)cpu(_|$|py)", build):
-        return "CPU-only"
-    m = re.search(r"cuda(\d+)\.(\d+)", build) or re.search(r"cuda(\d{1,2})(\d)(?=_|py|h|$)", build)
-    if not m:
-        return None
-    out = f"CUDA {int(m.group(1))}.{m.group(2)}"
-    dnn = re.search(r"cudnn(\d+(?:\.\d+)*)", build)
-    return f"{out} (cuDNN {dnn.group(1)})" if dnn else out
-
 
 @dataclass(frozen=True, slots=True)
 class CondaSpec:

@@ -13,7 +13,6 @@ from typing import Any
 
 from envlock.diff.engine import Change, Explanation, InputFacts, ManyDiff, PairDiff
 from envlock.diff.facts import display
-import json
 
 __all__ = ["to_json", "render_json", "render_markdown", "JSON_SCHEMA", "varying_cells"]
 
@@ -209,6 +208,8 @@ NO_MAJORITY = "Facts with no majority value"
 
 def render_json(result: PairDiff | ManyDiff, *, show_all: bool = False) -> str:
     """The JSON document as text (two-space indent, keys in a fixed order)."""
+    import json  # the text output never needs it
+
     return json.dumps(to_json(result, show_all=show_all), indent=2, ensure_ascii=False) + "\n"
 
 

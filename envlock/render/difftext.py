@@ -1,4 +1,5 @@
-"""Write a diff as text on a rich console (rich imported here only, when a diff is printed).
+"""Write a diff as text on a rich console (rich imported here only, when a diff is printed to a
+terminal; piped, on :class:`envlock.render.plainconsole.PlainConsole`, which writes the same).
 
 The sections and their order are those of :mod:`envlock.render.diffreport`'s JSON and
 markdown: the code, the most likely explanations, the differences by area, what is identical
@@ -10,11 +11,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from envlock.diff.engine import ManyDiff, PairDiff
 from envlock.diff.facts import Pkg, display
+from envlock.render.plainconsole import PlainConsole, plain_text
 from envlock.render.diffreport import (NO_MAJORITY, _md_summary, _named, _no_code, _short,
                                        _spread_first, to_json, varying_cells)
 
@@ -134,14 +135,15 @@ def _wrap(text: str, width: int, hang: int) -> list[str]:
     return w.wrap(text)  # type: ignore[no-any-return]
 
 
-@dataclass
 class _Out:
-    """Where a text diff goes: the console, its width, and whether cells may be cut."""
+    """Where a text diff goes: the console, its width, whether cells may be cut, and what a
+    text is made with (rich's ``Text``, or a plain string for a plain console).  A plain class,
+    not a dataclass: ``dataclasses`` would build its methods with ``exec`` on every import."""
 
-    console: Any
-    width: int
-    cut: bool
-    text: Any  # rich.text.Text, imported when a diff is printed
+    __slots__ = ("console", "width", "cut", "text")
+
+    def __init__(self, console: Any, width: int, cut: bool, text: Any) -> None:
+        self.console, self.width, self.cut, self.text = console, width, cut, text
 
     def heading(self, title: str) -> None:
         self.console.print(self.text(title, style="bold underline"))
@@ -165,9 +167,9 @@ class _Out:
             self.say(f"why: {e['why']}", pad + 3, "", 5)
             self.say(f"do:  {e['do']}", pad + 3, "cyan", 5)
         if more:
-            self.console.print(f"{indent}({more} more; use --all)")
+            self.console.print(self.text(f"{indent}({more} more; use --all)"))
         if not exps:
-            self.console.print(f"{indent}(none)")
+            self.console.print(self.text(f"{indent}(none)"))
 
     def table(self, head: list[str], rows: list[list[Any]],
               one_line: Callable[[list[str]], str]) -> None:
@@ -237,7 +239,7 @@ def _many_sections(out: _Out, doc: dict[str, Any]) -> None:
         out.console.print(out.text(f"  {_named(d)}", style="bold"))
         out.explanations(d["explanations"], d["more_explanations"], indent="    ")
     if not doc["deviants"]:
-        out.console.print("  (none)")
+        out.console.print(out.text("  (none)"))
     out.console.print()
     if nm["explanations"] and not first:
         spread()
@@ -248,24 +250,33 @@ def _many_sections(out: _Out, doc: dict[str, Any]) -> None:
                   lambda r: f"{r[0]} {r[1]}: {r[2]}" + (f"; {r[3]}" if r[3] else ""))
 
 
+def _text_kind(console: Any) -> Any:
+    """What a text is made with on ``console``: rich's ``Text``, or a plain string."""
+    if isinstance(console, PlainConsole):
+        return plain_text
+    from rich.text import Text
+
+    return Text
+
+
 def render_text(result: PairDiff | ManyDiff, console: Any, *, show_all: bool = False,
                 cut: bool | None = None) -> None:
-    """Print the diff on a :class:`rich.console.Console`.
+    """Print the diff on a :class:`rich.console.Console`, or on a
+    :class:`envlock.render.plainconsole.PlainConsole` (piped output, without rich).
 
     :param cut: whether table cells may be shortened to fit ``console.width`` (default: when
         the console is a terminal).  When false (output to a file or a pipe, the normal case
         on a cluster) nothing is cut: a table wider than the console becomes one fact per
         line, wrapped at spaces, so every value reaches the log whole.
     """
-    from rich.text import Text
-
+    text = _text_kind(console)
     doc = to_json(result, show_all=show_all)
     names = [i["label"] for i in doc["inputs"]]
     head = f"{names[0]} → {names[1]}" if len(names) == 2 else f"{len(names)} inputs"
-    console.print(Text(f"envlock diff: {head}", style="bold"))
+    console.print(text(f"envlock diff: {head}", style="bold"))
     console.print()
-    console.print(Text("The code", style="bold underline"))
-    out = _Out(console, console.width, bool(console.is_terminal) if cut is None else cut, Text)
+    console.print(text("The code", style="bold underline"))
+    out = _Out(console, console.width, bool(console.is_terminal) if cut is None else cut, text)
     _code_and_context(out, doc)
     if doc["mode"] == "pair":
         assert isinstance(result, PairDiff)

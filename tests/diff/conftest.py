@@ -199,6 +199,30 @@ def _versions(value: Any) -> list[str]:
     return [w for w in re.split(r"[\s,;()]+", display(value)) if _VERSION_WORD.fullmatch(w)]
 
 
+def _check_plain(result: Any, rich_text: str) -> None:
+    """The diff written without rich (:mod:`envlock.render.plainconsole`, what ``envlock diff
+    … | cat`` prints) is rich's own output byte for byte, whenever it says it is exact; at 80
+    columns (rich's output given) and at 40 and 200, rich rendering again."""
+    import io
+
+    from rich.console import Console
+
+    from envlock.render.difftext import render_text
+    from envlock.render.plainconsole import PlainConsole
+
+    for width in (80, 40, 200):
+        plain = PlainConsole(width)
+        render_text(result, plain, show_all=True, cut=False)
+        if not plain.exact():
+            continue
+        if width != 80:
+            console = Console(file=io.StringIO(), width=width, highlight=False, soft_wrap=False,
+                              color_system=None, force_terminal=False)
+            render_text(result, console, show_all=True, cut=False)
+            rich_text = console.file.getvalue()
+        assert plain.text() == rich_text
+
+
 def _check_piped(result: Any) -> None:
     """Render ``result`` as ``envlock diff … | cat`` does (not a terminal, 80 columns) and
     check that every version of every differing fact is in it, whole."""
@@ -213,6 +237,7 @@ def _check_piped(result: Any) -> None:
                       color_system=None, force_terminal=False)
     render_text(result, console, show_all=True)
     text = console.file.getvalue()
+    _check_plain(result, text)
     words = set(re.split(r"[\s,;()]+", text))
     if isinstance(result, ManyDiff):
         values = [x for v in result.varying for x, _, _ in v.values]
