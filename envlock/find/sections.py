@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from envlock.manifest._toml import check_depth, load_toml
+from envlock.manifest._toml import check_depth, fast_parser, load_toml
 
 __all__ = ["SectionCache", "MAX_CACHED_CHARS"]
 
@@ -59,12 +59,7 @@ class SectionCache:
         self._chars = 0
         self._shared: dict[int, object] = {}
         self._marks: dict[tuple[str, int], tuple[object, Any]] = {}
-        try:
-            import rtoml
-
-            self._rtoml: Any = rtoml.loads
-        except ImportError:  # pragma: no cover - rtoml is a dependency
-            self._rtoml = None
+        self._rtoml: Any = fast_parser()
 
     def load(self, text: str, name: str, *, exact: bool = False) -> dict[str, Any]:
         """The top-level table of TOML (or JSON) ``text``: what ``load_toml(text, name,

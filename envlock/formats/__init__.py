@@ -22,7 +22,6 @@ from __future__ import annotations
 import importlib
 import os
 import re
-import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -162,14 +161,10 @@ def _json_document(src: Source) -> Reading:
 def _toml_refusal(text: str) -> None:
     """Raise what ``tomllib`` (the parser of uv's, poetry's, pdm's and pipenv's Python side and
     of ``packaging.pylock`` users) says of ``text``, one line."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
-    try:
-        tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ManifestError(f"malformed TOML ({one_line(str(exc))})") from None
+    try:  # tomllib judges (exact); the caller names the file, so load_toml is given no name
+        load_toml(text, "", exact=True, json=False)
+    except ManifestError as exc:
+        raise ManifestError(str(exc).removeprefix(": ")) from None
     raise ManifestError(_UNKNOWN)  # pragma: no cover - no TOML document opens with '{'
 
 

@@ -54,15 +54,17 @@ def unpinned_spec(spec: Path, platforms: Sequence[str], channels: Sequence[str]
     if not dropped:
         yield spec, dropped
         return
+    from envlock._io import write_file
+
     text = unpin_text(spec.read_text(encoding="utf-8"), dropped)
-    try:
-        fd, name = tempfile.mkstemp(prefix=".envlock-", suffix=f"-{spec.name}", dir=spec.parent)
-    except OSError:
-        fd, name = tempfile.mkstemp(prefix="envlock-", suffix=f"-{spec.name}")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        yield Path(name), dropped
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(name)
+    with tempfile.TemporaryDirectory(prefix="envlock-unpinned-") as tmp:
+        beside = spec.parent / f".envlock-{os.getpid()}-{os.urandom(4).hex()}-{spec.name}"
+        try:  # create-or-fail, never through a link (envlock._io)
+            name = write_file(beside, text)
+        except OSError:  # the spec's directory is not writable
+            name = write_file(Path(tmp) / spec.name, text)
+        try:
+            yield name, dropped
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(name)

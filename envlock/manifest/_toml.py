@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Callable
 from itertools import chain
 from pathlib import Path
 from typing import Any
@@ -150,7 +151,7 @@ def load_json(text: str, name: str) -> Any:
         raise ManifestError(f"{name}: malformed JSON ({one_line(str(exc))})") from None
 
 
-def load_toml(text: str, name: str, *, exact: bool = False) -> dict[str, Any]:
+def load_toml(text: str, name: str, *, exact: bool = False, json: bool = True) -> dict[str, Any]:
     """Parse TOML (or JSON when the text starts with ``{``): envlock's one TOML reader.
 
     Every TOML input — manifests, run records, lockfiles, impact models, ``uv.toml`` — is parsed
@@ -162,11 +163,14 @@ def load_toml(text: str, name: str, *, exact: bool = False) -> dict[str, Any]:
     uv's Python tooling parse with) judges the text.
 
     :param name: the file name shown in error messages.
+    :param json: read a text that starts with ``{`` as JSON; ``False`` for a file whose own
+        tool reads TOML only (a ``uv.lock`` written as JSON is then malformed TOML, worded by
+        :mod:`tomllib`).
     :returns: the top-level table.
     :raises ManifestError: malformed, top level not a table/object, or nested too deeply (one
         line naming ``name``).
     """
-    if text.lstrip().startswith("{"):
+    if json and text.lstrip().startswith("{"):
         data = load_json(text, name)
         if not isinstance(data, dict):
             raise ManifestError(f"{name}: top level is not an object")
@@ -198,6 +202,19 @@ def load_toml(text: str, name: str, *, exact: bool = False) -> dict[str, Any]:
             raise ManifestError(f"{name}: malformed TOML ({one_line(str(exc))})") from None
     check_depth(parsed, name)
     return parsed
+
+
+def fast_parser() -> Callable[[str], Any] | None:
+    """``rtoml``'s ``loads`` when it is installed, else ``None``: for a caller that parses many
+    small pieces and sends any piece it fails on back to :func:`load_toml`, which judges and
+    words it (``envlock find``'s sections, :mod:`envlock.find.sections`).  The caller applies
+    :func:`check_depth` to what it keeps; the parser raises on any text it refuses."""
+    try:
+        import rtoml
+    except ImportError:  # pragma: no cover - rtoml is a dependency
+        return None
+    loads_: Callable[[str], Any] = rtoml.loads
+    return loads_
 
 
 def loads(text: str, *, name: str = "<string>") -> dict[str, Any]:
