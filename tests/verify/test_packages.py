@@ -323,6 +323,23 @@ def test_a_conda_lock_of_another_platform_is_an_error(tmp_path, venv, job_env):
     found = by_id(r, "packages.lock-target")
     assert len(found) == 1 and r.exit_code == 1
     assert "it locks linux-ppc64le; this machine is linux-64" in found[0].title
+    # the fix is conda-lock's own command line, the spec a visible choice: conda-lock's CLI
+    # (click) reads it as `lock` of that file for this platform
+    import re
+    import shlex
+    import warnings
+
+    from conda_lock.conda_lock import main as conda_lock_cli
+
+    cmd = re.findall(r"`([^`]+)`", found[0].fix[0])[0]
+    assert cmd == "conda-lock -f <environment.yml> -p linux-64"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        ctx = conda_lock_cli.make_context("conda-lock", shlex.split(cmd)[1:])
+        name, sub, rest = conda_lock_cli.resolve_command(ctx, [*ctx.protected_args, *ctx.args])
+        params = sub.make_context(name, rest, parent=ctx).params
+    assert (name, params["files"], params["platform"]) == ("lock", ("<environment.yml>",),
+                                                           ("linux-64",))
 
 
 def test_the_project_itself_is_not_an_extra_package(tmp_path, venv, job_env):

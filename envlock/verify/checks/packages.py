@@ -135,8 +135,9 @@ def _lock_target_mismatch(ctx: Context, lock: Any, source: str) -> Finding | Non
     if lock.platforms and here not in lock.platforms:
         why = f"it locks {', '.join(lock.platforms)}; this machine is {here}"
         evidence = f"{lock.path}: platforms {', '.join(lock.platforms)}"
-        fix = (f"Lock for {here} too (conda-lock -p {here}, or envlock lock here), or verify "
-               "on a machine of the lock's platform.")
+        fix = (f"Lock for {here} too from the spec it was locked from "
+               f"(`conda-lock -f <environment.yml> -p {here}`, or `envlock lock -f "
+               f"<environment.yml>` here), or verify on a machine of the lock's platform.")
     elif lock.requires_python and version:
         from packaging.specifiers import InvalidSpecifier, SpecifierSet
         from packaging.version import InvalidVersion, Version
