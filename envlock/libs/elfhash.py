@@ -19,6 +19,7 @@ import struct
 from typing import Any
 
 from envlock.libs.elf import DT_GNU_HASH, DT_HASH, elf_hash, gnu_hash
+from envlock.libs.elfimage import _Bad
 
 __all__ = ["GnuHash", "SysvHash", "hash_table", "name_hashes", "symbol_count"]
 
@@ -43,18 +44,16 @@ def name_hashes(name: str) -> list[Any]:
 
 
 class GnuHash:
-    """A ``DT_GNU_HASH`` table of one image (``img``: :class:`envlock.libs.elfread._Image`):
+    """A ``DT_GNU_HASH`` table of one image (``img``: :class:`envlock.libs.elfimage._Image`):
     the bloom words and buckets read once, the chains read as they are walked.
 
-    :raises envlock.libs.elfread._Bad: when its header or buckets lie outside the image.
+    :raises envlock.libs.elfimage._Bad: when its header or buckets lie outside the image.
     """
 
     __slots__ = ("img", "nbuckets", "symoffset", "nwords", "shift", "bits", "bloom", "bucket",
                  "chain_addr", "chain_off", "chain_n", "_u32")
 
     def __init__(self, img: Any, addr: int) -> None:
-        from envlock.libs.elfread import _Bad
-
         self.img = img
         self.nbuckets, self.symoffset, self.nwords, self.shift = struct.unpack(
             img.e + "IIII", img.read(addr, 16))
@@ -78,7 +77,6 @@ class GnuHash:
         k = symidx - self.symoffset
         if 0 <= k < self.chain_n:
             return self._u32.unpack_from(self.img.buf, self.chain_off + 4 * k)[0]  # type: ignore[no-any-return]
-        from envlock.libs.elfread import _Bad
         try:
             return self._u32.unpack(self.img.read(self.chain_addr + 4 * k, 4))[0]  # type: ignore[no-any-return]
         except _Bad:

@@ -165,7 +165,9 @@ def _ld_so_verdict(path: Path) -> tuple[bool, str]:
         return True, ""
     if proc.returncode < 0:
         return False, f"signal {-proc.returncode}"
-    text = proc.stderr.decode("utf-8", "surrogateescape").strip().splitlines()
+    # Lines end at "\n" only: a damaged name may hold \v, \x1c-\x1e, … that splitlines() breaks
+    # at (mutant 1987 of bench_mutants' seed: ld.so's whole message, read as its last fragment).
+    text = proc.stderr.decode("utf-8", "surrogateescape").strip().split("\n")
     line = text[-1] if text else ""
     marker = "error while loading shared libraries: "
     rest = line.split(marker, 1)[1] if marker in line else line
