@@ -37,6 +37,7 @@ from envlock.libs.elf import (
     PT_LOAD,
 )
 from envlock.libs.elfhash import _HASHES, GnuHash, hash_table, name_hashes, symbol_count
+from envlock.libs.elfrelocs import referenced_symbols
 from envlock.libs.elfread import _Bad, _dyn_entries, _dynamic, _Image, _MAX_STR, _open_buf, _phdr
 
 __all__ = ["Definition", "Symbols", "SymbolTable", "provides", "read_symbols", "STT_TLS"]
@@ -248,7 +249,11 @@ def _symbol_table(buf: Any, size: int, info: ElfInfo | None) -> Symbols | _Table
     else:
         facts = _dynamic(img, dyn)
         verneed, verdef = facts["verneed"], facts["verdef"]
-    return _Table(img, last, nsyms, first_hashed, table, *_versions(verneed, verdef))
+    try:
+        refs = referenced_symbols(img, last)
+    except (_Bad, struct.error):
+        refs = None
+    return _Table(img, last, nsyms, first_hashed, table, *_versions(verneed, verdef), refs=refs)
 
 
 def _versions(verneed: Any, verdef: Any) -> tuple[dict[int, tuple[str, int, str]], int]:
@@ -276,8 +281,9 @@ class _Table:
     for; a lookup reads only the symbols its hash chain names)."""
 
     def __init__(self, img: _Image, last: dict[int, int], nsyms: int, first_hashed: int,
-                 table: Any, versions: dict[int, tuple[str, int, str]], high: int) -> None:
-        self.img, self.buf, self.hash = img, img.buf, table
+                 table: Any, versions: dict[int, tuple[str, int, str]], high: int, *,
+                 refs: set[int] | None = None) -> None:
+        self.img, self.buf, self.hash, self.refs = img, img.buf, table, refs
         self.first_hashed = first_hashed
         self.entsize = 24 if img.cls == 64 else 16
         self.sym_addr = last[DT_SYMTAB]
@@ -382,8 +388,12 @@ class _Table:
             else:
                 vcol = [v for (v,) in struct.iter_unpack(self.img.e + "H", vraw)]
         nvs, version, name_at = len(vcol), self.version, self.name_at
-        # st_shndx == SHN_UNDEF, selected at C speed.
-        for i in compress(range(self.nsyms), map(operator.not_, st_shndx)):
+        # st_shndx == SHN_UNDEF, selected at C speed; only those a relocation names, when the
+        # relocations could be read (glibc looks no other symbol up).
+        todo: Any = compress(range(self.nsyms), map(operator.not_, st_shndx))
+        if self.refs is not None:
+            todo = sorted(self.refs.intersection(todo))
+        for i in todo:
             if not i or st_info[i] < 16:  # the null entry, or STB_LOCAL
                 continue
             nm = name_at(st_name[i])

@@ -215,3 +215,43 @@ def test_a_symbol_its_sysv_hash_table_hides_is_not_found(build: Builder, tmp_pat
     real, ours = _verdicts(tmp_path, mod)
     assert real == f"{mod}: undefined symbol: g, version V1"
     assert f"undefined symbol: g, version V1 ({mod})" in ours, ours
+
+
+def _symbol_index(data: bytes, dyn: dict[int, tuple[int, int]], name: str) -> int:
+    """Index of ``name`` in ``.dynsym`` (which ends where ``.dynstr`` starts, in gcc's layout)."""
+    symtab, strtab = dyn[6][1], dyn[DT_STRTAB][1]
+    for i in range(1, (strtab - symtab) // 24):
+        st_name, = struct.unpack_from("<I", data, symtab + 24 * i)
+        if data[strtab + st_name:].split(b"\0", 1)[0] == name.encode():
+            return i
+    raise AssertionError(f"no symbol {name}")
+
+
+def test_an_undefined_symbol_no_relocation_names_is_not_looked_up(build: Builder, tmp_path: Path) -> None:
+    """``mod.so`` calls ``g`` and ``h``; libp.so defines only ``g``, so the real dlopen fails
+    on ``h`` — until ``h``'s one relocation (its ``R_X86_64_JUMP_SLOT`` in ``DT_JMPREL``) is
+    made ``R_X86_64_NONE``: glibc binds relocations, not symbols, and ``h`` is never looked up
+    (``elf/do-rel.h``), as with the mutants whose damaged ``.gnu.hash`` made envlock count a
+    string-table fragment as one more undefined symbol."""
+    lib = build.lib("norel/libp.so", "int g(void) { return 2; }\n", soname="libp.so")
+    mod = build.lib("norel/mod.so", "int g(void); int h(void); int use(void) { return g() + h(); }\n",
+                    soname="mod.so", needed=["norel/libp.so"], runpath=str(lib.parent))
+    real, ours = _verdicts(tmp_path, mod)
+    assert real == f"{mod}: undefined symbol: h"
+    assert f"undefined symbol: h ({mod})" in ours, ours
+
+    def no_reloc(data: bytearray, dyn: dict[int, tuple[int, int]]) -> None:
+        sym = _symbol_index(bytes(data), dyn, "h")
+        hits = 0
+        for tag, size_tag in ((23, 2), (7, 8)):  # DT_JMPREL/DT_PLTRELSZ, DT_RELA/DT_RELASZ
+            if tag not in dyn:
+                continue
+            start, size = dyn[tag][1], dyn[size_tag][1]
+            for off in range(start, start + size, 24):
+                info, = struct.unpack_from("<Q", data, off + 8)
+                if info >> 32 == sym:
+                    struct.pack_into("<Q", data, off + 8, 0)  # R_X86_64_NONE, no symbol
+                    hits += 1
+        assert hits, "no relocation names h"
+    _patch(mod, no_reloc)
+    assert _verdicts(tmp_path, mod) == (None, [])
