@@ -65,7 +65,7 @@ def symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence[
 
 def _symbol_findings_in(proc: Process, index: OwnerIndex | None, sys_path: Sequence[str],
                         prefix: str | None, cfg: SearchConfig, tables: dict[str, Any]) -> list[Finding]:
-    from envlock.libs.elfsyms import SymbolTable, provides
+    from envlock.libs.elfsyms import SymbolTable
 
     def table(path: str, info: Any) -> SymbolTable:
         got = tables.get(path)
@@ -84,6 +84,7 @@ def _symbol_findings_in(proc: Process, index: OwnerIndex | None, sys_path: Seque
 
     scopes: dict[tuple[int | None, bool], list[LoadedObject]] = {}
     problems: list[tuple[LoadedObject, list[tuple[str, str | None, str]]]] = []
+    memos: dict[tuple[int | None, bool], dict[tuple[str, str | None], bool]] = {}
     for obj in proc.objects:
         syms = needs.get(obj.id)
         if syms is None:
@@ -100,18 +101,7 @@ def _symbol_findings_in(proc: Process, index: OwnerIndex | None, sys_path: Seque
                 continue
             todo.setdefault(name, []).append((version, file))
             order.setdefault((name, version, file), k)
-        # Walk the scope in order; an object is asked only for what is still unbound (objects
-        # late in the scope are often never needed).
-        for o in scope:
-            if not todo:
-                break
-            d = defs(o.path, todo.keys())
-            for name in d:
-                keep = [(v, f) for v, f in todo[name] if not provides(d, name, v)]
-                if keep:
-                    todo[name] = keep
-                else:
-                    del todo[name]
+        todo = _unbound(todo, scope, defs, memos.setdefault(key, {}))
         lost = sorted(((n, v, f) for n, lst in todo.items() for v, f in lst),
                       key=lambda x: order.get(x, 0))
         if lost:
@@ -128,6 +118,44 @@ def _symbol_findings_in(proc: Process, index: OwnerIndex | None, sys_path: Seque
             out.append(_missing_symbol_finding(proc, obj, file, names, demangled, defs, index,
                                                sys_path, prefix, cfg))
     return out
+
+
+def _unbound(todo: dict[str, list[tuple[str | None, str]]], scope: list[LoadedObject], defs: Any,
+             memo: dict[tuple[str, str | None], bool]) -> dict[str, list[tuple[str | None, str]]]:
+    """What of ``todo`` (name -> [(version, file), …]) nothing in ``scope`` defines: the scope
+    walked in order, each object asked only for what is still unbound (objects late in the
+    scope are often never needed).  ``memo`` holds the answers for this scope, shared by the
+    objects whose scope it is (``(name, version) -> bound``): a name many of them need (``memcpy``)
+    is looked up once."""
+    from envlock.libs.elfsyms import provides
+
+    pending: dict[str, list[tuple[str | None, str]]] = {}
+    lost: dict[str, list[tuple[str | None, str]]] = {}
+    for name, lst in todo.items():
+        for v, f in lst:
+            got = memo.get((name, v))
+            if got is None:
+                pending.setdefault(name, []).append((v, f))
+            elif not got:
+                lost.setdefault(name, []).append((v, f))
+    asked = [(n, v) for n, lst in pending.items() for v, _f in lst]
+    for o in scope:
+        if not pending:
+            break
+        d = defs(o.path, pending.keys())
+        for name in d:
+            keep = [(v, f) for v, f in pending[name] if not provides(d, name, v)]
+            if keep:
+                pending[name] = keep
+            else:
+                del pending[name]
+    for n, v in asked:
+        memo[(n, v)] = True
+    for n, lst in pending.items():
+        for v, f in lst:
+            memo[(n, v)] = False
+            lost.setdefault(n, []).append((v, f))
+    return lost
 
 
 def _needs(proc: Process, table: Any) -> dict[int, Any]:

@@ -13,7 +13,9 @@ would read them from whatever is mapped there), so that every undefined symbol c
 
 from __future__ import annotations
 
+import operator
 import struct
+from itertools import compress
 from typing import Any
 
 from envlock.libs.elfimage import _Bad
@@ -53,26 +55,29 @@ def referenced_symbols(img: Any, last: dict[int, int]) -> set[int] | None:
             return None
         if size > avail:
             return None
-        infos = _r_info(img, off, size, is_rela)
         relative = last.get(count_tag, 0) if count_tag is not None else 0
-        for info in set(infos[relative:]):
-            if img.cls == 64:
-                sym, rtype = info >> 32, info & 0xFFFFFFFF
-            else:
-                sym, rtype = info >> 8, info & 0xFF
-            if sym and rtype not in skip:
-                out.add(sym)
+        syms, types = _sym_type(img, off, size, is_rela)
+        # Symbols of the relocations past the relative ones whose type names one, at C speed.
+        out.update(compress(syms[relative:], map(operator.not_, map(skip.__contains__, types[relative:]))))
+    out.discard(0)
     return out
 
 
-def _r_info(img: Any, off: int, size: int, is_rela: bool) -> list[int]:
-    """The ``r_info`` words of the ``Elf_Rela``/``Elf_Rel`` entries in ``size`` bytes at file
-    offset ``off``, in order."""
+def _sym_type(img: Any, off: int, size: int, is_rela: bool) -> tuple[list[int], list[int]]:
+    """``(symbol indexes, types)`` of the ``Elf_Rela``/``Elf_Rel`` entries in ``size`` bytes at
+    file offset ``off``, in order (``ELF64_R_SYM``/``ELF64_R_TYPE``: the high and low halves of
+    ``r_info``; ``ELF32_R_SYM``/``ELF32_R_TYPE``: ``r_info >> 8`` and its low byte)."""
     word = 8 if img.cls == 64 else 4
     step = word * (3 if is_rela else 2)
     n = size // step
     raw = bytes(img.buf[off: off + n * step])
-    if (img.e == "<") == (struct.pack("=H", 1) == b"\x01\x00"):
-        return memoryview(raw).cast("Q" if word == 8 else "I")[1::step // word].tolist()
+    native = (img.e == "<") == (struct.pack("=H", 1) == b"\x01\x00")
+    if img.cls == 64 and native and img.e == "<":
+        halves = memoryview(raw).cast("I")
+        k = step // 4
+        return halves[3::k].tolist(), halves[2::k].tolist()
     fmt = img.e + ("Q" if word == 8 else "I")
-    return [struct.unpack_from(fmt, raw, k * step + word)[0] for k in range(n)]
+    infos = [struct.unpack_from(fmt, raw, i * step + word)[0] for i in range(n)]
+    if img.cls == 64:
+        return [x >> 32 for x in infos], [x & 0xFFFFFFFF for x in infos]
+    return [x >> 8 for x in infos], [x & 0xFF for x in infos]
