@@ -56,28 +56,33 @@ def referenced_symbols(img: Any, last: dict[int, int]) -> set[int] | None:
         if size > avail:
             return None
         relative = last.get(count_tag, 0) if count_tag is not None else 0
-        syms, types = _sym_type(img, off, size, is_rela)
-        # Symbols of the relocations past the relative ones whose type names one, at C speed.
-        out.update(compress(syms[relative:], map(operator.not_, map(skip.__contains__, types[relative:]))))
+        out.update(_symbols_of(img, off, size, is_rela, relative, skip))
     out.discard(0)
     return out
 
 
-def _sym_type(img: Any, off: int, size: int, is_rela: bool) -> tuple[list[int], list[int]]:
-    """``(symbol indexes, types)`` of the ``Elf_Rela``/``Elf_Rel`` entries in ``size`` bytes at
-    file offset ``off``, in order (``ELF64_R_SYM``/``ELF64_R_TYPE``: the high and low halves of
-    ``r_info``; ``ELF32_R_SYM``/``ELF32_R_TYPE``: ``r_info >> 8`` and its low byte)."""
+def _symbols_of(img: Any, off: int, size: int, is_rela: bool, first: int,
+                skip: frozenset[int]) -> set[int]:
+    """The symbol indexes of the ``Elf_Rela``/``Elf_Rel`` entries in ``size`` bytes at file offset
+    ``off``, from entry ``first`` on, whose type is not in ``skip`` (``ELF64_R_SYM``/``_TYPE``:
+    the high and low halves of ``r_info``; ``ELF32_R_SYM``/``_TYPE``: ``r_info >> 8``, its low
+    byte); selected at C speed where the file's byte order is the host's."""
     word = 8 if img.cls == 64 else 4
     step = word * (3 if is_rela else 2)
     n = size // step
-    raw = bytes(img.buf[off: off + n * step])
-    native = (img.e == "<") == (struct.pack("=H", 1) == b"\x01\x00")
-    if img.cls == 64 and native and img.e == "<":
-        halves = memoryview(raw).cast("I")
+    if first >= n:
+        return set()
+    start = off + first * step
+    if img.cls == 64 and img.e == "<" and struct.pack("=H", 1) == b"\x01\x00":
         k = step // 4
-        return halves[3::k].tolist(), halves[2::k].tolist()
+        with memoryview(img.buf) as whole, whole[start: off + n * step] as raw, \
+                raw.cast("B").cast("I") as halves:
+            return set(compress(halves[3::k], map(operator.not_, map(skip.__contains__, halves[2::k]))))
     fmt = img.e + ("Q" if word == 8 else "I")
-    infos = [struct.unpack_from(fmt, raw, i * step + word)[0] for i in range(n)]
-    if img.cls == 64:
-        return [x >> 32 for x in infos], [x & 0xFFFFFFFF for x in infos]
-    return [x >> 8 for x in infos], [x & 0xFF for x in infos]
+    out: set[int] = set()
+    for i in range(n - first):
+        info = struct.unpack_from(fmt, img.buf, start + i * step + word)[0]
+        sym, rtype = (info >> 32, info & 0xFFFFFFFF) if word == 8 else (info >> 8, info & 0xFF)
+        if rtype not in skip:
+            out.add(sym)
+    return out

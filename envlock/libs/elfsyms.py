@@ -422,20 +422,28 @@ class _Table:
         if table is None:
             return out
         find, known = table.candidates, _HASHES.get
+        if not (isinstance(table, GnuHash) and table.nbuckets and table.nwords):
+            for name in names:
+                got = cache.get(name)
+                if got is None:
+                    hashes = known(name) or name_hashes(name)
+                    idx = find(hashes)
+                    got = cache[name] = self._definitions(hashes[0], idx) if idx else ()
+                if got:
+                    out[name] = got
+            return out
         # The bloom filter of DT_GNU_HASH, tested here first: most names asked of an object
-        # are not defined in it, and the filter says so in a few operations.
-        gnu = isinstance(table, GnuHash) and table.nbuckets and table.nwords
-        bloom, bits, last, shift = (table.bloom, table.bits, table.nwords - 1, table.shift) if gnu else ((), 1, 0, 0)
+        # are not defined in it, and the filter says so in a few operations (not cached: a
+        # cache hit would cost as much).
+        bloom, bits, last, shift = table.bloom, table.bits, table.nwords - 1, table.shift
         for name in names:
+            hashes = known(name) or name_hashes(name)
+            h = hashes[1]
+            mask = bloom[(h // bits) & last]
+            if not (mask >> (h % bits)) & (mask >> ((h >> shift) % bits)) & 1:
+                continue
             got = cache.get(name)
             if got is None:
-                hashes = known(name) or name_hashes(name)
-                if gnu:
-                    h = hashes[1]
-                    mask = bloom[(h // bits) & last]
-                    if not (mask >> (h % bits)) & (mask >> ((h >> shift) % bits)) & 1:
-                        cache[name] = ()
-                        continue
                 idx = find(hashes)
                 got = cache[name] = self._definitions(hashes[0], idx) if idx else ()
             if got:
