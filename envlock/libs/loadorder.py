@@ -144,12 +144,13 @@ def check_match_findings(proc: Process) -> list[Finding]:
     matched by version as usual.  Weak references are looked up too.  Binding is modelled as
     ``RTLD_NOW`` / ``LD_BIND_NOW`` (every reference at load time).
     """
-    from envlock.libs.elfsyms import SymbolTable
-
     out: list[Finding] = []
-    tables: dict[str, SymbolTable] = {}
+    tables: dict[str, Any] = {}
 
-    def table(o: LoadedObject) -> SymbolTable:
+    def table(o: LoadedObject) -> Any:
+        # The symbol reader is imported only when some pair needs it (rare).
+        from envlock.libs.elfsyms import SymbolTable
+
         got = tables.get(o.path)
         if got is None:
             got = tables[o.path] = SymbolTable(proc._host(o.path), info=o.info)
