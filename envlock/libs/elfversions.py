@@ -38,7 +38,19 @@ def relr_error(last: dict[int, int], needed: Sequence[str], verneed: Sequence[Ne
 def read_verneed(img: _Image, ent: int, string: Any) -> tuple[list[NeededVersions], int | None]:
     """The ``Elf_Verneed`` chain from ``ent`` (``vn_next`` until 0, each entry once):
     ``(needs, the first entry's vn_version when it is not 1)``.  glibc 2.36
-    ``_dl_check_map_versions`` checks only the first entry's ``vn_version``."""
+    ``_dl_check_map_versions`` checks only the first entry's ``vn_version``.  An entry or
+    ``Vernaux`` outside the mapped pages is corrupt: glibc follows the chain into whatever is
+    mapped there (``fixtures/elf/libfar.so``: ld.so crashes).  A name outside them is ``""``,
+    as for the other string pointers: glibc compares whatever is mapped there (``ld.so
+    --list`` loaded mutant 8851 of bench_mutants' seed, a ``vn_file`` so damaged)."""
+    def name(off: int) -> str:
+        try:
+            return string(off)  # type: ignore[no-any-return]
+        except _Bad as exc:
+            if exc.truncated:
+                raise
+            return ""
+
     verneed: list[NeededVersions] = []
     seen: set[int] = set()
     while ent not in seen and len(seen) < _MAX_CHAIN:
@@ -53,12 +65,12 @@ def read_verneed(img: _Image, ent: int, string: Any) -> tuple[list[NeededVersion
             aseen.add(aux)
             vna_hash, vna_flags, vna_other, vna_name, vna_next = struct.unpack(
                 img.e + "IHHII", img.read(aux, 16))
-            vers.append(VersionNeed(name=string(vna_name), weak=bool(vna_flags & VER_FLG_WEAK),
+            vers.append(VersionNeed(name=name(vna_name), weak=bool(vna_flags & VER_FLG_WEAK),
                                     index=vna_other, hash=vna_hash))
             if vna_next == 0:
                 break
             aux += vna_next
-        verneed.append(NeededVersions(file=string(vn_file), versions=tuple(vers)))
+        verneed.append(NeededVersions(file=name(vn_file), versions=tuple(vers)))
         if vn_next == 0:
             break
         ent += vn_next

@@ -77,18 +77,21 @@ def _first_load_end(data: bytes) -> int:
 def test_a_soname_outside_the_segments_is_not_read_at_load(build: Builder) -> None:
     """The SONAME string starts past the first segment's p_memsz, in the rest of its last
     page, which the mmap maps all the same (as mutant 120 of bench_mutants' seed had it):
-    ld.so loads the file, reading whatever bytes are there; envlock takes the SONAME as
-    absent.  Where the address is not mapped at all, ld.so crashes (SIGSEGV), which is
-    counted as not modelled in test_fuzz.py."""
+    ld.so loads the file, reading the file's bytes there (the zero padding before the next
+    segment: an empty name), and so does envlock.  Where the address is not mapped at all,
+    ld.so crashes (SIGSEGV), which is counted as not modelled in test_fuzz.py, and envlock
+    takes the SONAME as absent."""
     def tail(data: bytearray, dyn: dict[int, tuple[int, int]]) -> None:
         end = _first_load_end(bytes(data))
         assert end % 4096, "the first segment ends on a page boundary"
         struct.pack_into("<Q", data, dyn[DT_SONAME][0] + 8, end + 1 - dyn[5][1])  # 5: DT_STRTAB
     lib = _patched(build, "soname", tail)
+    end = _first_load_end(lib.read_bytes())
     rc, text = _ld_so(lib)
     assert rc == 0 and "libc.so.6 =>" in text, text
     info = read_elf(lib)
-    assert info.error is None and info.soname is None
+    assert lib.read_bytes()[end + 1] == 0
+    assert info.error is None and info.soname == ""
     assert _model_error(lib) is None
 
 
@@ -237,3 +240,57 @@ def test_dt_relr_without_the_glibc_abi_dt_relr_version_is_refused(build: Builder
     probe = build_probe(tmp_path)
     assert real_dlopen(probe, lib).error == f"{lib}: DT_RELR without GLIBC_ABI_DT_RELR dependency"
     assert model_dlopen(probe, lib).error is not None
+
+
+def _first_load(data: bytes) -> tuple[int, int]:
+    """``(file offset of the first PT_LOAD's header, its p_filesz)``."""
+    phoff, = struct.unpack_from("<Q", data, 32)
+    phnum, = struct.unpack_from("<H", data, 56)
+    for i in range(phnum):
+        if struct.unpack_from("<I", data, phoff + 56 * i)[0] == 1:
+            return phoff + 56 * i, struct.unpack_from("<Q", data, phoff + 56 * i + 32)[0]
+    raise AssertionError("no PT_LOAD")
+
+
+def test_tables_in_the_rest_of_a_mapped_page_are_read(build: Builder) -> None:
+    """glibc maps whole pages (``_dl_map_segments``): past the first segment's ``p_filesz``
+    the rest of its last page holds the file's bytes.  The whole Verneed chain copied there
+    (its offsets are relative) and ``DT_VERNEED`` pointed at the copy, as mutants 3862, 4964
+    and 6488 of bench_mutants' seed reached it: ``ld.so --list`` loads the file and checks
+    those versions, and envlock reads the same bytes instead of calling the file corrupt."""
+    lib = build.lib("pagetail/libt.so", CODE, soname="libt.so", extra=["-lm"])
+    data = bytearray(lib.read_bytes())
+    dyn = _dynamic(bytes(data))
+    start = dyn[DT_VERNEED][1]
+    entries = _verneed_versions(bytes(data), dyn)
+    _v, cnt, _f, aux, _n = struct.unpack_from("<HHIII", data, entries[-1])
+    size = entries[-1] + aux + 16 * cnt - start
+    _ph, filesz = _first_load(bytes(data))
+    target = (filesz + 15) & ~15
+    assert target + size <= 4096 and not any(data[target:target + size]), "no room in the page"
+    data[target:target + size] = data[start:start + size]
+    struct.pack_into("<Q", data, dyn[DT_VERNEED][0] + 8, target)
+    lib.write_bytes(bytes(data))
+    rc, text = _ld_so(lib)
+    assert rc == 0 and "libm.so.6 =>" in text, text
+    info = read_elf(lib)
+    assert info.error is None and {n.file for n in info.verneed} == {"libm.so.6", "libc.so.6"}
+    assert _model_error(lib) is None
+
+
+def test_a_segment_is_mapped_to_its_file_size_when_that_is_larger(build: Builder) -> None:
+    """The first PT_LOAD's ``p_memsz`` cut below its ``p_filesz`` (mutant 6293 of
+    bench_mutants' seed): glibc maps the file up to ``p_vaddr + p_filesz`` all the same, so
+    the string table past ``p_memsz`` is read and the file loads; envlock reads it too."""
+    lib = build.lib("memsz/libt.so", CODE, soname="libt.so", extra=["-lm"])
+    data = bytearray(lib.read_bytes())
+    ph, filesz = _first_load(bytes(data))
+    dyn = _dynamic(bytes(data))
+    assert dyn[5][1] > 0x100, "the string table is near the start"
+    struct.pack_into("<Q", data, ph + 40, 0x100)  # p_memsz
+    lib.write_bytes(bytes(data))
+    rc, text = _ld_so(lib)
+    assert rc == 0 and "libm.so.6 =>" in text, text
+    info = read_elf(lib)
+    assert info.error is None and info.needed == ("libm.so.6", "libc.so.6")
+    assert _model_error(lib) is None
