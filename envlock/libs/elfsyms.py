@@ -125,8 +125,9 @@ def read_symbols(path: str | os.PathLike[str], *, defined: bool = True,
     """Read the dynamic symbol table through ``DT_SYMTAB``/``DT_STRTAB``/``DT_VERSYM``.
 
     The number of symbols comes from ``DT_HASH`` (``nchain``) or the ``DT_GNU_HASH`` chains;
-    definitions are those reachable through the hash table (what ``do_lookup_x`` can find:
-    with ``DT_GNU_HASH``, the symbols from ``symoffset`` on).
+    the undefined symbols are those a relocation names (:mod:`envlock.libs.elfrelocs`; all of
+    them when the relocations cannot be read); definitions are those the hash table reaches
+    (``do_lookup_x``'s walk, :mod:`envlock.libs.elfhash`).
 
     :param path: the ELF file.
     :param defined: collect definitions.
