@@ -65,7 +65,7 @@ def symbol_findings(proc: Process, index: OwnerIndex | None, sys_path: Sequence[
 
 def _symbol_findings_in(proc: Process, index: OwnerIndex | None, sys_path: Sequence[str],
                         prefix: str | None, cfg: SearchConfig, tables: dict[str, Any]) -> list[Finding]:
-    from envlock.libs.elfsyms import SymbolTable, provides
+    from envlock.libs.elfsyms import SymbolTable
 
     def table(path: str, info: Any) -> SymbolTable:
         got = tables.get(path)
@@ -73,22 +73,18 @@ def _symbol_findings_in(proc: Process, index: OwnerIndex | None, sys_path: Seque
             got = tables[path] = SymbolTable(proc._host(path), info=info)
         return got
 
-    # Phase 1: what every object needs.  Phase 2: only those names in the providers.
-    needs, wanted = _needs(proc, table)
+    # Phase 1: what every object needs.  Phase 2: those names, looked up through each
+    # provider's hash table as they are met in the scope (each name once per object).
+    needs = _needs(proc, table)
     missing_versions = {(vp.consumer, vp.version) for vp in proc.version_problems}
-    indexes: dict[str, dict[str, list[tuple[str, bool]]]] = {}
 
-    def defs(path: str) -> dict[str, list[tuple[str, bool]]]:
-        got = indexes.get(path)
-        if got is None:
-            known = proc.find(path)
-            got = indexes[path] = table(
-                path, known.info if known is not None and known.path == path else None,
-            ).symbols(undefined=False, wanted=wanted).index()
-        return got
+    def defs(path: str, names: Any) -> dict[str, Any]:
+        known = proc.find(path)
+        return table(path, known.info if known is not None and known.path == path else None).lookup(names)
 
     scopes: dict[tuple[int | None, bool], list[LoadedObject]] = {}
-    problems: list[tuple[LoadedObject, list[tuple[str, str, str]]]] = []
+    problems: list[tuple[LoadedObject, list[tuple[str, str | None, str]]]] = []
+    memos: dict[tuple[int | None, bool], dict[tuple[str, str | None], bool]] = {}
     for obj in proc.objects:
         syms = needs.get(obj.id)
         if syms is None:
@@ -98,29 +94,14 @@ def _symbol_findings_in(proc: Process, index: OwnerIndex | None, sys_path: Seque
         if scope is None:
             scope = scopes[key] = proc.scope(obj)
         weak = syms.weak_undefined
-        todo: dict[str, list[tuple[str, str]]] = {}
-        order: dict[tuple[str, str, str], int] = {}
+        todo: dict[str, list[tuple[str | None, str]]] = {}
+        order: dict[tuple[str, str | None, str], int] = {}
         for k, (name, version, file) in enumerate(syms.undefined):
-            if name in weak or (version and (obj.path, version) in missing_versions):
+            if name in weak or (version is not None and (obj.path, version) in missing_versions):
                 continue
             todo.setdefault(name, []).append((version, file))
             order.setdefault((name, version, file), k)
-        # Walk the scope in order; an object's definitions are read only while something is
-        # still unbound (objects late in the scope are often never needed), and only the
-        # names it defines are looked at (a set intersection).
-        for o in scope:
-            if not todo:
-                break
-            d = defs(o.path)
-            for name in todo.keys() & d.keys():
-                defs_of = d[name]
-                keep = [(v, f) for v, f in todo[name]
-                        if not (v and any(dv == v or dv == "" for dv, _h in defs_of))
-                        and not provides(d, name, v)]
-                if keep:
-                    todo[name] = keep
-                else:
-                    del todo[name]
+        todo = _unbound(todo, scope, defs, memos.setdefault(key, {}))
         lost = sorted(((n, v, f) for n, lst in todo.items() for v, f in lst),
                       key=lambda x: order.get(x, 0))
         if lost:
@@ -130,7 +111,7 @@ def _symbol_findings_in(proc: Process, index: OwnerIndex | None, sys_path: Seque
     demangled = _demangle([n for _o, lost in problems for n, _v, _f in lost[:5]])
     out: list[Finding] = []
     for obj, lost in problems:
-        by_file: dict[str, list[tuple[str, str]]] = {}
+        by_file: dict[str, list[tuple[str, str | None]]] = {}
         for name, version, file in lost:
             by_file.setdefault(file, []).append((name, version))
         for file, names in by_file.items():
@@ -139,14 +120,51 @@ def _symbol_findings_in(proc: Process, index: OwnerIndex | None, sys_path: Seque
     return out
 
 
-def _needs(proc: Process, table: Any) -> tuple[dict[int, Any], set[bytes]]:
-    """Phase 1: each object's undefined symbols (by object id) and all their names.
+def _unbound(todo: dict[str, list[tuple[str | None, str]]], scope: list[LoadedObject], defs: Any,
+             memo: dict[tuple[str, str | None], bool]) -> dict[str, list[tuple[str | None, str]]]:
+    """What of ``todo`` (name -> [(version, file), …]) nothing in ``scope`` defines: the scope
+    walked in order, each object asked only for what is still unbound (objects late in the
+    scope are often never needed).  ``memo`` holds the answers for this scope, shared by the
+    objects whose scope it is (``(name, version) -> bound``): a name many of them need (``memcpy``)
+    is looked up once."""
+    from envlock.libs.elfsyms import provides
+
+    pending: dict[str, list[tuple[str | None, str]]] = {}
+    lost: dict[str, list[tuple[str | None, str]]] = {}
+    for name, lst in todo.items():
+        for v, f in lst:
+            got = memo.get((name, v))
+            if got is None:
+                pending.setdefault(name, []).append((v, f))
+            elif not got:
+                lost.setdefault(name, []).append((v, f))
+    asked = [(n, v) for n, lst in pending.items() for v, _f in lst]
+    for o in scope:
+        if not pending:
+            break
+        d = defs(o.path, pending.keys())
+        for name in d:
+            keep = [(v, f) for v, f in pending[name] if not provides(d, name, v)]
+            if keep:
+                pending[name] = keep
+            else:
+                del pending[name]
+    for n, v in asked:
+        memo[(n, v)] = True
+    for n, lst in pending.items():
+        for v, f in lst:
+            memo[(n, v)] = False
+            lost.setdefault(n, []).append((v, f))
+    return lost
+
+
+def _needs(proc: Process, table: Any) -> dict[int, Any]:
+    """Phase 1: each object's undefined symbols (by object id).
 
     A missing version fails the load before any relocation (``_dl_check_map_versions`` runs
     first): such objects' symbols are never bound.
     """
     needs: dict[int, Any] = {}
-    wanted: set[bytes] = set()
     unloadable = {vp.consumer for vp in proc.version_problems}
     for obj in proc.objects:
         if obj.kind == "interpreter" or not obj.info.ok or obj.path in unloadable:
@@ -155,12 +173,11 @@ def _needs(proc: Process, table: Any) -> tuple[dict[int, Any], set[bytes]]:
         if mine.error or not mine.undefined:
             continue
         needs[obj.id] = mine
-        wanted.update(n.encode("utf-8", "surrogateescape") for n, _v, _f in mine.undefined)
-    return needs, wanted
+    return needs
 
 
 def _missing_symbol_finding(proc: Process, obj: LoadedObject, file: str,
-                            names: list[tuple[str, str]], demangled: dict[str, str], defs: Any,
+                            names: list[tuple[str, str | None]], demangled: dict[str, str], defs: Any,
                             index: OwnerIndex | None, sys_path: Sequence[str],
                             prefix: str | None, cfg: SearchConfig) -> Finding:
     """One ``missing-symbol`` finding: ``obj`` needs ``names`` (from ``file``, the Verneed
@@ -169,7 +186,7 @@ def _missing_symbol_finding(proc: Process, obj: LoadedObject, file: str,
 
     name, version = names[0]
     shown = name + (f" ({demangled[name]})" if name in demangled else "")
-    loader_text = f"undefined symbol: {name}" + (f", version {version}" if version else "")
+    loader_text = f"undefined symbol: {name}" + (f", version {version}" if version is not None else "")
     # The library that was picked and lacks it: the Verneed's provider, else the direct
     # dependency whose other copy on disk has it.
     provs = [proc.provider_of(obj, file)] if file else [proc.objects[d] for d in obj.deps]
@@ -186,7 +203,8 @@ def _missing_symbol_finding(proc: Process, obj: LoadedObject, file: str,
             cand = os.path.join(d, soname)
             if not os.path.exists(proc._host(cand)) or proc.same_file(cand, prov.path):
                 continue
-            if all(provides(defs(cand), n, v) for n, v in names):
+            found = defs(cand, [n for n, _v in names])
+            if all(provides(found, n, v) for n, v in names):
                 picked, copy = prov, cand
                 break
         if copy:
@@ -194,7 +212,7 @@ def _missing_symbol_finding(proc: Process, obj: LoadedObject, file: str,
     evidence = [f"{loader_text} ({obj.path})"]
     if len(names) > 1:
         evidence.append(f"{len(names)} such symbols: " + ", ".join(
-            n + (f"@{v}" if v else "") for n, v in names[:5]))
+            n + (f"@{v}" if v is not None else "") for n, v in names[:5]))
     fixes: list[str] = []
     if picked is not None:
         soname = picked.info.soname or os.path.basename(picked.path)
@@ -210,11 +228,11 @@ def _missing_symbol_finding(proc: Process, obj: LoadedObject, file: str,
         else:
             fixes.append(f"Install the {soname} that {os.path.basename(obj.path)} was built against.")
         title = (f"{os.path.basename(obj.path)} needs {shown}"
-                 + (f" (version {version})" if version else "")
+                 + (f" (version {version})" if version is not None else "")
                  + f"; the {soname} that will be loaded ({picked.path}) does not define it")
     else:
         title = (f"{os.path.basename(obj.path)} needs {shown}"
-                 + (f" (version {version})" if version else "")
+                 + (f" (version {version})" if version is not None else "")
                  + "; no object in its scope defines it")
         fixes.append(f"Install the library that {os.path.basename(obj.path)} was built against "
                      "(its DT_NEEDED entries name the candidates).")

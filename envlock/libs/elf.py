@@ -183,7 +183,8 @@ class ElfInfo:
     :ivar load_error: glibc's message when it would refuse to map the file whatever the mode
         (``"object file has no loadable segments"``, ``"object file has no dynamic section"``,
         ``"ELF load command address/offset not page-aligned"``, ``"cannot read file data"``,
-        ``"unsupported version 2 of Verneed record"``), else ``None``.
+        ``"unsupported version 2 of Verneed record"``, ``"DT_RELR without GLIBC_ABI_DT_RELR
+        dependency"``), else ``None``.
     """
 
     path: str

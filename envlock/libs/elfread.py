@@ -5,9 +5,10 @@ headers, maps the ``PT_LOAD`` segments and reads the dynamic section (``PT_DYNAM
 mapped image (glibc ``elf/dl-load.c`` ``open_verify``/``_dl_map_object_from_fd``,
 ``elf/dl-map-segments.h``, ``elf/get-dynamic-info.h``, ``elf/dl-version.c``).
 :func:`read_elf` does the same with :mod:`struct` over an ``mmap`` of the file; every address
-is checked against the segments and every offset against the file, and nothing loops more
-than the file could hold.  :mod:`envlock.libs.elfsyms` reads the symbol table through the
-same image.
+is checked against the segments and every offset against the file (the image is
+:mod:`envlock.libs.elfimage`'s), and nothing loops more than the file could hold; the version
+tables are :mod:`envlock.libs.elfversions`'s.  :mod:`envlock.libs.elfsyms` reads the symbol
+table through the same image.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import stat
 import struct
 from typing import Any
 
+from envlock.libs.elfimage import _MAX_CHAIN, _MAX_STR, _Bad, _Image  # noqa: F401  (used by elfsyms)
 from envlock.libs.elf import (
     _EHDR,
     _PHENT,
@@ -39,106 +41,15 @@ from envlock.libs.elf import (
     PT_INTERP,
     PT_LOAD,
     TYPES,
-    VER_FLG_BASE,
-    VER_FLG_WEAK,
     ElfCache,
     ElfError,
     ElfInfo,
-    NeededVersions,
-    VersionDef,
-    VersionNeed,
 )
 
 __all__ = ["read_elf"]
 
 #: Most dynamic entries read (a file could not hold more and still be sensible).
 _MAX_DYN = 1 << 16
-#: Longest string read from the string table (glibc reads until NUL; we stop here).
-_MAX_STR = 1 << 16
-#: Most version records followed in one chain.
-_MAX_CHAIN = 1 << 16
-
-
-# -- the image: the file as ld.so maps it --------------------------------------------------
-
-
-class _Bad(Exception):
-    """An address or offset outside the file or the mapped image (internal).
-
-    ``truncated`` is set when the address is file-backed by the headers but past the end of
-    the file.
-    """
-
-    def __init__(self, message: str, *, truncated: bool = False) -> None:
-        super().__init__(message)
-        self.truncated = truncated
-
-
-class _Image:
-    """The file's bytes plus its ``PT_LOAD`` map (virtual address → file offset).
-
-    :param buf: the whole file (an ``mmap`` or ``bytes``).
-    """
-
-    __slots__ = ("buf", "size", "e", "cls", "loads", "dyn_vaddr", "phdrs", "ehdr")
-
-    def __init__(self, buf: Any, size: int) -> None:
-        self.buf = buf
-        self.size = size
-        self.cls = 64 if buf[4] == 2 else 32
-        self.e = "<" if buf[5] == 1 else ">"
-        self.loads: list[tuple[int, int, int, int]] = []  # (vaddr, memsz, offset, filesz)
-
-    def unpack(self, fmt: str, off: int) -> tuple[Any, ...]:
-        s = struct.Struct(self.e + fmt)
-        if off < 0 or off + s.size > self.size:
-            raise _Bad("cannot read file data")
-        return s.unpack_from(self.buf, off)
-
-    def segment_of(self, vaddr: int) -> tuple[int, int, int, int] | None:
-        for seg in self.loads:
-            if seg[0] <= vaddr < seg[0] + seg[1]:
-                return seg
-        return None
-
-    def read(self, vaddr: int, n: int) -> bytes:
-        """``n`` bytes of the mapped image at ``vaddr`` (zero fill past ``p_filesz``)."""
-        seg = self.segment_of(vaddr)
-        if seg is None or vaddr + n > seg[0] + seg[1]:
-            raise _Bad("address outside the loaded segments")
-        rel = vaddr - seg[0]
-        have = max(0, min(n, seg[3] - rel))
-        if have and seg[2] + rel + have > self.size:
-            raise _Bad("cannot read file data: the file ends inside a segment", truncated=True)
-        out = bytes(self.buf[seg[2] + rel: seg[2] + rel + have]) if have else b""
-        return out + b"\0" * (n - have)
-
-    def file_span(self, vaddr: int) -> tuple[int, int]:
-        """File offset of ``vaddr`` and how many file-backed bytes follow it in its segment."""
-        seg = self.segment_of(vaddr)
-        if seg is None:
-            raise _Bad("address outside the loaded segments")
-        rel = vaddr - seg[0]
-        if rel < seg[3] and seg[2] + rel >= self.size:
-            raise _Bad("cannot read file data: the file ends inside a segment", truncated=True)
-        end = min(seg[2] + seg[3], self.size)
-        return seg[2] + rel, max(0, end - (seg[2] + rel))
-
-    def cstr(self, vaddr: int) -> str:
-        """A NUL-terminated string of the mapped image."""
-        off, avail = self.file_span(vaddr)
-        if avail <= 0:
-            # Inside the zero-filled part of a segment: an empty string.
-            self.read(vaddr, 1)
-            return ""
-        end = self.buf.find(b"\0", off, off + min(avail, _MAX_STR))
-        if end < 0:
-            if avail < _MAX_STR:
-                # The string runs to the end of the file-backed bytes: zero fill ends it.
-                end = off + avail
-            else:
-                raise _Bad("string too long")
-        return bytes(self.buf[off:end]).decode("utf-8", "surrogateescape")
 
 
 def _phdr(img: Any, off: int) -> tuple[int, int, int, int, int, int]:
@@ -289,7 +200,7 @@ def _parse_buf(path: str, buf: Any, size: int) -> ElfInfo:
         return ElfInfo(**base, error=ElfError(kind=kind, message=str(exc)))
     bad_version = facts.pop("version_error", None)
     if bad_version is not None and base["load_error"] is None:
-        base["load_error"] = f"unsupported version {bad_version} of Verneed record"
+        base["load_error"] = bad_version
     return ElfInfo(**base, **facts)
 
 
@@ -368,11 +279,13 @@ def _dynamic(img: _Image, vaddr: int) -> dict[str, Any]:
         "flags": last.get(DT_FLAGS, 0),
         "flags_1": last.get(DT_FLAGS_1, 0),
     }
-    verneed, bad_need = _verneed(img, last[DT_VERNEED], string) if DT_VERNEED in last else ([], None)
-    verdef, bad_def = _verdef(img, last[DT_VERDEF], string) if DT_VERDEF in last else ([], False)
+    from envlock.libs.elfversions import relr_error, read_verdef, read_verneed
+
+    verneed, bad_need = read_verneed(img, last[DT_VERNEED], string) if DT_VERNEED in last else ([], None)
     out["verneed"] = tuple(verneed)
-    out["verdef"] = tuple(verdef)
-    out["version_error"] = bad_need if bad_need is not None else (0 if bad_def else None)
+    out["verdef"] = tuple(read_verdef(img, last[DT_VERDEF], string)) if DT_VERDEF in last else ()
+    out["version_error"] = (f"unsupported version {bad_need} of Verneed record" if bad_need is not None
+                            else relr_error(last, out["needed"], verneed))
     return out
 
 
@@ -386,86 +299,6 @@ def _pointer_string(string: Any, off: int | None) -> str | None:
         if exc.truncated:
             raise
         return None
-
-
-def _verneed(img: _Image, ent: int, string: Any) -> tuple[list[NeededVersions], int | None]:
-    """The ``Elf_Verneed`` chain from ``ent`` (``vn_next`` until 0, each entry once):
-    ``(needs, the first entry's vn_version when it is not 1)``.  glibc 2.36
-    ``_dl_check_map_versions`` checks only the first entry's ``vn_version``."""
-    verneed: list[NeededVersions] = []
-    seen: set[int] = set()
-    while ent not in seen and len(seen) < _MAX_CHAIN:
-        seen.add(ent)
-        vn_version, _cnt, vn_file, vn_aux, vn_next = struct.unpack(img.e + "HHIII", img.read(ent, 16))
-        if vn_version != 1 and not verneed:
-            return verneed, vn_version
-        vers = []
-        aux = ent + vn_aux
-        aseen: set[int] = set()
-        while aux not in aseen and len(aseen) < _MAX_CHAIN:
-            aseen.add(aux)
-            vna_hash, vna_flags, vna_other, vna_name, vna_next = struct.unpack(
-                img.e + "IHHII", img.read(aux, 16))
-            vers.append(VersionNeed(name=string(vna_name), weak=bool(vna_flags & VER_FLG_WEAK),
-                                    index=vna_other, hash=vna_hash))
-            if vna_next == 0:
-                break
-            aux += vna_next
-        verneed.append(NeededVersions(file=string(vn_file), versions=tuple(vers)))
-        if vn_next == 0:
-            break
-        ent += vn_next
-    return verneed, None
-
-
-def _verdef(img: _Image, ent: int, string: Any) -> tuple[list[VersionDef], bool]:
-    """The ``Elf_Verdef`` chain from ``ent`` (``vd_next`` until 0, each entry once):
-    ``(definitions, False)``.  ``vd_version`` is not checked here: glibc 2.36 reads every
-    entry in ``_dl_check_map_versions`` and checks only the first one's ``vd_version`` in
-    ``match_symbol``, when another object's Verneed names this file ("unsupported version
-    N of Verdef record", not modelled: docs/libs.md)."""
-    verdef: list[VersionDef] = []
-    seen: set[int] = set()
-    while ent not in seen and len(seen) < _MAX_CHAIN:
-        seen.add(ent)
-        _vd_version, vd_flags, vd_ndx, _cnt, vd_hash, vd_aux, vd_next = struct.unpack(
-            img.e + "HHHHIII", img.read(ent, 20))
-        names = _verdaux_names(img, ent + vd_aux, string, strict=not vd_flags & VER_FLG_BASE)
-        verdef.append(VersionDef(name=names[0] if names else "", index=vd_ndx,
-                                 base=bool(vd_flags & VER_FLG_BASE), parents=tuple(names[1:]),
-                                 hash=vd_hash))
-        if vd_next == 0:
-            break
-        ent += vd_next
-    return verdef, False
-
-
-def _verdaux_names(img: _Image, aux: int, string: Any, *, strict: bool) -> list[str]:
-    """The ``Elf_Verdaux`` names of one definition, as far as glibc reads them.
-
-    glibc 2.36 ``_dl_check_map_versions`` (``elf/dl-version.c``) reads only the first
-    ``vda_name`` of a non-base definition (``strict``), kept as a pointer that a lookup reads
-    when the hash matches; parents are never read.  An unreadable name is ``""`` (it matches
-    no needed version), unreadable parents are left out."""
-    names: list[str] = []
-    aseen: set[int] = set()
-    while aux not in aseen and len(aseen) < _MAX_CHAIN:
-        aseen.add(aux)
-        try:
-            vda_name, vda_next = struct.unpack(img.e + "II", img.read(aux, 8))
-        except _Bad:
-            if strict and not names:
-                raise
-            break
-        try:
-            names.append(string(vda_name))
-        except _Bad:
-            if not names:
-                names.append("")
-        if vda_next == 0:
-            break
-        aux += vda_next
-    return names
 
 
 def _comments(img: _Image, shoff: int, shentsize: int, shnum: int, shstrndx: int) -> tuple[str, ...]:

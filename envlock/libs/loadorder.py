@@ -144,12 +144,13 @@ def check_match_findings(proc: Process) -> list[Finding]:
     matched by version as usual.  Weak references are looked up too.  Binding is modelled as
     ``RTLD_NOW`` / ``LD_BIND_NOW`` (every reference at load time).
     """
-    from envlock.libs.elfsyms import SymbolTable
-
     out: list[Finding] = []
-    tables: dict[str, SymbolTable] = {}
+    tables: dict[str, Any] = {}
 
-    def table(o: LoadedObject) -> SymbolTable:
+    def table(o: LoadedObject) -> Any:
+        # The symbol reader is imported only when some pair needs it (rare).
+        from envlock.libs.elfsyms import SymbolTable
+
         got = tables.get(o.path)
         if got is None:
             got = tables[o.path] = SymbolTable(proc._host(o.path), info=o.info)
@@ -186,16 +187,12 @@ def _unversioned_hit(proc: Process, obj: LoadedObject, bare: dict[str, LoadedObj
     from envlock.libs.elfsyms import provides
 
     syms = table(obj).symbols(defined=False)
-    refs = [(n, v, f) for n, v, f in syms.undefined if v and f in bare]
-    wanted = {n.encode("utf-8", "surrogateescape") for n, _v, _f in refs}
+    refs = [(n, v, f) for n, v, f in syms.undefined if v is not None and f in bare]
     scope = proc.scope(obj) if refs else []
-    defs: dict[str, dict[str, list[tuple[str, bool]]]] = {}
     for name, version, file in refs:
         for o in scope:
-            d = defs.get(o.path)
-            if d is None:
-                d = defs[o.path] = table(o).symbols(undefined=False, wanted=wanted).index()
-            if name not in d:
+            d = table(o).lookup((name,))
+            if name not in d or (not o.info.has_versioning and not provides(d, name, version)):
                 continue
             if not o.info.has_versioning:
                 if _name_match(file, o):

@@ -64,7 +64,7 @@ def real_dlopen(probe: Path, path: Path) -> Outcome:
                               env={"PATH": "/usr/bin:/bin", "LD_BIND_NOW": "1"}, cwd=path.parent)
     except subprocess.TimeoutExpired:
         return Outcome("timeout", frozenset())
-    out = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
+    out = proc.stdout.decode("utf-8", "surrogateescape").split("\n")  # not splitlines(): names may hold \v
     if proc.returncode < 0:
         return Outcome(f"signal {-proc.returncode}", frozenset())
     err = next((x[4:] for x in out if x.startswith("ERR ")), None)

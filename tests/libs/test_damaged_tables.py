@@ -77,18 +77,21 @@ def _first_load_end(data: bytes) -> int:
 def test_a_soname_outside_the_segments_is_not_read_at_load(build: Builder) -> None:
     """The SONAME string starts past the first segment's p_memsz, in the rest of its last
     page, which the mmap maps all the same (as mutant 120 of bench_mutants' seed had it):
-    ld.so loads the file, reading whatever bytes are there; envlock takes the SONAME as
-    absent.  Where the address is not mapped at all, ld.so crashes (SIGSEGV), which is
-    counted as not modelled in test_fuzz.py."""
+    ld.so loads the file, reading the file's bytes there (the zero padding before the next
+    segment: an empty name), and so does envlock.  Where the address is not mapped at all,
+    ld.so crashes (SIGSEGV), which is counted as not modelled in test_fuzz.py, and envlock
+    takes the SONAME as absent."""
     def tail(data: bytearray, dyn: dict[int, tuple[int, int]]) -> None:
         end = _first_load_end(bytes(data))
         assert end % 4096, "the first segment ends on a page boundary"
         struct.pack_into("<Q", data, dyn[DT_SONAME][0] + 8, end + 1 - dyn[5][1])  # 5: DT_STRTAB
     lib = _patched(build, "soname", tail)
+    end = _first_load_end(lib.read_bytes())
     rc, text = _ld_so(lib)
     assert rc == 0 and "libc.so.6 =>" in text, text
     info = read_elf(lib)
-    assert info.error is None and info.soname is None
+    assert lib.read_bytes()[end + 1] == 0
+    assert info.error is None and info.soname == ""
     assert _model_error(lib) is None
 
 
@@ -169,3 +172,125 @@ def test_gnu_abi_version_bound_is_glibcs(build: Builder, tmp_path: Path) -> None
                                     runtime=False, check_symbols=True)
             first = next(f for f in report.findings if f.severity == "error")
             assert any("ELF file ABI version invalid" in e for e in (first.cause, *first.evidence)), first
+
+
+def test_a_verdef_outside_the_segments_is_not_corrupt(build: Builder) -> None:
+    """``DT_VERDEF`` pointing past every segment (mutant 1710 of bench_mutants' seed: 0xcde8 in
+    a 0x4010-byte image).  glibc reads the entries from whatever the process has mapped there:
+    ``ld.so --list`` loaded that mutant and its ``dlopen`` died of SIGBUS, so the bytes do not
+    decide it; glibc never refuses such a file with a message, and envlock no longer calls it
+    corrupt (``address outside the loaded segments``)."""
+    def far(data: bytearray, dyn: dict[int, tuple[int, int]]) -> None:
+        end = _last_load_end(bytes(data))
+        struct.pack_into("<Q", data, dyn[DT_VERDEF][0] + 8, ((end + 0xFFF) & ~0xFFF) + 0x8DE8)
+    vers = build.root / "vd.map"
+    vers.write_text("V1 { global: f; local: *; };\n")
+    lib = build.lib("verdef-far/libt.so", CODE, soname="libt.so",
+                    extra=["-lm", f"-Wl,--version-script={vers}"])
+    data = bytearray(lib.read_bytes())
+    far(data, _dynamic(bytes(data)))
+    lib.write_bytes(bytes(data))
+    rc, text = _ld_so(lib)
+    assert rc == 0 or rc < 0, text  # loads, or crashes reading the pointer: never refused
+    info = read_elf(lib)
+    assert info.error is None and info.verdef == ()
+    assert _model_error(lib) is None
+
+
+def _last_load_end(data: bytes) -> int:
+    """``p_vaddr + p_memsz`` of the last PT_LOAD."""
+    phoff, = struct.unpack_from("<Q", data, 32)
+    phnum, = struct.unpack_from("<H", data, 56)
+    end = 0
+    for i in range(phnum):
+        p_type, _f, _o, p_vaddr, _pa, _fs, p_memsz = struct.unpack_from("<IIQQQQQ", data, phoff + 56 * i)
+        if p_type == 1:
+            end = p_vaddr + p_memsz
+    return end
+
+
+def test_dt_relr_without_the_glibc_abi_dt_relr_version_is_refused(build: Builder, tmp_path: Path) -> None:
+    """A library linked with ``-z pack-relative-relocs`` (``DT_RELR``) needs
+    ``GLIBC_ABI_DT_RELR`` from libc; with that Vernaux's hash changed (and made weak, so the
+    version check itself passes, as in mutant 2866), glibc 2.36's ``_dl_check_map_versions``
+    refuses it: ``DT_RELR without GLIBC_ABI_DT_RELR dependency``, under ``ld.so --list`` and
+    ``dlopen`` alike; envlock gives the same refusal.  Unpatched, it loads."""
+    from .dlopen_oracle import build_probe, model_dlopen, real_dlopen
+
+    lib = build.lib("relr/libt.so", CODE, soname="libt.so", extra=["-lm", "-Wl,-z,pack-relative-relocs"])
+    data = bytearray(lib.read_bytes())
+    dyn = _dynamic(bytes(data))
+    if 36 not in dyn:
+        import pytest
+        pytest.skip("this linker writes no DT_RELR")
+    assert _ld_so(lib)[0] == 0 and _model_error(lib) is None
+    strtab = dyn[5][1]
+    for ent in _verneed_versions(bytes(data), dyn):
+        _v, cnt, _file, aux, _next = struct.unpack_from("<HHIII", data, ent)
+        a = ent + aux
+        for _ in range(cnt):
+            _h, flags, _o, name, anext = struct.unpack_from("<IHHII", data, a)
+            if data[strtab + name:].split(b"\0", 1)[0] == b"GLIBC_ABI_DT_RELR":
+                struct.pack_into("<IH", data, a, 0x1234, flags | 2)  # another hash, VER_FLG_WEAK
+            a += anext
+    lib.write_bytes(bytes(data))
+    rc, text = _ld_so(lib)
+    assert rc != 0 and text.endswith(f"{lib}: DT_RELR without GLIBC_ABI_DT_RELR dependency"), text
+    assert _model_error(lib) == "DT_RELR without GLIBC_ABI_DT_RELR dependency"
+    probe = build_probe(tmp_path)
+    assert real_dlopen(probe, lib).error == f"{lib}: DT_RELR without GLIBC_ABI_DT_RELR dependency"
+    assert model_dlopen(probe, lib).error is not None
+
+
+def _first_load(data: bytes) -> tuple[int, int]:
+    """``(file offset of the first PT_LOAD's header, its p_filesz)``."""
+    phoff, = struct.unpack_from("<Q", data, 32)
+    phnum, = struct.unpack_from("<H", data, 56)
+    for i in range(phnum):
+        if struct.unpack_from("<I", data, phoff + 56 * i)[0] == 1:
+            return phoff + 56 * i, struct.unpack_from("<Q", data, phoff + 56 * i + 32)[0]
+    raise AssertionError("no PT_LOAD")
+
+
+def test_tables_in_the_rest_of_a_mapped_page_are_read(build: Builder) -> None:
+    """glibc maps whole pages (``_dl_map_segments``): past the first segment's ``p_filesz``
+    the rest of its last page holds the file's bytes.  The whole Verneed chain copied there
+    (its offsets are relative) and ``DT_VERNEED`` pointed at the copy, as mutants 3862, 4964
+    and 6488 of bench_mutants' seed reached it: ``ld.so --list`` loads the file and checks
+    those versions, and envlock reads the same bytes instead of calling the file corrupt."""
+    lib = build.lib("pagetail/libt.so", CODE, soname="libt.so", extra=["-lm"])
+    data = bytearray(lib.read_bytes())
+    dyn = _dynamic(bytes(data))
+    start = dyn[DT_VERNEED][1]
+    entries = _verneed_versions(bytes(data), dyn)
+    _v, cnt, _f, aux, _n = struct.unpack_from("<HHIII", data, entries[-1])
+    size = entries[-1] + aux + 16 * cnt - start
+    _ph, filesz = _first_load(bytes(data))
+    target = (filesz + 15) & ~15
+    assert target + size <= 4096 and not any(data[target:target + size]), "no room in the page"
+    data[target:target + size] = data[start:start + size]
+    struct.pack_into("<Q", data, dyn[DT_VERNEED][0] + 8, target)
+    lib.write_bytes(bytes(data))
+    rc, text = _ld_so(lib)
+    assert rc == 0 and "libm.so.6 =>" in text, text
+    info = read_elf(lib)
+    assert info.error is None and {n.file for n in info.verneed} == {"libm.so.6", "libc.so.6"}
+    assert _model_error(lib) is None
+
+
+def test_a_segment_is_mapped_to_its_file_size_when_that_is_larger(build: Builder) -> None:
+    """The first PT_LOAD's ``p_memsz`` cut below its ``p_filesz`` (mutant 6293 of
+    bench_mutants' seed): glibc maps the file up to ``p_vaddr + p_filesz`` all the same, so
+    the string table past ``p_memsz`` is read and the file loads; envlock reads it too."""
+    lib = build.lib("memsz/libt.so", CODE, soname="libt.so", extra=["-lm"])
+    data = bytearray(lib.read_bytes())
+    ph, filesz = _first_load(bytes(data))
+    dyn = _dynamic(bytes(data))
+    assert dyn[5][1] > 0x100, "the string table is near the start"
+    struct.pack_into("<Q", data, ph + 40, 0x100)  # p_memsz
+    lib.write_bytes(bytes(data))
+    rc, text = _ld_so(lib)
+    assert rc == 0 and "libm.so.6 =>" in text, text
+    info = read_elf(lib)
+    assert info.error is None and info.needed == ("libm.so.6", "libc.so.6")
+    assert _model_error(lib) is None

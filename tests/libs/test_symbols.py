@@ -64,7 +64,7 @@ def test_unique_and_protected_definitions_bind(build: Builder, code: str) -> Non
     assert found == []
     if code is UNIQUE:
         syms = read_symbols(build.root / "good" / "libp.so")
-        assert ("g", "") in syms.defined
+        assert ("g", None) in syms.defined
 
 
 def scenario_same(build: Builder, consumer_code: str):
