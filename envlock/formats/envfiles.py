@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from envlock._bounded import one_line
 from envlock.errors import ManifestError
 from envlock.formats import conda, pep508
 from envlock.formats._load import load_yaml
@@ -17,6 +18,7 @@ from envlock.formats import _reading
 from envlock.formats._reading import Reading, Source, partial
 from envlock.manifest._schema import check_header
 from envlock.manifest._toml import with_run_environment
+from envlock.redact import redact_url
 
 __all__ = ["is_explicit", "read_explicit", "is_manifest", "read_manifest", "is_environment",
            "read_environment", "environment_reading", "selector_ok", "is_export", "read_export",
@@ -198,6 +200,7 @@ def read_requirements_file(text: str, src: Source) -> Reading:
 
     :raises ManifestError: a line pip refuses, a bad include (one line).
     """
+    _explicit_without_marker(text)
     entries = pep508.read_requirements(text, src.name, limit=_reading.MAX_PACKAGES, path=src.path,
                                        includes=src.includes)
     # the platform of the platform-specific wheels it pins (PEP 425 tags), when one
@@ -205,6 +208,27 @@ def read_requirements_file(text: str, src: Source) -> Reading:
     sub = subs.pop() if len(subs) == 1 else None
     return Reading("requirements", partial([], entries, "requirements", subdir=sub),
                    "pip" if _frozen(iter_content(text)) else "partial", (sub,) if sub else ())
+
+
+#: conda-lock's explicit render of a pip package: a comment ``# pip name @ url``
+_CONDA_LOCK_PIP = re.compile(r"^[ \t]*# pip [A-Za-z0-9][A-Za-z0-9._\-]* @ \S+", re.MULTILINE)
+
+
+def _explicit_without_marker(text: str) -> None:
+    """Refuse conda-lock's explicit render (its ``# pip name @ url`` comments) that lacks the
+    ``@EXPLICIT`` line: without it ``conda create --file`` reads each line as a ``MatchSpec``
+    (conda's ``specs_from_url``), and a URL line is then no conda package name — conda cannot
+    install it, so envlock does not read it as something else (pip URLs).
+
+    :raises ManifestError: one line naming the first URL line.
+    """
+    if not _CONDA_LOCK_PIP.search(text):
+        return
+    lines = list(iter_content(text))
+    if lines and all(re.match(r"[a-z][a-z0-9+.\-]*://", ln) for ln in lines):
+        first = one_line(redact_url(lines[0]))
+        raise ManifestError(f"a conda explicit list without its @EXPLICIT line: conda reads each "
+                            f"line as a MatchSpec, and {first} is a URL, not a conda package name")
 
 
 def requirements_fault(text: str, src: Source) -> None:

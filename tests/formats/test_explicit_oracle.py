@@ -17,6 +17,10 @@ CASES = _HERE if _HERE.is_dir() else Path("/work/shared/cases")
 FILES = sorted(p for p in (CASES / "peers" / "explicit").glob("*")
                if "@EXPLICIT" in p.read_text(encoding="utf-8")) if (CASES / "peers").is_dir() else []
 
+#: explicit-list files (conda-lock's render) that lack the ``@EXPLICIT`` line
+UNMARKED = sorted(p for p in (CASES / "peers" / "explicit").glob("*")
+                  if p not in FILES) if (CASES / "peers").is_dir() else []
+
 pytestmark = pytest.mark.skipif(not FILES, reason="the peers cases are not here")
 
 
@@ -42,3 +46,24 @@ def test_an_explicit_file_reads_as_conda_reads_it(path: Path) -> None:
     ours = {(x.name, x.version, x.build, x.md5, x.subdir) for x in read_lock(path).packages}
     assert ours == _conda_view(path)
     assert any(md5 for *_, md5, _ in ours)  # every one of these files pins md5s
+
+
+@pytest.mark.parametrize("path", UNMARKED, ids=lambda p: p.name)
+def test_an_explicit_file_without_its_marker_is_refused_as_conda_refuses_it(path: Path) -> None:
+    """Without ``@EXPLICIT`` conda's ``specs_from_url`` hands each line to ``MatchSpec`` (a
+    ``conda create --file`` spec list); conda's own ``MatchSpec`` of these URL lines gives names
+    that no conda package can have (a ``/``, the URL's host), so conda cannot solve them — and
+    envlock says so in one line rather than read them as pip URLs."""
+    from conda_lock._vendor.conda.models.match_spec import MatchSpec
+
+    from envlock.errors import ManifestError
+
+    lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()
+             if ln.strip() and not ln.strip().startswith("#")]
+    assert lines and "@EXPLICIT" not in lines
+    names = [MatchSpec(ln).name for ln in lines]
+    # conda's package-name rule (conda-build's, and the channel index's): no '/' or ':'
+    assert not any(re.fullmatch(r"[a-z0-9_][a-z0-9_.\-]*", n) for n in names), names
+    with pytest.raises(ManifestError, match="without its @EXPLICIT line.*is a URL") as exc:
+        read_lock(path)
+    assert "password" not in str(exc.value)  # its credentials are not printed
