@@ -20,6 +20,7 @@ from packaging.utils import canonicalize_name
 
 from envlock.errors import ManifestError
 from envlock.formats import read_lock
+from envlock.formats.markers import target_marker_env
 
 _HERE = Path(__file__).resolve().parents[2].parent / "shared" / "cases"
 CASES = _HERE if _HERE.is_dir() else Path("/work/shared/cases")
@@ -29,6 +30,18 @@ PYLOCKS = sorted([*(CASES / "peers" / "pylock").glob("*.toml"),
                   *(CASES / "peers" / "derived").glob("*pylock.toml")])
 
 pytestmark = pytest.mark.skipif(not PDM_LOCKS or not PYLOCKS, reason="the peers cases are not here")
+
+
+#: the targets every pdm.lock and pylock.toml is read for: Linux x86-64 CPython 3.12.3 and
+#: Windows x86-64 CPython 3.9.18, as PEP 508 marker environments (envlock's side) ...
+_TARGETS = (
+    {**target_marker_env("3.12.3", "cpython", machine="x86_64"), "sys_platform": "linux",
+     "platform_system": "Linux", "os_name": "posix"},
+    {**target_marker_env("3.9.18", "cpython", machine="AMD64"), "sys_platform": "win32",
+     "platform_system": "Windows", "os_name": "nt"},
+)
+#: ... and as pdm's ``EnvSpec`` platforms (dep_logic's names for the same two)
+_PDM_TARGETS = (("3.12.3", "manylinux_2_17_x86_64"), ("3.9.18", "windows_amd64"))
 
 
 @pytest.mark.parametrize("lock", PDM_LOCKS, ids=lambda p: p.name)
@@ -52,6 +65,20 @@ def test_a_pdm_lock_reads_as_pdm_reads_it(lock: Path, tmp_path: Path,
                     for c in (cands if isinstance(cands, list) else [cands]) if c.version)
     ours = sorted((x.name, x.version) for x in read_lock(lock).packages)
     assert ours == theirs
+    # one target: the candidates pdm's locked repository keeps for that environment (its
+    # ``candidates``: each locked marker evaluated by pdm against an ``EnvSpec``, what ``pdm
+    # install``/``pdm export`` of a lock with targets select from)
+    from pdm.models.markers import EnvSpec
+
+    from envlock.formats.markers import applicable
+
+    project = Core().create_project(proj, global_config=str(tmp_path / "config.toml"))
+    for (version, plat), env in zip(_PDM_TARGETS, _TARGETS):
+        spec = EnvSpec.from_spec(f"=={version}", plat, "cpython")
+        there = {canonicalize_name(c.name) for c in  # an ``a[x]`` key: the one package a
+                 project.get_locked_repository(spec).candidates.values() if c.version}
+        needed, _ = applicable(read_lock(lock).packages, env)
+        assert set(needed) == there, (plat, sorted(set(needed) ^ there))
 
 
 def _pylock_view(path: Path) -> list[tuple[str, str | None, str | None]]:
