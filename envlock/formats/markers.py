@@ -45,7 +45,9 @@ def marker_holds(marker: str, env: Mapping[str, str], *,
     uv's conflict markers (``extra == 'extra-7-project-cpu'``, ``extra != 'group-7-project-dev'``;
     :func:`conflict_item`) and PEP 751's ``'cpu' in extras`` / ``'dev' in dependency_groups``
     hold when ``selection`` has that extra or group (``None``: none selected), as ``uv sync``
-    reads them: several may be selected at once.
+    reads them: several may be selected at once.  A plain ``extra == 'foo'`` (poetry's marker
+    of an optional package) holds when ``selection`` has ``extra:foo``, as poetry's installer
+    reads it with the chosen extras, unless ``env`` itself sets ``extra``.
 
     :raises ValueError: ``marker`` is not a valid marker.
     """
@@ -329,7 +331,8 @@ def _parse(text: str) -> _Node:
 def _atom_item(node: _Node) -> tuple[bool, tuple[str, str | None, str]] | None:
     """``(positive, (kind, package, name))`` when an atom asks whether an extra or group is
     selected: uv's ``extra == 'extra-7-project-cpu'`` (package known) or PEP 751's ``'cpu' in
-    extras`` / ``'dev' in dependency_groups`` (package ``None``: the locked project)."""
+    extras`` / ``'dev' in dependency_groups`` (package ``None``: the locked project), or a
+    plain PEP 508 ``extra == 'cpu'`` (package ``""``: poetry's markers of an optional package)."""
     lhs, op, rhs = node
     if op in ("==", "!=") and {lhs[0], rhs[0]} == {"var", "str"}:
         var, val = (lhs, rhs) if lhs[0] == "var" else (rhs, lhs)
@@ -337,6 +340,7 @@ def _atom_item(node: _Node) -> tuple[bool, tuple[str, str | None, str]] | None:
             item = conflict_item(val[1])
             if item is not None:
                 return op == "==", item
+            return op == "==", ("extra", "", canonicalize(val[1]))  # PEP 508's own: ``""``
     if op in ("in", "not in") and lhs[0] == "str" and rhs[0] == "var" \
             and rhs[1] in ("extras", "dependency_groups"):
         kind = "extra" if rhs[1] == "extras" else "group"
@@ -361,7 +365,7 @@ def _compiled(text: str) -> Any:
 
 def _eval_atom(node: _Node, env: Mapping[str, str], active: frozenset[tuple[str, str]]) -> bool:
     item = _atom_item(node)
-    if item is not None:
+    if item is not None and not (item[1][1] == "" and "extra" in env):  # env's extra decides
         positive, (kind, _package, name) = item
         return ((kind, canonicalize(name)) in active) == positive
     try:

@@ -281,6 +281,7 @@ def read_poetry_lock(data: Mapping[str, Any], name: str) -> LockFile:
         raise _err(name, f"poetry.lock lock-version {one_line(repr(lv))} is not supported (1.x, 2.x)")
     out = []
     projects: list[str] = []
+    extras = _poetry_extras(data.get("extras"), name)
     for i, p in enumerate(_packages(data, "package", name)):
         where = f"package[{i}]"
         pname = _str(p, "name", where, name)
@@ -296,14 +297,36 @@ def read_poetry_lock(data: Mapping[str, Any], name: str) -> LockFile:
         out.append(Locked("pip", canonicalize(pname), pversion,
                           vcs="git" if kind == "git" else None,
                           commit=str(commit) if commit else None,
-                          groups=_poetry_groups(p, where, name)))
+                          groups=_poetry_groups(p, where, name, extras.get(canonicalize(pname), ()))))
     return LockFile("poetry.lock", (), tuple(out), projects=tuple(projects))
 
 
-def _poetry_groups(p: Mapping[str, Any], where: str, name: str) -> tuple[tuple[str, str | None], ...]:
+def _poetry_extras(raw: Any, name: str) -> dict[str, tuple[str, ...]]:
+    """``{package: (extra, ...)}`` of a poetry.lock's ``[extras]`` table (``foo = ["A"]``, or
+    ``"a (>=1.0)"`` in old locks: the name is the first word), names PEP 685-normalized.
+
+    :raises ManifestError: ``[extras]`` is not a table of string arrays.
+    """
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping) or not all(
+            isinstance(v, list) and all(isinstance(x, str) for x in v) for v in raw.values()):
+        raise _err(name, "[extras] must be a table of string arrays")
+    out: dict[str, set[str]] = {}
+    for extra, members in raw.items():
+        for m in members:
+            if m.split():
+                out.setdefault(canonicalize(m.split()[0]), set()).add(canonicalize(str(extra)))
+    return {k: tuple(sorted(v)) for k, v in out.items()}
+
+
+def _poetry_groups(p: Mapping[str, Any], where: str, name: str,
+                   extras: tuple[str, ...] = ()) -> tuple[tuple[str, str | None], ...]:
     """:attr:`Locked.groups` of a poetry.lock entry: lock-version 2 lists ``groups``
     (``"main"`` is the default install), 1.x a ``category`` (``"main"``/``"dev"``);
-    ``optional = true`` means only an extra pulls it in (``poetry install -E``).  A
+    ``optional = true`` means only an extra pulls it in (``poetry install -E``): each of
+    ``extras`` (the ``[extras]`` that list it) is then a group ``extra:<name>``, and
+    ``extra:*`` when none does.  A
     ``markers`` string (lock-version 2) is the condition; a per-group table of markers keeps
     each group's."""
     optional = p.get("optional") is True
@@ -313,17 +336,16 @@ def _poetry_groups(p: Mapping[str, Any], where: str, name: str) -> tuple[tuple[s
         groups = [cat] if isinstance(cat, str) else []
     if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
         raise _err(name, f"{where}.groups must be an array of strings")
+    by_extra = [f"extra:{e}" for e in extras] or ["extra:*"]
     if not groups:
-        return (("extra:*", None),) if optional else ()
+        return tuple((g, None) for g in by_extra) if optional else ()
     markers = p.get("markers")
-    out = []
+    out: list[tuple[str, str | None]] = []
     for g in groups:
         m = markers.get(g) if isinstance(markers, Mapping) else markers
         m = m if isinstance(m, str) and m.strip() else None
         group = "" if g == "main" else g
-        if optional and group == "":
-            group = "extra:*"
-        out.append((group, m))
+        out.extend([(e, m) for e in by_extra] if optional and group == "" else [(group, m)])
     return tuple(sorted(set(out), key=lambda x: (x[0], x[1] or "")))
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from envlock.errors import ManifestError
 from envlock.formats import read_lock
+from envlock.formats.markers import applicable, target_marker_env
 from envlock.lock._tools import uv_bin
 
 _HERE = Path(__file__).resolve().parents[2].parent / "shared" / "cases"
@@ -28,7 +29,9 @@ POETRY = "poetry==2.5.1"
 _ORACLE = """
 import json, sys
 from pathlib import Path
+from packaging.utils import canonicalize_name
 from poetry.packages.locker import Locker
+TARGETS = json.loads(sys.argv.pop(1))
 out = {}
 for f in sys.argv[1:]:
     try:
@@ -38,8 +41,27 @@ for f in sys.argv[1:]:
         continue
     out[f] = {"packages": sorted([p.name, str(p.version), p.source_type or ""]
                                  for p in repo.packages)}
+    locker = Locker(Path(f), {})
+    if not locker.is_locked_groups_and_markers():
+        continue  # poetry re-resolves a lock before 2.1 for a target: no locked markers
+    extras = {canonicalize_name(e) for e in locker.lock_data.get("extras", {})}
+    out[f]["targets"] = [
+        # what poetry's Transaction installs there (poetry install --all-groups --all-extras):
+        # a package of a group whose locked marker for those groups holds in the env
+        sorted(p.name for p, info in locker.locked_packages().items()
+               if info.get_marker(info.groups).validate({**env, "extra": extras}))
+        for env in TARGETS]
 print(json.dumps(out))
 """
+
+#: the targets each lock is read for (PEP 508 marker environments): Linux x86-64 CPython 3.12.3
+#: and Windows x86-64 CPython 3.9.18
+_TARGETS = (
+    {**target_marker_env("3.12.3", "cpython", machine="x86_64"), "sys_platform": "linux",
+     "platform_system": "Linux", "os_name": "posix"},
+    {**target_marker_env("3.9.18", "cpython", machine="AMD64"), "sys_platform": "win32",
+     "platform_system": "Windows", "os_name": "nt"},
+)
 
 pytestmark = pytest.mark.skipif(not LOCKS, reason="the peers cases are not here")
 
@@ -49,7 +71,8 @@ def poetry_reading(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     script = tmp_path_factory.mktemp("poetry") / "oracle.py"
     script.write_text(_ORACLE, encoding="utf-8")
     r = subprocess.run([uv_bin(), "run", "--no-project", "--isolated", "--python", sys.executable,
-                        "--with", POETRY, "python", str(script), *map(str, LOCKS)],
+                        "--with", POETRY, "python", str(script), json.dumps(_TARGETS),
+                        *map(str, LOCKS)],
                        capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
         pytest.skip(f"{POETRY} could not be installed from the registry: "
@@ -74,3 +97,8 @@ def test_a_poetry_lock_reads_as_poetry_reads_it(lock: Path, poetry_reading: dict
     assert sorted((x.name, x.version) for x in ours.packages) == want
     assert {canonicalize_name(n) for n, _, src in theirs["packages"] if src == "directory"} <= \
         set(ours.projects)
+    # one target (a lock-version 2.1 lock: poetry installs from its locked groups and markers)
+    for env, there in zip(_TARGETS, theirs.get("targets", ())):
+        needed, _ = applicable(ours.packages, env)
+        assert set(needed) == {canonicalize_name(n) for n in there} - set(ours.projects), \
+            (env["sys_platform"], sorted(set(needed) ^ {canonicalize_name(n) for n in there}))
