@@ -172,7 +172,8 @@ def _uv_reach(entries: list[Mapping[str, Any]], manifest: Any,
         if isinstance(p.get("name"), str):
             by_name.setdefault(canonicalize(p["name"]), []).append(i)
     roots = _uv_roots(entries, manifest)
-    if not roots:
+    seeds = _uv_manifest_groups(manifest, entries, by_name)
+    if not roots and not seeds:
         return None
     # state: (entry, extra or None, group); value: the conditions (frozensets of markers,
     # joined with "and") under which it is reached.  An empty frozenset: always.
@@ -196,6 +197,8 @@ def _uv_reach(entries: list[Mapping[str, Any]], manifest: Any,
             visit(r, ex, f"extra:{ex}", frozenset())
         for group in _uv_edges(p, "dev-dependencies", name):
             visit(r, _DEV + group, group, frozenset())
+    for seed in seeds:
+        visit(*seed)
     steps = 0
     while todo:
         steps += 1
@@ -226,6 +229,30 @@ def _uv_reach(entries: list[Mapping[str, Any]], manifest: Any,
         out.setdefault(i, {}).setdefault(group, set()).update(conds)
     return {i: tuple((g, _reach_marker(c)) for g, c in sorted(groups.items()))
             for i, groups in out.items()}
+
+
+def _uv_manifest_groups(manifest: Any, entries: list[Mapping[str, Any]],
+                        by_name: Mapping[str, list[int]]) -> list[tuple[int, str | None, str, frozenset[str]]]:
+    """The ``(entry, extra, group, condition)`` states a non-project workspace root's
+    ``[manifest.dependency-groups]`` reach first: each requirement of group ``g`` (``{ name,
+    marker, extras }``) needs the entries of that name in ``g`` (``uv sync --group g``; ``dev``
+    is one of uv's default groups), under its marker."""
+    groups = manifest.get("dependency-groups") if isinstance(manifest, Mapping) else None
+    if not isinstance(groups, Mapping):
+        return []
+    out: list[tuple[int, str | None, str, frozenset[str]]] = []
+    for g, reqs in groups.items():
+        for r in reqs if isinstance(reqs, list) else []:
+            if not isinstance(r, Mapping) or not isinstance(r.get("name"), str):
+                continue
+            m = r.get("marker")
+            cond = frozenset({m}) if isinstance(m, str) and m.strip() else frozenset()
+            raw = r.get("extras") or r.get("extra")
+            for t in _uv_targets(r, entries, by_name):
+                out.append((t, None, canonicalize(str(g)), cond))
+                out.extend((t, str(x), canonicalize(str(g)), cond)
+                           for x in (raw if isinstance(raw, list) else []))
+    return out
 
 
 def _uv_roots(entries: list[Mapping[str, Any]], manifest: Any) -> list[int]:

@@ -7,6 +7,7 @@ source) is the project, which envlock leaves out as a project and uv exports as 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -48,11 +49,27 @@ def _project(lock: Path, tmp: Path) -> Path | None:
                  if {"editable", "virtual"} & set(p.get("source", {}))
                  and "." in (p["source"].get("editable"), p["source"].get("virtual"))), None)
     (tmp / "uv.lock").write_text(text, encoding="utf-8")
+    manifest = data.get("manifest", {})
+    if root is None and manifest.get("dependency-groups") and not manifest.get("members"):
+        # a non-project workspace root: no [project], its groups in [dependency-groups]
+        (tmp / "pyproject.toml").write_text(
+            "[tool.uv.workspace]\nmembers = []\n\n[dependency-groups]\n" + "".join(
+                f"{json.dumps(g)} = {json.dumps([_requirement(r) for r in reqs])}\n"
+                for g, reqs in manifest["dependency-groups"].items()), encoding="utf-8")
+        return tmp
     (tmp / "pyproject.toml").write_text(
         f'[project]\nname = "{root["name"] if root else "x"}"\n'
         f'version = "{(root or {}).get("version", "0.1")}"\n'
         f'requires-python = "{data.get("requires-python", ">=3.8")}"\n', encoding="utf-8")
     return tmp
+
+
+def _requirement(r: dict) -> str:
+    """A PEP 508 requirement of a ``[manifest]`` entry of uv.lock (``name``, ``extras``,
+    ``specifier``, ``marker``)."""
+    extras = f"[{','.join(r['extras'])}]" if r.get("extras") else ""
+    marker = f" ; {r['marker']}" if r.get("marker") else ""
+    return f"{r['name']}{extras}{r.get('specifier', '')}{marker}"
 
 
 def _export(proj: Path, *args: str) -> list[Requirement] | None:
@@ -116,6 +133,19 @@ def test_a_uv_lock_reads_as_uv_exports_it(lock: Path, tmp_path: Path) -> None:
              if r.marker is None or Marker(str(r.marker)).evaluate(TARGET)}
     needed, optional = applicable(ours.packages, TARGET, Selection(), conflicts=ours.conflicts)
     assert set(needed) - set(optional) == there
+
+    # each dependency group of a non-project workspace root on its own (uv export --only-group)
+    groups = tomllib.loads((proj / "uv.lock").read_text(encoding="utf-8")).get(
+        "manifest", {}).get("dependency-groups", {}) if not ours.projects else {}
+    for g in groups:
+        only = _export(proj, "--only-group", g)
+        assert only is not None
+        _agree([x for x in ours.packages if any(h == g for h, _ in x.groups)], _pinned(only))
+        needed, _ = applicable(ours.packages, TARGET, Selection(frozenset({g})))
+        assert {n for n in needed if any(h in ("", g) for h, _ in
+                                         next(x for x in ours.packages if x.name == n).groups)} \
+            == {canonicalize_name(r.name) for r in only
+                if r.marker is None or Marker(str(r.marker)).evaluate(TARGET)}
 
 
 def test_a_lock_uv_refuses_is_one_error_naming_its_fault(tmp_path: Path) -> None:
