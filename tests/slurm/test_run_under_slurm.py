@@ -207,10 +207,15 @@ def test_an_over_memory_kill_envlock_could_not_see_is_read_from_slurm(slurm: Clu
                                                                       tmp_path: Path) -> None:
     """The memory is taken by a process of the batch script beside envlock, not below it (a
     background job of the script): Slurm counts it in the step, envlock's sampler cannot, so
-    Slurm's SIGKILL always comes first and the file stays ``running`` (nothing writes after a
-    SIGKILL). ``show`` and ``diff`` read it as Slurm ended it: ``killed`` (SIGKILL, Slurm's
+    Slurm's SIGKILL comes first and, as a rule, the file stays ``running`` (nothing writes after
+    a SIGKILL). ``show`` and ``diff`` read it as Slurm ended it: ``killed`` (SIGKILL, Slurm's
     ExitCode 0:9), the over-memory kill from slurmstepd's line in the job's log, and a
-    ``run.unfinished`` finding saying that this is Slurm's word, not envlock's."""
+    ``run.unfinished`` finding saying that this is Slurm's word, not envlock's.
+
+    Slurm signals the step's processes one by one (proctrack/linuxproc here): now and then the
+    command dies first and envlock writes its final record before its own SIGKILL arrives
+    (seen once in four runs). That record is final and says the same death: ``killed`` by
+    SIGKILL, as the file holds it."""
     script = (f"#!/bin/bash\nsource {BIN}/activate\n"
               "python -c 'import time\ntime.sleep(3)\nx = bytearray(150 << 20)\ntime.sleep(60)' &\n"
               "envlock run --dir r -q -- sleep 60\nwait\n")
@@ -218,9 +223,14 @@ def test_an_over_memory_kill_envlock_could_not_see_is_read_from_slurm(slurm: Clu
     info = slurm.wait_job(job, deadline=60)
     assert info["ExitCode"] == "0:9", info  # SIGKILL
     assert "exceeded memory limit" in next(tmp_path.glob("slurm-*.out")).read_text()
-    assert _record(tmp_path / "r")["outcome"] == "running"  # as envlock left it
+    raw = _record(tmp_path / "r")
     rec = _shown_json(slurm, tmp_path / "r")
     assert rec["outcome"] == "killed" and rec["signal"] == "SIGKILL", rec
+    if raw["outcome"] == "killed":  # envlock saw the command's SIGKILL before its own came
+        assert raw.get("signal") == "SIGKILL", raw
+        assert "run: killed (SIGKILL)" in _show(slurm, tmp_path / "r")
+        return
+    assert raw["outcome"] == "running", raw  # as envlock left it
     [mem] = [f for f in rec["findings"] if f["id"] == "run.memory"]
     assert "100 MiB granted" in mem["title"] and f"StepId={job}.batch exceeded memory limit" \
         in mem["cause"], mem
