@@ -21,9 +21,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 from envlock.errors import EnvlockError
-from envlock.find.sections import SectionCache
 from envlock.find.values import encode
+
+if TYPE_CHECKING:  # the reader's modules load with the first file read: a query needs none
+    from envlock.find.sections import SectionCache
 
 __all__ = ["Entry", "FINGERPRINT_MIN_RANK", "in_fingerprint", "read_result", "read_all", "sig_text",
            "MAX_JOBS"]
@@ -75,6 +79,8 @@ _SECTIONS: SectionCache | None = None
 
 def _sections() -> SectionCache:
     """This process's :class:`~envlock.find.sections.SectionCache`."""
+    from envlock.find.sections import SectionCache
+
     global _SECTIONS
     if _SECTIONS is None:
         _SECTIONS = SectionCache()

@@ -32,16 +32,15 @@ any more is dropped).  A file's facts are its own and its set's.
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from envlock.errors import EnvlockError, ManifestError
 from envlock.find.entry import FINGERPRINT_MIN_RANK, Entry, in_fingerprint, read_all, read_result, sig_text
+from envlock.find.indexreads import IndexReads, under_root
 from envlock.find.walk import walk
 
 __all__ = ["SCHEMA", "BUSY_TIMEOUT_S", "Index", "Entry", "ScanReport", "default_path", "read_result",
@@ -74,19 +73,13 @@ CREATE INDEX IF NOT EXISTS set_facts_by_val ON set_facts (val_id, set_id);
 CREATE INDEX IF NOT EXISTS files_by_grp ON files (grp);
 CREATE INDEX IF NOT EXISTS files_by_fp ON files (fp);
 CREATE INDEX IF NOT EXISTS files_by_status ON files (status);
+CREATE INDEX IF NOT EXISTS files_by_time ON files (time, path);
 """
 
 
 #: the value→file index: dropped during the load of an empty index and built after it (and
 #: made again on open, should a load have been killed before building it).
 _FACTS_BY_VAL = "CREATE INDEX IF NOT EXISTS facts_by_val ON facts (val_id, file_id)"
-
-
-def _facts_of(where: str) -> str:
-    """``(file_id, val_id)`` of the files that ``where`` (on ``files``) selects: their own facts
-    and their sets'."""
-    return (f"SELECT file_id, val_id FROM facts WHERE file_id IN (SELECT id FROM files {where}) "
-            f"UNION ALL SELECT f.id, s.val_id FROM files f JOIN set_facts s ON s.set_id = f.grp {where}")
 
 
 def default_path(environ: dict[str, str] | None = None) -> str:
@@ -112,13 +105,7 @@ class ScanReport:
     seconds: float = 0.0
 
 
-def _under(root: str) -> tuple[str, str]:
-    """The half-open range of paths below directory ``root`` (``/`` sorts just before ``0``)."""
-    r = root.rstrip("/")
-    return r + "/", r + "0"
-
-
-class Index:
+class Index(IndexReads):
     """An open index database (see the module docstring).
 
     :param path: the SQLite file (created with its directory), or ``":memory:"``.
@@ -270,7 +257,7 @@ class Index:
         for root in roots:
             if os.path.isdir(root):
                 rows = self.db.execute("SELECT path, id, sig, status, error FROM files "
-                                       "WHERE path >= ? AND path < ?", _under(root))
+                                       "WHERE path >= ? AND path < ?", under_root(root))
             else:
                 rows = self.db.execute("SELECT path, id, sig, status, error FROM files WHERE path = ?",
                                        (root,))
@@ -370,121 +357,6 @@ class Index:
         db.executemany("INSERT OR IGNORE INTO facts (file_id, val_id) VALUES (?, ?)",
                        ((first + i, got[f]) for i, e in enumerate(entries) for f in e.facts))
 
-    def _name_ids(self) -> dict[str, int]:
-        if self._names is None:
-            self._names = dict(self.db.execute("SELECT name, id FROM names"))
-        return self._names
-
-    # -- reading --------------------------------------------------------------------------
-
-    def scope(self, roots: Sequence[str]) -> dict[int, str]:
-        """``{file id: path}`` of the readable results under ``roots``."""
-        out: dict[int, str] = {}
-        for root in (os.path.abspath(r) for r in roots):
-            if os.path.isfile(root):
-                q = self.db.execute("SELECT id, path FROM files WHERE status = 'ok' AND path = ?", (root,))
-            else:
-                lo, hi = _under(root)
-                q = self.db.execute("SELECT id, path FROM files WHERE status = 'ok' AND path >= ? "
-                                    "AND path < ?", (lo, hi))
-            out.update(q)
-        return out
-
-    def scope_ids(self, roots: Sequence[str]) -> set[int]:
-        """The file ids of the readable results under ``roots`` (one index range scan each)."""
-        out: set[int] = set()
-        for root in (os.path.abspath(r) for r in roots):
-            if os.path.isfile(root):
-                q = self.db.execute("SELECT json_group_array(id) FROM files WHERE path = ?", (root,))
-            else:
-                q = self.db.execute("SELECT json_group_array(id) FROM files WHERE path >= ? AND path < ?",
-                                    _under(root))
-            out.update(json.loads(q.fetchone()[0]))
-        bad = json.loads(self.db.execute(
-            "SELECT json_group_array(id) FROM files WHERE status != 'ok'").fetchone()[0])
-        return out.difference(bad)
-
-    def names(self) -> list[str]:
-        """Every indexed fact name (``area:key``)."""
-        return list(self._name_ids())
-
-    def values(self, name: str) -> list[tuple[int, str]]:
-        """``(value id, encoded value)`` of every distinct value of fact ``name``."""
-        nid = self._name_ids().get(name)
-        if nid is None:
-            return []
-        return list(self.db.execute("SELECT id, enc FROM vals WHERE name_id = ?", (nid,)))
-
-    def holders(self, val_ids: Sequence[int]) -> list[tuple[int, int]]:
-        """``(file id, value id)`` of the files holding any of ``val_ids``: the results' own
-        facts (fetched as two JSON arrays: SQLite builds them, :mod:`json` parses them, no
-        Python object per row), and the sets holding them, each expanded to its files
-        (:meth:`_members`, read once per connection)."""
-        ids = json.dumps(list(val_ids))
-        if ids == "[]":
-            return []
-        row = self.db.execute(
-            "SELECT json_group_array(file_id), json_group_array(val_id) FROM facts WHERE val_id IN "
-            "(SELECT value FROM json_each(?))", (ids,)).fetchone()
-        out = list(zip(json.loads(row[0]), json.loads(row[1]), strict=True))
-        in_sets = self.db.execute("SELECT set_id, val_id FROM set_facts WHERE val_id IN "
-                                  "(SELECT value FROM json_each(?))", (ids,)).fetchall()
-        if in_sets:
-            members = self._members()
-            for sid, vid in in_sets:
-                out.extend(zip(members.get(sid, ()), itertools.repeat(vid)))
-        return out
-
-    def _members(self) -> dict[int, list[int]]:
-        """``{set id: file ids}`` of every file with a set (one query; forgotten on a write)."""
-        if self._member_ids is None:
-            self._member_ids = {sid: json.loads(ids) for sid, ids in self.db.execute(
-                "SELECT grp, json_group_array(id) FROM files WHERE grp IS NOT NULL GROUP BY grp")}
-        return self._member_ids
-
-    def files(self, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
-        """The ``files`` rows of ``ids``, as dicts."""
-        out: dict[int, dict[str, Any]] = {}
-        ids = list(ids)
-        cols = ("id", "path", "kind", "time", "host", "node", "job", "label", "listing", "areas", "fp")
-        for i in range(0, len(ids), 500):
-            chunk = ids[i:i + 500]
-            for row in self.db.execute(f"SELECT {', '.join(cols)} FROM files WHERE id IN "
-                                       f"({','.join('?' * len(chunk))})", chunk):
-                out[row[0]] = dict(zip(cols, row, strict=True))
-        return out
-
-    def brief(self, ids: set[int], limit: int | None = None) -> list[tuple[int, str, str, str, str, str]]:
-        """``(id, path, kind, time, host, node)`` of the results ``ids``, ordered by time, then
-        path; the first ``limit`` only (SQLite sorts; ``None``: all)."""
-        return list(self.db.execute(
-            "SELECT id, path, kind, time, host, node FROM files WHERE id IN "
-            "(SELECT value FROM json_each(?)) ORDER BY time, path LIMIT ?",
-            (json.dumps(sorted(ids)), -1 if limit is None else limit)))
-
-    def lookup(self, name: str, enc: str) -> int | None:
-        """The value id of fact ``name`` = ``enc`` (an encoded value), if any result holds it."""
-        nid = self._name_ids().get(name)
-        if nid is None:
-            return None
-        row = self.db.execute("SELECT id FROM vals WHERE name_id = ? AND enc = ?", (nid, enc)).fetchone()
-        return row[0] if row else None
-
-    def facts_of(self, file_id: int) -> list[tuple[str, str]]:
-        """``(area:key, encoded value)`` of one file (its own facts and its set's)."""
-        return list(self.db.execute(
-            f"SELECT n.name, v.enc FROM ({_facts_of('WHERE id = ?1')}) f JOIN vals v ON v.id = f.val_id "
-            "JOIN names n ON n.id = v.name_id", (file_id,)))
-
-    def rows(self, ids: Iterable[int]) -> Iterator[tuple[int, str, str]]:
-        """``(file id, area:key, encoded value)`` of every fact of ``ids`` (for the export)."""
-        ids = list(ids)
-        for i in range(0, len(ids), 500):
-            chunk = ids[i:i + 500]
-            yield from self.db.execute(
-                f"SELECT f.file_id, n.name, v.enc FROM ({_facts_of('WHERE id IN (SELECT value FROM json_each(?1))')}) "
-                "f JOIN vals v ON v.id = f.val_id "
-                "JOIN names n ON n.id = v.name_id ORDER BY f.file_id", (json.dumps(chunk),))
 
 
 def check_db_path(path: str) -> str:

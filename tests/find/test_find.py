@@ -77,12 +77,44 @@ def test_every_query_kind_matches_what_the_files_say(results: Path, index_file: 
         "not (numpy < 2) or torch.build == cuda": lambda d: not _spec("<2", _pip(d, "numpy"))
         or d["frameworks"]["packages"][0]["build"] == "cuda",
         "python == " + load(next(results.rglob("*.toml")))["python"]["version"]: lambda d: True,
+        # a result's own facts (host, time) beside the shared ones, under and/or/not
+        "host == node0* and numpy < 2": lambda d: d["envlock"]["host"].startswith("node0")
+        and _spec("<2", _pip(d, "numpy")),
+        "not host == node01 and gpu.arch >= sm_80": lambda d: d["envlock"]["host"] != "node01"
+        and any(c >= 8.0 for c in _ccs(d)),
+        "time >= 2026-11-05 or not torch.build == cuda": lambda d: d.get("process", d["envlock"])[
+            "created"] >= "2026-11-05" or d["frameworks"]["packages"][0]["build"] != "cuda",
+        "not (torch.tf32.matmul == true or host == node09)": lambda d: not (
+            d.get("process", {}).get("torch", {}).get("allow-tf32-matmul") is True
+            or d["envlock"]["host"] == "node09"),
     }
     for query, pred in cases.items():
         want = _expected(results, pred)
         assert want, query  # each case selects something …
         assert _got(results, query, index_file) == want, query
     assert len(_expected(results, lambda d: _spec("<2", _pip(d, "numpy")))) < 10  # … not all
+    # a directory below the indexed root is searched alone, for shared and own facts alike
+    deep = results / "deep"
+    for query, pred in (("gpu.arch >= sm_80", lambda d: any(c >= 8.0 for c in _ccs(d))),
+                        ("not torch.build == cuda", lambda d: d["frameworks"]["packages"][0]["build"] != "cuda"),
+                        ("host == node0* or CUBLAS_WORKSPACE_CONFIG unset", lambda d: True)):
+        want = _expected(deep, pred)
+        assert want and len(want) < len(_expected(results, pred)), query
+        assert _got(deep, query, index_file) == want, query
+
+
+def test_each_match_shows_the_facts_it_matched(results: Path, index_file: str) -> None:
+    """The MATCHED column: per result, the value of each fact a condition read, as the file
+    records it (a result's own host, a shared package version, "(unset)")."""
+    ans = find([results], "host == node0* and torch < 1.12 and CUBLAS_WORKSPACE_CONFIG unset",
+               index=index_file)
+    assert ans.matches
+    for m in ans.matches:
+        d = load(Path(m.path))
+        facts = dict(m.facts)
+        assert facts["result:host"] == d["envlock"]["host"], m
+        assert facts["package:torch"] == _pip(d, "torch"), m
+        assert facts["CUBLAS_WORKSPACE_CONFIG"] == "(unset)", m
 
 
 def test_conda_versions_in_condas_order(conda_manifest: Path, variant: Any, tmp_path: Path,
