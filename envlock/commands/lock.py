@@ -192,7 +192,7 @@ def restore(inputs: tuple[str, ...], prefix: str | None, python_version: str | N
             click.echo("# (nothing to install)")
         for step in plan.steps:
             click.echo(f"# {step.title}")
-            click.echo(step.shell)
+            click.echo(f"# (--run writes {step.argv[1]})" if step.kind == "write" else step.shell)
         _say_not_restored(plan)
         return
     _say_sources(plan)

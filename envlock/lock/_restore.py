@@ -27,6 +27,7 @@ from envlock._run import Runner, run
 from envlock.errors import ManifestError
 from envlock.lock._from_manifest import find_python, index_options, plan_from_manifest
 from envlock.lock._plan import RestorePlan, Step, not_restored
+from envlock.lock._projectlocks import PROJECT_LOCKS
 from envlock.probes.lockfiles import _sha256, lockfile_kind
 from envlock.errors import LockContradictionError
 from envlock.probes.lockfiles import contradictions
@@ -162,7 +163,7 @@ def _kind_of(path: Path) -> str | None:
         raise
     if kind == "manifest":
         return None
-    if kind in ("conda-lock", "conda-explicit", "pylock"):
+    if kind in ("conda-lock", "conda-explicit", "pylock", *PROJECT_LOCKS):
         return kind
     if kind == "requirements" and lockfile_kind(path) == "requirements":
         return kind
@@ -170,7 +171,8 @@ def _kind_of(path: Path) -> str | None:
         raise ManifestError(f"{path}: neither an envlock manifest nor a known lockfile")
     raise ManifestError(f"{path}: neither an envlock manifest nor a known lockfile (a {kind} is "
                         "not installed by restore: it installs conda-lock.yml, conda explicit "
-                        "lists, pylock.toml and hash-pinned requirements.txt)")
+                        "lists, pylock.toml, hash-pinned requirements.txt, uv.lock, pdm.lock and "
+                        "poetry.lock)")
 
 
 def plan_restore(
@@ -234,21 +236,33 @@ def plan_restore(
             index=index_options(manifest, index_map or {}, index_url, find_links, no_index),
             python=python, runner=runner, python_version=asked_version)
     kinds = {p: _kind_of(p) for p in lockfiles}
+    projects = [p for p in dict.fromkeys(lockfiles) if kinds[p] in PROJECT_LOCKS]
+    lockfiles = [p for p in lockfiles if p not in projects]
     python_version = _venv_python(lockfiles, kinds, python_version, asked_version, warnings)
+    notes: list[str] = []
+    if projects and python_version is None:
+        import platform
+
+        python_version = platform.python_version()
+        notes.append(f"{', '.join(p.name for p in projects)}: converted for Python "
+                     f"{python_version} (envlock's own; --python-version chooses another)")
     admitted = user_indexes([*allow_index, *(f for f in find_links if "://" in f),
                              *([index_url] if index_url else []), *(index_map or {}).values()],
                             environ)
     contacts, builds = _checked_sources(lockfiles, kinds, admitted, trust_lockfile_indexes)
     order = {"conda-lock": 0, "conda-explicit": 0, "pylock": 1, "requirements": 2}
     lockfiles = sorted(dict.fromkeys(lockfiles), key=lambda p: order.get(kinds[p] or "", 3))
-    steps = _venv_step(lockfiles, kinds, prefix, python_version, runner)
+    steps = _venv_step([*lockfiles, *projects], kinds, prefix, python_version, runner)
     for p in lockfiles:
         steps.append(_install_step(p, kinds[p], prefix))
         if kinds[p] == "pylock":
             missing += _pylock_not_locked(p)
         if kinds[p] == "conda-lock":
             warnings += _two_builds(p)
-    return RestorePlan(prefix=prefix, steps=tuple(steps),
+    for p in projects:
+        steps += _converted_steps(p, kinds[p] or "", prefix, python_version, admitted,
+                                  trust_lockfile_indexes, contacts, builds, notes)
+    return RestorePlan(prefix=prefix, steps=tuple(steps), notes=tuple(notes),
                        not_restored=tuple(dict.fromkeys(missing)), warnings=tuple(warnings),
                        contacts=tuple(dict.fromkeys(contacts)), builds=tuple(dict.fromkeys(builds)))
 
@@ -413,3 +427,32 @@ def _checked_sources(lockfiles: list[Path], kinds: Mapping[Path, str | None], ad
         contacts += sources.contacts
         builds += sources.builds
     return contacts, builds
+
+
+def _converted_steps(path: Path, kind: str, prefix: str, python_version: str | None,
+                     admitted: Any, trust: bool, contacts: list[str], builds: list[str],
+                     notes: list[str]) -> list[Step]:
+    """A project lock (``uv.lock``, ``pdm.lock``, ``poetry.lock``) converted for this target
+    (:func:`envlock.lock._projectlocks.convert`): the step that writes the converted file
+    beside the prefix and the step that installs it.  Its indexes and URLs are checked and
+    admitted here, before anything is printed or run; ``contacts``, ``builds`` and ``notes``
+    are extended.
+
+    :raises ManifestError: the lock cannot be converted; :raises UntrustedValueError: an index
+        or URL not admitted.
+    """
+    from envlock.formats.markers import target_marker_env
+    from envlock.lock._projectlocks import convert, destination
+    from envlock.lock._sources import check_admitted, pylock_sources, requirements_sources
+
+    done = convert(path, kind, target_marker_env(python_version, "cpython"))
+    dest = destination(prefix, done.kind)
+    sources = (pylock_sources(done.data, path) if done.data is not None
+               else requirements_sources(dest, done.text))
+    check_admitted(sources, path, admitted, trust)
+    contacts += sources.contacts
+    builds += sources.builds
+    notes += done.left_out
+    write = Step(title=f"write {dest.name}: {len(done.names)} package(s) of {done.title}",
+                 argv=("write", str(dest)), kind="write", lockfile=str(dest), content=done.text)
+    return [write, _install_step(dest, done.kind, prefix)]
