@@ -216,9 +216,10 @@ def _uv_file(path: Path, pname: str, f: Any, base: str | None, direct: Any,
     sha = _sha256(f.get("hash"))
     if not isinstance(url, str) or not sha:
         said = url or f.get("path") or "?"
-        raise _refuse(path, pname, f"its {what} {said} has no sha256 in the lock (uv records none "
-                      "for a --find-links directory); PEP 751 needs one: lock against an index "
-                      "that serves hashes")
+        why = (" (uv records none for a --find-links directory); lock against an index that "
+               "serves hashes" if f.get("path") and not f.get("url") else "")
+        raise _refuse(path, pname, f"its {what} {said} has no sha256 in the lock, which PEP 751 "
+                      f"requires{why}")
     out: dict[str, Any] = {"name": _file_name(url), "url": url, "hashes": {"sha256": sha}}
     if isinstance(f.get("size"), int) and not isinstance(f.get("size"), bool):
         out["size"] = f["size"]
@@ -287,6 +288,10 @@ def _poetry_requirements(path: Path, chosen: list[tuple[Any, Mapping[str, Any]]]
         source = p.get("source", {}) if isinstance(p.get("source"), Mapping) else {}
         kind = source.get("type")
         files = p.get("files") if isinstance(p.get("files"), list) else []
+        if not files:  # lock-version 1.x keeps them in [metadata.files], by package name
+            listed = data.get("metadata", {}).get("files", {})
+            files = next((v for k, v in listed.items() if canonicalize(k) == x.name
+                          and isinstance(v, list)), []) if isinstance(listed, Mapping) else []
         hashes = [h for h in (_sha256(f.get("hash")) for f in files if isinstance(f, Mapping)) if h]
         if kind not in (None, "legacy", "url"):
             raise _refuse(path, x.name, f"its {kind} source cannot be hash-checked")
