@@ -140,8 +140,11 @@ def lock(**options: Any) -> None:
 
 _RESTORE_HELP = f"""Recreate an environment from a manifest or lockfiles (dry run unless --run).
 
-    INPUTS: an envlock manifest, or lockfiles ({names_for_help("restore")},
-    hash-pinned).  A lockfile given, or recorded in the manifest and unchanged, is used; else the
+    INPUTS: an envlock manifest, or lockfiles ({names_for_help("restore")};
+    requirements hash-pinned).  A uv.lock, pdm.lock or poetry.lock is converted for this
+    machine's platform and Python (--python-version) and the project's default install, into a
+    pylock.toml (poetry: a hash-pinned requirements.txt) that --run writes beside the new
+    environment.  A lockfile given, or recorded in the manifest and unchanged, is used; else the
     manifest alone: conda packages as name=version=build from their recorded channels, pip
     packages at their exact versions with uv, editable/VCS ones from their recorded commit.
     After --run the result is verified against the manifest.  Also lists what no rebuild

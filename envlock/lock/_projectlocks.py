@@ -257,7 +257,8 @@ def _pdm_package(path: Path, x: Any, p: Mapping[str, Any]) -> dict[str, Any]:
         if p.get("subdirectory"):
             vcs["subdirectory"] = str(p["subdirectory"])
         return {**out, "vcs": vcs}
-    wheels, sdists = [], []
+    wheels: list[dict[str, Any]] = []
+    sdists: list[dict[str, Any]] = []
     for f in p.get("files", []) if isinstance(p.get("files"), list) else []:
         url = f.get("url") if isinstance(f, Mapping) else None
         sha = _sha256(f.get("hash")) if isinstance(f, Mapping) else None

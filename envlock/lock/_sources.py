@@ -30,8 +30,8 @@ from envlock._io import InputError
 from envlock._io import read_text as read
 from envlock.errors import ManifestError
 
-__all__ = ["Sources", "lockfile_sources", "pylock_sources", "requirements_sources", "lock_input_sources", "pip_section_sources",
-           "user_indexes", "check_admitted", "PYPI"]
+__all__ = ["Sources", "lockfile_sources", "pylock_sources", "requirements_sources",
+           "lock_input_sources", "pip_section_sources", "user_indexes", "check_admitted", "PYPI"]
 
 #: uv's and pip's default index (PyPI's simple API); a user without configuration has it.
 PYPI = "https://pypi.org/simple"
