@@ -239,13 +239,7 @@ def plan_restore(
     projects = [p for p in dict.fromkeys(lockfiles) if kinds[p] in PROJECT_LOCKS]
     lockfiles = [p for p in lockfiles if p not in projects]
     python_version = _venv_python(lockfiles, kinds, python_version, asked_version, warnings)
-    notes: list[str] = []
-    if projects and python_version is None:
-        import platform
-
-        python_version = platform.python_version()
-        notes.append(f"{', '.join(p.name for p in projects)}: converted for Python "
-                     f"{python_version} (envlock's own; --python-version chooses another)")
+    python_version, notes = _project_python(projects, python_version)
     admitted = user_indexes([*allow_index, *(f for f in find_links if "://" in f),
                              *([index_url] if index_url else []), *(index_map or {}).values()],
                             environ)
@@ -253,18 +247,39 @@ def plan_restore(
     order = {"conda-lock": 0, "conda-explicit": 0, "pylock": 1, "requirements": 2}
     lockfiles = sorted(dict.fromkeys(lockfiles), key=lambda p: order.get(kinds[p] or "", 3))
     steps = _venv_step([*lockfiles, *projects], kinds, prefix, python_version, runner)
-    for p in lockfiles:
-        steps.append(_install_step(p, kinds[p], prefix))
-        if kinds[p] == "pylock":
-            missing += _pylock_not_locked(p)
-        if kinds[p] == "conda-lock":
-            warnings += _two_builds(p)
+    steps += _install_steps(lockfiles, kinds, prefix, missing, warnings)
     for p in projects:
         steps += _converted_steps(p, kinds[p] or "", prefix, python_version, admitted,
                                   trust_lockfile_indexes, contacts, builds, notes)
     return RestorePlan(prefix=prefix, steps=tuple(steps), notes=tuple(notes),
                        not_restored=tuple(dict.fromkeys(missing)), warnings=tuple(warnings),
                        contacts=tuple(dict.fromkeys(contacts)), builds=tuple(dict.fromkeys(builds)))
+
+
+def _install_steps(lockfiles: list[Path], kinds: Mapping[Path, str | None], prefix: str,
+                   missing: list[str], warnings: list[str]) -> list[Step]:
+    """The steps that install ``lockfiles`` in order; what a pylock left out is added to
+    ``missing``, a conda-lock file's pip-over-conda entries to ``warnings``."""
+    steps = []
+    for p in lockfiles:
+        steps.append(_install_step(p, kinds[p], prefix))
+        if kinds[p] == "pylock":
+            missing += _pylock_not_locked(p)
+        if kinds[p] == "conda-lock":
+            warnings += _two_builds(p)
+    return steps
+
+
+def _project_python(projects: list[Path], version: str | None) -> tuple[str | None, list[str]]:
+    """The Python project locks are converted for: ``version`` (asked or recorded), else
+    envlock's own (said in a note, since a project lock names a range, not one version)."""
+    if not projects or version is not None:
+        return version, []
+    import platform
+
+    own = platform.python_version()
+    return own, [f"{', '.join(p.name for p in projects)}: converted for Python {own} "
+                 "(envlock's own; --python-version chooses another)"]
 
 
 def _two_builds(path: Path) -> list[str]:
