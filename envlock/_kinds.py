@@ -113,7 +113,7 @@ FORMATS: tuple[Format, ...] = (
            "version 1 and 2", json_as="yaml", lock_reader=True),
     Format("pixi.lock", "pixi.lock", "yaml", "`environments:` + `packages:`", "pixilock:is_pixi_lock",
            "pixilock:read_pixi_lock", "complete",
-           ("conda", "pip", "platforms", "channels", "builds", "hashes", "vcs"), _LOCK,
+           ("conda", "pip", "platforms", "channels", "builds", "hashes", "vcs"), (*_LOCK, "restore"),
            ("pixi.lock",), "py-rattler's `LockFile.from_path`", "version 4-7", json_as="yaml", lock_reader=True),
     Format("pylock", "pylock.toml", "toml", "`lock-version` + `[[packages]]`", "locks:is_pylock",
            "locks:read_pylock", "complete", ("pip", "python", "hashes", "markers", "groups", "vcs"),

@@ -144,9 +144,11 @@ _RESTORE_HELP = f"""Recreate an environment from a manifest or lockfiles (dry ru
     requirements hash-pinned).  A uv.lock, pdm.lock or poetry.lock is converted for this
     machine's platform and Python (--python-version) and the project's default install, into a
     pylock.toml (poetry: a hash-pinned requirements.txt) that --run writes beside the new
-    environment.  A lockfile given, or recorded in the manifest and unchanged, is used; else the
-    manifest alone: conda packages as name=version=build from their recorded channels, pip
-    packages at their exact versions with uv, editable/VCS ones from their recorded commit.
+    environment; a pixi.lock's default environment for this platform into a conda explicit list
+    and a pylock.toml of its PyPI packages.  A lockfile given, or recorded in the manifest and
+    unchanged, is used; else the manifest alone: conda packages as name=version=build from
+    their recorded channels, pip packages at their exact versions with uv, editable/VCS ones
+    from their recorded commit.
     After --run the result is verified against the manifest.  Also lists what no rebuild
     restores (driver, system CUDA, compilers, CPU/GPU, kernel, …).  Exit status: 0 done (or plan
     printed), 1 the rebuilt environment differs from the manifest, 2 trouble.

@@ -64,7 +64,8 @@ def destination(prefix: str, kind: str) -> Path:
     its installer requires (uv: ``pylock.toml`` or ``pylock.<name>.toml``)."""
     p = Path(prefix)
     slug = re.sub(r"[^A-Za-z0-9_-]+", "-", p.name) or "env"
-    name = f"pylock.{slug}.toml" if kind == "pylock" else f"{slug}.requirements.txt"
+    name = {"pylock": f"pylock.{slug}.toml", "conda-explicit": f"{slug}.conda-explicit.txt"
+            }.get(kind, f"{slug}.requirements.txt")
     return p.parent / name
 
 

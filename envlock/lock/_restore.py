@@ -163,7 +163,7 @@ def _kind_of(path: Path) -> str | None:
         raise
     if kind == "manifest":
         return None
-    if kind in ("conda-lock", "conda-explicit", "pylock", *PROJECT_LOCKS):
+    if kind in ("conda-lock", "conda-explicit", "pylock", "pixi.lock", *PROJECT_LOCKS):
         return kind
     if kind == "requirements" and lockfile_kind(path) == "requirements":
         return kind
@@ -171,8 +171,8 @@ def _kind_of(path: Path) -> str | None:
         raise ManifestError(f"{path}: neither an envlock manifest nor a known lockfile")
     raise ManifestError(f"{path}: neither an envlock manifest nor a known lockfile (a {kind} is "
                         "not installed by restore: it installs conda-lock.yml, conda explicit "
-                        "lists, pylock.toml, hash-pinned requirements.txt, uv.lock, pdm.lock and "
-                        "poetry.lock)")
+                        "lists, pylock.toml, hash-pinned requirements.txt, uv.lock, pdm.lock, "
+                        "poetry.lock and pixi.lock)")
 
 
 def plan_restore(
@@ -236,21 +236,22 @@ def plan_restore(
             index=index_options(manifest, index_map or {}, index_url, find_links, no_index),
             python=python, runner=runner, python_version=asked_version)
     kinds = {p: _kind_of(p) for p in lockfiles}
-    projects = [p for p in dict.fromkeys(lockfiles) if kinds[p] in PROJECT_LOCKS]
+    projects = [p for p in dict.fromkeys(lockfiles) if kinds[p] in (*PROJECT_LOCKS, "pixi.lock")]
     lockfiles = [p for p in lockfiles if p not in projects]
     python_version = _venv_python(lockfiles, kinds, python_version, asked_version, warnings)
-    python_version, notes = _project_python(projects, python_version)
+    python_version, notes = _project_python([p for p in projects if kinds[p] != "pixi.lock"], python_version)
     admitted = user_indexes([*allow_index, *(f for f in find_links if "://" in f),
                              *([index_url] if index_url else []), *(index_map or {}).values()],
                             environ)
     contacts, builds = _checked_sources(lockfiles, kinds, admitted, trust_lockfile_indexes)
     order = {"conda-lock": 0, "conda-explicit": 0, "pylock": 1, "requirements": 2}
     lockfiles = sorted(dict.fromkeys(lockfiles), key=lambda p: order.get(kinds[p] or "", 3))
-    steps = _venv_step([*lockfiles, *projects], kinds, prefix, python_version, runner)
+    made = {p: "conda-explicit" for p in projects if kinds[p] == "pixi.lock"}  # conda creates it
+    steps = _venv_step([*lockfiles, *projects], {**kinds, **made}, prefix, python_version, runner)
+    steps += [s for p in sorted(projects, key=lambda p: p not in made)  # pixi's: conda makes it
+              for s in _converted_steps(p, kinds[p] or "", prefix, python_version, admitted,
+                                        trust_lockfile_indexes, contacts, builds, notes)]
     steps += _install_steps(lockfiles, kinds, prefix, missing, warnings)
-    for p in projects:
-        steps += _converted_steps(p, kinds[p] or "", prefix, python_version, admitted,
-                                  trust_lockfile_indexes, contacts, builds, notes)
     return RestorePlan(prefix=prefix, steps=tuple(steps), notes=tuple(notes),
                        not_restored=tuple(dict.fromkeys(missing)), warnings=tuple(warnings),
                        contacts=tuple(dict.fromkeys(contacts)), builds=tuple(dict.fromkeys(builds)))
@@ -448,26 +449,42 @@ def _converted_steps(path: Path, kind: str, prefix: str, python_version: str | N
                      admitted: Any, trust: bool, contacts: list[str], builds: list[str],
                      notes: list[str]) -> list[Step]:
     """A project lock (``uv.lock``, ``pdm.lock``, ``poetry.lock``) converted for this target
-    (:func:`envlock.lock._projectlocks.convert`): the step that writes the converted file
-    beside the prefix and the step that installs it.  Its indexes and URLs are checked and
+    (:func:`envlock.lock._projectlocks.convert`), or a ``pixi.lock``'s default environment for
+    this platform (:func:`envlock.lock._pixirestore.convert_pixi`): for each file, the step
+    that writes it beside the prefix and the step that installs it.  Its indexes and URLs are checked and
     admitted here, before anything is printed or run; ``contacts``, ``builds`` and ``notes``
     are extended.
 
     :raises ManifestError: the lock cannot be converted; :raises UntrustedValueError: an index
         or URL not admitted.
     """
+    from envlock.formats.conda import current_subdir
     from envlock.formats.markers import target_marker_env
+    from envlock.lock._pixirestore import convert_pixi
     from envlock.lock._projectlocks import convert, destination
-    from envlock.lock._sources import check_admitted, pylock_sources, requirements_sources
+    from envlock.lock._sources import (
+        check_admitted,
+        explicit_sources,
+        pylock_sources,
+        requirements_sources,
+    )
 
-    done = convert(path, kind, target_marker_env(python_version, "cpython"))
-    dest = destination(prefix, done.kind)
-    sources = (pylock_sources(done.data, path) if done.data is not None
-               else requirements_sources(dest, done.text))
-    check_admitted(sources, path, admitted, trust)
-    contacts += sources.contacts
-    builds += sources.builds
-    notes += done.left_out
-    write = Step(title=f"write {dest.name}: {len(done.names)} package(s) of {done.title}",
-                 argv=("write", str(dest)), kind="write", lockfile=str(dest), content=done.text)
-    return [write, _install_step(dest, done.kind, prefix)]
+    steps = []
+    for done in (convert_pixi(path, current_subdir()) if kind == "pixi.lock"
+                 else [convert(path, kind, target_marker_env(python_version, "cpython"))]):
+        dest = destination(prefix, done.kind)
+        if done.kind == "conda-explicit":
+            _check_explicit(dest, done.text)
+            sources = explicit_sources(done.text, path)
+        else:
+            sources = (pylock_sources(done.data, path) if done.data is not None
+                       else requirements_sources(dest, done.text))
+        check_admitted(sources, path, admitted, trust)
+        contacts += sources.contacts
+        builds += sources.builds
+        notes += done.left_out
+        steps += [Step(title=f"write {dest.name}: {len(done.names)} package(s) of {done.title}",
+                       argv=("write", str(dest)), kind="write", lockfile=str(dest),
+                       content=done.text),
+                  _install_step(dest, done.kind, prefix)]
+    return steps

@@ -30,7 +30,7 @@ from envlock._io import InputError
 from envlock._io import read_text as read
 from envlock.errors import ManifestError
 
-__all__ = ["Sources", "lockfile_sources", "pylock_sources", "requirements_sources",
+__all__ = ["Sources", "lockfile_sources", "pylock_sources", "requirements_sources", "explicit_sources",
            "lock_input_sources", "pip_section_sources", "user_indexes", "check_admitted", "PYPI"]
 
 #: uv's and pip's default index (PyPI's simple API); a user without configuration has it.
@@ -210,9 +210,7 @@ def lockfile_sources(path: Path, kind: str) -> Sources:
     if kind == "pylock":
         return _pylock(path)
     if kind == "conda-explicit":
-        lines = [ln.split("#", 1)[0].strip() for ln in read_text(path).splitlines()]
-        start = lines.index("@EXPLICIT") + 1 if "@EXPLICIT" in lines else len(lines)
-        return _conda_urls([ln for ln in lines[start:] if ln], path)
+        return explicit_sources(read_text(path), path)
     if kind == "conda-lock":
         from envlock.lock import _condalock
 
@@ -221,6 +219,17 @@ def lockfile_sources(path: Path, kind: str) -> Sources:
         pip = [f"URL {p.url} ({p.name})" for p in doc.package if p.manager == "pip"]
         return Sources(contacts=conda.contacts + tuple(pip))
     return Sources()
+
+
+def explicit_sources(text: str, path: Path) -> Sources:
+    """The conda channels a conda explicit list ``text`` (named ``path``) is fetched from, each
+    package URL checked as a URL of an allowed scheme.
+
+    :raises UntrustedValueError: a URL is not one.
+    """
+    lines = [ln.split("#", 1)[0].strip() for ln in text.splitlines()]
+    start = lines.index("@EXPLICIT") + 1 if "@EXPLICIT" in lines else len(lines)
+    return _conda_urls([ln for ln in lines[start:] if ln], path)
 
 
 def requirements_sources(path: Path, text: str) -> Sources:

@@ -285,3 +285,85 @@ def test_a_find_links_uv_lock_without_hashes_is_one_error(tmp_path: Path, wheelh
     with pytest.raises(ManifestError, match="package 'beta' cannot be restored from this lock: "
                                             "its wheel .* has no sha256 in the lock"):
         plan_restore([proj / "uv.lock"], tmp_path / "env")
+
+
+# -- pixi.lock: py-rattler's LockFile, environment "default", this machine's platform --------
+
+PIXI_LOCKS = sorted((PEERS / "pixilock").glob("*pixi.lock"))
+
+
+def _rattler_default(path: Path, subdir: str) -> tuple[dict[str, str], dict[str, tuple[str, str]]] | None:
+    """``({conda URL: md5}, {pypi name: (version, location)})`` of the default environment on
+    ``subdir`` as py-rattler reads it (``None``: not locked for it)."""
+    rattler = pytest.importorskip("rattler")
+    env = rattler.LockFile.from_path(path).environment("default")
+    plat = next((p for p in env.platforms() if str(p.subdir) == subdir), None)
+    if plat is None:
+        return None
+    conda, pypi = {}, {}
+    for q in env.packages(plat):
+        kind = type(q).__name__
+        if kind == "CondaLockedBinaryPackage":
+            conda[str(q.location)] = q.package_record.md5.hex()
+        elif kind == "PypiLockedPackage":
+            loc = str(q.location)
+            if "://" in loc or loc.startswith("git+") or loc.endswith((".whl", ".tar.gz", ".zip")):
+                pypi[canonicalize_name(q.name)] = (str(q.version), loc)
+    return conda, pypi
+
+
+@pytest.mark.parametrize("path", PIXI_LOCKS, ids=lambda p: p.name)
+def test_a_pixi_lock_is_converted_as_rattler_reads_its_default_environment(path: Path,
+                                                                           tmp_path: Path) -> None:
+    from envlock.formats.conda import current_subdir
+
+    subdir = current_subdir()
+    theirs = _rattler_default(path, subdir)
+    if theirs is None:
+        with pytest.raises(ManifestError, match=f"not locked for this machine's platform {subdir}"):
+            plan_restore([path], tmp_path / "env", trust_lockfile_indexes=True)
+        return
+    conda, pypi = theirs
+    try:
+        plan = plan_restore([path], tmp_path / "env", trust_lockfile_indexes=True)
+    except ManifestError as exc:  # a PyPI file pixi locked without a hash: one line naming it
+        assert "has no sha256 in the lock" in str(exc) and "\n" not in str(exc)
+        return
+    writes = [s for s in plan.steps if s.kind == "write"]
+    assert [s.kind for s in plan.steps][:2] == ["write", "conda-lock"]  # conda creates it
+    assert not any(s.kind == "uv-venv" for s in plan.steps)
+    explicit = writes[0].content
+    assert explicit.splitlines()[2] == "@EXPLICIT"
+    lines = [ln for ln in explicit.splitlines() if ln and not ln.startswith(("#", "@"))]
+    assert dict(ln.rsplit("#", 1) for ln in lines) == conda
+    assert plan.steps[1].argv == ("conda", "create", "--prefix", str(tmp_path / "env"), "--file",
+                                  str(tmp_path / "env.conda-explicit.txt"))
+    if not pypi:
+        assert len(writes) == 1
+        return
+    doc = tomllib.loads(writes[1].content)
+    got = {}
+    for p in doc["packages"]:
+        url = (p["wheels"][0]["url"] if "wheels" in p else p["archive"]["url"] if "archive" in p
+               else "git+" + p["vcs"]["url"])
+        got[p["name"]] = (p.get("version"), url)
+    assert set(got) == set(pypi)
+    for name, (version, loc) in pypi.items():
+        if got[name][0] is not None:
+            assert got[name][0] == version
+        local = "://" not in loc.removeprefix("direct+") and not loc.startswith("git+")
+        want = (path.parent / loc).resolve().as_uri() if local else loc.removeprefix("direct+")
+        assert got[name][1] == want or (loc.startswith("git+") and want.startswith(got[name][1]))
+    install = plan.steps[3]
+    assert install.argv == ("uv", "pip", "install", "--python", f"{tmp_path / 'env'}/bin/python",
+                            "-r", str(tmp_path / "pylock.env.toml"))
+
+
+def test_a_pixi_plan_names_its_channels_and_writes_nothing(tmp_path: Path) -> None:
+    path = PEERS / "pixilock" / "pypi-custom-registry__pixi.lock"
+    r = CliRunner().invoke(cli, ["restore", str(path), "--prefix", str(tmp_path / "env")])
+    assert r.exit_code == 0, r.output
+    assert "# --run contacts:\n#   conda channel " in r.output
+    assert re.search(r"# write env\.conda-explicit\.txt: \d+ package\(s\) of "
+                     r"pypi-custom-registry__pixi\.lock environment 'default' for linux-64", r.output)
+    assert not list(tmp_path.iterdir())
