@@ -125,6 +125,11 @@ def _run_steps(plan: RestorePlan, runner: Runner) -> list[str]:
         if step.kind == "pip-pins":
             done += _install_pins(list(step.argv), runner, INSTALL_TIMEOUT, _uv_env())
             continue
+        if step.kind == "conda-lock" and step.argv[0] == "conda" and conda_executable() is None:
+            names = _condalock.install_explicit(step.lockfile or "", plan.prefix)
+            done.append(f"installed {len(names)} conda packages of {Path(step.lockfile or '').name} "
+                        "with py-rattler (no conda executable found)")
+            continue
         if step.kind == "conda-lock" and step.argv[0] == "conda-lock":
             exe = conda_executable()
             if exe is None:

@@ -367,3 +367,56 @@ def test_a_pixi_plan_names_its_channels_and_writes_nothing(tmp_path: Path) -> No
     assert re.search(r"# write env\.conda-explicit\.txt: \d+ package\(s\) of "
                      r"pypi-custom-registry__pixi\.lock environment 'default' for linux-64", r.output)
     assert not list(tmp_path.iterdir())
+
+
+def _pixi_lock(tmp_path: Path, channel: Path, files: list[tuple[str, str]]) -> Path:
+    """A pixi.lock (version 6) whose default environment on linux-64 is ``files`` of the local
+    channel (``(subdir, file name)``), each record as the channel's repodata has it."""
+    refs, records = [], []
+    for subdir, fn in files:
+        repodata = json.loads((channel / subdir / "repodata.json").read_text())
+        rec = {**repodata["packages"], **repodata["packages.conda"]}[fn]
+        url = (channel / subdir / fn).as_uri()
+        refs.append(f"      - conda: {url}\n")
+        records.append(f"- conda: {url}\n  name: {rec['name']}\n  version: '{rec['version']}'\n"
+                       f"  build: {rec['build']}\n  subdir: {subdir}\n  md5: {rec['md5']}\n"
+                       f"  sha256: {rec['sha256']}\n  depends: {json.dumps(rec['depends'])}\n")
+    lock = tmp_path / "pixi.lock"
+    lock.write_text(f"version: 6\nenvironments:\n  default:\n    channels:\n    - url: "
+                    f"{channel.as_uri()}/\n    packages:\n      linux-64:\n" + "".join(refs)
+                    + "packages:\n" + "".join(records))
+    return lock
+
+
+@pytest.mark.usefixtures("no_conda")
+def test_restore_run_of_a_pixi_lock_installs_its_conda_packages_with_rattler(
+        tmp_path: Path, conda_channel: Path) -> None:
+    from envlock.formats.conda import current_subdir
+    from envlock.lock._tools import conda_executable
+
+    if current_subdir() != "linux-64" or conda_executable() is not None:
+        pytest.skip("the local channel is linux-64; this checks the run without conda")
+    lock = _pixi_lock(tmp_path, conda_channel, [("linux-64", "liba-1.0-h0_0.tar.bz2"),
+                                                ("noarch", "tool-0.5-pyh_0.tar.bz2"),
+                                                ("linux-64", "zlib-ng-2.2.4-h7955e40_1.conda")])
+    env = tmp_path / "env"
+    r = CliRunner().invoke(cli, ["restore", str(lock), "--prefix", str(env), "--run"])
+    assert r.exit_code == 0, r.output
+    assert "installed 3 conda packages of env.conda-explicit.txt with py-rattler" in r.output
+    meta = sorted(p.name for p in (env / "conda-meta").glob("*.json"))
+    assert meta == ["liba-1.0-h0_0.json", "tool-0.5-pyh_0.json", "zlib-ng-2.2.4-h7955e40_1.json"]
+    assert (env / "share" / "liba" / "liba.txt").read_text() == "liba 1.0\n"
+    v = subprocess.run([sys.executable, "-m", "envlock", "verify", "--prefix", str(env),
+                        "--lock", str(lock), "--format", "json"],
+                       capture_output=True, text=True, timeout=120)
+    findings = json.loads(v.stdout)["findings"]
+    # the packages are the lock's; the environment has no interpreter (none is in this lock),
+    # which is what verify's errors say
+    assert [f["id"] for f in findings if f["id"].startswith("packages.")] == [], findings
+    assert {f["id"] for f in findings if f["severity"] == "error"} <= {"python.unusable",
+                                                                        "verify.interpreter"}
+    (env / "conda-meta" / "tool-0.5-pyh_0.json").unlink()  # and verify does compare them
+    v = subprocess.run([sys.executable, "-m", "envlock", "verify", "--prefix", str(env),
+                        "--lock", str(lock), "--format", "json"],
+                       capture_output=True, text=True, timeout=120)
+    assert "packages.missing" in {f["id"] for f in json.loads(v.stdout)["findings"]}
