@@ -18,6 +18,7 @@ is not installed.  A package without a hash is one line naming it.  Nothing is w
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -58,8 +59,10 @@ def convert_pixi(path: Path, subdir: str, environment: str = "default") -> list[
     lines = [f"# converted by envlock restore from {path.resolve()}", f"# platform: {subdir}",
              "@EXPLICIT"]
     for x in conda:
-        if not x.md5:
+        if not x.md5 or not re.fullmatch(r"[0-9a-f]{32}", x.md5):
             raise _refuse(path, x.name, "its conda record has no md5")
+        if not x.url or re.search(r"[\s#]", x.url):
+            raise _refuse(path, x.name, f"its location {x.url!r} is not a package URL")
         lines.append(f"{x.url}#{x.md5}")
     left = tuple(f"{path.name}: the project itself ({n}) is not installed, only its locked "
                  "packages" for n in lock.projects)

@@ -110,6 +110,11 @@ def convert(path: Path, kind: str, env: Mapping[str, str]) -> Converted:
     left += [f"{path.name}: the project itself ({n}) is not installed, only its locked "
              "dependencies" for n in lock.projects]
     names = {x.name: x.version for x, _ in chosen}
+    lv = data.get("metadata", {}).get("lock-version", "1.0") if kind == "poetry.lock" else None
+    if isinstance(lv, str) and tuple(int(n) for n in re.findall(r"\d+", lv)[:2]) < (2, 1):
+        left.append(f"{path.name}: lock-version {lv} records no markers per target (poetry "
+                    "re-resolves such a lock from pyproject.toml); every package of its main "
+                    "group whose own markers hold is installed")
     if kind == "poetry.lock":
         text = _poetry_requirements(path, chosen, data)
         return Converted(kind="requirements", text=text, data=None, names=names,
@@ -299,6 +304,8 @@ def _poetry_requirements(path: Path, chosen: list[tuple[Any, Mapping[str, Any]]]
             raise _refuse(path, x.name, f"its {kind} source cannot be hash-checked")
         if not hashes:
             raise _refuse(path, x.name, "the lock records no file hash for it (files = [])")
+        if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", x.name) or not _pep440(x.version):
+            raise _refuse(path, x.name, f"{x.version!r} is not a PEP 440 version")
         if kind == "legacy" and isinstance(source.get("url"), str):
             indexes.append(source["url"])
         req = f"{x.name} @ {source['url']}" if kind == "url" else f"{x.name}=={x.version}"
@@ -306,6 +313,16 @@ def _poetry_requirements(path: Path, chosen: list[tuple[Any, Mapping[str, Any]]]
     head = [f"--extra-index-url {u}" for u in dict.fromkeys(indexes)]
     return "".join(f"{line}\n" for line in [f"# converted by envlock restore from {path}",
                                              *head, *lines])
+
+
+def _pep440(version: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(version)
+    except InvalidVersion:
+        return False
+    return True
 
 
 def _pylock_doc(path: Path, packages: list[dict[str, Any]], env: Mapping[str, str],

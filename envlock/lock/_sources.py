@@ -170,7 +170,10 @@ def pylock_sources(data: Mapping[str, object], path: Path) -> Sources:
                 check_url(part["url"], f"{where} {key} url", schemes)
                 contacts.append(f"{'git remote' if key == 'vcs' else 'URL'} {part['url']} "
                                 f"({name})")
-                if key != "archive" or not part["url"].endswith(".whl"):
+                if key == "sdist" and pkg.get("wheels"):
+                    builds.append(f"{name}: builds its sdist {part['url']} if none of its wheels "
+                                  "fits this target (runs its build backend)")
+                elif key != "archive" or not part["url"].endswith(".whl"):
                     builds.append(f"{name}: builds its {key} {part['url']} (runs its build "
                                   "backend)")
         directory = pkg.get("directory")

@@ -169,13 +169,35 @@ POETRY_LOCKS = ["outdated_lock__poetry.lock", "with_path_dependency__poetry.lock
                 "old_lock__poetry.lock"]
 
 
+@pytest.fixture(scope="module")
+def poetry_oracle(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """poetry's own reading of :data:`POETRY_LOCKS` (``Locker.locked_repository()``, and per
+    target for a lock-version 2.1), by the oracle script of tests/formats/test_poetry_oracle.py
+    in an environment of its own."""
+    from formats import test_poetry_oracle as oracle
+
+    script = tmp_path_factory.mktemp("poetry") / "oracle.py"
+    script.write_text(oracle._ORACLE, encoding="utf-8")
+    r = subprocess.run([uv_bin(), "run", "--no-project", "--isolated", "--python", sys.executable,
+                        "--with", oracle.POETRY, "python", str(script), json.dumps(oracle._TARGETS),
+                        *(str(PEERS / "poetrylock" / n) for n in POETRY_LOCKS)],
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        pytest.skip(f"{oracle.POETRY} could not be installed: "
+                    f"{(r.stderr.strip().splitlines() or ['?'])[-1]}")
+    return json.loads(r.stdout)  # type: ignore[no-any-return]
+
+
 @pytest.mark.parametrize("name", POETRY_LOCKS)
-def test_a_poetry_lock_is_converted_to_hash_pinned_requirements(name: str, tmp_path: Path) -> None:
+def test_a_poetry_lock_is_converted_to_hash_pinned_requirements(name: str, tmp_path: Path,
+                                                                poetry_oracle: dict) -> None:
     from envlock.formats import read_lock
     from envlock.formats.markers import applicable
 
     lock = PEERS / "poetrylock" / name
-    ours = read_lock(lock)  # held equal to poetry's Locker by tests/formats/test_poetry_oracle.py
+    theirs = poetry_oracle[str(lock)]
+    locked = {canonicalize_name(n): v for n, v, src in theirs["packages"] if src != "directory"}
+    ours = read_lock(lock)
     needed, optional = applicable(ours.packages, TARGET)
     want = {n: v for n, v in needed.items() if n not in optional}
     dest, text = _written(_plan(lock, tmp_path))
@@ -183,6 +205,10 @@ def test_a_poetry_lock_is_converted_to_hash_pinned_requirements(name: str, tmp_p
     lines = [ln for ln in text.splitlines() if ln and not ln.startswith("#")]
     got = {ln.split("==")[0]: ln.split("==")[1].split()[0] for ln in lines}
     assert got == want
+    # each at the version poetry's Locker reads; for a lock-version 2.1, poetry's own target set
+    assert all(locked[n] == v for n, v in got.items())
+    if theirs["targets"] is not None:
+        assert set(got) <= set(theirs["targets"][0])
     raw = tomllib.loads(lock.read_text())
     listed = raw.get("metadata", {}).get("files", {})
     for ln in lines:
