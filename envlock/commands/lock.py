@@ -140,10 +140,15 @@ def lock(**options: Any) -> None:
 
 _RESTORE_HELP = f"""Recreate an environment from a manifest or lockfiles (dry run unless --run).
 
-    INPUTS: an envlock manifest, or lockfiles ({names_for_help("restore")},
-    hash-pinned).  A lockfile given, or recorded in the manifest and unchanged, is used; else the
-    manifest alone: conda packages as name=version=build from their recorded channels, pip
-    packages at their exact versions with uv, editable/VCS ones from their recorded commit.
+    INPUTS: an envlock manifest, or lockfiles ({names_for_help("restore")};
+    requirements hash-pinned).  A uv.lock, pdm.lock or poetry.lock is converted for this
+    machine's platform and Python (--python-version) and the project's default install, into a
+    pylock.toml (poetry: a hash-pinned requirements.txt) that --run writes beside the new
+    environment; a pixi.lock's default environment for this platform into a conda explicit list
+    and a pylock.toml of its PyPI packages.  A lockfile given, or recorded in the manifest and
+    unchanged, is used; else the manifest alone: conda packages as name=version=build from
+    their recorded channels, pip packages at their exact versions with uv, editable/VCS ones
+    from their recorded commit.
     After --run the result is verified against the manifest.  Also lists what no rebuild
     restores (driver, system CUDA, compilers, CPU/GPU, kernel, …).  Exit status: 0 done (or plan
     printed), 1 the rebuilt environment differs from the manifest, 2 trouble.
@@ -192,7 +197,7 @@ def restore(inputs: tuple[str, ...], prefix: str | None, python_version: str | N
             click.echo("# (nothing to install)")
         for step in plan.steps:
             click.echo(f"# {step.title}")
-            click.echo(step.shell)
+            click.echo(f"# (--run writes {step.argv[1]})" if step.kind == "write" else step.shell)
         _say_not_restored(plan)
         return
     _say_sources(plan)

@@ -47,6 +47,8 @@ class Locked:
     :ivar vcs, commit: a VCS source and its commit.
     :ivar subdir: the conda subdir of a conda package (``noarch``, or the platform's), when
         the lock says (pixi.lock).
+    :ivar url: where its file is, as the lock names it (pixi.lock: the ``conda``/``pypi``
+        location), when the reader keeps it.
     :ivar groups: which installs need it, as ``(group, marker)`` pairs: group ``""`` is the
         default install (``uv sync --no-dev``, poetry's ``main``, pdm's ``default``), others
         a dependency group or ``extra:<name>``; the marker (``None``: always) is the condition
@@ -68,6 +70,7 @@ class Locked:
     commit: str | None = None
     groups: tuple[tuple[str, str | None], ...] = ()
     subdir: str | None = None
+    url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -195,7 +195,8 @@ def _pixi_entry(kind: str, loc: str, rec: Mapping[str, Any], platform: str, subd
         vcs = "git" if loc.startswith("git+") else None
         commit = loc.rsplit("#", 1)[1] if vcs and "#" in loc else None
         return Locked("pip", pname, str(v) if v is not None else version_from_url(loc) or UNKNOWN,
-                      platform=platform, vcs=vcs, commit=commit, sha256=_str_or_none(rec, "sha256"))
+                      platform=platform, vcs=vcs, commit=commit, sha256=_str_or_none(rec, "sha256"),
+                      url=loc)
     try:
         parsed: Mapping[str, Any] | None = _conda.parse_url(loc) if kind == "conda" else None
     except ManifestError:
@@ -213,7 +214,7 @@ def _pixi_entry(kind: str, loc: str, rec: Mapping[str, Any], platform: str, subd
                   str(rec.get("version") or parsed["version"]), platform=platform,
                   build=str(rec.get("build") or parsed["build"]), channel=parsed["channel"],
                   md5=_str_or_none(rec, "md5"), sha256=_str_or_none(rec, "sha256"),
-                  cuda=_cuda_dep(rec.get("depends")),
+                  cuda=_cuda_dep(rec.get("depends")), url=loc,
                   subdir=str(rec.get("subdir") or parsed.get("subdir") or subdir))
 
 

@@ -7,6 +7,7 @@ step fails; :func:`verify_restored` runs ``verify`` of the result against each m
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from dataclasses import dataclass
@@ -43,17 +44,39 @@ def run_plan(plan: RestorePlan, *, runner: Runner = run) -> list[str]:
         raise LockError(f"{prefix} exists and is not empty; restore into a new --prefix")
     if plan.python is not None and plan.python.path is None:
         raise LockError(f"cannot create the venv: {plan.python.describe()}")
+    for step in plan.steps:
+        if step.kind == "write" and os.path.lexists(step.argv[1]):
+            raise LockError(f"{step.argv[1]} exists; restore writes the converted lockfile there: "
+                            "remove it or restore into another --prefix")
     created = not prefix.exists()
     try:
         return _run_steps(plan, runner)
     except KeyboardInterrupt:
         _remove_partial(prefix, created)  # Ctrl-C leaves nothing half-built
+        _remove_written(plan)
         raise
     except (EnvlockError, OSError) as exc:
-        note = _remove_partial(prefix, created)
+        note = _remove_partial(prefix, created) + _remove_written(plan)
         first, _, rest = (str(exc) if isinstance(exc, EnvlockError)
                           else f"{exc.filename or prefix}: {exc.strerror or exc}").partition("\n")
         raise LockError(f"{first.rstrip(':')}; {note}" + (f"\n{rest}" if rest else "")) from None
+
+
+def _remove_written(plan: RestorePlan) -> str:
+    """Remove the converted lockfiles this restore wrote (``"write"`` steps; :func:`run_plan`
+    refuses to start when one exists, so each is this restore's)."""
+    said = []
+    for step in plan.steps:
+        path = Path(step.argv[1]) if step.kind == "write" else None
+        if path is None or not path.is_file():
+            continue
+        try:
+            if path.read_text(encoding="utf-8") == step.content:
+                path.unlink()
+                said.append(f"; removed {path}")
+        except OSError:
+            said.append(f"; {path} is left")
+    return "".join(said)
 
 
 def _remove_partial(prefix: Path, created: bool) -> str:
@@ -90,6 +113,10 @@ def _run_steps(plan: RestorePlan, runner: Runner) -> list[str]:
 
     done = []
     for step in plan.steps:
+        if step.kind == "write":
+            write_file(step.argv[1], step.content or "")  # create-or-fail: never replaces one
+            done.append(f"wrote {step.argv[1]}")
+            continue
         if step.kind == "conda-manifest":
             names = _install_conda_manifest(step.manifest or "", plan.prefix)
             done.append(f"installed {len(names)} conda packages with py-rattler from the "
@@ -97,6 +124,11 @@ def _run_steps(plan: RestorePlan, runner: Runner) -> list[str]:
             continue
         if step.kind == "pip-pins":
             done += _install_pins(list(step.argv), runner, INSTALL_TIMEOUT, _uv_env())
+            continue
+        if step.kind == "conda-lock" and step.argv[0] == "conda" and conda_executable() is None:
+            names = _condalock.install_explicit(step.lockfile or "", plan.prefix)
+            done.append(f"installed {len(names)} conda packages of {Path(step.lockfile or '').name} "
+                        "with py-rattler (no conda executable found)")
             continue
         if step.kind == "conda-lock" and step.argv[0] == "conda-lock":
             exe = conda_executable()

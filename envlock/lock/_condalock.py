@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Entry",
+    "install_explicit",
     "entry_from_conda_package",
     "entries_from_records",
     "split_depends",
@@ -255,29 +256,69 @@ def install(
     :raises LockError: the file has no package for that platform, or a download/link fails.
     :returns: the names installed, sorted.
     """
-    rattler = require("rattler")
     doc = read(path)
     platform = platform or current_subdir()
     conda = [p for p in doc.package if p.manager == "conda" and p.platform == platform]
     if not conda:
         raise LockError(f"{path}: no conda packages for platform {platform}")
+    return _rattler_install([(p.name, p.version, p.build or "", p.url, p.hash.md5, p.hash.sha256,
+                              [f"{k} {v}".strip() for k, v in p.dependencies.items()])
+                             for p in conda], path, prefix, platform, cache_dir)
+
+
+def install_explicit(path: str | Path, prefix: str | Path, *,
+                     cache_dir: str | Path | None = None) -> list[str]:
+    """Install a conda explicit list (``@EXPLICIT``, then ``URL#md5`` lines: conda's
+    explicit-spec format) into ``prefix`` with py-rattler, as ``conda create --file`` does
+    without conda: each URL and its md5 as listed, nothing solved.
+
+    :raises LockError: no package in it, a line is not a package URL, or a download/link fails.
+    :returns: the names installed, sorted.
+    """
+    from envlock.formats.conda import parse_url
+    from envlock.manifest._toml import read_text
+
+    lines = [ln.strip() for ln in read_text(path).splitlines()]
+    start = lines.index("@EXPLICIT") + 1 if "@EXPLICIT" in lines else len(lines)
+    packages: list[tuple[str, str, str, str, str | None, str | None, list[str]]] = []
+    for line in lines[start:]:
+        if not line or line.startswith("#"):
+            continue
+        url, _, digest = line.partition("#")
+        try:
+            q = parse_url(url)
+        except ManifestError as exc:
+            raise LockError(f"{path}: {exc}") from None
+        md5 = digest if re.fullmatch(r"[0-9a-f]{32}", digest) else None
+        sha = digest[7:] if re.fullmatch(r"sha256:[0-9a-f]{64}", digest) else None
+        packages.append((q["name"], q["version"], q["build"], url, md5, sha, []))
+    if not packages:
+        raise LockError(f"{path}: no conda package after @EXPLICIT")
+    return _rattler_install(packages, path, prefix, current_subdir(), cache_dir)
+
+
+def _rattler_install(packages: Sequence[tuple[str, str, str, str, str | None, str | None,
+                                              list[str]]],
+                     path: str | Path, prefix: str | Path, platform: str,
+                     cache_dir: str | Path | None) -> list[str]:
+    """Install ``(name, version, build, url, md5, sha256, depends)`` records with py-rattler."""
+    rattler = require("rattler")
     records = []
-    for p in conda:
-        file_name = p.url.rsplit("/", 1)[-1]
-        subdir = p.url.rsplit("/", 2)[-2] if p.url.count("/") >= 2 else platform
-        build = p.build or ""
+    for name, version, build, raw_url, md5, sha256, depends in packages:
+        file_name = raw_url.rsplit("/", 1)[-1]
+        subdir = raw_url.rsplit("/", 2)[-2] if raw_url.count("/") >= 2 else platform
         number = build.rsplit("_", 1)[-1]
         record = rattler.PackageRecord(
-            name=p.name,
-            version=p.version,
+            name=name,
+            version=version,
             build=rattler.BuildString(build),
             build_number=int(number) if number.isdigit() else 0,
             subdir=subdir,
-            depends=[f"{k} {v}".strip() for k, v in p.dependencies.items()],
-            md5=bytes.fromhex(p.hash.md5) if p.hash.md5 else None,
-            sha256=bytes.fromhex(p.hash.sha256) if p.hash.sha256 else None,
+            depends=depends,
+            md5=bytes.fromhex(md5) if md5 else None,
+            sha256=bytes.fromhex(sha256) if sha256 else None,
         )
-        url = expand_url(p.url)
+        url = expand_url(raw_url)
         channel = url.rsplit("/", 2)[0] + "/"
         records.append(rattler.RepoDataRecord(record, file_name, url, channel))
     try:
@@ -292,7 +333,7 @@ def install(
     except Exception as exc:  # noqa: BLE001 - py-rattler raises its own exception classes
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise LockError(f"installing {path} into {prefix} failed: {reason}") from None
-    return sorted(p.name for p in conda)
+    return sorted(name for name, *_ in packages)
 
 
 def pip_requirements(path: str | Path, platform: str) -> list[str]:

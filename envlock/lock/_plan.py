@@ -67,11 +67,13 @@ class Step:
     :ivar kind: ``"conda-lock"``, ``"uv-venv"``, ``"pylock"``, ``"requirements"``, or for a
         restore from the manifest alone ``"conda-manifest"`` (py-rattler installs the recorded
         conda files), ``"pip-pins"`` (uv installs exact versions), ``"git"`` (clone, checkout,
-        apply a patch: ``"patch"``) and ``"editable"``.
+        apply a patch: ``"patch"``) and ``"editable"``; ``"write"``: envlock writes
+        :attr:`content` to ``argv[1]`` (a project lock converted for this target).
     :ivar lockfile: the lockfile it installs, if any; ``manifest``: the manifest it restores
         from (``"conda-manifest"``).
     :ivar sha256: for ``"patch"`` (``git apply`` of a ``--save-patch`` file): the digest the
         manifest records, checked again right before the patch is applied.
+    :ivar content: for ``"write"``: the file's text.
     """
 
     title: str
@@ -80,6 +82,7 @@ class Step:
     lockfile: str | None = None
     manifest: str | None = None
     sha256: str | None = None
+    content: str | None = None
 
     @property
     def shell(self) -> str:

@@ -27,6 +27,7 @@ from envlock._run import Runner, run
 from envlock.errors import ManifestError
 from envlock.lock._from_manifest import find_python, index_options, plan_from_manifest
 from envlock.lock._plan import RestorePlan, Step, not_restored
+from envlock.lock._projectlocks import PROJECT_LOCKS
 from envlock.probes.lockfiles import _sha256, lockfile_kind
 from envlock.errors import LockContradictionError
 from envlock.probes.lockfiles import contradictions
@@ -162,7 +163,7 @@ def _kind_of(path: Path) -> str | None:
         raise
     if kind == "manifest":
         return None
-    if kind in ("conda-lock", "conda-explicit", "pylock"):
+    if kind in ("conda-lock", "conda-explicit", "pylock", "pixi.lock", *PROJECT_LOCKS):
         return kind
     if kind == "requirements" and lockfile_kind(path) == "requirements":
         return kind
@@ -170,7 +171,8 @@ def _kind_of(path: Path) -> str | None:
         raise ManifestError(f"{path}: neither an envlock manifest nor a known lockfile")
     raise ManifestError(f"{path}: neither an envlock manifest nor a known lockfile (a {kind} is "
                         "not installed by restore: it installs conda-lock.yml, conda explicit "
-                        "lists, pylock.toml and hash-pinned requirements.txt)")
+                        "lists, pylock.toml, hash-pinned requirements.txt, uv.lock, pdm.lock, "
+                        "poetry.lock and pixi.lock)")
 
 
 def plan_restore(
@@ -234,23 +236,51 @@ def plan_restore(
             index=index_options(manifest, index_map or {}, index_url, find_links, no_index),
             python=python, runner=runner, python_version=asked_version)
     kinds = {p: _kind_of(p) for p in lockfiles}
+    projects = [p for p in dict.fromkeys(lockfiles) if kinds[p] in (*PROJECT_LOCKS, "pixi.lock")]
+    lockfiles = [p for p in lockfiles if p not in projects]
     python_version = _venv_python(lockfiles, kinds, python_version, asked_version, warnings)
+    python_version, notes = _project_python([p for p in projects if kinds[p] != "pixi.lock"], python_version)
     admitted = user_indexes([*allow_index, *(f for f in find_links if "://" in f),
                              *([index_url] if index_url else []), *(index_map or {}).values()],
                             environ)
     contacts, builds = _checked_sources(lockfiles, kinds, admitted, trust_lockfile_indexes)
     order = {"conda-lock": 0, "conda-explicit": 0, "pylock": 1, "requirements": 2}
     lockfiles = sorted(dict.fromkeys(lockfiles), key=lambda p: order.get(kinds[p] or "", 3))
-    steps = _venv_step(lockfiles, kinds, prefix, python_version, runner)
+    made = {p: "conda-explicit" for p in projects if kinds[p] == "pixi.lock"}  # conda creates it
+    steps = _venv_step([*lockfiles, *projects], {**kinds, **made}, prefix, python_version, runner)
+    steps += [s for p in sorted(projects, key=lambda p: p not in made)  # pixi's: conda makes it
+              for s in _converted_steps(p, kinds[p] or "", prefix, python_version, admitted,
+                                        trust_lockfile_indexes, contacts, builds, notes)]
+    steps += _install_steps(lockfiles, kinds, prefix, missing, warnings)
+    return RestorePlan(prefix=prefix, steps=tuple(steps), notes=tuple(notes),
+                       not_restored=tuple(dict.fromkeys(missing)), warnings=tuple(warnings),
+                       contacts=tuple(dict.fromkeys(contacts)), builds=tuple(dict.fromkeys(builds)))
+
+
+def _install_steps(lockfiles: list[Path], kinds: Mapping[Path, str | None], prefix: str,
+                   missing: list[str], warnings: list[str]) -> list[Step]:
+    """The steps that install ``lockfiles`` in order; what a pylock left out is added to
+    ``missing``, a conda-lock file's pip-over-conda entries to ``warnings``."""
+    steps = []
     for p in lockfiles:
         steps.append(_install_step(p, kinds[p], prefix))
         if kinds[p] == "pylock":
             missing += _pylock_not_locked(p)
         if kinds[p] == "conda-lock":
             warnings += _two_builds(p)
-    return RestorePlan(prefix=prefix, steps=tuple(steps),
-                       not_restored=tuple(dict.fromkeys(missing)), warnings=tuple(warnings),
-                       contacts=tuple(dict.fromkeys(contacts)), builds=tuple(dict.fromkeys(builds)))
+    return steps
+
+
+def _project_python(projects: list[Path], version: str | None) -> tuple[str | None, list[str]]:
+    """The Python project locks are converted for: ``version`` (asked or recorded), else
+    envlock's own (said in a note, since a project lock names a range, not one version)."""
+    if not projects or version is not None:
+        return version, []
+    import platform
+
+    own = platform.python_version()
+    return own, [f"{', '.join(p.name for p in projects)}: converted for Python {own} "
+                 "(envlock's own; --python-version chooses another)"]
 
 
 def _two_builds(path: Path) -> list[str]:
@@ -413,3 +443,48 @@ def _checked_sources(lockfiles: list[Path], kinds: Mapping[Path, str | None], ad
         contacts += sources.contacts
         builds += sources.builds
     return contacts, builds
+
+
+def _converted_steps(path: Path, kind: str, prefix: str, python_version: str | None,
+                     admitted: Any, trust: bool, contacts: list[str], builds: list[str],
+                     notes: list[str]) -> list[Step]:
+    """A project lock (``uv.lock``, ``pdm.lock``, ``poetry.lock``) converted for this target
+    (:func:`envlock.lock._projectlocks.convert`), or a ``pixi.lock``'s default environment for
+    this platform (:func:`envlock.lock._pixirestore.convert_pixi`): for each file, the step
+    that writes it beside the prefix and the step that installs it.  Its indexes and URLs are checked and
+    admitted here, before anything is printed or run; ``contacts``, ``builds`` and ``notes``
+    are extended.
+
+    :raises ManifestError: the lock cannot be converted; :raises UntrustedValueError: an index
+        or URL not admitted.
+    """
+    from envlock.formats.conda import current_subdir
+    from envlock.formats.markers import target_marker_env
+    from envlock.lock._pixirestore import convert_pixi
+    from envlock.lock._projectlocks import convert, destination
+    from envlock.lock._sources import (
+        check_admitted,
+        explicit_sources,
+        pylock_sources,
+        requirements_sources,
+    )
+
+    steps = []
+    for done in (convert_pixi(path, current_subdir()) if kind == "pixi.lock"
+                 else [convert(path, kind, target_marker_env(python_version, "cpython"))]):
+        dest = destination(prefix, done.kind)
+        if done.kind == "conda-explicit":
+            _check_explicit(dest, done.text)
+            sources = explicit_sources(done.text, path)
+        else:
+            sources = (pylock_sources(done.data, path) if done.data is not None
+                       else requirements_sources(dest, done.text))
+        check_admitted(sources, path, admitted, trust)
+        contacts += sources.contacts
+        builds += sources.builds
+        notes += done.left_out
+        steps += [Step(title=f"write {dest.name}: {len(done.names)} package(s) of {done.title}",
+                       argv=("write", str(dest)), kind="write", lockfile=str(dest),
+                       content=done.text),
+                  _install_step(dest, done.kind, prefix)]
+    return steps

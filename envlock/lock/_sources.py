@@ -30,8 +30,8 @@ from envlock._io import InputError
 from envlock._io import read_text as read
 from envlock.errors import ManifestError
 
-__all__ = ["Sources", "lockfile_sources", "lock_input_sources", "pip_section_sources",
-           "user_indexes", "check_admitted", "PYPI"]
+__all__ = ["Sources", "lockfile_sources", "pylock_sources", "requirements_sources", "explicit_sources",
+           "lock_input_sources", "pip_section_sources", "user_indexes", "check_admitted", "PYPI"]
 
 #: uv's and pip's default index (PyPI's simple API); a user without configuration has it.
 PYPI = "https://pypi.org/simple"
@@ -134,11 +134,21 @@ def _requirements(path: Path, text: str, command: str = "restore") -> Sources:
 def _pylock(path: Path) -> Sources:
     from envlock.manifest._toml import load_file
 
-    data = load_file(path)
+    return pylock_sources(load_file(path), path)
+
+
+def pylock_sources(data: Mapping[str, object], path: Path) -> Sources:
+    """What installing the parsed pylock ``data`` (named ``path``) contacts and builds: each
+    package's ``index`` (to admit), wheel, sdist, archive and VCS URLs (checked as URLs of an
+    allowed scheme), and what is built from source.
+
+    :raises UntrustedValueError: a URL is not one of an allowed scheme.
+    """
     indexes: list[str] = []
     contacts: list[str] = []
     builds: list[str] = []
-    for pkg in data.get("packages", []) if isinstance(data.get("packages"), list) else []:
+    raw = data.get("packages")
+    for pkg in raw if isinstance(raw, list) else []:
         if not isinstance(pkg, dict):
             continue
         name = str(pkg.get("name"))
@@ -160,7 +170,10 @@ def _pylock(path: Path) -> Sources:
                 check_url(part["url"], f"{where} {key} url", schemes)
                 contacts.append(f"{'git remote' if key == 'vcs' else 'URL'} {part['url']} "
                                 f"({name})")
-                if key != "archive" or not part["url"].endswith(".whl"):
+                if key == "sdist" and pkg.get("wheels"):
+                    builds.append(f"{name}: builds its sdist {part['url']} if none of its wheels "
+                                  "fits this target (runs its build backend)")
+                elif key != "archive" or not part["url"].endswith(".whl"):
                     builds.append(f"{name}: builds its {key} {part['url']} (runs its build "
                                   "backend)")
         directory = pkg.get("directory")
@@ -200,9 +213,7 @@ def lockfile_sources(path: Path, kind: str) -> Sources:
     if kind == "pylock":
         return _pylock(path)
     if kind == "conda-explicit":
-        lines = [ln.split("#", 1)[0].strip() for ln in read_text(path).splitlines()]
-        start = lines.index("@EXPLICIT") + 1 if "@EXPLICIT" in lines else len(lines)
-        return _conda_urls([ln for ln in lines[start:] if ln], path)
+        return explicit_sources(read_text(path), path)
     if kind == "conda-lock":
         from envlock.lock import _condalock
 
@@ -211,6 +222,26 @@ def lockfile_sources(path: Path, kind: str) -> Sources:
         pip = [f"URL {p.url} ({p.name})" for p in doc.package if p.manager == "pip"]
         return Sources(contacts=conda.contacts + tuple(pip))
     return Sources()
+
+
+def explicit_sources(text: str, path: Path) -> Sources:
+    """The conda channels a conda explicit list ``text`` (named ``path``) is fetched from, each
+    package URL checked as a URL of an allowed scheme.
+
+    :raises UntrustedValueError: a URL is not one.
+    """
+    lines = [ln.split("#", 1)[0].strip() for ln in text.splitlines()]
+    start = lines.index("@EXPLICIT") + 1 if "@EXPLICIT" in lines else len(lines)
+    return _conda_urls([ln for ln in lines[start:] if ln], path)
+
+
+def requirements_sources(path: Path, text: str) -> Sources:
+    """What installing the hash-pinned requirements ``text`` (named ``path``) contacts and
+    builds, read as :func:`lockfile_sources` reads a requirements file.
+
+    :raises UntrustedValueError: a line is not a requirement or an index option.
+    """
+    return _requirements(path, text)
 
 
 def lock_input_sources(path: Path) -> Sources:
