@@ -176,15 +176,35 @@ def read_result(path: str, sig: str | None, *, plain: bool = False) -> Entry:
     :param plain: read exactly as diff does, sharing nothing (the tests' reference).
     """
     try:
-        r, meta, fs = _read(path, None if plain else _sections())
+        r, meta, flat = _read(path, None if plain else _sections())
     except (EnvlockError, OSError, ValueError, RecursionError) as exc:
         from envlock._io import one_line
 
         msg = one_line(str(exc) or type(exc).__name__, 300)
         shown = one_line(path)
         return Entry(path, sig, "error", msg[len(shown) + 2:] if msg.startswith(shown + ": ") else msg)
-    if r is None:
+    if r is None or flat is None:
         return Entry(path, sig, "skip")
+    fp, key, one, listing, areas = flat
+    own = tuple((f"result:{name}", encode(meta[name])) for name in ("kind", "time", "host", "node", "job")
+                if meta[name])
+    return Entry(path, sig, "ok", "", meta["kind"], meta["time"], meta["host"], meta["node"],
+                 meta["job"], meta["node"] or os.path.basename(path), listing, areas, fp, own, key, one)
+
+
+#: ``(area, key)`` → (``"area:key"``, whether it is in the fingerprint): one look-up a fact.
+_NAMES: dict[tuple[str, str], tuple[str, bool]] = {}
+
+#: the fact sets a reader has handed out, by key (bounded: emptied when full).
+_SETS: dict[str, tuple[tuple[str, str], ...]] = {}
+
+#: ``(fingerprint, set key, set, listing, areas as JSON)`` of a result's environment facts.
+_Flat = tuple[str, str, tuple[tuple[str, str], ...], str, str]
+
+
+def _flatten(fs: Any) -> _Flat:
+    """The index rows of a :class:`~envlock.diff.facts.FactSet`'s facts: each ``(area:key,
+    encoded value)``, the fingerprint of those in it, the set they make."""
     shared = []
     fp_facts = []
     names = _NAMES
@@ -198,21 +218,10 @@ def read_result(path: str, sig: str | None, *, plain: bool = False) -> Entry:
             fp_facts.append(f)
     if len(names) > 65536:
         names.clear()
-    own = tuple((f"result:{name}", encode(meta[name])) for name in ("kind", "time", "host", "node", "job")
-                if meta[name])
     fp_facts.sort()
     fp = hashlib.sha256("\n".join(map("\0".join, fp_facts)).encode()).hexdigest()[:20]
     key, one = _one_set(shared)
-    return Entry(path, sig, "ok", "", meta["kind"], meta["time"], meta["host"], meta["node"],
-                 meta["job"], fs.label, fs.listing, json.dumps(fs.areas, sort_keys=True), fp,
-                 own, key, one)
-
-
-#: ``(area, key)`` → (``"area:key"``, whether it is in the fingerprint): one look-up a fact.
-_NAMES: dict[tuple[str, str], tuple[str, bool]] = {}
-
-#: the fact sets a reader has handed out, by key (bounded: emptied when full).
-_SETS: dict[str, tuple[tuple[str, str], ...]] = {}
+    return fp, key, one, fs.listing, json.dumps(fs.areas, sort_keys=True)
 
 
 def _one_set(facts: list[tuple[str, str]]) -> tuple[str, tuple[tuple[str, str], ...]]:
@@ -227,10 +236,11 @@ def _one_set(facts: list[tuple[str, str]]) -> tuple[str, tuple[tuple[str, str], 
     return key, got
 
 
-def _read(path: str, cache: SectionCache | None) -> tuple[Any, dict[str, str], Any]:
-    """``(reading, meta, facts)`` of one file (``reading`` ``None``: no manifest), as diff reads
-    it: :func:`envlock.diff.foreign.reading`, the shape check, :func:`envlock.diff.facts.extract`;
-    with ``cache``, the shared tables' answers are the cache's (checked once, flattened once).
+def _read(path: str, cache: SectionCache | None) -> tuple[Any, dict[str, str], _Flat | None]:
+    """``(reading, meta, rows)`` of one file (``reading`` ``None``: no manifest), as diff reads
+    it: :func:`envlock.diff.foreign.reading`, the shape check, :func:`envlock.diff.facts.extract`
+    (:func:`_flatten`); with ``cache``, the shared tables' answers are the cache's (checked once,
+    flattened once, and a file of shared tables only flattened once).
 
     :raises ManifestError: the file cannot be read (diff's one line).
     """
@@ -249,10 +259,24 @@ def _read(path: str, cache: SectionCache | None) -> tuple[Any, dict[str, str], A
         for t, v in unchecked.items():
             cache.mark(f"shape:{t}", v, True)
     meta = _meta(r.data)
-    fs = extract(r.data, label=meta["node"] or os.path.basename(path), path=path, kind=r.kind,
-                 aliases=_kb().aliases, listing=r.listing,
-                 memo=None if cache is None else cache.remembered)
-    return r, meta, fs
+
+    def flat() -> _Flat:
+        return _flatten(extract(r.data, label=meta["node"] or os.path.basename(path), path=path,
+                                kind=r.kind, aliases=_kb().aliases, listing=r.listing,
+                                memo=None if cache is None else cache.remembered))
+
+    # the facts read nothing but the tables besides [envlock] (extract skips it; host and
+    # time are the result's own): a file whose other tables are all shared ones has the
+    # rows of the last file with those very tables
+    key = None if cache is None else cache.whole_key(r.data, _OWN_TABLES)
+    if cache is None or key is None:
+        return r, meta, flat()
+    return r, meta, cache.remembered_whole((r.kind, r.listing, key), r.data, _OWN_TABLES, flat)
+
+
+#: the tables of a manifest that hold no environment fact (:data:`envlock.diff.facts._SKIP`
+#: but ``[target]``, whose kind is a fact).
+_OWN_TABLES = frozenset({"envlock"})
 
 
 def _read_checked(item: tuple[str, str | None]) -> Entry:

@@ -59,6 +59,7 @@ class SectionCache:
         self._chars = 0
         self._shared: dict[int, object] = {}
         self._marks: dict[tuple[str, int], tuple[object, Any]] = {}
+        self._files: dict[tuple[object, ...], tuple[tuple[object, ...], Any]] = {}
         self._rtoml: Any = fast_parser()
 
     def load(self, text: str, name: str, *, exact: bool = False) -> dict[str, Any]:
@@ -111,6 +112,7 @@ class SectionCache:
             self._parsed.clear()
             self._shared.clear()
             self._marks.clear()
+            self._files.clear()
             self._chars = 0
         self._parsed[piece] = got
         for v in got.values():
@@ -146,3 +148,34 @@ class SectionCache:
         if got is not None and got[0] is table:
             return True, got[1]
         return False, None
+
+    def whole_key(self, data: dict[str, Any], skip: frozenset[str]) -> tuple[object, ...] | None:
+        """A key for the file table ``data`` without its ``skip`` tables, when every other table
+        is a shared one (:meth:`shared`) and every other top-level value a plain scalar; else
+        ``None``.  Two files with one key have the same tables, object for object."""
+        parts: list[object] = []
+        for k, v in data.items():
+            if k in skip:
+                continue
+            if type(v) is dict:
+                if not self.shared(v):
+                    return None
+                parts.append((k, id(v)))
+            elif type(v) in (str, int, float, bool):
+                parts.append((k, type(v).__name__, v))
+            else:
+                return None
+        return tuple(parts)
+
+    def remembered_whole(self, key: tuple[object, ...], data: dict[str, Any], skip: frozenset[str],
+                         compute: Any) -> Any:
+        """``compute()``, or what it returned for a file of the same :meth:`whole_key` (its
+        tables kept alive beside the answer, and compared by identity, until the cache empties)."""
+        tables = tuple(v for k, v in data.items() if k not in skip and type(v) is dict)
+        got = self._files.get(key)
+        if got is not None and len(got[0]) == len(tables) and all(
+                a is b for a, b in zip(got[0], tables)):
+            return got[1]
+        answer = compute()
+        self._files[key] = (tables, answer)
+        return answer
