@@ -5,11 +5,13 @@ The options are ``verify --lock``'s and ``diff``'s (:class:`envlock._selection.R
 ``--extra``, ``--group``, ``--all-extras``, ``--all-groups``, ``--no-dev``), read per tool:
 
 * ``uv.lock``: as ``uv sync`` — the default groups (``[tool.uv] default-groups`` of the
-  ``pyproject.toml`` beside the lock, else ``dev``) are in unless ``--no-dev``; two members
+  ``pyproject.toml`` beside the lock, else ``dev``) are in; ``--no-dev`` is uv's ``--no-group
+  dev``, which wins over ``--group dev``, ``--all-groups`` and the default groups; two members
   of one of the lock's ``conflicts`` sets chosen together are refused, as ``uv sync`` refuses
   them;
 * ``pdm.lock``: as ``pdm install -G NAME`` (an extra and a group are both a pdm group;
-  ``--all-extras``/``--all-groups``: ``-G :all``, every group the lock has);
+  ``--all-extras``/``--all-groups``: ``-G :all``; ``--no-dev``: ``--prod``): the dev groups
+  of the pyproject.toml beside the lock come too unless one is named or ``--no-dev``;
 * ``poetry.lock``: as ``poetry install --with GROUP -E EXTRA`` (``--all-groups``: ``--all-groups``,
   ``--all-extras``: ``--all-extras``; ``--no-dev``: ``--without dev``);
 * ``pixi.lock``: ``--environment NAME``, as ``pixi install -e NAME``.
@@ -125,17 +127,43 @@ def choose(path: Path, kind: str, lock: Any, data: Mapping[str, Any],
             f"{path}: no {', '.join(unknown)} in this lock (its extras: "
             f"{', '.join(extras) or 'none'}; its groups: {', '.join(groups) or 'none'}); "
             "nothing was run")
-    if requested.all_extras or (pdm and requested.all_groups):
-        chosen |= {g for g in have if g.startswith("extra:") or pdm}
-    if requested.all_groups:
+    if pdm:
+        chosen |= _pdm_more(path, have, chosen, requested)
+    if requested.all_extras:
+        chosen |= {g for g in have if g.startswith("extra:")}
+    if requested.all_groups and not pdm:
         chosen |= {g for g in have if not g.startswith("extra:")}
-    if kind == "uv.lock" and not requested.no_dev:
+    if kind == "uv.lock":
         chosen |= _uv_default_groups(path, have) & have
-    named = {by_norm.get(canonicalize(g)) for g in requested.groups}
-    if requested.no_dev:  # uv sync --no-dev, poetry install --without dev
-        chosen -= {g for g in chosen if canonicalize(g) == "dev" and g not in named}
+    if requested.no_dev and not pdm:  # uv's --no-group dev, poetry's --without dev: they
+        chosen -= {g for g in chosen if canonicalize(g) == "dev"}  # win over --group dev
     _refuse_conflicts(path, chosen, lock.conflicts)
     return Selection(frozenset(chosen)), _label(kind, chosen)
+
+
+def _pdm_more(path: Path, have: set[str], named: set[str], requested: Requested) -> set[str]:
+    """The groups ``pdm install -G NAMED`` adds (pdm's ``GroupSelection``): with ``-G :all``
+    (``--all-extras``/``--all-groups``) every optional group; and, unless ``--prod``
+    (``--no-dev``) or a dev group is named, every dev group — dev groups as the pyproject.toml
+    beside the lock declares them (``[dependency-groups]``, ``[tool.pdm.dev-dependencies]``);
+    without one, every group is taken as named only."""
+    from envlock.manifest._toml import load_file
+
+    pyproject = path.parent / "pyproject.toml"
+    doc = load_file(pyproject) if pyproject.is_file() else {}
+    tool = doc.get("tool", {}) if isinstance(doc.get("tool"), Mapping) else {}
+    pdm = tool.get("pdm", {}) if isinstance(tool.get("pdm"), Mapping) else {}
+    dev = {canonicalize(str(g)) for table in (doc.get("dependency-groups"),
+                                               pdm.get("dev-dependencies"))
+           if isinstance(table, Mapping) for g in table}
+    by_norm = {canonicalize(g): g for g in have}
+    out: set[str] = set()
+    if requested.all_extras or requested.all_groups:
+        out |= {g for g in have if canonicalize(g) not in dev} if dev or pyproject.is_file() \
+            else set(have)
+    if not requested.no_dev and not {canonicalize(g) for g in named} & dev:
+        out |= {by_norm[g] for g in dev if g in by_norm}
+    return out
 
 
 def _refuse_conflicts(path: Path, chosen: set[str], conflicts: Sequence[frozenset[str]]) -> None:

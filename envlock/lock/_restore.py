@@ -178,21 +178,12 @@ def _kind_of(path: Path) -> str | None:
 
 
 def plan_restore(
-    inputs: Sequence[str | Path],
-    prefix: str | Path,
-    *,
-    python_version: str | None = None,
-    index_map: Mapping[str, str] | None = None,
-    index_url: str | None = None,
-    find_links: Sequence[str] = (),
-    no_index: bool = False,
-    python: str | None = None,
-    allow_index: Sequence[str] = (),
-    trust_lockfile_indexes: bool = False,
-    environ: Mapping[str, str] | None = None,
-    runner: Runner = run,
-    requested: Requested | None = None,
-    environment: str | None = None,
+    inputs: Sequence[str | Path], prefix: str | Path, *, python_version: str | None = None,
+    index_map: Mapping[str, str] | None = None, index_url: str | None = None,
+    find_links: Sequence[str] = (), no_index: bool = False, python: str | None = None,
+    allow_index: Sequence[str] = (), trust_lockfile_indexes: bool = False,
+    environ: Mapping[str, str] | None = None, runner: Runner = run,
+    requested: Requested | None = None, environment: str | None = None,
 ) -> RestorePlan:
     """Build the restore plan for manifests and/or lockfiles.
 
