@@ -89,7 +89,7 @@ def _uv_default_groups(path: Path, groups: set[str]) -> set[str]:
         uv = tool.get("uv", {}) if isinstance(tool, Mapping) else {}
         raw = uv.get("default-groups") if isinstance(uv, Mapping) else None
     if raw == "all":
-        return set(groups)
+        return {g for g in groups if not g.startswith("extra:")}
     if isinstance(raw, list):
         return {canonicalize(str(g)) for g in raw}
     return {"dev"}
@@ -127,16 +127,16 @@ def choose(path: Path, kind: str, lock: Any, data: Mapping[str, Any],
             f"{path}: no {', '.join(unknown)} in this lock (its extras: "
             f"{', '.join(extras) or 'none'}; its groups: {', '.join(groups) or 'none'}); "
             "nothing was run")
-    if pdm:
+    if kind == "uv.lock":  # the shared rule of verify --lock and diff, with the lock's defaults
+        chosen = set(requested.resolve(have, _uv_default_groups(path, have)).chosen)
+    elif pdm:
         chosen |= _pdm_more(path, have, chosen, requested)
-    if requested.all_extras:
-        chosen |= {g for g in have if g.startswith("extra:")}
-    if requested.all_groups and not pdm:
-        chosen |= {g for g in have if not g.startswith("extra:")}
-    if kind == "uv.lock":
-        chosen |= _uv_default_groups(path, have) & have
-    if requested.no_dev and not pdm:  # uv's --no-group dev, poetry's --without dev: they
-        chosen -= {g for g in chosen if canonicalize(g) == "dev"}  # win over --group dev
+    else:  # poetry install --with G -E X [--all-groups] [--all-extras] [--without dev]
+        xs = {g for g in have if g.startswith("extra:")}
+        chosen |= (xs if requested.all_extras else set()) | (
+            have - xs if requested.all_groups else set())
+        if requested.no_dev:
+            chosen -= {g for g in chosen if canonicalize(g) == "dev"}
     _refuse_conflicts(path, chosen, lock.conflicts)
     return Selection(frozenset(chosen)), _label(kind, chosen)
 
