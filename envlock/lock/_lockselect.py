@@ -157,6 +157,10 @@ def _pdm_more(path: Path, have: set[str], named: set[str], requested: Requested)
                                                pdm.get("dev-dependencies"))
            if isinstance(table, Mapping) for g in table}
     by_norm = {canonicalize(g): g for g in have}
+    if requested.no_dev and {canonicalize(g) for g in named} & dev:
+        raise ManifestError(f"{path}: --no-dev (pdm's --prod) with the dev group(s) "
+                            f"{', '.join(sorted({canonicalize(g) for g in named} & dev))}: pdm "
+                            "refuses them together; nothing was run")
     out: set[str] = set()
     if requested.all_extras or requested.all_groups:
         out |= {g for g in have if canonicalize(g) not in dev} if dev or pyproject.is_file() \

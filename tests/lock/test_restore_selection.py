@@ -245,6 +245,39 @@ def test_pdm_groups_are_what_pdm_installs(args: list[str], tmp_path: Path,
                           + " (as pdm install takes them)")
 
 
+def test_a_pdm_dev_group_with_no_dev_is_one_error_as_pdm_refuses_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("pdm")
+    from pdm.cli.filters import GroupSelection
+    from pdm.core import Core
+    from pdm.exceptions import PdmUsageError
+
+    for var, value in (("PDM_USE_VENV", "false"), ("PDM_PYTHON", sys.executable),
+                       ("PDM_CHECK_UPDATE", "false"), ("PDM_HOME", str(tmp_path / "home"))):
+        monkeypatch.setenv(var, value)
+
+    proj = tmp_path / "p"
+    proj.mkdir()
+    (proj / "pdm.lock").write_text((PEERS / "pdmlock" / "demo__pdm.lock").read_text())
+    (proj / "pyproject.toml").write_text(
+        '[project]\nname = "x"\nversion = "0.1"\n\n[dependency-groups]\ntests = ["pytest"]\n')
+    project = Core().create_project(proj, global_config=str(tmp_path / "config.toml"))
+    with pytest.raises(PdmUsageError):
+        list(GroupSelection(project, groups=["tests"], dev=False))
+    r = _restore(str(proj / "pdm.lock"), "--prefix", str(tmp_path / "env"), "--python-version",
+                 PY, "--group", "tests", "--no-dev")
+    assert r.exit_code == 2 and r.output.count("Error:") == 1
+    assert "--no-dev (pdm's --prod) with the dev group(s) tests" in r.output
+
+
+def test_restore_help_names_the_selection_options() -> None:
+    out = " ".join(CliRunner().invoke(cli, ["restore", "--help"]).output.split())
+    for option in ("--extra", "--group", "--all-extras", "--all-groups", "--no-dev",
+                   "--environment"):
+        assert option in out
+    assert "pdm install -G" in out and "pixi install -e" in out
+
+
 def test_an_unknown_pdm_group_is_one_error(tmp_path: Path) -> None:
     with pytest.raises(ManifestError, match=r"no group 'docs' in this lock \(its extras: none; "
                                             r"its groups: security, tests\)"):
