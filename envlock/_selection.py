@@ -58,8 +58,12 @@ class Requested:
         """Whether any option was given."""
         return bool(self.extras or self.groups or self.all_extras or self.all_groups or self.no_dev)
 
-    def resolve(self, choices: Iterable[str]) -> Selection:
-        """The :class:`Selection` of a lock whose extras and groups are ``choices``."""
+    def resolve(self, choices: Iterable[str],
+                default_groups: Iterable[str] = ("dev",)) -> Selection:
+        """The :class:`Selection` of a lock whose extras and groups are ``choices``, as ``uv
+        sync`` takes them: ``default_groups`` (uv's ``[tool.uv] default-groups``, ``dev``
+        when unset) that the lock has are in; ``--no-dev`` (uv's ``--no-group dev``) leaves
+        ``dev`` out, also when named."""
         have = set(choices)
         chosen = {f"extra:{canonicalize(x)}" for x in self.extras}
         chosen |= {canonicalize(g) for g in self.groups}
@@ -67,8 +71,7 @@ class Requested:
             chosen |= {g for g in have if g.startswith("extra:")}
         if self.all_groups:
             chosen |= {g for g in have if g and not g.startswith("extra:")}
-        if not self.no_dev and "dev" in have:
-            chosen.add("dev")
-        elif self.no_dev:
+        chosen |= {canonicalize(g) for g in default_groups} & have
+        if self.no_dev:
             chosen.discard("dev")
         return Selection(frozenset(chosen))

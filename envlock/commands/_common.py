@@ -111,11 +111,26 @@ def handle_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def selection_options(func: F) -> F:
+#: ``restore``'s words for the selection options: the install to make, not the one made
+_INSTALL_HELP = {
+    "no_dev": "Leave out the dev group (uv sync --no-dev, poetry install --without dev).",
+    "all_groups": "Install every dependency group of the lock (pdm: -G :all).",
+    "all_extras": "Install every extra of the lock (pdm: -G :all).",
+    "groups": "Also install this dependency group (uv sync --group, poetry install --with, "
+              "pdm install -G); repeatable.",
+    "extras": "Also install this extra (uv sync --extra, poetry install -E, pdm install -G); "
+              "repeatable. Without any of these: the project's default install.",
+}
+
+
+def selection_options(func: F | None = None, *, installs: bool = False) -> Any:
     """Add ``uv sync``'s ``--extra NAME`` (also ``-E``/``--extras``, as ``conda-lock install``
     takes it), ``--group NAME`` (repeatable), ``--all-extras``, ``--all-groups`` and
-    ``--no-dev``: which install of a lock to compare with; the
+    ``--no-dev``: which install of a lock to compare with (``installs=True``: to make, as
+    ``restore`` takes them, ``@selection_options(installs=True)``); the
     command gets one ``requested`` (:class:`envlock.formats.markers.Requested`)."""
+    if func is None:
+        return functools.partial(selection_options, installs=installs)
     @functools.wraps(func)
     def wrapper(*args: Any, extras: tuple[str, ...] = (), groups: tuple[str, ...] = (),
                 all_extras: bool = False, all_groups: bool = False, no_dev: bool = False,
@@ -126,19 +141,22 @@ def selection_options(func: F) -> F:
                                         no_dev)
         return func(*args, **kwargs)
 
+    said = _INSTALL_HELP if installs else {
+        "no_dev": "The install left out the dev group (uv sync --no-dev).",
+        "all_groups": "The install took every dependency group of the lock.",
+        "all_extras": "The install took every extra of the lock.",
+        "groups": "A dependency group the install took (uv sync --group); repeatable.",
+        "extras": "An extra or optional category the install took (uv sync --extra, "
+                  "conda-lock install -E); repeatable. Without any of these: uv's "
+                  "inferred from what is installed, and said; conda-lock's main and dev.",
+    }
     opts = [
-        click.option("--no-dev", "no_dev", is_flag=True,
-                     help="The install left out the dev group (uv sync --no-dev)."),
-        click.option("--all-groups", "all_groups", is_flag=True,
-                     help="The install took every dependency group of the lock."),
-        click.option("--all-extras", "all_extras", is_flag=True,
-                     help="The install took every extra of the lock."),
-        click.option("--group", "groups", multiple=True, metavar="NAME",
-                     help="A dependency group the install took (uv sync --group); repeatable."),
+        click.option("--no-dev", "no_dev", is_flag=True, help=said["no_dev"]),
+        click.option("--all-groups", "all_groups", is_flag=True, help=said["all_groups"]),
+        click.option("--all-extras", "all_extras", is_flag=True, help=said["all_extras"]),
+        click.option("--group", "groups", multiple=True, metavar="NAME", help=said["groups"]),
         click.option("--extra", "-E", "--extras", "extras", multiple=True, metavar="NAME",
-                     help="An extra or optional category the install took (uv sync --extra, "
-                          "conda-lock install -E); repeatable. Without any of these: uv's "
-                          "inferred from what is installed, and said; conda-lock's main and dev."),
+                     help=said["extras"]),
     ]
     out: Any = wrapper
     for opt in opts:

@@ -9,7 +9,8 @@ from typing import Any
 import click
 
 from envlock._kinds import names_for_help
-from envlock.commands._common import handle_errors, index_admission_options, target_options, will_exit
+from envlock.commands._common import (handle_errors, index_admission_options, selection_options,
+                                      target_options, will_exit)
 import sys
 
 __all__ = ["lock", "restore"]
@@ -142,11 +143,14 @@ _RESTORE_HELP = f"""Recreate an environment from a manifest or lockfiles (dry ru
 
     INPUTS: an envlock manifest, or lockfiles ({names_for_help("restore")};
     requirements hash-pinned).  A uv.lock, pdm.lock or poetry.lock is converted for this
-    machine's platform and Python (--python-version) and the project's default install, into a
+    machine's platform and Python (--python-version) and the project's default install, with
+    the extras and groups --extra/--group/--all-extras/--all-groups/--no-dev add or take away
+    (as uv sync, pdm install -G, poetry install --with/-E take them: with any of them a
+    uv.lock's default groups, dev, come too unless --no-dev), into a
     pylock.toml (poetry: a hash-pinned requirements.txt) that --run writes beside the new
-    environment; a pixi.lock's default environment for this platform into a conda explicit list
-    and a pylock.toml of its PyPI packages.  A lockfile given, or recorded in the manifest and
-    unchanged, is used; else the manifest alone: conda packages as name=version=build from
+    environment; a pixi.lock's environment (--environment, default: default) for this platform
+    into a conda explicit list and a pylock.toml of its PyPI packages.  A lockfile given, or
+    recorded in the manifest and unchanged, is used; else the manifest alone: conda packages as name=version=build from
     their recorded channels, pip packages at their exact versions with uv, editable/VCS ones
     from their recorded commit.
     After --run the result is verified against the manifest.  Also lists what no rebuild
@@ -170,20 +174,26 @@ _RESTORE_HELP = f"""Recreate an environment from a manifest or lockfiles (dry ru
 @click.option("--find-links", multiple=True, help="Directory of wheels (repeatable).")
 @click.option("--no-index", is_flag=True, help="Use only --find-links.")
 @index_admission_options("Let a lockfile use")
+@selection_options(installs=True)
+@click.option("--environment", "-e", "environment", metavar="NAME",
+              help="The environment of a pixi.lock to install (pixi install -e; default: "
+                   "default).")
 @click.option("--run", "do_run", is_flag=True,
               help="Build the environment (default: print the plan), then verify it.")
 @handle_errors
 def restore(inputs: tuple[str, ...], prefix: str | None, python_version: str | None,
             python: str | None, variant_index: tuple[str, ...], index_url: str | None,
             find_links: tuple[str, ...], no_index: bool, allow_index: tuple[str, ...],
-            trust_lockfile_indexes: bool, do_run: bool) -> None:
+            trust_lockfile_indexes: bool, environment: str | None, do_run: bool,
+            requested: Any) -> None:
     """Recreate an environment (help: ``_RESTORE_HELP``)."""
     from envlock.lock._api import apply_restore, restore as plan_only, variant_map
 
     plan = plan_only(inputs, prefix, python_version=python_version,
                      index_map=variant_map(variant_index), index_url=index_url,
                      find_links=find_links, no_index=no_index, python=python,
-                     allow_index=allow_index, trust_lockfile_indexes=trust_lockfile_indexes).plan
+                     allow_index=allow_index, trust_lockfile_indexes=trust_lockfile_indexes,
+                     requested=requested, environment=environment).plan
     for warning in plan.warnings:
         click.echo(f"warning: {warning}", err=True)
     for note in plan.notes:

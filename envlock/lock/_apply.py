@@ -115,7 +115,7 @@ def _run_steps(plan: RestorePlan, runner: Runner) -> list[str]:
     for step in plan.steps:
         if step.kind == "write":
             write_file(step.argv[1], step.content or "")  # create-or-fail: never replaces one
-            done.append(f"wrote {step.argv[1]}")
+            done.append(f"wrote {step.argv[1]}: {step.title.split(': ', 1)[-1]}")
             continue
         if step.kind == "conda-manifest":
             names = _install_conda_manifest(step.manifest or "", plan.prefix)

@@ -28,8 +28,9 @@ from envlock.lock._projectlocks import Converted, _file_name
 __all__ = ["convert_pixi"]
 
 
-def convert_pixi(path: Path, subdir: str, environment: str = "default") -> list[Converted]:
-    """Convert ``environment`` of the pixi.lock ``path`` for conda ``subdir``.
+def convert_pixi(path: Path, subdir: str, environment: str | None = None) -> list[Converted]:
+    """Convert ``environment`` of the pixi.lock ``path`` for conda ``subdir`` (``pixi install
+    -e NAME``; ``None``: ``default``).
 
     :returns: the conda explicit list (kind ``"conda-explicit"``), then, when the environment
         has PyPI packages there, the pylock (kind ``"pylock"``).
@@ -41,7 +42,10 @@ def convert_pixi(path: Path, subdir: str, environment: str = "default") -> list[
     from envlock.manifest._toml import read_text
     from envlock.formats._load import load_yaml
 
+    from envlock.lock._lockselect import pixi_environment
+
     data = load_yaml(read_text(path), str(path), exact=True)
+    environment = pixi_environment(path, data, environment)
     lock = read_pixi_lock(data, str(path), environment)
     plat = next((p for p in lock.pixi_platforms if p.subdir == subdir), None)
     if plat is None:

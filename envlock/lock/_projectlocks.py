@@ -14,7 +14,8 @@ them, with their files' URLs and hashes exactly as locked, as:
 
 The install is the project's default one (group ``""`` of
 :attr:`envlock.formats.locks.Locked.groups`: ``uv sync --no-dev``, ``poetry install --only
-main``, ``pdm install --prod``); the project itself (editable, virtual, directory entries) is
+main``, ``pdm install --prod``), with the extras and groups asked for as each tool takes them
+(:mod:`envlock.lock._lockselect`); the project itself (editable, virtual, directory entries) is
 not installed.  A package the lock gives no file with a hash for (a poetry entry with
 ``files = []``, a wheel of a ``--find-links`` directory uv recorded without a hash, a local
 path) cannot be hash-checked: the conversion stops with one line naming it.  Nothing is
@@ -27,11 +28,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from envlock._names import canonicalize
 from envlock.errors import ManifestError
+
+if TYPE_CHECKING:
+    from envlock._selection import Requested
 
 __all__ = ["PROJECT_LOCKS", "Converted", "convert", "destination"]
 
@@ -74,17 +78,21 @@ def _refuse(path: Path, pname: str, why: str) -> ManifestError:
                          "nothing was run")
 
 
-def convert(path: Path, kind: str, env: Mapping[str, str]) -> Converted:
+def convert(path: Path, kind: str, env: Mapping[str, str],
+            requested: Requested | None = None) -> Converted:
     """Convert the project lock ``path`` of ``kind`` (a key of :data:`PROJECT_LOCKS`) for the
-    target of PEP 508 marker environment ``env``.
+    target of PEP 508 marker environment ``env`` and the extras and groups ``requested``
+    (:func:`envlock.lock._lockselect.choose`: as ``uv sync``, ``pdm install -G``, ``poetry
+    install --with/-E`` take them; ``None``: the default install).
 
     :raises ManifestError: the lock is malformed, does not admit the target's Python
-        (``requires-python``), or a package it needs there has no hash-checkable file (one
-        line naming it).
+        (``requires-python``), has no extra or group of a name asked for, is asked for
+        conflicting extras, or a package it needs there has no hash-checkable file (one line
+        naming it).
     """
     from envlock import formats
-    from envlock._selection import Selection
     from envlock.formats.markers import applicable
+    from envlock.lock._lockselect import choose
     from envlock.manifest._toml import load_file
 
     lock = formats.read_lock(path)
@@ -94,7 +102,8 @@ def convert(path: Path, kind: str, env: Mapping[str, str]) -> Converted:
     if [canonicalize(str(r.get("name"))) for r in raw] != [x.name for x in lock.packages]:
         raise ManifestError(f"{path}: its entries could not be matched to their files; nothing "
                             "was run")
-    needed, optional = applicable(lock.packages, env, Selection(), conflicts=lock.conflicts)
+    selection, said = choose(path, kind, lock, data, requested)
+    needed, optional = applicable(lock.packages, env, selection, conflicts=lock.conflicts)
     chosen: list[tuple[Any, Mapping[str, Any]]] = []
     for x, r in zip(lock.packages, raw):
         if x.name in needed and x.name not in optional and x.version == needed[x.name] \
@@ -102,7 +111,7 @@ def convert(path: Path, kind: str, env: Mapping[str, str]) -> Converted:
             chosen.append((x, r))
     where = (f"{path.name} for {env.get('platform_python_implementation', 'Python')} "
              f"{env.get('python_full_version')} on {env.get('sys_platform')} "
-             f"{env.get('platform_machine')}, default install (no extra or group)")
+             f"{env.get('platform_machine')}, {said}")
     groups = sorted({g for gs in optional.values() for g in gs})
     left = ([f"{path.name}: not installed, needed only by "
              + ", ".join(g.replace("extra:", "extra ") for g in groups)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from envlock._run import Runner, run
 from envlock.errors import ManifestError
 from envlock.lock._from_manifest import find_python, index_options, plan_from_manifest
+from envlock.lock._lockselect import check_applies
 from envlock.lock._plan import RestorePlan, Step, not_restored
 from envlock.lock._projectlocks import PROJECT_LOCKS
 from envlock.probes.lockfiles import _sha256, lockfile_kind
@@ -35,6 +36,7 @@ from urllib.parse import urlparse
 from envlock.manifest import load
 
 if TYPE_CHECKING:
+    from envlock._selection import Requested
     from envlock.manifest import Manifest
 
 __all__ = ["plan_restore", "validate_lockfile"]
@@ -176,19 +178,12 @@ def _kind_of(path: Path) -> str | None:
 
 
 def plan_restore(
-    inputs: Sequence[str | Path],
-    prefix: str | Path,
-    *,
-    python_version: str | None = None,
-    index_map: Mapping[str, str] | None = None,
-    index_url: str | None = None,
-    find_links: Sequence[str] = (),
-    no_index: bool = False,
-    python: str | None = None,
-    allow_index: Sequence[str] = (),
-    trust_lockfile_indexes: bool = False,
-    environ: Mapping[str, str] | None = None,
-    runner: Runner = run,
+    inputs: Sequence[str | Path], prefix: str | Path, *, python_version: str | None = None,
+    index_map: Mapping[str, str] | None = None, index_url: str | None = None,
+    find_links: Sequence[str] = (), no_index: bool = False, python: str | None = None,
+    allow_index: Sequence[str] = (), trust_lockfile_indexes: bool = False,
+    environ: Mapping[str, str] | None = None, runner: Runner = run,
+    requested: Requested | None = None, environment: str | None = None,
 ) -> RestorePlan:
     """Build the restore plan for manifests and/or lockfiles.
 
@@ -216,6 +211,8 @@ def plan_restore(
         user's own configuration is always admitted (:func:`envlock.lock._sources.user_indexes`).
     :param trust_lockfile_indexes: admit every index a lockfile names.
     :param environ: the variables pip's and uv's configuration is read from (``os.environ``).
+    :param requested: the extras and groups of a uv.lock, pdm.lock or poetry.lock to install;
+        ``environment``: a pixi.lock's (:mod:`envlock.lock._lockselect`; ``None``: the default).
     :raises ManifestError: an input is neither a manifest nor a known lockfile, or a lockfile
         is malformed (see :func:`validate_lockfile`); nothing is run then.
     :raises UntrustedValueError: a value of an input is not what its field must be, or a
@@ -226,6 +223,8 @@ def plan_restore(
     prefix = str(prefix)
     asked_version = python_version
     lockfiles, warnings, missing, bare, python_version = _gather(inputs, python_version)
+    kinds = {p: _kind_of(p) for p in lockfiles}
+    check_applies([*kinds.values(), *([None] if bare else [])], requested, environment)
     if not lockfiles and bare:
         if len(bare) > 1:
             raise ManifestError("restore one manifest at a time when none records a lockfile "
@@ -235,7 +234,6 @@ def plan_restore(
             path, manifest, prefix, warnings=warnings, missing=missing,
             index=index_options(manifest, index_map or {}, index_url, find_links, no_index),
             python=python, runner=runner, python_version=asked_version)
-    kinds = {p: _kind_of(p) for p in lockfiles}
     projects = [p for p in dict.fromkeys(lockfiles) if kinds[p] in (*PROJECT_LOCKS, "pixi.lock")]
     lockfiles = [p for p in lockfiles if p not in projects]
     python_version = _venv_python(lockfiles, kinds, python_version, asked_version, warnings)
@@ -250,7 +248,8 @@ def plan_restore(
     steps = _venv_step([*lockfiles, *projects], {**kinds, **made}, prefix, python_version, runner)
     steps += [s for p in sorted(projects, key=lambda p: p not in made)  # pixi's: conda makes it
               for s in _converted_steps(p, kinds[p] or "", prefix, python_version, admitted,
-                                        trust_lockfile_indexes, contacts, builds, notes)]
+                                        trust_lockfile_indexes, contacts, builds, notes,
+                                        (requested, environment))]
     steps += _install_steps(lockfiles, kinds, prefix, missing, warnings)
     return RestorePlan(prefix=prefix, steps=tuple(steps), notes=tuple(notes),
                        not_restored=tuple(dict.fromkeys(missing)), warnings=tuple(warnings),
@@ -447,13 +446,14 @@ def _checked_sources(lockfiles: list[Path], kinds: Mapping[Path, str | None], ad
 
 def _converted_steps(path: Path, kind: str, prefix: str, python_version: str | None,
                      admitted: Any, trust: bool, contacts: list[str], builds: list[str],
-                     notes: list[str]) -> list[Step]:
+                     notes: list[str], select: tuple[Any, str | None] = (None, None)
+                     ) -> list[Step]:
     """A project lock (``uv.lock``, ``pdm.lock``, ``poetry.lock``) converted for this target
-    (:func:`envlock.lock._projectlocks.convert`), or a ``pixi.lock``'s default environment for
-    this platform (:func:`envlock.lock._pixirestore.convert_pixi`): for each file, the step
-    that writes it beside the prefix and the step that installs it.  Its indexes and URLs are checked and
-    admitted here, before anything is printed or run; ``contacts``, ``builds`` and ``notes``
-    are extended.
+    and the extras and groups ``select[0]`` (:func:`envlock.lock._projectlocks.convert`), or a
+    ``pixi.lock``'s environment ``select[1]`` for this platform (:func:`convert_pixi`): for
+    each file, the step that writes it beside the prefix and the step that installs it.  Its
+    indexes and URLs are checked and admitted here, before anything is printed or run;
+    ``contacts``, ``builds`` and ``notes`` are extended.
 
     :raises ManifestError: the lock cannot be converted; :raises UntrustedValueError: an index
         or URL not admitted.
@@ -470,8 +470,8 @@ def _converted_steps(path: Path, kind: str, prefix: str, python_version: str | N
     )
 
     steps = []
-    for done in (convert_pixi(path, current_subdir()) if kind == "pixi.lock"
-                 else [convert(path, kind, target_marker_env(python_version, "cpython"))]):
+    for done in (convert_pixi(path, current_subdir(), select[1]) if kind == "pixi.lock" else
+                 [convert(path, kind, target_marker_env(python_version, "cpython"), select[0])]):
         dest = destination(prefix, done.kind)
         if done.kind == "conda-explicit":
             _check_explicit(dest, done.text)

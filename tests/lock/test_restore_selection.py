@@ -1,0 +1,331 @@
+"""``restore``'s selection options for project locks — ``--extra``, ``--group``,
+``--all-extras``, ``--all-groups``, ``--no-dev`` (``verify --lock``'s and ``diff``'s) and
+``--environment`` for a pixi.lock — held to each tool's own reading: ``uv export --frozen``
+with the same options, pdm's ``GroupSelection`` and ``LockedRepository.evaluate_candidates``,
+py-rattler's ``LockFile.environment(NAME)``.  An end-to-end ``restore --run --extra X`` of a
+real offline ``uv lock`` then passes ``verify --lock uv.lock --extra X``."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: tomli, the parser that became 3.11's tomllib
+    import tomli as tomllib
+
+import pytest
+from click.testing import CliRunner
+from packaging.markers import Marker
+from packaging.utils import canonicalize_name
+
+from envlock._selection import Requested
+from envlock.cli import cli
+from envlock.errors import ManifestError
+from envlock.formats.markers import target_marker_env
+from envlock.lock._restore import plan_restore
+from envlock.lock._tools import uv_bin
+
+_HERE = Path(__file__).resolve().parents[2].parent / "shared" / "cases"
+PEERS = (_HERE if _HERE.is_dir() else Path("/work/shared/cases")) / "peers"
+PY = "3.12.3"
+TARGET = target_marker_env(PY, "cpython")
+
+pytestmark = [pytest.mark.usefixtures("offline_pip"),
+              pytest.mark.skipif(not PEERS.is_dir(), reason="the peers cases are not here")]
+
+
+def _written(plan) -> list[tuple[str, str, str]]:
+    """``(path, title, text)`` of the plan's write steps."""
+    return [(s.argv[1], s.title, s.content) for s in plan.steps if s.kind == "write"]
+
+
+def _pylock(text: str) -> dict[str, str | None]:
+    return {p["name"]: p.get("version") for p in tomllib.loads(text)["packages"]}
+
+
+def _restore(*args: str):
+    return CliRunner().invoke(cli, ["restore", *args])
+
+
+# -- uv.lock: uv's PyTorch recipe (conflicting extras cpu / cu124) against uv export ----------
+
+@pytest.fixture
+def pytorch(tmp_path: Path) -> Path:
+    """uv's own lock of its PyTorch recipe (peers: astral-sh/uv lock_pytorch_cpu), its redacted
+    ``[X]`` digits made 0, beside the pyproject.toml that declares its extras and conflicts."""
+    lock = PEERS / "uvlock" / "inline__lock_pytorch_cpu__1__uv.lock"
+    proj = tmp_path / "p"
+    proj.mkdir()
+    (proj / "uv.lock").write_text(re.sub(r"\.\[X\]", ".0", lock.read_text(encoding="utf-8")),
+                                  encoding="utf-8")
+    (proj / "pyproject.toml").write_text(
+        '[project]\nname = "project"\nversion = "0.1.0"\nrequires-python = ">=3.12.0"\n'
+        'dependencies = []\n\n[project.optional-dependencies]\ncpu = ["torch"]\n'
+        'cu124 = ["torch"]\n\n[tool.uv]\nconflicts = [[{ extra = "cpu" }, { extra = "cu124" }]]\n',
+        encoding="utf-8")
+    return proj
+
+
+def _uv_export(proj: Path, *args: str) -> dict[str, str | None] | None:
+    """``{name: version}`` of ``uv export --frozen ARGS`` for :data:`TARGET` (tests/formats'
+    oracle helper), ``None`` when uv refuses."""
+    from formats.test_uv_export_oracle import _export, _pinned
+
+    export = _export(proj, *args)
+    if export is None:
+        return None
+    return dict(_pinned([r for r in export
+                         if r.marker is None or Marker(str(r.marker)).evaluate(TARGET)]))
+
+
+@pytest.mark.parametrize("extra", ["cpu", "cu124"])
+def test_an_extra_of_the_pytorch_recipe_is_what_uv_exports(pytorch: Path, tmp_path: Path,
+                                                           extra: str) -> None:
+    theirs = _uv_export(pytorch, "--extra", extra)
+    assert theirs is not None and theirs["torch"] == f"2.5.1+{extra}"
+    plan = plan_restore([pytorch / "uv.lock"], tmp_path / "env", python_version=PY,
+                        trust_lockfile_indexes=True, requested=Requested(extras=(extra,)))
+    [(dest, title, text)] = _written(plan)
+    assert _pylock(text) == theirs
+    assert title.endswith(f"uv.lock for CPython {PY} on linux {TARGET['platform_machine']}, "
+                          f"default install and --extra {extra} (as uv sync takes them)")
+    # the torch wheels are the ones the lock has for that extra's index, with their hashes
+    raw = tomllib.loads((pytorch / "uv.lock").read_text())
+    locked = {w["url"]: w["hash"] for p in raw["package"] for w in p.get("wheels", [])}
+    torch = next(p for p in tomllib.loads(text)["packages"] if p["name"] == "torch")
+    assert torch["wheels"] and all(f"/whl/{extra}" in w["url"] or extra in w["url"]
+                                   for w in torch["wheels"])
+    assert all(locked[w["url"]] == "sha256:" + w["hashes"]["sha256"] for w in torch["wheels"])
+
+
+def test_conflicting_extras_are_one_error_as_uv_refuses_them(pytorch: Path, tmp_path: Path) -> None:
+    assert _uv_export(pytorch, "--extra", "cpu", "--extra", "cu124") is None  # uv refuses
+    for args in (["--extra", "cpu", "--extra", "cu124"], ["--all-extras"]):
+        r = _restore(str(pytorch / "uv.lock"), "--prefix", str(tmp_path / "env"),
+                     "--python-version", PY, "--trust-lockfile-indexes", "--run", *args)
+        assert r.exit_code == 2, r.output
+        assert r.output.count("Error:") == 1 and "extra cpu and extra cu124 are declared " \
+            "conflicting" in r.output and "uv sync refuses them together" in r.output
+        assert list(tmp_path.iterdir()) == [pytorch]
+
+
+def test_an_unknown_extra_or_group_is_one_error_naming_the_locks(pytorch: Path,
+                                                                 tmp_path: Path) -> None:
+    assert _uv_export(pytorch, "--extra", "cu999") is None  # uv refuses it too
+    r = _restore(str(pytorch / "uv.lock"), "--prefix", str(tmp_path / "env"),
+                 "--python-version", PY, "--extra", "cu999", "--group", "docs")
+    assert r.exit_code == 2
+    assert r.output.count("Error:") == 1
+    assert "no extra 'cu999', group 'docs' in this lock (its extras: cpu, cu124; its groups: " \
+           "none)" in r.output
+
+
+def test_options_that_no_input_takes_are_one_error(tmp_path: Path) -> None:
+    pylock = PEERS / "pixilock" / "pypi-custom-registry__pixi.lock"
+    uvlock = PEERS / "uvlock" / "ecosystem__flask__uv.lock"
+    conda_lock = next((PEERS / "condalock").glob("*.yml"), None) \
+        if (PEERS / "condalock").is_dir() else None
+    cases = [([str(pylock), "--extra", "x"], "choose the install of a uv.lock, pdm.lock or "
+              "poetry.lock; the inputs are pixi.lock"),
+             ([str(uvlock), "--environment", "cuda"], "--environment chooses the environment of "
+              "a pixi.lock; the inputs are uv.lock")]
+    if conda_lock is not None:
+        cases.append(([str(conda_lock), "--extra", "x"], "the inputs are conda-lock"))
+    for args, said in cases:
+        r = _restore(*args, "--prefix", str(tmp_path / "env"), "--python-version", PY)
+        assert r.exit_code == 2 and r.output.count("Error:") == 1 and said in r.output, r.output
+
+
+# -- uv's default groups: [tool.uv] default-groups, unless --no-dev --------------------------
+
+def _simple_index(root: Path, wheels: Path) -> Path:
+    from lock.test_restore_project_locks import _simple_index as index
+
+    return index(root, wheels)
+
+
+def _uv(args: list[str], cwd: Path) -> None:
+    env = {**os.environ, "NO_COLOR": "1", "UV_NO_CACHE": "1", "UV_OFFLINE": "1"}
+    r = subprocess.run([uv_bin(), *args], cwd=cwd, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+
+
+def test_uvs_default_groups_come_with_a_selection_as_uv_export_takes_them(
+        tmp_path: Path, wheelhouse: Path) -> None:
+    index = _simple_index(tmp_path / "simple", wheelhouse)
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "pyproject.toml").write_text(
+        '[project]\nname = "proj"\nversion = "0.1"\nrequires-python = ">=3.8"\n'
+        'dependencies = ["beta"]\n\n[project.optional-dependencies]\nmore = ["alpha"]\n\n'
+        '[dependency-groups]\ndev = ["gamma-pkg"]\nlint = ["alpha"]\n\n'
+        '[tool.uv]\ndefault-groups = ["lint"]\n')
+    _uv(["lock", "--index-url", index.as_uri(), "-q"], proj)
+    for args in (["--group", "dev"], ["--extra", "more", "--no-dev"], ["--all-groups"],
+                 ["--group", "dev", "--no-dev"], ["--no-dev"], ["--all-groups", "--no-dev"]):
+        theirs = _uv_export(proj, *args)
+        assert theirs is not None, args
+        req = Requested(extras=tuple(args[i + 1] for i, a in enumerate(args) if a == "--extra"),
+                        groups=tuple(args[i + 1] for i, a in enumerate(args) if a == "--group"),
+                        all_groups="--all-groups" in args, no_dev="--no-dev" in args)
+        plan = plan_restore([proj / "uv.lock"], tmp_path / "env", python_version=PY,
+                            allow_index=[index.as_uri()], requested=req)
+        assert _pylock(_written(plan)[0][2]) == theirs, args
+
+
+def test_restore_run_with_an_extra_then_verify_with_it_passes(tmp_path: Path, wheelhouse: Path,
+                                                              h: object) -> None:
+    index = _simple_index(tmp_path / "simple", wheelhouse)
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "pyproject.toml").write_text(
+        '[project]\nname = "proj"\nversion = "0.1"\nrequires-python = ">=3.8"\n'
+        'dependencies = ["beta"]\n\n[project.optional-dependencies]\nmore = ["gamma-pkg"]\n')
+    _uv(["lock", "--index-url", index.as_uri(), "-q"], proj)
+    lock = proj / "uv.lock"
+    env = tmp_path / "env"
+    r = _restore(str(lock), "--prefix", str(env), "--run", "--allow-index", index.as_uri(),
+                 "--extra", "more")
+    assert r.exit_code == 0, r.output
+    assert "default install and --extra more (as uv sync takes them)" in r.output
+    assert h.installed(env) == {"beta": "2.5", "gamma-pkg": "0.3", "alpha": "1.0"}  # type: ignore[attr-defined]
+    v = subprocess.run([sys.executable, "-m", "envlock", "verify", "--python",
+                        str(env / "bin" / "python"), "--lock", str(lock), "--extra", "more",
+                        "--format", "json"], capture_output=True, text=True, timeout=120)
+    assert v.returncode == 0, v.stdout
+    ids = {f["id"] for f in json.loads(v.stdout)["findings"]}
+    assert not ids & {"packages.missing", "packages.extra", "packages.version-mismatch"}
+
+
+# -- pdm.lock: pdm's GroupSelection, then its locked repository's candidates -----------------
+
+@pytest.mark.parametrize("args", [["--group", "security"], ["--extra", "security"],
+                                  ["--group", "tests"], ["--extra", "security", "--no-dev"],
+                                  ["--all-groups"], ["--all-groups", "--no-dev"]])
+def test_pdm_groups_are_what_pdm_installs(args: list[str], tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("pdm")
+    from pdm.cli.filters import GroupSelection
+    from pdm.core import Core
+    from pdm.models.markers import EnvSpec
+
+    for var, value in (("PDM_USE_VENV", "false"), ("PDM_PYTHON", sys.executable),
+                       ("PDM_CHECK_UPDATE", "false"), ("PDM_HOME", str(tmp_path / "home"))):
+        monkeypatch.setenv(var, value)
+    proj = tmp_path / "p"
+    proj.mkdir()
+    (proj / "pdm.lock").write_text((PEERS / "pdmlock" / "demo__pdm.lock").read_text())
+    (proj / "pyproject.toml").write_text(  # security: an optional group; tests: a dev group
+        '[project]\nname = "x"\nversion = "0.1"\nrequires-python = ">=3.8"\n'
+        'dependencies = ["idna", "chardet"]\n\n[project.optional-dependencies]\n'
+        'security = ["requests"]\n\n[dependency-groups]\ntests = ["pytest"]\n', encoding="utf-8")
+    project = Core().create_project(proj, global_config=str(tmp_path / "config.toml"))
+    named = [args[i + 1] for i, a in enumerate(args) if a in ("--group", "--extra")]
+    selection = GroupSelection(project, groups=[":all"] if "--all-groups" in args else named,
+                               dev=False if "--no-dev" in args else None)
+    groups = list(selection)
+    spec = EnvSpec.from_spec(f"=={PY}", "manylinux_2_17_x86_64", "cpython")
+    theirs = {canonicalize_name(p.candidate.name): p.candidate.version for p in
+              project.get_locked_repository(spec).evaluate_candidates(groups)}
+    req = Requested(extras=tuple(args[i + 1] for i, a in enumerate(args) if a == "--extra"),
+                    groups=tuple(args[i + 1] for i, a in enumerate(args) if a == "--group"),
+                    all_groups="--all-groups" in args, no_dev="--no-dev" in args)
+    plan = plan_restore([proj / "pdm.lock"], tmp_path / "env", python_version=PY,
+                        trust_lockfile_indexes=True, requested=req)
+    [(_dest, title, text)] = _written(plan)
+    assert _pylock(text) == theirs
+    assert title.endswith(" ".join(f"-G {g}" for g in groups if g != "default")
+                          + " (as pdm install takes them)")
+
+
+def test_a_pdm_dev_group_with_no_dev_is_one_error_as_pdm_refuses_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("pdm")
+    from pdm.cli.filters import GroupSelection
+    from pdm.core import Core
+    from pdm.exceptions import PdmUsageError
+
+    for var, value in (("PDM_USE_VENV", "false"), ("PDM_PYTHON", sys.executable),
+                       ("PDM_CHECK_UPDATE", "false"), ("PDM_HOME", str(tmp_path / "home"))):
+        monkeypatch.setenv(var, value)
+
+    proj = tmp_path / "p"
+    proj.mkdir()
+    (proj / "pdm.lock").write_text((PEERS / "pdmlock" / "demo__pdm.lock").read_text())
+    (proj / "pyproject.toml").write_text(
+        '[project]\nname = "x"\nversion = "0.1"\n\n[dependency-groups]\ntests = ["pytest"]\n')
+    project = Core().create_project(proj, global_config=str(tmp_path / "config.toml"))
+    with pytest.raises(PdmUsageError):
+        list(GroupSelection(project, groups=["tests"], dev=False))
+    r = _restore(str(proj / "pdm.lock"), "--prefix", str(tmp_path / "env"), "--python-version",
+                 PY, "--group", "tests", "--no-dev")
+    assert r.exit_code == 2 and r.output.count("Error:") == 1
+    assert "--no-dev (pdm's --prod) with the dev group(s) tests" in r.output
+
+
+def test_restore_help_names_the_selection_options() -> None:
+    out = " ".join(CliRunner().invoke(cli, ["restore", "--help"]).output.split())
+    for option in ("--extra", "--group", "--all-extras", "--all-groups", "--no-dev",
+                   "--environment"):
+        assert option in out
+    assert "pdm install -G" in out and "pixi install -e" in out
+
+
+def test_an_unknown_pdm_group_is_one_error(tmp_path: Path) -> None:
+    with pytest.raises(ManifestError, match=r"no group 'docs' in this lock \(its extras: none; "
+                                            r"its groups: security, tests\)"):
+        plan_restore([PEERS / "pdmlock" / "demo__pdm.lock"], tmp_path / "env",
+                     python_version=PY, requested=Requested(groups=("docs",)))
+
+
+# -- pixi.lock: --environment NAME, as py-rattler reads that environment ---------------------
+
+def _rattler(path: Path, environment: str, subdir: str) -> tuple[dict[str, str], set[str]]:
+    rattler = pytest.importorskip("rattler")
+    env = rattler.LockFile.from_path(path).environment(environment)
+    plat = next(p for p in env.platforms() if str(p.subdir) == subdir)
+    conda, pypi = {}, set()
+    for q in env.packages(plat):
+        if type(q).__name__ == "CondaLockedBinaryPackage":
+            conda[str(q.location)] = q.package_record.md5.hex()
+        elif type(q).__name__ == "PypiLockedPackage":  # the project's own (a directory) left out
+            loc = str(q.location)
+            if "://" in loc or loc.startswith("git+") or loc.endswith((".whl", ".tar.gz", ".zip")):
+                pypi.add(canonicalize_name(q.name))
+    return conda, pypi
+
+
+@pytest.mark.parametrize(("name", "environment"), [
+    ("pypi-custom-registry__pixi.lock", "alternative"),
+    ("solve-groups__pixi.lock", "max-py310"), ("solve-groups__pixi.lock", "min-py38")])
+def test_a_pixi_environment_is_the_one_rattler_reads(name: str, environment: str,
+                                                     tmp_path: Path) -> None:
+    from envlock.formats.conda import current_subdir
+
+    path = PEERS / "pixilock" / name
+    conda, pypi = _rattler(path, environment, current_subdir())
+    default, _ = _rattler(path, "default", current_subdir())
+    plan = plan_restore([path], tmp_path / "env", trust_lockfile_indexes=True,
+                        environment=environment)
+    writes = _written(plan)
+    assert f"environment {environment!r} for {current_subdir()}" in writes[0][1]
+    lines = [ln for ln in writes[0][2].splitlines() if ln and not ln.startswith(("#", "@"))]
+    assert dict(ln.rsplit("#", 1) for ln in lines) == conda
+    assert (set(_pylock(writes[1][2])) if len(writes) > 1 else set()) == pypi
+    if name.startswith("solve-groups"):
+        assert conda != default  # another environment, not the default's packages
+
+
+def test_an_unknown_pixi_environment_is_one_error_naming_the_locks(tmp_path: Path) -> None:
+    r = _restore(str(PEERS / "pixilock" / "solve-groups__pixi.lock"), "--prefix",
+                 str(tmp_path / "env"), "-e", "cuda")
+    assert r.exit_code == 2 and r.output.count("Error:") == 1
+    assert "no environment 'cuda' in this lock (its environments: default, max-py310, " \
+           "min-py38)" in r.output
