@@ -38,6 +38,7 @@ from envlock.libs.elf import (
 )
 from envlock.libs.elfhash import _HASHES, GnuHash, hash_table, name_hashes, symbol_count
 from envlock.libs.elfrelocs import referenced_symbols
+from envlock.libs.elfselfrefs import unfound_definitions
 from envlock.libs.elfread import _Bad, _dyn_entries, _dynamic, _Image, _MAX_STR, _open_buf, _phdr
 
 __all__ = ["Definition", "Symbols", "SymbolTable", "provides", "read_symbols", "STT_TLS"]
@@ -397,10 +398,11 @@ class _Table:
                 vcol = [v for (v,) in struct.iter_unpack(self.img.e + "H", vraw)]
         nvs, version, name_at = len(vcol), self.version, self.name_at
         # st_shndx == SHN_UNDEF, selected at C speed; only those a relocation names, when the
-        # relocations could be read (glibc looks no other symbol up).
+        # relocations could be read (glibc looks no other symbol up), and the object's own
+        # definitions they name that its own hash table does not give back (elfselfrefs).
         todo: Any = compress(range(self.nsyms), map(operator.not_, st_shndx))
         if self.refs is not None:
-            todo = sorted(self.refs.intersection(todo))
+            todo = sorted(self.refs.intersection(todo).union(unfound_definitions(self, self.refs, vcol)))
         for i in todo:
             if not i or st_info[i] < 16:  # the null entry, or STB_LOCAL
                 continue
