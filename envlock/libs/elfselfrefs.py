@@ -88,8 +88,8 @@ def _found_by_walk(table: Any, i: int, vcol: list[int]) -> bool:
         return False
     cols = table._columns()
     name = table.name_at(cols[0][i])
-    if not name:
-        return True  # an empty name is not looked up (as for undefined symbols)
+    if not name and cols[0][i] >= table.nstr:
+        return True  # could not be read: not looked up (glibc would crash)
     if not _self_match(table, i, vcol, cols[1], cols[3], cols[4]):
         return False
     for j in table.hash.candidates(name_hashes(name.decode("utf-8", "surrogateescape"))):
@@ -117,8 +117,10 @@ def _gnu_unfound(table: Any, gh: GnuHash, mine: list[int], vcol: list[int], st_n
         chain = memoryview(raw).cast("I").tolist()
     else:
         chain = [c for (c,) in struct.iter_unpack(gh.img.e + "I", raw)]
-    names, hs = _hashes(table, list(map(st_name.__getitem__, mine)))
-    keep = list(map(bool, names))  # an empty name is not looked up (as for undefined symbols)
+    offs = list(map(st_name.__getitem__, mine))
+    names, hs = _hashes(table, offs)
+    # A name that could not be read (glibc would crash) is not looked up; "" in the table is.
+    keep = list(map(operator.or_, map(bool, names), map(operator.lt, offs, repeat(table.nstr))))
     if not all(keep):
         mine, hs = list(compress(mine, keep)), list(compress(hs, keep))
     ks = list(map(operator.sub, mine, repeat(so)))
@@ -131,8 +133,9 @@ def _gnu_unfound(table: Any, gh: GnuHash, mine: list[int], vcol: list[int], st_n
     run = list(chain_from.from_iterable(map(repeat, starts, sizes)))
     bits, last, shift, bloom = gh.bits, gh.nwords - 1, gh.shift, gh.bloom
     words = list(map(bloom.__getitem__, map(operator.and_, map(operator.floordiv, hs, repeat(bits)), repeat(last))))
-    good = map(operator.and_, map(operator.rshift, words, map(operator.mod, hs, repeat(bits))),
-               map(operator.rshift, words, map(operator.mod, map(operator.rshift, hs, repeat(shift)), repeat(bits))))
+    good = map(operator.and_, map(operator.and_, map(operator.rshift, words, map(operator.mod, hs, repeat(bits))),
+                                  map(operator.rshift, words, map(operator.mod, map(operator.rshift, hs, repeat(shift)),
+                                                                  repeat(bits)))), repeat(1))
     same = map(operator.not_, map(operator.rshift, map(operator.xor, map(chain.__getitem__, ks), hs), repeat(1)))
     first = map(operator.sub, map(gh.bucket.__getitem__, map(operator.mod, hs, repeat(gh.nbuckets))), repeat(so))
     at_start = map(operator.eq, first, map(run.__getitem__, ks))

@@ -44,7 +44,6 @@ from envlock.libs.elfread import _Bad, _dyn_entries, _dynamic, _Image, _MAX_STR,
 __all__ = ["Definition", "Symbols", "SymbolTable", "provides", "read_symbols", "STT_TLS"]
 
 
-
 STB_LOCAL, STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE = 0, 1, 2, 10
 STV_HIDDEN, STV_INTERNAL = 2, 1
 SHN_UNDEF, SHN_ABS = 0, 0xFFF1
@@ -244,6 +243,12 @@ def _symbol_table(buf: Any, size: int, info: ElfInfo | None) -> Symbols | _Table
     # How many symbols, and from which index the hash table reaches.
     table = hash_table(img, last)
     nsyms, first_hashed = symbol_count(table)
+    try:
+        refs = referenced_symbols(img, last)
+    except (_Bad, struct.error):
+        refs = None
+    if refs:  # relocations index .dynsym past what the hash table counts (or without one) too
+        nsyms = max(nsyms, max(refs) + 1)
     if nsyms <= 1:
         return Symbols()
     if info is not None:
@@ -251,10 +256,6 @@ def _symbol_table(buf: Any, size: int, info: ElfInfo | None) -> Symbols | _Table
     else:
         facts = _dynamic(img, dyn)
         verneed, verdef = facts["verneed"], facts["verdef"]
-    try:
-        refs = referenced_symbols(img, last)
-    except (_Bad, struct.error):
-        refs = None
     return _Table(img, last, nsyms, first_hashed, table, *_versions(verneed, verdef), refs=refs)
 
 
@@ -285,13 +286,12 @@ class _Table:
     def __init__(self, img: _Image, last: dict[int, int], nsyms: int, first_hashed: int,
                  table: Any, versions: dict[int, tuple[str, int, str]], high: int, *,
                  refs: set[int] | None = None) -> None:
-        self.img, self.buf, self.hash, self.refs = img, img.buf, table, refs
-        self.first_hashed = first_hashed
-        self.entsize = 24 if img.cls == 64 else 16
-        self.sym_addr = last[DT_SYMTAB]
+        self.img, self.buf, self.hash, self.refs, self.first_hashed = img, img.buf, table, refs, first_hashed
+        self.entsize, self.sym_addr = (24 if img.cls == 64 else 16), last[DT_SYMTAB]
         self.sym_off, sym_avail = img.file_span(self.sym_addr)
         self.nsyms = min(nsyms, sym_avail // self.entsize)
-        self.str_off, str_avail = img.file_span(last[DT_STRTAB])
+        self.str_addr = last[DT_STRTAB]
+        self.str_off, str_avail = img.file_span(self.str_addr)
         self.str_end = self.str_off + str_avail
         self.versions, self.high = versions, high
         self.cache: dict[str, tuple[Definition, ...]] = {}
@@ -344,8 +344,11 @@ class _Table:
             e = self.strbuf.find(b"\0", off)
             return self.strbuf[off: e if e >= 0 else self.nstr]
         a = self.str_off + off
-        if a >= self.str_end:
-            return b""
+        if a >= self.str_end:  # past the string table's piece of the image: read on as glibc does
+            try:
+                return self.img.cstr(self.str_addr + off).encode("utf-8", "surrogateescape")
+            except _Bad:
+                return b""  # unmapped there: glibc would crash (not modelled)
         e = self.buf.find(b"\0", a, min(self.str_end, a + _MAX_STR))
         return bytes(self.buf[a: e if e >= 0 else min(self.str_end, a + _MAX_STR)])
 
@@ -407,7 +410,7 @@ class _Table:
             if not i or st_info[i] < 16:  # the null entry, or STB_LOCAL
                 continue
             nm = name_at(st_name[i])
-            if not nm:
+            if not nm and st_name[i] >= self.nstr:  # "" in the table is looked up; unread is not
                 continue
             name = nm.decode("utf-8", "surrogateescape")
             if self.has_versyms:
