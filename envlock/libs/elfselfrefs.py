@@ -26,8 +26,9 @@ from typing import Any
 
 from envlock.libs.elf import _HIGH33, _LOW33, _POW33, gnu_hash
 from envlock.libs.elfhash import _GNU, GnuHash, name_hashes
+from envlock.libs.elfimage import _Bad
 
-__all__ = ["unfound_definitions"]
+__all__ = ["unfound_definitions", "unreadable"]
 
 STB_GLOBAL, STB_GNU_UNIQUE = 1, 10
 SHN_ABS = 0xFFF1
@@ -38,6 +39,9 @@ _ALLOWED_STT = frozenset({0, 1, 2, 5, 6, 10})
 #: or protected visibility (``dl_symbol_visibility_binds_local_p``: hidden and internal ones
 #: bind locally, without a lookup).
 _BINDS = bytes(1 if (b >> 4) in (STB_GLOBAL, STB_GNU_UNIQUE) else 0 for b in range(256))
+#: ``st_info`` -> 1 for a symbol ``RESOLVE_MAP`` looks up and that must be found: not
+#: ``STB_LOCAL``, not ``STB_WEAK`` (an invalid binding too: found, it is skipped as local).
+_LOOKED_UP = bytes(0 if (b >> 4) in (0, 2) else 1 for b in range(256))
 _VISIBLE = bytes(1 if (b & 3) in (0, 3) else 0 for b in range(256))
 #: ``st_info`` -> 1 for a type ``check_match`` accepts.
 _PLAIN_STT = bytes(1 if (b & 0xF) in _ALLOWED_STT else 0 for b in range(256))
@@ -58,7 +62,7 @@ def unfound_definitions(table: Any, refs: set[int], vcol: list[int]) -> list[int
         the scope).
     """
     st_name, st_info, st_other, st_shndx, st_value = table._columns()
-    binds = map(operator.and_, st_info.translate(_BINDS), st_other.translate(_VISIBLE))
+    binds = map(operator.and_, st_info.translate(_LOOKED_UP), st_other.translate(_VISIBLE))
     looked_up = compress(range(len(st_name)), map(operator.mul, st_shndx, binds))
     mine = sorted(refs.intersection(looked_up))
     if not mine:
@@ -69,12 +73,28 @@ def unfound_definitions(table: Any, refs: set[int], vcol: list[int]) -> list[int
     return _gnu_unfound(table, hash_table, mine, vcol, st_name, st_info, st_shndx, st_value)
 
 
+def unreadable(table: Any, off: int) -> bool:
+    """The string-table offset ``off`` of ``table`` (an :class:`envlock.libs.elfsyms._Table`)
+    names no mapped byte: glibc would crash reading the name (not modelled), so the symbol
+    is not looked up; an empty name that is mapped is."""
+    if off < table.nstr:
+        return False
+    try:
+        table.img.read(table.str_addr + off, 1)
+    except _Bad:
+        return True
+    return False
+
+
 def _self_match(table: Any, i: int, vcol: list[int], st_info: Any, st_shndx: Any, st_value: Any) -> bool:
     """``check_match`` accepts symbol ``i`` for the reference that is symbol ``i`` itself: it
     has a value (or is absolute or TLS), an allowed type, and either the reference is
-    versioned (the same ``l_versions`` entry on both sides) or its index is below 3."""
+    versioned (the same ``l_versions`` entry on both sides) or its index is below 3; and
+    ``do_lookup_x`` takes its binding (global or ``STB_GNU_UNIQUE``)."""
     stt = st_info[i] & 0xF
-    if stt not in _ALLOWED_STT or (not st_value[i] and st_shndx[i] != SHN_ABS and stt != STT_TLS):
+    if not _BINDS[st_info[i]] or stt not in _ALLOWED_STT:
+        return False
+    if not st_value[i] and st_shndx[i] != SHN_ABS and stt != STT_TLS:
         return False
     if not table.has_versyms:
         return True
@@ -88,7 +108,7 @@ def _found_by_walk(table: Any, i: int, vcol: list[int]) -> bool:
         return False
     cols = table._columns()
     name = table.name_at(cols[0][i])
-    if not name and cols[0][i] >= table.nstr:
+    if not name and unreadable(table, cols[0][i]):
         return True  # could not be read: not looked up (glibc would crash)
     if not _self_match(table, i, vcol, cols[1], cols[3], cols[4]):
         return False
@@ -120,7 +140,7 @@ def _gnu_unfound(table: Any, gh: GnuHash, mine: list[int], vcol: list[int], st_n
     offs = list(map(st_name.__getitem__, mine))
     names, hs = _hashes(table, offs)
     # A name that could not be read (glibc would crash) is not looked up; "" in the table is.
-    keep = list(map(operator.or_, map(bool, names), map(operator.lt, offs, repeat(table.nstr))))
+    keep = [bool(n) or o < table.nstr or not unreadable(table, o) for n, o in zip(names, offs)]
     if not all(keep):
         mine, hs = list(compress(mine, keep)), list(compress(hs, keep))
     ks = list(map(operator.sub, mine, repeat(so)))
@@ -140,8 +160,9 @@ def _gnu_unfound(table: Any, gh: GnuHash, mine: list[int], vcol: list[int], st_n
     first = map(operator.sub, map(gh.bucket.__getitem__, map(operator.mod, hs, repeat(gh.nbuckets))), repeat(so))
     at_start = map(operator.eq, first, map(run.__getitem__, ks))
     # check_match's tests of the symbol itself: a value, an allowed type, a version index
-    # below 3 or one of a versioned l_versions entry.
-    plain_type = map(st_info.translate(_PLAIN_STT).__getitem__, mine)
+    # below 3 or one of a versioned l_versions entry; then a binding do_lookup_x takes.
+    plain_type = map(operator.and_, map(st_info.translate(_PLAIN_STT).__getitem__, mine),
+                     map(st_info.translate(_BINDS).__getitem__, mine))
     valued = map(bool, map(st_value.__getitem__, mine))
     if table.has_versyms:
         vss = list(map(vcol.__getitem__, mine)) if mine[-1] < len(vcol) else [

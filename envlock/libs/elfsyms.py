@@ -38,7 +38,7 @@ from envlock.libs.elf import (
 )
 from envlock.libs.elfhash import _HASHES, GnuHash, hash_table, name_hashes, symbol_count
 from envlock.libs.elfrelocs import referenced_symbols
-from envlock.libs.elfselfrefs import unfound_definitions
+from envlock.libs.elfselfrefs import unfound_definitions, unreadable
 from envlock.libs.elfread import _Bad, _dyn_entries, _dynamic, _Image, _MAX_STR, _open_buf, _phdr
 
 __all__ = ["Definition", "Symbols", "SymbolTable", "provides", "read_symbols", "STT_TLS"]
@@ -390,7 +390,7 @@ class _Table:
     def _undefined(self) -> tuple[list[tuple[str, str | None, str]], set[str]]:
         und: list[tuple[str, str | None, str]] = []
         weak: set[str] = set()
-        st_name, st_info, _o, st_shndx, _v = self._columns()
+        st_name, st_info, st_other, st_shndx, _v = self._columns()
         # The .gnu.version entries as one column (entries past the file-backed bytes read as 0).
         vcol: list[int] = []
         if self.has_versyms:
@@ -407,10 +407,10 @@ class _Table:
         if self.refs is not None:
             todo = sorted(self.refs.intersection(todo).union(unfound_definitions(self, self.refs, vcol)))
         for i in todo:
-            if not i or st_info[i] < 16:  # the null entry, or STB_LOCAL
-                continue
+            if not i or st_info[i] < 16 or st_other[i] & 3 in (1, 2):  # null, local, internal/hidden:
+                continue  # no lookup (RESOLVE_MAP, dl_symbol_visibility_binds_local_p)
             nm = name_at(st_name[i])
-            if not nm and st_name[i] >= self.nstr:  # "" in the table is looked up; unread is not
+            if not nm and unreadable(self, st_name[i]):  # "" is looked up; an unmapped name is not
                 continue
             name = nm.decode("utf-8", "surrogateescape")
             if self.has_versyms:
