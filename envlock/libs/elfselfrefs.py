@@ -171,7 +171,8 @@ def _gnu_unfound(table: Any, gh: GnuHash, mine: list[int], vcol: list[int], st_n
         versioned: Any = map(ok_vs.__getitem__, vss)
     else:
         versioned = repeat(True)
-    fast = map(all, zip(good, same, at_start, plain_type, valued, versioned))
+    fast = map(operator.and_, map(operator.and_, map(operator.and_, good, same), map(operator.and_, at_start, valued)),
+               map(operator.and_, plain_type, versioned))
     # Positions whose run holds another entry of the same hash (a name with several
     # versions): the walk decides which one check_match meets first.
     shared: set[int] = set()
