@@ -29,6 +29,9 @@ _MAX_WALK = 1 << 20
 #: name -> [UTF-8 bytes, GNU hash, SysV hash or None], shared by every table of a command
 #: (the same names are looked up in every object of a scope).
 _HASHES: dict[str, list[Any]] = {}
+#: name bytes -> GNU hash, for the names :mod:`envlock.libs.elfselfrefs` hashes (an
+#: object's own definitions that its relocations name), shared with the lookups.
+_GNU: dict[bytes, int] = {}
 
 
 def name_hashes(name: str) -> list[Any]:
@@ -39,7 +42,8 @@ def name_hashes(name: str) -> list[Any]:
         if len(_HASHES) > 1 << 18:
             _HASHES.clear()
         raw = name.encode("utf-8", "surrogateescape")
-        got = _HASHES[name] = [raw, gnu_hash(raw), None]
+        h = _GNU.get(raw)
+        got = _HASHES[name] = [raw, gnu_hash(raw) if h is None else h, None]
     return got
 
 

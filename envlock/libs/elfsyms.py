@@ -38,10 +38,10 @@ from envlock.libs.elf import (
 )
 from envlock.libs.elfhash import _HASHES, GnuHash, hash_table, name_hashes, symbol_count
 from envlock.libs.elfrelocs import referenced_symbols
+from envlock.libs.elfselfrefs import unfound_definitions, unreadable
 from envlock.libs.elfread import _Bad, _dyn_entries, _dynamic, _Image, _MAX_STR, _open_buf, _phdr
 
 __all__ = ["Definition", "Symbols", "SymbolTable", "provides", "read_symbols", "STT_TLS"]
-
 
 
 STB_LOCAL, STB_GLOBAL, STB_WEAK, STB_GNU_UNIQUE = 0, 1, 2, 10
@@ -243,6 +243,12 @@ def _symbol_table(buf: Any, size: int, info: ElfInfo | None) -> Symbols | _Table
     # How many symbols, and from which index the hash table reaches.
     table = hash_table(img, last)
     nsyms, first_hashed = symbol_count(table)
+    try:
+        refs = referenced_symbols(img, last)
+    except (_Bad, struct.error):
+        refs = None
+    if refs:  # relocations index .dynsym past what the hash table counts (or without one) too
+        nsyms = max(nsyms, max(refs) + 1)
     if nsyms <= 1:
         return Symbols()
     if info is not None:
@@ -250,10 +256,6 @@ def _symbol_table(buf: Any, size: int, info: ElfInfo | None) -> Symbols | _Table
     else:
         facts = _dynamic(img, dyn)
         verneed, verdef = facts["verneed"], facts["verdef"]
-    try:
-        refs = referenced_symbols(img, last)
-    except (_Bad, struct.error):
-        refs = None
     return _Table(img, last, nsyms, first_hashed, table, *_versions(verneed, verdef), refs=refs)
 
 
@@ -284,13 +286,12 @@ class _Table:
     def __init__(self, img: _Image, last: dict[int, int], nsyms: int, first_hashed: int,
                  table: Any, versions: dict[int, tuple[str, int, str]], high: int, *,
                  refs: set[int] | None = None) -> None:
-        self.img, self.buf, self.hash, self.refs = img, img.buf, table, refs
-        self.first_hashed = first_hashed
-        self.entsize = 24 if img.cls == 64 else 16
-        self.sym_addr = last[DT_SYMTAB]
+        self.img, self.buf, self.hash, self.refs, self.first_hashed = img, img.buf, table, refs, first_hashed
+        self.entsize, self.sym_addr = (24 if img.cls == 64 else 16), last[DT_SYMTAB]
         self.sym_off, sym_avail = img.file_span(self.sym_addr)
         self.nsyms = min(nsyms, sym_avail // self.entsize)
-        self.str_off, str_avail = img.file_span(last[DT_STRTAB])
+        self.str_addr = last[DT_STRTAB]
+        self.str_off, str_avail = img.file_span(self.str_addr)
         self.str_end = self.str_off + str_avail
         self.versions, self.high = versions, high
         self.cache: dict[str, tuple[Definition, ...]] = {}
@@ -343,8 +344,11 @@ class _Table:
             e = self.strbuf.find(b"\0", off)
             return self.strbuf[off: e if e >= 0 else self.nstr]
         a = self.str_off + off
-        if a >= self.str_end:
-            return b""
+        if a >= self.str_end:  # past the string table's piece of the image: read on as glibc does
+            try:
+                return self.img.cstr(self.str_addr + off).encode("utf-8", "surrogateescape")
+            except _Bad:
+                return b""  # unmapped there: glibc would crash (not modelled)
         e = self.buf.find(b"\0", a, min(self.str_end, a + _MAX_STR))
         return bytes(self.buf[a: e if e >= 0 else min(self.str_end, a + _MAX_STR)])
 
@@ -386,7 +390,7 @@ class _Table:
     def _undefined(self) -> tuple[list[tuple[str, str | None, str]], set[str]]:
         und: list[tuple[str, str | None, str]] = []
         weak: set[str] = set()
-        st_name, st_info, _o, st_shndx, _v = self._columns()
+        st_name, st_info, st_other, st_shndx, _v = self._columns()
         # The .gnu.version entries as one column (entries past the file-backed bytes read as 0).
         vcol: list[int] = []
         if self.has_versyms:
@@ -397,15 +401,16 @@ class _Table:
                 vcol = [v for (v,) in struct.iter_unpack(self.img.e + "H", vraw)]
         nvs, version, name_at = len(vcol), self.version, self.name_at
         # st_shndx == SHN_UNDEF, selected at C speed; only those a relocation names, when the
-        # relocations could be read (glibc looks no other symbol up).
+        # relocations could be read (glibc looks no other symbol up), and the object's own
+        # definitions they name that its own hash table does not give back (elfselfrefs).
         todo: Any = compress(range(self.nsyms), map(operator.not_, st_shndx))
         if self.refs is not None:
-            todo = sorted(self.refs.intersection(todo))
+            todo = sorted(self.refs.intersection(todo).union(unfound_definitions(self, self.refs, vcol)))
         for i in todo:
-            if not i or st_info[i] < 16:  # the null entry, or STB_LOCAL
-                continue
+            if not i or st_info[i] < 16 or st_other[i] & 3 in (1, 2):  # null, local, internal/hidden:
+                continue  # no lookup (RESOLVE_MAP, dl_symbol_visibility_binds_local_p)
             nm = name_at(st_name[i])
-            if not nm:
+            if not nm and unreadable(self, st_name[i]):  # "" is looked up; an unmapped name is not
                 continue
             name = nm.decode("utf-8", "surrogateescape")
             if self.has_versyms:

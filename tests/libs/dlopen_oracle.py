@@ -98,24 +98,16 @@ NOT_MODELLED = ("failed to map segment from shared object", "cannot map zero-fil
                 "cannot apply additional memory protection after relocation")
 
 
-def defined_names(seed: str) -> frozenset[str]:
-    """The dynamic symbols ``seed`` defines, by ``nm -D --defined-only`` (binutils; empty
-    when nm cannot read the file)."""
-    out = subprocess.run(["nm", "-D", "--defined-only", seed], capture_output=True, timeout=60,
-                         check=False).stdout.decode("utf-8", "surrogateescape")
-    return frozenset(line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip())
-
-
-def compare(probe: Path, path: Path, seed_defines: frozenset[str] = frozenset()) -> tuple[str, str] | None:
+def compare(probe: Path, path: Path) -> tuple[str, str] | None:
     """``(kind, line)`` when envlock and the real ``dlopen`` disagree on ``path``, else ``None``.
 
     kinds: ``accepts-refused`` (glibc loads it, envlock refuses), ``refuses-accepted``,
     ``deps`` (both load it, other objects); and, counted apart: ``not-modelled`` (the probe
     crashed, hung, hit one of ld.so's assertions, or an mmap failed: not decided by the bytes
-    as read), ``relocations`` (a relocation of an unknown type, or the file's own symbol,
-    one of ``seed_defines`` or one its own symbol table defines, not found through its damaged
-    hash table or symbol entry:
-    envlock reads neither relocations nor hash chains; docs/libs.md).
+    as read), ``relocations`` (a relocation of a type glibc does not know: envlock does not
+    check relocation types; docs/libs.md).  A symbol of the file itself that its own
+    relocation names and its damaged table hides is modelled (envlock/libs/elfselfrefs.py):
+    a disagreement there is ``refuses-accepted``.
     """
     real = real_dlopen(probe, path)
     ours = model_dlopen(probe, path)
@@ -125,9 +117,7 @@ def compare(probe: Path, path: Path, seed_defines: frozenset[str] = frozenset())
     if real.error is None and ours.error is not None:
         return "accepts-refused", f"dlopen loads it, envlock: {ours.error}"
     if real.error is not None and ours.error is None:
-        sym = real.error.split("undefined symbol: ", 1)[1].split(",")[0] if "undefined symbol: " in real.error else None
-        if "unexpected reloc type" in real.error or (
-                sym is not None and (sym in seed_defines or sym in defined_names(str(path)))):
+        if "unexpected reloc type" in real.error:
             return "relocations", f"dlopen: {real.error}; envlock accepts"
         return "refuses-accepted", f"dlopen: {real.error}; envlock accepts"
     if real.error is None and real.deps != ours.deps:
