@@ -94,7 +94,7 @@ def test_an_extra_of_the_pytorch_recipe_is_what_uv_exports(pytorch: Path, tmp_pa
     [(dest, title, text)] = _written(plan)
     assert _pylock(text) == theirs
     assert title.endswith(f"uv.lock for CPython {PY} on linux {TARGET['platform_machine']}, "
-                          f"default install and --extra {extra} (as uv sync takes them)")
+                          f"--extra {extra} as uv sync takes it: extras {extra}")
     # the torch wheels are the ones the lock has for that extra's index, with their hashes
     raw = tomllib.loads((pytorch / "uv.lock").read_text())
     locked = {w["url"]: w["hash"] for p in raw["package"] for w in p.get("wheels", [])}
@@ -168,7 +168,7 @@ def test_uvs_default_groups_come_with_a_selection_as_uv_export_takes_them(
         '[dependency-groups]\ndev = ["gamma-pkg"]\nlint = ["alpha"]\n\n'
         '[tool.uv]\ndefault-groups = ["lint"]\n')
     _uv(["lock", "--index-url", index.as_uri(), "-q"], proj)
-    for args in (["--group", "dev"], ["--extra", "more", "--no-dev"], ["--all-groups"],
+    for args in ([], ["--group", "dev"], ["--extra", "more", "--no-dev"], ["--all-groups"],
                  ["--group", "dev", "--no-dev"], ["--no-dev"], ["--all-groups", "--no-dev"]):
         theirs = _uv_export(proj, *args)
         assert theirs is not None, args
@@ -177,7 +177,11 @@ def test_uvs_default_groups_come_with_a_selection_as_uv_export_takes_them(
                         all_groups="--all-groups" in args, no_dev="--no-dev" in args)
         plan = plan_restore([proj / "uv.lock"], tmp_path / "env", python_version=PY,
                             allow_index=[index.as_uri()], requested=req)
-        assert _pylock(_written(plan)[0][2]) == theirs, args
+        [(_dest, title, text)] = _written(plan)
+        assert _pylock(text) == theirs, args
+        if not args:  # uv sync with no option: [tool.uv] default-groups, not dev
+            assert theirs["alpha"] and "gamma-pkg" not in theirs
+            assert title.endswith("default install as uv sync takes it: groups lint")
 
 
 def test_restore_run_with_an_extra_then_verify_with_it_passes(tmp_path: Path, wheelhouse: Path,
@@ -194,7 +198,7 @@ def test_restore_run_with_an_extra_then_verify_with_it_passes(tmp_path: Path, wh
     r = _restore(str(lock), "--prefix", str(env), "--run", "--allow-index", index.as_uri(),
                  "--extra", "more")
     assert r.exit_code == 0, r.output
-    assert "default install and --extra more (as uv sync takes them)" in r.output
+    assert "--extra more as uv sync takes it: extras more" in r.output
     assert h.installed(env) == {"beta": "2.5", "gamma-pkg": "0.3", "alpha": "1.0"}  # type: ignore[attr-defined]
     v = subprocess.run([sys.executable, "-m", "envlock", "verify", "--python",
                         str(env / "bin" / "python"), "--lock", str(lock), "--extra", "more",
@@ -206,7 +210,7 @@ def test_restore_run_with_an_extra_then_verify_with_it_passes(tmp_path: Path, wh
 
 # -- pdm.lock: pdm's GroupSelection, then its locked repository's candidates -----------------
 
-@pytest.mark.parametrize("args", [["--group", "security"], ["--extra", "security"],
+@pytest.mark.parametrize("args", [[], ["--group", "security"], ["--extra", "security"],
                                   ["--group", "tests"], ["--extra", "security", "--no-dev"],
                                   ["--all-groups"], ["--all-groups", "--no-dev"]])
 def test_pdm_groups_are_what_pdm_installs(args: list[str], tmp_path: Path,
@@ -241,8 +245,10 @@ def test_pdm_groups_are_what_pdm_installs(args: list[str], tmp_path: Path,
                         trust_lockfile_indexes=True, requested=req)
     [(_dest, title, text)] = _written(plan)
     assert _pylock(text) == theirs
-    assert title.endswith(" ".join(f"-G {g}" for g in groups if g != "default")
-                          + " (as pdm install takes them)")
+    took = sorted(g for g in groups if g != "default")
+    assert title.endswith(f"as pdm install takes it: groups {', '.join(took)}")
+    # pdm install with no option: the groups the lock was made with (both still declared)
+    assert args or "default install as pdm install takes it: groups security, tests" in title
 
 
 def test_a_pdm_dev_group_with_no_dev_is_one_error_as_pdm_refuses_it(
@@ -329,3 +335,72 @@ def test_an_unknown_pixi_environment_is_one_error_naming_the_locks(tmp_path: Pat
     assert r.exit_code == 2 and r.output.count("Error:") == 1
     assert "no environment 'cuda' in this lock (its environments: default, max-py310, " \
            "min-py38)" in r.output
+
+
+# -- poetry.lock: poetry install's documented rule on a hand-made project ---------------------
+
+#: the groups of each package of the peers ``outdated_lock`` in the hand-made project below:
+#: main needs requests; the dev group six; the optional docs group docker (and what it pulls)
+_POETRY_GROUPS = {"certifi": ["main", "docs"], "chardet": ["main", "docs"], "idna": ["main", "docs"],
+                  "requests": ["main", "docs"], "urllib3": ["main", "docs"], "six": ["dev", "docs"],
+                  "docker": ["docs"], "websocket-client": ["docs"], "pywin32": ["docs"]}
+
+
+def _poetry_project(root: Path, pyproject: bool = True) -> Path:
+    """The peers ``outdated_lock__poetry.lock`` made a lock-version 2.1 lock with the groups of
+    :data:`_POETRY_GROUPS` (pywin32 only where ``sys_platform == "win32"``, as docker requires
+    it), beside a pyproject.toml declaring them (``docs``: ``optional = true``)."""
+    root.mkdir()
+    text = (PEERS / "poetrylock" / "outdated_lock__poetry.lock").read_text(encoding="utf-8")
+    text = text.replace('lock-version = "2.0"', 'lock-version = "2.1"')
+    for name, groups in _POETRY_GROUPS.items():
+        marker = "\nmarkers = \"sys_platform == \\\"win32\\\"\"" if name == "pywin32" else ""
+        text, n = re.subn(rf'(name = "{name}"\nversion = "[^"]+"\ndescription = .*\n'
+                          r'optional = false\npython-versions = .*\n)',
+                          rf'\g<1>groups = {json.dumps(groups)}{marker}\n', text)
+        assert n == 1, name
+    (root / "poetry.lock").write_text(text, encoding="utf-8")
+    if pyproject:
+        (root / "pyproject.toml").write_text(
+            '[tool.poetry]\nname = "x"\nversion = "0.1"\n\n[tool.poetry.dependencies]\n'
+            'python = "^3.8"\nrequests = "*"\n\n[tool.poetry.group.dev.dependencies]\nsix = "*"\n'
+            '\n[tool.poetry.group.docs]\noptional = true\n\n[tool.poetry.group.docs.dependencies]'
+            '\ndocker = "*"\n', encoding="utf-8")
+    return root / "poetry.lock"
+
+
+@pytest.mark.parametrize(("args", "activated"), [
+    ([], {"main", "dev"}), (["--group", "docs"], {"main", "dev", "docs"}),
+    (["--no-dev"], {"main"}), (["--group", "docs", "--no-dev"], {"main", "docs"}),
+    (["--all-groups"], {"main", "dev", "docs"}), (["--all-groups", "--no-dev"], {"main", "docs"})])
+def test_poetry_groups_are_what_poetry_installs_by_its_documented_rule(
+        args: list[str], activated: set[str], tmp_path: Path) -> None:
+    """Against poetry's documented rule (python-poetry.org, "Managing dependencies": ``poetry
+    install`` installs main and every group not ``optional = true``; ``--with`` adds an
+    optional group, ``--all-groups`` every group, ``--without`` wins), not poetry itself:
+    poetry's installer needs a virtual environment and its repository to run even ``--dry-run``,
+    which this offline test cannot give it.  pywin32 (win32 only) is never for this target."""
+    lock = _poetry_project(tmp_path / "p")
+    req = Requested(groups=tuple(args[i + 1] for i, a in enumerate(args) if a == "--group"),
+                    all_groups="--all-groups" in args, no_dev="--no-dev" in args)
+    plan = plan_restore([lock], tmp_path / "env", python_version=PY, requested=req)
+    [(_dest, title, text)] = _written(plan)
+    got = {ln.split("==")[0] for ln in text.splitlines() if ln and not ln.startswith("#")}
+    assert got == {n for n, gs in _POETRY_GROUPS.items() if set(gs) & activated} - {"pywin32"}
+    if not args:
+        assert title.endswith("default install as poetry install takes it: groups dev")
+    assert not [n for n in plan.notes if "no pyproject.toml" in n]
+
+
+def test_a_poetry_lock_without_its_pyproject_takes_every_group_as_not_optional(
+        tmp_path: Path) -> None:
+    """Without the pyproject.toml poetry reads optional groups from, every group is taken as
+    poetry's default for a group (not optional), and a note says so."""
+    lock = _poetry_project(tmp_path / "p", pyproject=False)
+    plan = plan_restore([lock], tmp_path / "env", python_version=PY)
+    [(_dest, title, text)] = _written(plan)
+    got = {ln.split("==")[0] for ln in text.splitlines() if ln and not ln.startswith("#")}
+    assert got == set(_POETRY_GROUPS) - {"pywin32"}
+    assert title.endswith("default install as poetry install takes it: groups dev, docs")
+    assert "poetry.lock: no pyproject.toml beside it to tell poetry's optional groups: dev, docs " \
+           "taken as not optional" in " ".join(plan.notes)
