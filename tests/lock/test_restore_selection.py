@@ -157,17 +157,25 @@ def _uv(args: list[str], cwd: Path) -> None:
     assert r.returncode == 0, r.stderr
 
 
+def _uv_project(root: Path, wheelhouse: Path, pyproject: str) -> tuple[Path, Path]:
+    """``(project, index)``: a real ``uv lock`` of ``pyproject`` (its text), made offline
+    against a simple index of ``wheelhouse`` under ``root``."""
+    index = _simple_index(root / "simple", wheelhouse)
+    proj = root / "proj"
+    proj.mkdir()
+    (proj / "pyproject.toml").write_text(pyproject, encoding="utf-8")
+    _uv(["lock", "--index-url", index.as_uri(), "-q"], proj)
+    return proj, index
+
+
 def test_uvs_default_groups_come_with_a_selection_as_uv_export_takes_them(
         tmp_path: Path, wheelhouse: Path) -> None:
-    index = _simple_index(tmp_path / "simple", wheelhouse)
-    proj = tmp_path / "proj"
-    proj.mkdir()
-    (proj / "pyproject.toml").write_text(
+    proj, index = _uv_project(
+        tmp_path, wheelhouse,
         '[project]\nname = "proj"\nversion = "0.1"\nrequires-python = ">=3.8"\n'
         'dependencies = ["beta"]\n\n[project.optional-dependencies]\nmore = ["alpha"]\n\n'
         '[dependency-groups]\ndev = ["gamma-pkg"]\nlint = ["alpha"]\n\n'
         '[tool.uv]\ndefault-groups = ["lint"]\n')
-    _uv(["lock", "--index-url", index.as_uri(), "-q"], proj)
     for args in ([], ["--group", "dev"], ["--extra", "more", "--no-dev"], ["--all-groups"],
                  ["--group", "dev", "--no-dev"], ["--no-dev"], ["--all-groups", "--no-dev"]):
         theirs = _uv_export(proj, *args)
@@ -182,6 +190,48 @@ def test_uvs_default_groups_come_with_a_selection_as_uv_export_takes_them(
         if not args:  # uv sync with no option: [tool.uv] default-groups, not dev
             assert theirs["alpha"] and "gamma-pkg" not in theirs
             assert title.endswith("default install as uv sync takes it: groups lint")
+
+
+def test_verify_and_diff_read_uvs_default_groups_as_uv_export_takes_them(
+        tmp_path: Path, wheelhouse: Path, h: object) -> None:
+    """``[tool.uv] default-groups = ["lint"]``: ``--no-dev`` keeps lint (uv's ``--no-group
+    dev``), so ``uv export --frozen --no-dev`` is lint's beta; restored with ``--no-dev``,
+    ``verify --lock uv.lock --no-dev`` and ``diff uv.lock MANIFEST --no-dev`` read the lock for
+    ``--group lint`` (not for no group, as when dev was taken for the default) and pass."""
+    proj, index = _uv_project(
+        tmp_path, wheelhouse,
+        '[project]\nname = "proj"\nversion = "0.1"\nrequires-python = ">=3.8"\n'
+        'dependencies = []\n\n[dependency-groups]\ndev = ["gamma-pkg"]\nlint = ["beta"]\n\n'
+        '[tool.uv]\ndefault-groups = ["lint"]\n')
+    lock, env = proj / "uv.lock", tmp_path / "env"
+    theirs = _uv_export(proj, "--no-dev")
+    assert theirs == {"beta": "2.5"}
+    assert _uv_export(proj) == theirs and set(_uv_export(proj, "--group", "dev") or ()) == {
+        "alpha", "beta", "gamma-pkg"}
+    r = _restore(str(lock), "--prefix", str(env), "--run", "--allow-index", index.as_uri(),
+                 "--no-dev")
+    assert r.exit_code == 0, r.output
+    assert h.installed(env) == theirs  # type: ignore[attr-defined]
+    v = subprocess.run([sys.executable, "-m", "envlock", "verify", "--python",
+                        str(env / "bin" / "python"), "--lock", str(lock), "--no-dev",
+                        "--format", "json"], capture_output=True, text=True, timeout=120)
+    assert v.returncode == 0, v.stdout + v.stderr
+    found = json.loads(v.stdout)["findings"]
+    assert not {f["id"] for f in found} & {"packages.missing", "packages.extra",
+                                            "packages.version-mismatch"}
+    assert [f["title"] for f in found if f["id"] == "packages.lock-selection"] == [
+        "lockfile uv.lock read for --group lint (as given)"]
+    manifest = tmp_path / "manifest.toml"
+    subprocess.run([sys.executable, "-m", "envlock", "snapshot", "--python",
+                    str(env / "bin" / "python"), "-o", str(manifest)], check=True,
+                   capture_output=True, timeout=300)
+    d = subprocess.run([sys.executable, "-m", "envlock", "diff", str(lock), str(manifest),
+                        "--no-dev", "--format", "json"], capture_output=True, text=True,
+                       timeout=120)
+    doc = json.loads(d.stdout)
+    assert d.returncode == 0, doc["differences"]
+    assert any("uv.lock read for --group lint (as given)" in str(c) for c in doc["context"]), \
+        doc["context"]
 
 
 def test_restore_run_with_an_extra_then_verify_with_it_passes(tmp_path: Path, wheelhouse: Path,
@@ -404,3 +454,24 @@ def test_a_poetry_lock_without_its_pyproject_takes_every_group_as_not_optional(
     assert title.endswith("default install as poetry install takes it: groups dev, docs")
     assert "poetry.lock: no pyproject.toml beside it to tell poetry's optional groups: dev, docs " \
            "taken as not optional" in " ".join(plan.notes)
+
+
+def test_a_bad_default_groups_is_one_error_for_restore_verify_and_diff(tmp_path: Path) -> None:
+    """``[tool.uv] default-groups = 3`` (uv refuses it): one line for each command that reads
+    the lock's default groups, naming the pyproject.toml; nothing is run."""
+    proj = tmp_path / "p"
+    proj.mkdir()
+    (proj / "uv.lock").write_text((PEERS / "uvlock" / "ecosystem__flask__uv.lock").read_text())
+    (proj / "pyproject.toml").write_text('[tool.uv]\ndefault-groups = 3\n')
+    said = f'{proj / "pyproject.toml"}: [tool.uv] default-groups must be "all" or a list'
+    r = _restore(str(proj / "uv.lock"), "--prefix", str(tmp_path / "env"), "--python-version",
+                 PY, "--run")
+    assert r.exit_code == 2 and r.output.count("Error:") == 1 and said in r.output, r.output
+    assert not (tmp_path / "env").exists()
+    manifest = tmp_path / "manifest.toml"
+    subprocess.run([sys.executable, "-m", "envlock", "snapshot", "--python", sys.executable,
+                    "-o", str(manifest)], check=True, capture_output=True, timeout=300)
+    for args in (["verify", "--lock", str(proj / "uv.lock"), "--no-dev"],
+                 ["diff", str(proj / "uv.lock"), str(manifest), "--group", "dev"]):
+        out = CliRunner().invoke(cli, args)
+        assert out.exit_code == 2 and said in out.output, out.output
