@@ -145,7 +145,8 @@ _RESTORE_HELP = f"""Recreate an environment from a manifest or lockfiles (dry ru
     requirements hash-pinned).  A uv.lock, pdm.lock or poetry.lock is converted for this
     machine's platform and Python (--python-version) and the install its own tool makes
     with no option (uv sync: the default groups, dev unless [tool.uv] default-groups says;
-    pdm install: the dev groups too; poetry install: every group not optional), with the
+    pdm install: the groups it was locked with; poetry install: every group not optional;
+    a note says what was assumed without the pyproject.toml beside the lock), with the
     extras and groups --extra/--group/--all-extras/--all-groups/--no-dev add or take away
     (as uv sync, pdm install -G, poetry install --with/-E take them), into a
     pylock.toml (poetry: a hash-pinned requirements.txt) that --run writes beside the new

@@ -13,8 +13,8 @@ them, with their files' URLs and hashes exactly as locked, as:
   path for every file.
 
 The install is the one each tool makes with the options given, and with none its own default
-(``uv sync``: the default groups; ``pdm install``: the dev groups too; ``poetry install``: every
-group not optional), as :mod:`envlock.lock._lockselect` reads them; the project itself
+(``uv sync``: the default groups; ``pdm install``: the groups it was locked with; ``poetry
+install``: every group not optional), as :mod:`envlock.lock._lockselect` reads them; the project itself
 (editable, virtual, directory entries) is not installed.  A package the lock gives no file
 with a hash for (a poetry entry with ``files = []``, a wheel of a ``--find-links`` directory
 uv recorded without a hash, a local path) cannot be hash-checked: the conversion stops with
