@@ -2,8 +2,11 @@
 ``--all-extras``, ``--all-groups``, ``--no-dev`` (``verify --lock``'s and ``diff``'s) and
 ``--environment`` for a pixi.lock — held to each tool's own reading: ``uv export --frozen``
 with the same options, pdm's ``GroupSelection`` and ``LockedRepository.evaluate_candidates``,
-py-rattler's ``LockFile.environment(NAME)``.  An end-to-end ``restore --run --extra X`` of a
-real offline ``uv lock`` then passes ``verify --lock uv.lock --extra X``."""
+py-rattler's ``LockFile.environment(NAME)``; with no option, what each tool installs with
+none (``uv export --frozen``, ``GroupSelection(project)``; for poetry its documented rule on a
+hand-made project).  An end-to-end ``restore --run --extra X`` of a real offline ``uv lock``
+then passes ``verify --lock uv.lock --extra X``; with ``[tool.uv] default-groups``,
+``verify --lock`` and ``diff`` read the lock's default groups as ``uv export`` does."""
 
 from __future__ import annotations
 
@@ -192,6 +195,24 @@ def test_uvs_default_groups_come_with_a_selection_as_uv_export_takes_them(
             assert title.endswith("default install as uv sync takes it: groups lint")
 
 
+def test_uvs_default_groups_all_is_every_group_as_uv_export_takes_it(
+        tmp_path: Path, wheelhouse: Path) -> None:
+    proj, index = _uv_project(
+        tmp_path, wheelhouse,
+        '[project]\nname = "proj"\nversion = "0.1"\nrequires-python = ">=3.8"\n'
+        'dependencies = []\n\n[dependency-groups]\ndev = ["gamma-pkg"]\nlint = ["beta"]\n\n'
+        '[tool.uv]\ndefault-groups = "all"\n')
+    for args in ([], ["--no-dev"]):
+        theirs = _uv_export(proj, *args)
+        assert theirs is not None, args
+        plan = plan_restore([proj / "uv.lock"], tmp_path / "env", python_version=PY,
+                            allow_index=[index.as_uri()],
+                            requested=Requested(no_dev="--no-dev" in args))
+        [(_dest, title, text)] = _written(plan)
+        assert _pylock(text) == theirs, args
+    assert title.endswith("--no-dev as uv sync takes it: groups lint")
+
+
 def test_verify_and_diff_read_uvs_default_groups_as_uv_export_takes_them(
         tmp_path: Path, wheelhouse: Path, h: object) -> None:
     """``[tool.uv] default-groups = ["lint"]``: ``--no-dev`` keeps lint (uv's ``--no-group
@@ -299,6 +320,38 @@ def test_pdm_groups_are_what_pdm_installs(args: list[str], tmp_path: Path,
     assert title.endswith(f"as pdm install takes it: groups {', '.join(took)}")
     # pdm install with no option: the groups the lock was made with (both still declared)
     assert args or "default install as pdm install takes it: groups security, tests" in title
+
+
+def test_pdm_install_with_no_option_takes_the_locked_groups_still_declared(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pdm install`` with no option: the lock's ``[metadata] groups`` that the pyproject.toml
+    still declares (pdm's ``GroupSelection``): ``security`` locked but no longer declared is
+    left out, the dev group ``tests`` comes."""
+    pytest.importorskip("pdm")
+    from pdm.cli.filters import GroupSelection
+    from pdm.core import Core
+    from pdm.models.markers import EnvSpec
+
+    for var, value in (("PDM_USE_VENV", "false"), ("PDM_PYTHON", sys.executable),
+                       ("PDM_CHECK_UPDATE", "false"), ("PDM_HOME", str(tmp_path / "home"))):
+        monkeypatch.setenv(var, value)
+    proj = tmp_path / "p"
+    proj.mkdir()
+    (proj / "pdm.lock").write_text((PEERS / "pdmlock" / "demo__pdm.lock").read_text())
+    (proj / "pyproject.toml").write_text(
+        '[project]\nname = "x"\nversion = "0.1"\nrequires-python = ">=3.8"\n'
+        'dependencies = ["idna", "chardet"]\n\n[dependency-groups]\ntests = ["pytest"]\n')
+    project = Core().create_project(proj, global_config=str(tmp_path / "config.toml"))
+    groups = list(GroupSelection(project))
+    assert sorted(groups) == ["default", "tests"]
+    spec = EnvSpec.from_spec(f"=={PY}", "manylinux_2_17_x86_64", "cpython")
+    theirs = {canonicalize_name(p.candidate.name): p.candidate.version for p in
+              project.get_locked_repository(spec).evaluate_candidates(groups)}
+    plan = plan_restore([proj / "pdm.lock"], tmp_path / "env", python_version=PY,
+                        trust_lockfile_indexes=True)
+    [(_dest, title, text)] = _written(plan)
+    assert _pylock(text) == theirs
+    assert title.endswith("default install as pdm install takes it: groups tests")
 
 
 def test_a_pdm_dev_group_with_no_dev_is_one_error_as_pdm_refuses_it(
