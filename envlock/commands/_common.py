@@ -119,7 +119,7 @@ _INSTALL_HELP = {
     "groups": "Also install this dependency group (uv sync --group, poetry install --with, "
               "pdm install -G); repeatable.",
     "extras": "Also install this extra (uv sync --extra, poetry install -E, pdm install -G); "
-              "repeatable. Without any of these: the project's default install.",
+              "repeatable. Without any of these: what the lock's own tool installs with no option.",
 }
 
 

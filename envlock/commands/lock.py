@@ -143,10 +143,12 @@ _RESTORE_HELP = f"""Recreate an environment from a manifest or lockfiles (dry ru
 
     INPUTS: an envlock manifest, or lockfiles ({names_for_help("restore")};
     requirements hash-pinned).  A uv.lock, pdm.lock or poetry.lock is converted for this
-    machine's platform and Python (--python-version) and the project's default install, with
-    the extras and groups --extra/--group/--all-extras/--all-groups/--no-dev add or take away
-    (as uv sync, pdm install -G, poetry install --with/-E take them: with any of them a
-    uv.lock's default groups, dev, come too unless --no-dev), into a
+    machine's platform and Python (--python-version) and the install its own tool makes
+    with no option (uv sync: the default groups, dev unless [tool.uv] default-groups says;
+    pdm install: the groups it was locked with; poetry install: every group not optional;
+    a note says what was assumed without the pyproject.toml beside the lock), with the
+    extras and groups --extra/--group/--all-extras/--all-groups/--no-dev add or take away
+    (as uv sync, pdm install -G, poetry install --with/-E take them), into a
     pylock.toml (poetry: a hash-pinned requirements.txt) that --run writes beside the new
     environment; a pixi.lock's environment (--environment, default: default) for this platform
     into a conda explicit list and a pylock.toml of its PyPI packages.  A lockfile given, or

@@ -96,7 +96,7 @@ def load_inputs(paths: Sequence[PathLike], kb: KB, *, extras: Sequence[str] = ()
             narrowed, note = foreign.for_target(
                 readings[i], readings[1 - i], name=os.path.basename(paths[i]),
                 other_name=os.path.basename(paths[1 - i]), extras=extras, dev=dev,
-                requested=requested)
+                requested=requested, lock_path=os.fspath(paths[i]))
             readings[i] = narrowed
             if note:
                 notes[i] += note.splitlines()

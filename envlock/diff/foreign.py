@@ -60,8 +60,8 @@ def reading(path: str | os.PathLike[str], *,
 
 
 def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: str,
-               extras: Sequence[str] = (), dev: bool | None = None, requested: Any = None
-               ) -> tuple[Reading, str | None]:
+               extras: Sequence[str] = (), dev: bool | None = None, requested: Any = None,
+               lock_path: str | None = None) -> tuple[Reading, str | None]:
     """A universal lock (``uv.lock``, ``pylock.toml``, ``pdm.lock``, …) read for the Python and
     platform of the manifest it is compared with.
 
@@ -78,6 +78,8 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
         options, :class:`envlock._selection.Requested`); without it the install closest to
         what the manifest has installed, as ``verify --lock`` reads it
         (:func:`envlock.formats.markers.select_install`: uv's conflict markers need one).
+    :param lock_path: the lock's path: a uv.lock's default groups are then the ``[tool.uv]
+        default-groups`` beside it (:func:`_default_groups`); ``None``: ``dev``.
     :returns: the reading to compare, and the sentences (one a line) saying which install was
         read and what was left out (``None`` when nothing was, or when the manifest records no
         Python version).
@@ -106,10 +108,40 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
     installed = {canonicalize(str(p.get("name"))): str(p.get("version") or "")
                  for p in table.get("packages") or () if isinstance(p, dict) and p.get("name")}
     present = set(installed)
-    selection, how = select_install(pip, env, installed, requested, conflicts=lock.conflicts)
+    selection, how = select_install(pip, env, installed, requested, conflicts=lock.conflicts,
+                                    default_groups=_default_groups(lock, pip, lock_path, requested))
     needed, optional = applicable(pip, env, selection, conflicts=lock.conflicts)
     chose = f"{name} read for {selection.label()} ({how})" if selection is not None else None
     keep = {n for n in needed if n not in optional or n in present}
+    kept = _kept(lock, keep, needed, conda_optional, lambda m: marker_holds(
+        m, env, selection=selection))
+    platform_only = sorted({x.name for x in pip} - set(needed))
+    groups_only = sorted({n for n in optional if n not in present} | conda_optional)
+    if not platform_only and not groups_only:
+        return reading_of_lock(replace(lock, packages=tuple(kept)), name), chose
+    where = f"Python {version}" + (f" on {machine}" if machine else "")
+    note = _left_out_note(name, other_name, where, platform_only, groups_only)
+    return reading_of_lock(replace(lock, packages=tuple(kept)), name), (
+        f"{chose}\n{note}" if chose else note)
+
+
+def _default_groups(lock: Any, pip: Sequence[Any], lock_path: str | None,
+                    requested: Any) -> tuple[str, ...]:
+    """The groups ``uv sync`` takes unless ``--no-dev``: for a uv.lock with a selection given,
+    ``[tool.uv] default-groups`` of the pyproject.toml beside ``lock_path``
+    (:func:`envlock.formats.projectlocks.uv_default_groups`), else ``dev``."""
+    if lock.kind != "uv.lock" or lock_path is None or requested is None or not requested.given:
+        return ("dev",)
+    from envlock.formats.projectlocks import uv_default_groups
+
+    return uv_default_groups(lock_path, {g for x in pip for g, _m in x.groups if g})
+
+
+def _kept(lock: Any, keep: set[str], needed: dict[str, Any], conda_optional: set[str],
+          holds_for: Any) -> list[Any]:
+    """The lock's entries the install takes: conda ones not optional, and of the pip ones in
+    ``keep`` the one fork whose version is ``needed`` and whose marker ``holds_for`` the target
+    (an unparsable marker counts as holding), its marker dropped."""
     kept, seen = [], set()
     for x in lock.packages:
         if x.manager != "pip":
@@ -121,20 +153,13 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
         if needed.get(x.name) not in (None, x.version):
             continue  # another fork of it: the one the install's edges reach (uv's conflicts)
         try:
-            holds = not x.marker or marker_holds(x.marker, env, selection=selection)
+            holds = not x.marker or holds_for(x.marker)
         except ValueError:
             holds = True
         if holds:
             seen.add(x.name)
             kept.append(replace(x, marker=None))
-    platform_only = sorted({x.name for x in pip} - set(needed))
-    groups_only = sorted({n for n in optional if n not in present} | conda_optional)
-    if not platform_only and not groups_only:
-        return reading_of_lock(replace(lock, packages=tuple(kept)), name), chose
-    where = f"Python {version}" + (f" on {machine}" if machine else "")
-    note = _left_out_note(name, other_name, where, platform_only, groups_only)
-    return reading_of_lock(replace(lock, packages=tuple(kept)), name), (
-        f"{chose}\n{note}" if chose else note)
+    return kept
 
 
 def _conda_optional(lock: Any, other: Reading, applicable: Any) -> set[str]:

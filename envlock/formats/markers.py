@@ -209,13 +209,16 @@ def infer_selection(packages: Sequence[LockEntry], env: Mapping[str, str],
 
 def select_install(packages: Sequence[LockEntry], env: Mapping[str, str],
                    installed: Mapping[str, str] | None, requested: Requested | None, *,
-                   conflicts: Sequence[frozenset[str]] = ()) -> tuple[Selection | None, str]:
+                   conflicts: Sequence[frozenset[str]] = (),
+                   default_groups: Sequence[str] = ("dev",)) -> tuple[Selection | None, str]:
     """Which install of a lock's pip ``packages`` to compare a target with, as ``uv sync``
     takes it — one rule for ``verify --lock`` and ``diff``: the extras and groups given
     (``--extra``/``--group``/``--all-extras``/``--all-groups``/``--no-dev``:
     :meth:`Requested.resolve`), else the one closest to what is ``installed``
     (:func:`infer_selection`).
 
+    :param default_groups: the groups ``uv sync`` takes unless ``--no-dev`` (a uv.lock's
+        ``[tool.uv] default-groups``: :func:`envlock.formats.projectlocks.uv_default_groups`).
     :param installed: ``{normalized name: version}`` of the target; ``None``: nothing to infer
         from (every group then looked at on its own, as :func:`applicable` does with no
         selection).
@@ -227,7 +230,7 @@ def select_install(packages: Sequence[LockEntry], env: Mapping[str, str],
     if not choices:
         return None, ""
     if requested is not None and requested.given:
-        return requested.resolve(choices), "as given"
+        return requested.resolve(choices, default_groups), "as given"
     if installed is None:
         return None, ""
     return (infer_selection(packages, env, installed, conflicts=conflicts),

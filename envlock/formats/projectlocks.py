@@ -10,9 +10,10 @@ entries are the project itself, not packages.
 
 from __future__ import annotations
 
+import os
 import re
-
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from envlock._io import one_line
@@ -21,7 +22,7 @@ from envlock.formats.locks import Locked, LockFile, _err, _packages, _sha, _str,
 from envlock.formats.pep508 import UNKNOWN
 
 __all__ = ["read_uv_lock", "read_poetry_lock", "read_pdm_lock", "is_uv_lock", "is_poetry_lock",
-           "is_pdm_lock"]
+           "is_pdm_lock", "uv_default_groups"]
 
 
 def is_uv_lock(data: Mapping[str, Any], src: Any) -> bool:
@@ -127,6 +128,38 @@ def _uv_conflicts(raw: Any, name: str) -> tuple[frozenset[str], ...]:
         if len(items) > 1:
             out.append(frozenset(items))
     return tuple(out)
+
+
+def uv_default_groups(lock_path: str | os.PathLike[str],
+                      choices: Iterable[str]) -> tuple[str, ...]:
+    """The groups ``uv sync`` installs with no ``--group``/``--no-dev`` for the ``uv.lock`` at
+    ``lock_path``: ``[tool.uv] default-groups`` of the ``pyproject.toml`` beside it (a list of
+    names, or ``"all"``: every group of ``choices``), else ``dev`` (uv's documented default,
+    docs.astral.sh/uv "Default groups").  The file is untrusted: read with
+    :func:`envlock.manifest._toml.load_file` (a regular file, at most 64 MiB, nesting bounded).
+
+    :param choices: the lock's extras (``extra:<name>``) and groups, in
+        :class:`envlock._selection.Selection`'s words.
+    :returns: PEP 685-normalized group names, sorted (those the lock lacks included: the
+        caller intersects).
+    :raises ManifestError: that pyproject.toml is unreadable or malformed, or its
+        ``default-groups`` is neither ``"all"`` nor a list of strings (uv refuses it too).
+    """
+    from envlock.manifest._toml import load_file
+
+    pyproject = Path(lock_path).parent / "pyproject.toml"
+    if not pyproject.is_file():
+        return ("dev",)
+    doc = load_file(pyproject)
+    tool = doc.get("tool")
+    uv = tool.get("uv") if isinstance(tool, Mapping) else None
+    raw = uv.get("default-groups", ["dev"]) if isinstance(uv, Mapping) else ["dev"]
+    if raw == "all":
+        return tuple(sorted(g for g in choices if g and not g.startswith("extra:")))
+    if not isinstance(raw, list) or not all(isinstance(g, str) for g in raw):
+        raise _err(str(pyproject), '[tool.uv] default-groups must be "all" or a list of group '
+                                   "names (uv refuses any other value)")
+    return tuple(sorted({canonicalize(g) for g in raw}))
 
 
 #: at most this many distinct edge conditions are kept per package and group; beyond it the

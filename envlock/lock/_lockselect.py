@@ -16,10 +16,14 @@ The options are ``verify --lock``'s and ``diff``'s (:class:`envlock._selection.R
   ``--all-extras``: ``--all-extras``; ``--no-dev``: ``--without dev``);
 * ``pixi.lock``: ``--environment NAME``, as ``pixi install -e NAME``.
 
-No option given: the project's default install (h-B's rule: ``uv sync --no-dev``, ``pdm
-install --prod``, ``poetry install --only main``; pixi's ``default`` environment).  A name the
-lock does not have, or an option that applies to no input, is one line naming what the lock
-has.
+No option given: what each tool installs with no option (issue 23: every lockfile means what
+its own tool would install): ``uv sync`` (the default groups), ``pdm install`` (the groups the
+lock was made with, its ``[metadata] groups``, that the pyproject.toml still declares; a lock
+that records none: the default group and every dev group), ``poetry install`` (main and every
+group not declared ``optional = true``), ``pixi install`` (the ``default`` environment).  Where
+the pyproject.toml that tells pdm's groups or poetry's optional groups is not beside the lock,
+a note says what was assumed.  A name the lock does not have, or an option that applies to no input, is one line
+naming what the lock has.
 """
 
 from __future__ import annotations
@@ -77,36 +81,21 @@ def _names(lock: Any, kind: str, data: Mapping[str, Any]) -> set[str]:
     return out
 
 
-def _uv_default_groups(path: Path, groups: set[str]) -> set[str]:
-    """uv's default groups: ``[tool.uv] default-groups`` of the pyproject.toml beside the lock
-    (a list, or ``"all"``), else ``dev``."""
-    from envlock.manifest._toml import load_file
-
-    pyproject = path.parent / "pyproject.toml"
-    raw: Any = None
-    if pyproject.is_file():
-        tool = load_file(pyproject).get("tool", {})
-        uv = tool.get("uv", {}) if isinstance(tool, Mapping) else {}
-        raw = uv.get("default-groups") if isinstance(uv, Mapping) else None
-    if raw == "all":
-        return {g for g in groups if not g.startswith("extra:")}
-    if isinstance(raw, list):
-        return {canonicalize(str(g)) for g in raw}
-    return {"dev"}
-
-
 def choose(path: Path, kind: str, lock: Any, data: Mapping[str, Any],
-           requested: Requested | None) -> tuple[Selection, str]:
+           requested: Requested | None) -> tuple[Selection, str, list[str]]:
     """The :class:`Selection` of project lock ``path`` (``kind``: a key of
-    :data:`envlock.lock._projectlocks.PROJECT_LOCKS`) that ``requested`` asks for, as its tool
-    installs it (module docstring), and the words that say it (``"default install and
-    --extra cpu (as uv sync takes them)"``).
+    :data:`envlock.lock._projectlocks.PROJECT_LOCKS`) that ``requested`` asks for (``None`` or
+    nothing given: the tool's own no-option install), as its tool installs it (module
+    docstring), the words that say it (``"default install as uv sync takes it: groups dev"``,
+    ``"--extra cpu as uv sync takes it: extras cpu; groups dev"``), and notes of what was assumed.
 
-    :raises ManifestError: a name the lock does not have (one line listing those it has), or,
-        for a uv.lock, two members of one of its conflict sets chosen together.
+    :raises ManifestError: a name the lock does not have (one line listing those it has), for a
+        uv.lock two members of one of its conflict sets chosen together, or a pyproject.toml
+        beside the lock that cannot be read.
     """
-    if requested is None or not requested.given:
-        return Selection(), "default install (no extra or group)"
+    from envlock.formats.projectlocks import uv_default_groups
+
+    requested = requested or Requested()
     have = _names(lock, kind, data)
     by_norm = {(g[:6] + canonicalize(g[6:])) if g.startswith("extra:") else canonicalize(g): g
                for g in have}
@@ -127,44 +116,101 @@ def choose(path: Path, kind: str, lock: Any, data: Mapping[str, Any],
             f"{path}: no {', '.join(unknown)} in this lock (its extras: "
             f"{', '.join(extras) or 'none'}; its groups: {', '.join(groups) or 'none'}); "
             "nothing was run")
+    notes: list[str] = []
     if kind == "uv.lock":  # the shared rule of verify --lock and diff, with the lock's defaults
-        chosen = set(requested.resolve(have, _uv_default_groups(path, have)).chosen)
+        chosen = set(requested.resolve(have, uv_default_groups(path, have)).chosen)
     elif pdm:
-        chosen |= _pdm_more(path, have, chosen, requested)
-    else:  # poetry install --with G -E X [--all-groups] [--all-extras] [--without dev]
-        xs = {g for g in have if g.startswith("extra:")}
-        chosen |= (xs if requested.all_extras else set()) | (
-            have - xs if requested.all_groups else set())
-        if requested.no_dev:
-            chosen -= {g for g in chosen if canonicalize(g) == "dev"}
+        meta = data.get("metadata")
+        locked = meta.get("groups") if isinstance(meta, Mapping) else None
+        chosen |= _pdm_more(path, have, chosen, requested, [str(g) for g in locked]
+                            if isinstance(locked, list) else [], notes)
+    else:
+        chosen = _poetry_groups(path, have, chosen, requested, notes)
     _refuse_conflicts(path, chosen, lock.conflicts)
-    return Selection(frozenset(chosen)), _label(kind, chosen)
+    return Selection(frozenset(chosen)), _label(kind, chosen, requested), notes
 
 
-def _pdm_more(path: Path, have: set[str], named: set[str], requested: Requested) -> set[str]:
-    """The groups ``pdm install -G NAMED`` adds (pdm's ``GroupSelection``): with ``-G :all``
-    (``--all-extras``/``--all-groups``) every optional group; and, unless ``--prod``
-    (``--no-dev``) or a dev group is named, every dev group — dev groups as the pyproject.toml
-    beside the lock declares them (``[dependency-groups]``, ``[tool.pdm.dev-dependencies]``);
-    without one, every group is taken as named only."""
+def _pyproject(path: Path) -> Mapping[str, Any] | None:
+    """The pyproject.toml beside ``path`` (untrusted: :func:`envlock.manifest._toml.load_file`
+    bounds it), or ``None`` when there is none."""
     from envlock.manifest._toml import load_file
 
     pyproject = path.parent / "pyproject.toml"
-    doc = load_file(pyproject) if pyproject.is_file() else {}
-    tool = doc.get("tool", {}) if isinstance(doc.get("tool"), Mapping) else {}
-    pdm = tool.get("pdm", {}) if isinstance(tool.get("pdm"), Mapping) else {}
-    dev = {canonicalize(str(g)) for table in (doc.get("dependency-groups"),
-                                               pdm.get("dev-dependencies"))
-           if isinstance(table, Mapping) for g in table}
+    return load_file(pyproject) if pyproject.is_file() else None
+
+
+def _table(doc: Mapping[str, Any] | None, *keys: str) -> Mapping[str, Any]:
+    for k in keys:
+        doc = doc.get(k) if isinstance(doc, Mapping) else None
+    return doc if isinstance(doc, Mapping) else {}
+
+
+def _poetry_groups(path: Path, have: set[str], named: set[str], requested: Requested,
+                   notes: list[str]) -> set[str]:
+    """``poetry install [--with G] [-E X] [--all-groups] [--all-extras] [--without dev]``:
+    main, every group not declared optional, the groups and extras named; ``--without``
+    wins (poetry's documented rule, python-poetry.org "Managing dependencies": "Optional
+    groups").  Optional groups are ``[tool.poetry.group.NAME] optional = true`` of the
+    pyproject.toml beside the lock; without one every group is taken as not optional (poetry's
+    default for a group), and a note says so."""
+    doc = _pyproject(path)
+    groups = {g for g in have if not g.startswith("extra:")}
+    declared = _table(doc, "tool", "poetry", "group")
+    optional = {canonicalize(str(g)) for g, t in declared.items()
+                if isinstance(t, Mapping) and t.get("optional") is True}
+    if doc is None and groups and not requested.all_groups:
+        notes.append(f"{path.name}: no pyproject.toml beside it to tell poetry's optional "
+                     f"groups: {', '.join(sorted(groups))} taken as not optional (poetry's "
+                     "default), installed as poetry install installs them")
+    out = named | {g for g in groups if canonicalize(g) not in optional}
+    out |= {g for g in have if g.startswith("extra:")} if requested.all_extras else set()
+    out |= groups if requested.all_groups else set()
+    if requested.no_dev:
+        out -= {g for g in out if canonicalize(g) == "dev"}
+    return out
+
+
+def _pdm_more(path: Path, have: set[str], named: set[str], requested: Requested,
+              locked: Sequence[str], notes: list[str]) -> set[str]:
+    """The groups ``pdm install [-G NAMED]`` adds, as pdm's ``GroupSelection`` takes them.
+
+    No option: the groups the lock was made with (its ``[metadata] groups``, ``locked``) that
+    the pyproject.toml beside it still declares; without one, every locked group, and a note
+    says so.  Options (or a lock that records no groups): with ``-G :all``
+    (``--all-extras``/``--all-groups``) every optional group; and, unless ``--prod``
+    (``--no-dev``) or a dev group is named, every dev group — dev groups as the pyproject.toml
+    beside the lock declares them (``[dependency-groups]``, ``[tool.pdm.dev-dependencies]``);
+    without one, every group is taken as optional (installed only when named), and a note says
+    so.  (pdm 2.x ``pdm/cli/filters.py``.)
+    """
+    doc = _pyproject(path)
     by_norm = {canonicalize(g): g for g in have}
+    if not requested.given and locked:
+        declared = {"default", *(str(g) for g in _table(doc, "project", "optional-dependencies")),
+                    *(str(g) for g in _table(doc, "dependency-groups")),
+                    *(str(g) for g in _table(doc, "tool", "pdm", "dev-dependencies"))}
+        taken = [canonicalize(g) for g in locked if canonicalize(g) != "default"
+                 and (doc is None or canonicalize(g) in {canonicalize(d) for d in declared})]
+        if doc is None and taken:
+            notes.append(f"{path.name}: no pyproject.toml beside it to tell which of the groups "
+                         f"it was locked with the project still declares: {', '.join(taken)} "
+                         "taken as declared, installed as pdm install installs them")
+        return {by_norm[g] for g in taken if g in by_norm}
+    dev = {canonicalize(str(g)) for table in (_table(doc, "dependency-groups"),
+                                               _table(doc, "tool", "pdm", "dev-dependencies"))
+           for g in table}
+    if doc is None and have - named and not (requested.all_extras or requested.all_groups):
+        notes.append(f"{path.name}: no pyproject.toml beside it to tell pdm's dev groups from "
+                     f"its optional ones: {', '.join(sorted(have - named))} taken as optional, "
+                     "not installed (pdm install installs every dev group; --group NAME takes "
+                     "one)")
     if requested.no_dev and {canonicalize(g) for g in named} & dev:
         raise ManifestError(f"{path}: --no-dev (pdm's --prod) with the dev group(s) "
                             f"{', '.join(sorted({canonicalize(g) for g in named} & dev))}: pdm "
                             "refuses them together; nothing was run")
     out: set[str] = set()
     if requested.all_extras or requested.all_groups:
-        out |= {g for g in have if canonicalize(g) not in dev} if dev or pyproject.is_file() \
-            else set(have)
+        out |= {g for g in have if canonicalize(g) not in dev} if doc is not None else set(have)
     if not requested.no_dev and not {canonicalize(g) for g in named} & dev:
         out |= {by_norm[g] for g in dev if g in by_norm}
     return out
@@ -182,18 +228,32 @@ def _refuse_conflicts(path: Path, chosen: set[str], conflicts: Sequence[frozense
                                 "them together, choose one; nothing was run")
 
 
-def _label(kind: str, chosen: set[str]) -> str:
-    if not chosen:
-        return "default install (no extra or group)"
+def _label(kind: str, chosen: set[str], requested: Requested) -> str:
+    """``"default install as uv sync takes it: groups dev"`` with no option, else the options in
+    the tool's words and what they took (``"--extra cpu as uv sync takes it: extras cpu;
+    groups dev"``)."""
     extras = sorted(g[6:] for g in chosen if g.startswith("extra:"))
     groups = sorted(g for g in chosen if not g.startswith("extra:"))
+    took = "; ".join([*([f"extras {', '.join(extras)}"] if extras else []),
+                      *([f"groups {', '.join(groups)}"] if groups else [])]) \
+        or "no extra or group"
+    if not requested.given:
+        return f"default install as {_TOOL[kind]} takes it: {took}"
+    r = requested
     if kind == "pdm.lock":
-        words = " ".join(f"-G {g}" for g in sorted(chosen))
+        words = [*(f"-G {g}" for g in (*r.extras, *r.groups)),
+                 *(["-G :all"] if r.all_extras or r.all_groups else []),
+                 *(["--prod"] if r.no_dev else [])]
     elif kind == "poetry.lock":
-        words = " ".join([*(f"--with {g}" for g in groups), *(f"-E {x}" for x in extras)])
+        words = [*(f"--with {g}" for g in r.groups), *(f"-E {x}" for x in r.extras),
+                 *(["--all-extras"] if r.all_extras else []),
+                 *(["--all-groups"] if r.all_groups else []),
+                 *(["--without dev"] if r.no_dev else [])]
     else:
-        words = " ".join([*(f"--extra {x}" for x in extras), *(f"--group {g}" for g in groups)])
-    return f"default install and {words} (as {_TOOL[kind]} takes them)"
+        words = [*(f"--extra {x}" for x in r.extras), *(f"--group {g}" for g in r.groups),
+                 *(["--all-extras"] if r.all_extras else []),
+                 *(["--all-groups"] if r.all_groups else []), *(["--no-dev"] if r.no_dev else [])]
+    return f"{' '.join(words)} as {_TOOL[kind]} takes it: {took}"
 
 
 def pixi_environment(path: Path, data: Mapping[str, Any], environment: str | None) -> str:

@@ -12,14 +12,14 @@ them, with their files' URLs and hashes exactly as locked, as:
   poetry.lock records its files' names and hashes, not their URLs, and PEP 751 needs a URL or
   path for every file.
 
-The install is the project's default one (group ``""`` of
-:attr:`envlock.formats.locks.Locked.groups`: ``uv sync --no-dev``, ``poetry install --only
-main``, ``pdm install --prod``), with the extras and groups asked for as each tool takes them
-(:mod:`envlock.lock._lockselect`); the project itself (editable, virtual, directory entries) is
-not installed.  A package the lock gives no file with a hash for (a poetry entry with
-``files = []``, a wheel of a ``--find-links`` directory uv recorded without a hash, a local
-path) cannot be hash-checked: the conversion stops with one line naming it.  Nothing is
-written or fetched here: the text is returned, and the restore plan writes it with ``--run``.
+The install is the one each tool makes with the options given, and with none its own default
+(``uv sync``: the default groups; ``pdm install``: the groups it was locked with; ``poetry
+install``: every group not optional), as :mod:`envlock.lock._lockselect` reads them; the project itself
+(editable, virtual, directory entries) is not installed.  A package the lock gives no file
+with a hash for (a poetry entry with ``files = []``, a wheel of a ``--find-links`` directory
+uv recorded without a hash, a local path) cannot be hash-checked: the conversion stops with
+one line naming it.  Nothing is written or fetched here: the text is returned, and the
+restore plan writes it with ``--run``.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class Converted:
     :ivar text: the file's text; ``data``: the parsed pylock (``None`` for requirements).
     :ivar names: ``{name: version}`` of the packages it installs.
     :ivar title: what was converted, for the plan (``"uv.lock for CPython 3.12.3 on
-        linux x86_64, default install (no extra or group)"``).
+        linux x86_64, default install as uv sync takes it: groups dev"``).
     :ivar left_out: groups and extras of the lock not installed, and the project's own entries.
     """
 
@@ -83,7 +83,7 @@ def convert(path: Path, kind: str, env: Mapping[str, str],
     """Convert the project lock ``path`` of ``kind`` (a key of :data:`PROJECT_LOCKS`) for the
     target of PEP 508 marker environment ``env`` and the extras and groups ``requested``
     (:func:`envlock.lock._lockselect.choose`: as ``uv sync``, ``pdm install -G``, ``poetry
-    install --with/-E`` take them; ``None``: the default install).
+    install --with/-E`` take them; ``None``: each tool's own no-option install).
 
     :raises ManifestError: the lock is malformed, does not admit the target's Python
         (``requires-python``), has no extra or group of a name asked for, is asked for
@@ -102,7 +102,7 @@ def convert(path: Path, kind: str, env: Mapping[str, str],
     if [canonicalize(str(r.get("name"))) for r in raw] != [x.name for x in lock.packages]:
         raise ManifestError(f"{path}: its entries could not be matched to their files; nothing "
                             "was run")
-    selection, said = choose(path, kind, lock, data, requested)
+    selection, said, assumed = choose(path, kind, lock, data, requested)
     needed, optional = applicable(lock.packages, env, selection, conflicts=lock.conflicts)
     chosen: list[tuple[Any, Mapping[str, Any]]] = []
     for x, r in zip(lock.packages, raw):
@@ -118,6 +118,7 @@ def convert(path: Path, kind: str, env: Mapping[str, str],
              + f": {', '.join(sorted(optional))}"] if groups else [])
     left += [f"{path.name}: the project itself ({n}) is not installed, only its locked "
              "dependencies" for n in lock.projects]
+    left += assumed
     names = {x.name: x.version for x, _ in chosen}
     lv = data.get("metadata", {}).get("lock-version", "1.0") if kind == "poetry.lock" else None
     if isinstance(lv, str) and tuple(int(n) for n in re.findall(r"\d+", lv)[:2]) < (2, 1):

@@ -206,6 +206,12 @@ def _expected(manifest: str | None, locks: Sequence[str], requested: Any) -> Exp
     extras = tuple(requested.extras) if requested is not None else ()
     dev = False if requested is not None and requested.no_dev else None
     lock_list = tuple(read_lock(p, extras=extras, dev=dev) for p in locks)
+    if requested is not None and requested.given:  # a uv.lock's [tool.uv] default-groups
+        from envlock.formats.projectlocks import uv_default_groups
+
+        lock_list = tuple(x._replace(default_groups=uv_default_groups(x.path, {
+            g for q in x.packages for g, _m in q.groups if g})) if x.kind == "uv.lock" else x
+            for x in lock_list)
     return Expected(manifest=m, manifest_path=manifest, locks=lock_list, requested=requested)
 
 

@@ -61,6 +61,9 @@ class Lock(NamedTuple):
     :ivar platforms: every conda subdir the lock is for (``()``: a pip lock, any platform).
     :ivar projects, requires_python, environments, conflicts: as
         :class:`envlock.formats.locks.LockFile`.
+    :ivar default_groups: the groups ``uv sync`` takes unless ``--no-dev`` (a uv.lock's
+        ``[tool.uv] default-groups``, set by ``verify`` when a selection is given:
+        :func:`envlock.formats.projectlocks.uv_default_groups`; ``dev`` otherwise).
     :ivar cuda: the ``__cuda`` version the taken platform's virtual packages require (a v7
         ``pixi.lock`` platform solved for ``__cuda=12``), compared with the driver like a
         package's ``__cuda`` dependency; ``lock_platform``: that platform's name (``p2``).
@@ -77,6 +80,7 @@ class Lock(NamedTuple):
     conflicts: tuple[frozenset[str], ...] = ()
     cuda: str | None = None
     lock_platform: str | None = None
+    default_groups: tuple[str, ...] = ("dev",)
 
 
 def _lock_names() -> str:

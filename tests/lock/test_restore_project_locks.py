@@ -1,10 +1,12 @@
 """``restore`` of a project lock (``uv.lock``, ``pdm.lock``, ``poetry.lock``): converted, for this
-target and the project's default install, into a lockfile restore installs (a pylock.toml, or
-for poetry a hash-pinned requirements.txt), written by ``--run`` beside the prefix.
+target and the install its own tool makes with no option, into a lockfile restore installs (a
+pylock.toml, or for poetry a hash-pinned requirements.txt), written by ``--run`` beside the
+prefix.
 
 The packages of the converted file are what each tool's own reading says for the target
-(``uv export --frozen --no-dev``; pdm's locked repository for an ``EnvSpec``; envlock's poetry
-reading, which ``tests/formats/test_poetry_oracle.py`` holds equal to poetry's), with the files'
+(``uv export --frozen`` with no option: uv's default groups; pdm's locked repository for an
+``EnvSpec``; envlock's poetry reading, which ``tests/formats/test_poetry_oracle.py`` holds equal
+to poetry's), with the files'
 URLs and hashes as the lock has them; an end-to-end ``restore --run`` of a real ``uv lock``
 made offline then passes ``envlock verify --lock uv.lock``."""
 
@@ -66,7 +68,7 @@ def _unredacted(lock: Path, tmp: Path) -> Path:
     return out
 
 
-# -- uv.lock: uv export --frozen --no-dev, its markers evaluated for the target --------------
+# -- uv.lock: uv export --frozen (uv sync's default groups), its markers for the target -----
 
 UV_LOCKS = ["ecosystem__flask__uv.lock", "ecosystem__httpx__uv.lock", "benchmark__uv.lock",
             "inline__lock_transitive_git__1__uv.lock", "inline__lock_non_project_group__1__uv.lock",
@@ -81,7 +83,7 @@ def test_a_uv_lock_is_converted_to_what_uv_exports_for_the_target(name: str, tmp
     if proj is None:  # conflicting extras: uv exports no one default set; envlock's reading
         theirs = None
     else:
-        export = _export(proj, "--no-dev")
+        export = _export(proj)  # uv sync with no option: the default groups (dev)
         if export is None:
             pytest.skip("uv cannot export this lock offline")
         theirs = {canonicalize_name(r.name) for r in export
@@ -112,7 +114,8 @@ def test_the_plan_names_the_target_and_what_it_leaves_out(tmp_path: Path) -> Non
                                  "https://example-index.invalid/simple"])
     assert r.exit_code == 0, r.output
     assert re.search(r"# write pylock\.env\.toml: \d+ package\(s\) of uv\.lock for CPython "
-                     rf"{PY} on linux \S+, default install \(no extra or group\)", r.output)
+                     rf"{PY} on linux \S+, default install as uv sync takes it: no extra or group",
+                     r.output)  # httpx's lock has no dev group
     assert f"# (--run writes {tmp_path / 'pylock.env.toml'})" in r.output
     assert f"uv pip install --python {tmp_path / 'env'}/bin/python -r " \
            f"{tmp_path / 'pylock.env.toml'}" in r.output
@@ -126,7 +129,12 @@ def test_the_plan_names_the_target_and_what_it_leaves_out(tmp_path: Path) -> Non
 
 def test_a_pdm_lock_is_converted_to_what_pdm_locks_for_the_target(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pdm install`` with no option: pdm's ``GroupSelection`` (the groups the lock was made
+    with that the pyproject.toml still declares), then its locked repository's candidates for
+    the target; beside a pyproject.toml that declares no group that is the default group, and
+    with none beside it every locked group (a note says what was assumed)."""
     pytest.importorskip("pdm")
+    from pdm.cli.filters import GroupSelection
     from pdm.core import Core
     from pdm.models.markers import EnvSpec
 
@@ -141,12 +149,23 @@ def test_a_pdm_lock_is_converted_to_what_pdm_locks_for_the_target(tmp_path: Path
                                          'requires-python = ">=3.8"\n', encoding="utf-8")
     project = Core().create_project(proj, global_config=str(tmp_path / "config.toml"))
     spec = EnvSpec.from_spec(f"=={PY}", "manylinux_2_17_x86_64", "cpython")
-    there = {canonicalize_name(c.name) for c in
-             project.get_locked_repository(spec).candidates.values() if c.version}
-    default = {canonicalize_name(p["name"]) for p in tomllib.loads(lock.read_text())["package"]
-               if "default" in p.get("groups", [])}  # pdm install --prod
-    dest, text = _written(_plan(lock, tmp_path))
-    assert set(_pylock_names(text)) == there & default
+    repo = project.get_locked_repository(spec)
+
+    def pdm_installs(groups: list[str]) -> set[str]:
+        return {canonicalize_name(p.candidate.name) for p in repo.evaluate_candidates(groups)}
+
+    assert list(GroupSelection(project)) == ["default"]  # no group of the lock declared
+    plan = _plan(proj / "pdm.lock", tmp_path)
+    dest, text = _written(plan)
+    assert set(_pylock_names(text)) == pdm_installs(["default"])
+    assert next(s for s in plan.steps if s.kind == "write").title.endswith(
+        "default install as pdm install takes it: no extra or group")
+    # no pyproject.toml beside the lock: every group it was locked with, said as assumed
+    plan = _plan(lock, tmp_path)
+    assert set(_pylock_names(_written(plan)[1])) == pdm_installs(["default", "security", "tests"])
+    assert "pdm.lock: no pyproject.toml beside it to tell which of the groups it was locked " \
+           "with the project still declares: security, tests taken as declared" \
+           in " ".join(plan.notes)
     files = {f["url"]: f["hash"] for p in tomllib.loads(lock.read_text())["package"]
              for f in p.get("files", [])}
     for p in tomllib.loads(text)["packages"]:
@@ -286,8 +305,10 @@ def test_restore_run_of_a_uv_lock_installs_it_and_verify_passes(tmp_path: Path, 
                                  "--allow-index", index.as_uri()])
     assert r.exit_code == 0, r.output
     assert f"wrote {tmp_path / 'pylock.env.toml'}" in r.output
-    # the default install (beta), not the dev group's gamma-pkg → alpha
-    assert h.installed(env) == {"beta": "2.5"}  # type: ignore[attr-defined]
+    # uv sync's install: beta, and the dev group's gamma-pkg → alpha (uv's default group)
+    assert "default install as uv sync takes it: groups dev" in r.output
+    assert h.installed(env) == {  # type: ignore[attr-defined]
+        "beta": "2.5", "gamma-pkg": "0.3", "alpha": "1.0"}
     v = subprocess.run([sys.executable, "-m", "envlock", "verify", "--python",
                         str(env / "bin" / "python"), "--lock", str(lock), "--format", "json"],
                        capture_output=True, text=True, timeout=120)

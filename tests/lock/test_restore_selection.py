@@ -2,8 +2,11 @@
 ``--all-extras``, ``--all-groups``, ``--no-dev`` (``verify --lock``'s and ``diff``'s) and
 ``--environment`` for a pixi.lock — held to each tool's own reading: ``uv export --frozen``
 with the same options, pdm's ``GroupSelection`` and ``LockedRepository.evaluate_candidates``,
-py-rattler's ``LockFile.environment(NAME)``.  An end-to-end ``restore --run --extra X`` of a
-real offline ``uv lock`` then passes ``verify --lock uv.lock --extra X``."""
+py-rattler's ``LockFile.environment(NAME)``; with no option, what each tool installs with
+none (``uv export --frozen``, ``GroupSelection(project)``; for poetry its documented rule on a
+hand-made project).  An end-to-end ``restore --run --extra X`` of a real offline ``uv lock``
+then passes ``verify --lock uv.lock --extra X``; with ``[tool.uv] default-groups``,
+``verify --lock`` and ``diff`` read the lock's default groups as ``uv export`` does."""
 
 from __future__ import annotations
 
@@ -94,7 +97,7 @@ def test_an_extra_of_the_pytorch_recipe_is_what_uv_exports(pytorch: Path, tmp_pa
     [(dest, title, text)] = _written(plan)
     assert _pylock(text) == theirs
     assert title.endswith(f"uv.lock for CPython {PY} on linux {TARGET['platform_machine']}, "
-                          f"default install and --extra {extra} (as uv sync takes them)")
+                          f"--extra {extra} as uv sync takes it: extras {extra}")
     # the torch wheels are the ones the lock has for that extra's index, with their hashes
     raw = tomllib.loads((pytorch / "uv.lock").read_text())
     locked = {w["url"]: w["hash"] for p in raw["package"] for w in p.get("wheels", [])}
@@ -157,18 +160,26 @@ def _uv(args: list[str], cwd: Path) -> None:
     assert r.returncode == 0, r.stderr
 
 
+def _uv_project(root: Path, wheelhouse: Path, pyproject: str) -> tuple[Path, Path]:
+    """``(project, index)``: a real ``uv lock`` of ``pyproject`` (its text), made offline
+    against a simple index of ``wheelhouse`` under ``root``."""
+    index = _simple_index(root / "simple", wheelhouse)
+    proj = root / "proj"
+    proj.mkdir()
+    (proj / "pyproject.toml").write_text(pyproject, encoding="utf-8")
+    _uv(["lock", "--index-url", index.as_uri(), "-q"], proj)
+    return proj, index
+
+
 def test_uvs_default_groups_come_with_a_selection_as_uv_export_takes_them(
         tmp_path: Path, wheelhouse: Path) -> None:
-    index = _simple_index(tmp_path / "simple", wheelhouse)
-    proj = tmp_path / "proj"
-    proj.mkdir()
-    (proj / "pyproject.toml").write_text(
+    proj, index = _uv_project(
+        tmp_path, wheelhouse,
         '[project]\nname = "proj"\nversion = "0.1"\nrequires-python = ">=3.8"\n'
         'dependencies = ["beta"]\n\n[project.optional-dependencies]\nmore = ["alpha"]\n\n'
         '[dependency-groups]\ndev = ["gamma-pkg"]\nlint = ["alpha"]\n\n'
         '[tool.uv]\ndefault-groups = ["lint"]\n')
-    _uv(["lock", "--index-url", index.as_uri(), "-q"], proj)
-    for args in (["--group", "dev"], ["--extra", "more", "--no-dev"], ["--all-groups"],
+    for args in ([], ["--group", "dev"], ["--extra", "more", "--no-dev"], ["--all-groups"],
                  ["--group", "dev", "--no-dev"], ["--no-dev"], ["--all-groups", "--no-dev"]):
         theirs = _uv_export(proj, *args)
         assert theirs is not None, args
@@ -177,7 +188,71 @@ def test_uvs_default_groups_come_with_a_selection_as_uv_export_takes_them(
                         all_groups="--all-groups" in args, no_dev="--no-dev" in args)
         plan = plan_restore([proj / "uv.lock"], tmp_path / "env", python_version=PY,
                             allow_index=[index.as_uri()], requested=req)
-        assert _pylock(_written(plan)[0][2]) == theirs, args
+        [(_dest, title, text)] = _written(plan)
+        assert _pylock(text) == theirs, args
+        if not args:  # uv sync with no option: [tool.uv] default-groups, not dev
+            assert theirs["alpha"] and "gamma-pkg" not in theirs
+            assert title.endswith("default install as uv sync takes it: groups lint")
+
+
+def test_uvs_default_groups_all_is_every_group_as_uv_export_takes_it(
+        tmp_path: Path, wheelhouse: Path) -> None:
+    proj, index = _uv_project(
+        tmp_path, wheelhouse,
+        '[project]\nname = "proj"\nversion = "0.1"\nrequires-python = ">=3.8"\n'
+        'dependencies = []\n\n[dependency-groups]\ndev = ["gamma-pkg"]\nlint = ["beta"]\n\n'
+        '[tool.uv]\ndefault-groups = "all"\n')
+    for args in ([], ["--no-dev"]):
+        theirs = _uv_export(proj, *args)
+        assert theirs is not None, args
+        plan = plan_restore([proj / "uv.lock"], tmp_path / "env", python_version=PY,
+                            allow_index=[index.as_uri()],
+                            requested=Requested(no_dev="--no-dev" in args))
+        [(_dest, title, text)] = _written(plan)
+        assert _pylock(text) == theirs, args
+    assert title.endswith("--no-dev as uv sync takes it: groups lint")
+
+
+def test_verify_and_diff_read_uvs_default_groups_as_uv_export_takes_them(
+        tmp_path: Path, wheelhouse: Path, h: object) -> None:
+    """``[tool.uv] default-groups = ["lint"]``: ``--no-dev`` keeps lint (uv's ``--no-group
+    dev``), so ``uv export --frozen --no-dev`` is lint's beta; restored with ``--no-dev``,
+    ``verify --lock uv.lock --no-dev`` and ``diff uv.lock MANIFEST --no-dev`` read the lock for
+    ``--group lint`` (not for no group, as when dev was taken for the default) and pass."""
+    proj, index = _uv_project(
+        tmp_path, wheelhouse,
+        '[project]\nname = "proj"\nversion = "0.1"\nrequires-python = ">=3.8"\n'
+        'dependencies = []\n\n[dependency-groups]\ndev = ["gamma-pkg"]\nlint = ["beta"]\n\n'
+        '[tool.uv]\ndefault-groups = ["lint"]\n')
+    lock, env = proj / "uv.lock", tmp_path / "env"
+    theirs = _uv_export(proj, "--no-dev")
+    assert theirs == {"beta": "2.5"}
+    assert _uv_export(proj) == theirs and set(_uv_export(proj, "--group", "dev") or ()) == {
+        "alpha", "beta", "gamma-pkg"}
+    r = _restore(str(lock), "--prefix", str(env), "--run", "--allow-index", index.as_uri(),
+                 "--no-dev")
+    assert r.exit_code == 0, r.output
+    assert h.installed(env) == theirs  # type: ignore[attr-defined]
+    v = subprocess.run([sys.executable, "-m", "envlock", "verify", "--python",
+                        str(env / "bin" / "python"), "--lock", str(lock), "--no-dev",
+                        "--format", "json"], capture_output=True, text=True, timeout=120)
+    assert v.returncode == 0, v.stdout + v.stderr
+    found = json.loads(v.stdout)["findings"]
+    assert not {f["id"] for f in found} & {"packages.missing", "packages.extra",
+                                            "packages.version-mismatch"}
+    assert [f["title"] for f in found if f["id"] == "packages.lock-selection"] == [
+        "lockfile uv.lock read for --group lint (as given)"]
+    manifest = tmp_path / "manifest.toml"
+    subprocess.run([sys.executable, "-m", "envlock", "snapshot", "--python",
+                    str(env / "bin" / "python"), "-o", str(manifest)], check=True,
+                   capture_output=True, timeout=300)
+    d = subprocess.run([sys.executable, "-m", "envlock", "diff", str(lock), str(manifest),
+                        "--no-dev", "--format", "json"], capture_output=True, text=True,
+                       timeout=120)
+    doc = json.loads(d.stdout)
+    assert d.returncode == 0, doc["differences"]
+    assert any("uv.lock read for --group lint (as given)" in str(c) for c in doc["context"]), \
+        doc["context"]
 
 
 def test_restore_run_with_an_extra_then_verify_with_it_passes(tmp_path: Path, wheelhouse: Path,
@@ -194,7 +269,7 @@ def test_restore_run_with_an_extra_then_verify_with_it_passes(tmp_path: Path, wh
     r = _restore(str(lock), "--prefix", str(env), "--run", "--allow-index", index.as_uri(),
                  "--extra", "more")
     assert r.exit_code == 0, r.output
-    assert "default install and --extra more (as uv sync takes them)" in r.output
+    assert "--extra more as uv sync takes it: extras more" in r.output
     assert h.installed(env) == {"beta": "2.5", "gamma-pkg": "0.3", "alpha": "1.0"}  # type: ignore[attr-defined]
     v = subprocess.run([sys.executable, "-m", "envlock", "verify", "--python",
                         str(env / "bin" / "python"), "--lock", str(lock), "--extra", "more",
@@ -206,7 +281,7 @@ def test_restore_run_with_an_extra_then_verify_with_it_passes(tmp_path: Path, wh
 
 # -- pdm.lock: pdm's GroupSelection, then its locked repository's candidates -----------------
 
-@pytest.mark.parametrize("args", [["--group", "security"], ["--extra", "security"],
+@pytest.mark.parametrize("args", [[], ["--group", "security"], ["--extra", "security"],
                                   ["--group", "tests"], ["--extra", "security", "--no-dev"],
                                   ["--all-groups"], ["--all-groups", "--no-dev"]])
 def test_pdm_groups_are_what_pdm_installs(args: list[str], tmp_path: Path,
@@ -241,8 +316,42 @@ def test_pdm_groups_are_what_pdm_installs(args: list[str], tmp_path: Path,
                         trust_lockfile_indexes=True, requested=req)
     [(_dest, title, text)] = _written(plan)
     assert _pylock(text) == theirs
-    assert title.endswith(" ".join(f"-G {g}" for g in groups if g != "default")
-                          + " (as pdm install takes them)")
+    took = sorted(g for g in groups if g != "default")
+    assert title.endswith(f"as pdm install takes it: groups {', '.join(took)}")
+    # pdm install with no option: the groups the lock was made with (both still declared)
+    assert args or "default install as pdm install takes it: groups security, tests" in title
+
+
+def test_pdm_install_with_no_option_takes_the_locked_groups_still_declared(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``pdm install`` with no option: the lock's ``[metadata] groups`` that the pyproject.toml
+    still declares (pdm's ``GroupSelection``): ``security`` locked but no longer declared is
+    left out, the dev group ``tests`` comes."""
+    pytest.importorskip("pdm")
+    from pdm.cli.filters import GroupSelection
+    from pdm.core import Core
+    from pdm.models.markers import EnvSpec
+
+    for var, value in (("PDM_USE_VENV", "false"), ("PDM_PYTHON", sys.executable),
+                       ("PDM_CHECK_UPDATE", "false"), ("PDM_HOME", str(tmp_path / "home"))):
+        monkeypatch.setenv(var, value)
+    proj = tmp_path / "p"
+    proj.mkdir()
+    (proj / "pdm.lock").write_text((PEERS / "pdmlock" / "demo__pdm.lock").read_text())
+    (proj / "pyproject.toml").write_text(
+        '[project]\nname = "x"\nversion = "0.1"\nrequires-python = ">=3.8"\n'
+        'dependencies = ["idna", "chardet"]\n\n[dependency-groups]\ntests = ["pytest"]\n')
+    project = Core().create_project(proj, global_config=str(tmp_path / "config.toml"))
+    groups = list(GroupSelection(project))
+    assert sorted(groups) == ["default", "tests"]
+    spec = EnvSpec.from_spec(f"=={PY}", "manylinux_2_17_x86_64", "cpython")
+    theirs = {canonicalize_name(p.candidate.name): p.candidate.version for p in
+              project.get_locked_repository(spec).evaluate_candidates(groups)}
+    plan = plan_restore([proj / "pdm.lock"], tmp_path / "env", python_version=PY,
+                        trust_lockfile_indexes=True)
+    [(_dest, title, text)] = _written(plan)
+    assert _pylock(text) == theirs
+    assert title.endswith("default install as pdm install takes it: groups tests")
 
 
 def test_a_pdm_dev_group_with_no_dev_is_one_error_as_pdm_refuses_it(
@@ -329,3 +438,93 @@ def test_an_unknown_pixi_environment_is_one_error_naming_the_locks(tmp_path: Pat
     assert r.exit_code == 2 and r.output.count("Error:") == 1
     assert "no environment 'cuda' in this lock (its environments: default, max-py310, " \
            "min-py38)" in r.output
+
+
+# -- poetry.lock: poetry install's documented rule on a hand-made project ---------------------
+
+#: the groups of each package of the peers ``outdated_lock`` in the hand-made project below:
+#: main needs requests; the dev group six; the optional docs group docker (and what it pulls)
+_POETRY_GROUPS = {"certifi": ["main", "docs"], "chardet": ["main", "docs"], "idna": ["main", "docs"],
+                  "requests": ["main", "docs"], "urllib3": ["main", "docs"], "six": ["dev", "docs"],
+                  "docker": ["docs"], "websocket-client": ["docs"], "pywin32": ["docs"]}
+
+
+def _poetry_project(root: Path, pyproject: bool = True) -> Path:
+    """The peers ``outdated_lock__poetry.lock`` made a lock-version 2.1 lock with the groups of
+    :data:`_POETRY_GROUPS` (pywin32 only where ``sys_platform == "win32"``, as docker requires
+    it), beside a pyproject.toml declaring them (``docs``: ``optional = true``)."""
+    root.mkdir()
+    text = (PEERS / "poetrylock" / "outdated_lock__poetry.lock").read_text(encoding="utf-8")
+    text = text.replace('lock-version = "2.0"', 'lock-version = "2.1"')
+    for name, groups in _POETRY_GROUPS.items():
+        marker = "\nmarkers = \"sys_platform == \\\"win32\\\"\"" if name == "pywin32" else ""
+        text, n = re.subn(rf'(name = "{name}"\nversion = "[^"]+"\ndescription = .*\n'
+                          r'optional = false\npython-versions = .*\n)',
+                          rf'\g<1>groups = {json.dumps(groups)}{marker}\n', text)
+        assert n == 1, name
+    (root / "poetry.lock").write_text(text, encoding="utf-8")
+    if pyproject:
+        (root / "pyproject.toml").write_text(
+            '[tool.poetry]\nname = "x"\nversion = "0.1"\n\n[tool.poetry.dependencies]\n'
+            'python = "^3.8"\nrequests = "*"\n\n[tool.poetry.group.dev.dependencies]\nsix = "*"\n'
+            '\n[tool.poetry.group.docs]\noptional = true\n\n[tool.poetry.group.docs.dependencies]'
+            '\ndocker = "*"\n', encoding="utf-8")
+    return root / "poetry.lock"
+
+
+@pytest.mark.parametrize(("args", "activated"), [
+    ([], {"main", "dev"}), (["--group", "docs"], {"main", "dev", "docs"}),
+    (["--no-dev"], {"main"}), (["--group", "docs", "--no-dev"], {"main", "docs"}),
+    (["--all-groups"], {"main", "dev", "docs"}), (["--all-groups", "--no-dev"], {"main", "docs"})])
+def test_poetry_groups_are_what_poetry_installs_by_its_documented_rule(
+        args: list[str], activated: set[str], tmp_path: Path) -> None:
+    """Against poetry's documented rule (python-poetry.org, "Managing dependencies": ``poetry
+    install`` installs main and every group not ``optional = true``; ``--with`` adds an
+    optional group, ``--all-groups`` every group, ``--without`` wins), not poetry itself:
+    poetry's installer needs a virtual environment and its repository to run even ``--dry-run``,
+    which this offline test cannot give it.  pywin32 (win32 only) is never for this target."""
+    lock = _poetry_project(tmp_path / "p")
+    req = Requested(groups=tuple(args[i + 1] for i, a in enumerate(args) if a == "--group"),
+                    all_groups="--all-groups" in args, no_dev="--no-dev" in args)
+    plan = plan_restore([lock], tmp_path / "env", python_version=PY, requested=req)
+    [(_dest, title, text)] = _written(plan)
+    got = {ln.split("==")[0] for ln in text.splitlines() if ln and not ln.startswith("#")}
+    assert got == {n for n, gs in _POETRY_GROUPS.items() if set(gs) & activated} - {"pywin32"}
+    if not args:
+        assert title.endswith("default install as poetry install takes it: groups dev")
+    assert not [n for n in plan.notes if "no pyproject.toml" in n]
+
+
+def test_a_poetry_lock_without_its_pyproject_takes_every_group_as_not_optional(
+        tmp_path: Path) -> None:
+    """Without the pyproject.toml poetry reads optional groups from, every group is taken as
+    poetry's default for a group (not optional), and a note says so."""
+    lock = _poetry_project(tmp_path / "p", pyproject=False)
+    plan = plan_restore([lock], tmp_path / "env", python_version=PY)
+    [(_dest, title, text)] = _written(plan)
+    got = {ln.split("==")[0] for ln in text.splitlines() if ln and not ln.startswith("#")}
+    assert got == set(_POETRY_GROUPS) - {"pywin32"}
+    assert title.endswith("default install as poetry install takes it: groups dev, docs")
+    assert "poetry.lock: no pyproject.toml beside it to tell poetry's optional groups: dev, docs " \
+           "taken as not optional" in " ".join(plan.notes)
+
+
+def test_a_bad_default_groups_is_one_error_for_restore_verify_and_diff(tmp_path: Path) -> None:
+    """``[tool.uv] default-groups = 3`` (uv refuses it): one line for each command that reads
+    the lock's default groups, naming the pyproject.toml; nothing is run."""
+    proj = tmp_path / "p"
+    proj.mkdir()
+    (proj / "uv.lock").write_text((PEERS / "uvlock" / "ecosystem__flask__uv.lock").read_text())
+    (proj / "pyproject.toml").write_text('[tool.uv]\ndefault-groups = 3\n')
+    said = f'{proj / "pyproject.toml"}: [tool.uv] default-groups must be "all" or a list'
+    r = _restore(str(proj / "uv.lock"), "--prefix", str(tmp_path / "env"), "--python-version",
+                 PY, "--run")
+    assert r.exit_code == 2 and r.output.count("Error:") == 1 and said in r.output, r.output
+    assert not (tmp_path / "env").exists()
+    manifest = tmp_path / "manifest.toml"
+    subprocess.run([sys.executable, "-m", "envlock", "snapshot", "--python", sys.executable,
+                    "-o", str(manifest)], check=True, capture_output=True, timeout=300)
+    for args in (["verify", "--lock", str(proj / "uv.lock"), "--no-dev"],
+                 ["diff", str(proj / "uv.lock"), str(manifest), "--group", "dev"]):
+        out = CliRunner().invoke(cli, args)
+        assert out.exit_code == 2 and said in out.output, out.output

@@ -203,7 +203,7 @@ def _for_target(ctx: Context, lock: Any, source: str
     finding = None
     installed = {p.name: p.version for p in ctx.live.pip.packages}
     selection, how = select_install(packages, env, installed, ctx.expected.requested,
-                                    conflicts=lock.conflicts)
+                                    conflicts=lock.conflicts, default_groups=lock.default_groups)
     if selection is not None:
         shown = ", ".join(g.replace("extra:", "extra ") for g in choices)
         finding = Finding(
