@@ -83,8 +83,13 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
         Python version).
     """
     lock = lock_reading.lock
-    if lock is None or other.kind != "manifest":
+    if lock is None:
         return lock_reading, None  # two manifests: no marker is evaluated (nor imported)
+    if other.kind != "manifest":  # another lock or an export: read for one install
+        from envlock.diff.lockpair import for_other_side
+
+        return for_other_side(lock_reading, other, name=name, other_name=other_name,
+                              requested=requested)
     from envlock.formats.markers import applicable, marker_holds, select_install, target_marker_env
 
     lock = for_install(lock, extras=extras, dev=dev)
