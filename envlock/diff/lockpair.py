@@ -20,9 +20,12 @@ from typing import Any
 from envlock.formats import Reading, reading_of_lock
 from envlock.formats.locks import Locked, LockFile
 
-__all__ = ["for_other_side"]
+__all__ = ["for_other_side", "PROJECT_LOCKS"]
 
 _DEFAULT = ((), (("", None),))
+#: the locks whose extras and groups are ``uv sync``'s (:class:`envlock._selection.Selection`);
+#: conda-lock's categories (conda entries too) and Pipfile.lock's sections are read whole
+PROJECT_LOCKS = ("uv.lock", "pdm.lock", "poetry.lock")
 
 
 def for_other_side(lock_reading: Reading, other: Reading, *, name: str, other_name: str,
@@ -38,7 +41,7 @@ def for_other_side(lock_reading: Reading, other: Reading, *, name: str, other_na
         when the lock has no extras or groups, or is read whole).
     """
     lock = lock_reading.lock
-    if lock is None:
+    if lock is None or lock.kind not in PROJECT_LOCKS:
         return lock_reading, None
     pip = [x for x in lock.packages if x.manager == "pip"]
     choices = sorted({g for x in pip for g, _m in x.groups if g})
