@@ -63,7 +63,8 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
                extras: Sequence[str] = (), dev: bool | None = None, requested: Any = None
                ) -> tuple[Reading, str | None]:
     """A universal lock (``uv.lock``, ``pylock.toml``, ``pdm.lock``, …) read for the Python and
-    platform of the manifest it is compared with.
+    platform of the manifest it is compared with; compared with another lock or an export,
+    read for one install instead (:func:`envlock.diff.lockpair.for_other_side`).
 
     The lock holds every platform's, Python version's, group's and extra's packages; the
     manifest records one environment.  Entries whose markers do not hold for the manifest's
