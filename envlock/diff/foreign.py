@@ -19,6 +19,7 @@ from envlock.formats.conda import parse_url as parse_conda_url
 from envlock.manifest._schema import SCHEMA
 from dataclasses import replace
 from envlock._names import canonicalize
+from envlock.diff.lockpair import for_other_side
 from envlock.formats import reading_of_lock
 from envlock.formats.locks import for_install
 from envlock.manifest._toml import load_toml
@@ -87,8 +88,6 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
     if lock is None:
         return lock_reading, None  # two manifests: no marker is evaluated (nor imported)
     if other.kind != "manifest":  # another lock or an export: read for one install
-        from envlock.diff.lockpair import for_other_side
-
         return for_other_side(lock_reading, other, name=name, other_name=other_name,
                               requested=requested)
     from envlock.formats.markers import applicable, marker_holds, select_install, target_marker_env

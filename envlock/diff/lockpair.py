@@ -66,8 +66,8 @@ def _listed(other: Reading) -> set[tuple[str, str]] | None:
     """``{(name, version)}`` of a flat listing's pip packages; ``None`` when ``other`` is a
     project lock itself (its extras and groups are its own to read) or lists no pip table."""
     lock = other.lock
-    if lock is not None and any(x.groups not in _DEFAULT for x in lock.packages
-                                if x.manager == "pip"):
+    if lock is not None and (lock.kind in PROJECT_LOCKS or any(
+            x.groups not in _DEFAULT for x in lock.packages if x.manager == "pip")):
         return None
     table = other.data.get("pip")
     if not isinstance(table, dict) or not isinstance(table.get("packages"), list):
