@@ -111,8 +111,9 @@ def _narrowed(lock: LockFile, selection: Any) -> tuple[Locked, ...]:
         if not reach or own is False:
             continue
         parts = [] if own is True else [own]
-        if True not in reach:
-            parts.append(" or ".join(f"({r})" for r in dict.fromkeys(reach)))
+        ways = [str(r) for r in dict.fromkeys(reach)]
+        if True not in reach and ways != parts:
+            parts.append(ways[0] if len(ways) == 1 else " or ".join(f"({r})" for r in ways))
         marker = " and ".join(f"({p})" for p in parts) if len(parts) > 1 else (
             parts[0] if parts else None)
         key = (x.name, x.version, x.vcs, x.commit)

@@ -267,11 +267,13 @@ def _decided(node: _Node, active: frozenset[tuple[str, str]]) -> _Node | bool:
     if node[0] in ("and", "or"):
         stop = node[0] == "or"  # or: True decides it; and: False does
         parts: list[_Node] = []
+        said: set[str] = set()
         for n in node[1]:
             got = _decided(n, active)
             if got is stop:
                 return stop
-            if not isinstance(got, bool):
+            if not isinstance(got, bool) and _text(got) not in said:  # ``A or A``: ``A``
+                said.add(_text(got))
                 parts.append(got)
         return (not stop) if not parts else parts[0] if len(parts) == 1 else (node[0], parts)
     item = _atom_item(node)

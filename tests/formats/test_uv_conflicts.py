@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from envlock.formats.markereq import markers_equivalent
-from envlock.formats.markers import Selection, conflict_item, marker_holds, target_marker_env
+from envlock.formats.markers import (Selection, conflict_item, marker_holds, target_marker_env,
+                                     with_selection)
 from envlock.lock._tools import uv_bin
 
 from _wheels import make_wheel
@@ -157,6 +158,18 @@ def test_uv_conflict_encoding_and_marker_reading() -> None:
     assert marker_holds("'cu124' in extras", env, selection=Selection(frozenset({"extra:cu124"})))
 
 
+def test_a_marker_with_the_selection_decided() -> None:
+    cpu, cu = Selection(frozenset({"extra:cpu"})), Selection(frozenset({"extra:cu124"}))
+    m = ("(sys_platform == 'linux' and extra == 'extra-7-project-cpu' and "
+         "extra != 'extra-7-project-cu124') or (sys_platform == 'darwin' and "
+         "extra == 'extra-7-project-cpu')")
+    assert with_selection(m, cpu) == 'sys_platform == "linux" or sys_platform == "darwin"'
+    assert with_selection(m, cu) is False and with_selection(m, None) is False
+    assert with_selection("extra == 'extra-7-project-cpu' or python_version < '3.13'", cpu) is True
+    assert with_selection("'cpu' in extras and (os_name == 'nt' or os_name == 'nt')", cpu) \
+        == 'os_name == "nt"'
+
+
 def test_equivalent_markers_are_equal() -> None:
     assert markers_equivalent(
         "(python_full_version >= '3.15') or (python_full_version >= '3.12' and "
@@ -295,8 +308,13 @@ def test_diff_of_the_wrong_extra_names_torchs_build(tmp_path: Path) -> None:
     assert ("2.5.1+cu124", None) in torch and (None, "2.5.1+cpu") in torch, torch
     assert any(d["key"] == "nvidia-cublas-cu12" and d["change"] == "removed"
                for d in doc["differences"])
-    # no conflict marker is left to key an entry by
+    # no conflict marker is left to key an entry by: the cu124 build's key is its marker in
+    # uv's own export of --extra cu124
     assert not any("extra-7-project" in d["key"] for d in doc["differences"])
+    cu = tomllib.loads(_export(lock, "cu124", tmp_path / "q").read_text())
+    want = next(p["marker"] for p in cu["packages"] if p.get("version") == "2.5.1+cu124")
+    key = next(d["key"] for d in doc["differences"] if d["values"] == ["2.5.1+cu124", None])
+    assert markers_equivalent(key.split(" ; ", 1)[1], want, requires_python=">=3.12")
 
 
 def _diff(*args: str) -> tuple[int, dict]:
