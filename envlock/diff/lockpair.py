@@ -79,7 +79,21 @@ def _listed(other: Reading) -> set[tuple[str, str]] | None:
 
 
 def _pairs(lock: LockFile, selection: Any) -> set[tuple[str, str]]:
-    return {(x.name, x.version) for x in _narrowed(lock, selection) if x.manager == "pip"}
+    """``{(name, version)}`` of the pip entries :func:`_narrowed` keeps (the inference's cost:
+    no marker written)."""
+    from envlock.formats.markers import with_selection
+
+    chosen = {"", *selection.chosen}
+
+    def possible(marker: str | None) -> bool:
+        try:
+            return not marker or with_selection(marker, selection) is not False
+        except ValueError:
+            return True
+
+    return {(x.name, x.version) for x in lock.packages if x.manager == "pip" and (
+        not x.groups or (possible(x.marker) and any(g in chosen and possible(m)
+                                                    for g, m in x.groups)))}
 
 
 def _narrowed(lock: LockFile, selection: Any) -> tuple[Locked, ...]:

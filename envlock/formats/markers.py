@@ -259,6 +259,18 @@ def with_selection(marker: str, selection: Selection | None) -> str | bool:
     :raises ValueError: ``marker`` is not a valid marker.
     """
     active = selection.items() if selection is not None else frozenset()
+    return _with_selection(marker, active & _items(marker))
+
+
+@lru_cache(maxsize=8192)
+def _items(marker: str) -> frozenset[tuple[str, str]]:
+    """The extras and groups ``marker`` asks about, in :meth:`Selection.items`' words."""
+    return frozenset((got[1][0], canonicalize(got[1][2])) for a in _atoms(_tree(marker))
+                     if (got := _atom_item(a)) is not None)
+
+
+@lru_cache(maxsize=8192)
+def _with_selection(marker: str, active: frozenset[tuple[str, str]]) -> str | bool:
     rest = _decided(_tree(marker), active)
     return rest if isinstance(rest, bool) else _text(rest)
 
