@@ -244,7 +244,8 @@ def _root(data: dict) -> dict | None:
                  and "." in (p["source"].get("editable"), p["source"].get("virtual"))), None)
 
 
-def _export(lock: Path, extra: str, proj: Path, fmt: str = "pylock.toml") -> Path:
+def _export(lock: Path, extra: str, proj: Path, fmt: str = "pylock.toml",
+            options: tuple[str, ...] = ()) -> Path:
     """``uv export --frozen --offline --extra EXTRA --format pylock.toml`` of ``lock`` in a
     project declaring its extras and conflicts (the snapshots' ``[X]`` digits made ``0``)."""
     text = re.sub(r"\.\[X\]", ".0", lock.read_text())
@@ -253,17 +254,19 @@ def _export(lock: Path, extra: str, proj: Path, fmt: str = "pylock.toml") -> Pat
     proj.mkdir()
     (proj / "uv.lock").write_text(text)
     extras = "".join(f"{x} = []\n" for x in sorted(root.get("optional-dependencies", {})))
+    groups = "".join(f"{g} = []\n" for g in sorted(root.get("dev-dependencies", {})))
     sets = ", ".join("[" + ", ".join(f'{{ extra = "{i["extra"]}" }}' for i in c if "extra" in i)
                      + "]" for c in data.get("conflicts", []))
     (proj / "pyproject.toml").write_text(
         f'[project]\nname = "{root.get("name", "x")}"\nversion = "{root.get("version", "0.1")}"\n'
         f'requires-python = "{data.get("requires-python", ">=3.8")}"\n'
-        f"[project.optional-dependencies]\n{extras}"
+        f"[project.optional-dependencies]\n{extras}[dependency-groups]\n{groups}"
         + (f"[tool.uv]\nconflicts = [{sets}]\n" if sets else ""))
     env = {**os.environ, "NO_COLOR": "1", "UV_NO_CACHE": "1", "UV_OFFLINE": "1"}
     out = f"pylock.{extra}.toml" if fmt == "pylock.toml" else f"requirements.{extra}.txt"
-    r = subprocess.run([uv_bin(), "export", "--frozen", "--offline", "--extra", extra, "--format",
-                        fmt, "-o", out, "-q"], cwd=proj, env=env,
+    r = subprocess.run([uv_bin(), "export", "--frozen", "--offline",
+                        *(options or ("--extra", extra)), "--format", fmt, "-o", out, "-q"],
+                       cwd=proj, env=env,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     return proj / out
@@ -296,6 +299,24 @@ def test_diff_of_a_uv_lock_and_its_requirements_export(extra: str, tmp_path: Pat
     code, doc = _diff(str(req.parent / "uv.lock"), str(req))
     assert code == 0 and doc["differences"] == [], doc["differences"]
     assert f"uv.lock read for --extra {extra} (inferred from {req.name})" in doc["context"]
+
+
+@pytest.mark.parametrize("options", [("--extra", "async"), ("--extra", "async", "--no-dev"),
+                                     ("--group", "typing", "--no-dev"), ("--all-groups",)],
+                         ids=" ".join)
+def test_diff_of_a_uv_lock_and_its_export_of_some_groups(options: tuple[str, ...],
+                                                         tmp_path: Path) -> None:
+    """flask's uv.lock (2 extras, 7 groups; dev uv's default group): ``uv export`` with uv
+    sync's options, diffed with them and without (inferred, and said), 0 differences."""
+    pylock = _export(PEERS / "ecosystem__flask__uv.lock", "sel", tmp_path / "p",
+                     options=options)
+    uvlock = str(pylock.parent / "uv.lock")
+    for args in (options, ()):
+        code, doc = _diff(uvlock, str(pylock), *args)
+        assert code == 0 and doc["differences"] == [], (args, doc["differences"])
+        how = "as given" if args else f"inferred from {pylock.name}"
+        assert any(c.startswith("uv.lock read for ") and c.endswith(f"({how})")
+                   for c in doc["context"]), doc["context"]
 
 
 def test_diff_of_the_wrong_extra_names_torchs_build(tmp_path: Path) -> None:
