@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from envlock._selection import Selection
 from envlock.formats import Reading, reading_of_lock
 from envlock.formats.locks import Locked, LockFile
 
@@ -78,7 +79,7 @@ def _listed(other: Reading) -> set[tuple[str, str]] | None:
             for p in table["packages"] if isinstance(p, dict) and p.get("name")}
 
 
-def _pairs(lock: LockFile, selection: Any) -> set[tuple[str, str]]:
+def _pairs(lock: LockFile, selection: Selection) -> set[tuple[str, str]]:
     """``{(name, version)}`` of the pip entries :func:`_narrowed` keeps (the inference's cost:
     no marker written)."""
     from envlock.formats.markers import with_selection
@@ -96,7 +97,7 @@ def _pairs(lock: LockFile, selection: Any) -> set[tuple[str, str]]:
                                                     for g, m in x.groups)))}
 
 
-def _narrowed(lock: LockFile, selection: Any) -> tuple[Locked, ...]:
+def _narrowed(lock: LockFile, selection: Selection) -> tuple[Locked, ...]:
     """The entries the install of ``selection`` takes on some platform, each with its marker
     for that install: its own and its edges' (of the default install and the selected extras
     and groups), the extras and groups decided (:func:`~envlock.formats.markers.with_selection`);
