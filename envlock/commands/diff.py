@@ -42,6 +42,14 @@ _HELP = f"""Explain how environments differ, most likely causes first.
     directory stands for the *.toml manifests in it.  With three or more inputs each is compared
     with the majority, and the inputs that deviate are named.
 
+    --extra/--group/--all-extras/--all-groups/--no-dev say which install of a lock
+    is compared, as uv sync and uv export take them: against a manifest, what it was
+    installed with; between two inputs, the install of each uv.lock, pdm.lock and
+    poetry.lock side (its markers for that install compared as markers).  Without
+    them a lock with extras or groups is read for the install closest to what a
+    manifest has installed, or to what an export of it (pylock.toml,
+    requirements.txt) lists; the context says which was read.
+
     Exit status (as diff(1)): 0 identical, 1 different, 2 trouble: an unreadable or invalid
     input, or inputs with no fact in common to compare.
     """
@@ -76,7 +84,9 @@ def diff(inputs: tuple[str, ...], fmt: str, only: tuple[str, ...], ignore: tuple
 
     A lock compared with a manifest is read for one install, as ``verify --lock`` reads it
     (:func:`envlock.commands._common.selection_options`: ``uv sync``'s ``--extra``/``--group``/
-    ``--all-extras``/``--all-groups``/``--no-dev``, ``conda-lock install -E``)."""
+    ``--all-extras``/``--all-groups``/``--no-dev``, ``conda-lock install -E``); a project lock
+    compared with another lock or an export, as ``uv export`` takes them
+    (:func:`envlock.diff.lockpair.for_other_side`)."""
     import gc
 
     from envlock.diff import diff as run_diff

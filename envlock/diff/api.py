@@ -312,7 +312,10 @@ def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),
     :param requested: the extras and groups a lock's install took, as ``uv sync`` takes them
         (:class:`envlock._selection.Requested`: ``--extra``/``--group``/``--all-extras``/
         ``--all-groups``/``--no-dev``); ``None``: inferred from the manifest compared with, as
-        ``verify --lock`` does (:func:`envlock.formats.markers.select_install`).
+        ``verify --lock`` does (:func:`envlock.formats.markers.select_install`).  Between two
+        locks it applies to each ``uv.lock``/``pdm.lock``/``poetry.lock`` side, as ``uv
+        export`` takes it; ``None``: inferred from the other side when that is an export
+        (:func:`envlock.diff.lockpair.for_other_side`).
     :returns: a :class:`PairDiff` for two inputs, a :class:`ManyDiff` for more.
     :raises ManifestError: fewer than two inputs, or an input cannot be read.
     :raises EnvlockError: ``only`` names an area none of the inputs has.

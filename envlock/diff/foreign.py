@@ -19,6 +19,7 @@ from envlock.formats.conda import parse_url as parse_conda_url
 from envlock.manifest._schema import SCHEMA
 from dataclasses import replace
 from envlock._names import canonicalize
+from envlock.diff.lockpair import for_other_side
 from envlock.formats import reading_of_lock
 from envlock.formats.locks import for_install
 from envlock.manifest._toml import load_toml
@@ -63,7 +64,8 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
                extras: Sequence[str] = (), dev: bool | None = None, requested: Any = None,
                lock_path: str | None = None) -> tuple[Reading, str | None]:
     """A universal lock (``uv.lock``, ``pylock.toml``, ``pdm.lock``, …) read for the Python and
-    platform of the manifest it is compared with.
+    platform of the manifest it is compared with; compared with another lock or an export,
+    read for one install instead (:func:`envlock.diff.lockpair.for_other_side`).
 
     The lock holds every platform's, Python version's, group's and extra's packages; the
     manifest records one environment.  Entries whose markers do not hold for the manifest's
@@ -85,8 +87,11 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
         Python version).
     """
     lock = lock_reading.lock
-    if lock is None or other.kind != "manifest":
+    if lock is None:
         return lock_reading, None  # two manifests: no marker is evaluated (nor imported)
+    if other.kind != "manifest":  # another lock or an export: read for one install
+        return for_other_side(lock_reading, other, name=name, other_name=other_name,
+                              requested=requested)
     from envlock.formats.markers import applicable, marker_holds, select_install, target_marker_env
 
     lock = for_install(lock, extras=extras, dev=dev)

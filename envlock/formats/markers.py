@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, Protocol
 
@@ -19,7 +19,8 @@ from envlock._names import canonicalize
 from envlock._selection import Requested, Selection
 
 __all__ = ["LockEntry", "Selection", "Requested", "marker_holds", "target_marker_env", "applicable",
-           "infer_selection", "select_install", "conflict_item"]
+           "infer_selection", "select_install", "conflict_item", "with_selection",
+           "least_costly"]
 
 
 class LockEntry(Protocol):
@@ -186,6 +187,19 @@ def infer_selection(packages: Sequence[LockEntry], env: Mapping[str, str],
         bad = sum(1 for n, v in required.items() if n not in installed or not same(v, installed[n]))
         return bad + sum(1 for n in installed if n in names and n not in required)
 
+    return least_costly(choices, cost, conflicts=conflicts)
+
+
+def least_costly(choices: Sequence[str], cost: Callable[[Selection], int], *,
+                 conflicts: Sequence[frozenset[str]] = ()) -> Selection:
+    """Of every selection of ``choices`` ``uv sync`` allows (no two members of one of
+    ``conflicts``), the one of least ``cost``; ties go to the fewest extras and groups, then
+    to the first by name.  Every combination up to :data:`_MAX_EXHAUSTIVE` choices, past it
+    greedily (add the choice that lowers the cost most, while one does).  The search of
+    :func:`infer_selection`, and of ``diff``'s lock against an export of it.
+
+    :returns: the selection, ``inferred`` set.
+    """
     def allowed(chosen: frozenset[str]) -> bool:
         return all(len(chosen & c) < 2 for c in conflicts)
 
@@ -235,6 +249,61 @@ def select_install(packages: Sequence[LockEntry], env: Mapping[str, str],
         return None, ""
     return (infer_selection(packages, env, installed, conflicts=conflicts),
             "inferred from what is installed")
+
+
+def with_selection(marker: str, selection: Selection | None) -> str | bool:
+    """``marker`` with the extras and groups ``selection`` installs decided, every other
+    comparison kept: what ``uv export --extra X`` writes of a uv.lock marker (its conflict
+    markers, PEP 751's ``'x' in extras`` and a plain ``extra == 'x'`` read as
+    :func:`marker_holds` reads them; ``None``: none selected).
+
+    :returns: ``True`` or ``False`` when nothing else is left to decide, else the rest of the
+        marker as PEP 508 text.
+    :raises ValueError: ``marker`` is not a valid marker.
+    """
+    active = selection.items() if selection is not None else frozenset()
+    return _with_selection(marker, active & _items(marker))
+
+
+@lru_cache(maxsize=8192)
+def _items(marker: str) -> frozenset[tuple[str, str]]:
+    """The extras and groups ``marker`` asks about, in :meth:`Selection.items`' words."""
+    return frozenset((got[1][0], canonicalize(got[1][2])) for a in _atoms(_tree(marker))
+                     if (got := _atom_item(a)) is not None)
+
+
+@lru_cache(maxsize=8192)
+def _with_selection(marker: str, active: frozenset[tuple[str, str]]) -> str | bool:
+    rest = _decided(_tree(marker), active)
+    return rest if isinstance(rest, bool) else _text(rest)
+
+
+def _decided(node: _Node, active: frozenset[tuple[str, str]]) -> _Node | bool:
+    if node[0] in ("and", "or"):
+        stop = node[0] == "or"  # or: True decides it; and: False does
+        parts: list[_Node] = []
+        said: set[str] = set()
+        for n in node[1]:
+            got = _decided(n, active)
+            if got is stop:
+                return stop
+            if not isinstance(got, bool) and _text(got) not in said:  # ``A or A``: ``A``
+                said.add(_text(got))
+                parts.append(got)
+        return (not stop) if not parts else parts[0] if len(parts) == 1 else (node[0], parts)
+    item = _atom_item(node)
+    if item is None:
+        return node
+    positive, (kind, _package, name) = item
+    return ((kind, canonicalize(name)) in active) == positive
+
+
+def _text(node: _Node) -> str:
+    if node[0] == "or":
+        return " or ".join(_text(n) for n in node[1])
+    if node[0] == "and":
+        return " and ".join(f"({_text(n)})" if n[0] == "or" else _text(n) for n in node[1])
+    return _atom_text(node)
 
 
 # --- uv's conflict markers, and markers as markers -------------------------------------------

@@ -116,3 +116,36 @@ def test_a_pylock_reads_as_packaging_pylock_reads_it(path: Path) -> None:
             {**target, "extras": frozenset(), "dependency_groups": frozenset()}, "lock_file")}
         needed, optional = applicable(read_lock(path).packages, target)
         assert set(needed) - set(optional) == there
+
+
+@pytest.mark.parametrize("group", ["security", "tests"])
+def test_diff_of_a_pdm_lock_and_pdms_export_of_one_group(group: str, tmp_path: Path) -> None:
+    """Issue 23: ``diff pdm.lock requirements.txt --group G`` of ``pdm export -G G`` (the
+    oracle) reads the lock for that install: identical; without ``--group`` the install is
+    inferred from the export, and said."""
+    import json
+    import os
+    import subprocess
+
+    pytest.importorskip("pdm")
+    lock = CASES / "peers" / "pdmlock" / "demo__pdm.lock"
+    proj = tmp_path / "p"
+    proj.mkdir()
+    shutil.copy(lock, proj / "pdm.lock")
+    (proj / "pyproject.toml").write_text(
+        '[project]\nname = "demo"\nversion = "0.1"\nrequires-python = ">=3.8"\n'
+        '[project.optional-dependencies]\nsecurity = []\ntests = []\n', encoding="utf-8")
+    env = {**os.environ, "PDM_USE_VENV": "false", "PDM_PYTHON": sys.executable,
+           "PDM_CHECK_UPDATE": "false", "PDM_HOME": str(tmp_path / "home"), "NO_COLOR": "1"}
+    r = subprocess.run([sys.executable, "-m", "pdm", "export", "-G", group, "--no-hashes", "-f",
+                        "requirements", "-o", f"req.{group}.txt"], cwd=proj, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    for args, how in ((["--group", group], "as given"),
+                      ([], f"inferred from req.{group}.txt")):
+        d = subprocess.run([sys.executable, "-m", "envlock", "diff", str(proj / "pdm.lock"),
+                            str(proj / f"req.{group}.txt"), "--format", "json", *args],
+                           capture_output=True, text=True, timeout=120)
+        doc = json.loads(d.stdout)
+        assert d.returncode == 0 and doc["differences"] == [], doc["differences"]
+        assert f"pdm.lock read for --group {group} ({how})" in doc["context"], doc["context"]

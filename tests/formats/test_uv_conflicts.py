@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from envlock.formats.markereq import markers_equivalent
-from envlock.formats.markers import Selection, conflict_item, marker_holds, target_marker_env
+from envlock.formats.markers import (Selection, conflict_item, marker_holds, target_marker_env,
+                                     with_selection)
 from envlock.lock._tools import uv_bin
 
 from _wheels import make_wheel
@@ -157,6 +158,18 @@ def test_uv_conflict_encoding_and_marker_reading() -> None:
     assert marker_holds("'cu124' in extras", env, selection=Selection(frozenset({"extra:cu124"})))
 
 
+def test_a_marker_with_the_selection_decided() -> None:
+    cpu, cu = Selection(frozenset({"extra:cpu"})), Selection(frozenset({"extra:cu124"}))
+    m = ("(sys_platform == 'linux' and extra == 'extra-7-project-cpu' and "
+         "extra != 'extra-7-project-cu124') or (sys_platform == 'darwin' and "
+         "extra == 'extra-7-project-cpu')")
+    assert with_selection(m, cpu) == 'sys_platform == "linux" or sys_platform == "darwin"'
+    assert with_selection(m, cu) is False and with_selection(m, None) is False
+    assert with_selection("extra == 'extra-7-project-cpu' or python_version < '3.13'", cpu) is True
+    assert with_selection("'cpu' in extras and (os_name == 'nt' or os_name == 'nt')", cpu) \
+        == 'os_name == "nt"'
+
+
 def test_equivalent_markers_are_equal() -> None:
     assert markers_equivalent(
         "(python_full_version >= '3.15') or (python_full_version >= '3.12' and "
@@ -185,7 +198,8 @@ def test_diff_of_a_uv_lock_and_uvs_own_pylock_export_is_identical(lock: Path, tm
     text = re.sub(r"\.\[X\]", ".0", lock.read_text())
     data = tomllib.loads(text)
     if data.get("conflicts"):
-        pytest.skip("conflicting extras: no one export holds them all (tested above)")
+        pytest.skip("conflicting extras: no one export holds them all "
+                    "(test_diff_of_a_uv_lock_and_its_export_of_one_extra)")
     root = next((p for p in data.get("package", [])
                  if {"editable", "virtual"} & set(p.get("source", {}))
                  and "." in (p["source"].get("editable"), p["source"].get("virtual"))), None)
@@ -210,6 +224,118 @@ def test_diff_of_a_uv_lock_and_uvs_own_pylock_export_is_identical(lock: Path, tm
         pytest.skip("the lock has no package to compare")
     assert d.returncode == 0, doc.get("differences")
     assert doc["differences"] == []
+
+
+def _conflicting_and_one_not() -> list[tuple[Path, str]]:
+    """(lock, extra) for each extra of every stored uv.lock with conflicts, and of httpx's
+    (five extras, none conflicting)."""
+    out = []
+    for lock in _uv_locks():
+        data = tomllib.loads(re.sub(r"\.\[X\]", ".0", lock.read_text()))
+        if data.get("conflicts") or lock.name.startswith("ecosystem__httpx"):
+            root = _root(data)
+            out += [(lock, x) for x in sorted((root or {}).get("optional-dependencies", {}))]
+    return out
+
+
+def _root(data: dict) -> dict | None:
+    return next((p for p in data.get("package", [])
+                 if {"editable", "virtual"} & set(p.get("source", {}))
+                 and "." in (p["source"].get("editable"), p["source"].get("virtual"))), None)
+
+
+def _export(lock: Path, extra: str, proj: Path, fmt: str = "pylock.toml",
+            options: tuple[str, ...] = ()) -> Path:
+    """``uv export --frozen --offline --extra EXTRA --format pylock.toml`` of ``lock`` in a
+    project declaring its extras and conflicts (the snapshots' ``[X]`` digits made ``0``)."""
+    text = re.sub(r"\.\[X\]", ".0", lock.read_text())
+    data = tomllib.loads(text)
+    root = _root(data) or {}
+    proj.mkdir()
+    (proj / "uv.lock").write_text(text)
+    extras = "".join(f"{x} = []\n" for x in sorted(root.get("optional-dependencies", {})))
+    groups = "".join(f"{g} = []\n" for g in sorted(root.get("dev-dependencies", {})))
+    sets = ", ".join("[" + ", ".join(f'{{ extra = "{i["extra"]}" }}' for i in c if "extra" in i)
+                     + "]" for c in data.get("conflicts", []))
+    (proj / "pyproject.toml").write_text(
+        f'[project]\nname = "{root.get("name", "x")}"\nversion = "{root.get("version", "0.1")}"\n'
+        f'requires-python = "{data.get("requires-python", ">=3.8")}"\n'
+        f"[project.optional-dependencies]\n{extras}[dependency-groups]\n{groups}"
+        + (f"[tool.uv]\nconflicts = [{sets}]\n" if sets else ""))
+    env = {**os.environ, "NO_COLOR": "1", "UV_NO_CACHE": "1", "UV_OFFLINE": "1"}
+    out = f"pylock.{extra}.toml" if fmt == "pylock.toml" else f"requirements.{extra}.txt"
+    r = subprocess.run([uv_bin(), "export", "--frozen", "--offline",
+                        *(options or ("--extra", extra)), "--format", fmt, "-o", out, "-q"],
+                       cwd=proj, env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return proj / out
+
+
+@pytest.mark.parametrize(("lock", "extra"), _conflicting_and_one_not(),
+                         ids=lambda v: v.name if isinstance(v, Path) else v)
+def test_diff_of_a_uv_lock_and_its_export_of_one_extra(lock: Path, extra: str,
+                                                        tmp_path: Path) -> None:
+    """Issue 23: ``diff uv.lock pylock.X.toml --extra X`` reads the lock as ``uv export
+    --extra X`` does (conflict markers decided, the other extra's packages out): identical;
+    without ``--extra`` the selection is inferred from the export, and said."""
+    pylock = _export(lock, extra, tmp_path / "p")
+    uvlock = str(pylock.parent / "uv.lock")
+    code, doc = _diff(uvlock, str(pylock), "--extra", extra)
+    assert code == 0 and doc["differences"] == [], doc["differences"]
+    assert f"uv.lock read for --extra {extra} (as given)" in doc["context"], doc["context"]
+    code, doc = _diff(uvlock, str(pylock))
+    assert code == 0 and doc["differences"] == [], doc["differences"]
+    assert (f"uv.lock read for --extra {extra} (inferred from {pylock.name})"
+            in doc["context"]), doc["context"]
+
+
+@pytest.mark.parametrize("extra", ["cpu", "cu124"])
+def test_diff_of_a_uv_lock_and_its_requirements_export(extra: str, tmp_path: Path) -> None:
+    """The same for ``uv export --format requirements-txt``: no options, the one consistent
+    selection inferred and said."""
+    lock = PEERS / "inline__lock_pytorch_cpu__1__uv.lock"
+    req = _export(lock, extra, tmp_path / "p", "requirements-txt")
+    code, doc = _diff(str(req.parent / "uv.lock"), str(req))
+    assert code == 0 and doc["differences"] == [], doc["differences"]
+    assert f"uv.lock read for --extra {extra} (inferred from {req.name})" in doc["context"]
+
+
+@pytest.mark.parametrize("options", [("--extra", "async"), ("--extra", "async", "--no-dev"),
+                                     ("--group", "typing", "--no-dev"), ("--all-groups",)],
+                         ids=" ".join)
+def test_diff_of_a_uv_lock_and_its_export_of_some_groups(options: tuple[str, ...],
+                                                         tmp_path: Path) -> None:
+    """flask's uv.lock (2 extras, 7 groups; dev uv's default group): ``uv export`` with uv
+    sync's options, diffed with them and without (inferred, and said), 0 differences."""
+    pylock = _export(PEERS / "ecosystem__flask__uv.lock", "sel", tmp_path / "p",
+                     options=options)
+    uvlock = str(pylock.parent / "uv.lock")
+    for args in (options, ()):
+        code, doc = _diff(uvlock, str(pylock), *args)
+        assert code == 0 and doc["differences"] == [], (args, doc["differences"])
+        how = "as given" if args else f"inferred from {pylock.name}"
+        assert any(c.startswith("uv.lock read for ") and c.endswith(f"({how})")
+                   for c in doc["context"]), doc["context"]
+
+
+def test_diff_of_the_wrong_extra_names_torchs_build(tmp_path: Path) -> None:
+    lock = PEERS / "inline__lock_pytorch_cpu__1__uv.lock"
+    pylock = _export(lock, "cpu", tmp_path / "p")
+    code, doc = _diff(str(pylock.parent / "uv.lock"), str(pylock), "--extra", "cu124")
+    assert code == 1
+    assert "uv.lock read for --extra cu124 (as given)" in doc["context"]
+    torch = {tuple(d["values"]) for d in doc["differences"] if d["key"].startswith("torch ;")}
+    assert ("2.5.1+cu124", None) in torch and (None, "2.5.1+cpu") in torch, torch
+    assert any(d["key"] == "nvidia-cublas-cu12" and d["change"] == "removed"
+               for d in doc["differences"])
+    # no conflict marker is left to key an entry by: the cu124 build's key is its marker in
+    # uv's own export of --extra cu124
+    assert not any("extra-7-project" in d["key"] for d in doc["differences"])
+    cu = tomllib.loads(_export(lock, "cu124", tmp_path / "q").read_text())
+    want = next(p["marker"] for p in cu["packages"] if p.get("version") == "2.5.1+cu124")
+    key = next(d["key"] for d in doc["differences"] if d["values"] == ["2.5.1+cu124", None])
+    assert markers_equivalent(key.split(" ; ", 1)[1], want, requires_python=">=3.12")
 
 
 def _diff(*args: str) -> tuple[int, dict]:
