@@ -91,7 +91,9 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
         return lock_reading, None  # two manifests: no marker is evaluated (nor imported)
     if other.kind != "manifest":  # another lock or an export: read for one install
         return for_other_side(lock_reading, other, name=name, other_name=other_name,
-                              requested=requested)
+                              requested=requested, default_groups=_default_groups(
+                                  lock, [x for x in lock.packages if x.manager == "pip"],
+                                  lock_path, requested))
     from envlock.formats.markers import applicable, marker_holds, select_install, target_marker_env
 
     lock = for_install(lock, extras=extras, dev=dev)

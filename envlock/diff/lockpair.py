@@ -30,7 +30,8 @@ PROJECT_LOCKS = ("uv.lock", "pdm.lock", "poetry.lock")
 
 
 def for_other_side(lock_reading: Reading, other: Reading, *, name: str, other_name: str,
-                   requested: Any = None) -> tuple[Reading, str | None]:
+                   requested: Any = None, default_groups: tuple[str, ...] = ("dev",)
+                   ) -> tuple[Reading, str | None]:
     """``lock_reading``'s lock read for one install, to compare with ``other`` (a lock or an
     export, not a manifest: :func:`envlock.diff.foreign.for_target` reads that).
 
@@ -38,6 +39,8 @@ def for_other_side(lock_reading: Reading, other: Reading, *, name: str, other_na
         as :meth:`~envlock._selection.Requested.resolve` takes them; ``None`` or nothing given:
         inferred from ``other`` when it says nothing of extras and groups itself (an export),
         else the lock is read whole, as before.
+    :param default_groups: the groups ``uv sync`` takes unless ``--no-dev`` (a uv.lock's
+        ``[tool.uv] default-groups``: :func:`envlock.formats.projectlocks.uv_default_groups`).
     :returns: the reading to compare, and the sentence saying which install was read (``None``
         when the lock has no extras or groups, or is read whole).
     """
@@ -49,7 +52,7 @@ def for_other_side(lock_reading: Reading, other: Reading, *, name: str, other_na
     if not choices:
         return lock_reading, None
     if requested is not None and requested.given:
-        selection, how = requested.resolve(choices), "as given"
+        selection, how = requested.resolve(choices, default_groups), "as given"
     else:
         listed = _listed(other)
         if listed is None:
