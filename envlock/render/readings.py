@@ -114,12 +114,19 @@ def foreign_lines(reading: Any, *, path: str = "") -> list[str]:
                       if "constraint" in p)
     if constraints:
         line += f"; {constraints} of them constraints, not pins"
-    unnamed = [p["url"] for p in pip_t.get("packages") or () if p.get("unnamed")]
-    named = [p["name"] for p in pip_t.get("packages") or () if p.get("named-by") == "url"]
+    pkgs = pip_t.get("packages") or ()
+    unnamed = [p["url"] for p in pkgs if p.get("unnamed") and not p.get("local")]
+    named = [p["name"] for p in pkgs if p.get("named-by") == "url"]
+    local = [f"{p['name']} ({p['url']})" for p in pkgs if p.get("local") and not p.get("unnamed")]
+    unnamed_local = [p["url"] for p in pkgs if p.get("unnamed") and p.get("local")]
     if named:
         line += "; named from their URL: " + ", ".join(named)
     if unnamed:
         line += "; unnamed (a URL only): " + ", ".join(unnamed)
+    if local:
+        line += "; local paths: " + ", ".join(local)
+    if unnamed_local:
+        line += "; unnamed local paths (no project name found there): " + ", ".join(unnamed_local)
     out.append(line + " (--all lists every one)")
     out.append(f"python: {_python_of(reading)}")
     out += _two_builds_lines(reading)

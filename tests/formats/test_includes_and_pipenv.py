@@ -18,6 +18,7 @@ from envlock import formats
 from envlock.cli import cli
 from envlock.errors import ManifestError
 from envlock.formats import pipenv as pipenv_reader
+from envlock.formats.pep508 import read_requirements
 
 CASES = Path(__file__).resolve().parents[2] / ".." / "shared" / "cases"
 if not CASES.is_dir():
@@ -41,17 +42,22 @@ def _pip_reading(path: Path) -> tuple[set[tuple[str, str]], set[str]]:
             spec = str(ireq.req.specifier)
             named.add((canonicalize_name(ireq.req.name), spec.removeprefix("==")
                        if spec.startswith("==") and "," not in spec else spec))
-        elif ireq.link is not None and not ireq.link.is_file:
-            urls.add(parsed.requirement)
+        elif ireq.link is not None:  # a local path: the file or directory pip's link names
+            urls.add(ireq.link.url_without_fragment if ireq.link.is_file else parsed.requirement)
     return named, urls
 
 
 def _envlock_reading(path: Path) -> tuple[set[tuple[str, str]], set[str]]:
+    """envlock's reading in :func:`_pip_reading`'s terms (a local path as pip's ``file:`` link
+    of it, relative to the requirements file: the tests run pip in the file's directory)."""
+    from pip._internal.utils.urls import path_to_url
+
     pkgs = formats.read(path).data.get("pip", {}).get("packages", [])
     named = {(p["name"], p["version"]) for p in pkgs if not p.get("named-by") and not p.get("unnamed")
              and not p.get("vcs")}
     named |= {(p["name"], "") for p in pkgs if p.get("vcs") and not p.get("named-by")}
-    urls = {p["url"] for p in pkgs if p.get("named-by") or p.get("unnamed")}
+    urls = {path_to_url(str(path.parent / p["url"])) if p.get("local") else p["url"]
+            for p in pkgs if p.get("named-by") or p.get("unnamed")}
     return named, urls
 
 
@@ -62,7 +68,8 @@ def _requirement_files() -> list[Path]:
 
 
 @pytest.mark.parametrize("path", _requirement_files(), ids=lambda p: p.name)
-def test_real_requirements_files_read_as_pip_reads_them(path: Path) -> None:
+def test_real_requirements_files_read_as_pip_reads_them(path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(path.parent)  # pip reads a local path (`-e .`) from where it runs
     pip_named, pip_urls = _pip_reading(path)
     ours_named, ours_urls = _envlock_reading(path)
     # an editable VCS checkout (-e git+…#egg=pip) is named by pip from #egg=: no specifier
@@ -208,3 +215,71 @@ def test_pipfile_reads_as_pipenv_reads_it() -> None:
     assert got == expected
     assert meta["requires"] == {"python_version": "3.6"}
     assert formats.read(path).listing == "partial"
+
+
+def _local_tree(tmp: Path) -> Path:
+    """A requirements file naming local projects of each kind pip knows, relative to it."""
+    proj = tmp / "proj"
+    (proj / "localpkg").mkdir(parents=True)
+    (proj / "localpkg" / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\n[project]\nname = "My_Local"\nversion = "0.3"\n')
+    (proj / "cfgpkg").mkdir()
+    (proj / "cfgpkg" / "setup.cfg").write_text("[metadata]\nname = cfg-pkg\nversion = attr: cfg.V\n")
+    (proj / "cfgpkg" / "setup.py").write_text("from setuptools import setup\nsetup()\n")
+    (proj / "dist").mkdir()
+    for f in ("dist/foo-1.2-py3-none-any.whl", "dist/bar_baz-2.0.tar.gz", "qux-1.3-py3-none-any.whl"):
+        (proj / f).write_bytes(b"")
+    req = proj / "requirements.txt"
+    req.write_text("./localpkg\n-e ./cfgpkg\n./dist/foo-1.2-py3-none-any.whl\n"
+                   './dist/bar_baz-2.0.tar.gz ; python_version >= "3"\nqux-1.3-py3-none-any.whl\n'
+                   "numpy==1.26.4\n")
+    return req
+
+
+def test_local_paths_read_as_pip_reads_them(tmp_path: Path, monkeypatch) -> None:
+    """A directory, an editable directory, a wheel, an sdist, a bare wheel file name: pip names
+    the wheels from their file names and links the rest (oracle: pip's own parser, run in the
+    requirements file's directory); envlock names each, relative to the file, never drops one."""
+    req = _local_tree(tmp_path)
+    monkeypatch.chdir(req.parent)
+    pip_named, pip_urls = _pip_reading(req)
+    assert pip_named == {("foo", "1.2"), ("qux", "1.3"), ("numpy", "1.26.4")} and len(pip_urls) == 3
+    assert _envlock_reading(req) == (pip_named, pip_urls)
+    monkeypatch.chdir(tmp_path)  # read from elsewhere: still relative to the file
+    pkgs = {p["name"]: p for p in formats.read(req).data["pip"]["packages"]}
+    assert (pkgs["my-local"]["version"], pkgs["my-local"]["named-by"]) == ("0.3", "metadata")
+    assert (pkgs["cfg-pkg"]["version"], pkgs["cfg-pkg"]["origin"]) == ("unknown", "editable")
+    assert (pkgs["bar-baz"]["version"], pkgs["bar-baz"]["named-by"]) == ("2.0", "file-name")
+    raw = {p["name"]: p for p in read_requirements(req.read_text(), "r", path=req)}
+    assert raw["bar-baz"]["marker"] == 'python_version >= "3"'  # pip splits it off at ';'
+    assert all(pkgs[n]["local"] for n in ("my-local", "cfg-pkg", "foo", "bar-baz", "qux"))
+    out = CliRunner().invoke(cli, ["show", str(req), "--width", "400"]).output
+    assert "packages: 0 conda, 6 pip; local paths: my-local (./localpkg), cfg-pkg (./cfgpkg)" in out
+
+
+def test_a_local_path_that_names_nothing_is_listed_unnamed(tmp_path: Path, monkeypatch) -> None:
+    """pip refuses a directory without project metadata (and one that is not there); envlock
+    lists it under its path, unnamed, and ``show`` says so: no line is dropped."""
+    from pip._internal.exceptions import InstallationError
+
+    (tmp_path / "noname").mkdir()
+    req = tmp_path / "requirements.txt"
+    req.write_text("./noname\n-e ./missing\nrich==13.7.1\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InstallationError, match="not installable"):
+        _pip_reading(req)
+    pkgs = {p["name"]: p for p in formats.read(req).data["pip"]["packages"]}
+    assert pkgs["./noname"]["unnamed"] is True and pkgs["./missing"]["origin"] == "editable"
+    out = CliRunner().invoke(cli, ["show", str(req), "--width", "400"]).output
+    assert "unnamed local paths (no project name found there): ./noname, ./missing" in out
+
+
+def test_a_local_wheel_pip_cannot_name_is_one_error(tmp_path: Path, monkeypatch) -> None:
+    from pip._internal.exceptions import InvalidWheelFilename
+
+    req = tmp_path / "requirements.txt"
+    req.write_text("rich==13.7.1\n./dist/foo.whl\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidWheelFilename):
+        _pip_reading(req)
+    assert "line 2: ./dist/foo.whl: not a wheel file name" in _one_error(["show", str(req)])
