@@ -283,3 +283,50 @@ def test_a_local_wheel_pip_cannot_name_is_one_error(tmp_path: Path, monkeypatch)
     with pytest.raises(InvalidWheelFilename):
         _pip_reading(req)
     assert "line 2: ./dist/foo.whl: not a wheel file name" in _one_error(["show", str(req)])
+
+
+def test_an_environment_files_pip_include_is_followed_as_conda_env_create_does(
+        tmp_path: Path, monkeypatch) -> None:
+    """``conda env create`` writes the ``pip:`` list to a requirements file in the environment
+    file's directory and runs ``pip install -r`` on it there (conda/env/installers/pip.py): its
+    ``-r`` is followed relative to that directory.  Oracle: that file, read by pip's parser."""
+    import yaml
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "other.txt").write_text("rich==13.7.1\n-r ../base.txt\n")
+    (tmp_path / "base.txt").write_text("click==8.1.7\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "pyproject.toml").write_text('[project]\nname = "pkg"\nversion = "1"\n')
+    pip_list = ["numpy==1.26.4", "-r sub/other.txt", "./pkg"]
+    env = tmp_path / "environment.yml"
+    env.write_text(yaml.safe_dump({"name": "x", "dependencies": ["python=3.11", {"pip": pip_list}]}))
+    handed = tmp_path / "condaenv.abc.requirements.txt"  # what conda writes for pip
+    handed.write_text("\n".join(pip_list))
+    monkeypatch.chdir(tmp_path)  # conda runs pip there (cwd=pip_workdir)
+    pip_named, pip_urls = _pip_reading(handed)
+    handed.unlink()
+    assert pip_named == {("numpy", "1.26.4"), ("rich", "13.7.1"), ("click", "8.1.7")}
+    assert _envlock_reading(env) == (pip_named, pip_urls)
+    # a cycle through the environment file, and a missing include: one error line each
+    (tmp_path / "sub" / "other.txt").write_text("-r ../sub/other.txt\n")
+    assert "a cycle: other.txt -> other.txt" in _one_error(["show", str(env)])
+    (tmp_path / "sub" / "other.txt").unlink()
+    assert "pip section: line 2: -r " in _one_error(["show", str(env)])
+
+
+def test_conda_lock_refuses_a_pip_include(tmp_path: Path) -> None:
+    """conda-lock's parse_environment_file is not the reference for ``-r`` in ``pip:``: it
+    refuses the line (InvalidRequirement) where conda env create follows it."""
+    pytest.importorskip("conda_lock")
+    from conda_lock.src_parser.environment_yaml import parse_environment_file
+    from packaging.requirements import InvalidRequirement
+
+    (tmp_path / "other.txt").write_text("rich==13.7.1\n")
+    env = tmp_path / "environment.yml"
+    env.write_text("name: x\ndependencies:\n  - python=3.11\n  - pip:\n    - -r other.txt\n")
+    mapping = tmp_path / "mapping.json"
+    mapping.write_text("{}", encoding="utf-8")
+    with pytest.raises(InvalidRequirement):
+        parse_environment_file(env, platforms=["linux-64"], mapping_url=str(mapping))
+    names = {p["name"] for p in formats.read(env).data["pip"]["packages"]}
+    assert names == {"rich"}
