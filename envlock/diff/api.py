@@ -296,6 +296,17 @@ def _drop_lock_projects(sets: list[FactSet], readings: list[Any]) -> None:
         if gone:
             other.notes.append(f"{', '.join(gone)}: the project {sets[i].label} locks (its "
                                f"own entry there), installed in {other.label}; not compared")
+        # a spec's editable local project (`-e .`, as `uv export` writes the project itself)
+        from envlock.diff.facts import normalize_name
+
+        local = sorted(str(p["name"]) for p in (readings[1 - i].data.get("pip") or {}).get(
+            "packages") or () if isinstance(p, dict) and p.get("local")
+            and p.get("origin") == "editable"
+            and other.facts.pop(("package", str(p["name"]) if p.get("unnamed") else
+                                 normalize_name(str(p["name"]))), None) is not None)
+        if local:
+            other.notes.append(f"{', '.join(local)}: an editable local project of {other.label} "
+                               f"(-e), as {sets[i].label} has its own project; not compared")
 
 
 def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),

@@ -367,7 +367,31 @@ def read_requirements(text: str, name: str, *, limit: int | None = None,
         state.total = len(text.encode("utf-8", "surrogatepass"))
         base = os.path.dirname(real)
     _read_into(out, text, name, base, limit, state, constraint=False)
+    if "# Editable " in text:
+        _freeze_names(text, out)
     return [e for e in out if not e.get("_constraint")]
+
+
+#: ``pip freeze``'s comment above an editable install it has no VCS URL for
+#: (``pip/_internal/operations/freeze.py``, ``_get_editable_info``): ``# Editable install with
+#: no version control (name==version)`` / ``# Editable Git install with no remote (…)``, then
+#: ``-e <location>``.
+_FREEZE_EDITABLE = re.compile(
+    r"^# Editable (?:[A-Za-z]+ )?install (?:with no (?:version control|remote) )?"
+    r"\((?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)===?(?P<version>[^)\s]+)\)[^\n]*\n"
+    r"(?:#[^\n]*\n)?-e (?P<loc>[^\n]*?)[ \t]*$", re.MULTILINE)
+
+
+def _freeze_names(text: str, out: list[dict[str, Any]]) -> None:
+    """Name an unnamed ``-e <location>`` of a ``pip freeze`` by the comment pip wrote above it
+    from the installed distribution (``named-by = "pip-freeze"``)."""
+    named = {m.group("loc"): (m.group("name"), m.group("version"))
+             for m in _FREEZE_EDITABLE.finditer(text)}
+    for e in out:
+        got = named.get(e.get("url", "")) if e.get("unnamed") and e.get("local") else None
+        if got:
+            del e["unnamed"]
+            e.update(name=canonicalize(got[0]), version=got[1], **{"named-by": "pip-freeze"})
 
 
 def _read_into(out: list[dict[str, Any]], text: str, name: str, base: str | None,

@@ -124,9 +124,9 @@ def foreign_lines(reading: Any, *, path: str = "") -> list[str]:
     if unnamed:
         line += "; unnamed (a URL only): " + ", ".join(unnamed)
     if local:
-        line += "; local paths: " + ", ".join(local)
+        line += "; local paths: " + _first(local)
     if unnamed_local:
-        line += "; unnamed local paths (no project name found there): " + ", ".join(unnamed_local)
+        line += "; unnamed local paths (no project name found there): " + _first(unnamed_local)
     out.append(line + " (--all lists every one)")
     out.append(f"python: {_python_of(reading)}")
     out += _two_builds_lines(reading)
@@ -170,6 +170,12 @@ def _two_builds_lines(reading: Any) -> list[str]:
                  aliases=load_kb(()).aliases, listing=reading.listing)
     return [f"two builds: {n.removeprefix(': ').removeprefix('two builds of ')}"
             for n in fs.notes if "two builds of " in n]
+
+
+def _first(items: list[str], limit: int = 5) -> str:
+    """The first ``limit`` of ``items``, and how many more (``--all`` lists them all)."""
+    return ", ".join(items[:limit]) + (f", … {len(items) - limit} more" if len(items) > limit
+                                       else "")
 
 
 def foreign_rows(reading: Any) -> list[tuple[str, str, str]]:

@@ -330,3 +330,18 @@ def test_conda_lock_refuses_a_pip_include(tmp_path: Path) -> None:
         parse_environment_file(env, platforms=["linux-64"], mapping_url=str(mapping))
     names = {p["name"] for p in formats.read(env).data["pip"]["packages"]}
     assert names == {"rich"}
+
+
+def test_a_freezes_editable_installs_are_named_as_pip_freeze_named_them() -> None:
+    """``pip freeze`` writes ``# Editable install with no version control (name==version)``
+    above a ``-e <location>`` (pip/_internal/operations/freeze.py): the location is that
+    distribution, whether or not the directory is here."""
+    import re
+
+    freeze = FOREIGN / "BELIV-ASU__GLANCE__pip_freeze.txt"
+    said = dict(re.findall(r"^# Editable install with no version control \(([^=]+)==([^)]+)\)",
+                           freeze.read_text(), re.MULTILINE))
+    assert len(said) == 12
+    pkgs = [p for p in formats.read(freeze).data["pip"]["packages"] if p.get("local")]
+    assert {p["name"]: p["version"] for p in pkgs} == {canonicalize_name(n): v for n, v in said.items()}
+    assert all(p["named-by"] == "pip-freeze" and p["origin"] == "editable" for p in pkgs)
