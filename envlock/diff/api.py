@@ -89,6 +89,15 @@ def load_inputs(paths: Sequence[PathLike], kb: KB, *, extras: Sequence[str] = ()
     notes: list[list[str]] = [[] for _ in paths]
     if len(paths) == 2:  # a universal lock against a manifest: read for the manifest's target
         for i in (0, 1):
+            if readings[i].lock is None and readings[i].marked:  # requirements with markers
+                from envlock.diff import foreign
+
+                narrowed, note = foreign.requirements_for_target(
+                    readings[i], readings[1 - i], name=os.path.basename(paths[i]),
+                    other_name=os.path.basename(paths[1 - i]))
+                readings[i] = narrowed
+                notes[i] += note.splitlines() if note else []
+                continue
             if readings[i].lock is None:
                 continue  # not a lock: foreign.for_target would return it as it is
             from envlock.diff import foreign
@@ -233,6 +242,7 @@ class _Manifest:
     kind = "manifest"
     listing = "complete"
     lock = None
+    marked = ()
 
     def __init__(self, data: dict[str, Any]) -> None:
         self.data = data

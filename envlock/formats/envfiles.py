@@ -174,7 +174,8 @@ def environment_reading(data: Mapping[str, Any], name: str, platform: str | None
         out.setdefault("conda", {"status": "ok", "source": "environment.yml", "packages": []})
         out["conda"]["channels"] = channels
     return Reading("environment.yml", out, "complete" if full else "partial",
-                   tuple(str(x) for x in plats) if isinstance(plats, list) else ())
+                   tuple(str(x) for x in plats) if isinstance(plats, list) else (),
+                   marked=_marked(pip_pkgs))
 
 
 def _pip_section(lines: list[str], name: str, path: str | None, includes: bool
@@ -229,7 +230,13 @@ def read_requirements_file(text: str, src: Source) -> Reading:
     subs = {e.pop("wheel-subdir") for e in entries if "wheel-subdir" in e}
     sub = subs.pop() if len(subs) == 1 else None
     return Reading("requirements", partial([], entries, "requirements", subdir=sub),
-                   "pip" if _frozen(iter_content(text)) else "partial", (sub,) if sub else ())
+                   "pip" if _frozen(iter_content(text)) else "partial", (sub,) if sub else (),
+                   marked=_marked(entries))
+
+
+def _marked(entries: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """``entries`` when one has a marker (:attr:`Reading.marked`), else ``()``."""
+    return tuple(entries) if any("marker" in e for e in entries) else ()
 
 
 #: conda-lock's explicit render of a pip package: a comment ``# pip name @ url``
