@@ -290,7 +290,8 @@ def parse_line(line: str, base: str | None = None) -> dict[str, Any] | None:
             if not value:
                 raise ManifestError(f"{flag} without a path or URL: {one_line(line)}")
             target = value.split()[0]
-            if _is_local(target) and not _egg(target):
+            if (_is_local(target) or base is not None and "://" not in target
+                    and os.path.isdir(os.path.join(base, target))) and not _egg(target):
                 return local_entry(target, base, editable=True)  # a local project or checkout
             return _url_entry(_egg(target), target, editable=True)
         return None  # -r, -c (see read_requirements), -i, --hash, --index-url, …: options, not packages

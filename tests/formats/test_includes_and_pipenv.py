@@ -230,7 +230,7 @@ def _local_tree(tmp: Path) -> Path:
     for f in ("dist/foo-1.2-py3-none-any.whl", "dist/bar_baz-2.0.tar.gz", "qux-1.3-py3-none-any.whl"):
         (proj / f).write_bytes(b"")
     req = proj / "requirements.txt"
-    req.write_text("./localpkg\n-e ./cfgpkg\n./dist/foo-1.2-py3-none-any.whl\n"
+    req.write_text("./localpkg\n-e cfgpkg\n./dist/foo-1.2-py3-none-any.whl\n"
                    './dist/bar_baz-2.0.tar.gz ; python_version >= "3"\nqux-1.3-py3-none-any.whl\n'
                    "numpy==1.26.4\n")
     return req
@@ -254,7 +254,7 @@ def test_local_paths_read_as_pip_reads_them(tmp_path: Path, monkeypatch) -> None
     assert raw["bar-baz"]["marker"] == 'python_version >= "3"'  # pip splits it off at ';'
     assert all(pkgs[n]["local"] for n in ("my-local", "cfg-pkg", "foo", "bar-baz", "qux"))
     out = CliRunner().invoke(cli, ["show", str(req), "--width", "400"]).output
-    assert "packages: 0 conda, 6 pip; local paths: my-local (./localpkg), cfg-pkg (./cfgpkg)" in out
+    assert "packages: 0 conda, 6 pip; local paths: my-local (./localpkg), cfg-pkg (cfgpkg)" in out
 
 
 def test_a_local_path_that_names_nothing_is_listed_unnamed(tmp_path: Path, monkeypatch) -> None:
