@@ -101,7 +101,8 @@ def local_entry(target: str, base: str | None, *, editable: bool,
                       "url": target, "named-by": "file-name"}
                      if m and _NAME.fullmatch(m.group("name")) else _unnamed(target))
     else:
-        full = os.path.join(base, os.path.expanduser(path)) if base is not None else None
+        full = (os.path.normpath(os.path.join(base, os.path.expanduser(path))) if base is not None
+                else None)
         named = _dir_metadata(full) if full is not None and os.path.isdir(full) else None
         entry = ({"name": canonicalize(named[0]), "version": named[1], "url": target,
                   "named-by": "metadata"} if named else _unnamed(target))

@@ -345,3 +345,21 @@ def test_a_freezes_editable_installs_are_named_as_pip_freeze_named_them() -> Non
     pkgs = [p for p in formats.read(freeze).data["pip"]["packages"] if p.get("local")]
     assert {p["name"]: p["version"] for p in pkgs} == {canonicalize_name(n): v for n, v in said.items()}
     assert all(p["named-by"] == "pip-freeze" and p["origin"] == "editable" for p in pkgs)
+
+
+def test_a_local_projects_metadata_is_read_boundedly(tmp_path: Path) -> None:
+    """A dynamic version is unknown (known only once built); a pyproject.toml past the bound
+    or malformed is one error naming it, as building it would fail."""
+    from envlock.formats.localreq import MAX_METADATA_BYTES
+
+    (tmp_path / "pkg").mkdir()
+    pyproject = tmp_path / "pkg" / "pyproject.toml"
+    pyproject.write_text('[project]\nname = "dyn"\ndynamic = ["version"]\n')
+    req = tmp_path / "requirements.txt"
+    req.write_text("rich==13.7.1\n./pkg\n")
+    pkgs = {p["name"]: p for p in formats.read(req).data["pip"]["packages"]}
+    assert pkgs["dyn"]["version"] == "unknown" and pkgs["dyn"]["named-by"] == "metadata"
+    pyproject.write_text("# x\n" * (MAX_METADATA_BYTES // 4 + 1))
+    assert f"{tmp_path}/pkg/pyproject.toml: too large" in _one_error(["show", str(req)])
+    pyproject.write_text("[project\n")
+    assert "malformed TOML" in _one_error(["show", str(req)])
