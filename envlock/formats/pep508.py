@@ -194,7 +194,18 @@ def _local_line(line: str, base: str | None) -> dict[str, Any]:
             raise ManifestError(f"not a requirement: {one_line(line)} "
                                 f"({one_line(str(exc).splitlines()[0] if str(exc) else '')})"
                                 ) from None
-    return local_entry(target.strip(), base, editable=False, marker=marker)
+    return _local(target.strip(), base, editable=False, marker=marker)
+
+
+def _local(target: str, base: str | None, *, editable: bool,
+           marker: str | None = None) -> dict[str, Any]:
+    """:func:`envlock.formats.localreq.local_entry`, with the conda subdir of a platform wheel
+    (:func:`wheel_subdir`) as a URL's entry has it."""
+    entry = local_entry(target, base, editable=editable, marker=marker)
+    sub = wheel_subdir(target)
+    if sub:
+        entry["wheel-subdir"] = sub
+    return entry
 
 
 def name_from_url(url: str) -> str | None:
@@ -292,10 +303,12 @@ def parse_line(line: str, base: str | None = None) -> dict[str, Any] | None:
             target = value.split()[0]
             if (_is_local(target) or base is not None and "://" not in target
                     and os.path.isdir(os.path.join(base, target))) and not _egg(target):
-                return local_entry(target, base, editable=True)  # a local project or checkout
+                return _local(target, base, editable=True)  # a local project or checkout
             return _url_entry(_egg(target), target, editable=True)
         return None  # -r, -c (see read_requirements), -i, --hash, --index-url, …: options, not packages
     first = line.split()[0]
+    if first.startswith("file:") and not _egg(first):
+        return _local_line(line, base)  # a bare file: URL names a local file or directory
     if "://" in first and "@" not in line.split("://", 1)[0] or re.match(r"^(git|hg|svn|bzr)\+", first):
         return _url_entry(_egg(first), first, editable=False)  # a bare URL line
     if _is_local_line(first, line):

@@ -56,7 +56,8 @@ def _envlock_reading(path: Path) -> tuple[set[tuple[str, str]], set[str]]:
     named = {(p["name"], p["version"]) for p in pkgs if not p.get("named-by") and not p.get("unnamed")
              and not p.get("vcs")}
     named |= {(p["name"], "") for p in pkgs if p.get("vcs") and not p.get("named-by")}
-    urls = {path_to_url(str(path.parent / p["url"])) if p.get("local") else p["url"]
+    urls = {path_to_url(str(path.parent / p["url"]))
+            if p.get("local") and not p["url"].startswith("file:") else p["url"]
             for p in pkgs if p.get("named-by") or p.get("unnamed")}
     return named, urls
 
@@ -227,10 +228,12 @@ def _local_tree(tmp: Path) -> Path:
     (proj / "cfgpkg" / "setup.cfg").write_text("[metadata]\nname = cfg-pkg\nversion = attr: cfg.V\n")
     (proj / "cfgpkg" / "setup.py").write_text("from setuptools import setup\nsetup()\n")
     (proj / "dist").mkdir()
-    for f in ("dist/foo-1.2-py3-none-any.whl", "dist/bar_baz-2.0.tar.gz", "qux-1.3-py3-none-any.whl"):
+    for f in ("dist/foo-1.2-py3-none-any.whl", "dist/bar_baz-2.0.tar.gz", "qux-1.3-py3-none-any.whl",
+              "dist/plat-3.0-cp312-cp312-manylinux_2_17_x86_64.whl"):
         (proj / f).write_bytes(b"")
     req = proj / "requirements.txt"
-    req.write_text("./localpkg\n-e cfgpkg\n./dist/foo-1.2-py3-none-any.whl\n"
+    req.write_text(f"./localpkg\n-e cfgpkg\n./dist/foo-1.2-py3-none-any.whl\n"
+                   f"{(proj / 'dist' / 'plat-3.0-cp312-cp312-manylinux_2_17_x86_64.whl').as_uri()}\n"
                    './dist/bar_baz-2.0.tar.gz ; python_version >= "3"\nqux-1.3-py3-none-any.whl\n'
                    "numpy==1.26.4\n")
     return req
@@ -243,7 +246,8 @@ def test_local_paths_read_as_pip_reads_them(tmp_path: Path, monkeypatch) -> None
     req = _local_tree(tmp_path)
     monkeypatch.chdir(req.parent)
     pip_named, pip_urls = _pip_reading(req)
-    assert pip_named == {("foo", "1.2"), ("qux", "1.3"), ("numpy", "1.26.4")} and len(pip_urls) == 3
+    assert pip_named == {("foo", "1.2"), ("qux", "1.3"), ("plat", "3.0"), ("numpy", "1.26.4")}
+    assert len(pip_urls) == 3
     assert _envlock_reading(req) == (pip_named, pip_urls)
     monkeypatch.chdir(tmp_path)  # read from elsewhere: still relative to the file
     pkgs = {p["name"]: p for p in formats.read(req).data["pip"]["packages"]}
@@ -252,9 +256,10 @@ def test_local_paths_read_as_pip_reads_them(tmp_path: Path, monkeypatch) -> None
     assert (pkgs["bar-baz"]["version"], pkgs["bar-baz"]["named-by"]) == ("2.0", "file-name")
     raw = {p["name"]: p for p in read_requirements(req.read_text(), "r", path=req)}
     assert raw["bar-baz"]["marker"] == 'python_version >= "3"'  # pip splits it off at ';'
-    assert all(pkgs[n]["local"] for n in ("my-local", "cfg-pkg", "foo", "bar-baz", "qux"))
+    assert all(pkgs[n]["local"] for n in ("my-local", "cfg-pkg", "foo", "bar-baz", "qux", "plat"))
     out = CliRunner().invoke(cli, ["show", str(req), "--width", "400"]).output
-    assert "packages: 0 conda, 6 pip; local paths: my-local (./localpkg), cfg-pkg (cfgpkg)" in out
+    assert "packages: 0 conda, 7 pip; local paths: my-local (./localpkg), cfg-pkg (cfgpkg)" in out
+    assert formats.read(req).platforms == ("linux-64",)  # the platform wheel's tag
 
 
 def test_a_local_path_that_names_nothing_is_listed_unnamed(tmp_path: Path, monkeypatch) -> None:
