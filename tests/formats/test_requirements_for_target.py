@@ -107,3 +107,34 @@ def test_diff_of_a_requirements_file_with_a_manifest_reads_it_for_the_manifests_
     assert any(c.startswith("requirements.txt read for m.toml's Python 3.11.8: left out 1 entry "
                             "for other platforms or Python versions (whoosh)")
                for c in doc["context"]), doc["context"]
+
+
+@pytest.mark.parametrize("python", ["3.9.18", "3.12.3"])
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_snapshots_lockfile_check_asks_only_for_what_pip_installs_here(
+        path: Path, python: str, monkeypatch) -> None:
+    """``snapshot``'s check of a requirements lockfile beside the environment
+    (:func:`envlock.probes.lockfiles.compare_lock`) reads it for that one environment: a pin
+    whose marker does not hold there (``colorama ; sys_platform == 'win32'``) is not asked for.
+    Oracle: pip's parser, each line's marker evaluated for the target (``==`` pins only)."""
+    from pip._internal.network.session import PipSession
+    from pip._internal.req.constructors import install_req_from_parsed_requirement
+    from pip._internal.req.req_file import parse_requirements
+
+    from envlock.probes.lockfiles import Installed, compare_lock
+
+    monkeypatch.chdir(path.parent)
+    env = target_marker_env(python, "cpython", machine="x86_64")
+    want = set()
+    for parsed in parse_requirements(str(path), session=PipSession()):
+        ireq = install_req_from_parsed_requirement(parsed)
+        if parsed.constraint or ireq.req is None or ireq.link is not None:
+            continue
+        if ireq.markers is not None and not ireq.markers.evaluate({**env, "extra": ""}):
+            continue
+        spec = list(ireq.req.specifier)
+        if len(spec) == 1 and spec[0].operator in ("==", "==="):
+            want.add(canonicalize_name(ireq.req.name))
+    have = Installed(pip={}, conda={}, platform="linux-64", markers=env)
+    got = {canonicalize_name(x.split(":", 1)[0]) for x in compare_lock(path, "requirements", have)}
+    assert got == want
