@@ -89,6 +89,15 @@ def load_inputs(paths: Sequence[PathLike], kb: KB, *, extras: Sequence[str] = ()
     notes: list[list[str]] = [[] for _ in paths]
     if len(paths) == 2:  # a universal lock against a manifest: read for the manifest's target
         for i in (0, 1):
+            if readings[i].lock is None and readings[i].marked:  # requirements with markers
+                from envlock.diff import foreign
+
+                narrowed, note = foreign.requirements_for_target(
+                    readings[i], readings[1 - i], name=os.path.basename(paths[i]),
+                    other_name=os.path.basename(paths[1 - i]))
+                readings[i] = narrowed
+                notes[i] += note.splitlines() if note else []
+                continue
             if readings[i].lock is None:
                 continue  # not a lock: foreign.for_target would return it as it is
             from envlock.diff import foreign
@@ -233,6 +242,7 @@ class _Manifest:
     kind = "manifest"
     listing = "complete"
     lock = None
+    marked = ()
 
     def __init__(self, data: dict[str, Any]) -> None:
         self.data = data
@@ -296,6 +306,17 @@ def _drop_lock_projects(sets: list[FactSet], readings: list[Any]) -> None:
         if gone:
             other.notes.append(f"{', '.join(gone)}: the project {sets[i].label} locks (its "
                                f"own entry there), installed in {other.label}; not compared")
+        # a spec's editable local project (`-e .`, as `uv export` writes the project itself)
+        from envlock.diff.facts import normalize_name
+
+        local = sorted(str(p["name"]) for p in (readings[1 - i].data.get("pip") or {}).get(
+            "packages") or () if isinstance(p, dict) and p.get("local")
+            and p.get("origin") == "editable"
+            and other.facts.pop(("package", str(p["name"]) if p.get("unnamed") else
+                                 normalize_name(str(p["name"]))), None) is not None)
+        if local:
+            other.notes.append(f"{', '.join(local)}: an editable local project of {other.label} "
+                               f"(-e), as {sets[i].label} has its own project; not compared")
 
 
 def diff(paths: Sequence[PathLike], *, kb_files: Sequence[PathLike] = (),

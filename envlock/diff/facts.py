@@ -181,7 +181,7 @@ def _pip(t: Mapping[str, Any], out: Sink, aliases: Mapping[str, str]) -> None:
         if not (type(p) is dict or isinstance(p, Mapping)) or "name" not in p:
             continue
         raw = str(p["name"])
-        norm = normalize_name(raw)
+        norm = raw if p.get("unnamed") else normalize_name(raw)  # a URL or path: as written
         key = aliases.get(norm, norm)
         if p.get("marker"):  # listed once per environment marker set (uv export, pylock)
             key = f"{key} ; {p['marker']}"

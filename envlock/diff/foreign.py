@@ -24,7 +24,8 @@ from envlock.formats import reading_of_lock
 from envlock.formats.locks import for_install
 from envlock.manifest._toml import load_toml
 
-__all__ = ["read", "reading", "for_target", "parse_conda_url", "parse_toml", "KINDS", "SCHEMA"]
+__all__ = ["read", "reading", "for_target", "requirements_for_target", "parse_conda_url",
+           "parse_toml", "KINDS", "SCHEMA"]
 
 
 def read(path: str | os.PathLike[str]) -> tuple[str, dict[str, Any], str]:
@@ -167,6 +168,49 @@ def _kept(lock: Any, keep: set[str], needed: dict[str, Any], conda_optional: set
             seen.add(x.name)
             kept.append(replace(x, marker=None))
     return kept
+
+
+def requirements_for_target(spec: Reading, other: Reading, *, name: str, other_name: str
+                            ) -> tuple[Reading, str | None]:
+    """A requirements file (or an ``environment.yml``'s ``pip:`` section) read for the Python
+    and platform of the manifest it is compared with, as pip reads it there: a line whose
+    environment marker does not hold is not installed (pip's ``InstallRequirement.match_markers``:
+    ``Requirement.marker.evaluate(env)``, :mod:`packaging.markers`, ``extra`` empty), with
+    ``env`` the manifest's interpreter (:func:`envlock.formats.markers.target_marker_env`).
+
+    :param spec: the requirements reading (:attr:`envlock.formats.Reading.marked` set);
+        ``other``: the manifest's.
+    :returns: the reading to compare (the lines that hold, their markers dropped: one entry
+        per project, the first), and the sentence saying what was left out (``None`` when
+        nothing was, or the manifest records no Python version).
+    """
+    if not spec.marked or other.kind != "manifest":
+        return spec, None
+    py, plat = _table(other.data, "python"), _table(other.data, "platform")
+    version = py.get("version") if isinstance(py.get("version"), str) else None
+    if not version:
+        return spec, None
+    from packaging.markers import Marker
+
+    from envlock.formats.markers import target_marker_env
+
+    impl = py.get("implementation") if isinstance(py.get("implementation"), str) else None
+    machine = plat.get("machine") if isinstance(plat.get("machine"), str) else None
+    env = target_marker_env(version, impl, machine=machine)
+    kept: dict[str, dict[str, Any]] = {}
+    left: list[str] = []
+    for e in spec.marked:
+        if "marker" in e and not Marker(e["marker"]).evaluate({**env, "extra": ""}):
+            left.append(str(e["name"]))
+            continue
+        kept.setdefault(str(e["name"]), {k: v for k, v in e.items() if k != "marker"})
+    left = sorted(set(left) - set(kept))
+    table = {**_table(spec.data, "pip"), "packages": list(kept.values())}
+    narrowed = replace(spec, data={**spec.data, "pip": table}, marked=())
+    if not left:
+        return narrowed, None
+    where = f"Python {version}" + (f" on {machine}" if machine else "")
+    return narrowed, _left_out_note(name, other_name, where, left, [])
 
 
 def _conda_optional(lock: Any, other: Reading, applicable: Any) -> set[str]:

@@ -49,6 +49,8 @@ def _do(template: str, c: Change, label: tuple[str, str], kw: Mapping[str, Any],
 
             cmd = (install_command(present, c.key, same_platform)  # conda's own command
                    if isinstance(present, Pkg) and present.manager == "conda"
+                   else f"pip install '{present.name}'"  # unnamed: its URL or local path
+                   if isinstance(present, Pkg) and ver == "unknown" and "/" in present.name
                    else f"pip install '{c.key}=={ver}'")
             return (f"{c.key} is only in {have} ({ver}): install it in {lacks} too "
                     f"(`{cmd}`) or remove it from {have}, so both run the same code.")

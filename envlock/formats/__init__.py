@@ -224,7 +224,7 @@ def environment_with_selectors(path: str | os.PathLike[str], platform: str) -> R
     if not isinstance(data, Mapping) or "dependencies" not in data:
         raise ManifestError(f"{one_line(p)}: not a conda environment file (no dependencies)")
     try:
-        return environment_reading(data, one_line(p), platform)
+        return environment_reading(data, one_line(p), platform, path=p)
     except ManifestError as exc:
         raise ManifestError(f"{one_line(p)}: {exc}") from None
 

@@ -32,6 +32,10 @@ class Reading:
     :ivar lock: the :class:`~envlock.formats.locks.LockFile` of a lockfile, else ``None``.
     :ivar meta: what the format says besides packages, for ``show`` (``Pipfile.lock``: its
         ``sha256``, ``sources``, ``requires``, ``categories``); ``{}`` for most kinds.
+    :ivar marked: a requirements file's (or ``pip:`` section's) entries as read, markers kept
+        (:func:`partial` drops the marker of a project listed once), when any has a marker:
+        ``diff`` evaluates them for one target (:func:`envlock.diff.foreign.requirements_for_target`);
+        ``()`` otherwise.
     """
 
     kind: str
@@ -40,6 +44,7 @@ class Reading:
     platforms: tuple[str, ...] = ()
     lock: Any = field(default=None, repr=False)
     meta: dict[str, Any] = field(default_factory=dict, repr=False)
+    marked: tuple[dict[str, Any], ...] = field(default=(), repr=False)
 
 
 @dataclass(frozen=True)

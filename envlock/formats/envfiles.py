@@ -111,7 +111,7 @@ def read_environment(data: Mapping[str, Any], src: Source) -> Reading:
         data = load_yaml(kept, src.name)
         if not isinstance(data, Mapping) or "dependencies" not in data:
             raise ManifestError("not a conda environment file (no dependencies)")
-    return environment_reading(data, src.name, plat)
+    return environment_reading(data, src.name, plat, path=src.path, includes=src.includes)
 
 
 def _pip_lines(deps: list[Any]) -> tuple[list[Any], list[str]]:
@@ -132,11 +132,23 @@ def _pip_lines(deps: list[Any]) -> tuple[list[Any], list[str]]:
     return specs, pip_lines
 
 
-def environment_reading(data: Mapping[str, Any], name: str, platform: str | None = None) -> Reading:
+def environment_reading(data: Mapping[str, Any], name: str, platform: str | None = None, *,
+                        path: str | None = None, includes: bool = True) -> Reading:
     """``environment.yml``: an export (every entry ``name=version=build``) is a complete
     listing; otherwise a spec whose entries are constraints.
 
-    :raises ManifestError: malformed ``dependencies`` or ``channels`` (one line).
+    The ``pip:`` list is read as the requirements file it becomes: ``conda env create`` writes
+    it to a temporary requirements file in the environment file's directory and runs ``pip
+    install -r`` on it there (``conda/env/installers/pip.py``, ``_pip_install_via_requirements``
+    with ``pip_workdir``).  So its ``-r FILE``/``-c FILE`` lines are followed relative to that
+    directory, with the bounds and cycle errors of requirements includes
+    (:func:`envlock.formats.pep508.read_requirements`), and so are its local paths.
+
+    :param path: the environment file (its directory is where ``-r`` and local paths are read
+        from); ``None``: a ``-r``/``-c`` line is an error (nowhere to read it from).
+    :param includes: follow ``-r``/``-c`` (as :func:`envlock.formats.read`).
+    :raises ManifestError: malformed ``dependencies`` or ``channels``, a bad ``pip:`` line or
+        include (one line).
     """
     deps = data.get("dependencies")
     if not isinstance(deps, list):
@@ -155,20 +167,31 @@ def environment_reading(data: Mapping[str, Any], name: str, platform: str | None
             entry["constraint"] = {"kind": "conda", "version": s.version, "build": s.build}
         conda_pkgs.append(entry)
     conda_pkgs = list({p["name"]: p for p in conda_pkgs}.values())  # the last entry of a name
-    pip_pkgs = []
-    for line in pip_lines:
-        for _, logical in pep508.logical_lines(line):
-            e = pep508.parse_line(logical)
-            if e is not None:
-                e.pop("wheel-subdir", None)
-                pip_pkgs.append(e)
+    pip_pkgs = _pip_section(pip_lines, name, path, includes)
     out = partial(conda_pkgs, pip_pkgs, "environment.yml")
     channels, _nodefaults = conda.expand_channels(list(channels_raw))
     if channels:
         out.setdefault("conda", {"status": "ok", "source": "environment.yml", "packages": []})
         out["conda"]["channels"] = channels
     return Reading("environment.yml", out, "complete" if full else "partial",
-                   tuple(str(x) for x in plats) if isinstance(plats, list) else ())
+                   tuple(str(x) for x in plats) if isinstance(plats, list) else (),
+                   marked=_marked(pip_pkgs))
+
+
+def _pip_section(lines: list[str], name: str, path: str | None, includes: bool
+                 ) -> list[dict[str, Any]]:
+    """The entries of a ``pip:`` list, read as conda hands it to pip: one requirements file."""
+    text = "\n".join(lines)
+    if path is None:
+        for _, logical in pep508.logical_lines(text):
+            if pep508.include_of(logical) is not None:
+                raise ManifestError(f"pip: {one_line(logical, 80)}: an include read without "
+                                    "the environment file's directory")
+    entries = pep508.read_requirements(text, f"{name}: pip section", limit=_reading.MAX_PACKAGES,
+                                       path=path, includes=includes)
+    for e in entries:
+        e.pop("wheel-subdir", None)
+    return entries
 
 
 # -- conda list --export --------------------------------------------------------------------------
@@ -207,7 +230,13 @@ def read_requirements_file(text: str, src: Source) -> Reading:
     subs = {e.pop("wheel-subdir") for e in entries if "wheel-subdir" in e}
     sub = subs.pop() if len(subs) == 1 else None
     return Reading("requirements", partial([], entries, "requirements", subdir=sub),
-                   "pip" if _frozen(iter_content(text)) else "partial", (sub,) if sub else ())
+                   "pip" if _frozen(iter_content(text)) else "partial", (sub,) if sub else (),
+                   marked=_marked(entries))
+
+
+def _marked(entries: list[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """``entries`` when one has a marker (:attr:`Reading.marked`), else ``()``."""
+    return tuple(entries) if any("marker" in e for e in entries) else ()
 
 
 #: conda-lock's explicit render of a pip package: a comment ``# pip name @ url``

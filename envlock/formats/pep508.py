@@ -14,9 +14,12 @@ are not packages.  Each requirement is a PEP 508 string parsed by
 * a direct reference (``name @ URL``, PEP 440 "direct references") has the version of its wheel
   file name (``numpy-1.26.4-cp312-…whl``, PEP 427) or sdist name, else ``"unknown"``;
   ``git+…@<commit>`` keeps the commit;
-* ``-e <path>``, ``-e .``, a bare local path: the project itself (not a package); ``-e
-  git+…#egg=name`` and a bare ``git+…#egg=name`` line: the package ``name`` from that
-  checkout;
+* ``-e <path>``, ``-e .``, a bare local path (``./localpkg``, ``dist/foo-1.2-py3-none-any.whl``,
+  ``./foo-1.2.tar.gz``): a local project, named as :mod:`envlock.formats.localreq` says — a
+  wheel by its file name (as pip), an sdist by its file name, a directory by its own
+  ``pyproject.toml``/``setup.cfg`` metadata, relative to the requirements file — or listed
+  *unnamed* under its path; never dropped.  ``-e git+…#egg=name`` and a bare
+  ``git+…#egg=name`` line: the package ``name`` from that checkout;
 * a VCS or archive URL without a name (no ``#egg=``, no ``name @``): pip learns its name only
   by building it, so envlock names it from the URL — the repository's last path part
   (``git+https://host/org/pydantic.git@v2`` → ``pydantic``), a wheel's or sdist's file name —
@@ -44,6 +47,7 @@ from typing import Any
 from envlock._io import InputError, one_line, read_text
 from envlock._names import canonicalize
 from envlock.errors import ManifestError
+from envlock.formats.localreq import is_archive, local_entry
 from urllib.parse import unquote
 import itertools
 
@@ -163,6 +167,47 @@ def _is_local(target: str) -> bool:
         is not None or "/" in target and "://" not in target and "@" not in target
 
 
+def _is_local_line(first: str, line: str) -> bool:
+    """Whether a (non-option) line is a local project, as pip's ``parse_req_from_line`` tells:
+    a path to an archive (``foo-1.2-py3-none-any.whl`` even without a ``/``; not ``name @
+    …``), or a path (``./pkg``, ``/abs``, ``sub/pkg``) that is no ``name …`` requirement."""
+    if "://" in first or "@" in line.split(";", 1)[0]:
+        return False
+    if is_archive(first):
+        return True
+    return _is_local(first) and not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*(@|[<>=!~;\[]|$)",
+                                             line)
+
+
+def _local_line(line: str, base: str | None) -> dict[str, Any]:
+    """A bare local-path line (``./pkg[extra] ; marker --option``): its entry
+    (:func:`envlock.formats.localreq.local_entry`); pip splits the marker off at ``;``."""
+    text = re.split(r"\s+--?[a-z]", " " + line)[0].strip() if " -" in line else line
+    target, _, marker_text = text.partition(";")
+    marker = None
+    if marker_text.strip():
+        from packaging.markers import InvalidMarker, Marker
+
+        try:
+            marker = str(Marker(marker_text.strip()))
+        except InvalidMarker as exc:
+            raise ManifestError(f"not a requirement: {one_line(line)} "
+                                f"({one_line(str(exc).splitlines()[0] if str(exc) else '')})"
+                                ) from None
+    return _local(target.strip(), base, editable=False, marker=marker)
+
+
+def _local(target: str, base: str | None, *, editable: bool,
+           marker: str | None = None) -> dict[str, Any]:
+    """:func:`envlock.formats.localreq.local_entry`, with the conda subdir of a platform wheel
+    (:func:`wheel_subdir`) as a URL's entry has it."""
+    entry = local_entry(target, base, editable=editable, marker=marker)
+    sub = wheel_subdir(target)
+    if sub:
+        entry["wheel-subdir"] = sub
+    return entry
+
+
 def name_from_url(url: str) -> str | None:
     """The project name a VCS or archive URL without ``#egg=`` suggests, or ``None``.
 
@@ -232,12 +277,14 @@ SIMPLE_PIN = re.compile(
 MAX_LINE = 64 * 1024
 
 
-def parse_line(line: str) -> dict[str, Any] | None:
+def parse_line(line: str, base: str | None = None) -> dict[str, Any] | None:
     """Read one logical requirements line.
 
+    :param base: the directory a local path on the line is relative to (the requirements
+        file's: :mod:`envlock.formats.localreq`); ``None``: a local directory is unnamed.
     :returns: a ``[pip]`` package entry (``name``, ``version``; ``marker``, ``constraint``,
-        ``url``, ``vcs``, ``commit``, ``origin`` where they apply), or ``None`` for an option or
-        the project itself (``-e .``).
+        ``url``, ``vcs``, ``commit``, ``origin``, ``local`` where they apply), or ``None`` for
+        an option.
     :raises ManifestError: the line is not a requirement (PEP 508) nor an option, or is longer
         than :data:`MAX_LINE` characters (no requirement is; a hash-pinned one is ~200).
     """
@@ -254,15 +301,18 @@ def parse_line(line: str) -> dict[str, Any] | None:
             if not value:
                 raise ManifestError(f"{flag} without a path or URL: {one_line(line)}")
             target = value.split()[0]
-            if _is_local(target) and not _egg(target):
-                return None  # the project (or a local checkout) itself, not a package
+            if (_is_local(target) or base is not None and "://" not in target
+                    and os.path.isdir(os.path.join(base, target))) and not _egg(target):
+                return _local(target, base, editable=True)  # a local project or checkout
             return _url_entry(_egg(target), target, editable=True)
         return None  # -r, -c (see read_requirements), -i, --hash, --index-url, …: options, not packages
     first = line.split()[0]
+    if first.startswith("file:") and not _egg(first):
+        return _local_line(line, base)  # a bare file: URL names a local file or directory
     if "://" in first and "@" not in line.split("://", 1)[0] or re.match(r"^(git|hg|svn|bzr)\+", first):
         return _url_entry(_egg(first), first, editable=False)  # a bare URL line
-    if _is_local(first) and not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*\s*(@|[<>=!~;\[]|$)", line):
-        return None  # a local project path
+    if _is_local_line(first, line):
+        return _local_line(line, base)  # a local project: a directory, a wheel, an sdist
     req_text = re.split(r"\s+--?[a-z]", " " + line)[0].strip() if " -" in line else line
     from packaging.requirements import InvalidRequirement, Requirement
 
@@ -301,6 +351,7 @@ class _Includes:
 
     chain: list[str] = field(default_factory=list)
     total: int = 0
+    follow: bool = True
 
 
 def read_requirements(text: str, name: str, *, limit: int | None = None,
@@ -322,27 +373,51 @@ def read_requirements(text: str, name: str, *, limit: int | None = None,
         cycle, too deep or past :data:`MAX_INCLUDE_BYTES`.
     """
     out: list[dict[str, Any]] = []
-    state = _Includes()
-    if path is not None and includes:
+    state = _Includes(follow=path is not None and includes)
+    base = None
+    if path is not None:
         real = os.path.realpath(os.fspath(path))
         state.chain.append(real)
         state.total = len(text.encode("utf-8", "surrogatepass"))
-        _read_into(out, text, name, os.path.dirname(real), limit, state, constraint=False)
-    else:
-        _read_into(out, text, name, None, limit, state, constraint=False)
+        base = os.path.dirname(real)
+    _read_into(out, text, name, base, limit, state, constraint=False)
+    if "# Editable " in text:
+        _freeze_names(text, out)
     return [e for e in out if not e.get("_constraint")]
+
+
+#: ``pip freeze``'s comment above an editable install it has no VCS URL for
+#: (``pip/_internal/operations/freeze.py``, ``_get_editable_info``): ``# Editable install with
+#: no version control (name==version)`` / ``# Editable Git install with no remote (…)``, then
+#: ``-e <location>``.
+_FREEZE_EDITABLE = re.compile(
+    r"^# Editable (?:[A-Za-z]+ )?install (?:with no (?:version control|remote) )?"
+    r"\((?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)===?(?P<version>[^)\s]+)\)[^\n]*\n"
+    r"(?:#[^\n]*\n)?-e (?P<loc>[^\n]*?)[ \t]*$", re.MULTILINE)
+
+
+def _freeze_names(text: str, out: list[dict[str, Any]]) -> None:
+    """Name an unnamed ``-e <location>`` of a ``pip freeze`` by the comment pip wrote above it
+    from the installed distribution (``named-by = "pip-freeze"``)."""
+    named = {m.group("loc"): (m.group("name"), m.group("version"))
+             for m in _FREEZE_EDITABLE.finditer(text)}
+    for e in out:
+        got = named.get(e.get("url", "")) if e.get("unnamed") and e.get("local") else None
+        if got:
+            del e["unnamed"]
+            e.update(name=canonicalize(got[0]), version=got[1], **{"named-by": "pip-freeze"})
 
 
 def _read_into(out: list[dict[str, Any]], text: str, name: str, base: str | None,
                limit: int | None, state: _Includes, *, constraint: bool) -> None:
     for no, line in iter_logical_lines(text):
-        inc = include_of(line) if base is not None else None
+        inc = include_of(line) if state.follow and base is not None else None
         if inc is not None:
             _follow(out, inc, f"{name}: line {no}", base or ".", limit, state,
                     constraint=constraint or inc[1])
             continue
         try:
-            entry = parse_line(line)
+            entry = parse_line(line, base)
         except ManifestError as exc:
             raise ManifestError(f"{name}: line {no}: {exc}") from None
         if entry is not None:

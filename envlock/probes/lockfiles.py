@@ -261,6 +261,23 @@ def _marker_applies(marker: Any, env: Mapping[str, str]) -> bool:
         return False
 
 
+def _line_marker(rest: str) -> Any:
+    """The PEP 508 marker after a requirements line's ``name==version`` (``; sys_platform ==
+    'win32' --hash=…  # comment``), as pip reads it (split at ``;``, options and comments
+    off), or ``None``: a line pip installs only where its marker holds
+    (``InstallRequirement.match_markers``).  A marker packaging refuses: ``None`` (compared)."""
+    rest = rest.strip()
+    if not rest.startswith(";"):
+        return None
+    text = re.split(r"\s--?[a-z]|(?:^|\s)#", " " + rest[1:])[0].strip()
+    from packaging.markers import InvalidMarker, Marker
+
+    try:
+        return Marker(text) if text else None
+    except InvalidMarker:
+        return None
+
+
 def _pylock_pins(path: Path, text: str) -> list[tuple[str, str, Any]]:
     """``(name, version, marker)`` of a PEP 751 file, through :mod:`packaging.pylock`; a file
     it rejects (or an older ``packaging``) is read for its ``name``/``version``/``marker`` keys.
@@ -303,8 +320,8 @@ def compare_lock(path: str | os.PathLike[str], kind: str, have: Installed) -> li
     :param kind: as :func:`lockfile_kind` names it.
     :returns: ``"<name>: locked <v>, installed <v>"`` / ``"<name>: locked <v>, not installed"``
         lines, sorted; ``[]`` when everything the lock pins is installed.  Packages whose PEP 508
-        marker does not apply to the environment (a pylock) and entries for other conda
-        platforms are not compared.
+        marker does not apply to the environment (a pylock entry, a requirements line) and
+        entries for other conda platforms are not compared.
     :raises InputError: the file cannot be read.
     :raises ValueError: the file is malformed.
     """
@@ -335,7 +352,7 @@ def compare_lock(path: str | os.PathLike[str], kind: str, have: Installed) -> li
         for line in text.replace("\\\n", " ").splitlines():
             m = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*===?\s*([^\s;]+)",
                          line)
-            if m:
+            if m and _marker_applies(_line_marker(line[m.end():]), have.markers):
                 pip(m.group(1), m.group(2))
     elif kind == "conda-explicit":
         for line in text.splitlines():

@@ -114,12 +114,19 @@ def foreign_lines(reading: Any, *, path: str = "") -> list[str]:
                       if "constraint" in p)
     if constraints:
         line += f"; {constraints} of them constraints, not pins"
-    unnamed = [p["url"] for p in pip_t.get("packages") or () if p.get("unnamed")]
-    named = [p["name"] for p in pip_t.get("packages") or () if p.get("named-by") == "url"]
+    pkgs = pip_t.get("packages") or ()
+    unnamed = [p["url"] for p in pkgs if p.get("unnamed") and not p.get("local")]
+    named = [p["name"] for p in pkgs if p.get("named-by") == "url"]
+    local = [f"{p['name']} ({p['url']})" for p in pkgs if p.get("local") and not p.get("unnamed")]
+    unnamed_local = [p["url"] for p in pkgs if p.get("unnamed") and p.get("local")]
     if named:
         line += "; named from their URL: " + ", ".join(named)
     if unnamed:
         line += "; unnamed (a URL only): " + ", ".join(unnamed)
+    if local:
+        line += "; local paths: " + _first(local)
+    if unnamed_local:
+        line += "; unnamed local paths (no project name found there): " + _first(unnamed_local)
     out.append(line + " (--all lists every one)")
     out.append(f"python: {_python_of(reading)}")
     out += _two_builds_lines(reading)
@@ -163,6 +170,12 @@ def _two_builds_lines(reading: Any) -> list[str]:
                  aliases=load_kb(()).aliases, listing=reading.listing)
     return [f"two builds: {n.removeprefix(': ').removeprefix('two builds of ')}"
             for n in fs.notes if "two builds of " in n]
+
+
+def _first(items: list[str], limit: int = 5) -> str:
+    """The first ``limit`` of ``items``, and how many more (``--all`` lists them all)."""
+    return ", ".join(items[:limit]) + (f", … {len(items) - limit} more" if len(items) > limit
+                                       else "")
 
 
 def foreign_rows(reading: Any) -> list[tuple[str, str, str]]:

@@ -86,6 +86,8 @@ def test_f04_uv_export_requirements_and_pylock_of_one_lock_are_identical() -> No
     result = _pair(req, lock)
     keys = {k for (area, k) in result.a.facts if area == "package"}
     assert "-" not in keys and not any(k.startswith("oyez") for k in keys)  # `-e .`: the project
+    # read outside its project `-e .` names nothing; listed, but the lock's project: not compared
+    assert any(n.startswith(".: an editable local project of ") for n in result.a.notes)
     assert {"numpy ; python_full_version < \"3.11\"",
             "numpy ; python_full_version >= \"3.11\""} <= keys  # one entry per marker set
     assert keys == {k for (area, k) in result.b.facts if area == "package"}

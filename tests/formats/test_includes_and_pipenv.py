@@ -18,6 +18,7 @@ from envlock import formats
 from envlock.cli import cli
 from envlock.errors import ManifestError
 from envlock.formats import pipenv as pipenv_reader
+from envlock.formats.pep508 import read_requirements
 
 CASES = Path(__file__).resolve().parents[2] / ".." / "shared" / "cases"
 if not CASES.is_dir():
@@ -41,17 +42,23 @@ def _pip_reading(path: Path) -> tuple[set[tuple[str, str]], set[str]]:
             spec = str(ireq.req.specifier)
             named.add((canonicalize_name(ireq.req.name), spec.removeprefix("==")
                        if spec.startswith("==") and "," not in spec else spec))
-        elif ireq.link is not None and not ireq.link.is_file:
-            urls.add(parsed.requirement)
+        elif ireq.link is not None:  # a local path: the file or directory pip's link names
+            urls.add(ireq.link.url_without_fragment if ireq.link.is_file else parsed.requirement)
     return named, urls
 
 
 def _envlock_reading(path: Path) -> tuple[set[tuple[str, str]], set[str]]:
+    """envlock's reading in :func:`_pip_reading`'s terms (a local path as pip's ``file:`` link
+    of it, relative to the requirements file: the tests run pip in the file's directory)."""
+    from pip._internal.utils.urls import path_to_url
+
     pkgs = formats.read(path).data.get("pip", {}).get("packages", [])
     named = {(p["name"], p["version"]) for p in pkgs if not p.get("named-by") and not p.get("unnamed")
              and not p.get("vcs")}
     named |= {(p["name"], "") for p in pkgs if p.get("vcs") and not p.get("named-by")}
-    urls = {p["url"] for p in pkgs if p.get("named-by") or p.get("unnamed")}
+    urls = {path_to_url(str(path.parent / p["url"]))
+            if p.get("local") and not p["url"].startswith("file:") else p["url"]
+            for p in pkgs if p.get("named-by") or p.get("unnamed")}
     return named, urls
 
 
@@ -62,7 +69,8 @@ def _requirement_files() -> list[Path]:
 
 
 @pytest.mark.parametrize("path", _requirement_files(), ids=lambda p: p.name)
-def test_real_requirements_files_read_as_pip_reads_them(path: Path) -> None:
+def test_real_requirements_files_read_as_pip_reads_them(path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(path.parent)  # pip reads a local path (`-e .`) from where it runs
     pip_named, pip_urls = _pip_reading(path)
     ours_named, ours_urls = _envlock_reading(path)
     # an editable VCS checkout (-e git+…#egg=pip) is named by pip from #egg=: no specifier
@@ -208,3 +216,155 @@ def test_pipfile_reads_as_pipenv_reads_it() -> None:
     assert got == expected
     assert meta["requires"] == {"python_version": "3.6"}
     assert formats.read(path).listing == "partial"
+
+
+def _local_tree(tmp: Path) -> Path:
+    """A requirements file naming local projects of each kind pip knows, relative to it."""
+    proj = tmp / "proj"
+    (proj / "localpkg").mkdir(parents=True)
+    (proj / "localpkg" / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\n[project]\nname = "My_Local"\nversion = "0.3"\n')
+    (proj / "cfgpkg").mkdir()
+    (proj / "cfgpkg" / "setup.cfg").write_text("[metadata]\nname = cfg-pkg\nversion = attr: cfg.V\n")
+    (proj / "cfgpkg" / "setup.py").write_text("from setuptools import setup\nsetup()\n")
+    (proj / "dist").mkdir()
+    for f in ("dist/foo-1.2-py3-none-any.whl", "dist/bar_baz-2.0.tar.gz", "qux-1.3-py3-none-any.whl",
+              "dist/plat-3.0-cp312-cp312-manylinux_2_17_x86_64.whl"):
+        (proj / f).write_bytes(b"")
+    req = proj / "requirements.txt"
+    req.write_text(f"./localpkg\n-e cfgpkg\n./dist/foo-1.2-py3-none-any.whl\n"
+                   f"{(proj / 'dist' / 'plat-3.0-cp312-cp312-manylinux_2_17_x86_64.whl').as_uri()}\n"
+                   './dist/bar_baz-2.0.tar.gz ; python_version >= "3"\nqux-1.3-py3-none-any.whl\n'
+                   "numpy==1.26.4\n")
+    return req
+
+
+def test_local_paths_read_as_pip_reads_them(tmp_path: Path, monkeypatch) -> None:
+    """A directory, an editable directory, a wheel, an sdist, a bare wheel file name: pip names
+    the wheels from their file names and links the rest (oracle: pip's own parser, run in the
+    requirements file's directory); envlock names each, relative to the file, never drops one."""
+    req = _local_tree(tmp_path)
+    monkeypatch.chdir(req.parent)
+    pip_named, pip_urls = _pip_reading(req)
+    assert pip_named == {("foo", "1.2"), ("qux", "1.3"), ("plat", "3.0"), ("numpy", "1.26.4")}
+    assert len(pip_urls) == 3
+    assert _envlock_reading(req) == (pip_named, pip_urls)
+    monkeypatch.chdir(tmp_path)  # read from elsewhere: still relative to the file
+    pkgs = {p["name"]: p for p in formats.read(req).data["pip"]["packages"]}
+    assert (pkgs["my-local"]["version"], pkgs["my-local"]["named-by"]) == ("0.3", "metadata")
+    assert (pkgs["cfg-pkg"]["version"], pkgs["cfg-pkg"]["origin"]) == ("unknown", "editable")
+    assert (pkgs["bar-baz"]["version"], pkgs["bar-baz"]["named-by"]) == ("2.0", "file-name")
+    raw = {p["name"]: p for p in read_requirements(req.read_text(), "r", path=req)}
+    assert raw["bar-baz"]["marker"] == 'python_version >= "3"'  # pip splits it off at ';'
+    assert all(pkgs[n]["local"] for n in ("my-local", "cfg-pkg", "foo", "bar-baz", "qux", "plat"))
+    out = CliRunner().invoke(cli, ["show", str(req), "--width", "400"]).output
+    assert "packages: 0 conda, 7 pip; local paths: my-local (./localpkg), cfg-pkg (cfgpkg)" in out
+    assert formats.read(req).platforms == ("linux-64",)  # the platform wheel's tag
+
+
+def test_a_local_path_that_names_nothing_is_listed_unnamed(tmp_path: Path, monkeypatch) -> None:
+    """pip refuses a directory without project metadata (and one that is not there); envlock
+    lists it under its path, unnamed, and ``show`` says so: no line is dropped."""
+    from pip._internal.exceptions import InstallationError
+
+    (tmp_path / "noname").mkdir()
+    req = tmp_path / "requirements.txt"
+    req.write_text("./noname\n-e ./missing\nrich==13.7.1\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InstallationError, match="not installable"):
+        _pip_reading(req)
+    pkgs = {p["name"]: p for p in formats.read(req).data["pip"]["packages"]}
+    assert pkgs["./noname"]["unnamed"] is True and pkgs["./missing"]["origin"] == "editable"
+    out = CliRunner().invoke(cli, ["show", str(req), "--width", "400"]).output
+    assert "unnamed local paths (no project name found there): ./noname, ./missing" in out
+
+
+def test_a_local_wheel_pip_cannot_name_is_one_error(tmp_path: Path, monkeypatch) -> None:
+    from pip._internal.exceptions import InvalidWheelFilename
+
+    req = tmp_path / "requirements.txt"
+    req.write_text("rich==13.7.1\n./dist/foo.whl\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(InvalidWheelFilename):
+        _pip_reading(req)
+    assert "line 2: ./dist/foo.whl: not a wheel file name" in _one_error(["show", str(req)])
+
+
+def test_an_environment_files_pip_include_is_followed_as_conda_env_create_does(
+        tmp_path: Path, monkeypatch) -> None:
+    """``conda env create`` writes the ``pip:`` list to a requirements file in the environment
+    file's directory and runs ``pip install -r`` on it there (conda/env/installers/pip.py): its
+    ``-r`` is followed relative to that directory.  Oracle: that file, read by pip's parser."""
+    import yaml
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "other.txt").write_text("rich==13.7.1\n-r ../base.txt\n")
+    (tmp_path / "base.txt").write_text("click==8.1.7\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "pyproject.toml").write_text('[project]\nname = "pkg"\nversion = "1"\n')
+    pip_list = ["numpy==1.26.4", "-r sub/other.txt", "./pkg"]
+    env = tmp_path / "environment.yml"
+    env.write_text(yaml.safe_dump({"name": "x", "dependencies": ["python=3.11", {"pip": pip_list}]}))
+    handed = tmp_path / "condaenv.abc.requirements.txt"  # what conda writes for pip
+    handed.write_text("\n".join(pip_list))
+    monkeypatch.chdir(tmp_path)  # conda runs pip there (cwd=pip_workdir)
+    pip_named, pip_urls = _pip_reading(handed)
+    handed.unlink()
+    assert pip_named == {("numpy", "1.26.4"), ("rich", "13.7.1"), ("click", "8.1.7")}
+    assert _envlock_reading(env) == (pip_named, pip_urls)
+    # a cycle through the environment file, and a missing include: one error line each
+    (tmp_path / "sub" / "other.txt").write_text("-r ../sub/other.txt\n")
+    assert "a cycle: other.txt -> other.txt" in _one_error(["show", str(env)])
+    (tmp_path / "sub" / "other.txt").unlink()
+    assert "pip section: line 2: -r " in _one_error(["show", str(env)])
+
+
+def test_conda_lock_refuses_a_pip_include(tmp_path: Path) -> None:
+    """conda-lock's parse_environment_file is not the reference for ``-r`` in ``pip:``: it
+    refuses the line (InvalidRequirement) where conda env create follows it."""
+    pytest.importorskip("conda_lock")
+    from conda_lock.src_parser.environment_yaml import parse_environment_file
+    from packaging.requirements import InvalidRequirement
+
+    (tmp_path / "other.txt").write_text("rich==13.7.1\n")
+    env = tmp_path / "environment.yml"
+    env.write_text("name: x\ndependencies:\n  - python=3.11\n  - pip:\n    - -r other.txt\n")
+    mapping = tmp_path / "mapping.json"
+    mapping.write_text("{}", encoding="utf-8")
+    with pytest.raises(InvalidRequirement):
+        parse_environment_file(env, platforms=["linux-64"], mapping_url=str(mapping))
+    names = {p["name"] for p in formats.read(env).data["pip"]["packages"]}
+    assert names == {"rich"}
+
+
+def test_a_freezes_editable_installs_are_named_as_pip_freeze_named_them() -> None:
+    """``pip freeze`` writes ``# Editable install with no version control (name==version)``
+    above a ``-e <location>`` (pip/_internal/operations/freeze.py): the location is that
+    distribution, whether or not the directory is here."""
+    import re
+
+    freeze = FOREIGN / "BELIV-ASU__GLANCE__pip_freeze.txt"
+    said = dict(re.findall(r"^# Editable install with no version control \(([^=]+)==([^)]+)\)",
+                           freeze.read_text(), re.MULTILINE))
+    assert len(said) == 12
+    pkgs = [p for p in formats.read(freeze).data["pip"]["packages"] if p.get("local")]
+    assert {p["name"]: p["version"] for p in pkgs} == {canonicalize_name(n): v for n, v in said.items()}
+    assert all(p["named-by"] == "pip-freeze" and p["origin"] == "editable" for p in pkgs)
+
+
+def test_a_local_projects_metadata_is_read_boundedly(tmp_path: Path) -> None:
+    """A dynamic version is unknown (known only once built); a pyproject.toml past the bound
+    or malformed is one error naming it, as building it would fail."""
+    from envlock.formats.localreq import MAX_METADATA_BYTES
+
+    (tmp_path / "pkg").mkdir()
+    pyproject = tmp_path / "pkg" / "pyproject.toml"
+    pyproject.write_text('[project]\nname = "dyn"\ndynamic = ["version"]\n')
+    req = tmp_path / "requirements.txt"
+    req.write_text("rich==13.7.1\n./pkg\n")
+    pkgs = {p["name"]: p for p in formats.read(req).data["pip"]["packages"]}
+    assert pkgs["dyn"]["version"] == "unknown" and pkgs["dyn"]["named-by"] == "metadata"
+    pyproject.write_text("# x\n" * (MAX_METADATA_BYTES // 4 + 1))
+    assert f"{tmp_path}/pkg/pyproject.toml: too large" in _one_error(["show", str(req)])
+    pyproject.write_text("[project\n")
+    assert "malformed TOML" in _one_error(["show", str(req)])

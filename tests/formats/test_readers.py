@@ -69,7 +69,12 @@ def test_conda_names_are_not_pypi_names() -> None:
     ("git+https://github.com/o/p.git@master#egg=pep508-package&subdirectory=x",
      {"name": "pep508-package", "version": "unknown", "vcs": "git",
       "url": "git+https://github.com/o/p.git@master#egg=pep508-package&subdirectory=x"}),
-    ("-e .", None), ("-e ./libs/mine", None), ("--index-url=https://x/simple", None),
+    # a local path read without its file's directory: listed under its path, unnamed
+    ("-e .", {"name": ".", "url": ".", "version": "unknown", "unnamed": True, "local": True,
+              "origin": "editable"}),
+    ("-e ./libs/mine", {"name": "./libs/mine", "url": "./libs/mine", "version": "unknown",
+                        "unnamed": True, "local": True, "origin": "editable"}),
+    ("--index-url=https://x/simple", None),
     ("-r other.txt", None),
 ])
 def test_pep508_lines(line: str, expected: dict | None) -> None:
@@ -87,11 +92,15 @@ def test_markers_kept_one_entry_per_marker_set(tmp_path: Path) -> None:
     req = tmp_path / "requirements.txt"
     req.write_text("numpy==2.2.6 ; python_version < '3.11'\nnumpy==2.4.2 ; python_version >= '3.11'\n"
                    "scipy==1.15.0 ; python_version >= '3.10'\n-e .\n")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "proj"\nversion = "0.1"\n')
     pkgs = formats.read(req).data["pip"]["packages"]
     assert pkgs == [
         {"name": "numpy", "version": "2.2.6", "marker": 'python_version < "3.11"'},
         {"name": "numpy", "version": "2.4.2", "marker": 'python_version >= "3.11"'},
-        {"name": "scipy", "version": "1.15.0"}]  # listed once: the marker is not a key
+        {"name": "scipy", "version": "1.15.0"},  # listed once: the marker is not a key
+        # the project itself, named from its pyproject.toml beside the file
+        {"name": "proj", "version": "0.1", "url": ".", "named-by": "metadata", "local": True,
+         "origin": "editable"}]
 
 
 @pytest.mark.parametrize(("name", "kind", "listing"), [
