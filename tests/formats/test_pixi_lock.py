@@ -1,6 +1,6 @@
 """``pixi.lock`` v4–v7 read as rattler_lock (pixi's lock crate) reads it, with py-rattler's
 ``LockFile.from_path`` as the oracle: for every pixi.lock of ``/work/shared/cases/peers``
-(pixi's and rattler's own test and example lockfiles), envlock's packages per environment and
+(pixi's and rattler's own test and example lockfiles; and any of ``tests/formats/foreign``), envlock's packages per environment and
 platform — conda name, version, build, subdir; pypi name and version — are rattler's, and the
 project entries (conda source builds, editable / local-directory pypi entries) are envlock's
 ``projects``.  Invalid files rattler refuses get their real fault, and ``show``/``diff F F``
@@ -24,8 +24,9 @@ from envlock.formats._load import load_yaml
 rattler = pytest.importorskip("rattler")
 
 PEERS = Path("/work/shared/cases/peers")
-FILES = sorted([*PEERS.glob("pixilock/*.lock"), *PEERS.glob("rattlerlock/v[4-7]__*.yml")],
-               key=lambda p: p.name)
+FOREIGN = Path(__file__).resolve().parent / "foreign"
+FILES = sorted([*PEERS.glob("pixilock/*.lock"), *PEERS.glob("rattlerlock/v[4-7]__*.yml"),
+                *FOREIGN.glob("*pixi.lock")], key=lambda p: p.name)
 GOOD = [p for p in FILES if p.name != "v7__missing_platform.yml"]
 _ARCHIVE = (".whl", ".tar.gz", ".zip")
 
