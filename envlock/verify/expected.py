@@ -93,6 +93,34 @@ def _lock_names() -> str:
 _LOCK_NAMES = _lock_names()
 
 
+def _read_any(p: Path) -> Any:
+    """``p`` read by the shared reader of its format, as a lock (:func:`read_lock`).
+
+    :raises ManifestError: missing, malformed, or not a lockfile (one line).
+    """
+    from envlock import formats
+
+    if not os.path.lexists(p):
+        raise ManifestError(f"{p}: no such lockfile")
+    try:
+        r = formats.read(p, exact=True)  # as conda-lock / packaging parse it
+    except ManifestError as exc:
+        if "unknown format" not in str(exc):
+            raise
+        if p.name.endswith(".toml"):
+            raise ManifestError(f"{p}: not a PEP 751 lock file (no lock-version / [[packages]])"
+                                ) from None
+        if p.name.endswith((".yml", ".yaml")):
+            raise ManifestError(f"{p}: not a conda-lock file (no 'package' list)") from None
+        raise ManifestError(f"{p}: unknown lockfile kind (expected {_LOCK_NAMES})") from None
+    if r.lock is None and r.kind == "conda-explicit":  # conda-lock's `conda-<subdir>.lock`
+        r = dataclasses.replace(r, lock=formats.read_lock(p))
+    if r.lock is None:
+        raise ManifestError(f"{p}: unknown lockfile kind (expected {_LOCK_NAMES}; this is "
+                            f"{r.kind})")
+    return r
+
+
 def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
               marker_env: Mapping[str, str] | None = None, extras: Sequence[str] = (),
               dev: bool | None = None, environment: str | None = None,
@@ -119,24 +147,7 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
     from envlock.formats.conda import current_subdir
 
     p = Path(path)
-    if not os.path.lexists(p):
-        raise ManifestError(f"{p}: no such lockfile")
-    try:
-        r = formats.read(p, exact=True)  # as conda-lock / packaging parse it
-    except ManifestError as exc:
-        if "unknown format" not in str(exc):
-            raise
-        if p.name.endswith(".toml"):
-            raise ManifestError(f"{p}: not a PEP 751 lock file (no lock-version / [[packages]])"
-                                ) from None
-        if p.name.endswith((".yml", ".yaml")):
-            raise ManifestError(f"{p}: not a conda-lock file (no 'package' list)") from None
-        raise ManifestError(f"{p}: unknown lockfile kind (expected {_LOCK_NAMES})") from None
-    if r.lock is None and r.kind == "conda-explicit":  # conda-lock's `conda-<subdir>.lock`
-        r = dataclasses.replace(r, lock=formats.read_lock(p))
-    if r.lock is None:
-        raise ManifestError(f"{p}: unknown lockfile kind (expected {_LOCK_NAMES}; this is "
-                            f"{r.kind})")
+    r = _read_any(p)
     plat = platform or current_subdir()
     taken, env_name = plat, None
     note: tuple[str, ...] = ()
