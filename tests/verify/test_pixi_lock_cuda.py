@@ -159,3 +159,44 @@ def test_an_unknown_pixi_name_is_one_error_line_listing_the_locks(args: list[str
     assert r.returncode == 2
     (line,) = r.stderr.strip().splitlines()
     assert line.startswith("Error: ") and line.endswith(names)
+
+
+@pytest.mark.skipif(not MULTI.is_file(), reason="the peers cases are not here")
+def test_the_platform_read_is_said_in_the_one_line_verdict(tmp_path: Path) -> None:
+    """An install of p2 verifies (a conda prefix holding exactly p2's conda packages, as
+    py-rattler lists them) and the ok line says which environment and platform was read."""
+    import json
+    import subprocess
+    import sys
+
+    from envlock.formats.conda import current_subdir
+
+    if current_subdir() != "linux-64":
+        pytest.skip("the platform is linux-64")
+    prefix = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(prefix)], check=True,
+                   timeout=300)
+    (prefix / "conda-meta").mkdir()
+    (prefix / "conda-meta/history").write_text("")
+    env = dict(rattler.LockFile.from_path(MULTI).environments())["default"]
+    p2 = next(p for p in env.platforms() if p.name == "p2")
+    for q in env.packages(p2):
+        r = q.package_record
+        rec = {"name": r.name.normalized, "version": str(r.version), "build": str(r.build),
+               "build_number": r.build_number, "subdir": str(r.subdir), "md5": r.md5.hex()
+               if r.md5 else None, "url": str(q.location), "depends": [], "files": []}
+        (prefix / "conda-meta" / f"{rec['name']}-{rec['version']}-{rec['build']}.json").write_text(
+            json.dumps(rec))
+    envlock = Path(sys.executable).with_name("envlock")
+    base = [str(envlock), "verify", "--prefix", str(prefix), "--lock", str(MULTI)]
+    cfg = tmp_path / "envlock.toml"
+    from envlock.verify.checks import CHECKS
+
+    cfg.write_text("[verify]\nskip = [" + ", ".join(f'"{c[0]}"' for c in CHECKS if c[0] != "locks")
+                   + "]\n")  # the packages of the lock only
+    ok = subprocess.run([*base, "--platform", "p2"], capture_output=True, text=True, timeout=300,
+                        cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert ok.stdout.startswith("envlock verify: ok") and len(ok.stdout.splitlines()) == 1, ok.stdout
+    assert "lockfile multi-machine__pixi.lock read for environment default, platform p2 " \
+           "(linux-64)" in ok.stdout
