@@ -22,6 +22,13 @@ __all__ = ["verify"]
 @click.option("--lock", "locks", multiple=True, type=click.Path(dir_okay=False, path_type=str),
               help=f"A lockfile it must match ({names_for_help('verify --lock')}). Repeatable.")
 @selection_options
+@click.option("--environment", "-e", "environment", metavar="NAME",
+              help="The pixi.lock environment the install took (pixi install -e NAME; "
+                   "default: default).")
+@click.option("--platform", "lock_platform", metavar="NAME",
+              help="The pixi.lock platform entry to compare with (a name of its platforms "
+                   "list, such as p2; default: the one named as this machine's subdir, else "
+                   "the first of this subdir).")
 @target_options
 @click.option("--output-dir", type=click.Path(path_type=str),
               help="Directory the job writes to: must exist, be writable, have free space and inodes.")
@@ -46,6 +53,8 @@ def verify(
     quiet: bool,
     timeout: float,
     requested: Any,
+    environment: str | None = None,
+    lock_platform: str | None = None,
 ) -> None:
     """Check that this job will run as intended.
 
@@ -60,7 +69,9 @@ def verify(
     """
     from envlock.verify import verify as run_verify
 
-    extra = {"requested": requested} if requested.given else {}
+    extra: dict[str, Any] = {"requested": requested} if requested.given else {}
+    extra |= {k: v for k, v in (("environment", environment), ("lock_platform", lock_platform))
+              if v is not None}
     report = run_verify(manifest=manifest, locks=locks, python=python, prefix=prefix,
                         output_dir=output_dir, strict=strict, timeout=timeout, build=build,
                         **extra)

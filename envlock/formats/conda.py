@@ -96,7 +96,7 @@ def parse_spec(text: str) -> CondaSpec:
         if ms.name is None:
             raise ManifestError(f"not a conda match spec: {one_line(line)} (no package name)")
         name = _matcher_name(ms.name)
-        version = str(ms.version) if ms.version is not None else ""
+        version = _as_written(str(ms.version), line, name) if ms.version is not None else ""
         build = str(ms.build) if ms.build is not None else ""
         channel = ms.channel.name if ms.channel is not None else ""
     else:
@@ -119,6 +119,48 @@ def parse_spec(text: str) -> CondaSpec:
         pin = raw.group(1) if raw else version[2:].strip()
     return CondaSpec(name=name, version=version, build=build, channel=channel or "",
                      exact=exact, pin=pin)
+
+
+_LITERAL = re.compile(r"[0-9A-Za-z_][0-9A-Za-z_.+!]*")
+
+
+def _literals(text: str) -> list[tuple[int, int]]:
+    """The spans of the version literals in a version spec (``3.0`` of ``3.0.*``)."""
+    out = []
+    for m in _LITERAL.finditer(text):
+        end = m.end()
+        while end > m.start() and text[end - 1] == ".":
+            end -= 1  # the ``.`` of a ``.*`` wildcard
+        out.append((m.start(), end))
+    return out
+
+
+def _as_written(normalised: str, line: str, name: str) -> str:
+    """rattler's version spec with each version as the line writes it: conda's ``MatchSpec``
+    keeps the text (``=3.000`` is ``3.000.*``, ``>=2023.05.30``), rattler prints its parsed
+    numbers (``3.0.*``); the two are the same versions, and the text is what the file says.
+    Literals are paired in order and only taken when rattler reads them as the same version;
+    else rattler's spelling is kept."""
+    m = re.match(rf"^\s*(?:[^:\s]+::)?{re.escape(name)}", line, re.IGNORECASE)
+    rest = line[m.end():] if m else ""
+    if not rest or "[" in rest:
+        return normalised
+    ours, theirs = _literals(normalised), _literals(rest)
+    if len(theirs) < len(ours):
+        return normalised
+    try:
+        from rattler import Version
+
+        pairs = [(normalised[a:b], rest[c:d]) for (a, b), (c, d) in zip(ours, theirs)]
+        if not all(x == y or Version(x) == Version(y) for x, y in pairs):
+            return normalised
+    except Exception:  # noqa: BLE001 - not a version rattler parses: its own spelling
+        return normalised
+    out, last = [], 0
+    for (a, b), (_x, y) in zip(ours, pairs):
+        out += [normalised[last:a], y]
+        last = b
+    return "".join(out) + normalised[last:]
 
 
 def _matcher_name(matcher: Any) -> str:

@@ -90,6 +90,10 @@ class LockFile:
         ``tool.uv.conflicts``: the PyTorch ``cpu``/``cu124`` recipe); ``()``: none.
     :ivar pixi_platforms: a ``pixi.lock``'s platforms (:class:`~envlock.formats.pixilock.PixiPlatform`: name, subdir,
         virtual packages), in ``platforms`` order; ``()`` for other locks.
+    :ivar sources: a ``pixi.lock``'s conda packages built from source (v7 ``conda_source``
+        records, v6 ``conda: <path>`` ones), which rattler_lock reads as packages
+        (``CondaLockedSourcePackage``: name, version) and envlock as the project too
+        (:attr:`projects`; they are built, not downloaded, so never compared as packages).
     """
 
     kind: str
@@ -100,6 +104,7 @@ class LockFile:
     environments: tuple[str, ...] = ()
     conflicts: tuple[frozenset[str], ...] = ()
     pixi_platforms: tuple[Any, ...] = ()
+    sources: tuple[Locked, ...] = ()
 
 
 def _err(name: str, what: str) -> ManifestError:

@@ -146,6 +146,7 @@ def read_pixi_lock(data: Mapping[str, Any], name: str, environment: str = "defau
         raise _err(name, f"environments.{environment}.packages must be a mapping")
     out: list[Locked] = []
     projects: list[str] = []
+    sources: list[Locked] = []
     for platform, refs in per_platform.items():
         plat = one_line(str(platform))
         if platforms and platform not in platforms:
@@ -171,10 +172,14 @@ def read_pixi_lock(data: Mapping[str, Any], name: str, environment: str = "defau
             entry = _pixi_entry(kind, loc, rec, str(platform), subdir, name, where)
             if isinstance(entry, str):
                 projects.append(entry)
+                if kind != "pypi":  # a conda package built from source: rattler's package too
+                    sources.append(Locked("conda", entry, str(rec.get("version") or UNKNOWN),
+                                          platform=str(platform), build=_str_or_none(rec, "build"),
+                                          subdir=str(rec.get("subdir") or subdir)))
             else:
                 out.append(entry)
     return LockFile("pixi.lock", tuple(str(p) for p in per_platform), tuple(out),
-                    projects=tuple(dict.fromkeys(projects)),
+                    projects=tuple(dict.fromkeys(projects)), sources=tuple(sources),
                     pixi_platforms=tuple(platforms[p] if p in platforms else PixiPlatform(str(p), str(p))
                                          for p in per_platform))
 

@@ -17,6 +17,15 @@ if TYPE_CHECKING:
 __all__ = ["foreign_json", "foreign_lines", "foreign_rows", "lock_summary_lines", "render_foreign"]
 
 
+def _built_text(built: list[Any]) -> str:
+    """`` (1 built from source: child-package 0.1.0)``: a pixi.lock's conda source packages,
+    which rattler counts as packages (:attr:`envlock.formats.locks.LockFile.sources`)."""
+    if not built:
+        return ""
+    return f" ({len(built)} built from source: " + ", ".join(
+        f"{x.name} {x.version}" for x in built) + ")"
+
+
 def lock_summary_lines(lock: Any, *, path: str = "") -> list[str]:
     """The summary of a lockfile ``show`` was given instead of a manifest
     (:class:`envlock.formats.locks.LockFile`): its kind, then per platform how many conda
@@ -30,7 +39,9 @@ def lock_summary_lines(lock: Any, *, path: str = "") -> list[str]:
         conda = sum(1 for x in pkgs if x.manager == "conda")
         pip = len(pkgs) - conda
         label = f"platform {plat}" if plat else "packages"
-        text = f"{conda} conda, {pip} pip" if conda else f"{pip} pip"
+        built = [x for x in getattr(lock, "sources", ()) if plat is None or x.platform == plat]
+        text = (f"{conda + len(built)} conda{_built_text(built)}, {pip} pip"
+                if conda or built else f"{pip} pip")
         q = pixi.get(plat) if plat else None
         if q is not None and (q.subdir != q.name or q.virtual_packages):
             text += f" (subdir {q.subdir}" + (f"; virtual packages {', '.join(q.virtual_packages)}"
@@ -80,6 +91,12 @@ def _python_of(reading: Any) -> str:
     return "not stated" + (" (entries carry python_version markers)" if marked else "")
 
 
+def chosen_name(plats: list[str]) -> str | None:
+    """The platform whose packages a reading of a lock counts (:func:`envlock.formats.read`
+    without ``platform``: ``linux-64`` when locked, else the first)."""
+    return "linux-64" if "linux-64" in plats else (plats[0] if plats else None)
+
+
 def foreign_lines(reading: Any, *, path: str = "") -> list[str]:
     """The summary of a file that is not a manifest, as ``label: text`` lines: its kind and
     what its listing means, platforms, package counts (conda, pip; per platform for a lock of
@@ -107,7 +124,10 @@ def foreign_lines(reading: Any, *, path: str = "") -> list[str]:
     n_pip = len(pip_t.get("packages") or ())
     pip_text = (f"not recorded ({pip_t.get('error')})" if pip_t.get("status") not in (None, "ok")
                 else str(n_pip))
-    line = f"packages: {n_conda} conda, {pip_text} pip"
+    # a pixi.lock's conda source packages of the platform counted (``_reading``'s choice)
+    counted = chosen_name(plats) if lock is not None else None
+    built = [x for x in getattr(lock, "sources", ()) if x.platform in (counted, None)]
+    line = f"packages: {n_conda + len(built)} conda{_built_text(built)}, {pip_text} pip"
     if lock is not None and len(plats) > 1:
         line += f"; {len(lock.packages)} entries on all {len(plats)} platforms"
     constraints = sum(1 for t in (conda_t, pip_t) for p in t.get("packages") or ()

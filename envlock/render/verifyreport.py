@@ -16,13 +16,16 @@ _STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
 def summary_line(report: Any) -> str:
-    """The one-line verdict, e.g. ``envlock verify: ok (14 checks, 0.21 s)``."""
+    """The one-line verdict, e.g. ``envlock verify: ok (14 checks, 0.21 s)``; when ok, the
+    install each lock was read for is said in it too (``packages.lock-selection``: ``lockfile
+    pixi.lock read for environment default, platform p2 (linux-64)``)."""
     c = report.counts
     n = len(report.checks)
     inputs = [x for x in (report.manifest, *report.locks) if x]
     where = f" against {', '.join(inputs)}" if inputs else ""
     if report.status == "ok":
         notes = f", {c['info']} note(s) in --format json" if c["info"] else ""
+        notes += "".join(f"; {f.title}" for f in report.findings if f.id == "packages.lock-selection")
         return f"envlock verify: ok{where} ({n} checks, {report.duration:.2f} s{notes})"
     parts = [f"{c['error']} error(s)" if c["error"] else "", f"{c['warning']} warning(s)" if c["warning"] else ""]
     return f"envlock verify: {', '.join(p for p in parts if p)}{where} ({n} checks, {report.duration:.2f} s)"

@@ -190,11 +190,14 @@ def _run_checks(
     return findings, done
 
 
-def _expected(manifest: str | None, locks: Sequence[str], requested: Any) -> Expected:
+def _expected(manifest: str | None, locks: Sequence[str], requested: Any,
+              pixi: tuple[str | None, str | None] = (None, None)) -> Expected:
     """What the environment should be: the manifest and the lockfiles, each lock read for the
-    extras and groups ``requested`` (:func:`verify`'s parameters).
+    extras and groups ``requested`` and a pixi.lock for ``pixi`` (environment, platform
+    entry): :func:`verify`'s parameters.
 
-    :raises ManifestError: the manifest or a lockfile is missing or malformed.
+    :raises ManifestError: the manifest or a lockfile is missing or malformed; a pixi
+        environment or platform named that a pixi.lock lacks, or named with no pixi.lock.
     """
     from envlock.verify.expected import Expected, read_lock
 
@@ -205,13 +208,21 @@ def _expected(manifest: str | None, locks: Sequence[str], requested: Any) -> Exp
         m = load(manifest)
     extras = tuple(requested.extras) if requested is not None else ()
     dev = False if requested is not None and requested.no_dev else None
-    lock_list = tuple(read_lock(p, extras=extras, dev=dev) for p in locks)
+    lock_list = tuple(read_lock(p, extras=extras, dev=dev, environment=pixi[0],
+                                lock_platform=pixi[1]) for p in locks)
     if requested is not None and requested.given:  # a uv.lock's [tool.uv] default-groups
         from envlock.formats.projectlocks import uv_default_groups
 
         lock_list = tuple(x._replace(default_groups=uv_default_groups(x.path, {
             g for q in x.packages for g, _m in q.groups if g})) if x.kind == "uv.lock" else x
             for x in lock_list)
+    if pixi != (None, None) and not any(x.kind == "pixi.lock" for x in lock_list):
+        said = " and ".join(o for o, v in zip(("--environment", "--platform"), pixi) if v is not None)
+        from envlock.errors import ManifestError
+
+        raise ManifestError(f"{said} choose{'' if ' and ' in said else 's'} the environment "
+                            "and platform of a pixi.lock given with --lock; "
+                            + ("no --lock is a pixi.lock" if lock_list else "no --lock was given"))
     return Expected(manifest=m, manifest_path=manifest, locks=lock_list, requested=requested)
 
 
@@ -237,7 +248,8 @@ def verify(
     runner: Runner = run, cwd: str | None = None, config_dir: str | None = None,
     statvfs: Callable[[str], Any] = os.statvfs,
     checks: Sequence[tuple[str, Callable[[Any], list[Finding]]]] | None = None,
-    build: bool = False, requested: Any = None,
+    build: bool = False, requested: Any = None, environment: str | None = None,
+    lock_platform: str | None = None,
 ) -> VerifyReport:
     """Check the target environment and this node against a manifest and/or lockfiles.
 
@@ -263,7 +275,11 @@ def verify(
         ``--all-extras`` / ``--no-dev``; ``-E NAME`` as ``conda-lock install -E NAME``); ``None``:
         inferred for each lock from what is installed (uv's extras and groups), or each
         tool's default install (conda-lock: main and dev; :func:`envlock.formats.locks.for_install`).
-    :raises ManifestError: the manifest or a lockfile is missing or malformed.
+    :param environment, lock_platform: the environment (``pixi install -e NAME``) and the
+        platform entry (``p2``) of each ``pixi.lock`` to compare with
+        (:mod:`envlock.verify.pixichoice`); ``None``: ``default``, and the platform of this subdir.
+    :raises ManifestError: the manifest or a lockfile is missing or malformed; a pixi
+        environment or platform the lock lacks (one line listing the lock's).
     :raises ConfigError: the policy file is malformed.
     :raises TargetError: the target environment cannot be found.
     :returns: a :class:`VerifyReport`.
@@ -284,7 +300,7 @@ def verify(
     # Start the interpreter query now: nearly every check needs it, and loading the inputs
     # below overlaps with it.
     threading.Thread(target=lambda: live.python, name="envlock-verify-python", daemon=True).start()
-    expected = _expected(manifest, locks, requested)
+    expected = _expected(manifest, locks, requested, (environment, lock_platform))
     config = load_config(config_dir or (os.path.dirname(os.path.abspath(manifest)) if manifest else cwd))
     ctx = Context(live=live, expected=expected, environ=env, config=config, output_dir=output_dir,
                   cwd=cwd, statvfs=statvfs)

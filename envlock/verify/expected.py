@@ -67,6 +67,9 @@ class Lock(NamedTuple):
     :ivar cuda: the ``__cuda`` version the taken platform's virtual packages require (a v7
         ``pixi.lock`` platform solved for ``__cuda=12``), compared with the driver like a
         package's ``__cuda`` dependency; ``lock_platform``: that platform's name (``p2``).
+    :ivar pixi_environment: the pixi.lock environment read; ``selection``: evidence lines
+        saying which environment and platform were read when the lock has several
+        (:class:`envlock.verify.pixichoice.PixiChoice`).
     """
 
     path: str
@@ -81,6 +84,8 @@ class Lock(NamedTuple):
     cuda: str | None = None
     lock_platform: str | None = None
     default_groups: tuple[str, ...] = ("dev",)
+    pixi_environment: str | None = None
+    selection: tuple[str, ...] = ()
 
 
 def _lock_names() -> str:
@@ -92,27 +97,13 @@ def _lock_names() -> str:
 _LOCK_NAMES = _lock_names()
 
 
-def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
-              marker_env: Mapping[str, str] | None = None, extras: Sequence[str] = (),
-              dev: bool | None = None) -> Lock:
-    """Read a lockfile with the shared reader of its format (:func:`envlock.formats.read_lock`:
-    conda-lock's model, :mod:`packaging.pylock`, the uv/poetry/pdm/pixi schemas), recognised by
-    its content.
+def _read_any(p: Path) -> Any:
+    """``p`` read by the shared reader of its format, as a lock (:func:`read_lock`).
 
-    :param platform: conda subdir whose packages to keep (default: this machine's).
-    :param marker_env: PEP 508 marker environment of the target; entries whose marker does
-        not hold are dropped.  ``None``: every entry is kept with its marker, for the caller to
-        evaluate against the target (:func:`envlock.formats.markers.marker_holds`).
-    :param extras, dev: the optional groups the install took (``conda-lock install -E NAME
-        --no-dev``): :func:`envlock.formats.locks.for_install`; entries of other groups keep
-        their groups, and not installed they are a choice, not a missing package.
-    :raises ManifestError: the file is missing, not a regular file, malformed, invalid for its
-        own tool, or not a lockfile (one line).
+    :raises ManifestError: missing, malformed, or not a lockfile (one line).
     """
     from envlock import formats
-    from envlock.formats.conda import current_subdir
 
-    p = Path(path)
     if not os.path.lexists(p):
         raise ManifestError(f"{p}: no such lockfile")
     try:
@@ -131,12 +122,46 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
     if r.lock is None:
         raise ManifestError(f"{p}: unknown lockfile kind (expected {_LOCK_NAMES}; this is "
                             f"{r.kind})")
+    return r
+
+
+def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
+              marker_env: Mapping[str, str] | None = None, extras: Sequence[str] = (),
+              dev: bool | None = None, environment: str | None = None,
+              lock_platform: str | None = None) -> Lock:
+    """Read a lockfile with the shared reader of its format (:func:`envlock.formats.read_lock`:
+    conda-lock's model, :mod:`packaging.pylock`, the uv/poetry/pdm/pixi schemas), recognised by
+    its content.
+
+    :param platform: conda subdir whose packages to keep (default: this machine's).
+    :param marker_env: PEP 508 marker environment of the target; entries whose marker does
+        not hold are dropped.  ``None``: every entry is kept with its marker, for the caller to
+        evaluate against the target (:func:`envlock.formats.markers.marker_holds`).
+    :param extras, dev: the optional groups the install took (``conda-lock install -E NAME
+        --no-dev``): :func:`envlock.formats.locks.for_install`; entries of other groups keep
+        their groups, and not installed they are a choice, not a missing package.
+    :param environment, lock_platform: a ``pixi.lock``'s environment (``pixi install -e
+        NAME``; default ``default``) and platform entry (``p2``; default: the one named as
+        ``platform``, else the first of that subdir): :func:`envlock.verify.pixichoice.choose_pixi`;
+        other kinds of lock ignore them.
+    :raises ManifestError: the file is missing, not a regular file, malformed, invalid for its
+        own tool, or not a lockfile; no such pixi environment or platform (one line).
+    """
+    from envlock import formats
+    from envlock.formats.conda import current_subdir
+
+    p = Path(path)
+    r = _read_any(p)
     plat = platform or current_subdir()
-    # pixi.lock v7 names its platforms (``p2`` = linux-64 solved with __cuda=12): the one
-    # named as this subdir, else the first of this subdir, is the one taken
+    taken, env_name = plat, None
+    note: tuple[str, ...] = ()
+    if r.kind == "pixi.lock":  # v7 names its platforms (``p2`` = linux-64 with __cuda=12)
+        from envlock.verify.pixichoice import choose_pixi
+
+        chosen = choose_pixi(p, r.lock, plat, environment, lock_platform)
+        r = dataclasses.replace(r, lock=chosen.lock)
+        taken, plat, note, env_name = chosen.platform, chosen.subdir, chosen.note, chosen.environment
     pixi = {q.name: q for q in r.lock.pixi_platforms}
-    taken = plat if plat in pixi or not pixi else next(
-        (q.name for q in r.lock.pixi_platforms if q.subdir == plat), plat)
     out = []
     for x in formats.locks.for_install(r.lock, extras=extras, dev=dev).packages:
         if x.platform is not None and x.platform != taken:
@@ -168,7 +193,8 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
                 requires_python=r.lock.requires_python, environments=r.lock.environments,
                 conflicts=r.lock.conflicts,
                 cuda=pixi[taken].cuda if taken in pixi else None,
-                lock_platform=taken if taken in pixi else None)
+                lock_platform=taken if taken in pixi else None,
+                pixi_environment=env_name, selection=note)
 
 
 @dataclass(frozen=True, kw_only=True)

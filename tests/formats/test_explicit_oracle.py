@@ -1,4 +1,4 @@
-"""Every ``conda list --explicit`` file of ``shared/cases/peers`` read as conda reads it (issue
+"""Every ``conda list --explicit`` file of ``shared/cases/peers`` and ``tests/formats/foreign`` read as conda reads it (issue
 23): conda's own ``MatchSpec`` (the copy conda-lock vendors, ``conda_lock._vendor.conda``) of
 each URL line, with the ``#<md5>`` conda's ``explicit()`` splits off and checks on install, is
 the oracle for name, version, build, subdir and md5."""
@@ -14,8 +14,10 @@ from envlock.formats import read_lock
 
 _HERE = Path(__file__).resolve().parents[2].parent / "shared" / "cases"
 CASES = _HERE if _HERE.is_dir() else Path("/work/shared/cases")
-FILES = sorted(p for p in (CASES / "peers" / "explicit").glob("*")
-               if "@EXPLICIT" in p.read_text(encoding="utf-8")) if (CASES / "peers").is_dir() else []
+FOREIGN = Path(__file__).resolve().parent / "foreign"
+FILES = sorted(p for p in [*(CASES / "peers" / "explicit").glob("*"),
+                           *FOREIGN.glob("*spec-file.txt"), *FOREIGN.glob("*.lock")]
+               if "@EXPLICIT" in p.read_text(encoding="utf-8"))
 
 #: explicit-list files (conda-lock's render) that lack the ``@EXPLICIT`` line
 UNMARKED = sorted(p for p in (CASES / "peers" / "explicit").glob("*")
@@ -45,7 +47,10 @@ def _conda_view(path: Path) -> set[tuple[str, str, str, str | None, str]]:
 def test_an_explicit_file_reads_as_conda_reads_it(path: Path) -> None:
     ours = {(x.name, x.version, x.build, x.md5, x.subdir) for x in read_lock(path).packages}
     assert ours == _conda_view(path)
-    assert any(md5 for *_, md5, _ in ours)  # every one of these files pins md5s
+    # an md5 where the line has one (``conda list --explicit --md5``), none where it has none
+    text = path.read_text(encoding="utf-8")
+    assert sorted(md5 for *_, md5, _ in ours if md5) == sorted(
+        re.findall(r"#([0-9a-f]{32})\s*$", text, re.MULTILINE))
 
 
 @pytest.mark.parametrize("path", UNMARKED, ids=lambda p: p.name)

@@ -28,10 +28,13 @@ else:  # Python 3.10: tomli, the parser that became 3.11's tomllib
 
 _HERE = Path(__file__).resolve().parents[2].parent / "shared" / "cases" / "peers"
 PEERS = _HERE if _HERE.is_dir() else Path("/work/shared/cases/peers")
+FOREIGN = Path(__file__).resolve().parent / "foreign"
 CONDA_LOCKS = sorted([*(PEERS / "condalock").glob("*.yml"),
-                      *(PEERS / "rattlerlock").glob("v0__*conda-lock.yml")])
-PIXI_LOCKS = sorted((PEERS / "pixilock").glob("*pixi.lock"))
-ENV_FILES = sorted((PEERS / "envyml").glob("*environment.y*ml"))
+                      *(PEERS / "rattlerlock").glob("v0__*conda-lock.yml"),
+                      *FOREIGN.glob("*conda-lock.yml")])
+PIXI_LOCKS = sorted([*(PEERS / "pixilock").glob("*pixi.lock"), *FOREIGN.glob("*pixi.lock")])
+ENV_FILES = sorted([*(PEERS / "envyml").glob("*environment.y*ml"),
+                    *FOREIGN.glob("*environment.y*ml")])
 
 pytestmark = pytest.mark.skipif(not CONDA_LOCKS, reason="the peers cases are not here")
 

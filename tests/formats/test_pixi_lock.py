@@ -1,6 +1,6 @@
 """``pixi.lock`` v4–v7 read as rattler_lock (pixi's lock crate) reads it, with py-rattler's
 ``LockFile.from_path`` as the oracle: for every pixi.lock of ``/work/shared/cases/peers``
-(pixi's and rattler's own test and example lockfiles), envlock's packages per environment and
+(pixi's and rattler's own test and example lockfiles; and any of ``tests/formats/foreign``), envlock's packages per environment and
 platform — conda name, version, build, subdir; pypi name and version — are rattler's, and the
 project entries (conda source builds, editable / local-directory pypi entries) are envlock's
 ``projects``.  Invalid files rattler refuses get their real fault, and ``show``/``diff F F``
@@ -24,8 +24,9 @@ from envlock.formats._load import load_yaml
 rattler = pytest.importorskip("rattler")
 
 PEERS = Path("/work/shared/cases/peers")
-FILES = sorted([*PEERS.glob("pixilock/*.lock"), *PEERS.glob("rattlerlock/v[4-7]__*.yml")],
-               key=lambda p: p.name)
+FOREIGN = Path(__file__).resolve().parent / "foreign"
+FILES = sorted([*PEERS.glob("pixilock/*.lock"), *PEERS.glob("rattlerlock/v[4-7]__*.yml"),
+                *FOREIGN.glob("*pixi.lock")], key=lambda p: p.name)
 GOOD = [p for p in FILES if p.name != "v7__missing_platform.yml"]
 _ARCHIVE = (".whl", ".tar.gz", ".zip")
 
@@ -82,6 +83,19 @@ def test_the_versions_covered() -> None:
     assert versions == {4, 5, 6, 7}
 
 
+def _rattler_sources(path: Path) -> dict[str, list[str]]:
+    """``{platform: ["name version", …]}``: the default environment's conda source packages
+    (``CondaLockedSourcePackage``), as py-rattler reads them."""
+    out: dict[str, list[str]] = {}
+    for env_name, env in rattler.LockFile.from_path(path).environments():
+        for plat in env.platforms() if env_name == "default" else ():
+            for q in env.packages(plat):
+                if type(q).__name__ == "CondaLockedSourcePackage":
+                    r = q.package_record
+                    out.setdefault(plat.name, []).append(f"{r.name.normalized} {r.version}")
+    return out
+
+
 @pytest.mark.parametrize("path", GOOD, ids=lambda p: p.name)
 def test_show_and_diff_of_the_file_with_itself(path: Path) -> None:
     from envlock.cli import cli
@@ -93,11 +107,16 @@ def test_show_and_diff_of_the_file_with_itself(path: Path) -> None:
     assert "kind: pixi.lock" in shown.output
     theirs = _rattler_view(path)
     default = {k[1]: v for k, v in theirs.items() if k[0] == "default"}
+    built = _rattler_sources(path)
+    text = " ".join(shown.output.split())
     for plat, (pkgs, _, _) in default.items():
         conda = sum(1 for p in pkgs if p[0] == "conda")
-        assert f"platform {plat}: " in shown.output
-        assert f"{conda} conda, {len(pkgs) - conda} pip" in shown.output.replace("\n", " ") or \
-            not conda
+        assert f"platform {plat}: " in text
+        # rattler's count: binary and source conda packages (``conda_source``: child-package)
+        src = built.get(plat, [])
+        said = f" ({len(src)} built from source: {', '.join(src)})" if src else ""
+        assert f"platform {plat}: {conda + len(src)} conda{said}, {len(pkgs) - conda} pip" in text \
+            or not conda + len(src)
     assert same.exit_code == 0, same.output
     if not theirs:  # a lock of no platform and no package: one empty environment, said
         assert "neither lists a package" in " ".join(same.output.split())
@@ -153,3 +172,16 @@ def test_invalid_files_get_their_real_fault(tmp_path: Path, source: str, change:
         read(path, exact=True)
     assert fault in str(exc.value) and "has no conda or pypi URL" not in str(exc.value)
     assert "\n" not in str(exc.value)
+
+
+@pytest.mark.skipif(not (PEERS / "rattlerlock/v7__sources-lock.yml").is_file(), reason="no peers")
+def test_a_conda_source_package_is_counted_as_rattler_counts_it() -> None:
+    """rattler's v7 ``sources-lock.yml``: one ``conda_source`` record (child-package 0.1.0),
+    a package to rattler (and the project, built here, to envlock): counted, and named."""
+    from envlock.cli import cli
+
+    path = PEERS / "rattlerlock/v7__sources-lock.yml"
+    assert _rattler_sources(path) == {"win-64": ["child-package 0.1.0"]}
+    text = " ".join(CliRunner().invoke(cli, ["show", str(path)]).output.split())
+    assert "packages: 1 conda (1 built from source: child-package 0.1.0), 0 pip" in text
+    assert "project: child-package" in text

@@ -4,12 +4,15 @@ and ``dev`` by default, ``-E NAME`` adds a category, ``--no-dev`` drops ``dev``.
 The prefix is what conda-lock's own renderer (``render_lockfile_for_platform``, the list
 ``conda-lock install`` hands to conda) says an install with those options holds: one
 conda-meta record per rendered URL, over a real interpreter.  The lock is conda-lock's own
-test file ``test-multiple-categories`` (categories main, dev and test).
+test file ``test-multiple-categories`` (categories main, dev and test); the default install
+is also checked on every conda-lock.yml of peers and ``tests/formats/foreign`` locked for this
+platform (its ``# pip`` lines as dist-info directories).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -125,3 +128,80 @@ def test_the_cli_takes_extras_and_no_dev(tmp_path: Path) -> None:
     ids = lambda res: {f["id"] for f in json.loads(res.output)["findings"]}  # noqa: E731
     assert "packages.missing" not in ids(ok) and "packages.group-not-installed" in ids(ok)
     assert bad.exit_code == 1 and "packages.missing" in ids(bad)
+
+
+_PEERS = Path("/work/shared/cases/peers")
+_FOREIGN = Path(__file__).resolve().parents[1] / "formats" / "foreign"
+EVERY_LOCK = sorted([*_PEERS.glob("condalock/*.yml"), *_PEERS.glob("rattlerlock/v0__*conda-lock.yml"),
+                     *_FOREIGN.glob("*conda-lock.yml")], key=lambda p: p.name)
+
+
+def _default_install(lock: Path, tmp_path: Path) -> Path | None:
+    """A prefix holding what ``conda-lock install LOCK`` (main + dev, no extras) installs here,
+    by conda-lock's own renderer: a conda-meta record per URL, a dist-info per ``# pip`` line.
+    ``None`` when the lock is not for this platform."""
+    lockfile = pytest.importorskip("conda_lock.lockfile")
+    from conda_lock.conda_lock import render_lockfile_for_platform
+
+    subdir = _conda.current_subdir()
+    parsed = lockfile.parse_conda_lock_file(lock)
+    if subdir not in parsed.metadata.platforms:
+        return None
+    lines = render_lockfile_for_platform(lockfile=parsed, include_dev_dependencies=True,
+                                         extras=set(), kind="explicit", platform=subdir)
+    prefix = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(prefix)], check=True,
+                   timeout=300)
+    meta = prefix / "conda-meta"
+    meta.mkdir()
+    md5 = {d.url: d.hash.md5 for d in parsed.package if d.platform == subdir}
+    pip = {(canon(d.name), d.url.split("#")[0]): d.version for d in parsed.package
+           if d.platform == subdir and d.manager == "pip"}
+    site = next((prefix / "lib").glob("python3*/site-packages"))
+    for line in lines:
+        if line.startswith("http"):
+            url = line.split("#", 1)[0]
+            p = _conda.parse_url(url)
+            rec = {"name": p["name"], "version": p["version"], "build": p["build"],
+                   "build_number": 0, "channel": url.rsplit("/", 2)[0], "subdir": p["subdir"],
+                   "fn": url.rsplit("/", 1)[1], "url": url, "md5": md5.get(url),
+                   "depends": [], "files": [], "requested_spec": ""}
+            (meta / f"{p['name']}-{p['version']}-{p['build']}.json").write_text(json.dumps(rec))
+        elif line.startswith("# pip "):
+            name, _, url = line[len("# pip "):].partition(" @ ")
+            version = pip[(canon(name), url.strip().split("#")[0])]
+            dist = site / f"{name.replace('-', '_')}-{version}.dist-info"
+            dist.mkdir()
+            (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+            (dist / "INSTALLER").write_text("pip\n")
+    (meta / "history").write_text("")
+    return prefix
+
+
+def canon(name: str) -> str:
+    from packaging.utils import canonicalize_name
+
+    return canonicalize_name(name)
+
+
+@pytest.mark.parametrize("lock", EVERY_LOCK, ids=lambda p: p.name)
+def test_every_conda_lock_default_install_verifies(lock: Path, tmp_path: Path) -> None:
+    """``verify --lock`` of each conda-lock.yml of peers and ``tests/formats/foreign`` against
+    what ``conda-lock install`` (main and dev; optional categories only with ``-E``) puts here:
+    nothing missing, nothing extra, exit 0."""
+    prefix = _default_install(lock, tmp_path)
+    if prefix is None:
+        pytest.skip(f"{lock.name} is not locked for {_conda.current_subdir()}")
+    r = verify(prefix=str(prefix), environ={"PATH": "/usr/bin:/bin"}, locks=[str(lock)],
+               checks=PACKAGE_CHECKS, root=str(tmp_path))
+    bad = [(f.id, f.title) for f in r.findings if f.severity != "info"]
+    assert r.exit_code == 0, bad
+    assert not {"packages.missing", "packages.extra"} & {f.id for f in r.findings}
+    gone = [*sorted((prefix / "conda-meta").glob("*.json"))[:1],
+            *sorted(prefix.glob("lib/python3*/site-packages/*.dist-info"))[:1]]
+    for record in gone:  # and each kind of record is read: one of each taken away is missed
+        shutil.rmtree(record) if record.is_dir() else record.unlink()
+    r = verify(prefix=str(prefix), environ={"PATH": "/usr/bin:/bin"}, locks=[str(lock)],
+               checks=PACKAGE_CHECKS, root=str(tmp_path))
+    missing = [f.title for f in r.findings if f.id == "packages.missing"]
+    assert r.exit_code == 1 and sum(int(t.split()[0]) for t in missing) == len(gone), missing

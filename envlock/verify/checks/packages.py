@@ -65,11 +65,29 @@ def check_manifest_packages(ctx: Context) -> list[Finding]:
     return out
 
 
+def _pixi_selection(lock: Any, source: str) -> Finding:
+    """Which environment and platform of a pixi.lock were read, when it has several
+    (:mod:`envlock.verify.pixichoice`)."""
+    return Finding(
+        id="packages.lock-selection", severity="info",
+        title=f"{source} read for environment {lock.pixi_environment}, platform "
+              f"{lock.lock_platform or lock.platform} ({lock.platform})",
+        cause=f"{source} locks several environments or several platforms of "
+              f"{lock.platform}; the target is compared with this one's packages and virtual "
+              "packages.",
+        evidence=lock.selection,
+        fix=("Name the install with --environment NAME (pixi install -e NAME) and "
+             "--platform NAME (a name of the lock's platforms list).",),
+    )
+
+
 def check_lock_packages(ctx: Context) -> list[Finding]:
     """Installed packages against each ``--lock`` file."""
     out: list[Finding] = []
     for lock in ctx.expected.locks:
         source = f"lockfile {os.path.basename(lock.path)}"
+        if lock.selection:
+            out.append(_pixi_selection(lock, source))
         mismatch = _lock_target_mismatch(ctx, lock, source)
         if mismatch is not None:
             out.append(mismatch)
