@@ -48,18 +48,11 @@ _PDM_TARGETS = (("3.12.3", "manylinux_2_17_x86_64"), ("3.9.18", "windows_amd64")
 def test_a_pdm_lock_reads_as_pdm_reads_it(lock: Path, tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("pdm")
-    from pdm.core import Core
+    from _projectlocks import pdm_project
 
-    for var, value in (("PDM_USE_VENV", "false"), ("PDM_PYTHON", sys.executable),
-                       ("PDM_CHECK_UPDATE", "false"), ("PDM_HOME", str(tmp_path / "home"))):
-        monkeypatch.setenv(var, value)
-    proj = tmp_path / "p"
-    proj.mkdir()
-    shutil.copy(lock, proj / "pdm.lock")
-    (proj / "pyproject.toml").write_text('[project]\nname = "x"\nversion = "0.1"\n'
-                                         'requires-python = ">=3.8"\n', encoding="utf-8")
-    repo = Core().create_project(proj, global_config=str(tmp_path / "config.toml")
-                                 ).get_locked_repository()
+    project = pdm_project(lock.read_text(encoding="utf-8"), '[project]\nname = "x"\nversion = "0.1"\n'
+                          'requires-python = ">=3.8"\n', tmp_path, monkeypatch)
+    repo = project.get_locked_repository()
     theirs = sorted((canonicalize_name(c.name), str(c.version))
                     for cands in repo.all_candidates.values()
                     for c in (cands if isinstance(cands, list) else [cands]) if c.version)
@@ -72,7 +65,6 @@ def test_a_pdm_lock_reads_as_pdm_reads_it(lock: Path, tmp_path: Path,
 
     from envlock.formats.markers import applicable
 
-    project = Core().create_project(proj, global_config=str(tmp_path / "config.toml"))
     for (version, plat), env in zip(_PDM_TARGETS, _TARGETS):
         spec = EnvSpec.from_spec(f"=={version}", plat, "cpython")
         there = {canonicalize_name(c.name) for c in  # an ``a[x]`` key: the one package a

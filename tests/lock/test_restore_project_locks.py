@@ -12,9 +12,7 @@ made offline then passes ``envlock verify --lock uv.lock``."""
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -33,14 +31,10 @@ from packaging.utils import canonicalize_name
 
 from envlock.cli import cli
 from envlock.errors import ManifestError
-from envlock.formats.markers import target_marker_env
 from envlock.lock._restore import plan_restore
 from envlock.lock._tools import uv_bin
 
-_HERE = Path(__file__).resolve().parents[2].parent / "shared" / "cases"
-PEERS = (_HERE if _HERE.is_dir() else Path("/work/shared/cases")) / "peers"
-PY = "3.12.3"
-TARGET = target_marker_env(PY, "cpython")
+from _projectlocks import PEERS, PY, TARGET, pdm_installs, pdm_project, run_uv, simple_index
 
 pytestmark = [pytest.mark.usefixtures("offline_pip"),
               pytest.mark.skipif(not PEERS.is_dir(), reason="the peers cases are not here")]
@@ -135,34 +129,24 @@ def test_a_pdm_lock_is_converted_to_what_pdm_locks_for_the_target(tmp_path: Path
     with none beside it every locked group (a note says what was assumed)."""
     pytest.importorskip("pdm")
     from pdm.cli.filters import GroupSelection
-    from pdm.core import Core
-    from pdm.models.markers import EnvSpec
 
     lock = PEERS / "pdmlock" / "demo__pdm.lock"
-    for var, value in (("PDM_USE_VENV", "false"), ("PDM_PYTHON", sys.executable),
-                       ("PDM_CHECK_UPDATE", "false"), ("PDM_HOME", str(tmp_path / "home"))):
-        monkeypatch.setenv(var, value)
+    project = pdm_project(lock.read_text(), '[project]\nname = "x"\nversion = "0.1"\n'
+                          'requires-python = ">=3.8"\n', tmp_path, monkeypatch)
     proj = tmp_path / "p"
-    proj.mkdir()
-    shutil.copy(lock, proj / "pdm.lock")
-    (proj / "pyproject.toml").write_text('[project]\nname = "x"\nversion = "0.1"\n'
-                                         'requires-python = ">=3.8"\n', encoding="utf-8")
-    project = Core().create_project(proj, global_config=str(tmp_path / "config.toml"))
-    spec = EnvSpec.from_spec(f"=={PY}", "manylinux_2_17_x86_64", "cpython")
-    repo = project.get_locked_repository(spec)
 
-    def pdm_installs(groups: list[str]) -> set[str]:
-        return {canonicalize_name(p.candidate.name) for p in repo.evaluate_candidates(groups)}
+    def pdm_names(groups: list[str]) -> set[str]:
+        return set(pdm_installs(project, groups))
 
     assert list(GroupSelection(project)) == ["default"]  # no group of the lock declared
     plan = _plan(proj / "pdm.lock", tmp_path)
     dest, text = _written(plan)
-    assert set(_pylock_names(text)) == pdm_installs(["default"])
+    assert set(_pylock_names(text)) == pdm_names(["default"])
     assert next(s for s in plan.steps if s.kind == "write").title.endswith(
         "default install as pdm install takes it: no extra or group")
     # no pyproject.toml beside the lock: every group it was locked with, said as assumed
     plan = _plan(lock, tmp_path)
-    assert set(_pylock_names(_written(plan)[1])) == pdm_installs(["default", "security", "tests"])
+    assert set(_pylock_names(_written(plan)[1])) == pdm_names(["default", "security", "tests"])
     assert "pdm.lock: no pyproject.toml beside it to tell which of the groups it was locked " \
            "with the project still declares: security, tests taken as declared" \
            in " ".join(plan.notes)
@@ -269,33 +253,15 @@ def test_an_index_of_the_lock_needs_admitting(tmp_path: Path) -> None:
 
 # -- end to end: a real uv lock, made offline, restored and verified -------------------------
 
-def _simple_index(root: Path, wheels: Path) -> Path:
-    """A PEP 503 index over ``wheels`` (``file://``, with sha256 fragments: uv records them)."""
-    for w in wheels.glob("*.whl"):
-        d = root / canonicalize_name(w.name.split("-")[0])
-        d.mkdir(parents=True, exist_ok=True)
-        link = f'<a href="{w.as_uri()}#sha256={hashlib.sha256(w.read_bytes()).hexdigest()}">{w.name}</a>\n'
-        with (d / "index.html").open("a", encoding="utf-8") as f:
-            f.write(link)
-    return root
-
-
-def _uv(args: list[str], cwd: Path) -> None:
-    env = {**os.environ, "NO_COLOR": "1", "UV_NO_CACHE": "1", "UV_OFFLINE": "1"}
-    r = subprocess.run([uv_bin(), *args], cwd=cwd, env=env, capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode == 0, r.stderr
-
-
 def test_restore_run_of_a_uv_lock_installs_it_and_verify_passes(tmp_path: Path, wheelhouse: Path,
                                                               h: object) -> None:
-    index = _simple_index(tmp_path / "simple", wheelhouse)
+    index = simple_index(tmp_path / "simple", wheelhouse)
     proj = tmp_path / "proj"
     proj.mkdir()
     (proj / "pyproject.toml").write_text(
         '[project]\nname = "proj"\nversion = "0.1"\nrequires-python = ">=3.8"\n'
         'dependencies = ["beta"]\n\n[dependency-groups]\ndev = ["gamma-pkg"]\n')
-    _uv(["lock", "--index-url", index.as_uri(), "-q"], proj)
+    run_uv(["lock", "--index-url", index.as_uri(), "-q"], proj)
     lock = proj / "uv.lock"
     env = tmp_path / "env"
     r = CliRunner().invoke(cli, ["restore", str(lock), "--prefix", str(env), "--run"])
@@ -328,7 +294,7 @@ def test_a_find_links_uv_lock_without_hashes_is_one_error(tmp_path: Path, wheelh
     proj.mkdir()
     (proj / "pyproject.toml").write_text('[project]\nname = "proj"\nversion = "0.1"\n'
                                          'requires-python = ">=3.8"\ndependencies = ["beta"]\n')
-    _uv(["lock", "--no-index", "--find-links", str(wheelhouse), "-q"], proj)
+    run_uv(["lock", "--no-index", "--find-links", str(wheelhouse), "-q"], proj)
     with pytest.raises(ManifestError, match="package 'beta' cannot be restored from this lock: "
                                             "its wheel .* has no sha256 in the lock"):
         plan_restore([proj / "uv.lock"], tmp_path / "env")

@@ -11,7 +11,6 @@ then passes ``verify --lock uv.lock --extra X``; with ``[tool.uv] default-groups
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -30,14 +29,9 @@ from packaging.utils import canonicalize_name
 from envlock._selection import Requested
 from envlock.cli import cli
 from envlock.errors import ManifestError
-from envlock.formats.markers import target_marker_env
 from envlock.lock._restore import plan_restore
-from envlock.lock._tools import uv_bin
 
-_HERE = Path(__file__).resolve().parents[2].parent / "shared" / "cases"
-PEERS = (_HERE if _HERE.is_dir() else Path("/work/shared/cases")) / "peers"
-PY = "3.12.3"
-TARGET = target_marker_env(PY, "cpython")
+from _projectlocks import PEERS, PY, TARGET, pdm_installs, pdm_project, run_uv, simple_index
 
 pytestmark = [pytest.mark.usefixtures("offline_pip"),
               pytest.mark.skipif(not PEERS.is_dir(), reason="the peers cases are not here")]
@@ -147,27 +141,14 @@ def test_options_that_no_input_takes_are_one_error(tmp_path: Path) -> None:
 
 # -- uv's default groups: [tool.uv] default-groups, unless --no-dev --------------------------
 
-def _simple_index(root: Path, wheels: Path) -> Path:
-    from lock.test_restore_project_locks import _simple_index as index
-
-    return index(root, wheels)
-
-
-def _uv(args: list[str], cwd: Path) -> None:
-    env = {**os.environ, "NO_COLOR": "1", "UV_NO_CACHE": "1", "UV_OFFLINE": "1"}
-    r = subprocess.run([uv_bin(), *args], cwd=cwd, env=env, capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode == 0, r.stderr
-
-
 def _uv_project(root: Path, wheelhouse: Path, pyproject: str) -> tuple[Path, Path]:
     """``(project, index)``: a real ``uv lock`` of ``pyproject`` (its text), made offline
     against a simple index of ``wheelhouse`` under ``root``."""
-    index = _simple_index(root / "simple", wheelhouse)
+    index = simple_index(root / "simple", wheelhouse)
     proj = root / "proj"
     proj.mkdir()
     (proj / "pyproject.toml").write_text(pyproject, encoding="utf-8")
-    _uv(["lock", "--index-url", index.as_uri(), "-q"], proj)
+    run_uv(["lock", "--index-url", index.as_uri(), "-q"], proj)
     return proj, index
 
 
@@ -257,13 +238,13 @@ def test_verify_and_diff_read_uvs_default_groups_as_uv_export_takes_them(
 
 def test_restore_run_with_an_extra_then_verify_with_it_passes(tmp_path: Path, wheelhouse: Path,
                                                               h: object) -> None:
-    index = _simple_index(tmp_path / "simple", wheelhouse)
+    index = simple_index(tmp_path / "simple", wheelhouse)
     proj = tmp_path / "proj"
     proj.mkdir()
     (proj / "pyproject.toml").write_text(
         '[project]\nname = "proj"\nversion = "0.1"\nrequires-python = ">=3.8"\n'
         'dependencies = ["beta"]\n\n[project.optional-dependencies]\nmore = ["gamma-pkg"]\n')
-    _uv(["lock", "--index-url", index.as_uri(), "-q"], proj)
+    run_uv(["lock", "--index-url", index.as_uri(), "-q"], proj)
     lock = proj / "uv.lock"
     env = tmp_path / "env"
     r = _restore(str(lock), "--prefix", str(env), "--run", "--allow-index", index.as_uri(),
@@ -288,27 +269,18 @@ def test_pdm_groups_are_what_pdm_installs(args: list[str], tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("pdm")
     from pdm.cli.filters import GroupSelection
-    from pdm.core import Core
-    from pdm.models.markers import EnvSpec
 
-    for var, value in (("PDM_USE_VENV", "false"), ("PDM_PYTHON", sys.executable),
-                       ("PDM_CHECK_UPDATE", "false"), ("PDM_HOME", str(tmp_path / "home"))):
-        monkeypatch.setenv(var, value)
-    proj = tmp_path / "p"
-    proj.mkdir()
-    (proj / "pdm.lock").write_text((PEERS / "pdmlock" / "demo__pdm.lock").read_text())
-    (proj / "pyproject.toml").write_text(  # security: an optional group; tests: a dev group
+    project = pdm_project(  # security: an optional group; tests: a dev group
+        (PEERS / "pdmlock" / "demo__pdm.lock").read_text(),
         '[project]\nname = "x"\nversion = "0.1"\nrequires-python = ">=3.8"\n'
         'dependencies = ["idna", "chardet"]\n\n[project.optional-dependencies]\n'
-        'security = ["requests"]\n\n[dependency-groups]\ntests = ["pytest"]\n', encoding="utf-8")
-    project = Core().create_project(proj, global_config=str(tmp_path / "config.toml"))
+        'security = ["requests"]\n\n[dependency-groups]\ntests = ["pytest"]\n', tmp_path, monkeypatch)
+    proj = tmp_path / "p"
     named = [args[i + 1] for i, a in enumerate(args) if a in ("--group", "--extra")]
     selection = GroupSelection(project, groups=[":all"] if "--all-groups" in args else named,
                                dev=False if "--no-dev" in args else None)
     groups = list(selection)
-    spec = EnvSpec.from_spec(f"=={PY}", "manylinux_2_17_x86_64", "cpython")
-    theirs = {canonicalize_name(p.candidate.name): p.candidate.version for p in
-              project.get_locked_repository(spec).evaluate_candidates(groups)}
+    theirs = pdm_installs(project, groups)
     req = Requested(extras=tuple(args[i + 1] for i, a in enumerate(args) if a == "--extra"),
                     groups=tuple(args[i + 1] for i, a in enumerate(args) if a == "--group"),
                     all_groups="--all-groups" in args, no_dev="--no-dev" in args)
@@ -329,24 +301,15 @@ def test_pdm_install_with_no_option_takes_the_locked_groups_still_declared(
     left out, the dev group ``tests`` comes."""
     pytest.importorskip("pdm")
     from pdm.cli.filters import GroupSelection
-    from pdm.core import Core
-    from pdm.models.markers import EnvSpec
 
-    for var, value in (("PDM_USE_VENV", "false"), ("PDM_PYTHON", sys.executable),
-                       ("PDM_CHECK_UPDATE", "false"), ("PDM_HOME", str(tmp_path / "home"))):
-        monkeypatch.setenv(var, value)
-    proj = tmp_path / "p"
-    proj.mkdir()
-    (proj / "pdm.lock").write_text((PEERS / "pdmlock" / "demo__pdm.lock").read_text())
-    (proj / "pyproject.toml").write_text(
+    project = pdm_project(
+        (PEERS / "pdmlock" / "demo__pdm.lock").read_text(),
         '[project]\nname = "x"\nversion = "0.1"\nrequires-python = ">=3.8"\n'
-        'dependencies = ["idna", "chardet"]\n\n[dependency-groups]\ntests = ["pytest"]\n')
-    project = Core().create_project(proj, global_config=str(tmp_path / "config.toml"))
+        'dependencies = ["idna", "chardet"]\n\n[dependency-groups]\ntests = ["pytest"]\n', tmp_path, monkeypatch)
+    proj = tmp_path / "p"
     groups = list(GroupSelection(project))
     assert sorted(groups) == ["default", "tests"]
-    spec = EnvSpec.from_spec(f"=={PY}", "manylinux_2_17_x86_64", "cpython")
-    theirs = {canonicalize_name(p.candidate.name): p.candidate.version for p in
-              project.get_locked_repository(spec).evaluate_candidates(groups)}
+    theirs = pdm_installs(project, groups)
     plan = plan_restore([proj / "pdm.lock"], tmp_path / "env", python_version=PY,
                         trust_lockfile_indexes=True)
     [(_dest, title, text)] = _written(plan)
@@ -358,19 +321,12 @@ def test_a_pdm_dev_group_with_no_dev_is_one_error_as_pdm_refuses_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("pdm")
     from pdm.cli.filters import GroupSelection
-    from pdm.core import Core
     from pdm.exceptions import PdmUsageError
 
-    for var, value in (("PDM_USE_VENV", "false"), ("PDM_PYTHON", sys.executable),
-                       ("PDM_CHECK_UPDATE", "false"), ("PDM_HOME", str(tmp_path / "home"))):
-        monkeypatch.setenv(var, value)
-
+    project = pdm_project((PEERS / "pdmlock" / "demo__pdm.lock").read_text(),
+                          '[project]\nname = "x"\nversion = "0.1"\n\n[dependency-groups]\ntests = ["pytest"]\n',
+                          tmp_path, monkeypatch)
     proj = tmp_path / "p"
-    proj.mkdir()
-    (proj / "pdm.lock").write_text((PEERS / "pdmlock" / "demo__pdm.lock").read_text())
-    (proj / "pyproject.toml").write_text(
-        '[project]\nname = "x"\nversion = "0.1"\n\n[dependency-groups]\ntests = ["pytest"]\n')
-    project = Core().create_project(proj, global_config=str(tmp_path / "config.toml"))
     with pytest.raises(PdmUsageError):
         list(GroupSelection(project, groups=["tests"], dev=False))
     r = _restore(str(proj / "pdm.lock"), "--prefix", str(tmp_path / "env"), "--python-version",
