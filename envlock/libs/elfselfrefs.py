@@ -21,6 +21,7 @@ from __future__ import annotations
 import operator
 import struct
 from collections import Counter
+from collections.abc import Iterable
 from itertools import chain as chain_from, compress, repeat
 from typing import Any
 
@@ -112,13 +113,8 @@ def _found_by_walk(table: Any, i: int, vcol: list[int]) -> bool:
         return True  # could not be read: not looked up (glibc would crash)
     if not _self_match(table, i, vcol, cols[1], cols[3], cols[4]):
         return False
-    for j in table.hash.candidates(name_hashes(name.decode("utf-8", "surrogateescape"))):
-        if j == i:
-            return True
-        sym = table.symbol(j)
-        if sym is None or table.name_at(sym[0]) == name:
-            return False
-    return False
+    return _first_of_name(table, i, name,
+                          table.hash.candidates(name_hashes(name.decode("utf-8", "surrogateescape"))))
 
 
 def _gnu_unfound(table: Any, gh: GnuHash, mine: list[int], vcol: list[int], st_name: Any,
@@ -220,7 +216,14 @@ def _walk(table: Any, gh: GnuHash, i: int, h: int, chain: list[int], vcol: list[
     if not _self_match(table, i, vcol, cols[1], cols[3], cols[4]):
         return False
     name = table.name_at(cols[0][i])
-    for j in gh.candidates([name, h, None]):
+    return _first_of_name(table, i, name, gh.candidates([name, h, None]))
+
+
+def _first_of_name(table: Any, i: int, name: bytes, candidates: Iterable[int]) -> bool:
+    """Whether symbol ``i`` is the first of the hash table's ``candidates`` (in its walk's
+    order) that bears ``name``: the one ``do_lookup_x`` would take (a candidate that cannot
+    be read ends the walk: not found)."""
+    for j in candidates:
         if j == i:
             return True
         sym = table.symbol(j)
