@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from envlock.errors import ManifestError
-from envlock.lock._projectlocks import Converted, _file_name
+from envlock.lock._projectlocks import Converted, _file_name, converted_pylock, dump_converted
 
 __all__ = ["convert_pixi"]
 
@@ -38,7 +38,6 @@ def convert_pixi(path: Path, subdir: str, environment: str | None = None) -> lis
         package without a hash (one line naming it).
     """
     from envlock.formats.pixilock import read_pixi_lock
-    from envlock.lock._pip import validate_pylock
     from envlock.manifest._toml import read_text
     from envlock.formats._load import load_yaml
 
@@ -75,19 +74,11 @@ def convert_pixi(path: Path, subdir: str, environment: str | None = None) -> lis
                      left_out=left)]
     if pypi:
         python = next((x.version for x in conda if x.name == "python"), None)
-        doc: dict[str, Any] = {"lock-version": "1.0", "created-by": "envlock",
-                               "packages": [_pypi_package(path, x) for x in pypi],
-                               "tool": {"envlock": {"converted-from": str(path.resolve()),
-                                                    "environment": environment,
-                                                    "platform": subdir}}}
-        if python:
-            doc["requires-python"] = f"=={python}"
-        validate_pylock(doc, f"the pylock.toml converted from {path}")
-        import tomli_w
-
+        doc = converted_pylock(path, [_pypi_package(path, x) for x in pypi],
+                               f"=={python}" if python else None,
+                               {"environment": environment, "platform": subdir})
         out.append(Converted(kind="pylock", data=doc, names={x.name: x.version for x in pypi},
-                             text="# converted by envlock restore; see [tool.envlock]\n"
-                             + tomli_w.dumps(doc), title=f"{where}, PyPI packages"))
+                             text=dump_converted(doc), title=f"{where}, PyPI packages"))
     return out
 
 

@@ -132,7 +132,7 @@ def convert(path: Path, kind: str, env: Mapping[str, str],
     packages = [(_uv_package if kind == "uv.lock" else _pdm_package)(path, x, r)
                 for x, r in chosen]
     doc = _pylock_doc(path, packages, env, data)
-    return Converted(kind="pylock", text=_dump(doc), data=doc, names=names, title=where,
+    return Converted(kind="pylock", text=dump_converted(doc), data=doc, names=names, title=where,
                      left_out=tuple(left))
 
 
@@ -337,23 +337,33 @@ def _pep440(version: str) -> bool:
 
 def _pylock_doc(path: Path, packages: list[dict[str, Any]], env: Mapping[str, str],
                 data: Mapping[str, Any]) -> dict[str, Any]:
-    from envlock.lock._pip import validate_pylock
     from envlock.probes.lockfiles import _sha256 as file_sha256
 
-    doc: dict[str, Any] = {
-        "lock-version": "1.0",
-        "created-by": "envlock",
-        "requires-python": f">={env['python_full_version']}",
-        "packages": packages,
-        "tool": {"envlock": {"converted-from": str(path.resolve()), "sha256": file_sha256(path),
-                             "python": env["python_full_version"],
-                             "platform": f"{env['sys_platform']} {env['platform_machine']}"}},
-    }
+    return converted_pylock(path, packages, f">={env['python_full_version']}", {
+        "sha256": file_sha256(path), "python": env["python_full_version"],
+        "platform": f"{env['sys_platform']} {env['platform_machine']}"})
+
+
+def converted_pylock(path: Path, packages: list[dict[str, Any]], requires_python: str | None,
+                     tool: Mapping[str, Any]) -> dict[str, Any]:
+    """The PEP 751 document of ``packages`` converted from the lock at ``path`` (what it was
+    converted from and for in ``[tool.envlock]``), checked as ``packaging.pylock`` reads it.
+
+    :raises ManifestError: the document is not a valid pylock (one line).
+    """
+    from envlock.lock._pip import validate_pylock
+
+    doc: dict[str, Any] = {"lock-version": "1.0", "created-by": "envlock"}
+    if requires_python:
+        doc["requires-python"] = requires_python
+    doc["packages"] = packages
+    doc["tool"] = {"envlock": {"converted-from": str(path.resolve()), **tool}}
     validate_pylock(doc, f"the pylock.toml converted from {path}")
     return doc
 
 
-def _dump(doc: Mapping[str, Any]) -> str:
+def dump_converted(doc: Mapping[str, Any]) -> str:
+    """The text of a converted pylock document (a comment line first)."""
     import tomli_w
 
     return "# converted by envlock restore; see [tool.envlock]\n" + tomli_w.dumps(dict(doc))
