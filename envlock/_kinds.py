@@ -114,7 +114,7 @@ FORMATS: tuple[Format, ...] = (
     Format("pixi.lock", "pixi.lock", "yaml", "`environments:` + `packages:`", "pixilock:is_pixi_lock",
            "pixilock:read_pixi_lock", "complete",
            ("conda", "pip", "platforms", "channels", "builds", "hashes", "vcs"), (*_LOCK, "restore"),
-           ("pixi.lock",), "py-rattler's `LockFile.from_path`", "version 4-7", json_as="yaml", lock_reader=True),
+           ("pixi.lock",), "py-rattler's `LockFile.from_path`", "version 3-7", json_as="yaml", lock_reader=True),
     Format("pylock", "pylock.toml", "toml", "`lock-version` + `[[packages]]`", "locks:is_pylock",
            "locks:read_pylock", "complete", ("pip", "python", "hashes", "markers", "groups", "vcs"),
            (*_LOCK, "restore"), ("pylock.toml", "pylock.NAME.toml"), "`packaging.pylock`",

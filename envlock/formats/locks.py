@@ -12,7 +12,8 @@ marker, hashes), validated by the reference parser where one exists:
   refuses a ``lock-version`` it does not support (PEP 751);
 * ``uv.lock``, ``poetry.lock`` and ``pdm.lock`` have no reference parser in Python: their
   readers are in :mod:`envlock.formats.projectlocks` (the shared key checks are here);
-* ``pixi.lock`` (YAML, ``version`` 4–7): :mod:`envlock.formats.pixilock`.
+* ``pixi.lock`` (YAML, ``version`` 3–7): :mod:`envlock.formats.pixilock` (version 3, the
+  conda-lock-shaped one: :mod:`envlock.formats.pixilegacy`).
 
 Editable, virtual and local-directory entries are the project itself, not packages.
 """
@@ -404,7 +405,11 @@ def is_conda_lock(data: Mapping[str, Any], src: Any) -> bool:
     is named ``*conda-lock.yml``) — but not, without conda-lock's ``version``, a poetry or pdm
     lock's ``[metadata]`` (``content-hash``, ``lock_version``): such a lock written as JSON
     (which is YAML too) has both keys."""
+    from envlock.formats.pixilegacy import is_legacy_pixi
+
     if "version" not in data and sniff_toml_lock(data) in ("poetry.lock", "pdm.lock"):
+        return False
+    if is_legacy_pixi(data):  # rattler's version 3: a pixi.lock, which conda-lock refuses
         return False
     return "metadata" in data and ("package" in data or src.base.endswith(
         ("conda-lock.yml", "conda-lock.yaml")))

@@ -1,4 +1,4 @@
-"""``pixi.lock`` (YAML, ``version`` 4–7), read as rattler_lock (pixi's own lock crate; py-rattler
+"""``pixi.lock`` (YAML, ``version`` 3–7), read as rattler_lock (pixi's own lock crate; py-rattler
 ``LockFile.from_path``) reads it: ``environments.<env>.packages.<platform>`` list the
 ``conda``/``pypi`` package locations; ``packages`` holds their records."""
 
@@ -21,8 +21,11 @@ __all__ = ["PixiPlatform", "read_pixi_lock", "is_pixi_lock"]
 def is_pixi_lock(data: Mapping[str, Any], src: Any) -> bool:
     """Whether a YAML document is a ``pixi.lock``: ``environments`` and ``packages`` — but
     not PEP 751's ``lock-version`` without a pixi ``version`` (a pylock written as JSON, which
-    is YAML too, has both keys)."""
-    return "environments" in data and "packages" in data and (
+    is YAML too, has both keys); or a conda-lock-shaped version 3
+    (:func:`envlock.formats.pixilegacy.is_legacy_pixi`)."""
+    from envlock.formats.pixilegacy import is_legacy_pixi
+
+    return is_legacy_pixi(data) or "environments" in data and "packages" in data and (
         "version" in data or "lock-version" not in data)
 
 
@@ -106,7 +109,7 @@ def _pixi_ref_key(ref: Mapping[str, Any], where: str, version: int, name: str) -
 
 
 def read_pixi_lock(data: Mapping[str, Any], name: str, environment: str = "default") -> LockFile:
-    """The packages of ``environment`` in a ``pixi.lock`` (YAML, ``version`` 4–7), every platform,
+    """The packages of ``environment`` in a ``pixi.lock`` (YAML, ``version`` 3–7), every platform,
     read as rattler_lock (pixi's own lock crate; py-rattler ``LockFile.from_path``) reads them.
 
     * v4/v5: ``packages`` records have ``kind: conda|pypi`` and a ``url`` (or a pypi
@@ -126,9 +129,12 @@ def read_pixi_lock(data: Mapping[str, Any], name: str, environment: str = "defau
     :raises ManifestError: not that layout (the first fault, naming where), or no such
         environment.
     """
+    from envlock.formats.pixilegacy import upgraded
+
+    data = upgraded(data, name)  # version 3: rattler's conda-lock shape, in the v5 layout
     version = data.get("version")
     if not isinstance(version, int) or isinstance(version, bool) or not 4 <= version <= 7:
-        raise _err(name, f"pixi.lock version {one_line(repr(version))} is not supported (4-7)")
+        raise _err(name, f"pixi.lock version {one_line(repr(version))} is not supported (3-7)")
     platforms = _pixi_platforms(data, version, name)
     envs = data.get("environments")
     if not isinstance(envs, Mapping):

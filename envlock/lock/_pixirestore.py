@@ -43,7 +43,9 @@ def convert_pixi(path: Path, subdir: str, environment: str | None = None) -> lis
 
     from envlock.lock._lockselect import pixi_environment
 
-    data = load_yaml(read_text(path), str(path), exact=True)
+    from envlock.formats.pixilegacy import upgraded
+
+    data = upgraded(load_yaml(read_text(path), str(path), exact=True), str(path))
     environment = pixi_environment(path, data, environment)
     lock = read_pixi_lock(data, str(path), environment)
     plat = next((p for p in lock.pixi_platforms if p.subdir == subdir), None)

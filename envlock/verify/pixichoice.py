@@ -56,7 +56,9 @@ def choose_pixi(path: Path, lock: Any, subdir: str, environment: str | None,
     from envlock.formats.pixilock import read_pixi_lock
     from envlock.manifest._toml import read_text
 
-    data = load_yaml(read_text(path), str(path), exact=True)
+    from envlock.formats.pixilegacy import upgraded
+
+    data = upgraded(load_yaml(read_text(path), str(path), exact=True), str(path))
     envs = [str(e) for e in data.get("environments") or {}]
     name = environment or "default"
     if name not in envs:
