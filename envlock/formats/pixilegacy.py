@@ -13,7 +13,7 @@ environment ``default``. Its platforms are those the packages name, sorted by na
 referring to ``packages`` records by ``kind`` and ``url``) that
 :func:`envlock.formats.pixilock.read_pixi_lock` reads, so the rest of envlock (verify,
 restore) sees one pixi.lock model.  Versions 1 and 2 stay conda-lock's (conda-lock's
-``parse_conda_lock_file`` reads them and they are detected as conda-lock files first).
+``parse_conda_lock_file`` reads them) unless an entry is rattler's ``manager: pypi``.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ from envlock.errors import ManifestError
 
 __all__ = ["LEGACY_VERSIONS", "is_legacy_pixi", "upgraded"]
 
-#: The ``version`` values read here (rattler's ``FileFormatVersion::V3``; V1/V2 are
-#: conda-lock's files as well and are read as conda-lock files).
-LEGACY_VERSIONS = (3,)
+#: The ``version`` values read here (rattler's ``FileFormatVersion::V1``–``V3``).  Versions 1
+#: and 2 are conda-lock's files as well: they are read here only when an entry has rattler's
+#: ``manager: pypi``, which conda-lock's models refuse (``Literal["conda", "pip"]``).
+LEGACY_VERSIONS = (1, 2, 3)
 
 #: rattler_conda_types' ``Platform`` names a legacy entry's ``platform`` must be one of.
 _PLATFORMS = frozenset({
@@ -39,11 +40,16 @@ _PLATFORMS = frozenset({
 
 
 def is_legacy_pixi(data: Mapping[str, Any]) -> bool:
-    """Whether a YAML document is a rattler_lock version-3 file: ``version: 3`` with conda-lock's
-    ``metadata`` and ``package`` keys (conda-lock itself refuses version 3)."""
+    """Whether a YAML document is a rattler_lock version 1–3 file that conda-lock does not
+    read: conda-lock's ``metadata`` and ``package`` keys with ``version: 3``, or version 1–2
+    with a ``manager: pypi`` entry."""
     v = data.get("version")
-    return (isinstance(v, int) and not isinstance(v, bool) and v in LEGACY_VERSIONS
-            and "package" in data and "metadata" in data and "environments" not in data)
+    if not (isinstance(v, int) and not isinstance(v, bool) and v in LEGACY_VERSIONS
+            and "package" in data and "metadata" in data and "environments" not in data):
+        return False
+    pkgs = data["package"]
+    return v == 3 or isinstance(pkgs, list) and any(
+        isinstance(p, Mapping) and p.get("manager") == "pypi" for p in pkgs)
 
 
 def upgraded(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
@@ -57,7 +63,8 @@ def upgraded(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
         return data
 
     def bad(what: str) -> ManifestError:
-        return ManifestError(f"{name}: not a valid pixi.lock version 3 ({one_line(what)})")
+        return ManifestError(f"{name}: not a valid pixi.lock version {data.get('version')} "
+                             f"({one_line(what)})")
 
     meta = data.get("metadata")
     if not isinstance(meta, Mapping):

@@ -31,11 +31,11 @@ CONDA_LOCKS = sorted(Path("/work/shared/cases/peers/condalock").glob("*.yml"))
 pytestmark = pytest.mark.skipif(not CONDA_LOCKS, reason="the peers cases are not here")
 
 
-def _as_v3(src: Path, pip_name: str = "pypi") -> dict[str, Any]:
-    """conda-lock file ``src`` in pixi's version-3 shape."""
+def _as_v3(src: Path, pip_name: str = "pypi", version: int = 3) -> dict[str, Any]:
+    """conda-lock file ``src`` in pixi's version-3 (or ``version``) shape."""
     doc = yaml.safe_load(src.read_text())
     meta = doc["metadata"]
-    out = {"version": 3,
+    out = {"version": version,
            "metadata": {"content_hash": meta.get("content_hash", {}),
                         "channels": [{"url": c["url"] if isinstance(c, dict) else c,
                                       "used_env_vars": []} for c in meta["channels"]],
@@ -89,7 +89,7 @@ def test_version_3_reads_as_rattler_reads_it(tmp_path: Path, src: Path) -> None:
     try:
         theirs = _rattler_view(path)
     except Exception as exc:  # rattler refuses it (a git commit as a sha256)
-        with pytest.raises(ManifestError, match="not a valid pixi.lock version 3"):
+        with pytest.raises(ManifestError, match="not a valid pixi.lock version 3 "):
             _envlock_view(path)
         assert "digest" in str(exc)
         return
@@ -157,3 +157,13 @@ def test_show_diff_and_restore_plan(tmp_path: Path) -> None:
     assert plan.exit_code == 0, plan.output
     assert f"{conda} package(s) of pixi.lock environment 'default' for linux-64" in plan.output
     assert not list(tmp_path.glob("*restored*"))  # a dry run writes nothing
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_older_versions_are_conda_locks_unless_rattlers_pypi_manager(tmp_path: Path,
+                                                                     version: int) -> None:
+    src = next(p for p in CONDA_LOCKS if "pip-deps" in p.name)
+    path = _write(tmp_path, _as_v3(src, version=version))  # ``manager: pypi``: rattler's only
+    assert _envlock_view(path) == _rattler_view(path)
+    plain = _write(tmp_path, yaml.safe_load(src.read_text()), "conda-lock.yml")
+    assert read(plain).kind == "conda-lock"  # conda-lock's own version 1: conda-lock's reading
