@@ -30,7 +30,7 @@ from envlock.formats.locks import Locked, LockFile
 from envlock.formats.pep508 import UNKNOWN, version_from_url
 
 __all__ = ["is_pipfile", "is_pipfile_lock", "read_pipfile", "read_pipfile_lock",
-           "pipfile_lock_reading", "pipfile_reading"]
+           "pipfile_lock_reading", "pipfile_reading", "pip_marker"]
 
 _VCS = ("git", "hg", "svn", "bzr")
 
@@ -125,6 +125,26 @@ def read_pipfile_lock(data: Mapping[str, Any], name: str
     return lock, entries, info_meta
 
 
+#: ``(<a condition naming dependency_groups>) and (<the rest>)``, as pipenv writes a marker
+#: converted from a pylock.toml.
+_GROUP_AND = re.compile(r"\(([^)]*)\)\s+and\s+\((?P<rest>.+)\)", re.DOTALL)
+
+
+def pip_marker(marker: str | None) -> str | None:
+    """The marker pipenv installs a ``Pipfile.lock`` entry under: its ``markers`` less the
+    pylock-only ``dependency_groups`` condition pipenv has already applied by the entry's
+    category (pipenv's ``Lockfile._pip_marker``, ``pipenv/utils/locking.py``):
+    ``"('dev' in dependency_groups) and (python_version >= '3.10')"`` → ``"python_version >=
+    '3.10'"``; any other marker naming ``dependency_groups`` (``"'dev' in dependency_groups"``)
+    → ``None``; a marker without it unchanged."""
+    if not marker or "dependency_groups" not in marker:
+        return marker
+    m = _GROUP_AND.fullmatch(marker.strip())
+    if m and re.search(r"\bdependency_groups\b", m.group(1)):
+        return m.group("rest")
+    return None
+
+
 def _lock_entry(pname: str, info: Mapping[str, Any], where: str, name: str, group: str
                 ) -> tuple[dict[str, Any] | None, Locked]:
     for key in ("version", "markers", "index", "ref"):
@@ -133,7 +153,7 @@ def _lock_entry(pname: str, info: Mapping[str, Any], where: str, name: str, grou
     hashes = info.get("hashes") or []
     if not isinstance(hashes, list) or not all(isinstance(x, str) for x in hashes):
         raise _err(name, f"{where}.hashes must be a list of strings")
-    marker = info.get("markers") or None
+    marker = pip_marker(info.get("markers") or None)
     cname = canonicalize(pname)
     entry: dict[str, Any] = {"name": cname}
     vcs = next((v for v in _VCS if v in info), None)

@@ -176,6 +176,46 @@ def _pipenv_lines(lock: dict) -> list[Requirement]:
     return out
 
 
+def _pipenv_install_reqs(path: Path, doc: dict, categories: tuple[str, ...]) -> list:
+    """``(category, InstallRequirement)`` as ``pipenv install``/``sync`` takes them from the lock
+    (``Lockfile.get_requirements`` per category, in ``do_install_dependencies``)."""
+    locking = pytest.importorskip("pipenv.utils.locking")
+    lf = locking.Lockfile.from_data(str(path), doc, meta_from_project=False)
+    return [(cat, req) for cat in categories
+            for req, _ in lf.get_requirements(dev=True, only=False, categories=[cat])]
+
+
+def _pipenv_installs(path: Path, doc: dict, dev: bool, env: dict) -> set[str]:
+    """The names ``pipenv sync [--dev]`` installs on a target with marker environment ``env``:
+    ``dep.markers.evaluate(environment=...)``, a ``KeyError`` counted as a match
+    (``pipenv/routines/install.py``)."""
+    out = set()
+    for _, req in _pipenv_install_reqs(path, doc, ("default", "develop") if dev else ("default",)):
+        try:
+            holds = not req.markers or req.markers.evaluate(environment=env)
+        except KeyError:
+            holds = True
+        if holds:
+            out.add(canonicalize_name(req.name))
+    return out
+
+
+@pytest.mark.parametrize("python", ["3.8.10", "3.12.3"])
+@pytest.mark.parametrize("dev", [False, True])
+def test_pipfile_lock_for_one_target_is_what_pipenv_sync_installs(python: str, dev: bool) -> None:
+    from envlock.formats.markers import target_marker_env
+    from envlock.verify.expected import read_lock
+
+    path = PEERS / "other" / "pipenv-root__Pipfile.lock"
+    doc = json.loads(path.read_text())
+    env = target_marker_env(python, "cpython", machine="x86_64")
+    theirs = _pipenv_installs(path, doc, dev, env)
+    lock = read_lock(path, marker_env=env, dev=dev)
+    ours = {p.name for p in lock.packages if dev or p.groups == (("", None),)}
+    assert ours == theirs
+    assert len(theirs) > (40 if dev else 2)
+
+
 def test_pipfile_lock_reads_as_pipenv_reads_it() -> None:
     path = PEERS / "other" / "pipenv-root__Pipfile.lock"
     doc = json.loads(path.read_text())
@@ -186,8 +226,13 @@ def test_pipfile_lock_reads_as_pipenv_reads_it() -> None:
     lock = reading.lock
     got = {(g or "default", x.name, x.version, x.marker) for x in lock.packages for g, _ in x.groups}
     assert {(s, n, v) for s, n, v, _ in got} == {(s, n, v) for s, n, v, _ in expected}
+    # the marker each is installed under: pipenv's own (a pylock's dependency_groups condition
+    # is the category, which pipenv has applied before pip sees the line)
+    installed_under = {(s, canonicalize_name(r.name), str(r.markers) if r.markers else None)
+                       for s, r in _pipenv_install_reqs(path, doc, ("default", "develop"))}
     assert {(s, n, str(Requirement(f"x; {m}").marker) if m else None) for s, n, _, m in got} == \
-        {(s, n, m) for s, n, _, m in expected}
+        installed_under
+    assert any("dependency_groups" in str(m) for *_, m in expected)  # the file has such markers
     # hashes: every hash pipenv passes to pip (--hash=) is in the reading
     _, entries, meta = pipenv_reader.read_pipfile_lock(doc, path.name)
     for e in entries:
