@@ -1,6 +1,6 @@
 """``python -m envlock``."""
 
-from envlock.cli import main
+from envlock._entry import main
 
 if __name__ == "__main__":
     main()

@@ -92,26 +92,15 @@ def cli() -> None:
 
 def _help_width() -> int:
     """The width click's ``HelpFormatter`` lays help out for (click 8: ``FORCED_WIDTH``, else
-    ``max(min(shutil.get_terminal_size().columns, 80) - 2, 50)``), computed as
-    :func:`shutil.get_terminal_size` does (``$COLUMNS``, else stdout's terminal, else 80)
-    without importing :mod:`shutil` (with bz2 and lzma, ~2 ms of ``envlock --help``)."""
-    import os
-
+    :func:`envlock._termwidth.help_width`), computed without importing :mod:`shutil` (with bz2
+    and lzma, ~2 ms of ``envlock --help``)."""
     from click import formatting
+
+    from envlock._termwidth import help_width
 
     if formatting.FORCED_WIDTH is not None:
         return formatting.FORCED_WIDTH
-    try:
-        columns = int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        columns = 0
-    if columns <= 0:
-        try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
-        except (AttributeError, ValueError, OSError):
-            columns = 80
-        columns = columns or 80
-    return max(min(columns, 80) - 2, 50)
+    return help_width()
 
 
 def main(argv: list[str] | None = None) -> Any:

@@ -28,7 +28,7 @@ LAYERS: dict[str, int] = {
     "diff": 4, "verify": 4, "lock": 4, "reproduce": 4, "runs": 4, "find": 4,
     "render": 5,
     "commands": 6,
-    "cli": 7, "__main__": 7, "": 8,  # "" is the package face, envlock/__init__.py
+    "cli": 7, "__main__": 7, "_entry": 7, "_helpgen": 7, "_helptext": 0, "_termwidth": 0, "": 8,  # "" is the package face, envlock/__init__.py
 }
 HIGHER_THAN_PROBES = ("diff", "verify", "lock", "render", "commands", "cli")
 

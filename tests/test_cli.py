@@ -120,6 +120,38 @@ def test_python_dash_m_and_console_script(tmp_path: Path) -> None:
     assert "snapshot" in out.stdout and "show" in out.stdout
 
 
+def test_the_help_text_is_clicks_rendering() -> None:
+    """``envlock._helptext`` (what ``envlock --help`` writes without click) is what click
+    renders now: regenerate it with ``python -m envlock._helpgen`` when the CLI changes."""
+    from envlock import _helpgen, _helptext
+
+    assert _helptext.WIDTH == _helpgen.WIDTH
+    assert _helptext.HELP == _helpgen.render(), "run: python -m envlock._helpgen"
+    assert Path(_helptext.__file__).read_text() == _helpgen.source()
+
+
+@pytest.mark.parametrize("args", [["--help"], ["-h"], ["--version"]])
+def test_help_and_version_without_click(args: list[str]) -> None:
+    """The console script answers ``--help``/``-h``/``--version`` at 80 columns without
+    importing click, with click's own bytes and status; ``| head -1`` ends quietly."""
+    code = ("import sys\nsys.argv = ['envlock', *sys.argv[1:]]\n"
+            "import atexit\natexit.register(lambda: print(sorted(m for m in sys.modules "
+            "if m.startswith('click')), file=sys.stderr))\n"
+            "from envlock._entry import main\nmain()\n")
+    env = {**os.environ, "COLUMNS": "80"}
+    ours = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          timeout=60, env=env)
+    clicks = subprocess.run([sys.executable, "-c", "import sys; from envlock.cli import cli; "
+                             f"cli.main({args!r}, prog_name='envlock')"],
+                            capture_output=True, text=True, timeout=60, env=env)
+    assert ours.returncode == clicks.returncode == 0
+    assert ours.stdout == clicks.stdout and ours.stdout.startswith(("Usage: envlock", "envlock, "))
+    assert ours.stderr == ""  # no teardown ran, and click was never imported
+    piped = subprocess.run(f"{sys.executable!s} -m envlock {args[0]} | head -c 5",
+                           shell=True, capture_output=True, text=True, timeout=60, env=env)
+    assert piped.stdout in ("Usage", "envlo") and piped.stderr == ""
+
+
 def test_help_imports_nothing_heavy() -> None:
     """`envlock --help` must not import rich, elftools, tomli_w, packaging or the probes."""
     code = (
