@@ -14,9 +14,9 @@ The public API is small and cheap to import (nothing heavy is loaded until used)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from envlock._version import __version__
+
+TYPE_CHECKING = False  # not ``typing.TYPE_CHECKING``: ``envlock --help`` need not import typing
 
 #: what ``envlock lock``/``restore`` do, exported lazily from :mod:`envlock.lock`.
 _LOCK_API = ("write_lockfiles", "restore", "lock_environment", "lock_spec", "lock_requirements",
@@ -25,6 +25,8 @@ _LOCK_API = ("write_lockfiles", "restore", "lock_environment", "lock_spec", "loc
 __all__ = ["__version__", "snapshot", "load", "Manifest", "record", *_LOCK_API]
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from envlock.manifest import Manifest
     from envlock.probes.assemble import snapshot
 
