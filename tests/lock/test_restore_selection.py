@@ -31,7 +31,8 @@ from envlock.cli import cli
 from envlock.errors import ManifestError
 from envlock.lock._restore import plan_restore
 
-from _projectlocks import PEERS, PY, TARGET, pdm_installs, pdm_project, run_uv, simple_index
+from _projectlocks import (PEERS, PY, TARGET, pdm_installs, pdm_project, pytorch_project, run_uv,
+                           simple_index)
 
 pytestmark = [pytest.mark.usefixtures("offline_pip"),
               pytest.mark.skipif(not PEERS.is_dir(), reason="the peers cases are not here")]
@@ -54,19 +55,8 @@ def _restore(*args: str):
 
 @pytest.fixture
 def pytorch(tmp_path: Path) -> Path:
-    """uv's own lock of its PyTorch recipe (peers: astral-sh/uv lock_pytorch_cpu), its redacted
-    ``[X]`` digits made 0, beside the pyproject.toml that declares its extras and conflicts."""
-    lock = PEERS / "uvlock" / "inline__lock_pytorch_cpu__1__uv.lock"
-    proj = tmp_path / "p"
-    proj.mkdir()
-    (proj / "uv.lock").write_text(re.sub(r"\.\[X\]", ".0", lock.read_text(encoding="utf-8")),
-                                  encoding="utf-8")
-    (proj / "pyproject.toml").write_text(
-        '[project]\nname = "project"\nversion = "0.1.0"\nrequires-python = ">=3.12.0"\n'
-        'dependencies = []\n\n[project.optional-dependencies]\ncpu = ["torch"]\n'
-        'cu124 = ["torch"]\n\n[tool.uv]\nconflicts = [[{ extra = "cpu" }, { extra = "cu124" }]]\n',
-        encoding="utf-8")
-    return proj
+    """uv's own lock of its PyTorch recipe beside its pyproject.toml (:func:`pytorch_project`)."""
+    return pytorch_project(tmp_path / "p")
 
 
 def _uv_export(proj: Path, *args: str) -> dict[str, str | None] | None:
