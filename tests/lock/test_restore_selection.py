@@ -113,6 +113,22 @@ def test_an_unknown_extra_or_group_is_one_error_naming_the_locks(pytorch: Path,
            "none)" in r.output
 
 
+def test_a_bad_option_is_said_before_the_python_the_lock_refuses(pytorch: Path,
+                                                                 tmp_path: Path) -> None:
+    """Both wrong — an extra the lock lacks, and a Python its requires-python (>=3.12.0) does
+    not admit: the option (the user's to fix first) is the one ``Error:``; with the extra
+    right, the Python is."""
+    assert _uv_export(pytorch, "--extra", "cu999") is None  # uv refuses the extra
+    said = {}
+    for extra in ("cu999", "cpu"):
+        r = _restore(str(pytorch / "uv.lock"), "--prefix", str(tmp_path / "env"),
+                     "--python-version", "3.11.7", "--extra", extra)
+        assert r.exit_code == 2 and r.output.count("Error:") == 1, r.output
+        said[extra] = r.output
+    assert "no extra 'cu999' in this lock" in said["cu999"] and "3.11.7" not in said["cu999"]
+    assert "locked for Python >=3.12.0, not 3.11.7" in said["cpu"]
+
+
 def test_options_that_no_input_takes_are_one_error(tmp_path: Path) -> None:
     pylock = PEERS / "pixilock" / "pypi-custom-registry__pixi.lock"
     uvlock = PEERS / "uvlock" / "ecosystem__flask__uv.lock"
