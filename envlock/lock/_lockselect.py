@@ -43,21 +43,23 @@ _TOOL = {"uv.lock": "uv sync", "pdm.lock": "pdm install", "poetry.lock": "poetry
 
 
 def check_applies(kinds: Iterable[str | None], requested: Requested | None,
-                  environment: str | None) -> None:
+                  environment: str | None, platform: str | None = None) -> None:
     """Refuse selection options that no input takes.
 
     :param kinds: the inputs' kinds (:func:`envlock.lock._restore._kind_of`; ``None``: a manifest).
     :raises ManifestError: ``--extra``/``--group``/… without a uv.lock, pdm.lock or poetry.lock
-        among the inputs, or ``--environment`` without a pixi.lock (one line).
+        among the inputs, or ``--environment``/``--platform`` without a pixi.lock (one line).
     """
     have = [k or "manifest" for k in kinds]
     if requested is not None and requested.given and not set(have) & set(_TOOL):
         raise ManifestError("--extra, --group, --all-extras, --all-groups and --no-dev choose "
                             "the install of a uv.lock, pdm.lock or poetry.lock; the inputs are "
                             f"{', '.join(dict.fromkeys(have))}; nothing was run")
-    if environment is not None and "pixi.lock" not in have:
-        raise ManifestError("--environment chooses the environment of a pixi.lock; the inputs "
-                            f"are {', '.join(dict.fromkeys(have))}; nothing was run")
+    for option, value, what in (("--environment", environment, "environment"),
+                                ("--platform", platform, "platform entry")):
+        if value is not None and "pixi.lock" not in have:
+            raise ManifestError(f"{option} chooses the {what} of a pixi.lock; the inputs "
+                                f"are {', '.join(dict.fromkeys(have))}; nothing was run")
 
 
 def choose(path: Path, kind: str, lock: Any, data: Mapping[str, Any],
