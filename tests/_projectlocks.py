@@ -1,12 +1,14 @@
 """What the project-lock tests share (restore of uv/pdm/poetry/pixi locks, pdm's oracle): the
 peers cases, the target they are converted for, an offline PEP 503 index and uv run over it,
-and a real pdm project around a lock, read with pdm's own API.
+and a real pdm project around a lock, read with pdm's own API; uv's own lock of its PyTorch
+recipe beside the pyproject.toml that declares it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -72,3 +74,19 @@ def pdm_installs(project: Any, groups: Sequence[str], py: str = PY,
     spec = EnvSpec.from_spec(f"=={py}", platform, "cpython")
     return {canonicalize_name(p.candidate.name): p.candidate.version for p in
             project.get_locked_repository(spec).evaluate_candidates(list(groups))}
+
+
+def pytorch_project(root: Path) -> Path:
+    """uv's own lock of its PyTorch recipe (peers: astral-sh/uv lock_pytorch_cpu, extras
+    ``cpu`` and ``cu124`` declared conflicting), its redacted ``[X]`` digits made 0, in the new
+    directory ``root`` beside the pyproject.toml that declares its extras and conflicts."""
+    lock = PEERS / "uvlock" / "inline__lock_pytorch_cpu__1__uv.lock"
+    root.mkdir()
+    (root / "uv.lock").write_text(re.sub(r"\.\[X\]", ".0", lock.read_text(encoding="utf-8")),
+                                  encoding="utf-8")
+    (root / "pyproject.toml").write_text(
+        '[project]\nname = "project"\nversion = "0.1.0"\nrequires-python = ">=3.12.0"\n'
+        'dependencies = []\n\n[project.optional-dependencies]\ncpu = ["torch"]\n'
+        'cu124 = ["torch"]\n\n[tool.uv]\nconflicts = [[{ extra = "cpu" }, { extra = "cu124" }]]\n',
+        encoding="utf-8")
+    return root

@@ -151,6 +151,7 @@ _RESTORE_HELP = f"""Recreate an environment from a manifest or lockfiles (dry ru
     (as uv sync, pdm install -G, poetry install --with/-E take them), into a
     pylock.toml (poetry: a hash-pinned requirements.txt) that --run writes beside the new
     environment; a pixi.lock's environment (--environment, default: default) for this platform
+    (--platform NAME: one of its platforms list, such as p2 = linux-64 with __cuda=12)
     into a conda explicit list and a pylock.toml of its PyPI packages.  A lockfile given, or
     recorded in the manifest and unchanged, is used; else the manifest alone: conda packages as name=version=build from
     their recorded channels, pip packages at their exact versions with uv, editable/VCS ones
@@ -180,14 +181,18 @@ _RESTORE_HELP = f"""Recreate an environment from a manifest or lockfiles (dry ru
 @click.option("--environment", "-e", "environment", metavar="NAME",
               help="The environment of a pixi.lock to install (pixi install -e; default: "
                    "default).")
+@click.option("--platform", "lock_platform", metavar="NAME",
+              help="The pixi.lock platform entry to install (a name of its platforms list, "
+                   "such as p2; default: the one named as this machine's subdir, else the "
+                   "first of this subdir, and the others of this subdir are named).")
 @click.option("--run", "do_run", is_flag=True,
               help="Build the environment (default: print the plan), then verify it.")
 @handle_errors
 def restore(inputs: tuple[str, ...], prefix: str | None, python_version: str | None,
             python: str | None, variant_index: tuple[str, ...], index_url: str | None,
             find_links: tuple[str, ...], no_index: bool, allow_index: tuple[str, ...],
-            trust_lockfile_indexes: bool, environment: str | None, do_run: bool,
-            requested: Any) -> None:
+            trust_lockfile_indexes: bool, environment: str | None, lock_platform: str | None,
+            do_run: bool, requested: Any) -> None:
     """Recreate an environment (help: ``_RESTORE_HELP``)."""
     from envlock.lock._api import apply_restore, restore as plan_only, variant_map
 
@@ -195,7 +200,8 @@ def restore(inputs: tuple[str, ...], prefix: str | None, python_version: str | N
                      index_map=variant_map(variant_index), index_url=index_url,
                      find_links=find_links, no_index=no_index, python=python,
                      allow_index=allow_index, trust_lockfile_indexes=trust_lockfile_indexes,
-                     requested=requested, environment=environment).plan
+                     requested=requested, environment=environment,
+                     lock_platform=lock_platform).plan
     for warning in plan.warnings:
         click.echo(f"warning: {warning}", err=True)
     for note in plan.notes:

@@ -86,15 +86,20 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
     :returns: the reading to compare, and the sentences (one a line) saying which install was
         read and what was left out (``None`` when nothing was, or when the manifest records no
         Python version).
+    :raises ManifestError: ``requested`` names an extra or group a project lock lacks, or
+        conflicting ones (:func:`envlock._selection.check_requested`).
     """
     lock = lock_reading.lock
     if lock is None:
         return lock_reading, None  # two manifests: no marker is evaluated (nor imported)
+    from envlock._selection import check_requested
+
+    defaults = _default_groups(lock, [x for x in lock.packages if x.manager == "pip"],
+                               lock_path, requested)
+    check_requested(requested, lock, lock_path or name, defaults)  # as uv sync refuses them
     if other.kind != "manifest":  # another lock or an export: read for one install
         return for_other_side(lock_reading, other, name=name, other_name=other_name,
-                              requested=requested, default_groups=_default_groups(
-                                  lock, [x for x in lock.packages if x.manager == "pip"],
-                                  lock_path, requested))
+                              requested=requested, default_groups=defaults)
     from envlock.formats.markers import applicable, marker_holds, select_install, target_marker_env
 
     lock = for_install(lock, extras=extras, dev=dev)
@@ -117,7 +122,7 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
                  for p in table.get("packages") or () if isinstance(p, dict) and p.get("name")}
     present = set(installed)
     selection, how = select_install(pip, env, installed, requested, conflicts=lock.conflicts,
-                                    default_groups=_default_groups(lock, pip, lock_path, requested))
+                                    default_groups=defaults)
     needed, optional = applicable(pip, env, selection, conflicts=lock.conflicts)
     chose = f"{name} read for {selection.label()} ({how})" if selection is not None else None
     keep = {n for n in needed if n not in optional or n in present}

@@ -95,6 +95,12 @@ class LockFile:
         records, v6 ``conda: <path>`` ones), which rattler_lock reads as packages
         (``CondaLockedSourcePackage``: name, version) and envlock as the project too
         (:attr:`projects`; they are built, not downloaded, so never compared as packages).
+    :ivar choices: every extra (``"extra:<name>"``) and dependency group a project lock
+        (``uv.lock``, ``pdm.lock``, ``poetry.lock``) declares, also one no package needs
+        (:func:`envlock.formats.projectlocks.declared_choices`): the names its tool's
+        ``--extra``/``--group`` take (:meth:`envlock._selection.Requested.named`); ``None``
+        for other locks, which declare none of their own (a conda-lock's categories are its
+        packages').
     """
 
     kind: str
@@ -106,6 +112,7 @@ class LockFile:
     conflicts: tuple[frozenset[str], ...] = ()
     pixi_platforms: tuple[Any, ...] = ()
     sources: tuple[Locked, ...] = ()
+    choices: frozenset[str] | None = None
 
 
 def _err(name: str, what: str) -> ManifestError:

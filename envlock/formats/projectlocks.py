@@ -22,7 +22,7 @@ from envlock.formats.locks import Locked, LockFile, _err, _packages, _sha, _str,
 from envlock.formats.pep508 import UNKNOWN
 
 __all__ = ["read_uv_lock", "read_poetry_lock", "read_pdm_lock", "is_uv_lock", "is_poetry_lock",
-           "is_pdm_lock", "uv_default_groups"]
+           "is_pdm_lock", "uv_default_groups", "declared_choices"]
 
 
 def is_uv_lock(data: Mapping[str, Any], src: Any) -> bool:
@@ -86,7 +86,8 @@ def read_uv_lock(data: Mapping[str, Any], name: str) -> LockFile:
                     requires_python=rp if isinstance(rp, str) and rp.strip() else None,
                     environments=tuple(e for e in envs if isinstance(e, str))
                     if isinstance(envs, list) else (),
-                    conflicts=_uv_conflicts(data.get("conflicts"), name))
+                    conflicts=_uv_conflicts(data.get("conflicts"), name),
+                    choices=declared_choices("uv.lock", data, out))
 
 
 _FULL_COMMIT = re.compile(r"[0-9a-f]{40}")
@@ -358,7 +359,8 @@ def read_poetry_lock(data: Mapping[str, Any], name: str) -> LockFile:
                           vcs="git" if kind == "git" else None,
                           commit=str(commit) if commit else None,
                           groups=_poetry_groups(p, where, name, extras.get(canonicalize(pname), ()))))
-    return LockFile("poetry.lock", (), tuple(out), projects=tuple(projects))
+    return LockFile("poetry.lock", (), tuple(out), projects=tuple(projects),
+                    choices=declared_choices("poetry.lock", data, out))
 
 
 def _poetry_extras(raw: Any, name: str) -> dict[str, tuple[str, ...]]:
@@ -448,4 +450,38 @@ def read_pdm_lock(data: Mapping[str, Any], name: str) -> LockFile:
         if isinstance(targets, list) else []
     # one target: its requires_python; several: any of them may apply (no PEP 440 "or")
     rp = rps[0] if len(rps) == 1 and isinstance(rps[0], str) and rps[0].strip() else None
-    return LockFile("pdm.lock", (), tuple(out), projects=tuple(projects), requires_python=rp)
+    return LockFile("pdm.lock", (), tuple(out), projects=tuple(projects), requires_python=rp,
+                    choices=declared_choices("pdm.lock", data, out))
+
+
+def declared_choices(kind: str, data: Mapping[str, Any], packages: Iterable[Locked]
+                     ) -> frozenset[str]:
+    """Every extra (``extra:<name>``) and dependency group the project lock ``data`` of
+    ``kind`` declares, in :class:`envlock._selection.Selection`'s words: those its
+    ``packages`` need, and — ``uv.lock`` — its project entries' ``optional-dependencies``,
+    ``dev-dependencies``, ``[package.metadata] provides-extras`` and ``requires-dev`` (uv's
+    lock schema: an extra or group that needs nothing is still one ``uv sync`` takes);
+    ``pdm.lock``: its ``[metadata] groups``; ``poetry.lock``: its ``[extras]`` table."""
+    out = {g for p in packages for g, _m in p.groups if g and g != "extra:*"}
+    entries = data.get("package") if kind == "uv.lock" else None
+    for p in entries if isinstance(entries, list) else ():
+        source = p.get("source") if isinstance(p, Mapping) else None
+        if not isinstance(source, Mapping) or not {"editable", "virtual"} & set(source):
+            continue
+        meta = p.get("metadata") if isinstance(p.get("metadata"), Mapping) else {}
+        provides = meta.get("provides-extras")
+        extras = [*_keys(p.get("optional-dependencies")),
+                  *(provides if isinstance(provides, list) else ())]
+        out |= {f"extra:{canonicalize(str(x))}" for x in extras}
+        out |= {canonicalize(str(g)) for g in (*_keys(p.get("dev-dependencies")),
+                                               *_keys(meta.get("requires-dev")))}
+    meta = data.get("metadata")
+    if kind == "pdm.lock" and isinstance(meta, Mapping) and isinstance(meta.get("groups"), list):
+        out |= {str(g) for g in meta["groups"] if g != "default"}
+    if kind == "poetry.lock":
+        out |= {f"extra:{canonicalize(str(x))}" for x in _keys(data.get("extras"))}
+    return frozenset(out)
+
+
+def _keys(table: Any) -> list[str]:
+    return [str(k) for k in table] if isinstance(table, Mapping) else []

@@ -43,42 +43,23 @@ _TOOL = {"uv.lock": "uv sync", "pdm.lock": "pdm install", "poetry.lock": "poetry
 
 
 def check_applies(kinds: Iterable[str | None], requested: Requested | None,
-                  environment: str | None) -> None:
+                  environment: str | None, platform: str | None = None) -> None:
     """Refuse selection options that no input takes.
 
     :param kinds: the inputs' kinds (:func:`envlock.lock._restore._kind_of`; ``None``: a manifest).
     :raises ManifestError: ``--extra``/``--group``/… without a uv.lock, pdm.lock or poetry.lock
-        among the inputs, or ``--environment`` without a pixi.lock (one line).
+        among the inputs, or ``--environment``/``--platform`` without a pixi.lock (one line).
     """
     have = [k or "manifest" for k in kinds]
     if requested is not None and requested.given and not set(have) & set(_TOOL):
         raise ManifestError("--extra, --group, --all-extras, --all-groups and --no-dev choose "
                             "the install of a uv.lock, pdm.lock or poetry.lock; the inputs are "
                             f"{', '.join(dict.fromkeys(have))}; nothing was run")
-    if environment is not None and "pixi.lock" not in have:
-        raise ManifestError("--environment chooses the environment of a pixi.lock; the inputs "
-                            f"are {', '.join(dict.fromkeys(have))}; nothing was run")
-
-
-def _names(lock: Any, kind: str, data: Mapping[str, Any]) -> set[str]:
-    """The lock's extras (``extra:<name>``) and groups, in :class:`Selection`'s words."""
-    out = {g for p in lock.packages for g, _m in p.groups if g and g != "extra:*"}
-    if kind == "uv.lock":  # the project's own entries declare them, even with no package
-        for p in data.get("package", []):
-            if not isinstance(p, Mapping) or not isinstance(p.get("source"), Mapping) or not \
-                    {"editable", "virtual"} & set(p["source"]):
-                continue
-            for x in p.get("optional-dependencies", {}) or {}:
-                out.add(f"extra:{canonicalize(str(x))}")
-            for g in p.get("dev-dependencies", {}) or {}:
-                out.add(canonicalize(str(g)))
-    if kind == "pdm.lock":
-        meta = data.get("metadata", {})
-        out |= {str(g) for g in meta.get("groups", []) if g != "default"} \
-            if isinstance(meta, Mapping) and isinstance(meta.get("groups"), list) else set()
-    if kind == "poetry.lock" and isinstance(data.get("extras"), Mapping):
-        out |= {f"extra:{canonicalize(str(x))}" for x in data["extras"]}
-    return out
+    for option, value, what in (("--environment", environment, "environment"),
+                                ("--platform", platform, "platform entry")):
+        if value is not None and "pixi.lock" not in have:
+            raise ManifestError(f"{option} chooses the {what} of a pixi.lock; the inputs "
+                                f"are {', '.join(dict.fromkeys(have))}; nothing was run")
 
 
 def choose(path: Path, kind: str, lock: Any, data: Mapping[str, Any],
@@ -96,37 +77,23 @@ def choose(path: Path, kind: str, lock: Any, data: Mapping[str, Any],
     from envlock.formats.projectlocks import uv_default_groups
 
     requested = requested or Requested()
-    have = _names(lock, kind, data)
-    by_norm = {(g[:6] + canonicalize(g[6:])) if g.startswith("extra:") else canonicalize(g): g
-               for g in have}
+    have = set(lock.choices or ())
     pdm = kind == "pdm.lock"  # a pdm group is an extra or a dev group alike
-    asked = [("extra", x) for x in requested.extras] + [("group", g) for g in requested.groups]
-    chosen: set[str] = set()
-    unknown = []
-    for what, name in asked:
-        key = canonicalize(name) if pdm or what == "group" else f"extra:{canonicalize(name)}"
-        if key not in by_norm:
-            unknown.append(f"{what} {name!r}")
-        else:
-            chosen.add(by_norm[key])
-    if unknown:
-        extras = sorted(g[6:] for g in have if g.startswith("extra:"))
-        groups = sorted(g for g in have if not g.startswith("extra:"))
-        raise ManifestError(
-            f"{path}: no {', '.join(unknown)} in this lock (its extras: "
-            f"{', '.join(extras) or 'none'}; its groups: {', '.join(groups) or 'none'}); "
-            "nothing was run")
+    try:
+        chosen = requested.named(have, str(path), groups_are_extras=pdm)
+        if kind == "uv.lock":  # the shared rule of verify --lock and diff, with the defaults
+            chosen = set(requested.resolve(have, uv_default_groups(path, have),
+                                           conflicts=lock.conflicts, where=str(path)).chosen)
+    except ManifestError as exc:
+        raise ManifestError(f"{exc}; nothing was run") from None
     notes: list[str] = []
-    if kind == "uv.lock":  # the shared rule of verify --lock and diff, with the lock's defaults
-        chosen = set(requested.resolve(have, uv_default_groups(path, have)).chosen)
-    elif pdm:
+    if pdm:
         meta = data.get("metadata")
         locked = meta.get("groups") if isinstance(meta, Mapping) else None
         chosen |= _pdm_more(path, have, chosen, requested, [str(g) for g in locked]
                             if isinstance(locked, list) else [], notes)
-    else:
+    elif kind == "poetry.lock":
         chosen = _poetry_groups(path, have, chosen, requested, notes)
-    _refuse_conflicts(path, chosen, lock.conflicts)
     return Selection(frozenset(chosen)), _label(kind, chosen, requested), notes
 
 
@@ -214,18 +181,6 @@ def _pdm_more(path: Path, have: set[str], named: set[str], requested: Requested,
     if not requested.no_dev and not {canonicalize(g) for g in named} & dev:
         out |= {by_norm[g] for g in dev if g in by_norm}
     return out
-
-
-def _refuse_conflicts(path: Path, chosen: set[str], conflicts: Sequence[frozenset[str]]) -> None:
-    for c in conflicts:
-        def said(gs: Iterable[str], sep: str) -> str:
-            return sep.join(f"extra {g[6:]}" if g.startswith("extra:") else f"group {g}"
-                            for g in sorted(gs))
-
-        if len(chosen & c) >= 2:
-            raise ManifestError(f"{path}: {said(chosen & c, ' and ')} are declared conflicting "
-                                f"(the lock's conflict set: {said(c, ', ')}); uv sync refuses "
-                                "them together, choose one; nothing was run")
 
 
 def _label(kind: str, chosen: set[str], requested: Requested) -> str:

@@ -97,12 +97,13 @@ def convert(path: Path, kind: str, env: Mapping[str, str],
 
     lock = formats.read_lock(path)
     data = load_file(path)
+    # a bad option is said before a fact of the environment (its Python), as uv sync says it
+    selection, said, assumed = choose(path, kind, lock, data, requested)
     _check_python(path, lock.requires_python, env)
     raw = _raw_entries(data, kind)
     if [canonicalize(str(r.get("name"))) for r in raw] != [x.name for x in lock.packages]:
         raise ManifestError(f"{path}: its entries could not be matched to their files; nothing "
                             "was run")
-    selection, said, assumed = choose(path, kind, lock, data, requested)
     needed, optional = applicable(lock.packages, env, selection, conflicts=lock.conflicts)
     chosen: list[tuple[Any, Mapping[str, Any]]] = []
     for x, r in zip(lock.packages, raw):

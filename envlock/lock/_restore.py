@@ -184,6 +184,7 @@ def plan_restore(
     allow_index: Sequence[str] = (), trust_lockfile_indexes: bool = False,
     environ: Mapping[str, str] | None = None, runner: Runner = run,
     requested: Requested | None = None, environment: str | None = None,
+    lock_platform: str | None = None,
 ) -> RestorePlan:
     """Build the restore plan for manifests and/or lockfiles.
 
@@ -212,7 +213,8 @@ def plan_restore(
     :param trust_lockfile_indexes: admit every index a lockfile names.
     :param environ: the variables pip's and uv's configuration is read from (``os.environ``).
     :param requested: the extras and groups of a uv.lock, pdm.lock or poetry.lock to install;
-        ``environment``: a pixi.lock's (:mod:`envlock.lock._lockselect`; ``None``: the default).
+        ``environment``: a pixi.lock's (:mod:`envlock.lock._lockselect`; ``None``: the default);
+        ``lock_platform``: its platform entry (``p2``; :func:`envlock.lock._pixirestore.convert_pixi`).
     :raises ManifestError: an input is neither a manifest nor a known lockfile, or a lockfile
         is malformed (see :func:`validate_lockfile`); nothing is run then.
     :raises UntrustedValueError: a value of an input is not what its field must be, or a
@@ -224,7 +226,8 @@ def plan_restore(
     asked_version = python_version
     lockfiles, warnings, missing, bare, python_version = _gather(inputs, python_version)
     kinds = {p: _kind_of(p) for p in lockfiles}
-    check_applies([*kinds.values(), *([None] if bare else [])], requested, environment)
+    check_applies([*kinds.values(), *([None] if bare else [])], requested, environment,
+                  lock_platform)
     if not lockfiles and bare:
         if len(bare) > 1:
             raise ManifestError("restore one manifest at a time when none records a lockfile "
@@ -249,7 +252,7 @@ def plan_restore(
     steps += [s for p in sorted(projects, key=lambda p: p not in made)  # pixi's: conda makes it
               for s in _converted_steps(p, kinds[p] or "", prefix, python_version, admitted,
                                         trust_lockfile_indexes, contacts, builds, notes,
-                                        (requested, environment))]
+                                        (requested, environment, lock_platform))]
     steps += _install_steps(lockfiles, kinds, prefix, missing, warnings)
     return RestorePlan(prefix=prefix, steps=tuple(steps), notes=tuple(notes),
                        not_restored=tuple(dict.fromkeys(missing)), warnings=tuple(warnings),
@@ -446,11 +449,13 @@ def _checked_sources(lockfiles: list[Path], kinds: Mapping[Path, str | None], ad
 
 def _converted_steps(path: Path, kind: str, prefix: str, python_version: str | None,
                      admitted: Any, trust: bool, contacts: list[str], builds: list[str],
-                     notes: list[str], select: tuple[Any, str | None] = (None, None)
+                     notes: list[str],
+                     select: tuple[Any, str | None, str | None] = (None, None, None)
                      ) -> list[Step]:
     """A project lock (``uv.lock``, ``pdm.lock``, ``poetry.lock``) converted for this target
     and the extras and groups ``select[0]`` (:func:`envlock.lock._projectlocks.convert`), or a
-    ``pixi.lock``'s environment ``select[1]`` for this platform (:func:`convert_pixi`): for
+    ``pixi.lock``'s environment ``select[1]`` and platform entry ``select[2]`` for this
+    platform (:func:`convert_pixi`): for
     each file, the step that writes it beside the prefix and the step that installs it.  Its
     indexes and URLs are checked and admitted here, before anything is printed or run;
     ``contacts``, ``builds`` and ``notes`` are extended.
@@ -470,7 +475,8 @@ def _converted_steps(path: Path, kind: str, prefix: str, python_version: str | N
     )
 
     steps = []
-    for done in (convert_pixi(path, current_subdir(), select[1]) if kind == "pixi.lock" else
+    for done in (convert_pixi(path, current_subdir(), select[1], select[2])
+                 if kind == "pixi.lock" else
                  [convert(path, kind, target_marker_env(python_version, "cpython"), select[0])]):
         dest = destination(prefix, done.kind)
         if done.kind == "conda-explicit":

@@ -216,6 +216,10 @@ def _expected(manifest: str | None, locks: Sequence[str], requested: Any,
         lock_list = tuple(x._replace(default_groups=uv_default_groups(x.path, {
             g for q in x.packages for g, _m in q.groups if g})) if x.kind == "uv.lock" else x
             for x in lock_list)
+        from envlock._selection import check_requested
+
+        for x in lock_list:  # a name the lock lacks, or conflicting ones: uv sync refuses them
+            check_requested(requested, x, x.path, x.default_groups)
     if pixi != (None, None) and not any(x.kind == "pixi.lock" for x in lock_list):
         said = " and ".join(o for o, v in zip(("--environment", "--platform"), pixi) if v is not None)
         from envlock.errors import ManifestError

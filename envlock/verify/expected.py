@@ -70,6 +70,8 @@ class Lock(NamedTuple):
     :ivar pixi_environment: the pixi.lock environment read; ``selection``: evidence lines
         saying which environment and platform were read when the lock has several
         (:class:`envlock.verify.pixichoice.PixiChoice`).
+    :ivar choices: the extras and groups a project lock declares
+        (:attr:`envlock.formats.locks.LockFile.choices`, as read: before ``-E`` took any).
     """
 
     path: str
@@ -86,6 +88,7 @@ class Lock(NamedTuple):
     default_groups: tuple[str, ...] = ("dev",)
     pixi_environment: str | None = None
     selection: tuple[str, ...] = ()
+    choices: frozenset[str] | None = None
 
 
 def _lock_names() -> str:
@@ -194,7 +197,7 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
                 conflicts=r.lock.conflicts,
                 cuda=pixi[taken].cuda if taken in pixi else None,
                 lock_platform=taken if taken in pixi else None,
-                pixi_environment=env_name, selection=note)
+                pixi_environment=env_name, selection=note, choices=r.lock.choices)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -18,7 +18,10 @@ from typing import Any
 
 from envlock.errors import ManifestError
 
-__all__ = ["PixiChoice", "choose_pixi"]
+__all__ = ["PixiChoice", "choose_pixi", "DEFAULT_RULE"]
+
+#: how the platform is taken without ``--platform``, in the words said of it
+DEFAULT_RULE = "the one named as this subdir, else the first"
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +32,8 @@ class PixiChoice:
     :ivar environment: its name; ``platform``: the platform entry's name (``p2``), ``subdir``
         its conda subdir.
     :ivar note: evidence lines saying what was chosen among several (``()``: nothing to choose).
+    :ivar others: the platform entries of the same subdir not read, each described
+        (``"platform p2 (linux-64; __cuda=12, …)"``).
     """
 
     lock: Any
@@ -36,6 +41,7 @@ class PixiChoice:
     platform: str
     subdir: str
     note: tuple[str, ...] = ()
+    others: tuple[str, ...] = ()
 
 
 def _describe(q: Any) -> str:
@@ -44,12 +50,15 @@ def _describe(q: Any) -> str:
 
 
 def choose_pixi(path: Path, lock: Any, subdir: str, environment: str | None,
-                platform: str | None) -> PixiChoice:
+                platform: str | None, *, data: Any = None,
+                lock_environment: str = "default") -> PixiChoice:
     """Read environment ``environment`` (``None``: ``default``, as ``pixi install``) of the
     pixi.lock ``path`` and take its platform ``platform`` (``None``: the one named ``subdir``,
-    else the first whose subdir is ``subdir``, else ``subdir`` itself).
+    else the first whose subdir is ``subdir``, else ``subdir`` itself).  ``verify --lock``'s
+    and ``restore``'s one rule.
 
-    :param lock: the lock as :func:`envlock.formats.read` read it (environment ``default``).
+    :param lock: the lock as :func:`envlock.formats.read` read it, of environment
+        ``lock_environment`` (``default``); ``data``: the file as parsed (``None``: read here).
     :raises ManifestError: no such environment or platform (one line listing the lock's).
     """
     from envlock.formats._load import load_yaml
@@ -58,13 +67,15 @@ def choose_pixi(path: Path, lock: Any, subdir: str, environment: str | None,
 
     from envlock.formats.pixilegacy import upgraded
 
-    data = upgraded(load_yaml(read_text(path), str(path), exact=True), str(path))
+    if data is None:
+        data = load_yaml(read_text(path), str(path), exact=True)
+    data = upgraded(data, str(path))
     envs = [str(e) for e in data.get("environments") or {}]
     name = environment or "default"
     if name not in envs:
         raise ManifestError(f"{path}: no environment {name!r} in this pixi.lock (its "
                             f"environments: {', '.join(envs) or 'none'})")
-    if name != "default":
+    if name != lock_environment:
         lock = read_pixi_lock(data, str(path), name)
     plats = {q.name: q for q in lock.pixi_platforms}
     if platform is not None:
@@ -78,10 +89,11 @@ def choose_pixi(path: Path, lock: Any, subdir: str, environment: str | None,
     chosen_subdir = plats[taken].subdir if taken in plats else subdir
     same = [q for q in lock.pixi_platforms if q.subdir == chosen_subdir]
     note: tuple[str, ...] = ()
+    others = tuple(_describe(q) for q in same if q.name != taken)
     if len(same) > 1 or len(envs) > 1:
-        how = "--platform" if platform is not None else "the one named as this subdir, else the first"
+        how = "--platform" if platform is not None else DEFAULT_RULE
         note = (f"environment read: {name} ({'--environment' if environment is not None else 'the default'}"
                 f"; the lock's environments: {', '.join(envs)})",
                 *(f"{'read: ' if q.name == taken else 'not read: '}{_describe(q)}" for q in same),
                 f"platform taken: {taken} ({how})")
-    return PixiChoice(lock, name, taken, chosen_subdir, note)
+    return PixiChoice(lock, name, taken, chosen_subdir, note, others)

@@ -31,7 +31,8 @@ from envlock.cli import cli
 from envlock.errors import ManifestError
 from envlock.lock._restore import plan_restore
 
-from _projectlocks import PEERS, PY, TARGET, pdm_installs, pdm_project, run_uv, simple_index
+from _projectlocks import (PEERS, PY, TARGET, pdm_installs, pdm_project, pytorch_project, run_uv,
+                           simple_index)
 
 pytestmark = [pytest.mark.usefixtures("offline_pip"),
               pytest.mark.skipif(not PEERS.is_dir(), reason="the peers cases are not here")]
@@ -54,19 +55,8 @@ def _restore(*args: str):
 
 @pytest.fixture
 def pytorch(tmp_path: Path) -> Path:
-    """uv's own lock of its PyTorch recipe (peers: astral-sh/uv lock_pytorch_cpu), its redacted
-    ``[X]`` digits made 0, beside the pyproject.toml that declares its extras and conflicts."""
-    lock = PEERS / "uvlock" / "inline__lock_pytorch_cpu__1__uv.lock"
-    proj = tmp_path / "p"
-    proj.mkdir()
-    (proj / "uv.lock").write_text(re.sub(r"\.\[X\]", ".0", lock.read_text(encoding="utf-8")),
-                                  encoding="utf-8")
-    (proj / "pyproject.toml").write_text(
-        '[project]\nname = "project"\nversion = "0.1.0"\nrequires-python = ">=3.12.0"\n'
-        'dependencies = []\n\n[project.optional-dependencies]\ncpu = ["torch"]\n'
-        'cu124 = ["torch"]\n\n[tool.uv]\nconflicts = [[{ extra = "cpu" }, { extra = "cu124" }]]\n',
-        encoding="utf-8")
-    return proj
+    """uv's own lock of its PyTorch recipe beside its pyproject.toml (:func:`pytorch_project`)."""
+    return pytorch_project(tmp_path / "p")
 
 
 def _uv_export(proj: Path, *args: str) -> dict[str, str | None] | None:
@@ -121,6 +111,22 @@ def test_an_unknown_extra_or_group_is_one_error_naming_the_locks(pytorch: Path,
     assert r.output.count("Error:") == 1
     assert "no extra 'cu999', group 'docs' in this lock (its extras: cpu, cu124; its groups: " \
            "none)" in r.output
+
+
+def test_a_bad_option_is_said_before_the_python_the_lock_refuses(pytorch: Path,
+                                                                 tmp_path: Path) -> None:
+    """Both wrong — an extra the lock lacks, and a Python its requires-python (>=3.12.0) does
+    not admit: the option (the user's to fix first) is the one ``Error:``; with the extra
+    right, the Python is."""
+    assert _uv_export(pytorch, "--extra", "cu999") is None  # uv refuses the extra
+    said = {}
+    for extra in ("cu999", "cpu"):
+        r = _restore(str(pytorch / "uv.lock"), "--prefix", str(tmp_path / "env"),
+                     "--python-version", "3.11.7", "--extra", extra)
+        assert r.exit_code == 2 and r.output.count("Error:") == 1, r.output
+        said[extra] = r.output
+    assert "no extra 'cu999' in this lock" in said["cu999"] and "3.11.7" not in said["cu999"]
+    assert "locked for Python >=3.12.0, not 3.11.7" in said["cpu"]
 
 
 def test_options_that_no_input_takes_are_one_error(tmp_path: Path) -> None:
@@ -352,10 +358,14 @@ def test_an_unknown_pdm_group_is_one_error(tmp_path: Path) -> None:
 
 # -- pixi.lock: --environment NAME, as py-rattler reads that environment ---------------------
 
-def _rattler(path: Path, environment: str, subdir: str) -> tuple[dict[str, str], set[str]]:
+def _rattler(path: Path, environment: str, subdir: str,
+             platform: str | None = None) -> tuple[dict[str, str], set[str]]:
+    """``({url: md5}, {pypi name})`` of ``environment`` as py-rattler reads it, for the first
+    platform entry of ``subdir`` (or the one named ``platform``)."""
     rattler = pytest.importorskip("rattler")
     env = rattler.LockFile.from_path(path).environment(environment)
-    plat = next(p for p in env.platforms() if str(p.subdir) == subdir)
+    plat = next(p for p in env.platforms() if (p.name == platform if platform else
+                                               str(p.subdir) == subdir))
     conda, pypi = {}, set()
     for q in env.packages(plat):
         if type(q).__name__ == "CondaLockedBinaryPackage":
@@ -394,6 +404,64 @@ def test_an_unknown_pixi_environment_is_one_error_naming_the_locks(tmp_path: Pat
     assert r.exit_code == 2 and r.output.count("Error:") == 1
     assert "no environment 'cuda' in this lock (its environments: default, max-py310, " \
            "min-py38)" in r.output
+
+
+MULTI = PEERS / "pixilock" / "multi-machine__pixi.lock"
+
+
+@pytest.mark.skipif(not MULTI.is_file(), reason="the peers cases are not here")
+def test_a_pixi_platform_is_chosen_as_verify_chooses_it(tmp_path: Path) -> None:
+    """The real v7 lock with two linux-64 entries (``linux-64``, and ``p2`` solved with
+    ``__cuda=12``) and ``p1`` = win-64: ``--platform p2`` installs p2's packages as py-rattler
+    reads them; without it the entry named linux-64 is taken and the note names p2; p1 (another
+    subdir) and a name the lock lacks are one ``Error:`` each; ``--platform`` with no pixi.lock
+    too."""
+    from envlock.formats.conda import current_subdir
+
+    if current_subdir() != "linux-64":
+        pytest.skip("the platform is linux-64")
+    import yaml
+
+    rattler = pytest.importorskip("rattler")
+    data = yaml.safe_load(MULTI.read_text(encoding="utf-8"))
+    del data["environments"]["default"]["packages"]["p2"][0]  # p2's packages not linux-64's
+    lock = tmp_path / "pixi.lock"
+    lock.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    subdirs = {p.name: str(p.subdir) for p in rattler.LockFile.from_path(lock).platforms()}
+    assert [n for n, s in subdirs.items() if s == "linux-64"] == ["linux-64", "p2"]
+    read = {}
+    for platform in ("p2", "linux-64", None):
+        conda, pypi = _rattler(lock, "default", "linux-64", platform or "linux-64")
+        plan = plan_restore([lock], tmp_path / "env", trust_lockfile_indexes=True,
+                            lock_platform=platform)
+        [(_dest, title, text)] = _written(plan)  # no PyPI package in this lock
+        assert not pypi
+        lines = [ln for ln in text.splitlines() if ln and not ln.startswith(("#", "@"))]
+        read[platform] = dict(ln.rsplit("#", 1) for ln in lines)
+        assert read[platform] == conda
+        assert title.endswith("for linux-64 (platform p2), conda packages" if platform == "p2"
+                              else "for linux-64, conda packages")
+        said = [n for n in plan.notes if "platform linux-64 taken for linux-64" in n]
+        if platform is None:  # several fit, none chosen: which was taken, and the others
+            assert said == ["pixi.lock: platform linux-64 taken for linux-64 "
+                            "(the one named as this subdir, else the first); also for "
+                            "linux-64: platform p2 (linux-64; __cuda=12, __unix=0=0, "
+                            "__linux=4.18, __glibc=2.28, __archspec=0=x86_64) (--platform "
+                            "NAME chooses one)"]
+        else:
+            assert said == []
+    assert len(read["p2"]) == len(read["linux-64"]) - 1 and read[None] == read["linux-64"]
+    cases = [(["--platform", "p1"], "platform p1 of environment 'default' is win-64; this "
+              "machine is linux-64 (--platform NAME: one of linux-64, p2); nothing was run"),
+             (["--platform", "cuda"], "no platform 'cuda' in environment 'default' of this "
+              "pixi.lock (its platforms: linux-64, p1, p2, p3, win-64); nothing was run")]
+    for args, said_ in cases:
+        r = _restore(str(lock), "--prefix", str(tmp_path / "env"), *args)
+        assert r.exit_code == 2 and r.output.count("Error:") == 1 and said_ in r.output, r.output
+    r = _restore(str(PEERS / "uvlock" / "ecosystem__flask__uv.lock"), "--prefix",
+                 str(tmp_path / "env"), "--python-version", PY, "--platform", "p2")
+    assert r.exit_code == 2 and "--platform chooses the platform entry of a pixi.lock; the " \
+        "inputs are uv.lock" in r.output, r.output
 
 
 # -- poetry.lock: poetry install's documented rule on a hand-made project ---------------------

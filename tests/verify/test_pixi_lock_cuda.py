@@ -200,3 +200,32 @@ def test_the_platform_read_is_said_in_the_one_line_verdict(tmp_path: Path) -> No
     assert ok.stdout.startswith("envlock verify: ok") and len(ok.stdout.splitlines()) == 1, ok.stdout
     assert "lockfile multi-machine__pixi.lock read for environment default, platform p2 " \
            "(linux-64)" in ok.stdout
+
+
+@pytest.mark.skipif(not MULTI.is_file(), reason="the peers cases are not here")
+def test_a_platform_of_another_subdir_is_a_lock_target_error(venv: Path,
+                                                             job_env: dict[str, str]) -> None:
+    """``--platform p1`` of the real v7 lock, whose subdir py-rattler reads as win-64, on a
+    linux-64 machine: the lock entry is for another platform than the target
+    (``packages.lock-target``, as a conda-lock of other platforms is), not "no packages"; p2
+    (linux-64 + __cuda=12) is this machine's subdir and no such error."""
+    from envlock.formats.conda import current_subdir
+    from envlock.verify import verify
+    from envlock.verify.checks import CHECKS
+
+    if current_subdir() != "linux-64":
+        pytest.skip("the platform is linux-64")
+    subdirs = {p.name: str(p.subdir) for p in rattler.LockFile.from_path(MULTI).platforms()}
+    assert subdirs["p1"] == "win-64" and subdirs["p2"] == "linux-64"
+    checks = [c for c in CHECKS if c[0] == "locks"]
+    found = {}
+    for chosen in ("p1", "p2"):
+        r = verify(python=str(venv / "bin/python"), locks=[str(MULTI)], environ=job_env,
+                   checks=checks, lock_platform=chosen)
+        found[chosen] = [f for f in r.findings if f.id == "packages.lock-target"]
+    (f,) = found["p1"]
+    assert f.severity == "error"
+    assert f.title.endswith("is not for this target: its platform p1 is win-64; this machine "
+                            "is linux-64")
+    assert f"{MULTI}: platform p1 (subdir win-64)" in f.evidence
+    assert found["p2"] == []

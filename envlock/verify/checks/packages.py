@@ -140,7 +140,8 @@ def _group_fix(lock: Any) -> str:
 
 def _lock_target_mismatch(ctx: Context, lock: Any, source: str) -> Finding | None:
     """``packages.lock-target``: the lock is for another platform (a conda-lock's
-    ``platforms``), another Python (``requires-python``, PEP 440) or other environments
+    ``platforms``; the pixi.lock platform entry chosen with ``--platform``, whose subdir is
+    not this machine's), another Python (``requires-python``, PEP 440) or other environments
     (pylock's ``environments`` markers, PEP 751), so none of its packages are this target's."""
     from envlock.formats.markers import marker_holds, target_marker_env
     from envlock.formats.conda import current_subdir
@@ -150,7 +151,12 @@ def _lock_target_mismatch(ctx: Context, lock: Any, source: str) -> Finding | Non
     why = evidence = None
     fix = "Lock for this target (envlock lock), or verify on a machine and Python the lock is for."
     here = current_subdir()
-    if lock.platforms and here not in lock.platforms:
+    if lock.lock_platform and lock.platform and lock.platform != here:  # pixi --platform p1
+        why = (f"its platform {lock.lock_platform} is {lock.platform}; this machine is {here}")
+        evidence = f"{lock.path}: platform {lock.lock_platform} (subdir {lock.platform})"
+        fix = (f"Verify with a platform of the lock for {here} (--platform NAME of its "
+               f"platforms list), or on a {lock.platform} machine.")
+    elif lock.platforms and here not in lock.platforms:
         why = f"it locks {', '.join(lock.platforms)}; this machine is {here}"
         evidence = f"{lock.path}: platforms {', '.join(lock.platforms)}"
         fix = (f"Lock for {here} too from the spec it was locked from "
