@@ -30,8 +30,9 @@ def _split_args(args: tuple[str, ...]) -> tuple[list[str], str]:
 @click.command("find")
 @click.argument("args", nargs=-1, metavar="[WHERE]... [QUERY]")
 @click.option("--index", "index_path", metavar="FILE", default=None,
-              help="The index file (default: ~/.cache/envlock/find/index.sqlite; put it next to "
-                   "the results to share it).")
+              help="The index file, in a directory that exists (default: "
+                   "~/.cache/envlock/find/index.sqlite, created if missing; put it next to the "
+                   "results to share it).")
 @click.option("--no-update", is_flag=True, help="Query the index as it is; do not rescan WHERE.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Output format.")
@@ -74,7 +75,7 @@ def find(args: tuple[str, ...], index_path: str | None, no_update: bool, fmt: st
 
     where, query = _split_args(args)
     path = ix_mod.check_db_path(index_path) if index_path else ix_mod.default_path()
-    with ix_mod.Index(path) as ix:
+    with ix_mod.Index(path, make_dir=index_path is None) as ix:
         if advisories and query:
             raise click.UsageError("--advisories runs the built-in queries; give no QUERY")
         if not no_update:
