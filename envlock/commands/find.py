@@ -12,19 +12,47 @@ from envlock.commands._common import handle_errors, will_exit
 __all__ = ["find"]
 
 
+_OPERATOR_CHARS = " <>=!~()\"'"
+
+
 def _split_args(args: tuple[str, ...]) -> tuple[list[str], str]:
-    """Leading arguments that exist as files or directories are WHERE; the rest is the query."""
-    from envlock.find.query import join_query
+    """Leading arguments that exist as files or directories are WHERE; the rest is the query.
+
+    A first non-WHERE argument that is a path (it holds ``/``), or one word followed by
+    arguments that are a whole query of their own (``find runz 'torch < 2'``: a mistyped WHERE,
+    not the fact ``runz``), is refused as a WHERE that does not exist, before anything is read.
+
+    :raises ManifestError: that WHERE (one line).
+    """
+    from envlock.find.query import SHORT, join_query
 
     where: list[str] = []
     rest = list(args)
     while rest and os.path.exists(rest[0]):
         where.append(rest.pop(0))
-    if rest and os.sep in rest[0] and not any(c in rest[0] for c in " <>=!~()"):
+    if rest and not any(c in rest[0] for c in _OPERATOR_CHARS):
         from envlock.errors import ManifestError
 
-        raise ManifestError(f"{rest[0]}: no such file or directory")
+        if os.sep in rest[0]:
+            raise ManifestError(f"{rest[0]}: no such file or directory")
+        if (not where and len(rest) > 1 and rest[0] not in SHORT
+                and rest[0].lower() not in ("not", "and", "or") and _whole_query(join_query(rest[1:]))):
+            raise ManifestError(f"{rest[0]}: no such file or directory (a query that starts with "
+                                f"this fact is one argument: {join_query(rest)!r})")
     return where or ["."], join_query(rest)
+
+
+def _whole_query(arg: str) -> bool:
+    """Whether one argument is a query of several words that parses on its own."""
+    from envlock.find.query import QueryError, parse
+
+    if not any(c in arg for c in _OPERATOR_CHARS):
+        return False
+    try:
+        parse(arg)
+    except QueryError:
+        return False
+    return True
 
 
 @click.command("find")
@@ -74,10 +102,15 @@ def find(args: tuple[str, ...], index_path: str | None, no_update: bool, fmt: st
     from envlock.render import findreport as render
 
     where, query = _split_args(args)
+    if advisories and query:
+        raise click.UsageError("--advisories runs the built-in queries; give no QUERY")
+    if query.strip():  # a bad query fails before any file under WHERE is read
+        from envlock.find.operands import check_static
+        from envlock.find.query import parse
+
+        check_static(parse(query))
     path = ix_mod.check_db_path(index_path) if index_path else ix_mod.default_path()
     with ix_mod.Index(path, make_dir=index_path is None) as ix:
-        if advisories and query:
-            raise click.UsageError("--advisories runs the built-in queries; give no QUERY")
         if not no_update:
             report = ix.update(where, jobs=jobs)
             errors = report.errors

@@ -68,7 +68,7 @@ def test_a_conda_operand_in_condas_order(conda_manifest: Path, variant: Any, tmp
                      f"Error: query: {pkg} < 1..2: '1..2' is not a PEP 440 version, nor a conda version")
     with pytest.raises(InvalidVersionSpecError):  # py-rattler refuses it too
         VersionSpec("<1..2", strict=False)
-    assert "Traceback" not in err
+    assert "Traceback" not in err and not os.path.exists(index_file)  # refused before the scan
     for spec in ("<banana", "~=2", ">=2.5", "==alpha"):
         want = sorted(str(root / f"{i}/manifest.toml") for i, v in enumerate(versions)
                       if VersionSpec(spec, strict=False).matches(CondaVersion(v)))
@@ -102,8 +102,34 @@ def test_arbitrary_equality_is_the_version_text(results: Path, base_manifest: Pa
         _one_error(envlock_cmd("find", str(results), query, "--index", fresh),
                    f"Error: query: {query}: === is PEP 440's arbitrary equality, for PyPI package "
                    f"versions; {name} is not a package")
+    assert not os.path.exists(fresh)
     _one_error(envlock_cmd("find", str(results), "platform:os === linux", "--index", index_file),
                "Error: query: platform:os === linux: === is PEP 440's arbitrary equality")
+
+
+def test_a_bad_query_or_where_fails_before_anything_is_read(results: Path, tmp_path: Path) -> None:
+    """The query is parsed and checked, and WHERE found, before any file is read: the index is
+    never even created."""
+    index = str(tmp_path / "ix.sqlite")
+    for query, start in (("numpy <", "Error: query: numpy < needs a value"),
+                         ("gpu.arch >= banana", "Error: query: gpu.arch >= banana: 'banana' is not a compute capability"),
+                         ("torch.tf32.matmul < true", "Error: query: torch.tf32.matmul < true: a boolean compares with == and != only"),
+                         ("torch.deterministic == maybe", "Error: query: torch.deterministic == maybe: 'maybe' is not a boolean"),
+                         ("gpu.driver < 5x5", "Error: query: gpu.driver < 5x5: '5x5' is not a PEP 440 version"),
+                         ("(numpy < 2", "Error: query: missing ')'")):
+        _one_error(envlock_cmd("find", str(results), query, "--index", index), start)
+        with pytest.raises(EnvlockError):
+            find([results], query, index=index)
+    # a mistyped WHERE in the directory holding the results: refused, "." never scanned
+    for args in (("resultz", "numpy < 2"), ("resultz", "numpy", "<", "2"), ("resultz/", "numpy < 2")):
+        _one_error(envlock_cmd("find", *args, "--index", index, cwd=tmp_path),
+                   f"Error: {args[0]}: no such file or directory")
+    assert not os.path.exists(index)
+    # a query of several words without WHERE is still the query (WHERE is .)
+    r = envlock_cmd("find", "torch", "<", "1.12", "--index", index, "--format", "json", cwd=results)
+    assert r.returncode == 0, r.stderr
+    want = _expected(results, lambda d: _spec("<1.12", _pip(d, "torch")))
+    assert len(want) == r.stdout.count('"path"') > 0
 
 
 def test_the_index_directory_must_exist(results: Path, tmp_path: Path) -> None:
