@@ -148,14 +148,15 @@ def check_static(node: Node) -> None:
 
 def _orders(values: Iterable[Any], t: Target) -> set[str]:
     """The orders the values of one fact are compared in: ``"pep440"`` (a PyPI package's
-    version), ``"conda"``, ``"other"``."""
+    version), ``"conda"``, ``"version"`` (another version: PEP 440 where it parses, e.g. a BLAS
+    implementation's or a CUDA library copy's), ``"other"``."""
     out = set()
     for v in values:
         if isinstance(v, Pkg) and t.part in ("", "version"):
             if v.version and v.version != "unknown":
                 out.add("conda" if v.manager == "conda" else "pep440")
         else:
-            out.add("other")
+            out.add("version" if "version" in (t.kind, t.part) else "other")
     return out
 
 
@@ -168,10 +169,14 @@ def check_values(c: Cond, t: Target, name: str, values: Iterable[Any]) -> None:
     if c.op in ("set", "unset"):
         return
     for order in sorted(_orders(values, t)):
-        if order == "other":
+        if order in ("other", "version"):
             if c.op == "===":
                 raise _fail(c, f"=== is PEP 440's arbitrary equality, for PyPI package "
                                f"versions; {name} is not one")
+            if order == "version" and c.op in _ORDERING:
+                why = operand_error(c.op, c.value, "pep440")
+                if why is not None:
+                    raise _fail(c, f"{why} ({name} is compared in PEP 440 order)")
             continue
         why = operand_error(c.op, c.value, order)
         if why is not None:

@@ -82,6 +82,19 @@ def test_a_conda_operand_in_condas_order(conda_manifest: Path, variant: Any, tmp
                f"conda's version specs have none (package:{pkg} is a conda package")
 
 
+def test_another_version_fact_refuses_what_pep440_cannot_read(conda_manifest: Path, index_file: str) -> None:
+    """A BLAS implementation's version (``[blas]`` of the conda fixture) orders as PEP 440 where
+    it parses: ``< banana`` is refused, ``>= V`` answers as packaging does."""
+    version = load(conda_manifest)["blas"]["libraries"][0]["version"]
+    root = conda_manifest.parent
+    _one_error(envlock_cmd("find", str(root), "blas.version < banana", "--index", index_file),
+               "Error: query: blas.version < banana: 'banana' is not a PEP 440 version "
+               "(blas:conda is compared in PEP 440 order)")
+    for op, ref in ((">=", version), ("<", version), (">=", "0.3")):
+        want = [str(conda_manifest)] if SpecifierSet(f"{op}{ref}").contains(version) else []
+        assert _got(root, f"blas.version {op} {ref}", index_file) == want, (op, ref)
+
+
 def test_arbitrary_equality_is_the_version_text(results: Path, base_manifest: Path, variant: Any,
                                                 index_file: str, tmp_path: Path) -> None:
     """``===`` (PEP 440, "Arbitrary equality"): the version text, as packaging compares it —
@@ -96,6 +109,13 @@ def test_arbitrary_equality_is_the_version_text(results: Path, base_manifest: Pa
         assert _got(results, query, index_file) == want, query
     assert _got(results, "torch === 1.10.2", index_file) != _got(results, "torch == 1.10.2", index_file)
     assert _got(results, "torch === 2.13.0", index_file) == []
+    # a recorded version that is no PEP 440 version: === matches its text, == cannot read it
+    custom = variant(base_manifest, "results/custom/manifest.toml",
+                     lambda d: set_pip_version(d, "torch", "1.0-custom"))
+    assert SpecifierSet("===1.0-custom").contains("1.0-custom")
+    assert _got(results, "torch === 1.0-custom", index_file) == [str(custom)]
+    _one_error(envlock_cmd("find", str(results), "torch == 1.0-custom", "--index", index_file),
+               "Error: query: torch == 1.0-custom: '1.0-custom' is not a PEP 440 version")
     fresh = str(tmp_path / "fresh.sqlite")
     for query in ("gpu.arch === 8.0", "os === linux", "CUBLAS_WORKSPACE_CONFIG === :4096:8"):
         name = query.split()[0]
