@@ -14,6 +14,9 @@ __all__ = ["find"]
 
 _OPERATOR_CHARS = " <>=!~()\"'"
 
+#: the query's own words: a fact name followed by one of them continues its condition.
+_WORDS = ("not", "and", "or", "set", "unset")
+
 
 def _split_args(args: tuple[str, ...]) -> tuple[list[str], str]:
     """Leading arguments that exist as files or directories are WHERE; the rest is the query.
@@ -35,8 +38,8 @@ def _split_args(args: tuple[str, ...]) -> tuple[list[str], str]:
 
         if os.sep in rest[0]:
             raise ManifestError(f"{rest[0]}: no such file or directory")
-        if (not where and len(rest) > 1 and rest[0] not in SHORT
-                and rest[0].lower() not in ("not", "and", "or") and _whole_query(join_query(rest[1:]))):
+        if (len(rest) > 1 and rest[0] not in SHORT and rest[0].lower() not in _WORDS
+                and rest[1].lower() not in _WORDS and _whole_query(join_query(rest[1:]))):
             raise ManifestError(f"{rest[0]}: no such file or directory (a query that starts with "
                                 f"this fact is one argument: {join_query(rest)!r})")
     return where or ["."], join_query(rest)

@@ -141,10 +141,16 @@ def test_a_bad_query_or_where_fails_before_anything_is_read(results: Path, tmp_p
         with pytest.raises(EnvlockError):
             find([results], query, index=index)
     # a mistyped WHERE in the directory holding the results: refused, "." never scanned
-    for args in (("resultz", "numpy < 2"), ("resultz", "numpy", "<", "2"), ("resultz/", "numpy < 2")):
+    for bad, args in (("resultz", ("resultz", "numpy < 2")), ("resultz", ("resultz", "numpy", "<", "2")),
+                      ("resultz/", ("resultz/", "numpy < 2")), ("resultz", ("results", "resultz", "numpy < 2"))):
         _one_error(envlock_cmd("find", *args, "--index", index, cwd=tmp_path),
-                   f"Error: {args[0]}: no such file or directory")
+                   f"Error: {bad}: no such file or directory")
     assert not os.path.exists(index)
+    # a fact followed by the query's own words is the query
+    r = envlock_cmd("find", "results", "torch", "unset", "or", "numpy", "<", "2", "--index", index,
+                    "--format", "json", cwd=tmp_path)
+    want = _expected(results, lambda d: _pip(d, "torch") is None or _spec("<2", _pip(d, "numpy")))
+    assert r.returncode == 0 and r.stdout.count('"path"') == len(want) > 0, r.stderr
     # a query of several words without WHERE is still the query (WHERE is .)
     r = envlock_cmd("find", "torch", "<", "1.12", "--index", index, "--format", "json", cwd=results)
     assert r.returncode == 0, r.stderr
