@@ -12,26 +12,58 @@ from envlock.commands._common import handle_errors, will_exit
 __all__ = ["find"]
 
 
+_OPERATOR_CHARS = " <>=!~()\"'"
+
+#: the query's own words: a fact name followed by one of them continues its condition.
+_WORDS = ("not", "and", "or", "set", "unset")
+
+
 def _split_args(args: tuple[str, ...]) -> tuple[list[str], str]:
-    """Leading arguments that exist as files or directories are WHERE; the rest is the query."""
-    from envlock.find.query import join_query
+    """Leading arguments that exist as files or directories are WHERE; the rest is the query.
+
+    A first non-WHERE argument that is a path (it holds ``/``), or one word followed by
+    arguments that are a whole query of their own (``find runz 'torch < 2'``: a mistyped WHERE,
+    not the fact ``runz``), is refused as a WHERE that does not exist, before anything is read.
+
+    :raises ManifestError: that WHERE (one line).
+    """
+    from envlock.find.query import SHORT, join_query
 
     where: list[str] = []
     rest = list(args)
     while rest and os.path.exists(rest[0]):
         where.append(rest.pop(0))
-    if rest and os.sep in rest[0] and not any(c in rest[0] for c in " <>=!~()"):
+    if rest and not any(c in rest[0] for c in _OPERATOR_CHARS):
         from envlock.errors import ManifestError
 
-        raise ManifestError(f"{rest[0]}: no such file or directory")
+        if os.sep in rest[0]:
+            raise ManifestError(f"{rest[0]}: no such file or directory")
+        if (len(rest) > 1 and rest[0] not in SHORT and rest[0].lower() not in _WORDS
+                and rest[1].lower() not in _WORDS and _whole_query(join_query(rest[1:]))):
+            raise ManifestError(f"{rest[0]}: no such file or directory (a query that starts with "
+                                f"this fact is one argument: {join_query(rest)!r})")
     return where or ["."], join_query(rest)
+
+
+def _whole_query(arg: str) -> bool:
+    """Whether one argument is a query of several words that parses on its own."""
+    from envlock.find.query import QueryError, parse
+
+    if not any(c in arg for c in _OPERATOR_CHARS):
+        return False
+    try:
+        parse(arg)
+    except QueryError:
+        return False
+    return True
 
 
 @click.command("find")
 @click.argument("args", nargs=-1, metavar="[WHERE]... [QUERY]")
 @click.option("--index", "index_path", metavar="FILE", default=None,
-              help="The index file (default: ~/.cache/envlock/find/index.sqlite; put it next to "
-                   "the results to share it).")
+              help="The index file, in a directory that exists (default: "
+                   "~/.cache/envlock/find/index.sqlite, created if missing; put it next to the "
+                   "results to share it).")
 @click.option("--no-update", is_flag=True, help="Query the index as it is; do not rescan WHERE.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text",
               show_default=True, help="Output format.")
@@ -73,10 +105,15 @@ def find(args: tuple[str, ...], index_path: str | None, no_update: bool, fmt: st
     from envlock.render import findreport as render
 
     where, query = _split_args(args)
+    if advisories and query:
+        raise click.UsageError("--advisories runs the built-in queries; give no QUERY")
+    if query.strip():  # a bad query fails before any file under WHERE is read
+        from envlock.find.operands import check_static
+        from envlock.find.query import parse
+
+        check_static(parse(query))
     path = ix_mod.check_db_path(index_path) if index_path else ix_mod.default_path()
-    with ix_mod.Index(path) as ix:
-        if advisories and query:
-            raise click.UsageError("--advisories runs the built-in queries; give no QUERY")
+    with ix_mod.Index(path, make_dir=index_path is None) as ix:
         if not no_update:
             report = ix.update(where, jobs=jobs)
             errors = report.errors

@@ -22,7 +22,8 @@ import os
 from collections.abc import Sequence
 
 from envlock.find.index import Index, ScanReport, default_path
-from envlock.find.query import QueryError
+from envlock.find.query import QueryError, parse
+from envlock.find.operands import check_static
 from envlock.find.matches import Answer, Match, search
 from envlock.errors import ManifestError
 
@@ -39,12 +40,15 @@ def find(paths: Sequence[str | os.PathLike[str]], query: str | None, *, index: s
     :returns: the answer; its ``errors`` are the files that could not be read (skipped).
     :raises QueryError: a syntax error or (``strict``) an unknown fact name, with the nearest.
     :raises ManifestError: a path does not exist.
+    :raises EnvlockError: ``index``'s directory does not exist, or it is no usable index.
     """
     roots = [os.fspath(p) for p in paths]
     for r in roots:
         if not os.path.exists(r):
             raise ManifestError(f"{r}: no such file or directory")
-    with Index(index or default_path()) as ix:
+    if query and query.strip():  # a bad query fails before any file is read
+        check_static(parse(query))
+    with Index(index or default_path(), make_dir=index is None) as ix:
         report = ix.update(roots) if update else ScanReport()
         answer = search(ix, roots, query, strict=strict, limit=limit)
     answer.errors = report.errors

@@ -108,14 +108,21 @@ class ScanReport:
 class Index(IndexReads):
     """An open index database (see the module docstring).
 
-    :param path: the SQLite file (created with its directory), or ``":memory:"``.
-    :raises EnvlockError: the file cannot be opened or is no SQLite database (one line).
+    :param path: the SQLite file (created if missing), or ``":memory:"``.
+    :param make_dir: create the file's missing directories (the default index in the user's
+        cache); else a missing directory is an error.
+    :raises EnvlockError: the file cannot be opened, is no SQLite database, or (without
+        ``make_dir``) its directory does not exist (one line).
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, make_dir: bool = False) -> None:
         self.path = path
         if path != ":memory:":
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            parent = os.path.dirname(os.path.abspath(path))
+            if make_dir:
+                os.makedirs(parent, exist_ok=True)
+            elif not os.path.isdir(parent):
+                raise EnvlockError(f"{path}: cannot create the index: directory {parent} does not exist")
         try:
             self.db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
             self.db.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
@@ -360,10 +367,14 @@ class Index(IndexReads):
 
 
 def check_db_path(path: str) -> str:
-    """``path`` of an ``--index FILE``; a directory is refused (one line).
+    """``path`` of an ``--index FILE``; a directory, or a file in a directory that does not
+    exist (never created: a mistyped path is no new directory), is refused (one line).
 
-    :raises ManifestError: ``path`` is a directory.
+    :raises ManifestError: ``path`` is a directory, or its directory does not exist.
     """
     if os.path.isdir(path):
         raise ManifestError(f"--index {path}: is a directory (give the index file's path)")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise ManifestError(f"--index {path}: directory {parent} does not exist (create it first)")
     return path

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from envlock.find.index import Index
+from envlock.find.operands import check_static, check_values
 from envlock.find.query import And, Cond, Node, Not, Or, Target, parse, resolve
 from envlock.find.values import compare, decode
 from envlock.find.query import QueryError
@@ -112,6 +113,7 @@ class _Eval:
             vid = self.index.lookup(name, encode(c.value))
             return ([vid] if vid is not None else []), [], {vid: c.value} if vid is not None else {}
         vals = dict(self.values(name))
+        check_values(c, t, name, vals.values())
         if c.op in ("set", "unset"):
             good = [vid for vid, v in vals.items() if v != "unset"]
         else:
@@ -240,6 +242,7 @@ def search(index: Index, roots: Sequence[str], query: str | None, *,
     ev: _Eval | None = None
     if query and query.strip():
         node = parse(query)
+        check_static(node)
         try:
             node = resolve(node, index.names())
         except QueryError:

@@ -7,7 +7,7 @@ Grammar (words are case-sensitive; ``and``/``or``/``not`` are not)::
     and-expr  := not-expr (["and"] not-expr)*        # juxtaposition is "and"
     not-expr  := "not" not-expr | "(" or-expr ")" | condition
     condition := FACT OP VALUE | FACT "unset" | FACT "set" | FACT
-    OP        := "==" | "=" | "!=" | "~=" | "<" | "<=" | ">" | ">="
+    OP        := "==" | "=" | "===" | "!=" | "~=" | "<" | "<=" | ">" | ">="
 
 ``FACT`` is diff's own name (``area:key``: ``package:torch``, ``env:OMP_NUM_THREADS``,
 ``process:torch.allow-tf32-matmul``) or a short name (:data:`SHORT`: ``torch``, ``torch.build``,
@@ -128,7 +128,7 @@ SHORT: dict[str, tuple[Target, ...]] = {
 #: package fields a ``<package>.<field>`` name reads when the framework table has no such fact.
 _PKG_PARTS = ("build", "channel", "manager", "version")
 
-_TOKEN = re.compile(r"""\s*(?:(?P<op>==|!=|~=|<=|>=|<|>|=)|(?P<paren>[()])|"(?P<dq>[^"]*)"|'(?P<sq>[^']*)'
+_TOKEN = re.compile(r"""\s*(?:(?P<op>===|==|!=|~=|<=|>=|<|>|=)|(?P<paren>[()])|"(?P<dq>[^"]*)"|'(?P<sq>[^']*)'
                         |(?P<word>[^\s()<>=!~"']+|[!~]))""", re.VERBOSE)
 
 

@@ -11,6 +11,8 @@ Comparisons (:func:`compare`) use the order of the fact's own ecosystem:
 * a PyPI package's version (``Pkg.manager == "pip"``): PEP 440, by :mod:`packaging`'s
   ``SpecifierSet`` (``torch < 1.12``, ``numpy ~= 1.26``, ``torch == 2.13.*``; ``== 2.13.0``
   matches ``2.13.0+cpu``, PEP 440's rule for local labels); pre-releases included;
+  ``===`` is PEP 440's arbitrary equality (the version text itself, as ``packaging`` compares
+  it: case-insensitively, no normalization), for PyPI packages only;
 * a conda package's version (``manager == "conda"``): conda's version order, by py-rattler's
   ``VersionSpec`` (:func:`envlock.formats.conda.satisfies`);
 * a compute capability (``gpu.arch``): a number pair — ``sm_80``, ``8.0`` and ``80`` are one
@@ -33,10 +35,10 @@ from typing import Any
 
 from envlock.diff.factset import Impl, Lib, Pkg
 
-__all__ = ["encode", "decode", "compare", "OPS", "cc_number", "text_of", "version_of"]
+__all__ = ["encode", "decode", "compare", "OPS", "BOOLS", "cc_number", "text_of", "version_of"]
 
 #: the comparison operators of the query syntax.
-OPS = ("==", "!=", "~=", "<=", ">=", "<", ">")
+OPS = ("===", "==", "!=", "~=", "<=", ">=", "<", ">")
 
 
 _dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=True).encode
@@ -121,7 +123,8 @@ def cc_number(text: str) -> tuple[int, int] | None:
     return int(major), int(minor)
 
 
-_BOOL = {"true": True, "yes": True, "on": True, "1": True,
+#: the words of a boolean operand.
+BOOLS = {"true": True, "yes": True, "on": True, "1": True,
          "false": False, "no": False, "off": False, "0": False}
 
 
@@ -136,6 +139,8 @@ def _pep440(op: str, ref: str, version: str) -> bool | None:
     from packaging.version import InvalidVersion, Version
 
     try:
+        if op == "===":  # arbitrary equality compares the text as written (PEP 440)
+            return SpecifierSet(f"==={ref}").contains(version, prereleases=True)
         return SpecifierSet(f"{op}{ref}").contains(Version(version), prereleases=True)
     except (InvalidSpecifier, InvalidVersion, ValueError):
         return None
@@ -154,6 +159,8 @@ def _is_version(text: str) -> bool:
 
 def _scalar(op: str, ref: str, value: Any, kind: str) -> bool | None:
     """One value against ``op ref``; ``None``: not comparable (counts as no match)."""
+    if op == "===":  # PEP 440's arbitrary equality: PyPI versions only (refused by the query)
+        return None
     if kind == "time":  # UTC ISO-8601 texts order as the times they name
         if any(c in ref for c in "*?[") and op in ("==", "!="):
             return fnmatch.fnmatchcase(text_of(value), ref) == (op == "==")
@@ -162,8 +169,8 @@ def _scalar(op: str, ref: str, value: Any, kind: str) -> bool | None:
         a, b = cc_number(text_of(value)), cc_number(ref)
         return None if a is None or b is None else _order(op, a, b)
     if isinstance(value, bool) or (kind == "bool"):
-        want = _BOOL.get(ref.lower())
-        got = value if isinstance(value, bool) else _BOOL.get(text_of(value).lower())
+        want = BOOLS.get(ref.lower())
+        got = value if isinstance(value, bool) else BOOLS.get(text_of(value).lower())
         if want is None or got is None:
             return None
         return _order(op, got, want) if op in ("==", "!=") else None

@@ -131,6 +131,7 @@ def variant(tmp_path: Path) -> Callable[..., Path]:
 
 @pytest.fixture()
 def index_file(tmp_path: Path) -> str:
+    (tmp_path / "idx").mkdir()  # `--index FILE` creates no directory
     return os.fspath(tmp_path / "idx" / "index.sqlite")
 
 
