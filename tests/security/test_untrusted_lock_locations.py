@@ -171,3 +171,45 @@ def test_an_s3_conda_package_reads_but_restore_says_it_cannot_fetch_it(tmp_path:
     one_error(_run("restore", lock, "--prefix", tmp_path / "env"),
               "package 'bzip2' location", "its scheme 's3:' is not supported")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pixi.lock"]
+
+
+# -- package names of the project locks ---------------------------------------------------------
+
+@pytest.mark.parametrize(("source", "old", "where"), [
+    ("poetrylock/outdated_lock__poetry.lock", 'name = "certifi"', "package[0].name"),
+    ("pdmlock/demo__pdm.lock", 'name = "certifi"', "package[0].name"),
+    ("uvlock/ecosystem__flask__uv.lock", 'name = "alabaster"', "package[0].name"),
+    ("pylock/pip__pylock.toml", 'name = "simple"', "packages[0].name"),
+])
+@pytest.mark.parametrize(("bad", "shown"), [
+    ('"--index-url=http://evil"', "'--index-url=http://evil'"),
+    ('"certifi\\n--extra-index-url=http://evil"', "'certifi --extra-index-url=http://evil'"),
+])
+def test_a_lock_entry_whose_name_is_no_project_name_is_refused_saying_so(
+        tmp_path: Path, source: str, old: str, where: str, bad: str, shown: str) -> None:
+    text = (PEERS / source).read_text()
+    assert old in text  # the first entry's name (a uv.lock names it again in edges)
+    lock = tmp_path / source.rpartition("__")[2]
+    lock.write_text(text.replace(old, f"name = {bad}", 1))
+    said = (f"{where}: {shown} is not a project name (PEP 508)",)
+    for r in (_run("show", lock), _run("restore", lock, "--prefix", tmp_path / "env",
+                                       "--python-version", "3.12.3")):
+        one_error(r, *said)
+        assert "PEP 440" not in r.output and "normalized" not in r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == [lock.name]
+
+
+def test_the_poetry_conversion_names_a_bad_name_as_such() -> None:
+    """Behind the reader: the requirement line is written only of a normalized PEP 508 name."""
+    from envlock.lock._projectlocks import _poetry_requirements
+
+    path = PEERS / "poetrylock/outdated_lock__poetry.lock"
+    x = next(x for x in read(path).packages if x.name == "certifi")
+    raw = {"name": "certifi", "files": [{"file": "certifi-2020.6.20-py2.py3-none-any.whl",
+                                         "hash": "sha256:" + "0" * 64}]}
+    assert _poetry_requirements(path, [(x, raw)], {}).splitlines()[1].startswith(
+        "certifi==2020.6.20 --hash=sha256:")
+    with pytest.raises(ManifestError) as exc:
+        _poetry_requirements(path, [(replace(x, name="--index-url=http://evil"), raw)], {})
+    assert "its name is not a project name (PEP 508)" in str(exc.value)
+    assert "PEP 440" not in str(exc.value)
