@@ -213,3 +213,32 @@ def test_the_poetry_conversion_names_a_bad_name_as_such() -> None:
         _poetry_requirements(path, [(replace(x, name="--index-url=http://evil"), raw)], {})
     assert "its name is not a project name (PEP 508)" in str(exc.value)
     assert "PEP 440" not in str(exc.value)
+
+
+# -- the files a uv.lock or pylock.toml names -----------------------------------------------------
+
+@pytest.mark.parametrize(("source", "args"), [
+    ("uvlock/inline__lock_sdist_url_subdirectory__1__uv.lock",
+     ("--python-version", "3.12.3", "--allow-index", "https://example-index.invalid/simple")),
+    ("pylock/uvexport__pep_751_sdist_url_subdirectory__1.pylock.toml",
+     ("--allow-index", "https://example-index.invalid/simple")),
+])
+@pytest.mark.parametrize(("location", "fault"), [
+    ("file:///etc/passwd", "its file 'passwd' is neither a wheel (PEP 427 file name) nor a "
+                           "source archive"),
+    ("https://example.org/download?id=18216295", "its file 'download' is neither a wheel"),
+])
+def test_restore_takes_an_archive_url_of_a_lock_only_of_a_wheel_or_sdist(
+        tmp_path: Path, source: str, args: tuple[str, ...], location: str, fault: str) -> None:
+    """uv's own sdist-URL-with-subdirectory lock and its PEP 751 export: the archive URL (which
+    uv would fetch, and which it requires to end as a wheel or sdist) replaced."""
+    real = "https://github.com/user-attachments/files/18216295/subdirectory-test.tar.gz"
+    text = (PEERS / source).read_text()
+    assert real in text
+    ok = _run("restore", PEERS / source, "--prefix", tmp_path / "env", *args)
+    assert ok.exit_code == 0 and f"URL {real}" in ok.output, ok.output
+    lock = tmp_path / ("uv.lock" if source.endswith("uv.lock") else "pylock.toml")
+    lock.write_text(text.replace(real, location))
+    one_error(_run("restore", lock, "--prefix", tmp_path / "env", *args),
+              "package 'root' archive url", fault)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [lock.name]
