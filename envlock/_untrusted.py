@@ -2,10 +2,11 @@
 
 A manifest or lockfile may come from someone else (docs/trust.md).  Before a value from one
 reaches a command line or a path, it is checked to be exactly what it must be — a project name
-(PEP 508), a pinned requirement, a hex commit, a URL of an allowed scheme, a conda
-``name=version=build`` — and a path built from it must stay inside its root.  A value that is
-not is a :class:`UntrustedValueError`: one line naming the field and the value, raised before
-anything runs.  Commands still put ``--`` before such values where the tool allows it.
+(PEP 508), a pinned requirement, a hex commit, a URL of an allowed scheme, the wheel, sdist
+or conda package file a location names, a conda ``name=version=build`` — and a path built
+from it must stay inside its root.  A value that is not is a :class:`UntrustedValueError`:
+one line naming the field and the value, raised before anything runs.  Commands still put
+``--`` before such values where the tool allows it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from envlock.errors import ManifestError
 __all__ = ["UntrustedValueError", "check_name", "check_requirement", "check_commit",
            "check_url", "check_git_source", "check_python_version", "check_conda_spec",
            "check_file_name", "check_match_spec", "check_channel", "contained", "INDEX_SCHEMES",
-           "GIT_SCHEMES"]
+           "GIT_SCHEMES", "check_dist_file", "check_conda_file", "ARCHIVE_SUFFIX", "is_archive"]
 
 #: URL schemes a pip index, ``--find-links`` page or archive may have (pip's "Repository API"
 #: and its ``file:`` support).
@@ -115,7 +116,8 @@ def check_url(value: object, field: str, schemes: frozenset[str] = INDEX_SCHEMES
     white space or control characters and not starting with ``-``.
 
     :returns: ``value`` unchanged.
-    :raises UntrustedValueError: anything else (``--upload-pack=…``, ``ext::sh -c …``).
+    :raises UntrustedValueError: anything else (``--upload-pack=…``, ``ext::sh -c …``); a
+        scheme not in ``schemes`` (``javascript:``, ``ftp:``) is named in the message.
     """
     if not isinstance(value, str) or not _plain(value) or "::" in value:
         raise _fail(field, value, f"a URL ({', '.join(sorted(schemes))})")
@@ -126,10 +128,79 @@ def check_url(value: object, field: str, schemes: frozenset[str] = INDEX_SCHEMES
     except ValueError:  # an unbalanced or non-IP "[...]" host, a port that is no number
         raise _fail(field, value, f"a URL ({', '.join(sorted(schemes))})") from None
     scheme = parts.scheme.lower()
-    if scheme not in schemes or (scheme != "file" and not hostname) or (
-            scheme == "file" and not parts.path.startswith("/")):
+    if scheme not in schemes:
+        said = f"its scheme {scheme + ':'!r} is not supported" if scheme else "it has no scheme"
+        raise _fail(field, value, f"a URL ({', '.join(sorted(schemes))}): {said}")
+    if (scheme != "file" and not hostname) or (scheme == "file" and not parts.path.startswith("/")):
         raise _fail(field, value, f"a URL ({', '.join(sorted(schemes))})")
     return value
+
+
+#: pip's ``ARCHIVE_EXTENSIONS`` (``pip/_internal/utils/filetypes.py``): the files pip installs
+#: from, a wheel or an sdist archive.
+ARCHIVE_SUFFIX = re.compile(r"\.(?:whl|zip|tar\.gz|tgz|tar|tar\.bz2|tbz|tar\.xz|txz|tlz|tar\.lz|"
+                            r"tar\.lzma)$", re.IGNORECASE)
+
+
+def is_archive(target: str) -> bool:
+    """Whether ``target`` ends as a file pip installs from (a wheel or an sdist archive:
+    :data:`ARCHIVE_SUFFIX`), a ``#fragment`` left out."""
+    return ARCHIVE_SUFFIX.search(target.split("#", 1)[0]) is not None
+
+
+def check_dist_file(value: object, field: str) -> str:
+    """The file a PyPI package's URL or path names (its last path part, query and fragment
+    left out): a wheel whose file name is PEP 427's (``packaging.utils.parse_wheel_filename``,
+    as ``packaging.pylock`` checks a pylock's wheels) or a source archive of an extension pip
+    and uv install from (``.tar.gz``, ``.zip``, …: :func:`is_archive`).
+
+    :returns: that file name (percent-decoded).
+    :raises UntrustedValueError: neither (``file:///etc/passwd``, ``…/download/click``, a
+        ``.whl`` that is no wheel's name).
+    """
+    from urllib.parse import unquote
+
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    if not isinstance(value, str):
+        raise _fail(field, value, "a wheel or sdist location")
+    path = urlsplit(value).path if "://" in value else value.split("#", 1)[0]
+    fname = unquote(path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1])
+    if fname.lower().endswith(".whl"):
+        try:
+            parse_wheel_filename(fname)
+        except InvalidWheelFilename:
+            raise _fail(field, value, f"a wheel: its file {_shown(fname)} is not a wheel name "
+                        "(PEP 427: name-version[-build]-python-abi-platform.whl)") from None
+    elif not is_archive(fname):
+        raise _fail(field, value, f"a wheel or sdist: its file {_shown(fname)} is neither a "
+                    "wheel (PEP 427 file name) nor a source archive (.tar.gz, .zip, …)")
+    return fname
+
+
+def check_conda_file(value: object, field: str) -> str:
+    """The file a conda package URL names (its last path part): a package archive
+    ``<name>-<version>-<build>.conda`` or ``.tar.bz2`` (conda's "Package naming conventions";
+    neither version nor build holds ``-``).
+
+    :returns: that file name (percent-decoded).
+    :raises UntrustedValueError: another file (``…/bzip2-1.0.8-h0_8.zip``, ``/etc/passwd``).
+    """
+    from urllib.parse import unquote
+
+    if not isinstance(value, str):
+        raise _fail(field, value, "a conda package location")
+    fname = unquote(urlsplit(value).path.rstrip("/").rsplit("/", 1)[-1])
+    stem = fname.removesuffix(".conda") if fname.endswith(".conda") else (
+        fname.removesuffix(".tar.bz2") if fname.endswith(".tar.bz2") else None)
+    if stem is None:
+        raise _fail(field, value, f"a conda package: its file {_shown(fname)} is not a .conda or "
+                    ".tar.bz2 archive")
+    bits = stem.rsplit("-", 2)
+    if len(bits) != 3 or not all(bits):
+        raise _fail(field, value, f"a conda package: its file {_shown(fname)} is not named "
+                    "<name>-<version>-<build>")
+    return fname
 
 
 _SCP_LIKE = re.compile(r"(?:[A-Za-z0-9._~-]+@)?[A-Za-z0-9][A-Za-z0-9.-]*:(?!//)[^\s]+")

@@ -33,6 +33,8 @@ from urllib.parse import unquote, urlsplit
 
 from envlock._io import InputError, one_line, read_text
 from envlock._names import canonicalize
+from envlock._untrusted import ARCHIVE_SUFFIX as _ARCHIVE
+from envlock._untrusted import is_archive
 from envlock.errors import ManifestError
 
 __all__ = ["MAX_METADATA_BYTES", "is_archive", "local_entry"]
@@ -40,16 +42,8 @@ __all__ = ["MAX_METADATA_BYTES", "is_archive", "local_entry"]
 #: the most bytes read of a local project's ``pyproject.toml`` or ``setup.cfg``.
 MAX_METADATA_BYTES = 1024 * 1024
 
-#: pip's ``ARCHIVE_EXTENSIONS`` (``pip/_internal/utils/filetypes.py``).
-_ARCHIVE = re.compile(r"\.(?:whl|zip|tar\.gz|tgz|tar|tar\.bz2|tbz|tar\.xz|txz|tlz|tar\.lz|"
-                      r"tar\.lzma)$", re.IGNORECASE)
 _NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 _UNKNOWN = "unknown"
-
-
-def is_archive(target: str) -> bool:
-    """Whether ``target`` ends as a file pip installs from (a wheel or an sdist archive)."""
-    return _ARCHIVE.search(target.split("#", 1)[0]) is not None
 
 
 def _fs_path(target: str) -> str:

@@ -313,6 +313,10 @@ def validate_pylock(data: Any, name: str) -> Any:
             raise _err(name, f"not a valid PEP 751 lock file (lock-version "
                              f"{one_line(version) or 'missing'}, or no packages array)") from None
         return None
+    packages = data.get("packages")
+    for i, p in enumerate(packages if isinstance(packages, list) else ()):
+        if isinstance(p, Mapping) and isinstance(p.get("name"), str):
+            _name(p, f"packages[{i}]", name)  # its real fault, not packaging's "not normalized"
     try:
         return Pylock.from_dict(dict(data))
     except PylockValidationError as exc:
@@ -373,6 +377,21 @@ def _str(p: Mapping[str, Any], key: str, where: str, name: str, required: bool =
     if not isinstance(v, str) or not v:
         raise _err(name, f"{where}.{key} must be a non-empty string")
     return v
+
+
+def _name(p: Mapping[str, Any], where: str, name: str) -> str:
+    """``where.name``: a project name as PEP 508 ("Names") allows it — each tool's own reader
+    requires one (uv's ``PackageName``, packaging's ``canonicalize_name(validate=True)`` that
+    poetry, pdm and ``packaging.pylock`` use) — checked by
+    :func:`envlock._untrusted.check_name` before the name is used (it may become a
+    requirement line).
+
+    :raises ManifestError: not a non-empty string, or not a PEP 508 name
+        (``--index-url=http://evil``), quoted on one line.
+    """
+    from envlock._untrusted import check_name
+
+    return check_name(_str(p, "name", where, name), f"{name}: {where}.name")
 
 
 def _packages(data: Mapping[str, Any], key: str, name: str) -> list[Mapping[str, Any]]:

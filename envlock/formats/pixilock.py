@@ -4,18 +4,21 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from envlock._io import one_line
 from envlock._names import canonicalize
+from envlock._untrusted import (GIT_SCHEMES, INDEX_SCHEMES, check_conda_file, check_dist_file,
+                                check_url, is_archive)
 from envlock.formats import conda as _conda
-from envlock.errors import ManifestError
 from envlock.formats.locks import Locked, LockFile, _err, _packages
 from envlock.formats.pep508 import UNKNOWN, version_from_url
 
-__all__ = ["PixiPlatform", "read_pixi_lock", "is_pixi_lock"]
+__all__ = ["PixiPlatform", "read_pixi_lock", "is_pixi_lock", "pypi_location",
+           "conda_location", "CONDA_SCHEMES"]
 
 
 def is_pixi_lock(data: Mapping[str, Any], src: Any) -> bool:
@@ -108,6 +111,66 @@ def _pixi_ref_key(ref: Mapping[str, Any], where: str, version: int, name: str) -
     return found[0], ref[found[0]]
 
 
+#: URL schemes of a pixi.lock conda package: conda's own (https, http, file) and the object
+#: stores pixi reads channels from (pixi's docs, "S3"; rattler_networking's s3/gcs middleware).
+CONDA_SCHEMES = INDEX_SCHEMES | {"s3", "gcs"}
+#: A location that begins with a URL scheme — two characters or more, for ``E:\\…`` is a
+#: Windows path (rattler_lock's ``UrlOrPath`` reads a location as a URL when it parses as one).
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:")
+
+
+def pypi_location(loc: str, field: str) -> str:
+    """What the location of a pixi.lock PyPI package is, checked, as pixi writes and installs
+    it (rattler_lock's ``UrlOrPath``; pixi's ``direct+`` mark of a direct URL removed):
+
+    * ``"git"``: ``git+URL[?rev=…]#COMMIT``, the URL of a git transport (:data:`GIT_SCHEMES`);
+    * ``"url"``: an https, http or file URL of a wheel or sdist
+      (:func:`envlock._untrusted.check_dist_file`: PEP 427 wheel names, ``.tar.gz``/``.zip``…);
+    * ``"archive"``: a local path to a wheel or sdist (the same file-name rule);
+    * ``"directory"``: any other path — a local project (``./minimal-project``, ``E:\\…``).
+
+    :param field: how an error names the entry (``"pixi.lock: packages[3] (pypi click) location"``).
+    :raises UntrustedValueError: a URL of another scheme (``javascript:``, ``ftp:``), or one
+        that names no wheel or sdist (``file:///etc/passwd``): one line naming both.
+    """
+    url = loc.removeprefix("direct+")
+    if url.startswith("git+"):
+        check_url(url[4:].split("#", 1)[0].split("?", 1)[0], field, GIT_SCHEMES)
+        return "git"
+    if _SCHEME.match(url):
+        check_url(url, field, INDEX_SCHEMES)
+        check_dist_file(url, field)
+        return "url"
+    if is_archive(url):
+        check_dist_file(url, field)
+        return "archive"
+    return "directory"
+
+
+def conda_location(loc: str, field: str, schemes: frozenset[str] = CONDA_SCHEMES) -> bool:
+    """Whether the location of a pixi.lock conda package is a URL — then checked: one of
+    ``schemes``, of a package archive ``<name>-<version>-<build>.conda``/``.tar.bz2``
+    (:func:`envlock._untrusted.check_conda_file`) — rather than a path (``conda: .``, a package
+    built from source, as rattler_lock reads it).
+
+    :raises UntrustedValueError: a URL of another scheme or file (one line naming it).
+    """
+    if not _SCHEME.match(loc):
+        return False
+    check_url(loc, field, schemes)
+    check_conda_file(loc, field)
+    return True
+
+
+def _check_record(kind: str, loc: str, rec: Mapping[str, Any], i: int, name: str) -> None:
+    """A ``packages`` record's location, checked before anything of it is used."""
+    label = f" {one_line(str(rec['name']), 80)}" if isinstance(rec.get("name"), str) else ""
+    if kind == "pypi":
+        pypi_location(loc, f"{name}: packages[{i}] (pypi{label}) location")
+    elif kind == "conda":
+        conda_location(loc, f"{name}: packages[{i}] (conda{label}) location")
+
+
 def read_pixi_lock(data: Mapping[str, Any], name: str, environment: str = "default") -> LockFile:
     """The packages of ``environment`` in a ``pixi.lock`` (YAML, ``version`` 3–7), every platform,
     read as rattler_lock (pixi's own lock crate; py-rattler ``LockFile.from_path``) reads them.
@@ -146,6 +209,7 @@ def read_pixi_lock(data: Mapping[str, Any], name: str, environment: str = "defau
         key = _pixi_record_key(rec, i, version, name)
         if key[0] == "pypi" and not isinstance(rec.get("name"), str):
             raise _err(name, f"packages[{i}] (pypi {one_line(key[1])}) has no name")
+        _check_record(key[0], key[1], rec, i, name)
         records.setdefault(key, []).append(rec)
     per_platform = envs[environment].get("packages", {})
     if not isinstance(per_platform, Mapping):
@@ -190,28 +254,24 @@ def read_pixi_lock(data: Mapping[str, Any], name: str, environment: str = "defau
                                          for p in per_platform))
 
 
-_ARCHIVE = (".whl", ".tar.gz", ".zip", ".tar.bz2", ".tgz")
-
-
 def _pixi_entry(kind: str, loc: str, rec: Mapping[str, Any], platform: str, subdir: str,
                 name: str, where: str) -> Locked | str:
     """The :class:`Locked` of one referenced record, or the project's name (a string) for a
     conda source package or an editable / local-directory pypi entry."""
     if kind == "pypi":
         pname = canonicalize(rec["name"])
-        local = "://" not in loc and not loc.startswith("git+")
-        if rec.get("editable") is True or (local and not loc.lower().endswith(_ARCHIVE)):
+        what = pypi_location(loc, f"{name}: {where} (pypi {pname}) location")
+        if rec.get("editable") is True or what == "directory":
             return pname
         v = rec.get("version")
-        vcs = "git" if loc.startswith("git+") else None
+        vcs = "git" if what == "git" else None
         commit = loc.rsplit("#", 1)[1] if vcs and "#" in loc else None
         return Locked("pip", pname, str(v) if v is not None else version_from_url(loc) or UNKNOWN,
                       platform=platform, vcs=vcs, commit=commit, sha256=_str_or_none(rec, "sha256"),
                       url=loc)
-    try:
-        parsed: Mapping[str, Any] | None = _conda.parse_url(loc) if kind == "conda" else None
-    except ManifestError:
-        parsed = None  # a path: a package built from source (v6 ``conda: .``)
+    is_url = kind == "conda" and conda_location(loc, f"{name}: {where} location")
+    # a path: a package built from source (v6 ``conda: .``)
+    parsed: Mapping[str, Any] | None = _conda.parse_url(loc) if is_url else None
     if parsed is None:
         if not isinstance(rec.get("name"), str):
             if kind == "conda_source":  # ``name[hash] @ path``

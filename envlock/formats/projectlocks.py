@@ -18,7 +18,8 @@ from typing import Any
 
 from envlock._io import one_line
 from envlock._names import canonicalize
-from envlock.formats.locks import Locked, LockFile, _err, _packages, _sha, _str, sniff_toml_lock
+from envlock.formats.locks import (Locked, LockFile, _err, _name, _packages, _sha, _str,
+                                   sniff_toml_lock)
 from envlock.formats.pep508 import UNKNOWN
 
 __all__ = ["read_uv_lock", "read_poetry_lock", "read_pdm_lock", "is_uv_lock", "is_poetry_lock",
@@ -56,10 +57,10 @@ def read_uv_lock(data: Mapping[str, Any], name: str) -> LockFile:
     out = []
     projects: list[str] = []
     entries = _packages(data, "package", name)
+    names = [_name(p, f"package[{i}]", name) for i, p in enumerate(entries)]  # before the graph
     reach = _uv_reach(entries, data.get("manifest"), name)
-    for i, p in enumerate(entries):
+    for i, (p, pname) in enumerate(zip(entries, names)):
         where = f"package[{i}]"
-        pname = _str(p, "name", where, name)
         source = p.get("source", {})
         if not isinstance(source, Mapping):
             raise _err(name, f"{where}.source must be a table")
@@ -345,7 +346,7 @@ def read_poetry_lock(data: Mapping[str, Any], name: str) -> LockFile:
     extras = _poetry_extras(data.get("extras"), name)
     for i, p in enumerate(_packages(data, "package", name)):
         where = f"package[{i}]"
-        pname = _str(p, "name", where, name)
+        pname = _name(p, where, name)
         pversion = _str(p, "version", where, name)
         source = p.get("source", {})
         if not isinstance(source, Mapping):
@@ -426,7 +427,7 @@ def read_pdm_lock(data: Mapping[str, Any], name: str) -> LockFile:
     projects: list[str] = []
     for i, p in enumerate(_packages(data, "package", name)):
         where = f"package[{i}]"
-        pname = _str(p, "name", where, name)
+        pname = _name(p, where, name)
         pversion = _str(p, "version", where, name, required=False)
         if p.get("editable") is True or "path" in p:
             projects.append(canonicalize(pname))

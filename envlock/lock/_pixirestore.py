@@ -22,7 +22,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from envlock._untrusted import INDEX_SCHEMES
 from envlock.errors import ManifestError
+from envlock.formats.pixilock import conda_location, pypi_location
 from envlock.lock._projectlocks import Converted, _file_name, converted_pylock, dump_converted
 
 __all__ = ["convert_pixi"]
@@ -66,7 +68,8 @@ def convert_pixi(path: Path, subdir: str, environment: str | None = None,
     for x in conda:
         if not x.md5 or not re.fullmatch(r"[0-9a-f]{32}", x.md5):
             raise _refuse(path, x.name, "its conda record has no md5")
-        if not x.url or re.search(r"[\s#]", x.url):
+        if not x.url or re.search(r"[\s#]", x.url) or not conda_location(
+                x.url, f"{path}: package {x.name!r} location", INDEX_SCHEMES):
             raise _refuse(path, x.name, f"its location {x.url!r} is not a package URL")
         lines.append(f"{x.url}#{x.md5}")
     left = (*taken, *(f"{path.name}: the project itself ({n}) is not installed, only its "
@@ -128,12 +131,21 @@ def _refuse(path: Path, name: str, why: str) -> ManifestError:
 
 def _pypi_package(path: Path, x: Any) -> dict[str, Any]:
     """One pixi PyPI entry as a PEP 751 package: its one locked file (a wheel, else an sdist
-    archive), or a git location ``git+URL?…#COMMIT`` as ``vcs``."""
+    archive), or a git location ``git+URL?…#COMMIT`` as ``vcs``.
+
+    :raises UntrustedValueError: a location of another URL scheme, or one that names no wheel
+        or sdist (:func:`envlock.formats.pixilock.pypi_location`).
+    :raises ManifestError: a local directory, a git location without a commit, a file
+        without a sha256.
+    """
     from urllib.parse import parse_qsl
 
+    what = pypi_location(str(x.url), f"{path}: package {x.name!r} location")
     loc = str(x.url).removeprefix("direct+")  # pixi's mark of a direct URL (not an index's)
     out: dict[str, Any] = {"name": x.name, "version": x.version}
-    if loc.startswith("git+"):
+    if what == "directory":
+        raise _refuse(path, x.name, f"it is the local directory {loc}")
+    if what == "git":
         if not x.commit:
             raise _refuse(path, x.name, f"its git location {loc} names no commit")
         base, _, query = loc.removeprefix("git+").split("#", 1)[0].partition("?")
@@ -146,7 +158,7 @@ def _pypi_package(path: Path, x: Any) -> dict[str, Any]:
         return {"name": x.name, "vcs": vcs}
     if not x.sha256:
         raise _refuse(path, x.name, f"its file {loc} has no sha256 in the lock")
-    url = loc if "://" in loc else (path.parent / loc).resolve().as_uri()
+    url = loc if what == "url" else (path.parent / loc).resolve().as_uri()
     hashes = {"sha256": x.sha256}
     if _file_name(url).endswith(".whl"):
         out["wheels"] = [{"name": _file_name(url), "url": url, "hashes": hashes}]

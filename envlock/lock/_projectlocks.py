@@ -315,7 +315,9 @@ def _poetry_requirements(path: Path, chosen: list[tuple[Any, Mapping[str, Any]]]
             raise _refuse(path, x.name, f"its {kind} source cannot be hash-checked")
         if not hashes:
             raise _refuse(path, x.name, "the lock records no file hash for it (files = [])")
-        if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", x.name) or not _pep440(x.version):
+        if not re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", x.name):  # PEP 503-normalized PEP 508
+            raise _refuse(path, x.name, "its name is not a project name (PEP 508)")
+        if not _pep440(x.version):
             raise _refuse(path, x.name, f"{x.version!r} is not a PEP 440 version")
         if kind == "legacy" and isinstance(source.get("url"), str):
             indexes.append(source["url"])

@@ -23,6 +23,7 @@ from envlock._untrusted import (
     GIT_SCHEMES,
     INDEX_SCHEMES,
     UntrustedValueError,
+    check_dist_file,
     check_requirement,
     check_url,
 )
@@ -140,9 +141,11 @@ def _pylock(path: Path) -> Sources:
 def pylock_sources(data: Mapping[str, object], path: Path) -> Sources:
     """What installing the parsed pylock ``data`` (named ``path``) contacts and builds: each
     package's ``index`` (to admit), wheel, sdist, archive and VCS URLs (checked as URLs of an
-    allowed scheme), and what is built from source.
+    allowed scheme, a file URL naming a wheel or sdist: :func:`check_dist_file`), and what is
+    built from source.
 
-    :raises UntrustedValueError: a URL is not one of an allowed scheme.
+    :raises UntrustedValueError: a URL is not one of an allowed scheme, or names another file
+        (``file:///etc/passwd``).
     """
     indexes: list[str] = []
     contacts: list[str] = []
@@ -160,6 +163,7 @@ def pylock_sources(data: Mapping[str, object], path: Path) -> Sources:
         for wheel in pkg.get("wheels", []) if isinstance(pkg.get("wheels"), list) else []:
             if isinstance(wheel, dict) and isinstance(wheel.get("url"), str):
                 check_url(wheel["url"], f"{where} wheel url", INDEX_SCHEMES)
+                check_dist_file(wheel["url"], f"{where} wheel url")
                 url = wheel["url"]
                 contacts.append(f"wheel {url}" if url.startswith("file:")
                                 else f"wheels from {_origin(url)}")
@@ -168,6 +172,8 @@ def pylock_sources(data: Mapping[str, object], path: Path) -> Sources:
             part = pkg.get(key)
             if isinstance(part, dict) and isinstance(part.get("url"), str):
                 check_url(part["url"], f"{where} {key} url", schemes)
+                if key != "vcs":  # a file uv fetches: a wheel or an sdist, by its name
+                    check_dist_file(part["url"], f"{where} {key} url")
                 contacts.append(f"{'git remote' if key == 'vcs' else 'URL'} {part['url']} "
                                 f"({name})")
                 if key == "sdist" and pkg.get("wheels"):
