@@ -16,6 +16,7 @@ from envlock._untrusted import (GIT_SCHEMES, INDEX_SCHEMES, check_conda_file, ch
 from envlock.formats import conda as _conda
 from envlock.formats.locks import Locked, LockFile, _err, _packages
 from envlock.formats.pep508 import UNKNOWN, version_from_url
+from envlock.formats.pixilegacy import is_legacy_pixi, upgraded
 
 __all__ = ["PixiPlatform", "read_pixi_lock", "is_pixi_lock", "pypi_location",
            "conda_location", "CONDA_SCHEMES"]
@@ -26,8 +27,6 @@ def is_pixi_lock(data: Mapping[str, Any], src: Any) -> bool:
     not PEP 751's ``lock-version`` without a pixi ``version`` (a pylock written as JSON, which
     is YAML too, has both keys); or a conda-lock-shaped version 3
     (:func:`envlock.formats.pixilegacy.is_legacy_pixi`)."""
-    from envlock.formats.pixilegacy import is_legacy_pixi
-
     return is_legacy_pixi(data) or "environments" in data and "packages" in data and (
         "version" in data or "lock-version" not in data)
 
@@ -192,8 +191,6 @@ def read_pixi_lock(data: Mapping[str, Any], name: str, environment: str = "defau
     :raises ManifestError: not that layout (the first fault, naming where), or no such
         environment.
     """
-    from envlock.formats.pixilegacy import upgraded
-
     data = upgraded(data, name)  # version 3: rattler's conda-lock shape, in the v5 layout
     version = data.get("version")
     if not isinstance(version, int) or isinstance(version, bool) or not 4 <= version <= 7:
