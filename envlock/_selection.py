@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from envlock._names import canonicalize
 
-__all__ = ["Selection", "Requested"]
+__all__ = ["Selection", "Requested", "Chosen"]
 
 
 @dataclass(frozen=True)
@@ -75,3 +75,31 @@ class Requested:
         if self.no_dev:
             chosen.discard("dev")
         return Selection(frozenset(chosen))
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """The install of a project lock that :class:`Requested` options choose, as the lock's own
+    tool takes them (:func:`envlock.formats.lockchoice.choose`): one value for ``restore``,
+    ``verify --lock`` and ``diff``.
+
+    :ivar selection: the extras and groups taken (:class:`Selection`).
+    :ivar tool: the installer whose reading it is (``"uv sync"``, ``"pdm install"``,
+        ``"poetry install"``).
+    :ivar words: the options in that tool's words (``"-G security --prod"``; ``""``: none
+        given).
+    :ivar took: what they took (``"extras cpu; groups dev"``, ``"no extra or group"``).
+    :ivar notes: what was assumed (no pyproject.toml beside the lock to tell its groups).
+    """
+
+    selection: Selection
+    tool: str
+    words: str
+    took: str
+    notes: tuple[str, ...] = ()
+
+    @property
+    def said(self) -> str:
+        """``"-G security as pdm install takes it: groups security, tests"``, or with no option
+        ``"default install as uv sync takes it: groups dev"``."""
+        return f"{self.words or 'default install'} as {self.tool} takes it: {self.took}"

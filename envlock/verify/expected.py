@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from envlock._selection import Chosen
 from envlock.errors import ManifestError
 
 __all__ = ["LockedPackage", "Lock", "Expected", "read_lock", "canonical"]
@@ -61,9 +62,10 @@ class Lock(NamedTuple):
     :ivar platforms: every conda subdir the lock is for (``()``: a pip lock, any platform).
     :ivar projects, requires_python, environments, conflicts: as
         :class:`envlock.formats.locks.LockFile`.
-    :ivar default_groups: the groups ``uv sync`` takes unless ``--no-dev`` (a uv.lock's
-        ``[tool.uv] default-groups``, set by ``verify`` when a selection is given:
-        :func:`envlock.formats.projectlocks.uv_default_groups`; ``dev`` otherwise).
+    :ivar chosen: the install the selection options given choose of a uv.lock, pdm.lock or
+        poetry.lock, as its own tool takes them (set by ``verify``:
+        :func:`envlock.formats.lockchoice.given_choice`, ``restore``'s rule); ``None``: none
+        given, the install is inferred from what is installed.
     :ivar cuda: the ``__cuda`` version the taken platform's virtual packages require (a v7
         ``pixi.lock`` platform solved for ``__cuda=12``), compared with the driver like a
         package's ``__cuda`` dependency; ``lock_platform``: that platform's name (``p2``).
@@ -83,7 +85,7 @@ class Lock(NamedTuple):
     conflicts: tuple[frozenset[str], ...] = ()
     cuda: str | None = None
     lock_platform: str | None = None
-    default_groups: tuple[str, ...] = ("dev",)
+    chosen: Chosen | None = None
     pixi_environment: str | None = None
     selection: tuple[str, ...] = ()
 
