@@ -100,7 +100,8 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
         return reading, _with_notes(said, given)
     from envlock.formats.markers import applicable, marker_holds, select_install, target_marker_env
 
-    lock = for_install(lock, extras=extras, dev=dev)
+    if given is None or dev:  # options given of a project lock: its own tool's (``given``)
+        lock = for_install(lock, extras=extras, dev=dev)
     conda_optional = _conda_optional(lock, other, applicable)
     pip = [x for x in lock.packages if x.manager == "pip"]
     py, plat = _table(other.data, "python"), _table(other.data, "platform")

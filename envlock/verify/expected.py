@@ -141,7 +141,9 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
         evaluate against the target (:func:`envlock.formats.markers.marker_holds`).
     :param extras, dev: the optional groups the install took (``conda-lock install -E NAME
         --no-dev``): :func:`envlock.formats.locks.for_install`; entries of other groups keep
-        their groups, and not installed they are a choice, not a missing package.
+        their groups, and not installed they are a choice, not a missing package.  A uv.lock's,
+        pdm.lock's and poetry.lock's are left to :attr:`Lock.chosen` (their own tool's reading,
+        :func:`envlock.formats.lockchoice.given_choice`).
     :param environment, lock_platform: a ``pixi.lock``'s environment (``pixi install -e
         NAME``; default ``default``) and platform entry (``p2``; default: the one named as
         ``platform``, else the first of that subdir): :func:`envlock.verify.pixichoice.choose_pixi`;
@@ -165,7 +167,10 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
         taken, plat, note, env_name = chosen.platform, chosen.subdir, chosen.note, chosen.environment
     pixi = {q.name: q for q in r.lock.pixi_platforms}
     out = []
-    for x in formats.locks.for_install(r.lock, extras=extras, dev=dev).packages:
+    from envlock.formats.lockchoice import TOOLS
+
+    own = r.lock if r.kind in TOOLS else formats.locks.for_install(r.lock, extras=extras, dev=dev)
+    for x in own.packages:
         if x.platform is not None and x.platform != taken:
             continue
         marker = x.marker
