@@ -324,3 +324,29 @@ def test_diff_reads_poetry_no_dev_as_without_dev(tmp_path: Path, poetry_installs
             {("six", "removed")} if code else set())
         assert any("poetry.lock read for --without dev as poetry install takes it: groups test "
                    "(as given)" in str(c) for c in doc["context"]), doc["context"]
+
+
+def test_a_name_the_lock_lacks_is_one_error_for_verify_and_diff(tmp_path: Path) -> None:
+    """``--group docs`` of pdm's ``demo`` lock (groups security, tests; pdm refuses an unknown
+    group too): one ``Error:`` line naming the lock's groups, exit 2, for ``verify`` and
+    ``diff`` alike (``restore``'s message)."""
+    lock = PEERS / "pdmlock" / "demo__pdm.lock"
+    python = _venv(tmp_path / "env", {})
+    manifest = tmp_path / "m.toml"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["snapshot", "--python", str(python), "-o", str(manifest)]
+                         ).exit_code == 0
+    for argv in (["verify", "--python", str(python), "--lock", str(lock)],
+                 ["diff", str(lock), str(manifest)]):
+        r = runner.invoke(cli, [*argv, "--group", "docs"])
+        assert r.exit_code == 2, r.output
+        assert r.output.count("Error:") == 1 and "no group 'docs' in this lock (its extras: " \
+            "none; its groups: security, tests)" in r.output, r.output
+
+
+def test_help_names_each_tools_reading_of_the_options() -> None:
+    for command in ("verify", "diff"):
+        out = " ".join(CliRunner().invoke(cli, [command, "--help"]).output.split())
+        for said in ("pdm install --prod", "poetry install --without dev", "uv sync --no-dev",
+                     "pdm install -G", "poetry install --with", "poetry install -E"):
+            assert said in out, (command, said)
