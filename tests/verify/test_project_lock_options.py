@@ -350,3 +350,40 @@ def test_help_names_each_tools_reading_of_the_options() -> None:
         for said in ("pdm install --prod", "poetry install --without dev", "uv sync --no-dev",
                      "pdm install -G", "poetry install --with", "poetry install -E"):
             assert said in out, (command, said)
+
+
+def _pdm_export(project_dir: Path, out: Path, *options: str) -> set[str]:
+    """``pdm export OPTIONS --no-hashes`` of the project (offline: from its lock), written to
+    ``out``; the names it lists."""
+    r = subprocess.run([sys.executable, "-m", "pdm", "export", *options, "--no-hashes", "-o",
+                        str(out)], cwd=project_dir, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return {ln.split("==")[0].strip().lower() for ln in out.read_text().splitlines()
+            if ln.strip() and not ln.startswith("#")}
+
+
+@pytest.mark.parametrize(("exported", "args", "code"), [
+    (["-G", "security"], ["--group", "security"], 0),
+    (["-G", "security", "--prod"], ["--group", "security", "--no-dev"], 0),
+    (["-G", "security", "--prod"], ["--group", "security"], 1),  # tests' packages absent
+    (["-G", "security"], ["--extra", "security", "--no-dev"], 1),  # tests' packages added
+])
+def test_diff_of_a_pdm_lock_and_its_export_reads_the_options_as_pdm_export_does(
+        exported: list[str], args: list[str], code: int, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``diff pdm.lock requirements.txt ARGS`` against pdm's own ``pdm export`` of the lock:
+    0 differences with the options that export was made with (in pdm's words), and the dev
+    group's packages, named, with the other reading."""
+    pytest.importorskip("pdm")
+    pdm_project((PEERS / "pdmlock" / "demo__pdm.lock").read_text(), _PDM_PYPROJECT, tmp_path,
+                monkeypatch)
+    proj = tmp_path / "p"
+    full = _pdm_export(proj, tmp_path / "full.txt", "-G", "security")
+    prod = _pdm_export(proj, tmp_path / "prod.txt", "-G", "security", "--prod")
+    assert full - prod >= {"pytest"}
+    export = tmp_path / ("prod.txt" if "--prod" in exported else "full.txt")
+    r = CliRunner().invoke(cli, ["diff", str(proj / "pdm.lock"), str(export), *args, "--format",
+                                 "json"])
+    assert r.exit_code == code, r.output
+    doc = json.loads(r.output)
+    assert {d["key"] for d in doc["differences"]} == (full - prod if code else set())
