@@ -14,7 +14,7 @@ from typing import Any
 from envlock._names import canonicalize
 from envlock.errors import ManifestError
 
-__all__ = ["Selection", "Requested", "refuse_conflicts", "check_requested"]
+__all__ = ["Selection", "Requested", "Chosen", "refuse_conflicts", "check_requested"]
 
 
 @dataclass(frozen=True)
@@ -153,10 +153,11 @@ def refuse_conflicts(where: str, chosen: Iterable[str],
 def check_requested(requested: Requested | None, lock: Any, where: str,
                     default_groups: Iterable[str] = ("dev",)) -> None:
     """Refuse what ``uv sync`` (``pdm install -G``, ``poetry install -E/--with``) would refuse
-    of ``requested`` for ``lock``, before anything is compared: a name the lock does not
+    of ``requested`` for ``lock``, before its install is read: a name the lock does not
     declare, or two members of one of its ``conflicts`` sets (:meth:`Requested.resolve`).
-    The check ``verify --lock`` and ``diff`` make of each project lock, as ``restore`` makes
-    it (:func:`envlock.lock._lockselect.choose`).
+    The refusal of :func:`envlock.formats.lockchoice.choose`, the one rule ``restore``,
+    ``verify --lock`` and ``diff`` read a project lock's options with (each tool's own
+    reading follows it there).
 
     :param lock: a :class:`envlock.formats.locks.LockFile` or ``verify``'s
         :class:`envlock.verify.expected.Lock` (its ``kind``, ``choices``, ``conflicts``); a
@@ -168,3 +169,31 @@ def check_requested(requested: Requested | None, lock: Any, where: str,
         return
     requested.resolve(lock.choices, default_groups, conflicts=lock.conflicts, where=where,
                       groups_are_extras=lock.kind == "pdm.lock")
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """The install of a project lock that :class:`Requested` options choose, as the lock's own
+    tool takes them (:func:`envlock.formats.lockchoice.choose`): one value for ``restore``,
+    ``verify --lock`` and ``diff``.
+
+    :ivar selection: the extras and groups taken (:class:`Selection`).
+    :ivar tool: the installer whose reading it is (``"uv sync"``, ``"pdm install"``,
+        ``"poetry install"``).
+    :ivar words: the options in that tool's words (``"-G security --prod"``; ``""``: none
+        given).
+    :ivar took: what they took (``"extras cpu; groups dev"``, ``"no extra or group"``).
+    :ivar notes: what was assumed (no pyproject.toml beside the lock to tell its groups).
+    """
+
+    selection: Selection
+    tool: str
+    words: str
+    took: str
+    notes: tuple[str, ...] = ()
+
+    @property
+    def said(self) -> str:
+        """``"-G security as pdm install takes it: groups security, tests"``, or with no option
+        ``"default install as uv sync takes it: groups dev"``."""
+        return f"{self.words or 'default install'} as {self.tool} takes it: {self.took}"

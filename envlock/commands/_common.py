@@ -141,14 +141,20 @@ def selection_options(func: F | None = None, *, installs: bool = False) -> Any:
                                         no_dev)
         return func(*args, **kwargs)
 
-    said = _INSTALL_HELP if installs else {
-        "no_dev": "The install left out the dev group (uv sync --no-dev).",
-        "all_groups": "The install took every dependency group of the lock.",
-        "all_extras": "The install took every extra of the lock.",
-        "groups": "A dependency group the install took (uv sync --group); repeatable.",
-        "extras": "An extra or optional category the install took (uv sync --extra, "
-                  "conda-lock install -E); repeatable. Without any of these: uv's "
-                  "inferred from what is installed, and said; conda-lock's main and dev.",
+    said = _INSTALL_HELP if installs else {  # each tool's install docs: formats/lockchoice.py
+        "no_dev": "The install left out the dev group(s): uv sync --no-dev, pdm install --prod "
+                  "(every dev group), poetry install --without dev, conda-lock install --no-dev.",
+        "all_groups": "The install took every dependency group of the lock (pdm install -G "
+                      ":all, poetry install --all-groups).",
+        "all_extras": "The install took every extra of the lock (pdm install -G :all, poetry "
+                      "install --all-extras).",
+        "groups": "A dependency group the install took (uv sync --group, pdm install -G, poetry "
+                  "install --with); repeatable. Each lock's own defaults come too: uv's default "
+                  "groups, pdm's dev groups, poetry's main and non-optional groups.",
+        "extras": "An extra or optional category the install took (uv sync --extra, pdm "
+                  "install -G, poetry install -E, conda-lock install -E); repeatable. Without "
+                  "any of these: a uv, pdm or poetry lock's install is inferred from what is "
+                  "installed, and said; conda-lock's is main and dev.",
     }
     opts = [
         click.option("--no-dev", "no_dev", is_flag=True, help=said["no_dev"]),

@@ -43,9 +43,14 @@ _HELP = f"""Explain how environments differ, most likely causes first.
     with the majority, and the inputs that deviate are named.
 
     --extra/--group/--all-extras/--all-groups/--no-dev say which install of a lock
-    is compared, as uv sync and uv export take them: against a manifest, what it was
-    installed with; between two inputs, the install of each uv.lock, pdm.lock and
-    poetry.lock side (its markers for that install compared as markers).  Without
+    is compared, as the lock's own tool takes them: uv.lock as uv sync/uv export
+    (its default groups, dev unless [tool.uv] default-groups, come too); pdm.lock as
+    pdm install (--extra/--group NAME: -G NAME; --all-*: -G :all; --no-dev: --prod;
+    every dev group comes too); poetry.lock as poetry install (--group: --with,
+    --extra: -E, --no-dev: --without dev; main and every non-optional group come
+    too).  Against a manifest, what it was installed with; between two inputs, the
+    install of each project-lock side (its markers for that install compared as
+    markers).  Without
     them a lock with extras or groups is read for the install closest to what a
     manifest has installed, or to what an export of it (pylock.toml,
     requirements.txt) lists; the context says which was read.
@@ -83,10 +88,11 @@ def diff(inputs: tuple[str, ...], fmt: str, only: tuple[str, ...], ignore: tuple
     """Explain how environments differ, most likely causes first (help: ``_HELP``).
 
     A lock compared with a manifest is read for one install, as ``verify --lock`` reads it
-    (:func:`envlock.commands._common.selection_options`: ``uv sync``'s ``--extra``/``--group``/
-    ``--all-extras``/``--all-groups``/``--no-dev``, ``conda-lock install -E``); a project lock
-    compared with another lock or an export, as ``uv export`` takes them
-    (:func:`envlock.diff.lockpair.for_other_side`)."""
+    (:func:`envlock.commands._common.selection_options`: ``--extra``/``--group``/
+    ``--all-extras``/``--all-groups``/``--no-dev`` as each project lock's own tool takes them —
+    ``uv sync``, ``pdm install``, ``poetry install``: :mod:`envlock.formats.lockchoice` —
+    ``conda-lock install -E``); a project lock compared with another lock or an export, the
+    same (:func:`envlock.diff.lockpair.for_other_side`)."""
     import gc
 
     from envlock.diff import diff as run_diff

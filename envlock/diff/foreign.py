@@ -19,6 +19,7 @@ from envlock.formats.conda import parse_url as parse_conda_url
 from envlock.manifest._schema import SCHEMA
 from dataclasses import replace
 from envlock._names import canonicalize
+from envlock._selection import Chosen
 from envlock.diff.lockpair import for_other_side
 from envlock.formats import reading_of_lock
 from envlock.formats.locks import for_install
@@ -77,32 +78,33 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
     :param lock_reading: the lock's reading (``lock`` set); ``other``: the manifest's.
     :param extras, dev: the groups the install took (``-E NAME``, ``--no-dev``), as
         :func:`envlock.formats.locks.for_install`: their entries are compared, installed or not.
-    :param requested: the extras and groups of a lock with several installs (``uv sync``'s
-        options, :class:`envlock._selection.Requested`); without it the install closest to
-        what the manifest has installed, as ``verify --lock`` reads it
+    :param requested: the extras and groups of a lock with several installs
+        (:class:`envlock._selection.Requested`), read as the lock's own tool takes them
+        (``uv sync``, ``pdm install``, ``poetry install``: :func:`_given`); without it the
+        install closest to what the manifest has installed, as ``verify --lock`` reads it
         (:func:`envlock.formats.markers.select_install`: uv's conflict markers need one).
-    :param lock_path: the lock's path: a uv.lock's default groups are then the ``[tool.uv]
-        default-groups`` beside it (:func:`_default_groups`); ``None``: ``dev``.
+    :param lock_path: the lock's path: the pyproject.toml beside it tells a uv.lock's
+        ``[tool.uv] default-groups``, pdm's dev groups and poetry's optional groups; ``None``:
+        the options are read as ``uv sync`` takes them, with ``dev`` its default group.
     :returns: the reading to compare, and the sentences (one a line) saying which install was
         read and what was left out (``None`` when nothing was, or when the manifest records no
         Python version).
     :raises ManifestError: ``requested`` names an extra or group a project lock lacks, or
-        conflicting ones (:func:`envlock._selection.check_requested`).
+        conflicting ones, as its tool refuses them (:func:`_given`:
+        :func:`envlock.formats.lockchoice.choose`, :func:`envlock._selection.check_requested`).
     """
     lock = lock_reading.lock
     if lock is None:
         return lock_reading, None  # two manifests: no marker is evaluated (nor imported)
-    from envlock._selection import check_requested
-
-    defaults = _default_groups(lock, [x for x in lock.packages if x.manager == "pip"],
-                               lock_path, requested)
-    check_requested(requested, lock, lock_path or name, defaults)  # as uv sync refuses them
+    given = _given(lock, lock_path, requested)  # refused here, before either side is read
     if other.kind != "manifest":  # another lock or an export: read for one install
-        return for_other_side(lock_reading, other, name=name, other_name=other_name,
-                              requested=requested, default_groups=defaults)
+        reading, said = for_other_side(lock_reading, other, name=name, other_name=other_name,
+                                       requested=requested, given=given)
+        return reading, _with_notes(said, given)
     from envlock.formats.markers import applicable, marker_holds, select_install, target_marker_env
 
-    lock = for_install(lock, extras=extras, dev=dev)
+    if given is None or dev:  # options given of a project lock: its own tool's (``given``)
+        lock = for_install(lock, extras=extras, dev=dev)
     conda_optional = _conda_optional(lock, other, applicable)
     pip = [x for x in lock.packages if x.manager == "pip"]
     py, plat = _table(other.data, "python"), _table(other.data, "platform")
@@ -122,9 +124,9 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
                  for p in table.get("packages") or () if isinstance(p, dict) and p.get("name")}
     present = set(installed)
     selection, how = select_install(pip, env, installed, requested, conflicts=lock.conflicts,
-                                    default_groups=defaults)
+                                    given=given)
     needed, optional = applicable(pip, env, selection, conflicts=lock.conflicts)
-    chose = f"{name} read for {selection.label()} ({how})" if selection is not None else None
+    chose = _with_notes(_read_for(name, selection, how, given), given)
     keep = {n for n in needed if n not in optional or n in present}
     kept = _kept(lock, keep, needed, conda_optional, lambda m: marker_holds(
         m, env, selection=selection))
@@ -138,16 +140,32 @@ def for_target(lock_reading: Reading, other: Reading, *, name: str, other_name: 
         f"{chose}\n{note}" if chose else note)
 
 
-def _default_groups(lock: Any, pip: Sequence[Any], lock_path: str | None,
-                    requested: Any) -> tuple[str, ...]:
-    """The groups ``uv sync`` takes unless ``--no-dev``: for a uv.lock with a selection given,
-    ``[tool.uv] default-groups`` of the pyproject.toml beside ``lock_path``
-    (:func:`envlock.formats.projectlocks.uv_default_groups`), else ``dev``."""
-    if lock.kind != "uv.lock" or lock_path is None or requested is None or not requested.given:
-        return ("dev",)
-    from envlock.formats.projectlocks import uv_default_groups
+def _given(lock: Any, lock_path: str | None, requested: Any) -> Chosen | None:
+    """The install the options ``requested`` choose of a uv.lock, pdm.lock or poetry.lock at
+    ``lock_path``, as its own tool takes them (:func:`envlock.formats.lockchoice.given_choice`,
+    ``restore``'s and ``verify --lock``'s rule); ``None``: no option, no path, or another
+    kind of lock."""
+    if lock_path is None or requested is None or not requested.given:
+        return None
+    from envlock.formats.lockchoice import given_choice
 
-    return uv_default_groups(lock_path, {g for x in pip for g, _m in x.groups if g})
+    return given_choice(lock_path, lock, requested)
+
+
+def _read_for(name: str, selection: Any, how: str, given: Chosen | None) -> str | None:
+    """``"uv.lock read for --extra cpu (as given)"``: a uv.lock's selection in ``uv sync``'s
+    words, a pdm.lock's or poetry.lock's given in its own tool's (:attr:`Chosen.said`)."""
+    if selection is None:
+        return None
+    if given is not None and given.tool != "uv sync":
+        return f"{name} read for {given.said} ({how})"
+    return f"{name} read for {selection.label()} ({how})"
+
+
+def _with_notes(said: str | None, given: Chosen | None) -> str | None:
+    """``said`` and, a line each, what was assumed to read the options (:attr:`Chosen.notes`)."""
+    lines = [*([said] if said else []), *(given.notes if given is not None else ())]
+    return "\n".join(lines) or None
 
 
 def _kept(lock: Any, keep: set[str], needed: dict[str, Any], conda_optional: set[str],

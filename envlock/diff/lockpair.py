@@ -1,6 +1,7 @@
 """A project lock (``uv.lock``, ``pdm.lock``, ``poetry.lock``) compared with another lock or an
-export: read for one install, as ``uv sync``/``uv export`` take ``--extra``/``--group``/
-``--all-extras``/``--all-groups``/``--no-dev`` (issue 23).
+export: read for one install, as its own tool takes ``--extra``/``--group``/``--all-extras``/
+``--all-groups``/``--no-dev`` (``uv sync``/``uv export``, ``pdm install``, ``poetry install``:
+:mod:`envlock.formats.lockchoice`; issue 23).
 
 A project lock holds every extra's and group's packages — with uv's conflicting extras (its
 PyTorch ``cpu``/``cu124`` recipe) several builds of one package, told apart by conflict markers
@@ -17,7 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from envlock._selection import Selection
+from envlock._selection import Chosen, Selection
 from envlock.formats import Reading, reading_of_lock
 from envlock.formats.locks import Locked, LockFile
 
@@ -30,17 +31,18 @@ PROJECT_LOCKS = ("uv.lock", "pdm.lock", "poetry.lock")
 
 
 def for_other_side(lock_reading: Reading, other: Reading, *, name: str, other_name: str,
-                   requested: Any = None, default_groups: tuple[str, ...] = ("dev",)
+                   requested: Any = None, given: Chosen | None = None
                    ) -> tuple[Reading, str | None]:
     """``lock_reading``'s lock read for one install, to compare with ``other`` (a lock or an
     export, not a manifest: :func:`envlock.diff.foreign.for_target` reads that).
 
-    :param requested: :class:`envlock._selection.Requested` (``uv sync``'s options), applied
-        as :meth:`~envlock._selection.Requested.resolve` takes them; ``None`` or nothing given:
-        inferred from ``other`` when it says nothing of extras and groups itself (an export),
-        else the lock is read whole, as before.
-    :param default_groups: the groups ``uv sync`` takes unless ``--no-dev`` (a uv.lock's
-        ``[tool.uv] default-groups``: :func:`envlock.formats.projectlocks.uv_default_groups`).
+    :param requested: :class:`envlock._selection.Requested`, the options given; ``None`` or
+        nothing given: inferred from ``other`` when it says nothing of extras and groups itself
+        (an export), else the lock is read whole, as before.
+    :param given: the install those options choose, as the lock's own tool takes them
+        (:func:`envlock.formats.lockchoice.given_choice`: ``uv sync``, ``pdm install``,
+        ``poetry install``); ``None`` with options given: as
+        :meth:`~envlock._selection.Requested.resolve` (``uv sync``'s reading) takes them.
     :returns: the reading to compare, and the sentence saying which install was read (``None``
         when the lock has no extras or groups, or is read whole).
     """
@@ -51,8 +53,10 @@ def for_other_side(lock_reading: Reading, other: Reading, *, name: str, other_na
     choices = sorted({g for x in pip for g, _m in x.groups if g})
     if not choices:
         return lock_reading, None
-    if requested is not None and requested.given:
-        selection, how = requested.resolve(choices, default_groups), "as given"
+    if given is not None:
+        selection, how = given.selection, "as given"
+    elif requested is not None and requested.given:
+        selection, how = requested.resolve(choices), "as given"
     else:
         listed = _listed(other)
         if listed is None:
@@ -63,7 +67,8 @@ def for_other_side(lock_reading: Reading, other: Reading, *, name: str, other_na
                                  conflicts=lock.conflicts)
         how = f"inferred from {other_name}"
     narrowed = replace(lock, packages=_narrowed(lock, selection))
-    return reading_of_lock(narrowed, name), f"{name} read for {selection.label()} ({how})"
+    read_for = given.said if given is not None and given.tool != "uv sync" else selection.label()
+    return reading_of_lock(narrowed, name), f"{name} read for {read_for} ({how})"
 
 
 def _listed(other: Reading) -> set[tuple[str, str]] | None:

@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from envlock._names import canonicalize
-from envlock._selection import Requested, Selection
+from envlock._selection import Chosen, Requested, Selection
 
 __all__ = ["LockEntry", "Selection", "Requested", "marker_holds", "target_marker_env", "applicable",
            "infer_selection", "select_install", "conflict_item", "with_selection",
@@ -224,15 +224,16 @@ def least_costly(choices: Sequence[str], cost: Callable[[Selection], int], *,
 def select_install(packages: Sequence[LockEntry], env: Mapping[str, str],
                    installed: Mapping[str, str] | None, requested: Requested | None, *,
                    conflicts: Sequence[frozenset[str]] = (),
-                   default_groups: Sequence[str] = ("dev",)) -> tuple[Selection | None, str]:
-    """Which install of a lock's pip ``packages`` to compare a target with, as ``uv sync``
-    takes it — one rule for ``verify --lock`` and ``diff``: the extras and groups given
-    (``--extra``/``--group``/``--all-extras``/``--all-groups``/``--no-dev``:
-    :meth:`Requested.resolve`), else the one closest to what is ``installed``
-    (:func:`infer_selection`).
+                   given: Chosen | None = None) -> tuple[Selection | None, str]:
+    """Which install of a lock's pip ``packages`` to compare a target with — one rule for
+    ``verify --lock`` and ``diff``: the extras and groups given
+    (``--extra``/``--group``/``--all-extras``/``--all-groups``/``--no-dev``) as the lock's own
+    tool takes them (``given``: :func:`envlock.formats.lockchoice.given_choice`, ``restore``'s
+    rule; for another lock, :meth:`Requested.resolve`), else the one closest to what is
+    ``installed`` (:func:`infer_selection`).
 
-    :param default_groups: the groups ``uv sync`` takes unless ``--no-dev`` (a uv.lock's
-        ``[tool.uv] default-groups``: :func:`envlock.formats.projectlocks.uv_default_groups`).
+    :param given: the install the options choose of a uv.lock, pdm.lock or poetry.lock, as
+        ``uv sync``, ``pdm install`` or ``poetry install`` takes them.
     :param installed: ``{normalized name: version}`` of the target; ``None``: nothing to infer
         from (every group then looked at on its own, as :func:`applicable` does with no
         selection).
@@ -243,8 +244,10 @@ def select_install(packages: Sequence[LockEntry], env: Mapping[str, str],
     choices = sorted({g for p in packages for g, _m in p.groups if g})
     if not choices:
         return None, ""
+    if given is not None:
+        return given.selection, "as given"
     if requested is not None and requested.given:
-        return requested.resolve(choices, default_groups), "as given"
+        return requested.resolve(choices), "as given"
     if installed is None:
         return None, ""
     return (infer_selection(packages, env, installed, conflicts=conflicts),

@@ -201,13 +201,7 @@ def read_pixi_lock(data: Mapping[str, Any], name: str, environment: str = "defau
         raise _err(name, "pixi.lock has no 'environments' mapping")
     if not isinstance(envs.get(environment), Mapping):
         raise _err(name, f"pixi.lock has no environment {environment!r}")
-    records: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for i, rec in enumerate(_packages(data, "packages", name)):
-        key = _pixi_record_key(rec, i, version, name)
-        if key[0] == "pypi" and not isinstance(rec.get("name"), str):
-            raise _err(name, f"packages[{i}] (pypi {one_line(key[1])}) has no name")
-        _check_record(key[0], key[1], rec, i, name)
-        records.setdefault(key, []).append(rec)
+    records = _pixi_records(data, version, name)
     per_platform = envs[environment].get("packages", {})
     if not isinstance(per_platform, Mapping):
         raise _err(name, f"environments.{environment}.packages must be a mapping")
@@ -249,6 +243,23 @@ def read_pixi_lock(data: Mapping[str, Any], name: str, environment: str = "defau
                     projects=tuple(dict.fromkeys(projects)), sources=tuple(sources),
                     pixi_platforms=tuple(platforms[p] if p in platforms else PixiPlatform(str(p), str(p))
                                          for p in per_platform))
+
+
+def _pixi_records(data: Mapping[str, Any], version: int, name: str
+                  ) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
+    """The ``packages`` records of a pixi.lock by ``(kind, location)``, each checked
+    (:func:`_check_record`); several may share a location (told apart by the reference).
+
+    :raises ManifestError: a record of no known shape, or a pypi record with no name.
+    """
+    records: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for i, rec in enumerate(_packages(data, "packages", name)):
+        key = _pixi_record_key(rec, i, version, name)
+        if key[0] == "pypi" and not isinstance(rec.get("name"), str):
+            raise _err(name, f"packages[{i}] (pypi {one_line(key[1])}) has no name")
+        _check_record(key[0], key[1], rec, i, name)
+        records.setdefault(key, []).append(rec)
+    return records
 
 
 def _pixi_entry(kind: str, loc: str, rec: Mapping[str, Any], platform: str, subdir: str,

@@ -14,7 +14,7 @@ them, with their files' URLs and hashes exactly as locked, as:
 
 The install is the one each tool makes with the options given, and with none its own default
 (``uv sync``: the default groups; ``pdm install``: the groups it was locked with; ``poetry
-install``: every group not optional), as :mod:`envlock.lock._lockselect` reads them; the project itself
+install``: every group not optional), as :mod:`envlock.formats.lockchoice` reads them; the project itself
 (editable, virtual, directory entries) is not installed.  A package the lock gives no file
 with a hash for (a poetry entry with ``files = []``, a wheel of a ``--find-links`` directory
 uv recorded without a hash, a local path) cannot be hash-checked: the conversion stops with
@@ -82,7 +82,7 @@ def convert(path: Path, kind: str, env: Mapping[str, str],
             requested: Requested | None = None) -> Converted:
     """Convert the project lock ``path`` of ``kind`` (a key of :data:`PROJECT_LOCKS`) for the
     target of PEP 508 marker environment ``env`` and the extras and groups ``requested``
-    (:func:`envlock.lock._lockselect.choose`: as ``uv sync``, ``pdm install -G``, ``poetry
+    (:func:`envlock.formats.lockchoice.choose`: as ``uv sync``, ``pdm install -G``, ``poetry
     install --with/-E`` take them; ``None``: each tool's own no-option install).
 
     :raises ManifestError: the lock is malformed, does not admit the target's Python
@@ -92,13 +92,17 @@ def convert(path: Path, kind: str, env: Mapping[str, str],
     """
     from envlock import formats
     from envlock.formats.markers import applicable
-    from envlock.lock._lockselect import choose
+    from envlock.formats.lockchoice import choose
     from envlock.manifest._toml import load_file
 
     lock = formats.read_lock(path)
     data = load_file(path)
     # a bad option is said before a fact of the environment (its Python), as uv sync says it
-    selection, said, assumed = choose(path, kind, lock, data, requested)
+    try:
+        chosen_install = choose(path, kind, lock, data, requested)  # verify's and diff's rule
+    except ManifestError as exc:
+        raise ManifestError(f"{exc}; nothing was run") from None
+    selection, said = chosen_install.selection, chosen_install.said
     _check_python(path, lock.requires_python, env)
     raw = _raw_entries(data, kind)
     if [canonicalize(str(r.get("name"))) for r in raw] != [x.name for x in lock.packages]:
@@ -119,7 +123,7 @@ def convert(path: Path, kind: str, env: Mapping[str, str],
              + f": {', '.join(sorted(optional))}"] if groups else [])
     left += [f"{path.name}: the project itself ({n}) is not installed, only its locked "
              "dependencies" for n in lock.projects]
-    left += assumed
+    left += chosen_install.notes
     names = {x.name: x.version for x, _ in chosen}
     lv = data.get("metadata", {}).get("lock-version", "1.0") if kind == "poetry.lock" else None
     if isinstance(lv, str) and tuple(int(n) for n in re.findall(r"\d+", lv)[:2]) < (2, 1):

@@ -210,16 +210,12 @@ def _expected(manifest: str | None, locks: Sequence[str], requested: Any,
     dev = False if requested is not None and requested.no_dev else None
     lock_list = tuple(read_lock(p, extras=extras, dev=dev, environment=pixi[0],
                                 lock_platform=pixi[1]) for p in locks)
-    if requested is not None and requested.given:  # a uv.lock's [tool.uv] default-groups
-        from envlock.formats.projectlocks import uv_default_groups
+    if requested is not None and requested.given:  # as each project lock's own tool takes it
+        from envlock.formats.lockchoice import given_choice
 
-        lock_list = tuple(x._replace(default_groups=uv_default_groups(x.path, {
-            g for q in x.packages for g, _m in q.groups if g})) if x.kind == "uv.lock" else x
-            for x in lock_list)
-        from envlock._selection import check_requested
-
-        for x in lock_list:  # a name the lock lacks, or conflicting ones: uv sync refuses them
-            check_requested(requested, x, x.path, x.default_groups)
+        # each project lock's reading, which refuses a name it lacks or conflicting ones
+        lock_list = tuple(x._replace(chosen=given_choice(x.path, x, requested))
+                          for x in lock_list)
     if pixi != (None, None) and not any(x.kind == "pixi.lock" for x in lock_list):
         said = " and ".join(o for o, v in zip(("--environment", "--platform"), pixi) if v is not None)
         from envlock.errors import ManifestError
@@ -275,8 +271,9 @@ def verify(
     :param build: run only the build-toolchain checks
         (:data:`envlock.verify.checks.build.BUILD_CHECKS`, ``verify --build``).
     :param requested: the extras and groups the target was installed with
-        (:class:`envlock.formats.markers.Requested`: ``uv sync``'s ``--extra`` / ``--group`` /
-        ``--all-extras`` / ``--no-dev``; ``-E NAME`` as ``conda-lock install -E NAME``); ``None``:
+        (:class:`envlock.formats.markers.Requested`, read as each project lock's own tool
+        takes them: :mod:`envlock.formats.lockchoice`; ``-E NAME`` as ``conda-lock install
+        -E NAME``); ``None``:
         inferred for each lock from what is installed (uv's extras and groups), or each
         tool's default install (conda-lock: main and dev; :func:`envlock.formats.locks.for_install`).
     :param environment, lock_platform: the environment (``pixi install -e NAME``) and the

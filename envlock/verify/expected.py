@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from envlock._selection import Chosen
 from envlock.errors import ManifestError
 
 __all__ = ["LockedPackage", "Lock", "Expected", "read_lock", "canonical"]
@@ -61,9 +62,10 @@ class Lock(NamedTuple):
     :ivar platforms: every conda subdir the lock is for (``()``: a pip lock, any platform).
     :ivar projects, requires_python, environments, conflicts: as
         :class:`envlock.formats.locks.LockFile`.
-    :ivar default_groups: the groups ``uv sync`` takes unless ``--no-dev`` (a uv.lock's
-        ``[tool.uv] default-groups``, set by ``verify`` when a selection is given:
-        :func:`envlock.formats.projectlocks.uv_default_groups`; ``dev`` otherwise).
+    :ivar chosen: the install the selection options given choose of a uv.lock, pdm.lock or
+        poetry.lock, as its own tool takes them (set by ``verify``:
+        :func:`envlock.formats.lockchoice.given_choice`, ``restore``'s rule); ``None``: none
+        given, the install is inferred from what is installed.
     :ivar cuda: the ``__cuda`` version the taken platform's virtual packages require (a v7
         ``pixi.lock`` platform solved for ``__cuda=12``), compared with the driver like a
         package's ``__cuda`` dependency; ``lock_platform``: that platform's name (``p2``).
@@ -85,7 +87,7 @@ class Lock(NamedTuple):
     conflicts: tuple[frozenset[str], ...] = ()
     cuda: str | None = None
     lock_platform: str | None = None
-    default_groups: tuple[str, ...] = ("dev",)
+    chosen: Chosen | None = None
     pixi_environment: str | None = None
     selection: tuple[str, ...] = ()
     choices: frozenset[str] | None = None
@@ -142,7 +144,9 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
         evaluate against the target (:func:`envlock.formats.markers.marker_holds`).
     :param extras, dev: the optional groups the install took (``conda-lock install -E NAME
         --no-dev``): :func:`envlock.formats.locks.for_install`; entries of other groups keep
-        their groups, and not installed they are a choice, not a missing package.
+        their groups, and not installed they are a choice, not a missing package.  A uv.lock's,
+        pdm.lock's and poetry.lock's are left to :attr:`Lock.chosen` (their own tool's reading,
+        :func:`envlock.formats.lockchoice.given_choice`).
     :param environment, lock_platform: a ``pixi.lock``'s environment (``pixi install -e
         NAME``; default ``default``) and platform entry (``p2``; default: the one named as
         ``platform``, else the first of that subdir): :func:`envlock.verify.pixichoice.choose_pixi`;
@@ -166,7 +170,10 @@ def read_lock(path: str | os.PathLike[str], *, platform: str | None = None,
         taken, plat, note, env_name = chosen.platform, chosen.subdir, chosen.note, chosen.environment
     pixi = {q.name: q for q in r.lock.pixi_platforms}
     out = []
-    for x in formats.locks.for_install(r.lock, extras=extras, dev=dev).packages:
+    from envlock.formats.lockchoice import TOOLS
+
+    own = r.lock if r.kind in TOOLS else formats.locks.for_install(r.lock, extras=extras, dev=dev)
+    for x in own.packages:
         if x.platform is not None and x.platform != taken:
             continue
         marker = x.marker

@@ -133,11 +133,12 @@ def test_diff_of_a_pdm_lock_and_pdms_export_of_one_group(group: str, tmp_path: P
                         "requirements", "-o", f"req.{group}.txt"], cwd=proj, env=env,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    for args, how in ((["--group", group], "as given"),
-                      ([], f"inferred from req.{group}.txt")):
+    for args, how in ((["--group", group], f"-G {group} as pdm install takes it: groups {group} "
+                                           "(as given)"),
+                      ([], f"--group {group} (inferred from req.{group}.txt)")):
         d = subprocess.run([sys.executable, "-m", "envlock", "diff", str(proj / "pdm.lock"),
                             str(proj / f"req.{group}.txt"), "--format", "json", *args],
                            capture_output=True, text=True, timeout=120)
         doc = json.loads(d.stdout)
         assert d.returncode == 0 and doc["differences"] == [], doc["differences"]
-        assert f"pdm.lock read for --group {group} ({how})" in doc["context"], doc["context"]
+        assert f"pdm.lock read for {how}" in doc["context"], doc["context"]

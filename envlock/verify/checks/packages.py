@@ -216,8 +216,10 @@ def _for_target(ctx: Context, lock: Any, source: str
     """:func:`envlock.formats.markers.applicable` for the target interpreter and the extras
     and groups it was installed with, as ``_compare`` takes it, and the ``info`` finding
     ``packages.lock-selection`` that says which selection was read (given with ``--extra`` /
-    ``--group`` / ``--all-extras`` / ``--no-dev``, or inferred from what is installed:
-    :func:`envlock.formats.markers.infer_selection`) when the lock has extras or groups."""
+    ``--group`` / ``--all-extras`` / ``--no-dev``, as the lock's own tool takes them:
+    ``lock.chosen``, :func:`envlock.formats.lockchoice.given_choice`; or inferred from what is
+    installed: :func:`envlock.formats.markers.infer_selection`) when the lock has extras or
+    groups."""
     from envlock.formats.markers import applicable, select_install, target_marker_env
 
     packages = [p for p in lock.packages if p.manager == "pip"]
@@ -226,21 +228,26 @@ def _for_target(ctx: Context, lock: Any, source: str
     choices = sorted({g for p in packages for g, _m in p.groups if g})
     finding = None
     installed = {p.name: p.version for p in ctx.live.pip.packages}
+    given = lock.chosen
     selection, how = select_install(packages, env, installed, ctx.expected.requested,
-                                    conflicts=lock.conflicts, default_groups=lock.default_groups)
+                                    conflicts=lock.conflicts, given=given)
     if selection is not None:
         shown = ", ".join(g.replace("extra:", "extra ") for g in choices)
+        tool = given.tool if given is not None else "uv sync"
+        read_for = selection.label() if tool == "uv sync" else given.said
+        command = (f"`uv sync {selection.label()}`" if tool == "uv sync"
+                   else f"`{tool} {given.words}`")
         finding = Finding(
             id="packages.lock-selection", severity="info",
-            title=f"{source} read for {selection.label()} ({how})",
+            title=f"{source} read for {read_for} ({how})",
             cause=f"{source} locks the packages of several installs (its extras and groups: "
-                  f"{shown}); the target is compared with the one `uv sync {selection.label()}`"
-                  " installs" + (", the one closest to what is installed" if selection.inferred
-                                 else "") + ".",
-            evidence=tuple(f"conflicting, at most one installed: {', '.join(sorted(c))}"
-                           for c in lock.conflicts),
+                  f"{shown}); the target is compared with the one {command} installs"
+                  + (", the one closest to what is installed" if selection.inferred else "")
+                  + ".",
+            evidence=(*(f"conflicting, at most one installed: {', '.join(sorted(c))}"
+                        for c in lock.conflicts), *(given.notes if given is not None else ())),
             fix=("Name the install to check: --extra NAME / --group NAME / --all-extras / "
-                 "--no-dev, as given to uv sync.",),
+                 f"--all-groups / --no-dev, as {tool} takes them (verify --help).",),
         )
     needed, optional = applicable(packages, env, selection, conflicts=lock.conflicts)
     return {n: (v, None, None) for n, v in needed.items()}, optional, finding
