@@ -344,6 +344,9 @@ def read_poetry_lock(data: Mapping[str, Any], name: str) -> LockFile:
     out = []
     projects: list[str] = []
     extras = _poetry_extras(data.get("extras"), name)
+    # lock-version 2.1: poetry installs from the locked groups and markers alone (its
+    # ``Locker.is_locked_groups_and_markers``); ``optional`` no longer decides
+    locked_markers = isinstance(lv, str) and _version_tuple(lv) >= (2, 1)
     for i, p in enumerate(_packages(data, "package", name)):
         where = f"package[{i}]"
         pname = _name(p, where, name)
@@ -359,7 +362,8 @@ def read_poetry_lock(data: Mapping[str, Any], name: str) -> LockFile:
         out.append(Locked("pip", canonicalize(pname), pversion,
                           vcs="git" if kind == "git" else None,
                           commit=str(commit) if commit else None,
-                          groups=_poetry_groups(p, where, name, extras.get(canonicalize(pname), ()))))
+                          groups=_poetry_groups(p, where, name, extras.get(canonicalize(pname), ()),
+                                                locked_markers=locked_markers)))
     return LockFile("poetry.lock", (), tuple(out), projects=tuple(projects),
                     choices=declared_choices("poetry.lock", data, out))
 
@@ -383,16 +387,26 @@ def _poetry_extras(raw: Any, name: str) -> dict[str, tuple[str, ...]]:
     return {k: tuple(sorted(v)) for k, v in out.items()}
 
 
-def _poetry_groups(p: Mapping[str, Any], where: str, name: str,
-                   extras: tuple[str, ...] = ()) -> tuple[tuple[str, str | None], ...]:
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(x) if x.isdigit() else 0 for x in text.split(".")[:2])
+
+
+def _poetry_groups(p: Mapping[str, Any], where: str, name: str, extras: tuple[str, ...] = (),
+                   *, locked_markers: bool = False) -> tuple[tuple[str, str | None], ...]:
     """:attr:`Locked.groups` of a poetry.lock entry: lock-version 2 lists ``groups``
     (``"main"`` is the default install), 1.x a ``category`` (``"main"``/``"dev"``);
     ``optional = true`` means only an extra pulls it in (``poetry install -E``): each of
     ``extras`` (the ``[extras]`` that list it) is then a group ``extra:<name>``, and
     ``extra:*`` when none does.  A
     ``markers`` string (lock-version 2) is the condition; a per-group table of markers keeps
-    each group's."""
-    optional = p.get("optional") is True
+    each group's.  With ``locked_markers`` (lock-version 2.1) the markers decide, as poetry's
+    ``Transaction`` installs a locked package whose marker for the chosen groups holds:
+    poetry writes ``extra == "x"`` into the marker of a package only an extra pulls in, and
+    an ``optional = true`` package whose markers name no extra is installed without one."""
+    raw = p.get("markers")
+    texts = raw.values() if isinstance(raw, Mapping) else [raw]
+    optional = p.get("optional") is True and (not locked_markers or any(
+        isinstance(t, str) and re.search(r"\bextra\b", t) for t in texts))
     groups = p.get("groups")
     if groups is None:
         cat = p.get("category")

@@ -55,6 +55,10 @@ for f in sys.argv[1:]:
         sorted(p.name for p, info in locker.locked_packages().items()
                if info.get_marker(info.groups).validate({**env, "extra": extras}))
         for env in TARGETS]
+    out[f]["no_extras"] = [  # poetry install --all-groups (no -E): the markers with no extra
+        sorted(p.name for p, info in locker.locked_packages().items()
+               if info.get_marker(info.groups).validate({**env, "extra": set()}))
+        for env in TARGETS]
 print(json.dumps(out))
 """
 
@@ -108,3 +112,25 @@ def test_a_poetry_lock_reads_as_poetry_reads_it(lock: Path, poetry_reading: dict
         needed, _ = applicable(ours.packages, env)
         assert set(needed) == {canonicalize_name(n) for n in there} - set(ours.projects), \
             (env["sys_platform"], sorted(set(needed) ^ {canonicalize_name(n) for n in there}))
+
+
+@pytest.mark.parametrize("lock", LOCKS, ids=lambda p: p.name)
+def test_a_poetry_lock_without_extras_installs_what_poetry_installs(lock: Path,
+                                                                   poetry_reading: dict) -> None:
+    """lock-version 2.1: ``poetry install --all-groups`` with no ``-E`` installs the locked
+    packages whose marker holds with no extra; ``optional = true`` alone does not leave one
+    out (poetry writes ``extra == "x"`` into the marker of a package only an extra needs)."""
+    from packaging.utils import canonicalize_name
+
+    from envlock._selection import Selection
+
+    theirs = poetry_reading[str(lock)]
+    if "error" in theirs or theirs.get("targets") is None:
+        pytest.skip("poetry answers only with the project's pyproject.toml (lock-version < 2.1)")
+    ours = read_lock(lock)
+    groups = {g for x in ours.packages for g, _ in x.groups if g and not g.startswith("extra:")}
+    for env, there in zip(_TARGETS, theirs["no_extras"]):
+        needed, optional = applicable(ours.packages, env, Selection(frozenset(groups)))
+        got = {n for n in needed if n not in optional}
+        assert got == {canonicalize_name(n) for n in there} - set(ours.projects), \
+            (env["sys_platform"], sorted(got ^ {canonicalize_name(n) for n in there}))
