@@ -346,7 +346,8 @@ def read_poetry_lock(data: Mapping[str, Any], name: str) -> LockFile:
     extras = _poetry_extras(data.get("extras"), name)
     # lock-version 2.1: poetry installs from the locked groups and markers alone (its
     # ``Locker.is_locked_groups_and_markers``); ``optional`` no longer decides
-    locked_markers = isinstance(lv, str) and _version_tuple(lv) >= (2, 1)
+    locked_markers = isinstance(lv, str) and tuple(
+        int(x) if x.isdigit() else 0 for x in lv.split(".")[:2]) >= (2, 1)
     for i, p in enumerate(_packages(data, "package", name)):
         where = f"package[{i}]"
         pname = _name(p, where, name)
@@ -385,10 +386,6 @@ def _poetry_extras(raw: Any, name: str) -> dict[str, tuple[str, ...]]:
             if m.split():
                 out.setdefault(canonicalize(m.split()[0]), set()).add(canonicalize(str(extra)))
     return {k: tuple(sorted(v)) for k, v in out.items()}
-
-
-def _version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(x) if x.isdigit() else 0 for x in text.split(".")[:2])
 
 
 def _poetry_groups(p: Mapping[str, Any], where: str, name: str, extras: tuple[str, ...] = (),
