@@ -21,7 +21,8 @@ from envlock.errors import ManifestError
 __all__ = ["UntrustedValueError", "check_name", "check_requirement", "check_commit",
            "check_url", "check_git_source", "check_python_version", "check_conda_spec",
            "check_file_name", "check_match_spec", "check_channel", "contained", "INDEX_SCHEMES",
-           "GIT_SCHEMES", "check_dist_file", "check_conda_file", "ARCHIVE_SUFFIX", "is_archive"]
+           "GIT_SCHEMES", "check_dist_file", "check_conda_file", "ARCHIVE_SUFFIX", "is_archive",
+           "check_version", "check_digest", "check_hash", "check_location"]
 
 #: URL schemes a pip index, ``--find-links`` page or archive may have (pip's "Repository API"
 #: and its ``file:`` support).
@@ -89,6 +90,82 @@ def check_requirement(value: object, field: str) -> str:
         else:
             check_url(req.url, field, INDEX_SCHEMES)
     return value
+
+
+def check_version(value: object, field: str) -> str:
+    """A version as PEP 440 ("Version scheme") allows it (``packaging.version.Version``, as
+    uv, pdm, poetry and ``packaging.pylock`` parse a locked version).
+
+    :returns: ``value`` unchanged.
+    :raises UntrustedValueError: anything else (``not.a.version!``, ``1.0 ; rm``).
+    """
+    from packaging.version import InvalidVersion, Version
+
+    if not isinstance(value, str) or not _plain(value):
+        raise _fail(field, value, "a version (PEP 440)")
+    try:
+        Version(value)
+    except InvalidVersion:
+        raise _fail(field, value, "a version (PEP 440)") from None
+    return value
+
+
+#: hex digits of each digest a lock gives (hashlib's ``digest_size`` * 2): pip's ``--hash``
+#: takes sha256/sha384/sha512, conda md5/sha256, PEP 751 any hashlib algorithm.
+_DIGEST_HEX = {"md5": 32, "sha1": 40, "sha224": 56, "sha256": 64, "sha384": 96, "sha512": 128,
+               "blake2b": 128, "blake2s": 64, "sha3_224": 56, "sha3_256": 64, "sha3_384": 96,
+               "sha3_512": 128}
+
+
+def check_digest(algorithm: object, digest: object, field: str) -> str:
+    """A digest as ``hashlib``'s ``hexdigest()`` writes it: hex, of its algorithm's length
+    (:data:`_DIGEST_HEX`: md5 32, sha256 64, sha384 96, sha512 128); an algorithm envlock does
+    not know the length of only hex.  What pip (``--hash``), uv, conda and PEP 751
+    ("``hashes``") compare a download with.
+
+    :returns: ``digest`` unchanged.
+    :raises UntrustedValueError: not hex, or of another length (``sha256:zzz``).
+    """
+    algo = str(algorithm).lower()
+    if not isinstance(algorithm, str) or not re.fullmatch(r"[A-Za-z0-9_-]{1,20}", algorithm):
+        raise _fail(field, algorithm, "a hash algorithm")
+    want = _DIGEST_HEX.get(algo.replace("-", "_"))
+    if (not isinstance(digest, str) or not re.fullmatch(r"[0-9a-fA-F]+", digest)
+            or (want is not None and len(digest) != want)):
+        what = f"{want} hex digits" if want else "hex digits"
+        raise _fail(field, f"{algorithm}:{digest}", f"a digest ({algo}: {what})")
+    return digest
+
+
+def check_hash(value: object, field: str) -> str:
+    """A hash written ``<algorithm>:<hex digest>`` (pip's ``--hash``, ``Pipfile.lock``, uv,
+    pdm and poetry locks), its digest checked by :func:`check_digest`.
+
+    :returns: ``value`` unchanged.
+    :raises UntrustedValueError: no ``:``, or a digest that is not one.
+    """
+    if not isinstance(value, str) or ":" not in value:
+        raise _fail(field, value, "a hash (<algorithm>:<hex digest>)")
+    algorithm, _, digest = value.partition(":")
+    check_digest(algorithm, digest, field)
+    return value
+
+
+_DRIVE = re.compile(r"[A-Za-z]:[\\/]")
+
+
+def check_location(value: object, field: str, schemes: frozenset[str] = INDEX_SCHEMES) -> str:
+    """An index or file location: a URL passing :func:`check_url`, or a plain path — one with
+    no URL scheme (``x:`` not a Windows drive ``C:\\``/``C:/``), as uv reads a registry
+    ``source`` (its ``RegistrySource``: a URL or a path).
+
+    :returns: ``value`` unchanged.
+    :raises UntrustedValueError: a URL of another scheme (``javascript:alert(1)``, named in
+        the message), or not plain (white space, an option).
+    """
+    if isinstance(value, str) and (":" not in value or _DRIVE.match(value)) and _plain(value):
+        return value
+    return check_url(value, field, schemes)
 
 
 _HEX_COMMIT = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")

@@ -233,7 +233,9 @@ def read_conda_lock(data: Any, name: str) -> LockFile:
                  p.get("dependencies") if isinstance(p.get("dependencies"), Mapping) else {},
                  p.get("build"), _v1_categories(p)) for p in data["package"]]
         platforms = tuple(str(p) for p in data["metadata"]["platforms"])
-    for manager, pname, version, platform, url, md5, sha256, deps, build, categories in rows:
+    for i, (manager, pname, version, platform, url, md5, sha256, deps, build, categories
+            ) in enumerate(rows):
+        _conda_lock_hashes(md5, sha256, str(url), f"{name}: package[{i}] ({one_line(str(pname), 80)})")
         channel = None
         if manager == "conda":
             try:
@@ -248,6 +250,22 @@ def read_conda_lock(data: Any, name: str) -> LockFile:
                           channel=channel, md5=md5 if manager == "conda" else None, sha256=sha256,
                           cuda=cuda, groups=conda_lock_groups(categories)))
     return LockFile("conda-lock", platforms, tuple(out))
+
+
+def _conda_lock_hashes(md5: Any, sha256: Any, url: str, at: str) -> None:
+    """A conda-lock entry's ``hash.md5``/``hash.sha256``: hex of 32/64 digits.  conda-lock's
+    own model (``HashModel``) takes any string, and only installing the package then fails
+    (conda compares the download's digest), so envlock checks them when reading.  A pip entry
+    from git (``url: git+https://…@<commit>``) has the commit as its ``sha256`` (conda-lock's
+    pip solver writes it so): a full hex commit there."""
+    from envlock._untrusted import check_commit, check_digest
+
+    if sha256 is not None and url.startswith("git+"):
+        check_commit(sha256, f"{at}.hash.sha256")
+        sha256 = None
+    for algo, digest in (("md5", md5), ("sha256", sha256)):
+        if digest is not None:
+            check_digest(algo, digest, f"{at}.hash.{algo}")
 
 
 def _v1_categories(p: Mapping[str, Any]) -> tuple[str, ...]:
@@ -317,12 +335,28 @@ def validate_pylock(data: Any, name: str) -> Any:
     for i, p in enumerate(packages if isinstance(packages, list) else ()):
         if isinstance(p, Mapping) and isinstance(p.get("name"), str):
             _name(p, f"packages[{i}]", name)  # its real fault, not packaging's "not normalized"
+            _pylock_hashes(p, f"{name}: packages[{i}] ({one_line(p['name'], 80)})")
     try:
         return Pylock.from_dict(dict(data))
     except PylockValidationError as exc:
         raise _err(name, f"not a valid PEP 751 lock file ({one_line(str(exc))})") from None
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
         raise _err(name, f"not a valid PEP 751 lock file ({one_line(str(exc) or type(exc).__name__)})") from None
+
+
+def _pylock_hashes(p: Mapping[str, Any], at: str) -> None:
+    """Each ``hashes`` table of a pylock package (its ``archive``, ``sdist``, ``wheels``:
+    PEP 751 "``hashes``", ``{algorithm = hex digest}``) checked by
+    :func:`envlock._untrusted.check_digest` (``packaging.pylock`` checks only strings)."""
+    from envlock._untrusted import check_digest
+
+    files = [(k, p[k]) for k in ("archive", "sdist") if isinstance(p.get(k), Mapping)]
+    wheels = p.get("wheels")
+    files += [(f"wheels[{j}]", w) for j, w in enumerate(wheels if isinstance(wheels, list) else ())]
+    for key, f in files:
+        hashes = f.get("hashes") if isinstance(f, Mapping) else None
+        for algo, digest in (hashes.items() if isinstance(hashes, Mapping) else ()):
+            check_digest(algo, digest, f"{at}.{key}.hashes.{one_line(str(algo), 20)}")
 
 
 def read_pylock(data: Any, name: str) -> LockFile:

@@ -24,6 +24,7 @@ from typing import Any
 
 from envlock._io import one_line
 from envlock._names import canonicalize
+from envlock._untrusted import check_hash, check_name, check_version
 from envlock.errors import ManifestError
 from envlock.formats._reading import Reading, Source, partial
 from envlock.formats.locks import Locked, LockFile
@@ -153,6 +154,9 @@ def _lock_entry(pname: str, info: Mapping[str, Any], where: str, name: str, grou
     hashes = info.get("hashes") or []
     if not isinstance(hashes, list) or not all(isinstance(x, str) for x in hashes):
         raise _err(name, f"{where}.hashes must be a list of strings")
+    check_name(pname, f"{name}: {where}")  # pipenv's own models take PEP 508 names only
+    for j, h in enumerate(hashes):
+        check_hash(h, f"{name}: {where}.hashes[{j}]")
     marker = pip_marker(info.get("markers") or None)
     cname = canonicalize(pname)
     entry: dict[str, Any] = {"name": cname}
@@ -179,6 +183,8 @@ def _lock_entry(pname: str, info: Mapping[str, Any], where: str, name: str, grou
             raw[3:] if raw.startswith("===") else (raw or UNKNOWN))
         if raw and not raw.startswith("=="):
             raise _err(name, f"{where}.version {one_line(raw)} is not a pin (==)")
+        if raw.startswith("==") and not raw.startswith("==="):  # === pins any string (PEP 440)
+            check_version(version, f"{name}: {where}.version")
     entry["version"] = version
     if marker:
         entry["marker"] = marker

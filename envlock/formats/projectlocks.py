@@ -18,7 +18,8 @@ from typing import Any
 
 from envlock._io import one_line
 from envlock._names import canonicalize
-from envlock.formats.locks import (Locked, LockFile, _err, _name, _packages, _sha, _str,
+from envlock.formats.lockfields import lock_entries
+from envlock.formats.locks import (Locked, LockFile, _err, _name, _sha, _str,
                                    sniff_toml_lock)
 from envlock.formats.pep508 import UNKNOWN
 
@@ -56,7 +57,7 @@ def read_uv_lock(data: Mapping[str, Any], name: str) -> LockFile:
         raise _err(name, f"uv.lock version {one_line(repr(version))} is not supported (1)")
     out = []
     projects: list[str] = []
-    entries = _packages(data, "package", name)
+    entries = lock_entries(data, name)
     names = [_name(p, f"package[{i}]", name) for i, p in enumerate(entries)]  # before the graph
     reach = _uv_reach(entries, data.get("manifest"), name)
     for i, (p, pname) in enumerate(zip(entries, names)):
@@ -348,7 +349,7 @@ def read_poetry_lock(data: Mapping[str, Any], name: str) -> LockFile:
     # ``Locker.is_locked_groups_and_markers``); ``optional`` no longer decides
     locked_markers = isinstance(lv, str) and tuple(
         int(x) if x.isdigit() else 0 for x in lv.split(".")[:2]) >= (2, 1)
-    for i, p in enumerate(_packages(data, "package", name)):
+    for i, p in enumerate(lock_entries(data, name)):
         where = f"package[{i}]"
         pname = _name(p, where, name)
         pversion = _str(p, "version", where, name)
@@ -436,7 +437,7 @@ def read_pdm_lock(data: Mapping[str, Any], name: str) -> LockFile:
         raise _err(name, f"pdm.lock lock_version {one_line(meta['lock_version'])} is not supported (4.x)")
     out = []
     projects: list[str] = []
-    for i, p in enumerate(_packages(data, "package", name)):
+    for i, p in enumerate(lock_entries(data, name)):
         where = f"package[{i}]"
         pname = _name(p, where, name)
         pversion = _str(p, "version", where, name, required=False)

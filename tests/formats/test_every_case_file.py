@@ -23,6 +23,9 @@ INVALID = {
     "v7__missing_platform.yml": "uses platform 'UNKNOWN', which is not in 'platforms'",
     # uv export --frozen: "Exact Git revision `0dac…` does not match precise commit `b270…`"
     "inline__git_secret_mismatch__uv.lock": "does not match precise commit",
+    # uv's ecosystem snapshot with its versions filtered to "3.11.[X]": not PEP 440, which
+    # uv's own reader (and envlock's) refuses
+    "ecosystem__warehouse__uv.lock": "package[160] (orjson).version: '3.11.[X]' is not a version",
     # conda-lock's explicit render without @EXPLICIT: conda reads its URLs as MatchSpecs
     # (tests/formats/test_explicit_oracle.py)
     "test-lockfile__test.lock": "without its @EXPLICIT line",
