@@ -335,13 +335,15 @@ def validate_pylock(data: Any, name: str) -> Any:
     for i, p in enumerate(packages if isinstance(packages, list) else ()):
         if isinstance(p, Mapping) and isinstance(p.get("name"), str):
             _name(p, f"packages[{i}]", name)  # its real fault, not packaging's "not normalized"
-            _pylock_hashes(p, f"{name}: packages[{i}] ({one_line(p['name'], 80)})")
     try:
-        return Pylock.from_dict(dict(data))
+        lock = Pylock.from_dict(dict(data))
     except PylockValidationError as exc:
         raise _err(name, f"not a valid PEP 751 lock file ({one_line(str(exc))})") from None
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
         raise _err(name, f"not a valid PEP 751 lock file ({one_line(str(exc) or type(exc).__name__)})") from None
+    for i, p in enumerate(data["packages"]):  # a file packaging reads: its digests, as values
+        _pylock_hashes(p, f"{name}: packages[{i}] ({one_line(p['name'], 80)})")
+    return lock
 
 
 def _pylock_hashes(p: Mapping[str, Any], at: str) -> None:
@@ -423,9 +425,12 @@ def _name(p: Mapping[str, Any], where: str, name: str) -> str:
     :raises ManifestError: not a non-empty string, or not a PEP 508 name
         (``--index-url=http://evil``), quoted on one line.
     """
-    from envlock._untrusted import check_name
+    from envlock._untrusted import UntrustedValueError, check_name
 
-    return check_name(_str(p, "name", where, name), f"{name}: {where}.name")
+    try:
+        return check_name(_str(p, "name", where, name), f"{name}: {where}.name")
+    except UntrustedValueError as exc:  # the file is malformed (its own tool refuses it too),
+        raise ManifestError(str(exc)) from None  # not a value refused after a good parse
 
 
 def _packages(data: Mapping[str, Any], key: str, name: str) -> list[Mapping[str, Any]]:
